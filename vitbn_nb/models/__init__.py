@@ -1,0 +1,41 @@
+"""Models of the book, and the reference configurations of the seeds."""
+from __future__ import annotations
+
+from torch import nn
+
+from .cnn import CNN
+from .dnn import DNN, DNN_d3, DNNBN_d3
+from .norms import BatchNorm, check_choice
+from .vit import ViT, ViTBN, ViTBNFFN
+
+MODELS: dict[str, type[nn.Module]] = {
+    "ViT": ViT, "ViTBNFFN": ViTBNFFN, "ViTBN": ViTBN, "DNN_d3": DNN_d3, "DNNBN_d3": DNNBN_d3, "CNN": CNN,
+}
+VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN")
+
+#: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
+REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, dim=64, heads=8, dim_head=64,
+                     mlp_dim=128, dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
+#: The "as published" comparison: a depth-6 ViT against depth-1 BatchNorm models (reference README).
+AS_PUBLISHED_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
+
+
+def model_kwargs(name: str, **overrides) -> dict:
+    """The full constructor arguments of ``name``: the reference configuration plus ``overrides``."""
+    check_choice("model", name, tuple(MODELS))
+    base = dict(REFERENCE_VIT, depth=AS_PUBLISHED_DEPTH[name]) if name in VIT_FAMILY else {}
+    return {**base, **overrides}
+
+
+def build_model(name: str, **overrides) -> nn.Module:
+    """``build_model("ViTBN", depth=6)``: the named model in its reference configuration, with overrides."""
+    kwargs = model_kwargs(name, **overrides)
+    return MODELS[name](**kwargs)
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+__all__ = ["AS_PUBLISHED_DEPTH", "BatchNorm", "CNN", "DNN", "DNNBN_d3", "DNN_d3", "MODELS", "REFERENCE_VIT",
+           "VIT_FAMILY", "ViT", "ViTBN", "ViTBNFFN", "build_model", "count_parameters", "model_kwargs"]

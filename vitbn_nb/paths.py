@@ -1,0 +1,39 @@
+"""Where the book keeps data, runs and figures.
+
+Each location can be moved with an environment variable (the test-suite uses this to keep
+its smoke runs away from the committed ``figures/``); otherwise it lies in the project
+checkout, found by walking up from the working directory to ``pyproject.toml``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_root() -> Path:
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "vitbn_nb").is_dir():
+            return folder
+    if (_PACKAGE_ROOT / "pyproject.toml").is_file():  # an editable install: the checkout itself
+        return _PACKAGE_ROOT
+    return Path.home() / ".cache" / "vitbn_nb"
+
+
+def _location(variable: str, default: str) -> Path:
+    path = Path(os.environ.get(variable) or project_root() / default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    return _location("VITBN_DATA_DIR", "data")
+
+
+def runs_dir() -> Path:
+    return _location("VITBN_RUNS_DIR", "runs")
+
+
+def figures_dir() -> Path:
+    return _location("VITBN_FIGURES_DIR", "figures")

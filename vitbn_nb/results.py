@@ -1,0 +1,67 @@
+"""Summaries of run tables: final accuracies with their spread, and the seeds' speed ratios.
+
+The seeds report single runs; the book reports the mean and standard deviation over seeds
+(``n`` says how many), so a claim such as "ViTBNFFN beats ViT" can be read against the spread.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def mean_sd(values, digits: int = 1) -> str:
+    values = pd.Series(values, dtype=float).dropna()
+    if values.empty:
+        return "n/a"
+    if len(values) == 1:
+        return f"{values.iloc[0]:.{digits}f}"
+    return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
+
+
+def final_epochs(table: pd.DataFrame) -> pd.DataFrame:
+    """The last recorded epoch of every run (a diverged run's is the epoch it diverged at)."""
+    return table.sort_values("epoch").groupby("run_id", sort=False).tail(1)
+
+
+def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
+    """Final test accuracy per group: mean, standard deviation, seeds, diverged runs."""
+    last = final_epochs(table)
+    grouped = last.groupby(list(by), sort=False)
+    return pd.DataFrame({
+        "accuracy (%)": grouped["test_acc"].apply(mean_sd),
+        "mean": grouped["test_acc"].mean(),
+        "sd": grouped["test_acc"].std(ddof=1),
+        "seeds": grouped["seed"].nunique(),
+        "diverged": grouped["status"].apply(lambda s: int((s == "diverged").sum())),
+    }).reset_index()
+
+
+def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
+    """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch, and gains g = 1 - 1/r (%).
+
+    ``r_t`` uses training time, ``r_v`` test (inference) time. Runs are paired by seed (and by
+    the ``by`` columns); the result gives the mean and standard deviation over the pairs.
+    """
+    keys = [*by, "seed"]
+    per_run = table.groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]].mean().reset_index()
+    base = per_run[per_run["model"] == baseline].drop(columns="model")
+    pairs = per_run[per_run["model"] != baseline].merge(base, on=keys, suffixes=("", "_base"))
+    pairs["r_t"] = pairs["train_seconds_base"] / pairs["train_seconds"]
+    pairs["r_v"] = pairs["test_seconds_base"] / pairs["test_seconds"]
+    pairs["g_t"] = 100 * (1 - 1 / pairs["r_t"])
+    pairs["g_v"] = 100 * (1 - 1 / pairs["r_v"])
+    rows = []
+    for key, group in pairs.groupby([*by, "model"], sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip([*by, "model"], key))
+        for column, digits in (("r_t", 2), ("r_v", 2), ("g_t", 0), ("g_v", 0)):
+            row[column] = mean_sd(group[column], digits)
+            row[f"{column}_mean"] = group[column].mean()
+        row["seeds"] = len(group)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gain(ratio: float) -> float:
+    """g = 1 - 1/r, in %."""
+    return 100 * (1 - 1 / ratio) if ratio and np.isfinite(ratio) else float("nan")

@@ -1,0 +1,246 @@
+"""The run store: every training run recorded, reused, and resumable.
+
+A run is named by its configuration and the device type it ran on. Its folder under
+``runs_dir()`` holds ``record.json`` (config, per-epoch metrics, status, hardware, library
+versions), ``checkpoint.pt`` while it is unfinished (weights, optimiser, metrics so far;
+rewritten atomically after every epoch) and ``model.pt`` once it is done. Asking for a
+finished configuration again returns the stored run; an interrupted one continues from its
+last finished epoch; ``force=True`` trains it anew. ``load_table()`` gathers every record
+into one tidy pandas table (one row per run and epoch).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from . import atomic, data, engine
+from .models import build_model, model_kwargs
+from .models.norms import check_choice
+from .paths import runs_dir
+from .system import hardware, pick_device, versions
+
+DATASETS = ("mnist", "mnist_aug")
+PIPELINES = ("fast", "reference")
+#: The augmented test set is drawn once with this seed, so every model is tested on the same images.
+TEST_AUGMENTATION_SEED = 20241108
+SUBSET_SEED = 0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's numbers (with the device type)."""
+
+    model: str
+    model_kwargs: dict = field(default_factory=dict)
+    dataset: str = "mnist"
+    epochs: int = 30
+    lr: float = 5e-4
+    batch_size: int = 100
+    test_batch_size: int = 5000
+    seed: int = 0
+    train_size: int | None = None
+    test_size: int | None = None
+    pipeline: str = "fast"
+
+    def __post_init__(self):
+        object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
+        with torch.device("meta"):  # refuse a bad model configuration now, not hours into a sweep
+            build_model(self.model, **self.model_kwargs)
+        check_choice("dataset", self.dataset, DATASETS)
+        check_choice("pipeline", self.pipeline, PIPELINES)
+        for name in ("epochs", "batch_size", "test_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size={self.batch_size!r} is not allowed; training batches need >= 2 images")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
+            raise ValueError(f"lr={self.lr!r} is not allowed; it must be a number in (0, 10)")
+        for name in ("train_size", "test_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 2):
+                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def run_id(self, device_type: str) -> str:
+        key = json.dumps({**self.to_dict(), "device": device_type}, sort_keys=True)
+        digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+        depth = self.model_kwargs.get("depth")
+        return f"{self.model}{'' if depth is None else f'-d{depth}'}-lr{self.lr:g}-bs{self.batch_size}-s{self.seed}-{digest}"
+
+    def label(self) -> str:
+        depth = self.model_kwargs.get("depth")
+        return f"{self.model}{'' if depth is None else f' d{depth}'} lr={self.lr:g} bs={self.batch_size} seed={self.seed}"
+
+
+def _subset_index(n: int, size: int | None, salt: int) -> torch.Tensor | None:
+    """The same fixed subset for every run: the first ``size`` of one seeded permutation."""
+    if size is None or size >= n:
+        return None
+    return torch.randperm(n, generator=torch.Generator().manual_seed(SUBSET_SEED + salt))[:size]
+
+
+@functools.lru_cache(maxsize=4)
+def image_sets(dataset: str, train_size: int | None, test_size: int | None, device: str):
+    """Train and test ``ImageSet``s on ``device``; the augmented test set is drawn once, with a fixed seed."""
+    check_choice("dataset", dataset, DATASETS)
+    splits = []
+    for train, size, salt in ((True, train_size, 0), (False, test_size, 1)):
+        images, labels = data.load_mnist(train=train)
+        index = _subset_index(len(labels), size, salt)
+        if index is not None:
+            images, labels = images[index], labels[index]
+        splits.append((images.to(device), labels.to(device)))
+    (train_x, train_y), (test_x, test_y) = splits
+    augment = dataset == "mnist_aug"
+    if augment:
+        generator = torch.Generator(device=device).manual_seed(TEST_AUGMENTATION_SEED)
+        test_x = (data.augment_batch(test_x, generator) * 255).round().to(torch.uint8)
+    return engine.ImageSet(train_x, train_y, augment=augment), engine.ImageSet(test_x, test_y)
+
+
+def reference_sets(dataset: str, train_size: int | None, test_size: int | None, device: torch.device):
+    """The seeds' per-sample pipeline over the same subsets (the test set is augmented per pass, as theirs was)."""
+    augment = dataset == "mnist_aug"
+    sets = []
+    for train, size, salt in ((True, train_size, 0), (False, test_size, 1)):
+        dataset_ = data.reference_dataset(train=train, augment=augment)
+        index = _subset_index(len(dataset_), size, salt)
+        if index is not None:
+            dataset_ = torch.utils.data.Subset(dataset_, index.tolist())
+        sets.append(engine.ReferenceSet(dataset_, device))
+    return tuple(sets)
+
+
+class Run:
+    """A stored run: its record, its per-epoch metrics and its trained model."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.record = json.loads((self.folder / "record.json").read_text())
+
+    run_id = property(lambda self: self.record["run_id"])
+    status = property(lambda self: self.record["status"])
+    config = property(lambda self: RunConfig(**self.record["config"]))
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        return pd.DataFrame(self.record["epochs"])
+
+    @property
+    def final_accuracy(self) -> float:
+        epochs = self.record["epochs"]
+        return epochs[-1]["test_acc"] if epochs else float("nan")
+
+    def load_model(self, device=None) -> nn.Module:
+        if self.status not in ("finished", "diverged"):
+            raise RuntimeError(f"run {self.run_id} is {self.status}: it has no final model yet")
+        model = build_model(self.record["config"]["model"], **self.record["config"]["model_kwargs"])
+        model.load_state_dict(torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
+        return model.to(pick_device(device)).eval()
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, status={self.status!r}, epochs={len(self.record['epochs'])})"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def train(config: RunConfig, *, force: bool = False, device=None, progress: bool = True) -> Run:
+    """Train ``config`` (or return it from the store when it already finished)."""
+    device = pick_device(device)
+    run_id = config.run_id(device.type)
+    folder = runs_dir() / run_id
+    record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
+    if force and folder.exists():
+        shutil.rmtree(folder)
+    if record_path.exists() and not checkpoint_path.exists():
+        run = Run(folder)
+        if run.status in ("finished", "diverged"):
+            return run
+
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, **config.model_kwargs).to(device)
+    if config.pipeline == "fast":
+        train_data, test_data = image_sets(config.dataset, config.train_size, config.test_size, str(device))
+    else:
+        train_data, test_data = reference_sets(config.dataset, config.train_size, config.test_size, device)
+
+    record = {"run_id": run_id, "config": config.to_dict(), "status": "running", "epochs": [], "resumed_at": [],
+              "started": _now(), "finished": None, "hardware": hardware(device), "versions": versions(),
+              "train_images": len(train_data), "test_images": len(test_data),
+              "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
+                        "test_seconds is one full pass over the test set; the device is synchronised before each clock read"}
+    optimizer_state = None
+    if checkpoint_path.exists():
+        checkpoint = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        model.load_state_dict(checkpoint["model"])
+        optimizer_state = checkpoint["optimizer"]
+        previous = json.loads(record_path.read_text()) if record_path.exists() else {}
+        record.update(started=previous.get("started", record["started"]), epochs=checkpoint["epochs"],
+                      resumed_at=previous.get("resumed_at", []) + [len(checkpoint["epochs"])])
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(record_path, record)
+
+    def save_epoch(metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        # The checkpoint is the truth a resume reads; the record mirrors it for readers.
+        record["epochs"].append(metrics)
+        atomic.torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                           "epochs": record["epochs"]}, checkpoint_path)
+        atomic.write_json(record_path, record)
+
+    engine.train_model(model, train_data, test_data, epochs=config.epochs, lr=config.lr,
+                       batch_size=config.batch_size, test_batch_size=config.test_batch_size, seed=config.seed,
+                       num_classes=config.model_kwargs.get("num_classes", 10), device=device,
+                       start_epoch=len(record["epochs"]), optimizer_state=optimizer_state,
+                       per_sample_eval=config.pipeline == "reference", on_epoch_end=save_epoch,
+                       progress=progress, desc=config.label())
+    diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
+    record.update(status="diverged" if diverged else "finished", finished=_now(),
+                  diverged_epoch=record["epochs"][-1]["epoch"] if diverged else None)
+    atomic.torch_save(model.state_dict(), folder / "model.pt")
+    atomic.write_json(record_path, record)
+    checkpoint_path.unlink(missing_ok=True)
+    return Run(folder)
+
+
+def train_all(configs, *, force: bool = False, device=None, progress: bool = True) -> list[Run]:
+    """Train several configurations in order (finished ones come straight from the store)."""
+    configs = list(configs)
+    runs = []
+    for i, config in enumerate(configs, 1):
+        if progress and len(configs) > 1:
+            print(f"[{i}/{len(configs)}] {config.label()}", flush=True)
+        runs.append(train(config, force=force, device=device, progress=progress))
+    return runs
+
+
+def load_table(runs=None) -> pd.DataFrame:
+    """One row per run and epoch, config flattened into columns (``class_acc_0`` ... per class)."""
+    if runs is None:
+        runs = [Run(p.parent) for p in sorted(runs_dir().glob("*/record.json"))]
+    rows = []
+    for run in runs:
+        record = run.record if isinstance(run, Run) else run
+        config = dict(record["config"])
+        kwargs = config.pop("model_kwargs")
+        base = {"run_id": record["run_id"], "status": record["status"], "device": record["hardware"]["device"],
+                "depth": kwargs.get("depth"), **config}
+        for epoch in record["epochs"]:
+            row = {**base, **{k: v for k, v in epoch.items() if k != "class_acc"}}
+            row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
+            rows.append(row)
+    return pd.DataFrame(rows)

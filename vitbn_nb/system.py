@@ -1,0 +1,60 @@
+"""What machine and which libraries produced a result: recorded with every run and figure."""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from importlib import metadata
+
+import torch
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The requested device, else CUDA when present, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels, so a clock read afterwards measures finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware(device: torch.device | None = None) -> dict:
+    device = pick_device(device)
+    info = {"device": device.type, "cpu": cpu_name(), "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def hardware_label(device: torch.device | None = None) -> str:
+    """One line for captions: ``'NVIDIA H100 80GB HBM3'`` or ``'CPU: AMD EPYC (2 cores)'``."""
+    info = hardware(device)
+    return info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
+
+
+@functools.lru_cache(maxsize=None)
+def versions() -> dict:
+    names = ["torch", "torchvision", "einops", "numpy", "pandas", "ax-platform", "botorch"]
+    found = {"python": platform.python_version()}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found

@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -20,3 +22,32 @@ def run_store(tmp_path, monkeypatch):
     folder = tmp_path / "runs"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(folder))
     return folder
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--window-size=1280,1024"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium driven by Selenium through Debian's matching chromedriver."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+    from selenium.webdriver.chrome.service import Service
+
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+    driver_path = shutil.which("chromedriver")
+    if not binary or not driver_path:
+        pytest.skip("Chromium and chromedriver are not installed and could not be installed "
+                    "(`make test` runs `apt-get install chromium chromium-driver`, which needs root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    profile_dir = tempfile.mkdtemp(prefix="vitbn-chromium-")
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}"]:
+        options.add_argument(flag)
+    options.page_load_strategy = "eager"  # the DOM is enough; tests wait for what they need
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile_dir, ignore_errors=True)

@@ -178,6 +178,18 @@ def test_augment_batch_matches_pillow_given_the_same_parameters(test_images):
     assert torch.equal(ours, ref)
 
 
+def test_zooming_only_the_chosen_samples_equals_zooming_all(test_images):
+    """The CPU path zooms only the chosen fifth; the result must equal zooming every sample and keeping
+    the chosen ones (the accelerator path), bit for bit, whatever the batch."""
+    for seed, size in ((0, 1), (1, 37), (2, 500)):
+        x = test_images[:size]
+        p = data._sample_params(size, torch.Generator().manual_seed(seed), "cpu")
+        rotated = data._rotate_translate(x, p["angle"], p["tx"], p["ty"])
+        every = data._zoom_out(rotated, p["canvas"], p["left"], p["top"])
+        expected = torch.where(p["zoom"][:, None, None, None], every, rotated) / 255
+        assert torch.equal(data._apply_params(x, p), expected)
+
+
 def _ink_extent(images):
     ink = images[:, 0] > 0.2
     pos = torch.arange(28)
@@ -281,6 +293,41 @@ def test_translation_range_and_zoom_rate(monkeypatch):
     cx, cy, _ = _blob_shifts(data.augment_batch(blob, torch.Generator().manual_seed(2)))
     monkeypatch.undo()
     assert not (_translation_ok(cx) and _translation_ok(cy))
+
+
+def _disc():
+    yy, xx = torch.meshgrid(torch.arange(28.0), torch.arange(28.0), indexing="ij")
+    return ((((yy - 13.5) ** 2 + (xx - 13.5) ** 2) <= 49).to(torch.uint8) * 255)[None, None]
+
+
+def _zoom_canvases(outputs):
+    """Canvas side implied by each zoomed output of a centred disc of radius 7 (rotation can't
+    change it and a shift of <= 6 px can't clip it): the antialiased resize keeps the ink's
+    mass up to rounding, so mass shrinks by (28 / canvas)^2, between 1/9 and 1/4."""
+    full = float(_disc().double().sum())
+    mass = outputs[:, 0].double().sum((1, 2)) * 255
+    zoomed = mass < 0.5 * full  # unzoomed outputs keep 0.97-1.05 of it
+    return 28 * torch.sqrt(full / mass[zoomed])
+
+
+def _zoom_range_ok(canvas):
+    # int(28 * U(2, 3)) is uniform on 56..83: mean 69.5, and both ends reached.
+    low, high = torch.quantile(canvas, torch.tensor([0.05, 0.95], dtype=canvas.dtype)).tolist()
+    return bool(canvas.min() >= 54 and canvas.max() <= 85 and low < 59 and high > 80
+                and abs(float(canvas.mean()) - 69.5) < 1.5)
+
+
+def test_zoom_out_factor_range(monkeypatch):
+    discs = _disc().expand(4000, -1, -1, -1)
+    ours = _zoom_canvases(data.augment_batch(discs, torch.Generator().manual_seed(3)))
+    assert len(ours) > 650 and _zoom_range_ok(ours)
+    reference = _zoom_canvases(_reference_outputs(_disc(), 2000))
+    assert len(reference) > 300 and _zoom_range_ok(reference)
+    # A canvas of 1.5-2x the image (a milder zoom-out) fails the check.
+    monkeypatch.setattr(data, "ZOOM_SIDE", (1.5, 2.0))
+    mild = _zoom_canvases(data.augment_batch(discs, torch.Generator().manual_seed(3)))
+    monkeypatch.undo()
+    assert not _zoom_range_ok(mild)
 
 
 # --- EMNIST and its offline fallback --------------------------------------------------------

@@ -82,6 +82,15 @@ def _progress(total: int, initial: int, desc: str | None, enabled: bool):
     return tqdm(total=total, initial=initial, desc=desc, unit="step", mininterval=2.0, disable=disabled, leave=True)
 
 
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor) -> Tensor:
+    """One Adam step on cross-entropy; returns the batch's mean loss, detached and still on the device."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
 def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, *, batch_size: int,
                 generator: torch.Generator, device: torch.device, bar=None) -> dict:
     """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds."""
@@ -101,17 +110,33 @@ def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, 
             break
         synchronize(device)
         data_seconds += time.perf_counter() - fetch
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        loss_sum += loss.detach() * len(y)  # summed on the device: no host sync per step
+        loss = train_step(model, optimizer, x, y)
+        loss_sum += loss * len(y)  # summed on the device: no host sync per step
         seen += len(y)
         if bar is not None:
             bar.update()
     synchronize(device)
     seconds = time.perf_counter() - start
     return {"train_loss": (loss_sum / max(seen, 1)).item(), "train_seconds": seconds, "data_seconds": data_seconds}
+
+
+def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
+    """Add a batch's per-class hits and counts to ``correct`` and ``total``, on the device.
+
+    ``index_add_`` rather than ``bincount(y[hit])``: a boolean index needs the number of hits on
+    the host, which on a GPU is a sync per batch. The counts are whole numbers (< 2^24 in
+    float32), so they are exact in any summation order.
+    """
+    hit = logits.argmax(dim=1) == y
+    total.index_add_(0, y, torch.ones_like(y, dtype=total.dtype))
+    correct.index_add_(0, y, hit.to(correct.dtype))
+
+
+def count_classes_per_sample(logits: Tensor, y: Tensor, correct: list, total: list) -> None:
+    """The seeds' bookkeeping: a Python loop over the samples, one ``.item()`` per label and guess."""
+    for label, guess in zip(y, logits.argmax(dim=1)):
+        total[label.item()] += 1
+        correct[label.item()] += int(label.item() == guess.item())
 
 
 @torch.inference_mode()
@@ -125,9 +150,7 @@ def evaluate(model: nn.Module, test_data, *, batch_size: int = 5000, num_classes
     synchronize(device)
     start = time.perf_counter()
     for x, y in test_data.batches(batch_size):
-        hit = model(x).argmax(dim=1) == y
-        total += torch.bincount(y, minlength=num_classes)
-        correct += torch.bincount(y[hit], minlength=num_classes)
+        count_classes(model(x), y, correct, total)
     synchronize(device)
     seconds = time.perf_counter() - start
     class_acc = (100 * correct / total.clamp(min=1)).tolist()
@@ -145,10 +168,7 @@ def evaluate_per_sample(model: nn.Module, test_data, *, batch_size: int = 5000, 
     synchronize(device)
     start = time.perf_counter()
     for x, y in test_data.batches(batch_size):
-        predicted = model(x).argmax(dim=1)
-        for label, guess in zip(y, predicted):
-            total[label.item()] += 1
-            correct[label.item()] += int(label.item() == guess.item())
+        count_classes_per_sample(model(x), y, correct, total)
     seconds = time.perf_counter() - start
     return {"test_acc": 100 * sum(correct) / max(sum(total), 1),
             "class_acc": [100 * c / max(t, 1) for c, t in zip(correct, total)], "test_seconds": seconds}

@@ -42,6 +42,13 @@ def color(model: str):
     return MODEL_COLORS.get(model)
 
 
+def darker(color_, amount: float):
+    """``color_`` darkened towards black by ``amount`` (0 = unchanged): one model, several settings."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(c * (1 - amount) for c in to_rgb(color_))
+
+
 def today() -> str:
     return dt.date.today().isoformat()
 
@@ -126,16 +133,39 @@ def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None
     return line
 
 
+def integer_epochs(ax) -> None:
+    """Whole-number ticks on the x axis (epochs, depths)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def plain_log_axis(ax) -> None:
+    """A log y axis labelled 0.05, 0.1, 2 rather than 5×10⁻² (minor ticks labelled only on short ranges)."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.5, 0.6)))
+
+
+PANEL_TITLES = {"train_seconds": "training time", "test_seconds": "testing time", "train_loss": "training loss",
+                "test_acc": "test accuracy"}
+
+
 def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model"):
     """Article 1's four panels: train time, test time, training loss and test accuracy per epoch."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for ax, metric in zip(axes.flat, ["train_seconds", "test_seconds", "train_loss", "test_acc"]):
         for key, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
-            mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model))
-        ax.set(xlabel="epoch", ylabel=METRIC_LABELS[metric])
+            mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")
+        ax.set(xlabel="epoch", ylabel=METRIC_LABELS[metric], title=PANEL_TITLES[metric])
+        integer_epochs(ax)
+        if metric in ("train_seconds", "test_seconds"):
+            ax.set_ylim(bottom=0)  # from zero, so the ratio between the curves reads off the picture
         if metric == "train_loss":
-            ax.set_yscale("log")
+            plain_log_axis(ax)
     axes[0, 0].legend()
     fig.suptitle(title)
     return fig

@@ -15,7 +15,9 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +25,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import atomic, data, engine
-from .models import build_model, model_kwargs
+from . import atomic, data, engine, finetune
+from .models import VIT_FAMILY, build_model, model_kwargs
+from .models.vit import pair as vit_pair
 from .models.norms import check_choice
 from .paths import runs_dir
 from .system import hardware, pick_device, versions
 
-DATASETS = ("mnist", "mnist_aug")
+DATASETS = ("mnist", "mnist_aug", "mnist56")
+#: Image side of each dataset: ``mnist56`` is MNIST upscaled 2x (bilinear), for fine-tuning at a new resolution.
+IMAGE_SIZE = {"mnist": 28, "mnist_aug": 28, "mnist56": 56}
 PIPELINES = ("fast", "reference")
 #: The augmented test set is drawn once with this seed, so every model is tested on the same images.
 TEST_AUGMENTATION_SEED = 20241108
@@ -51,6 +56,10 @@ class RunConfig:
     train_size: int | None = None
     test_size: int | None = None
     pipeline: str = "fast"
+    #: Fine-tuning: the run id of a finished run whose weights start this one (position embedding
+    #: interpolated when the patch grid differs), and which weights train ("all" | "attention").
+    init_from: str | None = None
+    trainable: str = "all"
 
     def __post_init__(self):
         object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
@@ -70,19 +79,39 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 2):
                 raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+        check_choice("trainable", self.trainable, ("all", "attention"))
+        if self.trainable == "attention" and self.model not in VIT_FAMILY:
+            raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
+        image_size = self.model_kwargs.get("image_size", 28)
+        if vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size) != (IMAGE_SIZE[self.dataset],) * 2:
+            raise ValueError(f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
+                             f"image_size={image_size!r} must match")
+        if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
+            raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'fast'")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        # The fine-tuning fields appear only when set, so every earlier run keeps its id.
+        config = dataclasses.asdict(self)
+        for name in ("init_from", "trainable"):
+            if config[name] == RunConfig.__dataclass_fields__[name].default:
+                del config[name]
+        return config
 
     def run_id(self, device_type: str) -> str:
         key = json.dumps({**self.to_dict(), "device": device_type}, sort_keys=True)
         digest = hashlib.sha1(key.encode()).hexdigest()[:10]
         depth = self.model_kwargs.get("depth")
-        return f"{self.model}{'' if depth is None else f'-d{depth}'}-lr{self.lr:g}-bs{self.batch_size}-s{self.seed}-{digest}"
+        tune = "" if self.init_from is None else f"-ft{self.trainable}"
+        return (f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
+                f"-s{self.seed}-{digest}")
 
     def label(self) -> str:
         depth = self.model_kwargs.get("depth")
-        return f"{self.model}{'' if depth is None else f' d{depth}'} lr={self.lr:g} bs={self.batch_size} seed={self.seed}"
+        tune = "" if self.init_from is None else f" fine-tune({self.trainable}) on {self.dataset}"
+        return (f"{self.model}{'' if depth is None else f' d{depth}'}{tune} lr={self.lr:g} bs={self.batch_size} "
+                f"seed={self.seed}")
 
 
 def _subset_index(n: int, size: int | None, salt: int) -> torch.Tensor | None:
@@ -90,6 +119,15 @@ def _subset_index(n: int, size: int | None, salt: int) -> torch.Tensor | None:
     if size is None or size >= n:
         return None
     return torch.randperm(n, generator=torch.Generator().manual_seed(SUBSET_SEED + salt))[:size]
+
+
+def upscale(images: torch.Tensor, factor: int = 2, chunk: int = 10_000) -> torch.Tensor:
+    """uint8 ``[N, C, H, W]`` -> ``[N, C, factor*H, factor*W]``, bilinear: the same digits at a finer resolution."""
+    import torch.nn.functional as F
+
+    parts = [F.interpolate(data.to_float(part), scale_factor=factor, mode="bilinear", align_corners=False)
+             for part in images.split(chunk)]
+    return (torch.cat(parts) * 255).round().clamp(0, 255).to(torch.uint8)
 
 
 @functools.lru_cache(maxsize=4)
@@ -104,6 +142,8 @@ def image_sets(dataset: str, train_size: int | None, test_size: int | None, devi
             images, labels = images[index], labels[index]
         splits.append((images.to(device), labels.to(device)))
     (train_x, train_y), (test_x, test_y) = splits
+    if dataset == "mnist56":
+        train_x, test_x = upscale(train_x), upscale(test_x)
     augment = dataset == "mnist_aug"
     if augment:
         generator = torch.Generator(device=device).manual_seed(TEST_AUGMENTATION_SEED)
@@ -155,12 +195,38 @@ class Run:
         return f"Run({self.run_id!r}, status={self.status!r}, epochs={len(self.record['epochs'])})"
 
 
+def _initialise_from(model: nn.Module, config: RunConfig) -> None:
+    """Start ``model`` from the finished run ``config.init_from`` (its position embedding resized to this grid)."""
+    folder = runs_dir() / config.init_from
+    if not (folder / "record.json").is_file() or not (folder / "model.pt").is_file():
+        raise ValueError(f"init_from={config.init_from!r} is not allowed: no finished run with that id in {runs_dir()}")
+    source = Run(folder)
+    if source.config.model != config.model:
+        raise ValueError(f"init_from={config.init_from!r} is a {source.config.model} run; this run trains a "
+                         f"{config.model}")
+    kwargs = source.config.model_kwargs
+    state = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
+    try:
+        if "patch_size" in kwargs:
+            sizes = zip(vit_pair(kwargs["image_size"]), vit_pair(kwargs["patch_size"]))
+            finetune.load_resized(model, state, [size // patch for size, patch in sizes])
+        else:
+            model.load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def train(config: RunConfig, *, force: bool = False, device=None, progress: bool = True) -> Run:
-    """Train ``config`` (or return it from the store when it already finished)."""
+def train(config: RunConfig, *, force: bool = False, device=None, progress: bool = True,
+          mlflow: bool | None = None) -> Run:
+    """Train ``config`` (or return it from the store when it already finished).
+
+    ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
+    mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never.
+    """
     device = pick_device(device)
     run_id = config.run_id(device.type)
     folder = runs_dir() / run_id
@@ -170,10 +236,13 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
     if record_path.exists() and not checkpoint_path.exists():
         run = Run(folder)
         if run.status in ("finished", "diverged"):
-            return run
+            return _mirror(run, mlflow)
 
     torch.manual_seed(config.seed)
     model = build_model(config.model, **config.model_kwargs).to(device)
+    if config.init_from is not None:
+        _initialise_from(model, config)
+    trainable = finetune.set_trainable(model, config.trainable)
     if config.pipeline == "fast":
         train_data, test_data = image_sets(config.dataset, config.train_size, config.test_size, str(device))
     else:
@@ -182,6 +251,7 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
     record = {"run_id": run_id, "config": config.to_dict(), "status": "running", "epochs": [], "resumed_at": [],
               "started": _now(), "finished": None, "hardware": hardware(device), "versions": versions(),
               "train_images": len(train_data), "test_images": len(test_data),
+              "parameters": {"trainable": trainable.trainable, "total": trainable.total},
               "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
                         "test_seconds is one full pass over the test set; the device is synchronised before each clock read"}
     optimizer_state = None
@@ -214,17 +284,33 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
     atomic.torch_save(model.state_dict(), folder / "model.pt")
     atomic.write_json(record_path, record)
     checkpoint_path.unlink(missing_ok=True)
-    return Run(folder)
+    return _mirror(Run(folder), mlflow)
 
 
-def train_all(configs, *, force: bool = False, device=None, progress: bool = True) -> list[Run]:
+def _mirror(run: Run, mlflow: bool | None) -> Run:
+    """Copy a finished run to MLflow when asked; mlflow is imported only then."""
+    if mlflow is False or (mlflow is None and not os.environ.get("MLFLOW_TRACKING_URI")):
+        return run
+    from . import tracking
+
+    try:
+        tracking.mirror_run(run)
+    except Exception as error:  # noqa: BLE001 - the run store is the truth; a tracker hiccup must not lose a run
+        if mlflow:
+            raise
+        warnings.warn(f"run {run.run_id} is stored but could not be mirrored to MLflow: {error}", stacklevel=3)
+    return run
+
+
+def train_all(configs, *, force: bool = False, device=None, progress: bool = True,
+              mlflow: bool | None = None) -> list[Run]:
     """Train several configurations in order (finished ones come straight from the store)."""
     configs = list(configs)
     runs = []
     for i, config in enumerate(configs, 1):
         if progress and len(configs) > 1:
             print(f"[{i}/{len(configs)}] {config.label()}", flush=True)
-        runs.append(train(config, force=force, device=device, progress=progress))
+        runs.append(train(config, force=force, device=device, progress=progress, mlflow=mlflow))
     return runs
 
 

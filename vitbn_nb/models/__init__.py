@@ -5,6 +5,7 @@ from torch import nn
 
 from .cnn import CNN
 from .dnn import DNN, DNN_d3, DNNBN_d3
+from .fold import fold_batchnorm
 from .norms import BatchNorm, check_choice
 from .vit import ViT, ViTBN, ViTBNFFN
 
@@ -38,4 +39,4 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 __all__ = ["AS_PUBLISHED_DEPTH", "BatchNorm", "CNN", "DNN", "DNNBN_d3", "DNN_d3", "MODELS", "REFERENCE_VIT",
-           "VIT_FAMILY", "ViT", "ViTBN", "ViTBNFFN", "build_model", "count_parameters", "model_kwargs"]
+           "VIT_FAMILY", "ViT", "ViTBN", "ViTBNFFN", "build_model", "count_parameters", "fold_batchnorm", "model_kwargs"]

@@ -11,8 +11,14 @@ ViT        LayerNorm           LayerNorm -> MHSA       LN -> Lin-GELU   LayerNor
 ViTBNFFN   LayerNorm           LayerNorm -> MHSA       Lin -> BN-GELU   LayerNorm
 ViTBN      BatchNorm           BatchNorm -> MHSA       Lin -> BN-GELU   BatchNorm
 =========  ==================  ======================  ===============  ==========
+
+Two options of Touvron et al.'s "Three things everyone should know about Vision
+Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
+``stem='hmlp'`` (a hierarchical per-patch MLP instead of the linear patch embedding).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -72,6 +78,89 @@ class Attention(nn.Module):
         return self.to_out(rearrange(out, "b h n d -> b n (h d)"))
 
 
+def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
+    """Kernel sizes of the three hMLP stages for one patch side: their product is ``patch_size``.
+
+    Touvron et al. cut a 16-pixel patch as 4 -> 2 -> 2: a larger first stage, then two
+    2x2 merges. The general rule here: start with the whole patch in the first stage and
+    move its smallest prime factor ``q`` to the next later stage while what stays is still
+    at least ``q`` (the later stages sorted largest first); stages left over are 1x1 (a
+    per-position MLP). So 16 -> (4, 2, 2), 14 -> (7, 2, 1), 12 -> (3, 2, 2), 18 -> (3, 3, 2),
+    8 -> (2, 2, 2) and the book's prime 7 -> (7, 1, 1): on
+    7x7 patches the "hierarchy" collapses to one 7x7 stage followed by two 1x1 stages, i.e. a
+    three-layer MLP on each patch alone.
+    """
+    check_positive("patch_size", patch_size)
+    kernels = [patch_size, 1, 1]
+    for stage in (1, 2):
+        q = next(d for d in range(2, kernels[0] + 1) if kernels[0] % d == 0) if kernels[0] > 1 else 1
+        if q == 1 or kernels[0] // q < q:
+            break
+        kernels[0] //= q
+        kernels[stage] = q
+    return (kernels[0], *sorted(kernels[1:], reverse=True))
+
+
+def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
+    """Three kernel sizes as (h, w) pairs (lists too, as they come back from JSON), or None if malformed."""
+    def is_size(k):
+        return isinstance(k, int) and not isinstance(k, bool) and k >= 1
+
+    if not isinstance(kernels, (tuple, list)) or len(kernels) != 3:
+        return None
+    pairs = []
+    for k in kernels:
+        if is_size(k):
+            pairs.append((k, k))
+        elif isinstance(k, (tuple, list)) and len(k) == 2 and all(map(is_size, k)):
+            pairs.append(tuple(k))
+        else:
+            return None
+    return pairs
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of a ``(b, c, h, w)`` map: every position on its own."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class HMLPStem(nn.Sequential):
+    """Touvron et al.'s hierarchical MLP stem: tokens ``(b, n, dim)`` from images, patch by patch.
+
+    Three convolutions whose kernel equals their stride, so no output ever sees two
+    patches: conv k1 -> norm -> GELU -> conv k2 -> norm -> GELU -> conv k3 -> norm, of widths
+    dim/4, dim/4, dim (``kernels`` per stage as in :func:`hmlp_kernels`, or given as three
+    ints or (h, w) pairs whose products are the patch size). ``norm='layer'`` normalises each
+    position over its channels; ``norm='batch'`` is ``BatchNorm2d``, whose training-mode
+    statistics pool every position of the batch (two numbers per channel, as any BatchNorm
+    does; in eval mode the patches are fully independent).
+    """
+
+    def __init__(self, *, patch_size, channels: int, dim: int, norm: str = "layer", kernels=None):
+        patch_height, patch_width = pair(patch_size)
+        given = kernels
+        if kernels is None:
+            kernels = list(zip(hmlp_kernels(patch_height), hmlp_kernels(patch_width)))
+        kernels = _kernel_pairs(kernels)
+        if kernels is None or (math.prod(k[0] for k in kernels), math.prod(k[1] for k in kernels)) != (
+                patch_height, patch_width):
+            raise ValueError(f"hmlp_kernels={given!r} is not allowed with patch_size={patch_size!r}: give three "
+                             "positive kernel sizes (ints or (h, w) pairs) whose product is the patch size")
+        check_choice("norm", norm, ("layer", "batch"))
+        hidden = max(dim // 4, 1)
+        widths = [channels, hidden, hidden, dim]
+        layers = []
+        for stage, kernel in enumerate(kernels):
+            layers.append(nn.Conv2d(widths[stage], widths[stage + 1], kernel_size=kernel, stride=kernel))
+            layers.append(LayerNorm2d(widths[stage + 1]) if norm == "layer" else nn.BatchNorm2d(widths[stage + 1]))
+            if stage < 2:
+                layers.append(nn.GELU())
+        super().__init__(*layers, Rearrange("b d h w -> b (h w) d"))
+        self.kernels = tuple(kernels)
+
+
 class Parallel(nn.ModuleList):
     """Branches applied to the same input and summed (Touvron et al.'s parallel blocks)."""
 
@@ -107,12 +196,15 @@ class ViT(nn.Module):
 
     ``norm`` picks LayerNorm or BatchNorm for the patch embedding, the attention pre-norm and
     the final norm; ``ffn_norm`` picks the feed-forward form (see the module docstring).
-    ``branches > 1`` makes every block run that many MHSA (then FFN) branches in parallel.
+    ``branches > 1`` makes every block run that many MHSA (then FFN) branches in parallel:
+    ``x + a1(x) + a2(x)``, then ``x + f1(x) + f2(x)``, so depth 3 x 2 branches has the
+    parameters of depth 6. ``stem='hmlp'`` replaces the linear patch embedding by
+    :class:`HMLPStem` (``hmlp_kernels`` overrides its kernel sizes).
     """
 
     def __init__(self, *, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, pool="cls",
                  channels=3, dim_head=64, dropout=0.0, emb_dropout=0.0, pos_emb="learn",
-                 norm="layer", ffn_norm="layer", branches=1):
+                 norm="layer", ffn_norm="layer", branches=1, stem="linear", hmlp_kernels=None):
         super().__init__()
         image_height, image_width = pair(image_size)
         patch_height, patch_width = pair(patch_size)
@@ -128,6 +220,9 @@ class ViT(nn.Module):
         check_choice("pos_emb", pos_emb, ("learn", "pe1d"))
         check_choice("norm", norm, ("layer", "batch"))
         check_choice("ffn_norm", ffn_norm, ("layer", "batch"))
+        check_choice("stem", stem, ("linear", "hmlp"))
+        if stem == "linear" and hmlp_kernels is not None:
+            raise ValueError(f"hmlp_kernels={hmlp_kernels!r} is not allowed with stem='linear'; use stem='hmlp'")
         check_probability("dropout", dropout)
         check_probability("emb_dropout", emb_dropout)
         if pos_emb == "pe1d" and dim % 2:
@@ -136,12 +231,17 @@ class ViT(nn.Module):
         num_patches = (image_height // patch_height) * (image_width // patch_width)
         patch_dim = channels * patch_height * patch_width
         self.pool = pool
-        self.to_patch_embedding = nn.Sequential(
-            Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_height, p2=patch_width),
-            make_norm(norm, patch_dim),
-            nn.Linear(patch_dim, dim),
-            make_norm(norm, dim),
-        )
+        self.grid_size = (image_height // patch_height, image_width // patch_width)
+        if stem == "linear":
+            self.to_patch_embedding = nn.Sequential(
+                Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_height, p2=patch_width),
+                make_norm(norm, patch_dim),
+                nn.Linear(patch_dim, dim),
+                make_norm(norm, dim),
+            )
+        else:
+            self.to_patch_embedding = HMLPStem(patch_size=patch_size, channels=channels, dim=dim, norm=norm,
+                                               kernels=hmlp_kernels)
         if pos_emb == "learn":
             self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim))
         else:  # a buffer, so .to(device) moves it, but not a parameter to learn or save

@@ -1,0 +1,201 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. The models: ViT, ViTBNFFN and ViTBN
+#
+# This chapter takes the three Vision Transformers of the book apart. We follow a batch of
+# images through every stage, see where each model normalises and with what, compare
+# BatchNorm and LayerNorm on the same token batch, watch BatchNorm switch from batch
+# statistics to running statistics between training and evaluation, and count the parameters
+# and FLOPs of every configuration the later chapters train. Nothing here trains a model:
+# every number is read from the real modules of `vitbn_nb.models`.
+
+# %%
+# On Colab, install the book's helper package; anywhere else this does nothing.
+import sys
+if "google.colab" in sys.modules:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/vitbn-book/vitbn-book"], check=True)
+
+# %% tags=["parameters"]
+profile = "auto"
+force = False
+
+# %% [markdown]
+# The profile changes nothing in this chapter (it trains nothing); it is recorded on the
+# figures and tables like everywhere else.
+
+# %%
+from vitbn_nb import profiles
+from vitbn_nb.models import build_model
+from vitbn_nb.studies import architectures
+
+settings = profiles.settings("02_models", profile)
+settings
+
+# %% [markdown]
+# ## A batch through the standard ViT
+#
+# All three models share the reference configuration of the series: $28 \times 28$ grey
+# images, patch size $p = 7$, embedding dimension $d_e = 64$, 8 heads of dimension 64,
+# feed-forward hidden dimension 128, a CLS token, learned positional embedding, no dropout.
+#
+# - **Embedding.** The image is cut into $N = (28/7)^2 = 16$ patches of $d_p = 7^2 = 49$
+#   pixels; each patch vector is normalised, mapped to $d_e = 64$ by a Linear layer and
+#   normalised again. A learned CLS token is prepended ($N + 1 = 17$ tokens) and a positional
+#   embedding of the same shape is added.
+# - **Encoder.** $L$ blocks (the *depth*), each $x \leftarrow x + \text{MHSA}(\text{norm}(x))$,
+#   then $x \leftarrow x + \text{FFN}(x)$, keep the shape $(b, 17, 64)$. Self-attention is the
+#   only place where tokens exchange information.
+# - **Head.** After a final norm, the CLS token $(b, 64)$ goes through one Linear layer to the
+#   10 logits.
+#
+# The shapes below are read by forward hooks from a real forward pass of a batch of two images
+# through the as-published ViT (depth 6); the parameter column counts each stage's own weights.
+
+# %%
+architectures.shape_walkthrough("ViT")
+
+# %% [markdown]
+# ## ViTBNFFN: BatchNorm inside the feed-forward network
+#
+# ViTBNFFN (article 2's main model) changes one thing per block: the feed-forward network
+# loses the LayerNorm in front of it and gains a BatchNorm between its first Linear and the
+# GELU, over the 128 hidden features. Attention keeps its LayerNorm. The shapes are the same;
+# as published it has depth 1.
+
+# %%
+architectures.shape_walkthrough("ViTBNFFN")
+
+# %% [markdown]
+# ## ViTBN: BatchNorm everywhere
+#
+# ViTBN (article 1) replaces every LayerNorm, in the patch embedding, before attention and at
+# the end, by BatchNorm, and uses ViTBNFFN's feed-forward network.
+
+# %%
+architectures.shape_walkthrough("ViTBN")
+
+# %% [markdown]
+# Side by side, read off the built models: which norm sits where.
+
+# %%
+architectures.norm_sites()
+
+# %% [markdown]
+# The full module tree of ViTBNFFN as published (the state-dict names follow the widely used
+# einops-style ViT, so checkpoints of that layout load):
+
+# %%
+build_model("ViTBNFFN")
+
+# %% [markdown]
+# ## BatchNorm vs LayerNorm on a token batch
+#
+# A token batch $z^{a\alpha}_i$ has three indices: the image $a = 1..b$, the token
+# $\alpha = 1..n$ and the feature $i = 1..d$. The two norms average over different ones:
+#
+# - **LayerNorm** normalises each token of each image **over its features**:
+#   $\mu^{a\alpha} = \frac1d \sum_i z^{a\alpha}_i$, so there are $b \cdot n$ means, each of $d$ numbers,
+#   and a token's output does not depend on any other token or image.
+# - **BatchNorm** (in the form of articles 1 and 2: BatchNorm1d over `b d n`) normalises each
+#   feature **over the batch and the tokens**: $\mu_i = \frac{1}{bn} \sum_{a, \alpha} z^{a\alpha}_i$,
+#   so there are $d$ means, each of $b \cdot n$ numbers. (The book computes it on a `(b·n, d)`
+#   view: the same statistics without a transposed copy.)
+#
+# On a small batch with $b = 4$ images, $n = 5$ tokens and $d = 6$ features, whose features have
+# very different offsets and scales (as real activations do), the outputs are zero-mean with
+# unit standard deviation exactly along the axes each norm averages over, and not along the
+# others:
+
+# %%
+architectures.norm_axes_demo()
+
+# %% [markdown]
+# ## Training vs evaluation: batch statistics and running statistics
+#
+# In training mode BatchNorm normalises with the statistics of the current batch, so a model's
+# answer for one image depends on which other images share its batch. In evaluation mode it
+# uses its running estimates and the answer is the image's own. LayerNorm never looks across
+# images. Here the same MNIST test image is sent in two batches of 101 images whose other 100
+# images differ; the table gives the largest change of its 10 logits (untrained, seeded models:
+# this is about the mechanism, not about accuracy).
+
+# %%
+architectures.batch_dependence()
+
+# %% [markdown]
+# The running estimates follow the batch statistics with momentum $m = 0.1$:
+# $\hat\mu \leftarrow 0.9\,\hat\mu + 0.1\,\mu_{\text{batch}}$. Starting from $\hat\mu = 0$, the error
+# against the true mean shrinks like $0.9^k$ after $k$ batches until it reaches the noise of a
+# single batch's mean. Below: ViTBN's first norm (BatchNorm over the 49 pixels of each 7 × 7
+# patch) fed MNIST training batches of 100 images, against the mean over the whole training set.
+
+# %%
+trace = architectures.running_mean_trace()
+
+# %%
+architectures.running_stats_figure(trace, settings)
+
+# %% [markdown]
+# After a few dozen batches the running mean sits at the data mean up to batch noise. An epoch
+# of the full training set is 600 batches, so by the time a model is first tested its running
+# estimates follow the (slowly drifting) batch statistics closely. Article 1 notes that
+# a model evaluated with the default running statistics could in principle test differently
+# from how it trains, and checks that this is not the case on MNIST.
+#
+# ## Size of every configuration in the book
+#
+# The later chapters compare models of different depths: the "as published" comparison pits a
+# depth-6 ViT against depth-1 BatchNorm models (chapters 3 and 4); the EMNIST transfer uses all
+# three at depth 6 (chapter 6, as the reference repository's checkpoints are); the depth study
+# trains ViT and ViTBNFFN at depths 1–7 (chapter 5); and the book's equal-depth control adds
+# ViTBN (and ViT) at depths 1 and 6. The table counts parameters with `count_parameters` and
+# forward FLOPs per image with PyTorch's `torch.utils.flop_counter.FlopCounterMode` on a batch
+# of one image in eval mode.
+#
+# What is counted: matrix multiplications (the Linear layers and the two products inside
+# attention) and convolutions, at 2 FLOPs per multiply-add. Norms, softmax, GELU/sigmoid and
+# additions are **not** counted: they do work proportional to $d$ per token against the $d^2$
+# of a Linear layer, but, being memory-bound, they can take a larger share of the time than of
+# the FLOPs. PyTorch's fused CPU attention kernel is
+# invisible to the counter, so attention is counted on its math backend (the same products).
+
+# %%
+sizes = architectures.model_sizes()
+
+# %%
+architectures.model_table(sizes, settings)
+
+# %%
+architectures.model_size_figure(sizes, settings)
+
+# %% [markdown]
+# What the table says, computed from it:
+
+# %%
+architectures.size_summary(sizes)
+
+# %% [markdown]
+# Two things to carry into the next chapters. First, the norm itself is almost free: at equal
+# depth the three models have the same counted arithmetic and differ by at most a few hundred
+# parameters. Second, the published speed-up compares a ViT with six encoder blocks against
+# BatchNorm models with one, and the table shows how much smaller those are. Chapter 3
+# reproduces the comparison as published; the equal-depth control of the later chapter "where
+# the speed comes from" separates the part of the gain that comes from depth from the part that
+# comes from BatchNorm.

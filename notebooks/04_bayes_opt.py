@@ -1,0 +1,182 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 4. The optimised models: Bayesian optimisation with Ax and BoTorch
+#
+# Chapter 3 compared the three models at learning rates chosen by hand. Article 1's
+# **Experiment 2** asks the fairer question: what does each model do at *its own* best
+# learning rate and batch size? It finds them with a Bayesian optimisation (the BoTorch engine
+# of the Ax platform), then trains each optimised model for 30 epochs and compares them as
+# before, epoch by epoch: training time, test time, training loss and test accuracy.
+#
+# This chapter runs that protocol with the current Ax API and redraws the article's
+# **Table 2** (the optimised hyperparameters), **Figure 7** (how the best accuracy grows with
+# the trials; the article showed ViTBNFFN only, we show every model), **Figure 8** (the four
+# panels of the optimised trio) and **Table 3** (the speed-up ratios and gains), each beside
+# what the article reports.
+#
+# The models are again those of the reference repository: **ViT with 6 encoder blocks,
+# ViTBNFFN and ViTBN with 1**. The speed-ups below therefore mix the norm with a six-fold
+# difference in depth, exactly as published; the equal-depth comparison comes later in the book.
+
+# %%
+# On Colab, install the book's helper package; anywhere else this does nothing.
+import sys
+if "google.colab" in sys.modules:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/vitbn-book/vitbn-book"], check=True)
+
+# %% tags=["parameters"]
+profile = "auto"
+force = False
+
+# %% [markdown]
+# The profile sets the scale. `paper` is the article's protocol: 20 trials per model on the
+# full MNIST training set, each trial trained for 3 epochs (the default of the reference
+# repository's `hypopt_train.py`), then 30 epochs with the best settings, three seeds where
+# the article ran one. `cpu` runs 12 trials of 2 epochs on a 6,000-image subset and retrains
+# for 10 epochs, about ten minutes on a laptop. `smoke` runs 3 tiny trials per model, which
+# never leave Ax's initialisation (the centre of the search space and Sobol points, see below):
+# it proves that everything runs, and its numbers say nothing.
+
+# %%
+from vitbn_nb import profiles
+from vitbn_nb.studies import bayes_opt
+
+settings = profiles.settings("04_bayes_opt", profile)
+settings
+
+# %% [markdown]
+# ## The search
+#
+# As in the article: MNIST **without augmentation**, Adam, cross-entropy, test batches of
+# 5000, and the objective is the **test accuracy** reached at the end of a trial. The search
+# space is two-dimensional:
+#
+# - the learning rate, on a log scale, in $[10^{-5}, 10^{-3}]$ for ViT and in
+#   $[10^{-5}, 10^{-2}]$ for ViTBNFFN and ViTBN (chapter 3 showed the BatchNorm models stay
+#   stable at higher rates, which is why the article gave them the wider range);
+# - the batch size, an integer in $[20, 120]$.
+#
+# Ax's default generation strategy first spends **5 trials on initialisation**: the centre of
+# the search space, then quasi-random Sobol points. From the 6th trial on, **BoTorch** fits a
+# Gaussian process to the accuracies seen so far and proposes the point with the highest
+# expected improvement. Each trial is an ordinary run of the book's run store: a finished
+# trial is never trained again, and the optimisation's state is saved after every suggestion
+# and every result, so an interrupted chapter picks up where it stopped. Ax is seeded, so the
+# same settings propose the same trials.
+#
+# One caveat the article does not raise: choosing hyperparameters by their *test* accuracy and
+# then reporting test accuracy flatters the winner a little. We keep the article's objective
+# to reproduce it, and the 30-epoch retrains below (new seeds, full length) are the fairer
+# numbers.
+
+# %%
+bayes_opt.overview(settings)
+
+# %% [markdown]
+# Running the optimisation (or reading it back from the run store). One line per trial says
+# where it came from and what it scored; the result is one row per trial.
+
+# %%
+trials = bayes_opt.optimise(settings, force=force)
+trials[["model", "trial", "generator", "lr", "batch_size", "accuracy", "best_so_far"]]
+
+# %% [markdown]
+# ## Figure 7: how the best accuracy grows with the trials
+#
+# **Article 1 reports (Figure 7):** the convergence plot of ViTBNFFN, the best accuracy so far
+# against the iteration of the optimisation, over 20 iterations; the text gives no numbers
+# from it. Here every model has its curve (top), and the lower panels show where in the
+# (learning rate, batch size) plane each trial went, coloured by its accuracy, with the
+# winner circled. Shapes tell who proposed a trial: ◆ the centre, ● Sobol, ★ BoTorch.
+
+# %%
+bayes_opt.figure7(trials, settings)
+
+# %% [markdown]
+# What the optimisation cost on this machine: importing Ax, one suggestion of each kind, and a
+# trial's training. A BoTorch suggestion fits a Gaussian process, which is cheap next to a
+# trial on a GPU but not negligible on a CPU.
+
+# %%
+bayes_opt.ax_costs(trials)
+
+# %% [markdown]
+# ## Training the optimised models
+#
+# Each model now trains for the full epoch count with its best learning rate and batch size,
+# once per seed. The best settings are also written to the run store
+# (`runs/hpo/best-mnist-<profile>.json`), where chapter 6 reads them.
+
+# %%
+table = bayes_opt.retrain(trials, settings, force=force)
+
+# %% [markdown]
+# ## Table 2: the optimised hyperparameters
+#
+# **Article 1 reports (Table 2)** the best learning rate, batch size and accuracy of each
+# model. The table is an image in the article, and its text does not repeat its values, so we
+# cannot quote them; the text does give the accuracies after 30 epochs of training with those
+# settings: **ViT 98.1 %, ViTBNFFN 97.6 %, ViTBN 97.8 %**. Our table gives both the best
+# trial's accuracy (after the short trial training) and the accuracy after the full training
+# (mean ± sd over seeds).
+
+# %%
+bayes_opt.table2(trials, table, settings)
+
+# %% [markdown]
+# ## Figure 8: the optimised trio, epoch by epoch
+#
+# **Article 1 reports (Figure 8):** the models with BatchNorm are significantly faster in
+# training and in inference per epoch; the optimised ViT converges in fewer epochs; after 30
+# epochs ViT, ViTBNFFN and ViTBN reach **98.1 %, 97.6 % and 97.8 %**.
+#
+# Each model trains with its own batch size here, so its time per epoch reflects the batch
+# size as well as the architecture (a smaller batch means more, smaller steps); the article's
+# comparison has the same property.
+
+# %%
+bayes_opt.figure8(table, settings)
+
+# %% [markdown]
+# ## Table 3: the speed-up of the optimised models
+#
+# With $r_t = T(\text{ViT}|\text{train}) / T(\text{model}|\text{train})$ and $r_v$ the same for
+# the test pass (average times per epoch, runs paired by seed), and gains $g = 1 - 1/r$:
+#
+# **Article 1 reports:** $r_t$(ViTBNFFN) = **3.9**, $r_v$(ViTBNFFN) = **2.6**,
+# $r_t$(ViTBN) = **3.5**, $r_v$(ViTBN) = **2.5**; the training gain is above 70 % for both
+# BatchNorm models and the inference gain a little above 60 %. Table 3 itself is an image; the
+# gains in the table below are derived from the quoted ratios.
+#
+# Absolute times are this machine's (see the footer), so only ratios compare with the
+# article's NVIDIA L4; we call a ratio reproduced within ± 20 %.
+
+# %%
+bayes_opt.table3(table, settings)
+
+# %% [markdown]
+# ## This run against the article
+#
+# Every number the article's text gives for Experiment 2, beside ours, with a verdict. The
+# caption counts how many reproduced under this profile; under `smoke` and `cpu` the
+# training is far shorter than the article's, so the accuracies are not expected to match.
+
+# %%
+bayes_opt.comparison_table(trials, table, settings)

@@ -1,0 +1,221 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 7. Three things, with BatchNorm: parallel blocks, attention-only fine-tuning, the hMLP stem
+#
+# Touvron, Cord, El-Nouby, Verbeek and Jégou's *Three things everyone should know about Vision
+# Transformers* (2022) makes three practical claims about the standard ViT, all measured on
+# ImageNet with LayerNorm models of 22–300 million parameters:
+#
+# 1. **Parallel blocks.** Two multi-head self-attention (MHSA) branches and two feed-forward
+#    (FFN) branches per block, at half the depth, have the same parameters and compute, train
+#    at least as well (better for deep models) and answer faster for one image at a time.
+# 2. **Attention-only fine-tuning.** To move a trained ViT to a higher resolution or a new
+#    task, fine-tuning only the MHSA weights is about as accurate as fine-tuning everything,
+#    while it needs less memory and time and stores fewer new weights.
+# 3. **The hMLP stem.** A patch pre-processing that is a small MLP on each patch (convolutions
+#    whose kernel equals their stride) matches the linear patch embedding in supervised
+#    training and, unlike convolutional stems, never mixes neighbouring patches, which keeps
+#    it compatible with masked self-supervised training.
+#
+# This chapter repeats the three experiments on this book's small MNIST models, with LayerNorm
+# (ViT), BatchNorm in the FFN (ViTBNFFN) and BatchNorm everywhere (ViTBN), and ends with the
+# digit-drawing web app of the series' third article. All three ideas are constructor options
+# of the book's one ViT family (`branches=`, `stem='hmlp'`) or a helper of `vitbn_nb.finetune`;
+# no model is copied.
+
+# %%
+# On Colab, install the book's helper package; anywhere else this does nothing.
+import sys
+if "google.colab" in sys.modules:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/vitbn-book/vitbn-book"], check=True)
+
+# %% tags=["parameters"]
+profile = "auto"
+force = False
+
+# %% [markdown]
+# The profile sets the scale: `paper` trains on all of MNIST with three seeds and compares
+# depth 6 and depth 12 with their parallel versions; `cpu` uses subsets, one seed and depth 6,
+# about six minutes on two cores; `smoke` only proves that every run, figure and table is
+# produced (depth 2, three training steps: its numbers mean nothing).
+
+# %%
+from vitbn_nb import figures, profiles
+from vitbn_nb.studies import three_things
+
+figures.use_style()
+settings = profiles.settings("07_three_things", profile)
+settings
+
+# %% [markdown]
+# What is trained. The sequential models of part (a) are reused: they are the linear-stem
+# baselines of part (c) and the starting points of the fine-tunings of part (b), so each is
+# trained once and read back from the run store afterwards.
+
+# %%
+three_things.protocol(settings)
+
+# %% [markdown]
+# ## (a) Parallel blocks
+#
+# A pre-norm block computes $x \leftarrow x + \mathrm{MHSA}(x)$, then
+# $x \leftarrow x + \mathrm{FFN}(x)$ (each branch normalises its own input first). The parallel
+# block of Touvron et al. runs $b$ branches of each on the **same** input and sums them:
+# $$x \leftarrow x + \sum_{i=1}^{b} \mathrm{MHSA}_i(x), \qquad x \leftarrow x + \sum_{i=1}^{b} \mathrm{FFN}_i(x).$$
+# A depth-$d/b$ model of such blocks has exactly the parameters and FLOPs of the depth-$d$
+# sequential one, but only $d/b$ steps one after the other: fewer, wider layers, which a GPU can
+# run with more parallelism. Each of our models is trained at depth $d$ and at $d/2 \times 2$
+# branches, with the same data, learning rate and seed.
+#
+# **The seed reports** (a summary of the paper): with ViT-S and ViT-B, two branches gave the best
+# accuracy; the parallel form helps the deeper models that are harder to optimise (for a
+# 60-block ViT-S, 20 × 3 and 30 × 2 were comparable); on a V100 the parallel models were clearly
+# faster for a single image, with no gain at large batch. No numbers are given in the summary.
+
+# %%
+three_things.parallel_blocks(settings, force=force)
+
+# %% [markdown]
+# Per model and structure: parameters, final accuracy (mean ± standard deviation over seeds where
+# there are several), training time per epoch, and inference latency per image at batch 1 and at a
+# large batch (the fastest of several passes, so that other work on the machine only adds noise
+# upwards). Our `Parallel` module runs its branches one after the other in Python: the same
+# kernels, just ordered differently, so on these kernels no latency gain is to be expected unless
+# the hardware overlaps them.
+
+# %%
+three_things.parallel_blocks_table(settings)
+
+# %%
+three_things.parallel_blocks_claims(settings)
+
+# %% [markdown]
+# ## (b) Attention-only fine-tuning at a higher resolution
+#
+# Touvron et al. fine-tune ImageNet models trained at 224 × 224 pixels at 384 × 384. The
+# analogue here: models trained on MNIST at 28 × 28 are fine-tuned on **MNIST upscaled to
+# 56 × 56** (bilinear, every image twice as large). We upscale rather than place the digit at a
+# random spot of a larger canvas because that keeps the task the same and changes only the
+# resolution, which is exactly Touvron et al.'s setting. The patch stays 7 × 7, so the image now
+# has 8 × 8 = 64 patches instead of 4 × 4 = 16; each patch sees a quarter of what it saw before,
+# and the 16 learned position embeddings are **interpolated bicubically on their 2-D grid** to
+# 64 (the class token's embedding is kept), as DeiT does (`finetune.interpolate_pos_embedding`).
+#
+# Two fine-tunings start from the same trained model:
+#
+# - **full**: every weight trains;
+# - **attention only**: as in Touvron et al.'s code (`--attn-only` in the DeiT repository), the
+#   MHSA projections (`to_qkv`, `to_out`), the classification head and the position embedding
+#   train; the patch embedding, the FFNs, every norm (the attention's pre-norm included, as
+#   there) and the class token are frozen. A frozen BatchNorm still re-estimates its running
+#   statistics from the new images, because they are buffers, not weights: the BatchNorm models
+#   get this adaptation for free, the LayerNorm one cannot.
+#
+# "Epoch 0" in the figure is the trained model moved to 56 × 56 with no training at all.
+# Memory is measured for one Adam training step at the training batch size. On a GPU it is the
+# allocator's peak (`torch.cuda.max_memory_allocated`). PyTorch's CPU allocator keeps no peak,
+# so on a CPU the chapter reports an accounting of the tensors a step holds instead: weights,
+# gradients, Adam's two moments and the tensors autograd saves for the backward pass (counted
+# with saved-tensor hooks); the table shows it on every device. Step time is the training
+# compute per step from the run records, without the data pipeline.
+#
+# **The seed reports:** fine-tuning only the MHSA weights at 384 × 384 is very close to full
+# fine-tuning on ImageNet-val and ImageNet-V2 (fine-tuning only the FFN is clearly worse); it
+# saves about 10 % of GPU memory and about 10 % of training time, and since the MHSA weights are
+# about a third of the total, each further fine-tuned resolution stores 66 % fewer weights.
+
+# %%
+three_things.attention_finetune(settings, force=force)
+
+# %% [markdown]
+# The same runs in numbers. Note the share of the weights that attention-only fine-tuning
+# trains: this book's reference ViT has 8 heads of dimension 64 on an embedding of 64, so each
+# MHSA layer projects to 3 × 512 dimensions and back, while its FFN is only 64 → 128 → 64. Here
+# the attention holds most of the weights, not a third as in the ViT-S/B/L of the paper, whose
+# FFN is four times wider than the embedding and whose heads split the embedding between them.
+
+# %%
+three_things.attention_finetune_table(settings)
+
+# %%
+three_things.attention_finetune_claims(settings)
+
+# %% [markdown]
+# ## (c) The hMLP stem
+#
+# The standard patch embedding flattens each $p \times p$ patch and applies one linear map (the
+# book's models normalise before and after it). Touvron et al.'s hierarchical MLP stem processes
+# a 16 × 16 patch in three stages, each a convolution whose kernel equals its stride:
+# 4 × 4 → norm → GELU → 2 × 2 → norm → GELU → 2 × 2 → norm, with widths $d/4$, $d/4$, $d$. Because
+# kernel = stride, no output ever sees two patches.
+#
+# Our patches are 7 × 7 and 7 is prime, so the hierarchy cannot be cut the same way. The rule of
+# `models.vit.hmlp_kernels` moves the smallest prime factor of the first stage's kernel to a later
+# stage while the first stays at least as large (16 → 4, 2, 2; 14 → 7, 2, 1; 12 → 3, 2, 2) and
+# fills the remaining stages with 1 × 1 kernels. For 7 it gives 7, 1, 1: a 7 × 7 stage, then two
+# per-patch 1 × 1 stages. On this book's images the hMLP stem is therefore a three-layer MLP
+# applied to each patch on its own, with the model's norm between the layers (LayerNorm over
+# the channels for ViT and ViTBNFFN, `BatchNorm2d` for ViTBN). BatchNorm's training-mode statistics
+# pool all patches of the batch (two numbers per channel); in evaluation mode every patch is
+# processed on its own, which the table checks by redrawing one patch's pixels.
+#
+# **The seed reports:** in supervised training the hMLP stem matches the linear patch embedding
+# (and gives a better accuracy–compute trade-off than the other stems compared), for less than
+# 1 % more FLOPs on ViT-B; it processes each 16 × 16 patch independently.
+
+# %%
+three_things.hmlp_stem(settings, force=force)
+
+# %%
+three_things.hmlp_stem_table(settings)
+
+# %%
+three_things.hmlp_stem_claims(settings)
+
+# %% [markdown]
+# ## What to take from this
+#
+# The "this run" columns above are computed from the runs of this profile; read them with its
+# scale in mind. Under `smoke` nothing can be concluded. Under `cpu` there is one seed and a
+# few epochs on a subset, so accuracy differences of a few tenths of a point are within the
+# noise that the `paper` profile's three seeds measure, and wall-clock times on a shared CPU
+# vary from run to run. Two findings do not depend on the scale: the parameter counts are equal
+# by construction in (a), and in (b) the share of weights that attention-only fine-tuning
+# trains is a property of the architecture, large here because this book's ViT puts most of its
+# weights into attention.
+#
+# ## The digit app
+#
+# The series' third article wraps the best BatchNorm ViT in a Flask app where one draws a digit
+# and the model answers. The book's version is `python -m vitbn_nb.app` (or `make app`): it
+# serves a page on http://127.0.0.1:5000/ with a drawing pad (mouse, pen or touch); when the
+# stroke ends the page sends the canvas to the server, which prepares it the way MNIST's digits
+# were made (crop to the ink, scale the longer side to 20 pixels keeping the aspect ratio,
+# centre the centre of mass in 28 × 28) and answers with the digit, its confidence and the
+# top three. The model is loaded once at start: the best finished ViT-family run in the run
+# store by final accuracy, preferring runs trained on augmented MNIST (they cope better with
+# hand-drawn digits) when they reach 90 % on their augmented test set. With an empty store the
+# app first trains a small ViTBNFFN through the run store (about a minute on a CPU) and says
+# so. The tests draw a stroke in headless Chromium and check the answer on the page.
+#
+# In this run's store the app would serve:
+
+# %%
+three_things.app_model()

@@ -1,0 +1,238 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 8. Where the speed comes from
+#
+# Article 1 reports that the BatchNorm models train **2.5–4.3×** and infer **2.5–2.7×** faster
+# than the standard ViT: gains of 60–77 % in time per epoch. Its comparison, though, is a
+# **depth-6 ViT against depth-1 BatchNorm models** (the reference repository's configurations),
+# and its times are whole epochs through a per-sample PIL data pipeline. Three things are
+# mixed in that number:
+#
+# 1. **depth**: one encoder block instead of six;
+# 2. **normalisation**: BatchNorm instead of LayerNorm, at the same depth;
+# 3. **the data pipeline**: a cost that every model pays alike.
+#
+# This chapter measures each on the machine it runs on, separates data loading from compute,
+# and measures what BatchNorm can truly buy at inference: in eval mode a BatchNorm is a fixed
+# affine map that **folds into the neighbouring Linear layer**, which no LayerNorm can do. It
+# ends with a plain table that apportions the published gain.
+
+# %%
+# On Colab, install the book's helper package; anywhere else this does nothing.
+import sys
+if "google.colab" in sys.modules:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/vitbn-book/vitbn-book"], check=True)
+
+# %% tags=["parameters"]
+profile = "auto"
+force = False
+
+# %% [markdown]
+# The profile sets how long each measurement runs: `paper` (on a GPU) times 5 repeats of 50
+# training steps and 2 test batches of 5,000 images over the full splits; `cpu` 3 repeats of
+# 10 steps and one test batch, about three minutes on two quiet cores; `smoke` runs every
+# measurement on tiny batches, and its numbers mean nothing. Timings are taken afresh on every
+# run (nothing is read from an earlier run or bench file), so `force` has nothing to retrain.
+
+# %%
+from vitbn_nb import profiles
+from vitbn_nb.studies import speed
+
+settings = profiles.settings("08_where_the_speed_comes_from", profile)
+settings
+
+# %% [markdown]
+# ## What article 1 reports
+#
+# The ratios $r = T_\text{ViT} / T_\text{model}$ of mean time per epoch and the gains
+# $g = 1 - 1/r$, from its Table 1 (three fixed learning rates) and Table 3 (optimised
+# hyperparameters), measured on an NVIDIA L4 with MNIST without augmentation; in every row
+# ViT has depth 6 and the BatchNorm models depth 1.
+
+# %%
+speed.seed_reported()
+
+# %% [markdown]
+# ## How we measure
+#
+# Every number below comes from one function, `vitbn_nb.bench.measure`, the same one that
+# `python -m vitbn_nb bench` (`make bench`) runs. For **ViT, ViTBNFFN and ViTBN at depths 1
+# and 6** (which include the seeds' three configurations) it times, on augmented MNIST:
+#
+# * **training**: a fixed number of Adam steps after a warm-up, repeated, the median repeat
+#   kept (not whole epochs: an epoch's time is the step time times the number of steps);
+# * **inference**: forward passes over test batches of 5,000 plus the per-class accuracy
+#   counts;
+#
+# each through **two pipelines**: the **seeds' pipeline**, written to their description (a
+# `DataLoader` over per-sample torchvision transforms of PIL images, train batch 100, test
+# batch 5000, the loss read back with `.item()` every step, per-class accuracy counted in a
+# Python loop over the samples), and the **book's engine** (the images held as uint8 on the
+# device, the augmentation drawn for a whole batch at once there, the counts vectorised).
+# Before each clock read the device is synchronised, and the time spent producing a batch is
+# clocked apart from the model's work.
+
+# %%
+results = speed.measure(settings)
+
+# %%
+speed.overview(results)
+
+# %%
+speed.hardware_note(results)
+
+# %% [markdown]
+# ## Equal depth
+#
+# The seeds' ratio divides the time of a six-block ViT by that of one-block BatchNorm models.
+# Here every model is timed at **both** depths, so each comparison can also be made at equal
+# depth. At equal depth the three models do almost the same arithmetic (the same matrix
+# products; they differ only in which norm runs where), so if the published gain came from
+# BatchNorm itself, the BatchNorm bars would be lower than ViT's **within** each depth group.
+# If it came from depth, the difference would lie **between** the groups.
+
+# %%
+speed.equal_depth_figure(results, settings)
+
+# %% [markdown]
+# Images per second through both pipelines, and the ratio to ViT of the same depth (above 1:
+# faster than ViT):
+
+# %%
+speed.equal_depth_table(results)
+
+# %% [markdown]
+# ## Data loading against compute
+#
+# How much of each step is spent producing the batch? In the seeds' pipeline every image is
+# turned into a PIL image, rotated, shifted, maybe zoomed out and resized, converted back to a
+# tensor and collated, one at a time in Python; at evaluation the per-class accuracy is then
+# counted one sample at a time. The book's engine draws the same augmentation (the same
+# distributions, tested against torchvision's) for a whole batch on the device.
+
+# %%
+speed.pipeline_split_figure(results, settings)
+
+# %% [markdown]
+# The share of time each pipeline spends producing batches, and the engine's speed over the
+# seeds' pipeline for the same model. Where the model's arithmetic dominates (on a CPU, or for
+# the deeper models), no input pipeline can speed a step up by much: the pipeline's ceiling is
+# the step time divided by its compute part.
+
+# %%
+speed.pipeline_table(results)
+
+# %% [markdown]
+# How close each training step comes to the machine's arithmetic limit: FLOPs per step
+# (forward and backward, counted by PyTorch's `FlopCounterMode`, attention included) over the
+# step time, against the measured peak of large fp32 matrix products: the model FLOP
+# utilisation (MFU). These models are small (embedding 64, 17 tokens), so their matrix
+# products are thin and the norms, GELU, attention softmax and Adam's update, which add few
+# FLOPs, still take time. Peak memory is per configuration (see the table at the top for what
+# is measured on this device).
+
+# %%
+speed.utilisation_table(results)
+
+# %% [markdown]
+# ## What BatchNorm can buy at inference: folding
+#
+# In eval mode a BatchNorm is $y = s \odot x + t$ with $s = \gamma / \sqrt{\sigma^2_\text{run} +
+# \epsilon}$ and $t = \beta - \mu_\text{run} s$: fixed numbers. Next to a Linear layer it
+# disappears into the weights. After a Linear (the feed-forward network's `Linear → BN`, the
+# patch embedding's `Linear → BN`): $W' = \operatorname{diag}(s) W$, $b' = s \odot b + t$. Before a
+# Linear (ViTBN's attention pre-norm `BN → to_qkv`, the patch embedding's `BN → Linear`, the
+# final `BN → CLS token → head`, since picking a token commutes with a per-feature map):
+# $W' = W \operatorname{diag}(s)$, $b' = W t + b$. `vitbn_nb.models.fold_batchnorm` returns such
+# a copy: no BatchNorm left, the same outputs to float precision (tested). A LayerNorm computes
+# its statistics from each token at inference time, so it cannot fold; the hatched bar removes
+# ViT's LayerNorms outright (wrong outputs) to show what they cost.
+
+# %%
+speed.folding_figure(results, settings)
+
+# %%
+speed.folding_table(results)
+
+# %% [markdown]
+# ## BatchNorm on tokens: three ways to write it
+#
+# BatchNorm on a `(batch, tokens, features)` tensor normalises each feature over the batch and
+# the tokens. Article 1 writes it as `BatchNorm1d` over a transposed `b d n` view, article 2 as
+# `BatchNorm2d` over `b d n 1`; the book's `BatchNorm` flattens to `(b n) d` and calls
+# `BatchNorm1d` on that. The same statistics, the same running estimates, the same parameters;
+# here is what each costs (training forward+backward at the training batch, eval forward at the
+# test batch, for the attention width 64 and the feed-forward width 128).
+
+# %%
+speed.norm_forms_table(results, settings)
+
+# %%
+speed.norm_forms_statement(results)
+
+# %% [markdown]
+# ## The accounting
+#
+# Within one pipeline the as-published ratio splits exactly into a depth part and a
+# normalisation part:
+#
+# $$r_\text{as published} = \frac{T(\text{ViT}, 6)}{T(\text{model}, 1)}
+#   = \underbrace{\frac{T(\text{ViT}, 6)}{T(\text{ViT}, 1)}}_{\text{depth}} \times
+#     \underbrace{\frac{T(\text{ViT}, 1)}{T(\text{model}, 1)}}_{\text{normalisation at depth 1}},$$
+#
+# so each effect's share of the gain is its share of $\ln r$. The data pipeline adds the same
+# seconds to every model, so it cannot create a ratio; it can only pull one towards 1, and the
+# table shows by how much, with each pipeline's share of time spent loading data. The first row
+# is article 1's (its setup: an L4 GPU, MNIST without augmentation).
+
+# %%
+speed.accounting_table(results, settings)
+
+# %% [markdown]
+# In words, computed from this run's numbers:
+
+# %%
+speed.accounting_statement(results)
+
+# %% [markdown]
+# ## The engine's targets
+#
+# The book set its engine targets for a quiet two-core machine: training at least 3× and
+# evaluation at least 5× the seeds' pipeline for every configuration, a training MFU of at
+# least 40 % for ViT depth 6 at batch 100, and folded ViTBN at least 1.2× unfolded. This run's
+# values, reported rather than asserted (timings are not tests):
+
+# %%
+speed.targets_frame(results)
+
+# %% [markdown]
+# ## What to take from this
+#
+# Read the numbers with the hardware line in mind. On a CPU the arithmetic of the models
+# dominates every step, so the input pipeline, the per-sample bookkeeping and the norms' own
+# cost are small parts of the time, and so are the gains that removing them can bring: an
+# engine cannot make a matrix product faster. On a GPU those products take a few milliseconds
+# and the balance shifts towards the pipeline and the many small kernels; the `paper` profile
+# measures exactly that with the same code.
+#
+# Whatever the machine, the accounting table answers the chapter's question: the published
+# speed-up compares models that differ six-fold in depth, and the depth factor is measured
+# here on the LayerNorm ViT alone. What is left for BatchNorm is the ratio at equal depth, and
+# at inference what folding removes.

@@ -1,0 +1,295 @@
+"""The digit-drawing app: model choice, MNIST-style preprocessing, the HTTP API, and the page in Chromium."""
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vitbn_nb import runs
+from vitbn_nb.app import server
+from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess
+from vitbn_nb.data import load_mnist
+
+#: A few seconds of CPU: good enough to classify clear MNIST digits.
+TINY = runs.RunConfig(model="ViTBNFFN", model_kwargs={"depth": 1}, dataset="mnist", epochs=2, lr=1e-3,
+                      train_size=3000, test_size=500)
+
+
+def png(array: np.ndarray, mode: str = "L") -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array, mode=mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def post(url: str, body: bytes, content_type: str = "image/png"):
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, mnist_ready):
+    """A tiny model trained in a private run store, served on a free port in a thread."""
+    from werkzeug.serving import make_server
+
+    store = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VITBN_RUNS_DIR", str(store))
+        run = runs.train(TINY, progress=False)
+        model = run.load_model("cpu")
+        http = make_server("127.0.0.1", 0, create_app(model, run), threaded=True)
+        thread = threading.Thread(target=http.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield SimpleNamespace(url=f"http://127.0.0.1:{http.server_port}", model=model, run=run, store=store)
+        finally:
+            http.shutdown()
+
+
+@pytest.fixture(scope="module")
+def confident_digit(served):
+    """The first MNIST test digit the model classifies correctly with probability > 0.9."""
+    images, labels = load_mnist(train=False)
+    with torch.inference_mode():
+        probabilities = served.model(images[:200].float().div(255)).softmax(dim=1)
+    confidence, guess = probabilities.max(dim=1)
+    index = int(torch.nonzero((guess == labels[:200]) & (confidence > 0.9))[0])
+    return images[index, 0].numpy(), int(labels[index]), int(guess[index])
+
+
+# -- which model ------------------------------------------------------------------------------
+
+def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="finished", image_size=28, images=60000):
+    folder = store / name
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"")
+    record = {"run_id": name, "status": status, "train_images": images, "epochs": [{"epoch": 1, "test_acc": acc}],
+              "config": {"model": model, "dataset": dataset,
+                         "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10}}}
+    (folder / "record.json").write_text(json.dumps(record))
+
+
+def test_model_choice_prefers_a_good_augmented_run_then_the_most_accurate(tmp_path):
+    assert model_choice(tmp_path) is None
+    fake_run(tmp_path, "clean", acc=98.0)
+    fake_run(tmp_path, "aug-poor", dataset="mnist_aug", acc=60.0)
+    fake_run(tmp_path, "dnn", model="DNN_d3", acc=99.5)
+    fake_run(tmp_path, "at-56", image_size=56, acc=99.6)
+    fake_run(tmp_path, "unfinished", status="running", acc=99.7)
+    fake_run(tmp_path, "diverged", status="diverged", acc=99.8)
+    assert model_choice(tmp_path).run_id == "clean"  # no augmented run is good enough: the best accuracy wins
+    fake_run(tmp_path, "aug-good", model="ViTBNFFN", dataset="mnist_aug", acc=93.0)
+    assert model_choice(tmp_path).run_id == "aug-good"
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "record.json").write_text("{not json")
+    assert model_choice(tmp_path).run_id == "aug-good"
+
+
+def test_empty_store_refuses_with_a_clear_message_or_trains_the_fallback(run_store, mnist_ready, monkeypatch):
+    with pytest.raises(SystemExit, match="make book"):
+        load_model(train_if_missing=False, log=lambda message: None)
+    monkeypatch.setattr(server, "FALLBACK", runs.RunConfig(**{**TINY.to_dict(), "epochs": 1, "train_size": 300}))
+    lines = []
+    model, run = load_model(log=lines.append)
+    assert "training a small ViTBNFFN" in lines[0] and run.run_id in lines[-1]
+    assert run.status == "finished" and (run_store / run.run_id / "model.pt").is_file()
+    assert not model.training
+    again, run_again = load_model(log=lines.append)  # now the store has it: nothing is trained twice
+    assert run_again.run_id == run.run_id and len(lines) == 3
+
+
+# -- preprocessing -----------------------------------------------------------------------------
+
+def test_an_mnist_digit_comes_back_almost_unchanged(mnist_ready):
+    images, _ = load_mnist(train=False)
+    correlations = []
+    for image in images[:50, 0].numpy():
+        seen = preprocess(png(image))
+        assert seen.shape == (28, 28) and seen.dtype == np.float32 and 0 <= seen.min() and seen.max() <= 1
+        correlations.append(np.corrcoef(image.ravel() / 255, seen.ravel())[0, 1])
+    assert np.median(correlations) > 0.99 and min(correlations) > 0.7
+
+
+def test_a_large_off_centre_dark_on_light_drawing_is_normalised_like_mnist(mnist_ready):
+    image = load_mnist(train=False)[0][0, 0].numpy()
+    digit = Image.fromarray(255 - image).resize((200, 200), Image.BILINEAR)
+    paper = Image.new("L", (500, 360), 255)
+    paper.paste(digit, (260, 20))  # far from the centre, black ink on white paper
+    seen = preprocess(png(np.asarray(paper)))
+    assert np.corrcoef(image.ravel() / 255, seen.ravel())[0, 1] > 0.9
+    ink = np.argwhere(seen > 0.1)
+    height, width = ink.max(axis=0) - ink.min(axis=0) + 1
+    assert max(height, width) <= 21 and max(height, width) >= 18  # the longer side scaled to MNIST's 20 pixels
+    rows, cols = np.indices(seen.shape)
+    centre = (rows * seen).sum() / seen.sum(), (cols * seen).sum() / seen.sum()
+    assert abs(centre[0] - 14) <= 1 and abs(centre[1] - 14) <= 1
+
+
+def test_aspect_ratio_is_kept_and_transparent_canvases_work():
+    canvas = np.zeros((300, 300, 4), dtype=np.uint8)  # transparent, with black strokes: a "1" 200 tall, 20 wide
+    canvas[50:250, 140:160] = (0, 0, 0, 255)
+    seen = preprocess(png(canvas, mode="RGBA"))
+    ink = np.argwhere(seen > 0.5)
+    height, width = ink.max(axis=0) - ink.min(axis=0) + 1
+    assert height == 20 and width == 2
+    opaque = np.zeros((280, 280, 4), dtype=np.uint8)  # what a browser canvas sends: opaque black, white ink
+    opaque[..., 3] = 255
+    opaque[40:240, 130:150, :3] = 255
+    assert np.array_equal(preprocess(png(opaque, mode="RGBA")), seen)
+
+
+# -- the HTTP API ------------------------------------------------------------------------------
+
+def test_a_real_mnist_digit_gets_its_label(served, confident_digit):
+    image, label, direct = confident_digit
+    status, answer = post(f"{served.url}/api/predict", png(image))
+    assert status == 200
+    assert answer["digit"] == direct == label
+    assert answer["model"] == served.run.run_id
+    assert [t["digit"] for t in answer["top3"]][0] == label and 0.5 < answer["confidence"] <= 1
+    assert answer["top3"] == sorted(answer["top3"], key=lambda t: -t["probability"])
+    assert sum(answer["probabilities"]) == pytest.approx(1, abs=1e-4)
+    # exactly what the model says of the preprocessed image, and the image it saw comes back
+    assert answer["probabilities"] == pytest.approx(predict(served.model, preprocess(png(image)))["probabilities"])
+    assert answer["input"].startswith("data:image/png;base64,")
+
+
+def test_model_info_and_page(served):
+    with urllib.request.urlopen(f"{served.url}/api/model", timeout=30) as response:
+        info = json.loads(response.read())
+    assert info["run_id"] == served.run.run_id and info["model"] == "ViTBNFFN"
+    with urllib.request.urlopen(f"{served.url}/", timeout=30) as response:
+        page = response.read().decode()
+    assert '<canvas id="pad"' in page and "/static/app.js" in page
+
+
+@pytest.mark.parametrize("body, status, message", [
+    (b"", 400, "empty body"),
+    (b"this is not an image", 400, "not an image"),
+    (png(np.full((10, 10), 255, dtype=np.uint8)), 400, "wrong size: the image is 10x10"),
+    (png(np.zeros((28, 3000), dtype=np.uint8)), 400, "wrong size: the image is 3000x28"),
+    (png(np.zeros((280, 280), dtype=np.uint8)), 400, "the drawing is empty"),
+    (os.urandom(3 * 2**20), 413, "body too large"),
+], ids=["empty", "not-an-image", "too-small", "too-wide", "no-ink", "oversized"])
+def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_serving(served, confident_digit, body,
+                                                                                   status, message):
+    got, answer = post(f"{served.url}/api/predict", body)
+    assert got == status and message in answer["error"]
+    assert post(f"{served.url}/api/predict", png(confident_digit[0]))[0] == 200
+
+
+def test_wrong_method_and_unknown_route_are_json_too(served):
+    for url in (f"{served.url}/api/predict", f"{served.url}/nope"):
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(url, timeout=30)
+        assert error.value.code in (404, 405) and "error" in json.loads(error.value.read())
+
+
+def test_bad_image_carries_its_status():
+    assert BadImage("x").status == 400 and BadImage("y", 413).status == 413
+    with pytest.raises(BadImage, match="no ink"):
+        mnist_style(np.zeros((40, 40), dtype=np.float32))
+
+
+def test_the_command_line_serves_a_stored_run(served):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "VITBN_RUNS_DIR": str(served.store)}
+    process = subprocess.Popen([sys.executable, "-m", "vitbn_nb.app", "--port", str(port), "--no-train"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/model", timeout=5) as response:
+                    assert json.loads(response.read())["run_id"] == served.run.run_id
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert process.poll() is None, process.stdout.read()
+                assert time.monotonic() < deadline, "the app did not start within 2 minutes"
+                time.sleep(0.5)
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0]
+    assert f"Model: run {served.run.run_id}" in output and "Draw a digit at http://127.0.0.1:" in output
+
+
+# -- the page in headless Chromium -------------------------------------------------------------
+
+
+def draw_one(driver, pad, pointer: str = "mouse"):
+    """A vertical stroke down the middle of the pad, by mouse or by finger (pointer events either way)."""
+    from selenium.webdriver.common.actions import interaction
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+    from selenium.webdriver.common.actions.pointer_input import PointerInput
+
+    actions = ActionBuilder(driver, mouse=PointerInput(
+        interaction.POINTER_TOUCH if pointer == "touch" else interaction.POINTER_MOUSE, pointer))
+    device = actions.pointer_action
+    device.move_to(pad, 0, -95)
+    device.pointer_down()
+    for step in range(1, 20):
+        device.move_to(pad, 0, -95 + 10 * step)
+    device.pointer_up()
+    actions.perform()
+
+
+def wait_for_answer(driver):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 60).until(
+        lambda d: d.find_element("tag name", "body").get_attribute("data-state") in ("answered", "error"))
+    return driver.find_element("tag name", "body").get_attribute("data-state")
+
+
+@pytest.mark.parametrize("pointer", ["mouse", "touch"])
+def test_drawing_in_the_browser_shows_the_prediction(served, browser, tmp_path, pointer):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{served.url}/")
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "ready")
+    WebDriverWait(browser, 30).until(lambda d: served.run.run_id in d.find_element(By.ID, "model").text)
+    pad = browser.find_element(By.ID, "pad")
+    draw_one(browser, pad, pointer)
+    assert wait_for_answer(browser) == "answered", browser.find_element(By.ID, "message").text
+    shown = browser.find_element(By.ID, "digit").text
+    confidence = float(browser.find_element(By.ID, "confidence").text.rstrip(" %"))
+    bars = browser.find_elements(By.CSS_SELECTOR, "#top3 li")
+    assert shown in list("0123456789") and 0 < confidence <= 100 and len(bars) == 3
+    assert browser.execute_script("return document.getElementById('seen').naturalWidth") == 28
+
+    # the page shows what the server answers for this very canvas, and a stroke down the middle is a one
+    canvas_png = browser.execute_script("return document.getElementById('pad').toDataURL('image/png')")
+    import base64
+
+    status, answer = post(f"{served.url}/api/predict", base64.b64decode(canvas_png.split(",", 1)[1]))
+    assert status == 200 and str(answer["digit"]) == shown
+    assert f"{100 * answer['confidence']:.1f}" == f"{confidence:.1f}"
+    assert shown == "1"
+
+    shot = tmp_path / f"app-{pointer}.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 1000
+    with Image.open(shot) as image:
+        assert image.size[0] > 300 and image.size[1] > 300
+
+    browser.find_element(By.ID, "clear").click()
+    assert browser.find_element(By.ID, "digit").text == "–"
+    browser.find_element(By.ID, "predict").click()  # an empty pad is refused in the page, with a message
+    assert "Draw a digit first" in browser.find_element(By.ID, "message").text

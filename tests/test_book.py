@@ -1,0 +1,314 @@
+"""The book runner (papermill), the staging of figures, the HTML book, and the book in a real browser.
+
+Two books are built: a small one from throwaway chapters written here, and the real book
+(every chapter of ``notebooks/`` under ``smoke``), once per session, in private folders.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from vitbn_nb import book
+from vitbn_nb.__main__ import main
+from vitbn_nb.book import BookError, build_book, discover_chapters
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_CHAPTERS = sorted((ROOT / "notebooks").glob(book.CHAPTER_PATTERN))
+needs_chapters = pytest.mark.skipif(not REAL_CHAPTERS, reason="notebooks/ holds no chapters (NN_name.ipynb) yet")
+#: What each chapter of SPEC §6 must regenerate (its manifest `reproduces` ids).
+SPEC_OUTPUTS = {
+    "01": {"article2/fig1", "article2/fig2", "article2/fig3"},
+    "03": {"article1/fig3", "article1/fig4", "article1/fig5", "article1/fig6", "article1/table1"},
+    "04": {"article1/table2", "article1/fig7", "article1/fig8", "article1/table3"},
+    "05": {"article2/fig8", "article2/fig9", "article2/fig10"},
+}
+REPRODUCES = re.compile(r"^(article[12]/(fig|table)\d+\w*|new/\S+)$")
+
+
+# -- throwaway chapters -----------------------------------------------------------------------
+
+def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Path:
+    head = [new_markdown_cell(f"# {title}\n\nA throwaway chapter of the test-suite.")]
+    if parameters:
+        head.append(new_code_cell('profile = "auto"\nforce = False', metadata={"tags": ["parameters"]}))
+    nbformat.write(new_notebook(cells=head + list(cells)), path)
+    return path
+
+
+FIGURE_CHAPTER = [
+    new_code_cell("assert profile == 'smoke' and force is False, (profile, force)"),
+    new_code_cell("import matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb import figures"),
+    new_code_cell("fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([1, 2, 3], [3, 1, 2])\n"
+                  "figures.save_figure(fig, 'book_test_line', chapter='01_figure', reproduces='new/book-test-line', "
+                  "profile=profile, caption='a line')"),
+    new_code_cell("figures.save_table(pd.DataFrame({'x': [1, 2]}), 'book_test_table', chapter='01_figure', "
+                  "reproduces='new/book-test-table', profile=profile, caption='a table')"),
+]
+TEXT_CHAPTER = [
+    # the words are joined at run time so that the cell's source never contains them
+    new_code_cell("import sys\nprint('printed-to-' + 'stdout')\nprint('printed-to-' + 'stderr', file=sys.stderr)"),
+]
+BROKEN_CELL = new_code_cell("# the chapter breaks here\nraise ValueError('deliberate failure')")
+
+
+@pytest.fixture(scope="module")
+def small_chapters(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("chapters")
+    write_chapter(folder / "01_figure.ipynb", "A figure and a table", *FIGURE_CHAPTER)
+    write_chapter(folder / "02_text.ipynb", "Only text", *TEXT_CHAPTER)
+    (folder / "notes.ipynb").write_text("not a chapter")  # no NN_ prefix: never run
+    return folder
+
+
+@pytest.fixture(scope="module")
+def small_book(small_chapters, tmp_path_factory):
+    base = tmp_path_factory.mktemp("small_book")
+    # what an earlier run left: one output of its own, and a file that is no chapter's output
+    (base / "figures").mkdir()
+    (base / "figures" / "stale_output.png").write_bytes(b"old")
+    (base / "figures" / "bench.json").write_text("{}")
+    (base / "figures" / "manifest.json").write_text(json.dumps(
+        {"outputs": {"stale_output": {"kind": "figure", "files": ["stale_output.png"], "chapter": "09_gone"}}}))
+    before = os.environ.get("VITBN_BOOK_RUN")
+    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=base / "build",
+                        figures_dir=base / "figures", runs_dir=base / "runs")
+    assert os.environ.get("VITBN_BOOK_RUN") == before  # the kernels' variables were restored
+    return result
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_small_book_executes_every_chapter(small_book, small_chapters):
+    assert [c.name for c in small_book.chapters] == ["01_figure", "02_text"]
+    assert small_book.profile == "smoke"
+    for chapter in small_book.chapters:
+        assert chapter.executed == small_book.output_dir / "executed" / "smoke" / f"{chapter.name}.ipynb"
+        executed = nbformat.read(chapter.executed, as_version=4)
+        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False}
+        assert not executed.metadata.papermill.get("exception")
+    text = nbformat.read(small_book.chapters[1].executed, as_version=4)
+    assert "printed-to-stdout" in json.dumps(text.cells[-1].outputs)
+
+
+def test_small_book_manifest_entries_belong_to_this_run(small_book):
+    manifest = json.loads((small_book.figures_dir / "manifest.json").read_text())
+    assert set(manifest["outputs"]) == {"book_test_line", "book_test_table"}
+    for name, entry in manifest["outputs"].items():
+        assert entry["book_run"] == small_book.book_run, name
+        assert entry["profile"] == "smoke" and entry["chapter"] == "01_figure"
+        for file in entry["files"]:
+            assert (small_book.figures_dir / file).stat().st_size > 0, file
+    assert sorted(manifest["outputs"]["book_test_line"]["files"]) == ["book_test_line.png", "book_test_line.svg"]
+    # the earlier run's output went with its manifest entry; the file no entry listed stayed
+    assert not (small_book.figures_dir / "stale_output.png").exists()
+    assert (small_book.figures_dir / "bench.json").read_text() == "{}"
+
+
+def test_small_book_html(small_book):
+    index = small_book.index_html
+    assert index is not None and index.is_absolute() and index.is_file()
+    html_dir = index.parent
+    intro = (html_dir / "intro.html").read_text()
+    assert "BatchNorm in Vision Transformers" in intro and small_book.book_run in intro
+    for chapter in small_book.chapters:
+        assert f'href="{chapter.name}.html"' in intro
+        assert (html_dir / f"{chapter.name}.html").is_file()
+    text_page = (html_dir / "02_text.html").read_text()
+    assert "printed-to-stdout" in text_page
+    assert "printed-to-stderr" not in text_page  # stderr (progress bars) is kept off the pages
+    assert not (html_dir / "notes.html").exists()
+
+
+def test_failed_run_names_chapter_and_cell_and_keeps_previous_figures(small_book, small_chapters, tmp_path):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    shutil.copy(small_chapters / "01_figure.ipynb", chapters)
+    write_chapter(chapters / "02_broken.ipynb", "Broken", new_code_cell("x = 1"), BROKEN_CELL)
+    figures = tmp_path / "figures"
+    shutil.copytree(small_book.figures_dir, figures)
+    before = snapshot(figures)
+
+    with pytest.raises(BookError) as caught:
+        build_book("smoke", notebooks_dir=chapters, output_dir=tmp_path / "build", figures_dir=figures,
+                   runs_dir=tmp_path / "runs")
+    error = caught.value
+    assert error.chapter == "02_broken" and error.cell_index == 3 and error.ename == "ValueError"
+    assert "02_broken" in str(error) and "cell 3" in str(error) and "# the chapter breaks here" in str(error)
+    assert "deliberate failure" in str(error)
+    assert error.notebook.is_file()  # the partly executed notebook is kept for inspection
+    # chapter 01 did save its figure again, but only into the staging folder
+    assert snapshot(figures) == before
+    staged = json.loads((tmp_path / "build" / "figures-staging" / "manifest.json").read_text())
+    assert staged["outputs"]["book_test_line"]["book_run"] != small_book.book_run
+
+
+def test_cli_reports_a_failed_chapter(tmp_path, capsys):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    write_chapter(chapters / "01_fine.ipynb", "Fine", new_code_cell("1 + 1"))
+    write_chapter(chapters / "02_broken.ipynb", "Broken", BROKEN_CELL)
+    code = main(["book", "--profile", "smoke", "--notebooks", str(chapters), "--chapters", "2", "--no-html",
+                 "--output", str(tmp_path / "build"), "--figures", str(tmp_path / "figures"),
+                 "--runs", str(tmp_path / "runs")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "chapter 02_broken failed in cell 2" in err and "ValueError: deliberate failure" in err
+    assert not (tmp_path / "build" / "executed" / "smoke" / "01_fine.ipynb").exists()  # not selected
+
+
+def test_bad_input_is_refused_before_any_kernel_starts(tmp_path):
+    with pytest.raises(ValueError, match="no chapters"):
+        discover_chapters(tmp_path)
+    write_chapter(tmp_path / "01_a.ipynb", "A", new_code_cell("1"))
+    write_chapter(tmp_path / "02_b.ipynb", "B", new_code_cell("2"))
+    assert [p.stem for p in discover_chapters(tmp_path, ["02", 1, "02_b"])] == ["01_a", "02_b"]
+    with pytest.raises(ValueError, match="'07' is not a chapter"):
+        discover_chapters(tmp_path, ["07"])
+    with pytest.raises(ValueError, match="profile='huge'"):
+        build_book("huge", notebooks_dir=tmp_path, output_dir=tmp_path / "build")
+    write_chapter(tmp_path / "03_c.ipynb", "C", new_code_cell("3"), parameters=False)
+    with pytest.raises(BookError, match="chapter 03_c: no cell is tagged 'parameters'"):
+        build_book("smoke", notebooks_dir=tmp_path, output_dir=tmp_path / "build", figures_dir=tmp_path / "f",
+                   runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "f" / "manifest.json").exists()
+
+
+# -- the real book under smoke, built once per session ----------------------------------------
+
+@pytest.fixture(scope="session")
+def full_book(tmp_path_factory, request):
+    if not REAL_CHAPTERS:
+        pytest.skip("notebooks/ holds no chapters (NN_name.ipynb) yet")
+    request.getfixturevalue("mnist_ready")
+    base = tmp_path_factory.mktemp("full_book")
+    return build_book("smoke", notebooks_dir=ROOT / "notebooks", output_dir=base / "build",
+                      figures_dir=base / "figures", runs_dir=base / "runs")
+
+
+def _chapter_of(entry: dict, names: list[str]) -> str | None:
+    """The executed chapter a manifest entry names (by its full name or its NN number)."""
+    given = str(entry.get("chapter", ""))
+    return next((n for n in names if given == n or given[:2] == n[:2] and given[:2].isdigit()), None)
+
+
+@needs_chapters
+def test_full_book_executes_every_chapter(full_book):
+    assert [c.name for c in full_book.chapters] == [p.stem for p in REAL_CHAPTERS]
+    for chapter in full_book.chapters:
+        executed = nbformat.read(chapter.executed, as_version=4)
+        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False}
+        assert not executed.metadata.papermill.get("exception"), chapter.name
+
+
+@needs_chapters
+def test_full_book_outputs_all_come_from_this_run(full_book):
+    manifest = json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"]
+    names = [c.name for c in full_book.chapters]
+    assert manifest, "the book saved no figure or table"
+    listed = {"manifest.json"}
+    for name, entry in manifest.items():
+        for key in ("chapter", "reproduces", "profile", "hardware", "date", "files"):
+            assert entry.get(key), f"{name}: no {key}"
+        assert entry["book_run"] == full_book.book_run, name
+        assert entry["profile"] == "smoke", name
+        assert REPRODUCES.match(entry["reproduces"]), f"{name}: reproduces={entry['reproduces']!r}"
+        assert _chapter_of(entry, names), f"{name}: chapter={entry['chapter']!r} is not one of {names}"
+        for file in entry["files"]:
+            assert (full_book.figures_dir / file).stat().st_size > 0, f"{name}: {file} is empty"
+        listed.update(entry["files"])
+    on_disk = {p.name for p in full_book.figures_dir.iterdir() if not p.name.startswith(".")}
+    assert on_disk <= listed, f"files no manifest entry lists: {sorted(on_disk - listed)}"
+    silent = [n for n in names if not any(_chapter_of(e, names) == n for e in manifest.values())]
+    assert not silent, f"chapters that saved no figure or table: {silent}"
+
+
+@needs_chapters
+def test_full_book_reproduces_what_the_spec_lists(full_book):
+    produced = {e["reproduces"] for e in json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"].values()}
+    for chapter in full_book.chapters:
+        missing = SPEC_OUTPUTS.get(chapter.name[:2], set()) - produced
+        assert not missing, f"{chapter.name} does not regenerate {sorted(missing)} (SPEC §6)"
+
+
+# -- the books in headless Chromium -----------------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+ALL_IMAGES_SETTLED = """
+const images = Array.from(document.images);
+images.forEach(img => { img.loading = 'eager'; });
+return document.readyState !== 'loading' && images.every(img => img.complete);
+"""
+BROKEN_IMAGES = """
+return Array.from(document.images).filter(img => !(img.naturalWidth > 0)).map(img => img.getAttribute('src'));
+"""
+
+
+def check_book_in_browser(driver, result) -> dict:
+    """Open the landing page and every chapter; each must show its title and load every image."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    images = {}
+    with serve(result.index_html.parent) as base:
+        driver.get(f"{base}/index.html")  # a redirect to the landing page
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/intro.html"))
+        for page, title in [("intro", book.BOOK_TITLE), *[(c.name, c.title) for c in result.chapters]]:
+            driver.get(f"{base}/{page}.html")
+            WebDriverWait(driver, 30).until(lambda d: d.execute_script(ALL_IMAGES_SETTLED))
+            heading = driver.find_element(By.CSS_SELECTOR, "article h1").text.replace("#", "").strip()
+            assert heading == title, f"{page}.html shows {heading!r}, not {title!r}"
+            if page == "intro":
+                links = {a.get_attribute("href").rsplit("/", 1)[-1].split("#")[0]
+                         for a in driver.find_elements(By.CSS_SELECTOR, "article a[href]")}
+                missing = [c.name for c in result.chapters if f"{c.name}.html" not in links]
+                assert not missing, f"the landing page does not link {missing}"
+            broken = driver.execute_script(BROKEN_IMAGES)
+            assert not broken, f"{page}.html has images that did not load: {broken}"
+            images[page] = driver.execute_script("return document.images.length")
+    return images
+
+
+def test_small_book_in_browser(browser, small_book):
+    images = check_book_in_browser(browser, small_book)
+    assert images["01_figure"] >= 1  # the saved figure is shown on its chapter's page
+
+
+@needs_chapters
+def test_full_book_in_browser(browser, full_book):
+    images = check_book_in_browser(browser, full_book)
+    manifest = json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"]
+    names = [c.name for c in full_book.chapters]
+    for chapter in names:
+        figures = [n for n, e in manifest.items() if e["kind"] == "figure" and _chapter_of(e, names) == chapter]
+        if figures:
+            assert images[chapter] >= 1, f"{chapter} saved {figures} but its page shows no image"

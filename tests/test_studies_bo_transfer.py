@@ -1,0 +1,145 @@
+"""Chapters 04 and 06: their helpers on tiny real runs, in a private run store and figures folder."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from vitbn_nb import data, hpo, models
+from vitbn_nb.studies import bayes_opt, transfer
+
+BO = dict(profile="smoke", seeds=1, trials=2, trial_epochs=1, epochs=2, test_batch_size=5000, train_size=200,
+          test_size=100)
+TRANSFER = dict(profile="smoke", seeds=1, reoptimise=False, trials=2, trial_epochs=1, epochs=1, depth=1,
+                test_batch_size=5000, train_size=200, test_size=100, inference_repeats=2, cnn_lr=1e-3,
+                cnn_batch_size=100)
+
+
+@pytest.fixture
+def figures_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "figures"
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
+    return folder
+
+
+def manifest(folder):
+    return json.loads((folder / "manifest.json").read_text())["outputs"]
+
+
+def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_dir, mnist_ready):
+    # Every model at depth 1 keeps it fast; the chapter itself uses the as-published depths.
+    trials = bayes_opt.optimise(BO, depth=1)
+    assert list(trials.groupby("model", sort=False).size().items()) == [("ViT", 2), ("ViTBNFFN", 2), ("ViTBN", 2)]
+    best = hpo.load_best("mnist", "smoke")
+    assert set(best) == {"ViT", "ViTBNFFN", "ViTBN"}
+    for model, group in trials.groupby("model"):
+        assert best[model]["accuracy"] == group["accuracy"].max()
+
+    configs = bayes_opt.retrain_configs(trials, BO)
+    assert [(c.model, c.epochs, c.lr, c.batch_size) for c in configs] == [
+        (m, 2, best[m]["lr"], best[m]["batch_size"]) for m in ("ViT", "ViTBNFFN", "ViTBN")]
+    table = bayes_opt.retrain(trials, BO)
+    assert sorted(table.groupby("model")["epoch"].max().items()) == [("ViT", 2), ("ViTBN", 2), ("ViTBNFFN", 2)]
+
+    frame = bayes_opt.table2_frame(trials, table)
+    assert list(frame["best batch size"]) == [best[m]["batch_size"] for m in ("ViT", "ViTBNFFN", "ViTBN")]
+    assert list(frame["article 1 after 30 ep. (%)"]) == ["98.1", "97.6", "97.8"]
+    ratios = bayes_opt.table3_frame(table)
+    assert list(ratios["model"]) == ["ViTBNFFN", "ViTBN"] and list(ratios["r_t (article)"]) == ["3.9", "3.5"]
+    for _, row in ratios.iterrows():  # this run's r is computed from the runs' own times
+        mine = table[table["model"] == row["model"]]["train_seconds"].mean()
+        vit = table[table["model"] == "ViT"]["train_seconds"].mean()
+        assert float(row["r_t"]) == pytest.approx(vit / mine, abs=0.01)
+    compared = bayes_opt.comparison(trials, table)
+    assert "not in the text" in set(compared["article 1"])
+
+    bayes_opt.figure7(trials, BO)
+    bayes_opt.figure8(table, BO)
+    bayes_opt.table2(trials, table, BO)
+    bayes_opt.table3(table, BO)
+    outputs = manifest(figures_dir)
+    assert {outputs[n]["reproduces"] for n in ("article1_fig7", "article1_fig8", "article1_table2", "article1_table3")} \
+        == {"article1/fig7", "article1/fig8", "article1/table2", "article1/table3"}
+    assert (figures_dir / "article1_fig7.png").stat().st_size > 10_000
+    costs = bayes_opt.ax_costs(trials)
+    assert costs.loc[costs["what"].str.contains("Sobol"), "n"].item() == 3
+
+
+def test_chapter_06_reuses_chapter_04s_file_or_runs_its_optimisation(run_store, monkeypatch):
+    calls = []
+
+    def fake_optimise(settings, force=False, **kwargs):
+        calls.append(settings["profile"])
+        table = pd.DataFrame([dict(model=m, depth=d, dataset="mnist", trial=1, lr=lr, batch_size=50, accuracy=90.0,
+                                   run_id="r", status="finished", generator="centre", trial_epochs=1, study="s")
+                              for m, d, lr in (("ViT", 6, 1e-4), ("ViTBNFFN", 1, 3e-4), ("ViTBN", 1, 3e-4))])
+        hpo.save_best(table, dataset="mnist", profile=settings["profile"])
+        return table
+
+    monkeypatch.setattr(bayes_opt, "optimise", fake_optimise)
+    hyper = transfer.hyperparameters(TRANSFER)
+    assert calls == ["smoke"]
+    assert list(hyper["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
+    assert list(hyper["lr"]) == [1e-4, 3e-4, 3e-4, 1e-3] and list(hyper["batch_size"]) == [50, 50, 50, 100]
+    assert "chapter 04" in hyper.loc[0, "found by"] and "depth 1" in hyper.loc[1, "found by"]
+    transfer.hyperparameters(TRANSFER)
+    assert calls == ["smoke"]  # the second time the file is read
+
+
+def small_transfer_set(n=300):
+    images, labels = data.load_mnist(train=False)
+    return images[-n:], labels[-n:], "mnist-test-tail (a stand-in for the test)"
+
+
+def test_time_passes_counts_passes_and_accuracy(mnist_ready):
+    images, labels, _ = small_transfer_set(120)
+    model = models.build_model("CNN").eval()
+    timing = transfer.time_passes(model, images, labels, batch_size=50, repeats=3, device="cpu")
+    assert len(timing["all_seconds"]) == 3 and timing["seconds"] == sorted(timing["all_seconds"])[1]
+    assert timing["images"] == 120 and timing["images_per_second"] == pytest.approx(120 / timing["seconds"])
+    with torch.inference_mode():
+        expected = 100 * (model(data.to_float(images)).argmax(1) == labels).float().mean().item()
+    assert timing["accuracy"] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="repeats"):
+        transfer.time_passes(model, images, labels, batch_size=50, repeats=0)
+
+
+def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_dir, mnist_ready, monkeypatch):
+    monkeypatch.setattr(transfer, "transfer_set", lambda: small_transfer_set())
+    table = pd.DataFrame([dict(model=m, depth=1, dataset="mnist", trial=1, lr=1e-3, batch_size=100, accuracy=50.0,
+                               run_id="r", status="finished", generator="centre", trial_epochs=1, study="s")
+                          for m in ("ViT", "ViTBNFFN", "ViTBN")])
+    hpo.save_best(table, dataset="mnist", profile="smoke")
+    hyper = transfer.hyperparameters(TRANSFER)
+    runs_table = transfer.train(hyper, TRANSFER)
+    assert set(runs_table["model"]) == {"ViT", "ViTBNFFN", "ViTBN", "CNN"}
+    assert set(runs_table["dataset"]) == {"mnist_aug"} and runs_table.groupby("model")["epoch"].max().eq(1).all()
+
+    measured = transfer.measure(runs_table, TRANSFER)
+    assert list(measured["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
+    assert (measured["passes"] == 2).all() and (measured["images"] == 300).all()
+    assert measured["parameters"].iloc[3] == models.count_parameters(models.build_model("CNN"))
+
+    summary = transfer.summary(measured).set_index("model")
+    assert summary.loc["ViT", "speed-up vs ViT (T_ViT / T)"] == "1.00"
+    vit = measured.loc[measured["model"] == "ViT", "seconds"].item()
+    cnn = measured.loc[measured["model"] == "CNN", "seconds"].item()
+    assert summary.loc["CNN", "speed-up mean"] == pytest.approx(vit / cnn)
+    assert "mnist-test-tail" in transfer.findings(measured)
+
+    transfer.transfer_table(measured, TRANSFER)
+    transfer.transfer_figure(measured, TRANSFER)
+    transfer.comparison_table(measured, TRANSFER)
+    outputs = manifest(figures_dir)
+    for name in ("article2_transfer_table", "article2_transfer_figure", "article2_transfer_vs_article"):
+        assert outputs[name]["transfer_set"] == "mnist-test-tail (a stand-in for the test)"
+        assert "mnist-test-tail" in outputs[name]["caption"]
+    saved = pd.read_csv(figures_dir / "article2_transfer_table.csv")
+    assert list(saved["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
+
+
+def test_bad_settings_are_refused_by_name():
+    with pytest.raises(ValueError, match="inference_repeats"):
+        transfer.overview({k: v for k, v in TRANSFER.items() if k != "inference_repeats"})
+    with pytest.raises(ValueError, match="trials"):
+        bayes_opt.overview({**BO, "trials": 0})

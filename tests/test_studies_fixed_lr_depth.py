@@ -1,0 +1,254 @@
+"""Chapters 03 (article 1, Experiment 1) and 05 (article 2, depth study): protocols, numbers, outputs."""
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from vitbn_nb import profiles
+from vitbn_nb.models import REFERENCE_VIT
+from vitbn_nb.studies import depth, fixed_lr
+
+
+@pytest.fixture
+def figures_store(tmp_path, monkeypatch):
+    folder = tmp_path / "figures"
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
+    return folder
+
+
+def manifest(folder):
+    return json.loads((folder / "manifest.json").read_text())["outputs"]
+
+
+def synthetic(rows):
+    """A run table as ``runs.load_table`` gives it, from (model, depth, lr, seed, epoch, train_s, test_s, acc, loss)."""
+    records = []
+    for model, depth_, lr, seed, epoch, train_s, test_s, acc, loss in rows:
+        diverged = not math.isfinite(loss)
+        records.append({"run_id": f"{model}-d{depth_}-lr{lr}-s{seed}", "status": "finished", "model": model,
+                        "depth": depth_, "lr": lr, "seed": seed, "epoch": epoch, "train_seconds": train_s,
+                        "test_seconds": test_s, "test_acc": acc, "train_loss": loss, "diverged": diverged,
+                        "dataset": "mnist", "batch_size": 100})
+    table = pd.DataFrame(records)
+    bad = table.loc[table["diverged"], "run_id"]
+    table.loc[table["run_id"].isin(bad), "status"] = "diverged"
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# protocols
+# ---------------------------------------------------------------------------------------------
+def test_fixed_lr_paper_configs_are_experiment_1_as_published():
+    configs = fixed_lr.configs(profiles.settings("03_fixed_lr", "paper"))
+    assert len(configs) == 3 * 3 * 3
+    assert {(c.model, c.model_kwargs["depth"]) for c in configs} == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}
+    assert {c.lr for c in configs} == {0.0005, 0.005, 0.01}
+    assert {c.seed for c in configs} == {0, 1, 2}
+    for c in configs:
+        assert (c.dataset, c.epochs, c.batch_size, c.test_batch_size) == ("mnist", 30, 100, 5000)
+        assert c.train_size is None and c.test_size is None and c.pipeline == "fast"
+        assert {k: c.model_kwargs[k] for k in REFERENCE_VIT} == REFERENCE_VIT  # dropout 0, cls, learned pos_emb
+    # every (lr, seed) has the whole trio, so the ratios can be paired by seed
+    trios = pd.DataFrame([(c.lr, c.seed, c.model) for c in configs]).groupby([0, 1])[2].apply(set)
+    assert all(models == {"ViT", "ViTBNFFN", "ViTBN"} for models in trios)
+
+
+def test_depth_paper_configs_are_article_2s_protocol():
+    configs = depth.configs(profiles.settings("05_depth_study", "paper"))
+    pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
+    assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
+    assert {(depth.FIG8["lr"], d) for d in depth.FIG8["depths"]} <= pairs
+    assert {(depth.FIG9["lr"], d) for d in depth.FIG9["depths"]} <= pairs
+    assert {(lr, d) for lr in depth.FIG10["lrs"] for d in depth.FIG10["depths"]} <= pairs
+    for c in configs:
+        assert (c.dataset, c.epochs, c.batch_size, c.test_batch_size) == ("mnist_aug", 10, 100, 5000)
+        assert c.train_size is None and c.test_size is None and c.model in ("ViT", "ViTBNFFN")
+        assert {k: c.model_kwargs[k] for k in REFERENCE_VIT} == REFERENCE_VIT
+    # both models at the same depth, for every lr, depth and seed
+    grouped = pd.DataFrame([(c.lr, c.model_kwargs["depth"], c.seed, c.model) for c in configs]).groupby([0, 1, 2])[3]
+    assert all(sorted(models) == ["ViT", "ViTBNFFN"] for models in grouped.apply(list))
+    assert {c.seed for c in configs} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_configs_take_the_profiles_sizes(profile):
+    for chapter, module in (("03_fixed_lr", fixed_lr), ("05_depth_study", depth)):
+        settings = profiles.settings(chapter, profile)
+        configs = module.configs(settings)
+        assert configs
+        for c in configs:
+            assert (c.train_size, c.test_size, c.epochs) == (settings["train_size"], settings["test_size"], settings["epochs"])
+            assert (c.batch_size, c.test_batch_size) == (100, 5000)
+        assert {c.seed for c in configs} == set(range(settings["seeds"]))
+    assert {c.lr for c in fixed_lr.configs(profiles.settings("03_fixed_lr", profile))} == {0.0005, 0.005, 0.01}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+def test_every_depth_figure_has_content_under_every_profile(profile):
+    depths = profiles.settings("05_depth_study", profile)["depths"]
+    assert set(depths[0.003]) & set(depth.FIG8["depths"])
+    assert set(depths[0.005]) & set(depth.FIG9["depths"])
+    assert set(depths[0.003]) & set(depths[0.005]) & set(depth.FIG10["depths"])
+
+
+def test_bad_settings_are_refused_with_the_reason():
+    settings = profiles.settings("05_depth_study", "smoke")
+    with pytest.raises(ValueError, match="depths"):
+        depth.configs({**settings, "depths": {}})
+    with pytest.raises(ValueError, match="integer depths"):
+        depth.configs({**settings, "depths": {0.003: [0]}})
+    with pytest.raises(ValueError, match="lack"):
+        fixed_lr.configs({"seeds": 1})
+    with pytest.raises(ValueError, match="lrs"):
+        fixed_lr.configs({**profiles.settings("03_fixed_lr", "smoke"), "lrs": []})
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers
+# ---------------------------------------------------------------------------------------------
+def test_ratio_table_gives_known_ratios_and_gains():
+    rows = []
+    for seed in (0, 1):
+        for epoch in (1, 2):
+            rows += [("ViT", 6, 0.005, seed, epoch, 6.0, 5.0, 98.0, 0.1),
+                     ("ViTBNFFN", 1, 0.005, seed, epoch, 2.0, 2.0, 97.0, 0.1),
+                     ("ViTBN", 1, 0.005, seed, epoch, 3.0, 2.5, 97.0, 0.1)]
+    table = synthetic(rows)
+    ratios = fixed_lr.ratios(table).set_index("model")
+    assert ratios.loc["ViTBNFFN", "r_t_mean"] == pytest.approx(3.0)
+    assert ratios.loc["ViTBNFFN", "r_v_mean"] == pytest.approx(2.5)
+    assert ratios.loc["ViTBN", "r_t_mean"] == pytest.approx(2.0)
+    assert ratios.loc["ViTBN", "r_v_mean"] == pytest.approx(2.0)
+    frame = fixed_lr.table1_frame(table).set_index("model")
+    assert frame.loc["ViTBNFFN", "r_t"].startswith("3.00") and frame.loc["ViTBNFFN", "g_t (%)"].startswith("67")
+    assert frame.loc["ViTBNFFN", "g_v (%)"].startswith("60") and frame.loc["ViTBN", "g_t (%)"].startswith("50")
+    # the article's r at lr 0.005: 3.6 / 2.5 (ViTBNFFN), 3.5 / 2.5 (ViTBN); ± 20 % decides
+    assert frame.loc["ViTBNFFN", "r_t verdict"] == "within ± 20 %"  # 3.0 / 3.6 = 0.83
+    assert frame.loc["ViTBNFFN", "r_v verdict"] == "within ± 20 %"  # 2.5 / 2.5
+    assert frame.loc["ViTBN", "r_t verdict"] == "outside ± 20 %"  # 2.0 / 3.5 = 0.57
+    assert frame.loc["ViTBNFFN", "r_t (article)"] == "3.6" and frame.loc["ViTBNFFN", "g_t (article, %)"] == "72"
+    assert "r_t within ± 20% of the article's in 1/2 cases" in fixed_lr.table1_statement(table)
+
+
+def test_divergence_and_instability_are_detected_and_reported():
+    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss)
+            for e, acc, loss in [(1, 90.0, 0.3), (2, 95.0, 0.2), (3, 9.8, float("nan"))]]
+    rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
+    table = synthetic(rows)
+    assert fixed_lr.stability(table, "ViT") == {"runs": 1, "diverged": [3], "unstable": [3]}
+    assert fixed_lr.stability(table, "ViTBN")["diverged"] == []
+    compared = fixed_lr.comparison(table, 0.01).set_index(["model", "quantity"])
+    assert compared.loc[("ViT", "diverged (NaN loss)"), "this run"] == "yes (1/1, at epoch 3)"
+    assert compared.loc[("ViTBNFFN", "final accuracy (%)"), "verdict"] == "above 97 %: no"
+    assert "ViT diverged: yes (1/1, at epoch 3)" in fixed_lr.statement(table, 0.01)
+    # a collapse without NaN: accuracy more than 10 points below the best so far
+    quiet = pd.DataFrame({"epoch": [1, 2, 3, 4], "test_acc": [50.0, 80.0, 90.0, 60.0],
+                          "train_loss": [1.0, 0.5, 0.3, 1.5], "diverged": [False] * 4})
+    assert fixed_lr.unstable_epoch(quiet) == 4
+    assert fixed_lr.unstable_epoch(quiet.iloc[:3]) is None
+
+
+def test_depth_calls_weigh_the_difference_against_the_seed_spread():
+    assert depth.call([2.0, 3.0, 2.5]) == "ViTBNFFN better"
+    assert depth.call([1.5, -1.0, 0.5]) == "within spread"  # mean 0.33 < sd 1.26
+    assert depth.call([-4.0, -3.0, -5.0]) == "ViT better"
+    assert depth.call([0.5]) == "comparable"  # one seed: no spread, only the 1-point rule
+    assert depth.call([]) == "not run"
+    rows = []
+    for seed, (vit, bn) in enumerate([(80.0, 85.0), (81.0, 87.0), (79.0, 84.0)]):
+        rows += [("ViT", 6, 0.003, seed, 1, 1.0, 1.0, vit, 0.5), ("ViTBNFFN", 6, 0.003, seed, 1, 1.0, 1.0, bn, 0.5)]
+        rows += [("ViT", 4, 0.003, seed, 1, 1.0, 1.0, 80.0 + seed, 0.5),
+                 ("ViTBNFFN", 4, 0.003, seed, 1, 1.0, 1.0, 81.0 - seed, 0.5)]
+    table = synthetic(rows)
+    assert list(depth.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
+    frame = depth.verdicts(table, 0.003, (4, 5, 6)).set_index("depth")
+    assert frame.loc[6, "this run"] == "ViTBNFFN better" and frame.loc[6, "agrees"] == "yes"
+    assert frame.loc[4, "this run"] == "within spread" and frame.loc[4, "agrees"] == "yes"  # article: comparable
+    assert frame.loc[5, "this run"] == "not run" and frame.loc[5, "agrees"] == "—"
+    assert frame.loc[6, "ViTBNFFN − ViT (pt)"] == "5.3 ± 0.6"
+
+
+def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
+    rows = []
+    for seed in (0, 1):
+        rows += [("ViT", 3, 0.003, seed, 10, 1.0, 1.0, 91.0 + seed, 0.3),
+                 ("ViT", 3, 0.005, seed, 10, 1.0, 1.0, 78.0 - seed, 0.6),
+                 ("ViTBNFFN", 3, 0.003, seed, 10, 1.0, 1.0, 92.0, 0.3),
+                 ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed, 0.3)]
+    frame = depth.lr_effect(synthetic(rows), depths=(3,)).set_index("depth")
+    assert frame.loc[3, "ViT drop (pt)"] == "14.0 ± 1.4"
+    assert frame.loc[3, "ViTBNFFN drop (pt)"] == "1.5 ± 0.7"
+    assert frame.loc[3, "this run"] == "ViTBNFFN milder" and frame.loc[3, "agrees"] == "yes"
+
+
+def test_seed_reported_tables_quote_the_articles():
+    quoted = fixed_lr.seed_reported()
+    fig3 = quoted[quoted["source"].str.contains("Fig 3")].set_index(["model", "quantity"])["reported"]
+    assert fig3[("ViT", "final accuracy (%)")] == "≈ 98.2" and fig3[("ViTBN", "r_t")] == "2.5"
+    assert len(fixed_lr.seed_reported(0.01).query("quantity == 'unstable from epoch'")) == 1
+    with pytest.raises(ValueError, match="learning rates"):
+        fixed_lr.seed_reported(0.123)
+    reported = depth.seed_reported()
+    assert {"Fig 8", "Fig 9", "Fig 10"} <= set(reported["figure"])
+    assert reported["article 2 reports"].str.contains("91 % → ≈ 78 %").any()
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs
+# ---------------------------------------------------------------------------------------------
+def test_a_diverged_run_shows_on_the_figure(figures_store):
+    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss) for e, acc, loss in [(1, 90.0, 0.3), (2, 9.8, float("inf"))]]
+    rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3 / e) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
+    table = synthetic(rows)
+    fixed_lr.four_panel_figure(table, {"profile": "smoke"}, 0.01)
+    entry = manifest(figures_store)["article1_fig5"]
+    assert entry["reproduces"] == "article1/fig5" and "diverged" in entry["caption"]
+    assert (figures_store / "article1_fig5.png").stat().st_size > 0
+
+
+def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
+    settings = profiles.settings("03_fixed_lr", "smoke", epochs=1, train_size=20, test_size=20)
+    table = fixed_lr.run(settings)
+    assert set(table["model"]) == {"ViT", "ViTBNFFN", "ViTBN"} and table["run_id"].nunique() == 9
+    assert dict(table.groupby("model")["depth"].first()) == {"ViT": 6, "ViTBN": 1, "ViTBNFFN": 1}
+    for lr in settings["lrs"]:
+        fixed_lr.four_panel_figure(table, settings, lr)
+        fixed_lr.comparison_table(table, settings, lr)
+        fixed_lr.numbers_table(table, settings, lr)
+    fixed_lr.figure6(table, settings)
+    fixed_lr.figure6_table(table, settings)
+    fixed_lr.table1(table, settings)
+    outputs = manifest(figures_store)
+    assert {e["reproduces"] for e in outputs.values()} == {
+        "article1/fig3", "article1/fig4", "article1/fig5", "article1/fig6", "article1/table1"}
+    assert all(e["chapter"] == "03_fixed_lr" and e["profile"] == "smoke" and e["run_ids"] for e in outputs.values())
+    assert "depth 6" in outputs["article1_fig3"]["caption"] and "depths differ" in outputs["article1_fig3"]["caption"]
+    for name, entry in outputs.items():
+        for file in entry["files"]:
+            assert (figures_store / file).stat().st_size > 0
+    # a second call reads the store instead of training again
+    assert fixed_lr.run(settings)["run_id"].tolist() == table["run_id"].tolist()
+    table1 = pd.read_csv(figures_store / "article1_table1.csv")
+    assert len(table1) == 6 and set(table1["model"]) == {"ViTBNFFN", "ViTBN"}
+
+
+def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
+    settings = profiles.settings("05_depth_study", "smoke", epochs=1, train_size=20, test_size=20,
+                                 depths={0.003: [2], 0.005: [2]})
+    table = depth.run(settings)
+    assert set(table["dataset"]) == {"mnist_aug"} and set(table["depth"]) == {2}
+    assert table["run_id"].nunique() == 4
+    for helper in (depth.figure8, depth.figure8_verdicts, depth.figure9, depth.figure9_verdicts, depth.figure10,
+                   depth.figure10_verdicts, depth.depth_summary_figure, depth.depth_summary_table):
+        helper(table, settings)
+    outputs = manifest(figures_store)
+    assert {e["reproduces"] for e in outputs.values()} == {
+        "article2/fig8", "article2/fig9", "article2/fig10", "new/depth_summary"}
+    assert all(e["chapter"] == "05_depth_study" for e in outputs.values())
+    # Fig 8 (depths 4-7) has no run here and says so rather than failing; Fig 10 has depth 2 at both lrs
+    assert outputs["article2_fig8"]["run_ids"] == []
+    assert len(outputs["article2_fig10"]["run_ids"]) == 4
+    verdicts = pd.read_csv(figures_store / "article2_fig9_vs_article.csv")
+    assert verdicts.loc[verdicts["depth"] == 2, "this run"].iloc[0] in ("comparable", "ViTBNFFN better", "ViT better")
+    assert (verdicts.loc[verdicts["depth"] != 2, "this run"] == "not run").all()

@@ -1,0 +1,192 @@
+"""Chapters 01 (BatchNorm in a DNN) and 02 (the architectures): their study helpers."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from vitbn_nb import profiles
+from vitbn_nb.models import build_model, count_parameters
+from vitbn_nb.studies import architectures, batchnorm_intro
+
+
+@pytest.fixture
+def figures_store(tmp_path, monkeypatch):
+    folder = tmp_path / "figures"
+    folder.mkdir()
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
+    return folder
+
+
+def manifest(folder):
+    return json.loads((folder / "manifest.json").read_text())["outputs"]
+
+
+# --- chapter 01 -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", profiles.PROFILE_NAMES)
+def test_configs_follow_article2_protocol_and_the_profile(profile):
+    settings = profiles.settings("01_batchnorm_intro", profile)
+    configs = batchnorm_intro.configs(settings)
+    assert len(configs) == 2 * len(settings["lrs"]) * settings["seeds"]
+    assert {c.model for c in configs} == {"DNN_d3", "DNNBN_d3"}
+    assert {c.dataset for c in configs} == {"mnist_aug"}
+    assert sorted({c.lr for c in configs}) == sorted(settings["lrs"]) == [0.01, 0.1]
+    assert {(c.epochs, c.batch_size, c.test_batch_size, c.train_size, c.test_size) for c in configs} == {
+        (settings["epochs"], 100, 5000, settings["train_size"], settings["test_size"])}
+    assert {c.seed for c in configs} == set(range(settings["seeds"]))
+    assert len({c.run_id("cpu") for c in configs}) == len(configs)
+
+
+def test_paper_profile_is_the_seed_protocol():
+    settings = profiles.settings("01_batchnorm_intro", "paper")
+    assert (settings["epochs"], settings["seeds"], settings["train_size"], settings["test_size"]) == (15, 3, None, None)
+
+
+def test_bad_settings_are_refused_by_name():
+    with pytest.raises(ValueError, match="lack"):
+        batchnorm_intro.configs({"profile": "smoke", "epochs": 2})
+    settings = profiles.settings("01_batchnorm_intro", "smoke")
+    with pytest.raises(ValueError, match="seeds"):
+        batchnorm_intro.configs({**settings, "seeds": 0})
+    with pytest.raises(ValueError, match="lrs"):
+        batchnorm_intro.configs({**settings, "lrs": []})
+
+
+def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mnist_ready):
+    settings = profiles.settings("01_batchnorm_intro", "smoke", epochs=1, train_size=200, test_size=100)
+    table = batchnorm_intro.run(settings)
+    assert len(table) == 4 and set(table["model"]) == {"DNN_d3", "DNNBN_d3"}
+    assert batchnorm_intro.run(settings)["test_acc"].tolist() == table["test_acc"].tolist()  # read back, not retrained
+
+    for lr in settings["lrs"]:
+        batchnorm_intro.accuracy_loss_figure(table, lr, settings)
+    batchnorm_intro.lr_comparison_figure(table, settings)
+    outputs = manifest(figures_store)
+    reproduces = {entry["reproduces"]: entry for entry in outputs.values()}
+    assert set(reproduces) == {"article2/fig1", "article2/fig2", "article2/fig3"}
+    for entry in reproduces.values():
+        assert entry["chapter"] == "01_batchnorm_intro" and entry["profile"] == "smoke"
+        assert all((figures_store / name).exists() for name in entry["files"])
+    assert set(reproduces["article2/fig3"]["run_ids"]) == set(table["run_id"])
+    assert set(reproduces["article2/fig1"]["run_ids"]) == set(table.loc[table["lr"] == 0.01, "run_id"])
+
+    shown = batchnorm_intro.summary(table, 0.1)
+    assert list(shown.table["model"]) == ["DNN_d3", "DNNBN_d3"] and set(shown.table["lr"]) == {0.1}
+    assert "article 2" in shown.verdicts[0].lower() and "one seed" in shown.verdicts[1]
+    both = batchnorm_intro.summary(table)
+    assert len(both.table) == 4 and any("from lr 0.01 to lr 0.1" in v for v in both.verdicts)
+    assert "<table" in both._repr_html_()
+    with pytest.raises(ValueError, match="no rows"):
+        batchnorm_intro.accuracy_loss_figure(table, 0.5, settings)
+
+
+def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
+    """A run table with given final accuracies per (model, lr), one run per listed seed."""
+    rows = []
+    for (model, lr), accuracies in final.items():
+        for seed, acc in enumerate(accuracies):
+            run_id = f"{model}-{lr}-{seed}"
+            for epoch, value in ((1, acc / 2), (2, acc)):
+                rows.append(dict(run_id=run_id, status="finished", model=model, lr=lr, seed=seed, epoch=epoch,
+                                 test_acc=value, train_loss=1.0, batch_size=100, diverged=False))
+    return pd.DataFrame(rows)
+
+
+def test_the_verdict_weighs_the_gap_against_the_spread():
+    clear = synthetic({("DNN_d3", 0.1): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.1): [90.0, 91.0, 89.0]})
+    verdict = batchnorm_intro.summary(clear, 0.1).verdicts[1]
+    assert "80.0 points above" in verdict and "more than twice" in verdict and "DNN_d3 did not learn" in verdict
+    noisy = synthetic({("DNN_d3", 0.01): [80.0, 90.0, 85.0], ("DNNBN_d3", 0.01): [86.0, 84.0, 88.0]})
+    assert "not a clear difference" in batchnorm_intro.summary(noisy, 0.01).verdicts[1]
+
+
+# --- chapter 02 -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ViT", "ViTBNFFN", "ViTBN"])
+def test_shape_walkthrough_reads_the_real_shapes(name):
+    table = architectures.shape_walkthrough(name, batch_size=3)
+    shapes = list(table["output shape"])
+    for expected in ["(3, 1, 28, 28)", "(3, 16, 49)", "(3, 16, 64)", "(3, 17, 64)", "(3, 17, 128)", "(3, 64)",
+                     "(3, 10)"]:
+        assert expected in shapes
+    assert shapes.index("(3, 16, 64)") < shapes.index("(3, 17, 64)") < shapes.index("(3, 64)")
+    assert table["parameters"].sum() == count_parameters(build_model(name)) == table.attrs["total_parameters"]
+    with pytest.raises(ValueError, match="model_name"):
+        architectures.shape_walkthrough("ResNet")
+
+
+def test_norm_sites_match_the_model_definitions():
+    sites = architectures.norm_sites().set_index("place")
+    assert set(sites.loc[["final norm", "attention pre-norm"], "ViTBNFFN"]) == {"LayerNorm(64)"}
+    assert set(sites.loc[["final norm", "attention pre-norm"], "ViTBN"]) == {"BatchNorm(64)"}
+    assert sites.loc["feed-forward network", "ViT"].startswith("LayerNorm(64) → Linear")
+    assert sites.loc["feed-forward network", "ViTBNFFN"].startswith("Linear(64→128) → BatchNorm(128)")
+
+
+def test_norm_axes_demo_states_the_true_properties():
+    demo = architectures.norm_axes_demo().set_index("norm")
+    ln, bn = demo.loc["LayerNorm"], demo.loc["BatchNorm (train mode)"]
+    assert ln["max |mean| per token (over features)"] < 1e-5
+    assert bn["max |mean| per feature (over batch & tokens)"] < 1e-5
+    # ... and not along the other axes, or the demo would show nothing.
+    assert ln["max |mean| per feature (over batch & tokens)"] > 0.1
+    assert bn["max |mean| per token (over features)"] > 0.1
+    assert ln["std per token (over features)"] == "1.000 – 1.000"
+    assert bn["std per feature (over batch & tokens)"] == "1.000 – 1.000"
+    with pytest.raises(ValueError, match="shape"):
+        architectures.norm_axes_demo(torch.zeros(1, 5, 6))
+
+
+def test_batchnorm_output_depends_on_the_batch_only_in_train_mode(mnist_ready):
+    table = architectures.batch_dependence().set_index("model")
+    assert table.loc["ViT", "max |Δ logit| in train mode"] < 1e-5
+    for name in ("ViTBNFFN", "ViTBN"):
+        assert table.loc[name, "max |Δ logit| in train mode"] > 1e-4
+        assert table.loc[name, "max |Δ logit| in eval mode"] < 1e-5
+    assert (table["max |Δ logit| in eval mode"] < 1e-5).all()
+
+
+def test_running_mean_converges_like_its_momentum_says(mnist_ready):
+    trace = architectures.running_mean_trace(steps=40)
+    error = trace["max |error|"].to_numpy()
+    assert error[-1] < 0.1 * error[0]
+    # Early on, the initial error dominates and shrinks as 0.9^k; later batch noise takes over.
+    envelope = trace["(1 − momentum)^step × initial error"].to_numpy()
+    assert np.allclose(error[:6], envelope[:6], rtol=0.1)
+
+
+def test_model_sizes_count_parameters_and_flops_of_every_configuration():
+    sizes = architectures.model_sizes()
+    keys = list(zip(sizes["model"], sizes["depth"].astype(object).where(sizes["depth"].notna(), None)))
+    assert len(keys) == len(set(keys))
+    expected = {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBN", 6), ("DNN_d3", None), ("DNNBN_d3", None),
+                ("CNN", None)} | {(m, d) for m in ("ViT", "ViTBNFFN") for d in range(1, 8)}
+    assert set(keys) == expected
+    for (model, depth), params in zip(keys, sizes["parameters"]):
+        assert params == count_parameters(build_model(model, **({} if depth is None else {"depth": depth})))
+    flops = sizes.set_index(["model", "depth"])["MFLOPs per image"] * 1e6
+    vit = np.array([flops[("ViT", d)] for d in range(1, 8)])
+    assert np.allclose(np.diff(vit), np.diff(vit)[0])  # every block costs the same
+    # One block by hand: qkv, q·k and attn·v, output projection, the two FFN Linears (2 FLOPs per MAC).
+    tokens, dim, inner, mlp, heads = 17, 64, 512, 128, 8
+    block = 2 * (tokens * dim * 3 * inner + 2 * heads * tokens * tokens * (inner // heads) + tokens * inner * dim
+                 + 2 * tokens * dim * mlp)
+    assert np.diff(vit)[0] == pytest.approx(block)
+    assert flops[("ViT", 1)] == pytest.approx(block + 2 * (16 * 49 * 64 + 64 * 10))
+    dnn = sizes[sizes["model"] == "DNN_d3"]["MFLOPs per image"].iloc[0] * 1e6
+    assert dnn == pytest.approx(2 * (784 * 100 + 2 * 100 * 100 + 100 * 10))
+
+
+def test_size_outputs_are_saved_with_their_ids(figures_store):
+    sizes = architectures.model_sizes(architectures.configurations().query("model in ['ViT', 'ViTBNFFN', 'CNN']"))
+    settings = profiles.settings("02_models", "smoke")
+    architectures.model_table(sizes, settings)
+    architectures.model_size_figure(sizes, settings)
+    outputs = manifest(figures_store)
+    assert {e["reproduces"] for e in outputs.values()} == {"new/model_table", "new/model_sizes"}
+    saved = pd.read_csv(figures_store / "02_model_table.csv")
+    assert list(saved["parameters"]) == list(sizes["parameters"])
+    notes = architectures.size_summary(sizes)
+    assert any("each encoder block adds" in line for line in notes) and notes._repr_markdown_().startswith("- ")

@@ -1,0 +1,241 @@
+"""The digit app's server: which model, MNIST-style preprocessing, and the Flask routes.
+
+Routes: ``GET /`` the drawing page; ``GET /api/model`` which run answers; ``POST /api/predict``
+with an image as the request body (the page sends its canvas as PNG; ``curl --data-binary
+@digit.png -H 'Content-Type: image/png' http://127.0.0.1:5000/api/predict`` works too) answers
+``{"digit", "confidence", "top3", "probabilities", "input", "model"}``. A bad request gets a
+4xx status and ``{"error": "..."}`` naming the problem; the server keeps serving.
+"""
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image, UnidentifiedImageError
+from torch import nn
+
+from ..models import VIT_FAMILY
+from ..paths import runs_dir
+from ..runs import Run, RunConfig, train
+
+STATIC = Path(__file__).with_name("static")
+MAX_BODY_BYTES = 2 * 2**20
+MIN_SIDE, MAX_SIDE = 28, 2048
+#: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
+INK_THRESHOLD = 0.1
+#: An augmented-MNIST run is preferred when it reaches this accuracy on its (augmented) test set.
+GOOD_ENOUGH = 90.0
+
+#: Trained when the store holds no usable run: a small BatchNorm ViT on augmented MNIST (drawn digits
+#: are less tidy than MNIST's), about a minute on two CPU cores.
+FALLBACK = RunConfig(model="ViTBNFFN", model_kwargs={"depth": 2}, dataset="mnist_aug", epochs=4, lr=0.003,
+                     batch_size=100, train_size=20_000, test_size=2_000)
+
+
+class BadImage(ValueError):
+    """A request the app cannot answer; ``status`` is the HTTP status to send."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+# ---------------------------------------------------------------------------------------------
+# Which model
+# ---------------------------------------------------------------------------------------------
+def _usable(run: Run) -> bool:
+    config = run.record["config"]
+    kwargs = config["model_kwargs"]
+    return (run.status == "finished" and (run.folder / "model.pt").is_file() and config["model"] in VIT_FAMILY
+            and kwargs.get("image_size") == 28 and kwargs.get("channels") == 1 and kwargs.get("num_classes") == 10
+            and bool(run.record["epochs"]))
+
+
+def model_choice(store=None) -> Run | None:
+    """The run the app serves: the best finished 28x28 ViT-family run in the store, or None.
+
+    Runs trained on augmented MNIST come first when they reach :data:`GOOD_ENOUGH` % on their
+    augmented test set (they cope better with hand-drawn digits); otherwise the most accurate
+    run wins. Ties go to the run that saw more training images.
+    """
+    folder = Path(store) if store is not None else runs_dir()
+    candidates = []
+    for record in sorted(folder.glob("*/record.json")):
+        try:
+            run = Run(record.parent)
+            if _usable(run):
+                candidates.append(run)
+        except (OSError, ValueError, KeyError):  # a half-written or foreign folder is not a candidate
+            continue
+    if not candidates:
+        return None
+
+    def rank(run: Run):
+        augmented = run.record["config"]["dataset"] == "mnist_aug" and run.final_accuracy >= GOOD_ENOUGH
+        return augmented, run.final_accuracy, run.record.get("train_images", 0)
+
+    return max(candidates, key=rank)
+
+
+def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
+    """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if the store is empty."""
+    if run_id is not None:
+        folder = runs_dir() / run_id
+        if not (folder / "record.json").is_file():
+            raise SystemExit(f"--run {run_id}: no such run in {runs_dir()}")
+        run = Run(folder)
+        if not _usable(run):
+            raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
+    else:
+        run = model_choice()
+        if run is None:
+            if not train_if_missing:
+                raise SystemExit(f"No trained ViT-family model in {runs_dir()}. Run `make book` (or "
+                                 "`python -m vitbn_nb.app` without --no-train, which trains a small one first).")
+            log(f"No finished ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
+                f"(depth 2, {FALLBACK.epochs} epochs on {FALLBACK.train_size:,} augmented MNIST images, about a "
+                "minute on two CPU cores). `make book` trains the book's models, which the app then prefers.")
+            run = train(FALLBACK)
+    model = run.load_model("cpu")
+    config = run.config
+    log(f"Model: run {run.run_id} ({config.model} depth {config.model_kwargs.get('depth')}, "
+        f"{'augmented ' if config.dataset == 'mnist_aug' else ''}MNIST, final test accuracy "
+        f"{run.final_accuracy:.2f} %), loaded once.")
+    return model, run
+
+
+# ---------------------------------------------------------------------------------------------
+# The drawing, made like an MNIST digit
+# ---------------------------------------------------------------------------------------------
+def read_image(data: bytes) -> np.ndarray:
+    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`."""
+    if not data:
+        raise BadImage("empty body: POST the drawing as an image (PNG) in the request body")
+    try:
+        image = Image.open(io.BytesIO(data))
+        width, height = image.size  # read from the header, before any pixel is decoded
+        if not (MIN_SIDE <= width <= MAX_SIDE and MIN_SIDE <= height <= MAX_SIDE):
+            raise BadImage(f"wrong size: the image is {width}x{height} pixels; send one whose sides are between "
+                           f"{MIN_SIDE} and {MAX_SIDE} pixels")
+        image.load()
+    except BadImage:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise BadImage(f"not an image: the body could not be read as PNG/JPEG/... ({type(error).__name__})") from None
+    if "A" in image.getbands() or (image.mode == "P" and "transparency" in image.info):
+        rgba = np.asarray(image.convert("RGBA"), dtype=np.float32) / 255
+        alpha, luminance = rgba[..., 3], rgba[..., :3].mean(axis=-1)
+        drawn = alpha > 0.5
+        # Strokes on a transparent canvas: dark strokes are ink by their opacity, light ones by their
+        # light. An opaque image (a browser canvas's PNG has alpha 1 everywhere) is read by its grey levels.
+        if alpha.min() < 0.99:
+            return alpha if drawn.any() and luminance[drawn].mean() < 0.5 else alpha * luminance
+    gray = np.asarray(image.convert("L"), dtype=np.float32) / 255
+    border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
+    return 1.0 - gray if np.median(border) > 0.5 else gray  # dark ink on light paper: turn it round
+
+
+def mnist_style(ink: np.ndarray) -> np.ndarray:
+    """MNIST's normalisation: crop to the ink, scale the longer side to 20 pixels keeping the aspect
+    ratio (antialiased), and place it in 28x28 with its centre of mass at the centre."""
+    mask = ink > INK_THRESHOLD
+    if not mask.any():
+        raise BadImage("the drawing is empty: no ink found (draw a digit first)")
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    crop = ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    h, w = crop.shape
+    scale = 20 / max(h, w)
+    size = (max(1, round(h * scale)), max(1, round(w * scale)))
+    box = F.interpolate(torch.from_numpy(np.ascontiguousarray(crop))[None, None], size=size, mode="bilinear",
+                        antialias=True, align_corners=False)[0, 0].clamp(0, 1).numpy()
+    h, w = box.shape
+    mass = box.sum()
+    cy = (box.sum(axis=1) * np.arange(h)).sum() / mass
+    cx = (box.sum(axis=0) * np.arange(w)).sum() / mass
+    top = int(np.clip(round(14 - cy), 0, 28 - h))  # MNIST's centres of mass sit at about (14, 14)
+    left = int(np.clip(round(14 - cx), 0, 28 - w))
+    frame = np.zeros((28, 28), dtype=np.float32)
+    frame[top:top + h, left:left + w] = box
+    return frame
+
+
+def preprocess(data: bytes) -> np.ndarray:
+    """Request body -> the 28x28 float image the model sees."""
+    return mnist_style(read_image(data))
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, digit: np.ndarray) -> dict:
+    """Class probabilities of one 28x28 image in [0, 1]."""
+    probabilities = model(torch.from_numpy(digit)[None, None].float()).softmax(dim=1)[0]
+    top = probabilities.topk(3)
+    return {"digit": int(top.indices[0]), "confidence": float(top.values[0]),
+            "top3": [{"digit": int(d), "probability": float(p)} for p, d in zip(top.values, top.indices)],
+            "probabilities": [float(p) for p in probabilities]}
+
+
+def _png_data_url(digit: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(np.round(digit * 255).astype(np.uint8), mode="L").save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+# ---------------------------------------------------------------------------------------------
+# The Flask app
+# ---------------------------------------------------------------------------------------------
+def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_if_missing: bool = True):
+    """The Flask app around one loaded model (loaded here, once, when not given)."""
+    from flask import Flask, jsonify, request
+    from werkzeug.exceptions import HTTPException
+
+    if model is None:
+        model, run = load_model(train_if_missing=train_if_missing)
+    model = model.eval()
+    app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    info = {"run_id": None, "model": type(model).__name__}
+    if run is not None:
+        config = run.config
+        info = {"run_id": run.run_id, "model": config.model, "depth": config.model_kwargs.get("depth"),
+                "dataset": config.dataset, "train_images": run.record.get("train_images"),
+                "final_accuracy": round(run.final_accuracy, 2)}
+
+    @app.get("/")
+    def index():
+        return app.send_static_file("index.html")
+
+    @app.get("/api/model")
+    def model_info():
+        return jsonify(info)
+
+    @app.post("/api/predict")
+    def predict_route():
+        upload = request.files.get("image")
+        data = upload.read() if upload is not None else request.get_data(cache=False)
+        digit = preprocess(data)
+        return jsonify({**predict(model, digit), "input": _png_data_url(digit), "model": info["run_id"]})
+
+    @app.errorhandler(BadImage)
+    def bad_image(error: BadImage):
+        return jsonify(error=str(error)), error.status
+
+    @app.errorhandler(413)
+    def too_large(error):
+        return jsonify(error=f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"), 413
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code
+
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = 5000, run_id: str | None = None, train_if_missing: bool = True):
+    model, run = load_model(run_id, train_if_missing=train_if_missing)
+    app = create_app(model, run)
+    print(f"Draw a digit at http://{host}:{port}/ (Ctrl+C stops the server)", flush=True)
+    app.run(host=host, port=port, threaded=True)

@@ -1,0 +1,796 @@
+"""Where the time goes: the book's engine against the seeds' pipeline, model by model.
+
+``python -m vitbn_nb bench`` (or ``make bench``) measures, on augmented MNIST, for ViT,
+ViTBNFFN and ViTBN at depths 1 and 6 (which include the seeds' "as published" trio: ViT
+depth 6 against BatchNorm models of depth 1):
+
+* training and inference throughput (images/s) through two input pipelines:
+  ``reference``, written to match the seeds' description (a ``DataLoader`` over per-sample
+  torchvision transforms of PIL images, train batch 100 and test batch 5000, a loss
+  ``.item()`` per step, per-class accuracy counted in a Python loop over the samples), and
+  ``engine``, the book's (uint8 images on the device, augmentation batched there, counts
+  vectorised); and the ratio engine / reference;
+* the split of each pipeline's time into data loading and compute;
+* FLOPs per training step (``torch.utils.flop_counter.FlopCounterMode``, attention
+  included), the achieved FLOP/s and the model FLOP utilisation against this machine's
+  measured fp32 matmul peak;
+* peak memory of each configuration;
+* inference with BatchNorm folded into the neighbouring Linear layers
+  (:func:`vitbn_nb.models.fold_batchnorm`) against the unfolded model and against the
+  LayerNorm ViT of the same depth;
+* the three ways of writing BatchNorm on ``(b, n, d)`` tokens (article 1's BatchNorm1d over
+  ``b d n``, article 2's BatchNorm2d over ``b d n 1``, and the flattened ``(b n) d``
+  BatchNorm1d of :class:`vitbn_nb.models.BatchNorm`).
+
+Every timing is the median over ``repeats`` runs of a fixed number of steps after a
+warm-up (not whole epochs), with the device synchronised before each clock read. It prints
+a table and writes JSON to ``build/bench/bench-<date>.json`` and ``figures/bench.json``.
+Chapter 08 calls :func:`measure` itself, so the book never shows a stale bench file.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import datetime as dt
+import gc
+import json
+import math
+import re
+import resource
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from . import atomic, data, engine, runs
+from .models import AS_PUBLISHED_DEPTH, VIT_FAMILY, BatchNorm, build_model, fold_batchnorm
+from .models.fold import count_batchnorms
+from .paths import figures_dir, project_root
+from .system import hardware, hardware_label, pick_device, synchronize, versions
+
+PIPELINES = ("reference", "engine")
+DATASET = "mnist_aug"
+TIMING_NOTE = ("medians over repeats of a fixed number of steps after warm-up; the device is synchronised before "
+               "every clock read; 'data' is the time spent producing a batch (loading, augmenting, collating, "
+               "copying to the device), 'compute' the optimisation step (forward, backward, Adam) or the forward "
+               "pass, 'bookkeeping' the per-class accuracy counting")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What to measure and how long; ``train_size``/``test_size`` of None mean the whole split."""
+
+    models: tuple = VIT_FAMILY
+    depths: tuple = (1, 6)
+    batch_size: int = 100
+    test_batch_size: int = 5000
+    steps: int = 20
+    warmup: int = 3
+    repeats: int = 3
+    eval_batches: int = 1
+    eval_warmup: int = 1
+    train_size: int | None = None
+    test_size: int | None = None
+    matmul_size: int = 2048
+    matmul_repeats: int = 5
+    norm_iterations: int = 50
+    lr: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "models", tuple(self.models))
+        object.__setattr__(self, "depths", tuple(self.depths))
+        unknown = [m for m in self.models if m not in VIT_FAMILY]
+        if unknown or not self.models:
+            raise ValueError(f"models={self.models!r} is not allowed; choose from {', '.join(VIT_FAMILY)}")
+        for name in ("batch_size", "test_batch_size", "steps", "repeats", "eval_batches", "matmul_size",
+                     "matmul_repeats", "norm_iterations"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+        for name in ("warmup", "eval_warmup"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 0")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size={self.batch_size!r} is not allowed; BatchNorm training needs >= 2 images")
+        if not self.depths or any(not isinstance(d, int) or d < 1 for d in self.depths):
+            raise ValueError(f"depths={self.depths!r} is not allowed; give depths >= 1")
+        for name, least in (("train_size", self.batch_size), ("test_size", 2)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < least):
+                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= {least}")
+
+
+#: ``python -m vitbn_nb bench``: the seeds' batch sizes, 20 timed steps x 3 repeats.
+FULL = BenchSettings()
+#: ``--quick``: every code path and every key of the JSON, in seconds; the numbers mean little.
+QUICK = BenchSettings(batch_size=8, test_batch_size=32, steps=2, warmup=1, repeats=2, eval_batches=1,
+                      eval_warmup=0, train_size=64, test_size=64, matmul_size=256, matmul_repeats=2,
+                      norm_iterations=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks, memory, FLOPs
+# ---------------------------------------------------------------------------------------------
+def _clock(device: torch.device) -> float:
+    synchronize(device)
+    return time.perf_counter()
+
+
+def _rss_kib(field: str) -> int | None:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^{field}:\s+(\d+) kB", status, re.M)
+    return int(found.group(1)) if found else None
+
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: RSS may then include memory kept from earlier work
+        pass
+
+
+class PeakMemory:
+    """Peak memory of the block above what was in use when it began, in MiB (``.mib``).
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (tensors only, reset at entry). CPU: the
+    process's resident-set high-water mark (VmHWM), reset at entry through
+    ``/proc/self/clear_refs`` where Linux allows it, after ``gc.collect()`` and glibc's
+    ``malloc_trim(0)`` have handed freed memory back (otherwise memory kept from an earlier,
+    larger configuration would hide this one's); where the reset is impossible, ``ru_maxrss``,
+    the peak over the whole process, which can only say "no more than". ``.what`` says which.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.mib: float = float("nan")
+        self.what = ""
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            self.what = "CUDA max_memory_allocated above the allocation at the start"
+            return self
+        gc.collect()
+        _malloc_trim()
+        self._base = _rss_kib("VmRSS")
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+            self._reset = self._base is not None
+        except OSError:
+            self._reset = False
+        self.what = ("process RSS high-water mark (VmHWM, reset through /proc/self/clear_refs) above the RSS at "
+                     "the start, freed memory returned to the OS first" if self._reset else "ru_maxrss: the process's lifetime peak RSS above the RSS at "
+                                                     "the start (an upper bound)")
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            self.mib = (torch.cuda.max_memory_allocated(self.device) - self._base) / 2**20
+        elif self._reset:
+            self.mib = max(_rss_kib("VmHWM") - self._base, 0) / 1024
+        else:
+            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            self.mib = max(peak_kib - (self._base or 0), 0) / 1024
+        return False
+
+
+def _sdpa_forward_flops(query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _sdpa_backward_flops(grad_out, query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+_sdpa_forward_flops._get_raw = _sdpa_backward_flops._get_raw = True
+
+
+def _flop_counter():
+    """A FlopCounterMode that also counts the CPU flash-attention kernels, which torch's table omits."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    aten = torch.ops.aten
+    extra = {}
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", _sdpa_forward_flops),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_backward_flops)):
+        if hasattr(aten, name):
+            extra[getattr(aten, name)] = formula
+    return FlopCounterMode(display=False, custom_mapping=extra)
+
+
+def training_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
+    """Floating-point operations of one training step's forward and backward pass (Adam's update not counted)."""
+    probe = _copy_to(model, device).train()
+    x = torch.rand(batch_size, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch_size,), device=device)
+    with _flop_counter() as counter:
+        F.cross_entropy(probe(x), y).backward()
+    return int(counter.get_total_flops())
+
+
+def inference_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
+    """Floating-point operations of one forward pass over ``batch_size`` images in eval mode."""
+    probe = _copy_to(model, device).eval()
+    with torch.inference_mode(), _flop_counter() as counter:
+        probe(torch.rand(batch_size, 1, 28, 28, device=device))
+    return int(counter.get_total_flops())
+
+
+def _copy_to(model: nn.Module, device: torch.device) -> nn.Module:
+    import copy
+
+    return copy.deepcopy(model).to(device)
+
+
+def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
+    """This machine's fp32 matmul rate: the median time of ``size``^3 products, as FLOP/s."""
+    device = pick_device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, device=device, generator=generator)
+    b = torch.randn(size, size, device=device, generator=generator)
+    for _ in range(2):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        start = _clock(device)
+        a @ b
+        times.append(_clock(device) - start)
+    seconds = statistics.median(times)
+    tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    return {"size": size, "repeats": repeats, "seconds": seconds, "flops_per_s": 2 * size**3 / seconds,
+            "dtype": "float32" + (" (TF32 allowed)" if tf32 else ""), "threads": torch.get_num_threads()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The two pipelines and their steps
+# ---------------------------------------------------------------------------------------------
+def pipelines(settings: BenchSettings, device: torch.device) -> dict:
+    """Train and test sets of both pipelines over the same subsets of augmented MNIST.
+
+    ``reference``: torchvision's MNIST with article 2's per-sample PIL transforms, behind a
+    ``DataLoader`` (the test set is augmented afresh on every pass, as the seeds' was).
+    ``engine``: ``runs.image_sets``, uint8 on the device; its test set is augmented once per
+    run, and ``prepare_seconds`` is what that costs (it is not part of an evaluation pass).
+    """
+    reference = runs.reference_sets(DATASET, settings.train_size, settings.test_size, device)
+    engine_sets = runs.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
+    test_images = engine_sets[1].images
+    start = _clock(device)
+    data.augment_batch(test_images, torch.Generator(device=device).manual_seed(0))
+    prepare = _clock(device) - start
+    return {"reference": reference, "engine": engine_sets, "prepare_seconds": prepare}
+
+
+def reference_step(model: nn.Module, optimizer: torch.optim.Optimizer, x, y) -> float:
+    """The seeds' step: zero_grad, forward, CrossEntropyLoss, backward, Adam, and the loss read back with .item()."""
+    optimizer.zero_grad()
+    loss = nn.CrossEntropyLoss()(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _endless(train_data, batch_size: int, generator: torch.Generator) -> Iterator:
+    while True:
+        empty = True
+        for batch in train_data.batches(batch_size, generator=generator, shuffle=True, min_batch=2):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError(f"the training set ({len(train_data)} images) gives no batch of {batch_size}")
+
+
+def _endless_test(test_data, batch_size: int) -> Iterator:
+    while True:
+        yield from test_data.batches(batch_size)
+
+
+def _median_repeat(repeats: list[dict]) -> dict:
+    ordered = sorted(repeats, key=lambda r: r["seconds"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def time_training(model: nn.Module, train_data, *, pipeline: str, settings: BenchSettings,
+                  device: torch.device) -> dict:
+    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline={pipeline!r} is not allowed; choose one of {', '.join(PIPELINES)}")
+    model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    step: Callable = reference_step if pipeline == "reference" else engine.train_step
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
+    batches = _endless(train_data, settings.batch_size, generator)
+    repeats = []
+    with PeakMemory(device) as memory:
+        for _ in range(settings.warmup):
+            step(model, optimizer, *next(batches))
+        for _ in range(settings.repeats):
+            data = compute = 0.0
+            images = 0
+            start = _clock(device)
+            for _ in range(settings.steps):
+                t0 = _clock(device)
+                x, y = next(batches)
+                t1 = _clock(device)
+                step(model, optimizer, x, y)
+                t2 = _clock(device)
+                data, compute, images = data + t1 - t0, compute + t2 - t1, images + len(y)
+            repeats.append({"seconds": _clock(device) - start, "data": data, "compute": compute, "images": images})
+    chosen = _median_repeat(repeats)
+    return {
+        "images_per_s": chosen["images"] / chosen["seconds"],
+        "step_seconds": chosen["seconds"] / settings.steps,
+        "data_seconds": chosen["data"] / settings.steps,
+        "compute_seconds": chosen["compute"] / settings.steps,
+        "data_share": chosen["data"] / chosen["seconds"],
+        "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
+        "peak_memory_mib": memory.mib,
+        "memory_measure": memory.what,
+    }
+
+
+@torch.inference_mode()
+def time_inference(model: nn.Module, test_data, *, per_sample: bool, settings: BenchSettings,
+                   device: torch.device, num_classes: int = 10) -> dict:
+    """Evaluation throughput: forward passes over test batches plus the per-class accuracy counts,
+    vectorised (``engine.count_classes``) or the seeds' per-sample loop (``per_sample=True``)."""
+    model.to(device).eval()
+    batches = _endless_test(test_data, settings.test_batch_size)
+
+    def one_batch():
+        t0 = _clock(device)
+        x, y = next(batches)
+        t1 = _clock(device)
+        logits = model(x)
+        t2 = _clock(device)
+        if per_sample:
+            engine.count_classes_per_sample(logits, y, [0] * num_classes, [0] * num_classes)
+        else:
+            engine.count_classes(logits, y, torch.zeros(num_classes, device=device),
+                                 torch.zeros(num_classes, device=device))
+        t3 = _clock(device)
+        return t1 - t0, t2 - t1, t3 - t2, len(y)
+
+    repeats = []
+    with PeakMemory(device) as memory:
+        for _ in range(settings.eval_warmup):
+            one_batch()
+        for _ in range(settings.repeats):
+            parts = [one_batch() for _ in range(settings.eval_batches)]
+            data, forward, book, images = (sum(p[i] for p in parts) for i in range(4))
+            repeats.append({"seconds": data + forward + book, "data": data, "forward": forward, "bookkeeping": book,
+                            "images": images})
+    chosen = _median_repeat(repeats)
+    return {
+        "images_per_s": chosen["images"] / chosen["seconds"],
+        "batch_seconds": chosen["seconds"] / settings.eval_batches,
+        "data_seconds": chosen["data"] / settings.eval_batches,
+        "forward_seconds": chosen["forward"] / settings.eval_batches,
+        "bookkeeping_seconds": chosen["bookkeeping"] / settings.eval_batches,
+        "data_share": chosen["data"] / chosen["seconds"],
+        "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
+        "peak_memory_mib": memory.mib,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The three ways to write BatchNorm on tokens
+# ---------------------------------------------------------------------------------------------
+class TransposedBatchNorm1d(nn.BatchNorm1d):
+    """Article 1: ``b n d -> b d n``, BatchNorm1d over the feature axis, and back."""
+
+    def forward(self, x):
+        return rearrange(super().forward(rearrange(x, "b n d -> b d n")), "b d n -> b n d")
+
+
+class TransposedBatchNorm2d(nn.BatchNorm2d):
+    """Article 2: ``b n d -> b d n 1``, BatchNorm2d over the feature axis, and back."""
+
+    def forward(self, x):
+        return rearrange(super().forward(rearrange(x, "b n d -> b d n 1")), "b d n 1 -> b n d")
+
+
+NORM_FORMS = {
+    "BatchNorm1d over b d n (article 1)": TransposedBatchNorm1d,
+    "BatchNorm2d over b d n 1 (article 2)": TransposedBatchNorm2d,
+    "BatchNorm1d over flattened (b n) d (vitbn_nb)": BatchNorm,
+}
+
+
+def time_norm_forms(device=None, *, batch: int = 100, test_batch: int = 5000, tokens: int = 17,
+                    dims=(64, 128), iterations: int = 50, repeats: int = 3) -> list[dict]:
+    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval
+    forward on ``(test_batch, tokens, d)`` (median of ``repeats`` x ``iterations``), and how far its
+    output is from the flattened form's (they compute the same thing)."""
+    device = pick_device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    for dim in dims:
+        for mode, n in (("train forward+backward", batch), ("eval forward", test_batch)):
+            x = torch.randn(n, tokens, dim, device=device, generator=generator) * 2 + 0.5
+            grad = torch.randn(n, tokens, dim, device=device, generator=generator)
+            outputs = {}
+            running_mean = torch.rand(dim, device=device, generator=generator) - 0.5
+            running_var = torch.rand(dim, device=device, generator=generator) * 1.5 + 0.5
+            for form, cls in NORM_FORMS.items():
+                norm = cls(dim).to(device)
+                norm.running_mean.copy_(running_mean)  # the same statistics for every form, so eval outputs agree
+                norm.running_var.copy_(running_var)
+                norm.train(mode.startswith("train"))
+                xin = x.clone().requires_grad_(mode.startswith("train"))
+
+                def once():
+                    if mode.startswith("train"):
+                        out = norm(xin)
+                        out.backward(grad)
+                        return out
+                    with torch.inference_mode():
+                        return norm(xin)
+
+                outputs[form] = once().detach()
+                for _ in range(3):
+                    once()
+                times = []
+                for _ in range(repeats):
+                    start = _clock(device)
+                    for _ in range(iterations):
+                        once()
+                    times.append((_clock(device) - start) / iterations)
+                rows.append({"form": form, "mode": mode, "dim": dim, "shape": [n, tokens, dim],
+                             "microseconds": 1e6 * statistics.median(times)})
+            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
+            for row in rows[-len(NORM_FORMS):]:
+                row["max_abs_difference"] = float((outputs[row["form"]] - reference).abs().max())
+            fastest = min(r["microseconds"] for r in rows[-len(NORM_FORMS):])
+            for row in rows[-len(NORM_FORMS):]:
+                row["relative_to_fastest"] = row["microseconds"] / fastest
+    return rows
+
+
+def time_compile(name: str, depth: int, settings: BenchSettings, device=None) -> dict:
+    """What ``torch.compile`` would buy the engine's training step: compile seconds (the first
+    compiled step, less an eager step), eager and compiled step times (same batches, same
+    repeats), and the steps it takes to pay the compile back. One shape only: a run also
+    compiles again for its test batch and its last, smaller training batch."""
+    device = pick_device(device)
+    train_data = runs.image_sets(DATASET, settings.train_size, settings.test_size, str(device))[0]
+    eager = _build(name, depth, settings.seed, device)
+    eager_row = time_training(eager, train_data, pipeline="engine", settings=settings, device=device)
+    compiled_model = _build(name, depth, settings.seed, device)
+    compiled = torch.compile(compiled_model)
+    optimizer = torch.optim.Adam(compiled_model.parameters(), lr=settings.lr)
+    batches = _endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+    start = _clock(device)
+    engine.train_step(compiled, optimizer, *next(batches))
+    first = _clock(device) - start
+    compiled_row = time_training(compiled, train_data, pipeline="engine", settings=settings, device=device)
+    compile_seconds = max(first - eager_row["step_seconds"], 0.0)
+    saved = eager_row["step_seconds"] - compiled_row["step_seconds"]
+    return {"model": name, "depth": depth, "compile_seconds": compile_seconds,
+            "eager_step_seconds": eager_row["step_seconds"], "compiled_step_seconds": compiled_row["step_seconds"],
+            "speedup": _ratio(eager_row["step_seconds"], compiled_row["step_seconds"]),
+            "break_even_steps": compile_seconds / saved if saved > 0 else float("inf")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole measurement
+# ---------------------------------------------------------------------------------------------
+def without_norms(model: nn.Module) -> nn.Module:
+    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity.
+
+    Not a usable model (its outputs are wrong): its inference time is what the model would
+    cost if its norms were free, so the difference is what the norms cost. For a BatchNorm
+    model folding reaches this (up to the bias the attention projection gains); for the
+    LayerNorm ViT it is out of reach, since LayerNorm cannot fold.
+    """
+    import copy
+
+    stripped = copy.deepcopy(model).eval()
+    norms = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
+    for name, module in list(stripped.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, norms):
+                setattr(module, child_name, nn.Identity())
+    return stripped
+
+
+def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(seed)
+    return build_model(name, depth=depth).to(device)
+
+
+def _ratio(a, b) -> float:
+    return a / b if a and b and math.isfinite(a) and math.isfinite(b) else float("nan")
+
+
+def measure(settings: BenchSettings = FULL, device=None, *, log: Callable[[str], None] | None = print,
+            compile_models: bool = False) -> dict:
+    """Run every measurement of the module docstring; returns a JSON-ready dict (see ``main``).
+
+    ``compile_models`` adds :func:`time_compile` for ViT depth 6 and ViTBN depth 1 (minutes on a CPU).
+    """
+    device = pick_device(device)
+    log = log or (lambda message: None)
+    log(f"bench on {hardware_label(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads")
+    results = {
+        "schema": 1, "date": dt.datetime.now().isoformat(timespec="seconds"), "device": device.type,
+        "hardware": hardware(device), "hardware_label": hardware_label(device), "versions": versions(),
+        "settings": dataclasses.asdict(settings), "dataset": DATASET, "timing": TIMING_NOTE,
+    }
+    log(f"fp32 matmul peak ({settings.matmul_size}^3, median of {settings.matmul_repeats}) ...")
+    peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
+    results["matmul_peak"] = peak
+    sets = pipelines(settings, device)
+    results["engine_test_set_prepare_seconds"] = sets["prepare_seconds"]
+    training, inference = [], []
+    for name in settings.models:
+        for depth in settings.depths:
+            as_published = AS_PUBLISHED_DEPTH[name] == depth
+            flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
+            flops_image = inference_flops(build_model(name, depth=depth), 2, device) / 2
+            trained = None
+            for pipeline in PIPELINES:
+                log(f"train {name} d{depth} [{pipeline}] ...")
+                model = _build(name, depth, settings.seed, device)
+                row = time_training(model, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
+                row.update(model=name, depth=depth, pipeline=pipeline, as_published=as_published,
+                           flops_per_step=flops_step, achieved_flops=flops_step / row["step_seconds"],
+                           mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
+                           compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"])
+                training.append(row)
+                trained = model  # a few steps in: BatchNorm's running statistics are no longer 0 and 1
+            for pipeline in PIPELINES:
+                log(f"infer {name} d{depth} [{pipeline}] ...")
+                row = time_inference(trained, sets[pipeline][1], per_sample=pipeline == "reference",
+                                     settings=settings, device=device)
+                row.update(model=name, depth=depth, pipeline=pipeline, as_published=as_published, folded=False,
+                           flops_per_image=flops_image,
+                           achieved_flops=flops_image * row["images_per_s"],
+                           mfu=flops_image * row["images_per_s"] / peak["flops_per_s"])
+                inference.append(row)
+            if count_batchnorms(trained):
+                log(f"infer {name} d{depth} folded [engine] ...")
+                folded = fold_batchnorm(trained)
+                x, _ = next(iter(sets["engine"][1].batches(min(settings.test_batch_size, 256))))
+                with torch.inference_mode():
+                    difference = float((folded(x) - trained.eval()(x)).abs().max())
+                row = time_inference(folded, sets["engine"][1], per_sample=False, settings=settings, device=device)
+                flops_folded = inference_flops(folded, 2, device) / 2
+                row.update(model=name, depth=depth, pipeline="engine", as_published=as_published, folded=True,
+                           batchnorms_left=count_batchnorms(folded), max_abs_logit_difference=difference,
+                           flops_per_image=flops_folded, achieved_flops=flops_folded * row["images_per_s"],
+                           mfu=flops_folded * row["images_per_s"] / peak["flops_per_s"])
+                inference.append(row)
+            if name == "ViT":
+                log(f"infer {name} d{depth} without its LayerNorms [engine] ...")
+                stripped = without_norms(trained)
+                row = time_inference(stripped, sets["engine"][1], per_sample=False, settings=settings, device=device)
+                flops_stripped = inference_flops(stripped, 2, device) / 2
+                row.update(model=name, depth=depth, pipeline="engine", as_published=as_published, folded=False,
+                           norms_removed=True, flops_per_image=flops_stripped,
+                           achieved_flops=flops_stripped * row["images_per_s"],
+                           mfu=flops_stripped * row["images_per_s"] / peak["flops_per_s"])
+                inference.append(row)
+    log("BatchNorm forms on tokens ...")
+    results["norm_forms"] = time_norm_forms(device, batch=settings.batch_size, test_batch=settings.test_batch_size,
+                                            iterations=settings.norm_iterations, repeats=settings.repeats)
+    results["memory_measure"] = training[0]["memory_measure"]
+    if compile_models:
+        results["compile"] = []
+        for name, depth in (("ViT", 6), ("ViTBN", 1)):
+            log(f"torch.compile {name} d{depth} ...")
+            results["compile"].append(time_compile(name, depth, settings, device))
+    results["training"] = training
+    results["inference"] = inference
+    results["ratios"] = ratios(results)
+    results["folding"] = folding_summary(results)
+    results["targets"] = targets(results)
+    return results
+
+
+def _lookup(rows, **where) -> dict | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in where.items()):
+            return row
+    return None
+
+
+def ratios(results: dict) -> list[dict]:
+    """Per model and depth: engine / reference throughput for training and evaluation, and the
+    ceiling a pipeline alone could reach (the reference's total time over its compute time)."""
+    rows = []
+    for train_ref in (r for r in results["training"] if r["pipeline"] == "reference"):
+        key = dict(model=train_ref["model"], depth=train_ref["depth"])
+        train_eng = _lookup(results["training"], pipeline="engine", **key)
+        eval_ref = _lookup(results["inference"], pipeline="reference", folded=False, **key)
+        eval_eng = _lookup(results["inference"], pipeline="engine", folded=False, norms_removed=None, **key)
+        rows.append({
+            **key, "as_published": train_ref["as_published"],
+            "train_engine_over_reference": _ratio(train_eng["images_per_s"], train_ref["images_per_s"]),
+            "train_ceiling_without_data": _ratio(train_ref["step_seconds"], train_ref["compute_seconds"]),
+            "eval_engine_over_reference": _ratio(eval_eng["images_per_s"], eval_ref["images_per_s"]),
+            "eval_ceiling_without_data_and_loop": _ratio(eval_ref["batch_seconds"], eval_ref["forward_seconds"]),
+        })
+    return rows
+
+
+def folding_summary(results: dict) -> list[dict]:
+    """Per BatchNorm model and depth: folded / unfolded inference throughput, and each against the LayerNorm ViT."""
+    rows = []
+    for folded in (r for r in results["inference"] if r["folded"]):
+        key = dict(model=folded["model"], depth=folded["depth"])
+        plain = _lookup(results["inference"], pipeline="engine", folded=False, **key)
+        vit = _lookup(results["inference"], pipeline="engine", folded=False, norms_removed=None, model="ViT",
+                      depth=folded["depth"])
+        free = _lookup(results["inference"], norms_removed=True, model="ViT", depth=folded["depth"])
+        rows.append({**key, "folded_images_per_s": folded["images_per_s"], "unfolded_images_per_s": plain["images_per_s"],
+                     "folded_over_unfolded": _ratio(folded["images_per_s"], plain["images_per_s"]),
+                     "vit_images_per_s": vit["images_per_s"] if vit else float("nan"),
+                     "unfolded_over_vit": _ratio(plain["images_per_s"], vit["images_per_s"]) if vit else float("nan"),
+                     "folded_over_vit": _ratio(folded["images_per_s"], vit["images_per_s"]) if vit else float("nan"),
+                     "vit_without_layernorm_images_per_s": free["images_per_s"] if free else float("nan"),
+                     "vit_layernorm_share": 1 - _ratio(vit["images_per_s"], free["images_per_s"]) if vit and free
+                     else float("nan"),
+                     "max_abs_logit_difference": folded["max_abs_logit_difference"]})
+    return rows
+
+
+def targets(results: dict) -> dict:
+    """The issue's targets, each with the value reached and whether it is met (reported, never asserted)."""
+    def least(values):
+        values = [v for v in values if math.isfinite(v)]
+        return min(values) if values else float("nan")
+
+    out = {}
+    train = least(r["train_engine_over_reference"] for r in results["ratios"])
+    out["train_engine_over_reference_min"] = {"target": 3.0, "value": train, "met": train >= 3.0}
+    evaluation = least(r["eval_engine_over_reference"] for r in results["ratios"])
+    out["eval_engine_over_reference_min"] = {"target": 5.0, "value": evaluation, "met": evaluation >= 5.0}
+    vit6 = _lookup(results["training"], model="ViT", depth=6, pipeline="engine")
+    if vit6 is not None:
+        out["train_mfu_vit_d6"] = {"target": 0.40, "value": vit6["mfu"], "met": vit6["mfu"] >= 0.40,
+                                   "batch_size": results["settings"]["batch_size"]}
+    fold = least(r["folded_over_unfolded"] for r in results["folding"] if r["model"] == "ViTBN")
+    out["folded_vitbn_over_unfolded_min"] = {"target": 1.2, "value": fold, "met": fold >= 1.2}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+def _label(row) -> str:
+    star = "*" if row.get("as_published") else " "
+    return f"{row['model']:<8} d{row['depth']}{star}"
+
+
+def format_report(results: dict) -> str:
+    """The tables ``python -m vitbn_nb bench`` prints."""
+    peak = results["matmul_peak"]
+    lines = [f"hardware: {results['hardware_label']} ({results['device']}, {peak['threads']} threads), "
+             f"torch {results['versions'].get('torch')}, {results['date']}",
+             f"fp32 matmul peak: {peak['flops_per_s'] / 1e9:.1f} GFLOP/s ({peak['size']}^3, median of {peak['repeats']})",
+             f"memory: {results['memory_measure']}", "* = the seeds' 'as published' configuration", "",
+             "TRAINING (images/s; per step: data + compute, ms)"]
+    head = f"{'model':<12}{'pipeline':<11}{'img/s':>9}{'data ms':>9}{'comp ms':>9}{'data %':>8}" \
+           f"{'GFLOP/step':>11}{'GFLOP/s':>9}{'MFU %':>7}{'mem MiB':>9}"
+    lines.append(head)
+    for r in results["training"]:
+        lines.append(f"{_label(r):<12}{r['pipeline']:<11}{r['images_per_s']:>9.0f}{1e3 * r['data_seconds']:>9.1f}"
+                     f"{1e3 * r['compute_seconds']:>9.1f}{100 * r['data_share']:>8.1f}{r['flops_per_step'] / 1e9:>11.2f}"
+                     f"{r['achieved_flops'] / 1e9:>9.1f}{100 * r['mfu']:>7.1f}{r['peak_memory_mib']:>9.1f}")
+    lines += ["", "INFERENCE (images/s; per test batch: data + forward + bookkeeping, ms)",
+              f"{'model':<12}{'pipeline':<17}{'img/s':>9}{'data ms':>10}{'fwd ms':>9}{'book ms':>9}{'data %':>8}"
+              f"{'mem MiB':>9}"]
+    for r in results["inference"]:
+        pipe = r["pipeline"] + (" folded" if r["folded"] else "") + (" no norms" if r.get("norms_removed") else "")
+        lines.append(f"{_label(r):<12}{pipe:<17}{r['images_per_s']:>9.0f}{1e3 * r['data_seconds']:>10.1f}"
+                     f"{1e3 * r['forward_seconds']:>9.1f}{1e3 * r['bookkeeping_seconds']:>9.1f}"
+                     f"{100 * r['data_share']:>8.1f}{r['peak_memory_mib']:>9.1f}")
+    lines += ["", "ENGINE / REFERENCE (x; ceiling = reference time / its compute time)",
+              f"{'model':<12}{'train':>8}{'ceiling':>9}{'eval':>8}{'ceiling':>9}"]
+    for r in results["ratios"]:
+        lines.append(f"{_label(r):<12}{r['train_engine_over_reference']:>8.2f}{r['train_ceiling_without_data']:>9.2f}"
+                     f"{r['eval_engine_over_reference']:>8.2f}{r['eval_ceiling_without_data_and_loop']:>9.2f}")
+    lines += ["", "BATCHNORM FOLDING (engine inference, images/s)",
+              f"{'model':<12}{'unfolded':>10}{'folded':>10}{'x':>7}{'ViT (LN)':>10}{'ViT no LN':>11}{'max |dlogit|':>14}"]
+    for r in results["folding"]:
+        lines.append(f"{_label(r):<12}{r['unfolded_images_per_s']:>10.0f}{r['folded_images_per_s']:>10.0f}"
+                     f"{r['folded_over_unfolded']:>7.2f}{r['vit_images_per_s']:>10.0f}"
+                     f"{r['vit_without_layernorm_images_per_s']:>11.0f}"
+                     f"{r['max_abs_logit_difference']:>14.1e}")
+    lines += ["", "BATCHNORM ON TOKENS: three forms (microseconds, median)",
+              f"{'form':<48}{'mode':<24}{'shape':<16}{'us':>9}{'x fastest':>10}"]
+    for r in results["norm_forms"]:
+        lines.append(f"{r['form']:<48}{r['mode']:<24}{'x'.join(map(str, r['shape'])):<16}{r['microseconds']:>9.0f}"
+                     f"{r['relative_to_fastest']:>10.2f}")
+    if results.get("compile"):
+        lines += ["", "TORCH.COMPILE (engine training step)",
+                  f"{'model':<12}{'compile s':>10}{'eager ms':>10}{'compiled ms':>12}{'x':>7}{'break-even steps':>18}"]
+        for r in results["compile"]:
+            lines.append(f"{r['model']:<8} d{r['depth']:<3}{r['compile_seconds']:>10.1f}"
+                         f"{1e3 * r['eager_step_seconds']:>10.1f}{1e3 * r['compiled_step_seconds']:>12.1f}"
+                         f"{r['speedup']:>7.2f}{r['break_even_steps']:>18.0f}")
+    lines += ["", "TARGETS (reported, not asserted)"]
+    for name, t in results["targets"].items():
+        lines.append(f"  {name}: {t['value']:.2f} (target {t['target']}) {'met' if t['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def _finite(value):
+    """NaN and infinities as null, so the file is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write(results: dict, out_dir=None, copy_to_figures: bool = True) -> list[Path]:
+    """``<out_dir>/bench-<date>.json`` (default ``build/bench``) and, for the book, ``figures/bench.json``."""
+    out_dir = Path(out_dir) if out_dir is not None else project_root() / "build" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_finite(results), indent=1, allow_nan=False)
+    paths = [out_dir / f"bench-{dt.date.today().isoformat()}.json"]
+    if copy_to_figures:
+        paths.append(figures_dir() / "bench.json")
+    for path in paths:
+        atomic.write_text(path, text)
+    return paths
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vitbn_nb bench", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: every code path in seconds (tests, smoke)")
+    parser.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when present)")
+    parser.add_argument("--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)")
+    parser.add_argument("--no-figures-copy", dest="copy", action="store_false",
+                        help="do not write figures/bench.json")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile (minutes on a CPU)")
+
+
+def run(args) -> int:
+    try:
+        device = pick_device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda was asked for, but no CUDA device is available")
+    except (RuntimeError, ValueError) as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 1
+    results = measure(QUICK if args.quick else FULL, device, compile_models=getattr(args, "compile", False))
+    results["quick"] = bool(args.quick)
+    print()
+    print(format_report(results))
+    for path in write(results, args.out, copy_to_figures=args.copy):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Fine-tuning helpers: which weights train, a model moved to another image size, and what a step costs.
+
+Touvron et al. ("Three things everyone should know about Vision Transformers", 2022) fine-tune
+only the multi-head self-attention. Their code (``--attn-only`` in facebookresearch/deit) leaves
+trainable every parameter named ``.attn.`` (timm's qkv and output projection; the block's
+pre-norm ``norm1`` lies outside ``attn`` and stays frozen), the classification head, and the
+position embedding (which must adapt when the resolution changes), and freezes the patch
+embedding, the feed-forward networks, the other norms and the class token. :func:`attention_only`
+does the same on this book's ViT family (``to_qkv``, ``to_out``, ``mlp_head``, ``pos_embedding``);
+``norm=True`` also trains the attention pre-norm, whose weights in this layout live inside the
+attention module.
+
+"Frozen" means no gradient and no optimiser state. A frozen BatchNorm still updates its running
+statistics in training mode: they are buffers, not weights, so the BatchNorm models' frozen
+layers re-estimate the new data's token statistics while the LayerNorm ones cannot.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor, nn
+
+from .models.norms import check_choice
+from .models.vit import Attention
+from .system import synchronize
+
+TRAINABLE = ("all", "attention")
+
+
+@dataclass
+class Trainable:
+    """Which parameters a fine-tuning updates: counts and names."""
+
+    trainable: int
+    total: int
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def fraction(self) -> float:
+        return self.trainable / self.total if self.total else float("nan")
+
+    def __str__(self) -> str:
+        return (f"{self.trainable:,} of {self.total:,} parameters trainable ({100 * self.fraction:.1f} %) "
+                f"in {len(self.names)} tensors")
+
+
+def _report(model: nn.Module) -> Trainable:
+    params = list(model.named_parameters())
+    return Trainable(trainable=sum(p.numel() for _, p in params if p.requires_grad),
+                     total=sum(p.numel() for _, p in params),
+                     names=[name for name, p in params if p.requires_grad])
+
+
+def full(model: nn.Module) -> Trainable:
+    """Every parameter trainable (ordinary fine-tuning)."""
+    model.requires_grad_(True)
+    return _report(model)
+
+
+def attention_only(model: nn.Module, *, norm: bool = False, pos_embedding: bool = True) -> Trainable:
+    """Freeze everything but the MHSA projections, the head and (by default) the position embedding.
+
+    ``norm=True`` also trains each attention's pre-norm; ``pos_embedding=False`` freezes the
+    position embedding too. Works on parallel blocks (every branch's attention trains).
+    """
+    attentions = [m for m in model.modules() if isinstance(m, Attention)]
+    if not attentions or not hasattr(model, "mlp_head"):
+        raise ValueError(f"model={type(model).__name__} is not allowed: attention_only needs a ViT-family model "
+                         "(multi-head attention blocks and an mlp_head)")
+    model.requires_grad_(False)
+    for attention in attentions:
+        attention.to_qkv.requires_grad_(True)
+        attention.to_out.requires_grad_(True)
+        if norm:
+            attention.norm.requires_grad_(True)
+    model.mlp_head.requires_grad_(True)
+    if pos_embedding and isinstance(getattr(model, "pos_embedding", None), nn.Parameter):
+        model.pos_embedding.requires_grad_(True)
+    return _report(model)
+
+
+def set_trainable(model: nn.Module, trainable: str) -> Trainable:
+    """``'all'`` -> :func:`full`, ``'attention'`` -> :func:`attention_only` (the run store's names)."""
+    check_choice("trainable", trainable, TRAINABLE)
+    return full(model) if trainable == "all" else attention_only(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Another image size: the position embedding interpolated on its 2-D grid
+# ---------------------------------------------------------------------------------------------
+def interpolate_pos_embedding(pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1,
+                              mode: str = "bicubic") -> Tensor:
+    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the patch positions resampled as a 2-D map.
+
+    The class token's embedding (the first ``extra_tokens``) is kept as it is; the patch
+    embeddings are laid out on their ``old_grid`` (rows, columns, in the tokens' row-major order)
+    and resized to ``new_grid`` with ``F.interpolate`` (``'bicubic'`` as DeiT does, or ``'bilinear'``).
+    """
+    check_choice("mode", mode, ("bicubic", "bilinear"))
+    (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
+    if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
+        raise ValueError(f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold {extra_tokens} extra "
+                         f"token(s) plus an old_grid={old_grid!r} of patches")
+    if (h, w) == (H, W):
+        return pos_embedding.clone()
+    extra, patches = pos_embedding[:, :extra_tokens], pos_embedding[:, extra_tokens:]
+    grid = rearrange(patches, "b (h w) d -> b d h w", h=h, w=w)
+    grid = F.interpolate(grid.float(), size=(H, W), mode=mode, align_corners=False).to(pos_embedding.dtype)
+    return torch.cat((extra, rearrange(grid, "b d h w -> b (h w) d")), dim=1)
+
+
+def load_resized(model: nn.Module, state_dict: dict, old_grid) -> nn.Module:
+    """Load ``state_dict`` (trained on a patch grid ``old_grid``) into ``model`` of any grid size."""
+    state = dict(state_dict)
+    if "pos_embedding" in state and isinstance(model.pos_embedding, nn.Parameter):
+        state["pos_embedding"] = interpolate_pos_embedding(state["pos_embedding"], old_grid, model.grid_size)
+    model.load_state_dict(state)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# What one training step holds in memory, and how long it takes
+# ---------------------------------------------------------------------------------------------
+def _bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int = 1) -> dict:
+    """Memory of one Adam training step of a copy of ``model`` on this batch (the model itself is untouched).
+
+    Always reported, on every device, as an accounting of the tensors a step holds (MiB):
+    ``weights`` + ``gradients`` + ``adam_state`` (two moments per trainable value) +
+    ``activations`` (the distinct storages autograd saves for the backward pass, counted with
+    saved-tensor hooks; weights it saves are not counted twice). Their sum ``accounted`` bounds
+    the step's peak from above up to transient workspace. On CUDA, ``cuda_peak`` is
+    ``torch.cuda.max_memory_allocated`` over one step after ``warmup`` steps (the allocator's real
+    peak, inputs included); on the CPU it is NaN, because PyTorch's CPU allocator keeps no peak.
+    """
+    model = copy.deepcopy(model).train()
+    device = images.device
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(trainable, lr=1e-6)
+
+    def step(count_saved: dict | None = None):
+        optimizer.zero_grad(set_to_none=True)
+        if count_saved is None:
+            loss = F.cross_entropy(model(images), labels)
+        else:
+            params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+            def pack(t):
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in params:
+                    count_saved[storage.data_ptr()] = storage.nbytes()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+
+    cuda_peak = float("nan")
+    if device.type == "cuda":
+        for _ in range(warmup):
+            step()
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        synchronize(device)
+        cuda_peak = torch.cuda.max_memory_allocated(device) / 2**20
+    saved: dict[int, int] = {}
+    step(saved)
+    mib = {
+        "weights": _bytes(model.parameters()) / 2**20,
+        "gradients": _bytes(p.grad for p in trainable if p.grad is not None) / 2**20,
+        "adam_state": sum(_bytes(v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+                          for state in optimizer.state.values()) / 2**20,
+        "activations": sum(saved.values()) / 2**20,
+    }
+    return {**mib, "accounted": sum(mib.values()), "cuda_peak": cuda_peak}
+
+
+@torch.no_grad()
+def inference_latency(model: nn.Module, images: Tensor, *, repeats: int = 5) -> float:
+    """Fastest of ``repeats`` forward passes over ``images`` in eval mode, in seconds (device synchronised).
+
+    The minimum, not the mean: on a shared machine every interference only adds time, so the
+    fastest pass is the best estimate of what the model itself costs."""
+    model.eval()
+    device = images.device
+    model(images)  # first call allocates and picks kernels
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        model(images)
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return min(times)

@@ -1,0 +1,305 @@
+"""Bayesian optimisation of learning rate and batch size with Ax + BoTorch (article 1, Experiment 2).
+
+Per model, Ax maximises the test accuracy reached after a short training (``trial_epochs``)
+over lr (log scale; [1e-5, 1e-3] for ViT, [1e-5, 1e-2] for the BatchNorm models) and batch
+size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.py`` did
+(20 trials; its trials train 3 epochs). Every trial is an ordinary run of the run store
+(``runs.train``), so a finished trial is never trained twice and an interrupted one resumes.
+
+The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
+every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
+every suggestion and every completion. Calling :func:`optimise` again loads it, finishes the
+trials that were suggested but never completed (their runs resume from the store), and asks
+Ax for new ones until the requested number of trials is complete. The study key names
+everything that changes a trial's number (model and its configuration, dataset, subsets,
+epochs per trial, test batch, seed, device type) but not the trial count, so asking for more
+trials extends a study, and asking for fewer reads its first trials. Ax is seeded
+(``random_seed`` and the Sobol seed), so the same settings give the same suggestions.
+
+Ax's default generation strategy (Ax 1.x ``Client``): the centre of the search space, then
+Sobol points until 5 initialisation trials exist (at least 2 of them completed), then
+BoTorch (Ax's modular BoTorch model, a GP with log expected improvement). With 5 trials or
+fewer no BoTorch suggestion is ever made.
+
+Ax takes seconds to import, so it is imported inside the functions that need it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import atomic, runs, tracking
+from .models import model_kwargs as full_model_kwargs
+from .paths import runs_dir
+from .runs import RunConfig
+from .system import pick_device
+
+#: Article 1, Experiment 2: the search space per model.
+SEARCH_SPACE = {
+    "ViT": {"lr": (1e-5, 1e-3), "batch_size": (20, 120)},
+    "ViTBNFFN": {"lr": (1e-5, 1e-2), "batch_size": (20, 120)},
+    "ViTBN": {"lr": (1e-5, 1e-2), "batch_size": (20, 120)},
+}
+OBJECTIVE = "accuracy"
+#: Trials Ax's default strategy spends on initialisation (centre + Sobol) before BoTorch proposes.
+INITIAL_TRIALS = 5
+GENERATOR_NAMES = {"CenterOfSearchSpace": "centre", "Sobol": "Sobol", "MBM": "BoTorch"}
+STATE_FILE = "ax_state.json"
+LEDGER_FILE = "trials.json"
+
+#: Seconds the last Ax import took in this process (None until Ax is imported here).
+ax_import_seconds: float | None = None
+
+
+def _ax():
+    """Import Ax once, quietly: its INFO log lines would flood a chapter's output."""
+    global ax_import_seconds
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit deprecation warnings raised inside BoTorch
+        previous = logging.root.manager.disable
+        logging.disable(logging.INFO)  # Ax announces its SQL storage at import time
+        try:
+            from ax.api.client import Client
+            from ax.api.configs import RangeParameterConfig
+        finally:
+            logging.disable(previous)
+    if ax_import_seconds is None:
+        ax_import_seconds = time.perf_counter() - start
+    for handler in logging.getLogger("ax").handlers:
+        handler.setLevel(logging.WARNING)
+    return Client, RangeParameterConfig
+
+
+def bounds(model: str) -> dict[str, tuple]:
+    """The search space of ``model``: ``{"lr": (low, high), "batch_size": (low, high)}``."""
+    if model not in SEARCH_SPACE:
+        raise ValueError(f"model={model!r} has no search space; choose one of {', '.join(map(repr, SEARCH_SPACE))}")
+    return dict(SEARCH_SPACE[model])
+
+
+def parameter_configs(model: str) -> list:
+    """The Ax parameters of ``model``: lr (float, log scale) and batch_size (int, linear)."""
+    _, RangeParameterConfig = _ax()
+    space = bounds(model)
+    return [RangeParameterConfig(name="lr", bounds=space["lr"], parameter_type="float", scaling="log"),
+            RangeParameterConfig(name="batch_size", bounds=space["batch_size"], parameter_type="int")]
+
+
+@dataclass(frozen=True)
+class Study:
+    """What one optimisation trains per trial; ``key()`` names its folder under ``runs_dir()/hpo``."""
+
+    model: str
+    model_kwargs: dict = field(default_factory=dict)
+    dataset: str = "mnist"
+    trial_epochs: int = 3
+    train_size: int | None = None
+    test_size: int | None = None
+    test_batch_size: int = 5000
+    seed: int = 0
+
+    def __post_init__(self):
+        bounds(self.model)
+        object.__setattr__(self, "model_kwargs", full_model_kwargs(self.model, **self.model_kwargs))
+        low, high = SEARCH_SPACE[self.model]["lr"]
+        self.trial_config(low, SEARCH_SPACE[self.model]["batch_size"][0])  # refuses a bad setting by name, now
+
+    @property
+    def depth(self) -> int:
+        return self.model_kwargs["depth"]
+
+    def trial_config(self, lr: float, batch_size: int) -> RunConfig:
+        return RunConfig(model=self.model, model_kwargs=self.model_kwargs, dataset=self.dataset,
+                         epochs=self.trial_epochs, lr=float(lr), batch_size=int(batch_size),
+                         test_batch_size=self.test_batch_size, seed=self.seed, train_size=self.train_size,
+                         test_size=self.test_size)
+
+    def key(self, device_type: str) -> str:
+        described = {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}
+        digest = hashlib.sha1(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        return f"{self.model}-d{self.depth}-{self.dataset}-e{self.trial_epochs}-s{self.seed}-{digest}"
+
+    def folder(self, device_type: str) -> Path:
+        return runs_dir() / "hpo" / self.key(device_type)
+
+
+def _save_state(client, path: Path) -> None:
+    # Ax writes its JSON in place; a crash mid-write must leave the previous state intact.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        client.save_to_json_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _new_client(study: Study):
+    Client, _ = _ax()
+    client = Client(random_seed=study.seed)
+    client.configure_experiment(parameters=parameter_configs(study.model), name=f"{study.model}-d{study.depth}")
+    client.configure_optimization(objective=OBJECTIVE)
+    # Ax's default strategy, with the Sobol points seeded too (the client's seed covers BoTorch).
+    client.configure_generation_strategy(initialization_random_seed=study.seed)
+    return client
+
+
+def _load_client(study: Study, path: Path):
+    Client, _ = _ax()
+    client = Client.load_from_json_file(str(path))
+    # The JSON snapshot does not keep the client's seed; without it BoTorch's draws would differ.
+    client._random_seed = study.seed
+    return client
+
+
+def _trial_accuracy(run) -> float:
+    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals.
+
+    Ax's JSON snapshot keeps about 10 decimals of each observation, so a study reloaded from
+    disk would fit BoTorch to slightly different numbers than one that never stopped; values
+    that survive the round trip exactly make a resumed study suggest what an uninterrupted one
+    would. A diverged trial scores its last accuracy; a NaN would be no observation for Ax.
+    """
+    accuracy = run.final_accuracy
+    return round(float(accuracy), 6) if math.isfinite(accuracy) else 0.0
+
+
+def optimise(study: Study, trials: int, *, force: bool = False, device=None, progress: bool = True,
+             mlflow: bool | None = None) -> pd.DataFrame:
+    """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete.
+
+    Returns one row per trial (the first ``trials`` of the study): ``trial`` (1-based), ``lr``,
+    ``batch_size``, ``accuracy`` (test accuracy after ``trial_epochs``, %), ``best_so_far``,
+    ``run_id``, ``generator`` (centre / Sobol / BoTorch), ``suggest_seconds`` (Ax's time to
+    propose it, when this store saw it happen), ``train_seconds`` (the trial's training and
+    test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
+    ``force=True`` discards the stored study and retrains every trial.
+    """
+    if not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
+    device = pick_device(device)
+    folder = study.folder(device.type)
+    if force and folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state_path, ledger_path = folder / STATE_FILE, folder / LEDGER_FILE
+    ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
+    if not (folder / "study.json").exists():
+        atomic.write_json(folder / "study.json", {**asdict(study), "device": device.type,
+                                                  "search_space": SEARCH_SPACE[study.model]})
+    client = _load_client(study, state_path) if state_path.exists() else _new_client(study)
+    if not state_path.exists():
+        _save_state(client, state_path)
+
+    def run_trial(index: int, parameters: dict, generator: str) -> None:
+        config = study.trial_config(parameters["lr"], parameters["batch_size"])
+        entry = ledger.setdefault(str(index), {})
+        entry.update(trial=index + 1, lr=float(parameters["lr"]), batch_size=int(parameters["batch_size"]),
+                     run_id=config.run_id(device.type), generator=generator)
+        atomic.write_json(ledger_path, ledger)
+        run = runs.train(config, force=force, device=device, progress=False, mlflow=mlflow)
+        accuracy = _trial_accuracy(run)
+        client.complete_trial(index, raw_data={OBJECTIVE: accuracy})
+        _save_state(client, state_path)
+        entry.update(accuracy=accuracy, status=run.status)
+        atomic.write_json(ledger_path, ledger)
+        if tracking.enabled(mlflow):
+            try:
+                tracking.tag_run(run, {"hpo.study": study.key(device.type), "hpo.trial": index + 1,
+                                       "hpo.generator": generator, "hpo.accuracy": accuracy})
+            except Exception as error:  # noqa: BLE001 - as in runs.train: the store is the truth
+                if mlflow:
+                    raise
+                warnings.warn(f"trial {index + 1} of {study.key(device.type)} could not be tagged in MLflow: {error}")
+        if progress:
+            print(f"{study.model} d{study.depth} trial {index + 1}/{trials} ({generator}): lr={parameters['lr']:.3g} "
+                  f"batch={parameters['batch_size']} -> {accuracy:.2f} %", flush=True)
+
+    summary = client.summarize()
+    if not summary.empty:
+        # Suggested but never completed (the last call stopped inside it): run it now; its run resumes.
+        for _, row in summary[summary["trial_status"] == "RUNNING"].sort_values("trial_index").iterrows():
+            run_trial(int(row["trial_index"]), {"lr": row["lr"], "batch_size": row["batch_size"]},
+                      GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]))
+    completed = int((client.summarize()["trial_status"] == "COMPLETED").sum()) if not summary.empty else 0
+    while completed < trials:
+        start = time.perf_counter()
+        (index, parameters), = client.get_next_trials(max_trials=1).items()
+        suggest_seconds = time.perf_counter() - start
+        _save_state(client, state_path)  # the suggestion is kept even if its training is interrupted
+        node = client.summarize().set_index("trial_index").loc[index, "generation_node"]
+        ledger[str(index)] = {"suggest_seconds": suggest_seconds}
+        run_trial(index, parameters, GENERATOR_NAMES.get(node, node))
+        completed += 1
+    return trial_table(study, client.summarize(), ledger, trials, device.type)
+
+
+def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, device_type: str) -> pd.DataFrame:
+    done = summary[summary["trial_status"] == "COMPLETED"].sort_values("trial_index").head(trials)
+    rows = []
+    for _, row in done.iterrows():
+        index = int(row["trial_index"])
+        config = study.trial_config(row["lr"], row["batch_size"])
+        run = runs.Run(runs_dir() / config.run_id(device_type))
+        epochs = run.record["epochs"]
+        entry = ledger.get(str(index), {})
+        rows.append({
+            "model": study.model, "depth": study.depth, "dataset": study.dataset, "trial": index + 1,
+            "lr": float(row["lr"]), "batch_size": int(row["batch_size"]), "accuracy": _trial_accuracy(run),
+            "run_id": run.run_id, "status": run.status,
+            "generator": GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
+            "suggest_seconds": entry.get("suggest_seconds", float("nan")),
+            "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in epochs),
+            "trial_epochs": study.trial_epochs, "study": study.key(device_type),
+        })
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table["best_so_far"] = table["accuracy"].cummax()
+    return table
+
+
+def best_trial(table: pd.DataFrame) -> pd.Series:
+    """The trial with the highest accuracy (the earliest of equals) of one model's trial table."""
+    if table.empty:
+        raise ValueError("the trial table is empty: run the optimisation first")
+    if table["model"].nunique() != 1:
+        raise ValueError(f"best_trial takes one model's trials; this table holds {sorted(table['model'].unique())}")
+    return table.sort_values(["accuracy", "trial"], ascending=[False, True]).iloc[0]
+
+
+def best_path(dataset: str, profile: str) -> Path:
+    """Where the optimised hyperparameters of ``dataset`` under ``profile`` are kept."""
+    return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
+
+
+def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
+    """Write each model's best trial (lr, batch size, accuracy, trial, depth ...) as JSON; return the path."""
+    best = {}
+    for model, trials in table.groupby("model", sort=False):
+        row = best_trial(trials)
+        best[model] = {"lr": float(row["lr"]), "batch_size": int(row["batch_size"]), "accuracy": float(row["accuracy"]),
+                       "trial": int(row["trial"]), "trials": int(len(trials)), "depth": int(row["depth"]),
+                       "trial_epochs": int(row["trial_epochs"]), "generator": row["generator"],
+                       "run_id": row["run_id"], "study": row["study"], "dataset": dataset, "profile": profile}
+    path = best_path(dataset, profile)
+    atomic.write_json(path, best)
+    return path
+
+
+def load_best(dataset: str, profile: str) -> dict | None:
+    """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
+    path = best_path(dataset, profile)
+    return json.loads(path.read_text()) if path.exists() else None

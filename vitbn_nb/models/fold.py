@@ -1,0 +1,157 @@
+"""Fold eval-mode BatchNorm into the neighbouring Linear layer: an inference copy without BatchNorm.
+
+In eval mode a BatchNorm is a fixed per-feature affine map ``y = s * x + t`` with
+``s = gamma / sqrt(running_var + eps)`` and ``t = beta - running_mean * s``. Next to a Linear
+``z = W x + b`` that map disappears into the Linear's weights:
+
+* BatchNorm **after** a Linear (ViTBNFFN's and ViTBN's feed-forward ``Linear -> BN``, the
+  patch embedding's ``Linear -> BN(dim)``, DNNBN's ``Linear -> BN``; likewise a
+  ``BatchNorm2d`` after a ``Conv2d``, as in the hMLP stem):
+  ``W' = diag(s) W``, ``b' = s * b + t``.
+* BatchNorm **before** a Linear (ViTBN's attention pre-norm ``BN -> to_qkv``, the patch
+  embedding's ``BN(patch_dim) -> Linear``, ViTBN's final ``BN -> token select/mean -> head``):
+  ``W' = W diag(s)``, ``b' = W t + b`` (a Linear without bias, such as ``to_qkv``, gains one).
+  Selecting the CLS token or averaging over tokens commutes with a per-feature affine map, so
+  the final BatchNorm folds through the pooling into ``mlp_head``.
+
+A LayerNorm cannot fold: its mean and variance are computed from each token at inference
+time, so it is not a fixed affine map; ``fold_batchnorm`` leaves every LayerNorm in place.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from .vit import ViT, Attention
+
+__all__ = ["fold_batchnorm", "batchnorm_affine", "count_batchnorms"]
+
+
+def batchnorm_affine(bn: nn.BatchNorm1d) -> tuple[Tensor, Tensor]:
+    """The eval-mode map of ``bn`` as ``(scale, shift)`` in float64: ``bn(x) = scale * x + shift``."""
+    if bn.running_mean is None or bn.running_var is None:
+        raise ValueError(f"{bn!r} keeps no running statistics (track_running_stats=False): in eval mode it "
+                         "still normalises with batch statistics, so it is not a fixed affine map and cannot fold")
+    var = bn.running_var.detach().double()
+    scale = torch.rsqrt(var + bn.eps)
+    if bn.weight is not None:
+        scale = scale * bn.weight.detach().double()
+    shift = -bn.running_mean.detach().double() * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias.detach().double()
+    return scale, shift
+
+
+def _foldable(bn: nn.Module) -> bool:
+    return isinstance(bn, nn.BatchNorm1d) and bn.running_mean is not None
+
+
+def _fold_conv(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
+    """``bn(conv(x))`` as one convolution (the hMLP stem's ``Conv2d -> BatchNorm2d``)."""
+    scale, shift = batchnorm_affine(bn)
+    if conv.bias is None:
+        conv.bias = nn.Parameter(torch.zeros(conv.out_channels, device=conv.weight.device, dtype=conv.weight.dtype))
+    with torch.no_grad():
+        w, b = conv.weight.double(), conv.bias.double()
+        conv.weight.copy_((w * scale.view(-1, *[1] * (w.dim() - 1))).to(conv.weight.dtype))
+        conv.bias.copy_((scale * b + shift).to(conv.bias.dtype))
+    return conv
+
+
+def _with_bias(linear: nn.Linear) -> nn.Linear:
+    """``linear`` itself when it has a bias, else an equal Linear whose bias is zero."""
+    if linear.bias is not None:
+        return linear
+    out = nn.Linear(linear.in_features, linear.out_features, bias=True,
+                    device=linear.weight.device, dtype=linear.weight.dtype)
+    with torch.no_grad():
+        out.weight.copy_(linear.weight)
+        out.bias.zero_()
+    return out
+
+
+def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
+    """``bn(linear(x))`` as one Linear."""
+    if bn.num_features != linear.out_features:
+        raise ValueError(f"cannot fold {bn!r} after {linear!r}: {bn.num_features} features "
+                         f"!= {linear.out_features} outputs")
+    linear = _with_bias(linear)
+    scale, shift = batchnorm_affine(bn)
+    with torch.no_grad():
+        w, b = linear.weight.double(), linear.bias.double()
+        linear.weight.copy_((scale[:, None] * w).to(linear.weight.dtype))
+        linear.bias.copy_((scale * b + shift).to(linear.bias.dtype))
+    return linear
+
+
+def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:
+    """``linear(bn(x))`` as one Linear."""
+    if bn.num_features != linear.in_features:
+        raise ValueError(f"cannot fold {bn!r} before {linear!r}: {bn.num_features} features "
+                         f"!= {linear.in_features} inputs")
+    linear = _with_bias(linear)
+    scale, shift = batchnorm_affine(bn)
+    with torch.no_grad():
+        w, b = linear.weight.double(), linear.bias.double()
+        linear.weight.copy_((w * scale[None, :]).to(linear.weight.dtype))
+        linear.bias.copy_((w @ shift + b).to(linear.bias.dtype))
+    return linear
+
+
+def _fold_sequential(seq: nn.Sequential) -> None:
+    """Fold each BatchNorm of ``seq`` into the Linear right before it, else the one right after it."""
+    names = list(seq._modules)
+    for i, name in enumerate(names):
+        bn = seq._modules[name]
+        before = seq._modules[names[i - 1]] if i > 0 else None
+        after = seq._modules[names[i + 1]] if i + 1 < len(names) else None
+        if (isinstance(bn, nn.BatchNorm2d) and bn.running_mean is not None and isinstance(before, nn.Conv2d)
+                and before.out_channels == bn.num_features):
+            seq._modules[names[i - 1]] = _fold_conv(before, bn)
+            seq._modules[name] = nn.Identity()
+            continue
+        if not _foldable(bn):
+            continue
+        if isinstance(before, nn.Linear) and before.out_features == bn.num_features:
+            seq._modules[names[i - 1]] = _fold_after(before, bn)
+        elif isinstance(after, nn.Linear) and after.in_features == bn.num_features:
+            seq._modules[names[i + 1]] = _fold_before(bn, after)
+        else:
+            continue
+        seq._modules[name] = nn.Identity()
+
+
+def count_batchnorms(model: nn.Module) -> int:
+    return sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def fold_batchnorm(model: nn.Module, *, strict: bool = False) -> nn.Module:
+    """An eval-mode copy of ``model`` with every BatchNorm that neighbours a Linear folded into it.
+
+    Handles ``nn.Sequential`` chains (``Linear -> BN`` and ``BN -> Linear``: the ViTs' patch
+    embedding and feed-forward, the DNNs; ``Conv2d -> BatchNorm2d``: the hMLP stem), the attention pre-norm (``BN -> to_qkv``) and the
+    ViT's final norm (``BN -> pool -> mlp_head``). Folding uses the running statistics, i.e.
+    what the model computes in eval mode; so the copy is always in eval mode, whatever mode
+    ``model`` is in, and ``model`` itself is left untouched (weights and mode). LayerNorm is
+    kept: it cannot fold. A BatchNorm with no neighbouring Linear (or without running
+    statistics) stays as it is; ``strict=True`` raises instead, naming it.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fold_batchnorm takes an nn.Module, got {type(model).__name__}")
+    folded = copy.deepcopy(model).eval()
+    for module in list(folded.modules()):
+        if isinstance(module, nn.Sequential):
+            _fold_sequential(module)
+        elif isinstance(module, Attention) and _foldable(module.norm):
+            module.to_qkv = _fold_before(module.norm, module.to_qkv)
+            module.norm = nn.Identity()
+    if isinstance(folded, ViT) and _foldable(folded.transformer.norm) and isinstance(folded.mlp_head, nn.Linear):
+        folded.mlp_head = _fold_before(folded.transformer.norm, folded.mlp_head)
+        folded.transformer.norm = nn.Identity()
+    if strict:
+        left = [name for name, m in folded.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        if left:
+            raise ValueError(f"fold_batchnorm(strict=True): no Linear to fold into for {', '.join(left)}")
+    return folded.eval()  # the Linears that gained a bias are new modules

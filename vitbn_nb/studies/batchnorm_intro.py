@@ -1,0 +1,236 @@
+"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3).
+
+DNN_d3 and DNNBN_d3 (784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)) are
+trained on augmented MNIST with Adam and cross-entropy at two learning rates. Article 2
+reports no numbers for this experiment, only what its figures show; ``REPORTED`` quotes
+that, and ``summary`` sets this run's final accuracies (mean ± sd over seeds) beside it.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from .. import figures, results, runs
+
+CHAPTER = "01_batchnorm_intro"
+MODELS = ("DNN_d3", "DNNBN_d3")
+DATASET = "mnist_aug"
+#: Which of article 2's figures each learning rate reproduces.
+FIGURE_FOR_LR = {0.01: "article2/fig1", 0.1: "article2/fig2"}
+#: Article 2 describes Figures 1-3 in words only (it gives no accuracies); quoted, in translation.
+REPORTED = {
+    "article2/fig1": "lr 0.01: with BatchNorm the network converges faster; DNNBN_d3 reaches a higher test "
+                     "accuracy and a lower training loss than DNN_d3 within the 15 epochs.",
+    "article2/fig2": "lr 0.1: the high learning rate makes DNN_d3 unstable, while the model with BatchNorm "
+                     "stays very stable.",
+    "article2/fig3": "DNN_d3 stops learning at the high learning rate; DNNBN_d3's accuracy is affected much less.",
+}
+#: Ten classes: a model whose final accuracy stays below this has not learned to tell digits apart.
+CHANCE_LEVEL = 20.0
+REQUIRED = ("seeds", "epochs", "lrs", "batch_size", "test_batch_size", "train_size", "test_size")
+
+
+def _check_settings(settings: dict) -> None:
+    missing = [key for key in REQUIRED if key not in settings]
+    if missing:
+        raise ValueError(f"settings for {CHAPTER} lack {missing}; build them with "
+                         f"profiles.settings({CHAPTER!r}, profile)")
+    if not isinstance(settings["seeds"], int) or settings["seeds"] < 1:
+        raise ValueError(f"seeds={settings['seeds']!r} is not allowed; it must be an integer >= 1")
+    if not settings["lrs"]:
+        raise ValueError("lrs=[] is not allowed; give at least one learning rate")
+
+
+def configs(settings: dict) -> list[runs.RunConfig]:
+    """Every run of the chapter: each model at each learning rate, ``settings['seeds']`` seeds."""
+    _check_settings(settings)
+    return [
+        runs.RunConfig(model=model, dataset=DATASET, epochs=settings["epochs"], lr=float(lr),
+                       batch_size=settings["batch_size"], test_batch_size=settings["test_batch_size"], seed=seed,
+                       train_size=settings["train_size"], test_size=settings["test_size"])
+        for lr in settings["lrs"] for model in MODELS for seed in range(settings["seeds"])
+    ]
+
+
+def protocol(settings: dict) -> pd.DataFrame:
+    """The runs of this chapter under ``settings``, one row per model and learning rate."""
+    rows = {}
+    for config in configs(settings):
+        key = (config.model, config.lr)
+        rows.setdefault(key, {
+            "model": config.model, "lr": config.lr, "dataset": "augmented MNIST (train and test)",
+            "optimiser": "Adam", "loss": "cross-entropy", "epochs": config.epochs, "train batch": config.batch_size,
+            "test batch": config.test_batch_size,
+            "train images": config.train_size or "all 60,000", "test images": config.test_size or "all 10,000",
+            "seeds": 0})
+        rows[key]["seeds"] += 1
+    return pd.DataFrame(rows.values())
+
+
+def run(settings: dict, force: bool = False) -> pd.DataFrame:
+    """Train (or read back from the run store) every run of the chapter; one row per run and epoch."""
+    return runs.load_table(runs.train_all(configs(settings), force=force))
+
+
+def _select(table: pd.DataFrame, **where) -> pd.DataFrame:
+    chosen = table
+    for column, value in where.items():
+        chosen = chosen[chosen[column] == value] if column != "lr" else chosen[chosen["lr"].sub(value).abs() < 1e-12]
+    if chosen.empty:
+        known = sorted(table[list(where)].drop_duplicates().itertuples(index=False))
+        raise ValueError(f"the run table has no rows for {where}; it holds {known}")
+    return chosen
+
+
+def _reproduces(lr: float) -> str:
+    return next((figure for known, figure in FIGURE_FOR_LR.items() if math.isclose(lr, known)), f"new/dnn_lr{lr:g}")
+
+
+def accuracy_loss_figure(table: pd.DataFrame, lr: float, settings: dict):
+    """Article 2's Figure 1 (lr 0.01) or 2 (lr 0.1): test accuracy and training loss per epoch, both models."""
+    chosen = _select(table, lr=lr)
+    figures.use_style()
+    fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for model in MODELS:
+        rows = chosen[chosen["model"] == model]
+        if rows.empty:
+            continue
+        for ax, metric in ((acc_ax, "test_acc"), (loss_ax, "train_loss")):
+            figures.mean_band(ax, rows, x="epoch", y=metric, label=model, color=figures.color(model), marker="o")
+    acc_ax.set(xlabel="epoch", ylabel="test accuracy (%)", title="Test accuracy (augmented MNIST test set)")
+    loss_ax.set(xlabel="epoch", ylabel="training loss (cross-entropy)", title="Training loss (mean per image)")
+    _chance_line(acc_ax)
+    acc_ax.set_ylim(*_accuracy_limits(chosen))
+    loss_ax.axhline(math.log(10), color="0.55", linestyle=":", linewidth=1.2, label="uniform guess (ln 10 ≈ 2.30)")
+    for ax in (acc_ax, loss_ax):
+        figures.integer_epochs(ax)
+    acc_ax.legend(title=_seed_note(chosen))
+    loss_ax.legend()
+    fig.suptitle(f"DNN_d3 vs DNNBN_d3 at lr = {lr:g} (Adam, batch {int(chosen['batch_size'].iloc[0])})")
+    reproduces = _reproduces(lr)
+    return figures.save_figure(
+        fig, f"01_dnn_lr{lr:g}", chapter=CHAPTER, reproduces=reproduces, profile=settings["profile"],
+        caption=f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented "
+                f"MNIST; mean over seeds with a min-max band (article 2, {reproduces.split('/')[-1]}).",
+        run_ids=chosen["run_id"])
+
+
+def lr_comparison_figure(table: pd.DataFrame, settings: dict):
+    """Article 2's Figure 3: each model's accuracy curve at every learning rate (DNN_d3 | DNNBN_d3)."""
+    figures.use_style()
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
+    lrs = sorted(table["lr"].unique())
+    styles = ["-", "--", ":", "-."]
+    for ax, model in zip(axes, MODELS):
+        rows = _select(table, model=model)
+        for i, lr in enumerate(lrs):
+            at_lr = rows[(rows["lr"] - lr).abs() < 1e-12]
+            if not at_lr.empty:
+                # One model, one hue: the higher learning rates darker and dashed.
+                figures.mean_band(ax, at_lr, x="epoch", y="test_acc", label=f"lr = {lr:g}",
+                                  color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
+                                  linestyle=styles[i % len(styles)], marker="o" if i == 0 else "s")
+        ax.set(xlabel="epoch", title=model)
+        _chance_line(ax)
+        figures.integer_epochs(ax)
+        ax.legend(title=_seed_note(rows))
+    axes[0].set_ylabel("test accuracy (%)")
+    axes[0].set_ylim(*_accuracy_limits(table))
+    fig.suptitle("Each model's test accuracy at both learning rates (augmented MNIST)")
+    return figures.save_figure(
+        fig, "01_dnn_both_lrs", chapter=CHAPTER, reproduces="article2/fig3", profile=settings["profile"],
+        caption="Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
+                "mean over seeds with a min-max band (article 2, fig3).",
+        run_ids=table["run_id"])
+
+
+def _accuracy_limits(rows: pd.DataFrame) -> tuple[float, float]:
+    """From 0, so a model stuck at chance reads as such, to just above the best accuracy."""
+    top = rows["test_acc"].max()
+    return 0.0, min(100.0, (top if pd.notna(top) else 100.0) * 1.05 + 2)
+
+
+def _chance_line(ax) -> None:
+    ax.axhline(10, color="0.55", linestyle=":", linewidth=1.2, label="chance (10 %)")
+
+
+def _seed_note(rows: pd.DataFrame) -> str:
+    seeds = rows["seed"].nunique()
+    return f"{seeds} seed{'s' if seeds > 1 else ''}" + (" (band: min-max)" if seeds > 1 else "")
+
+
+@dataclass
+class Summary:
+    """A small table with a computed verdict under it; shows as HTML in a notebook and as text elsewhere."""
+
+    table: pd.DataFrame
+    verdicts: list[str] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        lines = "".join(f"<li>{html.escape(v)}</li>" for v in self.verdicts)
+        return self.table.to_html(index=False, na_rep="–") + f"<ul>{lines}</ul>"
+
+    def __repr__(self) -> str:
+        return self.table.to_string(index=False) + "".join(f"\n- {v}" for v in self.verdicts)
+
+
+def _final(table: pd.DataFrame) -> pd.DataFrame:
+    summary = results.accuracy_summary(table, by=("lr", "model"))
+    return summary.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
+
+
+def _gap_verdict(final: pd.DataFrame, lr: float) -> str:
+    at_lr = final[(final["lr"] - lr).abs() < 1e-12].set_index("model")
+    if not set(MODELS) <= set(at_lr.index):
+        return f"lr {lr:g}: not every model has a run here, so there is nothing to compare."
+    plain, bn = at_lr.loc["DNN_d3"], at_lr.loc["DNNBN_d3"]
+    gap = bn["mean"] - plain["mean"]
+    spread = max(plain["sd"], bn["sd"])
+    words = f"lr {lr:g}: DNNBN_d3 ends {abs(gap):.1f} points {'above' if gap >= 0 else 'below'} DNN_d3"
+    if math.isnan(spread):
+        words += " (one seed per model, so there is no spread to weigh the gap against)"
+    elif abs(gap) > 2 * spread:
+        words += f", more than twice the larger seed-to-seed sd ({spread:.1f})"
+    else:
+        words += f", within twice the larger seed-to-seed sd ({spread:.1f}): not a clear difference"
+    stuck = [m for m in MODELS if at_lr.loc[m, "mean"] < CHANCE_LEVEL or at_lr.loc[m, "diverged"]]
+    if stuck:
+        words += f"; {' and '.join(stuck)} did not learn (final accuracy below {CHANCE_LEVEL:g} % or diverged)"
+    return words + "."
+
+
+def summary(table: pd.DataFrame, lr: float | None = None) -> Summary:
+    """This run's final accuracy (mean ± sd over seeds) per model and lr, article 2's words, a verdict.
+
+    With ``lr`` the rows at that learning rate (Figures 1 and 2); without it all rows and the
+    cost of the higher learning rate to each model (Figure 3).
+    """
+    final = _final(table)
+    if lr is not None:
+        _select(table, lr=lr)
+        final = final[(final["lr"] - lr).abs() < 1e-12]
+    shown = final[["model", "lr", "accuracy (%)", "seeds", "diverged"]].rename(
+        columns={"accuracy (%)": "final test accuracy (%) this run", "seeds": "seeds", "diverged": "diverged runs"})
+    epochs = int(table["epoch"].max())
+    shown.insert(2, "epochs", epochs)
+    reproduces = _reproduces(lr) if lr is not None else "article2/fig3"
+    verdicts = [f"Article 2 ({reproduces.split('/')[-1]}, its words, no numbers given): "
+                f"{REPORTED.get(reproduces, 'no such figure in article 2')}"]
+    lrs = [lr] if lr is not None else sorted(final["lr"].unique())
+    verdicts += [_gap_verdict(final, value) for value in lrs]
+    if lr is None and len(lrs) >= 2:
+        verdicts.append(_lr_cost(final, lrs[0], lrs[-1]))
+    return Summary(shown.reset_index(drop=True), verdicts)
+
+
+def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
+    by = final.set_index(["model", "lr"])["mean"]
+    parts = []
+    for model in MODELS:
+        if (model, low) in by and (model, high) in by:
+            parts.append(f"{model} {by[(model, high)] - by[(model, low)]:+.1f} points")
+    return f"Going from lr {low:g} to lr {high:g} changes the final accuracy by: {', '.join(parts)}."

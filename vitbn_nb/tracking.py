@@ -1,0 +1,204 @@
+"""A mirror of the run store in MLflow, the seeds' tracker -- only when the user asks for it.
+
+The run store (``runs.py``) stays the truth; MLflow gets a copy of every finished (or
+diverged) run: the configuration flattened into params, every epoch's metrics with
+``step = epoch``, tags (``run_id``, ``status``, hardware, versions) and the trained weights
+(``model.pt``) plus the run's ``record.json`` as artifacts.
+
+It is switched on by ``MLFLOW_TRACKING_URI`` in the environment (set it before starting
+Jupyter or the book runner, and every chapter mirrors) or by ``runs.train(..., mlflow=True)``.
+Without either, nothing here is imported and ``mlflow`` is never loaded.
+
+Stores that work offline, with no server:
+
+* ``sqlite:///abs/path/mlflow.db`` -- MLflow's recommended local backend (needs ``alembic``,
+  listed in the ``tracking`` extra); artifacts go to ``mlartifacts/`` beside the database
+  file, not into the working directory.
+* ``file:///abs/path/mlruns`` (or a plain path) -- the file store, which MLflow 3 keeps in
+  maintenance mode and refuses unless ``MLFLOW_ALLOW_FILE_STORE=true``; naming such a URI is
+  taken as that opt-in, so this module sets the variable for you.
+
+``mlflow=True`` with no ``MLFLOW_TRACKING_URI`` uses ``sqlite:///<runs_dir()>/mlflow.db``.
+
+Mirroring happens when ``runs.train`` returns a finished run, so a run resumed after an
+interruption is logged once, with all its epochs. A run already mirrored (same run id and
+start time in the same experiment) is not logged again; a ``force=True`` retrain starts
+anew, so it gets a new MLflow run.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .paths import runs_dir
+
+URI_VARIABLE = "MLFLOW_TRACKING_URI"
+EXPERIMENT_VARIABLE = "MLFLOW_EXPERIMENT_NAME"
+DEFAULT_EXPERIMENT = "vitbn-book"
+#: Epoch entries that are not scalar metrics (or are logged as something else).
+_NOT_METRICS = {"epoch", "class_acc"}
+_METRICS_PER_CALL = 900  # MLflow refuses batches of more than 1,000 entities
+
+
+def enabled(mlflow: bool | None = None) -> bool:
+    """Whether to mirror: ``mlflow`` when given, else whether ``MLFLOW_TRACKING_URI`` is set."""
+    if mlflow is not None:
+        return bool(mlflow)
+    return bool(os.environ.get(URI_VARIABLE))
+
+
+def tracking_uri(uri: str | None = None) -> str:
+    """The URI to use: ``uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite file in the run store."""
+    return uri or os.environ.get(URI_VARIABLE) or f"sqlite:///{runs_dir() / 'mlflow.db'}"
+
+
+def _is_file_store(uri: str) -> bool:
+    return urlparse(uri).scheme in ("", "file")
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def client(uri: str | None = None):
+    """An ``MlflowClient`` for ``uri`` (see the module docstring for what works offline)."""
+    uri = tracking_uri(uri)
+    if _is_file_store(uri):
+        # Naming a file store is the opt-in MLflow 3 asks for; without it the client raises.
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    elif (path := _sqlite_path(uri)) is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(mlflow_client, name: str | None = None) -> str:
+    """The id of experiment ``name`` (``$MLFLOW_EXPERIMENT_NAME`` or ``vitbn-book``), created if absent."""
+    name = name or os.environ.get(EXPERIMENT_VARIABLE) or DEFAULT_EXPERIMENT
+    found = mlflow_client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    artifact_location = None
+    if (path := _sqlite_path(mlflow_client.tracking_uri)) is not None:
+        # MLflow's default for a database store is ./mlruns in whatever folder Python runs in.
+        artifact_location = (path.parent / "mlartifacts").resolve().as_uri()
+    return mlflow_client.create_experiment(name, artifact_location=artifact_location)
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """``{"model_kwargs": {"depth": 6}}`` -> ``{"model_kwargs.depth": "6"}`` (MLflow params are strings)."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, prefix=f"{name}."))
+        else:
+            flat[name] = "None" if value is None else str(value)
+    return flat
+
+
+def _millis(timestamp: str | None) -> int | None:
+    if not timestamp:
+        return None
+    return int(dt.datetime.fromisoformat(timestamp).timestamp() * 1000)
+
+
+def _epoch_metrics(record: dict, timestamp: int):
+    from mlflow.entities import Metric
+
+    metrics = []
+    for epoch in record["epochs"]:
+        step = int(epoch["epoch"])
+        for key, value in epoch.items():
+            if key in _NOT_METRICS or value is None:
+                continue
+            metrics.append(Metric(key, float(value), timestamp, step))
+        for i, value in enumerate(epoch.get("class_acc", [])):
+            metrics.append(Metric(f"class_acc_{i}", float(value), timestamp, step))
+    return metrics
+
+
+def _tags(record: dict) -> dict[str, str]:
+    hardware = record.get("hardware", {})
+    tags = {
+        "run_id": record["run_id"], "status": record["status"], "started": record.get("started") or "",
+        "finished": record.get("finished") or "", "resumed_at": ",".join(map(str, record.get("resumed_at", []))),
+        "hardware": hardware.get("gpu") or f"CPU: {hardware.get('cpu', '?')} ({hardware.get('cpu_cores', '?')} cores)",
+        "device": hardware.get("device", "?"), "train_images": str(record.get("train_images", "")),
+        "test_images": str(record.get("test_images", "")), "timing": record.get("timing", ""),
+        "mlflow.source.name": "vitbn_nb.runs",
+    }
+    if record.get("diverged_epoch") is not None:
+        tags["diverged_epoch"] = str(record["diverged_epoch"])
+    tags.update({f"version.{name}": version for name, version in record.get("versions", {}).items()})
+    return tags
+
+
+def find(run, *, uri: str | None = None, experiment: str | None = None):
+    """The MLflow run that mirrors ``run`` (a ``runs.Run``), or None."""
+    mlflow_client = client(uri)
+    return _find(mlflow_client, experiment_id(mlflow_client, experiment), run.record)
+
+
+def _find(mlflow_client, experiment: str, record: dict):
+    hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'",
+                                     max_results=50)
+    for hit in hits:
+        if hit.data.tags.get("started") == (record.get("started") or ""):
+            return hit
+    return None
+
+
+def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, tags: dict | None = None) -> str:
+    """Log ``run`` (a finished or diverged ``runs.Run``) to MLflow once; return the MLflow run id."""
+    from mlflow.entities import Param, RunTag
+
+    record = run.record
+    if record["status"] not in ("finished", "diverged"):
+        raise ValueError(f"run {record['run_id']} is {record['status']!r}; only finished or diverged runs are mirrored")
+    mlflow_client = client(uri)
+    experiment_id_ = experiment_id(mlflow_client, experiment)
+    existing = _find(mlflow_client, experiment_id_, record)
+    if existing is not None:
+        if tags:
+            set_tags(existing.info.run_id, tags, mlflow_client=mlflow_client)
+        return existing.info.run_id
+
+    start = _millis(record.get("started"))
+    created = mlflow_client.create_run(experiment_id_, start_time=start, run_name=record["run_id"])
+    mlflow_run_id = created.info.run_id
+    try:
+        params = [Param(key, value[:6000]) for key, value in flatten(record["config"]).items()]
+        all_tags = [RunTag(key, value) for key, value in {**_tags(record), **(tags or {})}.items()]
+        mlflow_client.log_batch(mlflow_run_id, params=params, tags=all_tags)
+        metrics = _epoch_metrics(record, _millis(record.get("finished")) or start or 0)
+        for first in range(0, len(metrics), _METRICS_PER_CALL):
+            mlflow_client.log_batch(mlflow_run_id, metrics=metrics[first:first + _METRICS_PER_CALL])
+        for name in ("model.pt", "record.json"):
+            if (run.folder / name).is_file():
+                mlflow_client.log_artifact(mlflow_run_id, str(run.folder / name))
+    except BaseException:
+        # A half-logged run must not pass for a mirrored one next time.
+        mlflow_client.set_terminated(mlflow_run_id, status="FAILED")
+        mlflow_client.delete_run(mlflow_run_id)
+        raise
+    mlflow_client.set_terminated(mlflow_run_id, status="FINISHED", end_time=_millis(record.get("finished")))
+    return mlflow_run_id
+
+
+def set_tags(mlflow_run_id: str, tags: dict, *, mlflow_client=None, uri: str | None = None) -> None:
+    """Add ``tags`` to an MLflow run (the optimisation marks its trials this way)."""
+    mlflow_client = mlflow_client or client(uri)
+    for key, value in tags.items():
+        mlflow_client.set_tag(mlflow_run_id, key, str(value))
+
+
+def tag_run(run, tags: dict, *, uri: str | None = None, experiment: str | None = None) -> None:
+    """Add ``tags`` to the MLflow mirror of ``run`` (mirroring it first if it is not there yet)."""
+    mirror_run(run, uri=uri, experiment=experiment, tags=tags)

@@ -77,7 +77,9 @@ speed.seed_reported()
 # and 6** (which include the seeds' three configurations) it times, on augmented MNIST:
 #
 # * **training**: a fixed number of Adam steps after a warm-up, repeated, the median repeat
-#   kept (not whole epochs: an epoch's time is the step time times the number of steps);
+#   kept (not whole epochs: an epoch's time is the step time times the number of steps); the
+#   repeats of all configurations take turns, so a busy spell on a shared machine slows them
+#   all alike instead of skewing one ratio;
 # * **inference**: forward passes over test batches of 5,000 plus the per-class accuracy
 #   counts;
 #

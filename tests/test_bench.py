@@ -2,6 +2,8 @@
 
 No test here looks at how fast anything is: timings depend on the machine and its load.
 """
+import contextlib
+import io
 import json
 import math
 
@@ -16,7 +18,7 @@ from vitbn_nb.models import build_model
 
 TRAIN_KEYS = {"model", "depth", "pipeline", "as_published", "images_per_s", "step_seconds", "data_seconds",
               "compute_seconds", "data_share", "images_per_s_repeats", "flops_per_step", "achieved_flops", "mfu",
-              "compute_mfu", "peak_memory_mib", "memory_measure"}
+              "compute_mfu", "peak_memory_mib"}
 INFER_KEYS = {"model", "depth", "pipeline", "as_published", "folded", "images_per_s", "batch_seconds", "data_seconds",
               "forward_seconds", "bookkeeping_seconds", "data_share", "peak_memory_mib", "flops_per_image"}
 
@@ -26,9 +28,6 @@ def quick_run(tmp_path_factory, mnist_ready):
     folder = tmp_path_factory.mktemp("bench")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VITBN_FIGURES_DIR", str(folder / "figures"))
-        import contextlib
-        import io
-
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main(["bench", "--quick", "--out", str(folder / "build"), "--device", "cpu"])

@@ -34,6 +34,7 @@ def with_speeds(results, train, infer):
             if row.get("folded") or row.get("norms_removed"):
                 continue
             row["images_per_s"] = speeds[(row["model"], row["depth"], row["pipeline"])]
+            row["images_per_s_repeats"] = [row["images_per_s"]] * 3  # no spread: every difference counts
     return fake
 
 
@@ -117,3 +118,13 @@ def test_a_slower_batchnorm_model_is_said_to_be_slower(measured):
     speeds[("ViTBN", 1, "engine")] = 500.0  # half ViT's speed at depth 1
     text = speed.accounting_statement(with_speeds(measured, speeds, speeds)).data
     assert "ViTBN is slower than ViT (r = 0.50)" in text and "depth explains all of it and more" in text
+
+
+def test_a_difference_within_the_repeats_spread_is_called_a_tie(measured):
+    speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
+    speeds[("ViTBN", 1, "engine")] = 960.0  # 4 % slower than ViT ...
+    fake = with_speeds(measured, speeds, speeds)
+    vit = next(r for r in fake["training"] if (r["model"], r["depth"], r["pipeline"]) == ("ViT", 1, "engine"))
+    vit["images_per_s_repeats"] = [900.0, 1000.0, 1050.0]  # ... while ViT's own repeats spread by 17 %
+    text = speed.accounting_statement(fake).data
+    assert "ViTBN is about as fast as ViT (r = 0.96)" in text

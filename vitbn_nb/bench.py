@@ -23,13 +23,16 @@ depth 6 against BatchNorm models of depth 1):
   BatchNorm1d of :class:`vitbn_nb.models.BatchNorm`).
 
 Every timing is the median over ``repeats`` runs of a fixed number of steps after a
-warm-up (not whole epochs), with the device synchronised before each clock read. It prints
+warm-up (not whole epochs), with the device synchronised before each clock read; the repeats
+of all configurations take turns, so that a busy spell on a shared machine slows every
+configuration alike rather than one of them. It prints
 a table and writes JSON to ``build/bench/bench-<date>.json`` and ``figures/bench.json``.
 Chapter 08 calls :func:`measure` itself, so the book never shows a stale bench file.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import dataclasses
 import datetime as dt
@@ -40,6 +43,7 @@ import re
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +62,8 @@ from .system import hardware, hardware_label, pick_device, synchronize, versions
 
 PIPELINES = ("reference", "engine")
 DATASET = "mnist_aug"
-TIMING_NOTE = ("medians over repeats of a fixed number of steps after warm-up; the device is synchronised before "
-               "every clock read; 'data' is the time spent producing a batch (loading, augmenting, collating, "
+TIMING_NOTE = ("medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "
+               "interleaved (so a busy spell slows them alike); the device is synchronised before every clock read; 'data' is the time spent producing a batch (loading, augmenting, collating, "
                "copying to the device), 'compute' the optimisation step (forward, backward, Adam) or the forward "
                "pass, 'bookkeeping' the per-class accuracy counting")
 
@@ -310,53 +314,88 @@ def _median_repeat(repeats: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def time_training(model: nn.Module, train_data, *, pipeline: str, settings: BenchSettings,
-                  device: torch.device) -> dict:
-    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
+def _interleave(runners: dict, warmup: int, repeats: int, length: int) -> dict[object, list[dict]]:
+    """Warm every runner up, then run their repeats in turn (A B C, A B C, ...), so that a busy
+    spell on a shared machine slows every variant alike instead of one of them."""
+    for run in runners.values():
+        if warmup:
+            run(warmup)
+    timings = {key: [] for key in runners}
+    for _ in range(repeats):
+        for key, run in runners.items():
+            timings[key].append(run(length))
+    return timings
+
+
+def _training_runner(model: nn.Module, train_data, pipeline: str, settings: BenchSettings, device: torch.device):
+    """``run(n)``: ``n`` training steps of ``model`` through ``pipeline``, clocked into data and compute."""
     if pipeline not in PIPELINES:
         raise ValueError(f"pipeline={pipeline!r} is not allowed; choose one of {', '.join(PIPELINES)}")
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     step: Callable = reference_step if pipeline == "reference" else engine.train_step
-    generator = torch.Generator(device=device).manual_seed(settings.seed)
-    batches = _endless(train_data, settings.batch_size, generator)
-    repeats = []
-    with PeakMemory(device) as memory:
-        for _ in range(settings.warmup):
-            step(model, optimizer, *next(batches))
-        for _ in range(settings.repeats):
-            data = compute = 0.0
-            images = 0
-            start = _clock(device)
-            for _ in range(settings.steps):
-                t0 = _clock(device)
-                x, y = next(batches)
-                t1 = _clock(device)
-                step(model, optimizer, x, y)
-                t2 = _clock(device)
-                data, compute, images = data + t1 - t0, compute + t2 - t1, images + len(y)
-            repeats.append({"seconds": _clock(device) - start, "data": data, "compute": compute, "images": images})
+    batches = _endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+
+    def run(steps: int) -> dict:
+        data = compute = 0.0
+        images = 0
+        start = _clock(device)
+        for _ in range(steps):
+            t0 = _clock(device)
+            x, y = next(batches)
+            t1 = _clock(device)
+            step(model, optimizer, x, y)
+            t2 = _clock(device)
+            data, compute, images = data + t1 - t0, compute + t2 - t1, images + len(y)
+        return {"seconds": _clock(device) - start, "data": data, "compute": compute, "images": images}
+
+    return run
+
+
+def _training_row(repeats: list[dict], steps: int) -> dict:
     chosen = _median_repeat(repeats)
     return {
         "images_per_s": chosen["images"] / chosen["seconds"],
-        "step_seconds": chosen["seconds"] / settings.steps,
-        "data_seconds": chosen["data"] / settings.steps,
-        "compute_seconds": chosen["compute"] / settings.steps,
+        "step_seconds": chosen["seconds"] / steps,
+        "data_seconds": chosen["data"] / steps,
+        "compute_seconds": chosen["compute"] / steps,
         "data_share": chosen["data"] / chosen["seconds"],
         "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
-        "peak_memory_mib": memory.mib,
-        "memory_measure": memory.what,
     }
 
 
-@torch.inference_mode()
-def time_inference(model: nn.Module, test_data, *, per_sample: bool, settings: BenchSettings,
-                   device: torch.device, num_classes: int = 10) -> dict:
-    """Evaluation throughput: forward passes over test batches plus the per-class accuracy counts,
-    vectorised (``engine.count_classes``) or the seeds' per-sample loop (``per_sample=True``)."""
+def time_training_many(variants: dict, *, settings: BenchSettings, device: torch.device) -> dict:
+    """Training throughput of several ``key: (model, train_data, pipeline)`` variants, their
+    ``repeats`` x ``steps`` steps interleaved after ``warmup`` steps each; one row per key."""
+    runners = {key: _training_runner(model, data_, pipeline, settings, device)
+               for key, (model, data_, pipeline) in variants.items()}
+    timings = _interleave(runners, settings.warmup, settings.repeats, settings.steps)
+    return {key: _training_row(timings[key], settings.steps) for key in variants}
+
+
+def time_training(model: nn.Module, train_data, *, pipeline: str, settings: BenchSettings,
+                  device: torch.device) -> dict:
+    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
+    return time_training_many({0: (model, train_data, pipeline)}, settings=settings, device=device)[0]
+
+
+def training_memory(name: str, depth: int, train_data, *, pipeline: str, settings: BenchSettings,
+                    device: torch.device) -> PeakMemory:
+    """Peak memory of building ``name`` at ``depth`` and taking two training steps (Adam's state included)."""
+    with PeakMemory(device) as memory:
+        model = _build(name, depth, settings.seed, device)
+        _training_runner(model, train_data, pipeline, settings, device)(2)
+        del model
+    return memory
+
+
+def _inference_runner(model: nn.Module, test_data, per_sample: bool, settings: BenchSettings, device: torch.device,
+                      num_classes: int = 10):
+    """``run(n)``: ``n`` test batches, clocked into data, forward pass and per-class bookkeeping."""
     model.to(device).eval()
     batches = _endless_test(test_data, settings.test_batch_size)
 
+    @torch.inference_mode()
     def one_batch():
         t0 = _clock(device)
         x, y = next(batches)
@@ -371,26 +410,50 @@ def time_inference(model: nn.Module, test_data, *, per_sample: bool, settings: B
         t3 = _clock(device)
         return t1 - t0, t2 - t1, t3 - t2, len(y)
 
-    repeats = []
-    with PeakMemory(device) as memory:
-        for _ in range(settings.eval_warmup):
-            one_batch()
-        for _ in range(settings.repeats):
-            parts = [one_batch() for _ in range(settings.eval_batches)]
-            data, forward, book, images = (sum(p[i] for p in parts) for i in range(4))
-            repeats.append({"seconds": data + forward + book, "data": data, "forward": forward, "bookkeeping": book,
-                            "images": images})
+    def run(n: int) -> dict:
+        parts = [one_batch() for _ in range(n)]
+        data, forward, book, images = (sum(p[i] for p in parts) for i in range(4))
+        return {"seconds": data + forward + book, "data": data, "forward": forward, "bookkeeping": book,
+                "images": images}
+
+    return run
+
+
+def _inference_row(repeats: list[dict], batches: int) -> dict:
     chosen = _median_repeat(repeats)
     return {
         "images_per_s": chosen["images"] / chosen["seconds"],
-        "batch_seconds": chosen["seconds"] / settings.eval_batches,
-        "data_seconds": chosen["data"] / settings.eval_batches,
-        "forward_seconds": chosen["forward"] / settings.eval_batches,
-        "bookkeeping_seconds": chosen["bookkeeping"] / settings.eval_batches,
+        "batch_seconds": chosen["seconds"] / batches,
+        "data_seconds": chosen["data"] / batches,
+        "forward_seconds": chosen["forward"] / batches,
+        "bookkeeping_seconds": chosen["bookkeeping"] / batches,
         "data_share": chosen["data"] / chosen["seconds"],
         "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
-        "peak_memory_mib": memory.mib,
     }
+
+
+def time_inference_many(variants: dict, *, settings: BenchSettings, device: torch.device) -> dict:
+    """Evaluation throughput of several ``key: (model, test_data, per_sample)`` variants: forward
+    passes over test batches plus per-class accuracy counts, vectorised (``engine.count_classes``)
+    or the seeds' per-sample loop; repeats interleaved; one row per key."""
+    runners = {key: _inference_runner(model, data_, per_sample, settings, device)
+               for key, (model, data_, per_sample) in variants.items()}
+    timings = _interleave(runners, settings.eval_warmup, settings.repeats, settings.eval_batches)
+    return {key: _inference_row(timings[key], settings.eval_batches) for key in variants}
+
+
+def time_inference(model: nn.Module, test_data, *, per_sample: bool, settings: BenchSettings,
+                   device: torch.device) -> dict:
+    """Evaluation throughput of one model (see :func:`time_inference_many`)."""
+    return time_inference_many({0: (model, test_data, per_sample)}, settings=settings, device=device)[0]
+
+
+def inference_memory(model: nn.Module, test_data, *, per_sample: bool, settings: BenchSettings,
+                     device: torch.device) -> PeakMemory:
+    """Peak memory of one test batch (producing it, the forward pass, the counts)."""
+    with PeakMemory(device) as memory:
+        _inference_runner(model, test_data, per_sample, settings, device)(1)
+    return memory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,6 +530,18 @@ def time_norm_forms(device=None, *, batch: int = 100, test_batch: int = 5000, to
     return rows
 
 
+@contextlib.contextmanager
+def _cold_inductor_cache(folder: str):
+    """Inductor's caches pointed at an empty ``folder`` (yields whether that worked)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    except ImportError:  # a torch without it: the compile time may then come from a warm cache
+        yield False
+        return
+    with temporary_cache_dir(folder):
+        yield True
+
+
 def time_compile(name: str, depth: int, settings: BenchSettings, device=None) -> dict:
     """What ``torch.compile`` would buy the engine's training step: compile seconds (the first
     compiled step, less an eager step), eager and compiled step times (same batches, same
@@ -477,16 +552,19 @@ def time_compile(name: str, depth: int, settings: BenchSettings, device=None) ->
     eager = _build(name, depth, settings.seed, device)
     eager_row = time_training(eager, train_data, pipeline="engine", settings=settings, device=device)
     compiled_model = _build(name, depth, settings.seed, device)
-    compiled = torch.compile(compiled_model)
     optimizer = torch.optim.Adam(compiled_model.parameters(), lr=settings.lr)
     batches = _endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
-    start = _clock(device)
-    engine.train_step(compiled, optimizer, *next(batches))
-    first = _clock(device) - start
-    compiled_row = time_training(compiled, train_data, pipeline="engine", settings=settings, device=device)
+    torch._dynamo.reset()
+    with tempfile.TemporaryDirectory() as cache, _cold_inductor_cache(cache) as cold:
+        # A cold cache, as a fresh checkout (or Colab) has: a warm one hides most of the compile time.
+        compiled = torch.compile(compiled_model)
+        start = _clock(device)
+        engine.train_step(compiled, optimizer, *next(batches))
+        first = _clock(device) - start
+        compiled_row = time_training(compiled, train_data, pipeline="engine", settings=settings, device=device)
     compile_seconds = max(first - eager_row["step_seconds"], 0.0)
     saved = eager_row["step_seconds"] - compiled_row["step_seconds"]
-    return {"model": name, "depth": depth, "compile_seconds": compile_seconds,
+    return {"model": name, "depth": depth, "compile_seconds": compile_seconds, "cold_cache": cold,
             "eager_step_seconds": eager_row["step_seconds"], "compiled_step_seconds": compiled_row["step_seconds"],
             "speedup": _ratio(eager_row["step_seconds"], compiled_row["step_seconds"]),
             "break_even_steps": compile_seconds / saved if saved > 0 else float("inf")}
@@ -542,59 +620,59 @@ def measure(settings: BenchSettings = FULL, device=None, *, log: Callable[[str],
     results["matmul_peak"] = peak
     sets = pipelines(settings, device)
     results["engine_test_set_prepare_seconds"] = sets["prepare_seconds"]
-    training, inference = [], []
-    for name in settings.models:
-        for depth in settings.depths:
-            as_published = AS_PUBLISHED_DEPTH[name] == depth
-            flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
-            flops_image = inference_flops(build_model(name, depth=depth), 2, device) / 2
-            trained = None
-            for pipeline in PIPELINES:
-                log(f"train {name} d{depth} [{pipeline}] ...")
-                model = _build(name, depth, settings.seed, device)
-                row = time_training(model, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
-                row.update(model=name, depth=depth, pipeline=pipeline, as_published=as_published,
-                           flops_per_step=flops_step, achieved_flops=flops_step / row["step_seconds"],
-                           mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
-                           compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"])
-                training.append(row)
-                trained = model  # a few steps in: BatchNorm's running statistics are no longer 0 and 1
-            for pipeline in PIPELINES:
-                log(f"infer {name} d{depth} [{pipeline}] ...")
-                row = time_inference(trained, sets[pipeline][1], per_sample=pipeline == "reference",
-                                     settings=settings, device=device)
-                row.update(model=name, depth=depth, pipeline=pipeline, as_published=as_published, folded=False,
-                           flops_per_image=flops_image,
-                           achieved_flops=flops_image * row["images_per_s"],
-                           mfu=flops_image * row["images_per_s"] / peak["flops_per_s"])
-                inference.append(row)
-            if count_batchnorms(trained):
-                log(f"infer {name} d{depth} folded [engine] ...")
-                folded = fold_batchnorm(trained)
-                x, _ = next(iter(sets["engine"][1].batches(min(settings.test_batch_size, 256))))
-                with torch.inference_mode():
-                    difference = float((folded(x) - trained.eval()(x)).abs().max())
-                row = time_inference(folded, sets["engine"][1], per_sample=False, settings=settings, device=device)
-                flops_folded = inference_flops(folded, 2, device) / 2
-                row.update(model=name, depth=depth, pipeline="engine", as_published=as_published, folded=True,
-                           batchnorms_left=count_batchnorms(folded), max_abs_logit_difference=difference,
-                           flops_per_image=flops_folded, achieved_flops=flops_folded * row["images_per_s"],
-                           mfu=flops_folded * row["images_per_s"] / peak["flops_per_s"])
-                inference.append(row)
-            if name == "ViT":
-                log(f"infer {name} d{depth} without its LayerNorms [engine] ...")
-                stripped = without_norms(trained)
-                row = time_inference(stripped, sets["engine"][1], per_sample=False, settings=settings, device=device)
-                flops_stripped = inference_flops(stripped, 2, device) / 2
-                row.update(model=name, depth=depth, pipeline="engine", as_published=as_published, folded=False,
-                           norms_removed=True, flops_per_image=flops_stripped,
-                           achieved_flops=flops_stripped * row["images_per_s"],
-                           mfu=flops_stripped * row["images_per_s"] / peak["flops_per_s"])
-                inference.append(row)
+    configs = [(name, depth) for name in settings.models for depth in settings.depths]
+    # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
+    # shared machine slows them all alike and the ratios between them stay fair.
+    log(f"train {len(configs)} configurations x {len(PIPELINES)} pipelines, interleaved ...")
+    models = {(name, depth, p): _build(name, depth, settings.seed, device) for name, depth in configs for p in PIPELINES}
+    rows = time_training_many({key: (model, sets[key[2]][0], key[2]) for key, model in models.items()},
+                              settings=settings, device=device)
+    training, memory_what = [], ""
+    for (name, depth, pipeline), row in rows.items():
+        flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
+        memory = training_memory(name, depth, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
+        memory_what = memory.what
+        row.update(model=name, depth=depth, as_published=AS_PUBLISHED_DEPTH[name] == depth, pipeline=pipeline,
+                   flops_per_step=flops_step, achieved_flops=flops_step / row["step_seconds"],
+                   mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
+                   compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
+        training.append(row)
+
+    variants, extra = {}, {}
+    for name, depth in configs:
+        trained = models[(name, depth, "engine")].eval()  # some steps in: running statistics are not 0 and 1
+        variants[(name, depth, "reference")] = (trained, sets["reference"][1], True)
+        extra[(name, depth, "reference")] = dict(pipeline="reference", folded=False)
+        variants[(name, depth, "engine")] = (trained, sets["engine"][1], False)
+        extra[(name, depth, "engine")] = dict(pipeline="engine", folded=False)
+        if count_batchnorms(trained):
+            folded = fold_batchnorm(trained)
+            x, _ = next(iter(sets["engine"][1].batches(min(settings.test_batch_size, 256))))
+            with torch.inference_mode():
+                difference = float((folded(x) - trained(x)).abs().max())
+            variants[(name, depth, "folded")] = (folded, sets["engine"][1], False)
+            extra[(name, depth, "folded")] = dict(pipeline="engine", folded=True,
+                                                  batchnorms_left=count_batchnorms(folded),
+                                                  max_abs_logit_difference=difference)
+        if name == "ViT":  # what LayerNorm, which cannot fold, costs
+            variants[(name, depth, "no norms")] = (without_norms(trained), sets["engine"][1], False)
+            extra[(name, depth, "no norms")] = dict(pipeline="engine", folded=False, norms_removed=True)
+    log(f"infer {len(variants)} variants (pipelines, folded, ViT without its LayerNorms), interleaved ...")
+    rows = time_inference_many(variants, settings=settings, device=device)
+    inference = []
+    for key, row in rows.items():
+        name, depth, _ = key
+        model, test_data, per_sample = variants[key]
+        flops_image = inference_flops(model, 2, device) / 2
+        memory = inference_memory(model, test_data, per_sample=per_sample, settings=settings, device=device)
+        row.update(model=name, depth=depth, as_published=AS_PUBLISHED_DEPTH[name] == depth, **extra[key],
+                   flops_per_image=flops_image, achieved_flops=flops_image * row["images_per_s"],
+                   mfu=flops_image * row["images_per_s"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
+        inference.append(row)
     log("BatchNorm forms on tokens ...")
     results["norm_forms"] = time_norm_forms(device, batch=settings.batch_size, test_batch=settings.test_batch_size,
                                             iterations=settings.norm_iterations, repeats=settings.repeats)
-    results["memory_measure"] = training[0]["memory_measure"]
+    results["memory_measure"] = memory_what
     if compile_models:
         results["compile"] = []
         for name, depth in (("ViT", 6), ("ViTBN", 1)):
@@ -724,7 +802,7 @@ def format_report(results: dict) -> str:
         lines.append(f"{r['form']:<48}{r['mode']:<24}{'x'.join(map(str, r['shape'])):<16}{r['microseconds']:>9.0f}"
                      f"{r['relative_to_fastest']:>10.2f}")
     if results.get("compile"):
-        lines += ["", "TORCH.COMPILE (engine training step)",
+        lines += ["", "TORCH.COMPILE (engine training step; compile time with an empty inductor cache)",
                   f"{'model':<12}{'compile s':>10}{'eager ms':>10}{'compiled ms':>12}{'x':>7}{'break-even steps':>18}"]
         for r in results["compile"]:
             lines.append(f"{r['model']:<8} d{r['depth']:<3}{r['compile_seconds']:>10.1f}"

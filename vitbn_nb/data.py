@@ -7,6 +7,7 @@ stock ``torchvision.datasets`` classes read them without any download flag.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -316,25 +317,43 @@ def _rotate_translate(images: torch.Tensor, angle, tx, ty) -> torch.Tensor:
 _PRECISION_BITS = 22  # Pillow's Resample.c: 32 - 8 - 2
 
 
-def _pil_bilinear_weights(canvas: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """Pillow's fixed-point bilinear resize weights canvas -> 28, restricted to the pasted image.
+def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
+    """Pillow's fixed-point bilinear weights for resizing rows of each ``width`` to 28 pixels.
 
-    Returns [B, 28 out, 28 src] integer-valued float64 weights: output i of the canvas-sized row
-    mixes canvas pixels j with the triangle filter widened by the scale (Pillow's antialias);
-    only the 28 pixels at ``offset`` hold the image, the rest of the canvas is zero fill.
+    Returns [len(width), 28 out, ``columns`` src] integer-valued float64 weights: output i of a
+    row of that width mixes pixels j with the triangle filter widened by the scale (Pillow's
+    antialias); columns beyond the width get weight 0.
     """
-    dev = canvas.device
-    width = canvas.to(torch.float64)[:, None, None]
-    scale = width / _SIZE  # >= 2 here, so Pillow's filterscale = scale and support = scale
+    dev = width.device
+    width = width.to(torch.float64)[:, None, None]
+    scale = width / _SIZE  # >= 1 here, so Pillow's filterscale = scale and support = scale
     center = (torch.arange(_SIZE, device=dev, dtype=torch.float64)[None, :, None] + 0.5) * scale
-    j = torch.arange(int(ZOOM_SIDE[1] * _SIZE) + 1, device=dev, dtype=torch.float64)[None, None]
+    j = torch.arange(columns, device=dev, dtype=torch.float64)[None, None]
     xmin = torch.floor(center - scale + 0.5).clamp(min=0)
     xmax = torch.minimum(torch.floor(center + scale + 0.5), width)
     w = (1 - ((j - center + 0.5) * (1.0 / scale)).abs()).clamp(min=0)
     w = w * ((j >= xmin) & (j < xmax))
     w = w / w.sum(-1, keepdim=True)
-    k = torch.floor(0.5 + w * (1 << _PRECISION_BITS))
-    cols = offset.long()[:, None] + torch.arange(_SIZE, device=dev)[None]
+    return torch.floor(0.5 + w * (1 << _PRECISION_BITS))
+
+
+@functools.lru_cache(maxsize=8)
+def _pil_filter_table(max_width: int, device: str) -> torch.Tensor:
+    """``_pil_filter_rows`` for every canvas width 28..max_width, computed once per device: a batch
+    then looks its weights up instead of recomputing them elementwise for every sample."""
+    return _pil_filter_rows(torch.arange(_SIZE, max_width + 1, device=device), max_width + 1)
+
+
+def _pil_bilinear_weights(canvas: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """Pillow's fixed-point bilinear resize weights canvas -> 28, restricted to the pasted image.
+
+    Returns [B, 28 out, 28 src] integer-valued float64 weights: the rows of
+    :func:`_pil_filter_rows` for each sample's canvas width, at the 28 columns from ``offset``
+    that hold the image (the rest of the canvas is zero fill).
+    """
+    max_width = int(ZOOM_SIDE[1] * _SIZE)
+    k = _pil_filter_table(max_width, str(canvas.device))[canvas.long() - _SIZE]
+    cols = offset.long()[:, None] + torch.arange(_SIZE, device=canvas.device)[None]
     return torch.gather(k, 2, cols[:, None, :].expand(-1, _SIZE, -1))
 
 

@@ -27,6 +27,9 @@
 # significant gain in the inference times*, and a CNN trained on the same data, included as an
 # order-of-magnitude estimate, is faster still. The articles give no numbers for this
 # experiment, so this chapter states what it measures and compares it with those claims.
+# (That article is not among this book's sources; "article 2" elsewhere in the book means
+# the depth study. The outputs of this chapter are therefore listed as `new/...` in the
+# manifest.)
 #
 # **All three transformers have 6 encoder blocks here**, as the reference repository's
 # transfer checkpoints do, so unlike chapters 3 and 4 the speed comparison is at equal depth:

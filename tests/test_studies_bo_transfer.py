@@ -131,10 +131,10 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_dir, m
     transfer.transfer_figure(measured, TRANSFER)
     transfer.comparison_table(measured, TRANSFER)
     outputs = manifest(figures_dir)
-    for name in ("article2_transfer_table", "article2_transfer_figure", "article2_transfer_vs_article"):
+    for name in ("emnist_transfer_table", "emnist_transfer_figure", "emnist_transfer_vs_article"):
         assert outputs[name]["transfer_set"] == "mnist-test-tail (a stand-in for the test)"
         assert "mnist-test-tail" in outputs[name]["caption"]
-    saved = pd.read_csv(figures_dir / "article2_transfer_table.csv")
+    saved = pd.read_csv(figures_dir / "emnist_transfer_table.csv")
     assert list(saved["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
 
 

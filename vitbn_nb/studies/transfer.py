@@ -1,4 +1,4 @@
-"""Chapter 06: the optimised trio on a digit set they never saw (article 2's EMNIST transfer).
+"""Chapter 06: the optimised trio on a digit set they never saw (the series' EMNIST transfer, announced in article 1).
 
 ViT, ViTBNFFN and ViTBN, all at depth 6 (as the reference repository's transfer checkpoints
 are), are trained on augmented MNIST for the same number of epochs with optimised learning
@@ -38,7 +38,7 @@ REQUIRED = ("seeds", "reoptimise", "trials", "trial_epochs", "epochs", "depth", 
             "test_size", "inference_repeats", "cnn_lr", "cnn_batch_size", "profile")
 #: "A significant gain": the BN model's pass at least this much shorter than ViT's (g_v = 1 - 1/r_v).
 SIGNIFICANT_GAIN = 0.10
-#: What article 1's introduction says of article 2's transfer experiment (no numbers are given).
+#: What article 1's introduction says of the series' transfer article (not among the sources) (no numbers are given).
 SEED_CLAIM = {
     "bn_faster": "the models with BatchNorm register a significant gain in inference time on EMNIST",
     "cnn": "as an order-of-magnitude estimate, a CNN trained on the same data is compared: faster still",
@@ -231,7 +231,7 @@ def transfer_table(measured: pd.DataFrame, settings: dict):
                f"MNIST for {_epochs(settings['epochs'])}; time = median of {settings['inference_repeats']} full passes "
                f"(batch {settings['test_batch_size']}, eval mode, device synchronised), mean ± sd over seeds. "
                + findings(measured))
-    return figures.save_table(frame, "article2_transfer_table", chapter=CHAPTER, reproduces="article2/transfer_table",
+    return figures.save_table(frame, "emnist_transfer_table", chapter=CHAPTER, reproduces="new/emnist_transfer_table",
                               profile=settings["profile"], caption=caption, run_ids=measured["run_id"],
                               extra={"transfer_set": source}, precision=3)
 
@@ -281,12 +281,12 @@ def transfer_figure(measured: pd.DataFrame, settings: dict):
     right.set(ylabel=f"seconds per full pass{' (log scale)' if log else ''}",
               title=f"inference time per pass (median of {settings['inference_repeats']})")
 
-    fig.suptitle(f"Article 2 transfer · trained on augmented MNIST ({_epochs(settings['epochs'])}), tested on: {source}\n"
+    fig.suptitle(f"EMNIST transfer · trained on augmented MNIST ({_epochs(settings['epochs'])}), tested on: {source}\n"
                  f"ViT, ViTBNFFN, ViTBN at depth {settings['depth']}; the CNN as the order-of-magnitude reference")
     caption = (f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Left: accuracy on the "
                "augmented-MNIST test set and on the transfer set; right: time of one full pass over the transfer "
                f"set (batch {settings['test_batch_size']}, eval mode, device synchronised). " + findings(measured))
-    return figures.save_figure(fig, "article2_transfer_figure", chapter=CHAPTER, reproduces="article2/transfer_figure",
+    return figures.save_figure(fig, "emnist_transfer_figure", chapter=CHAPTER, reproduces="new/emnist_transfer_figure",
                                profile=settings["profile"], caption=caption, run_ids=measured["run_id"],
                                extra={"transfer_set": source})
 
@@ -330,17 +330,17 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     for model in ("ViTBNFFN", "ViTBN"):
         if model in frame.index:
             r = frame.loc[model, "speed-up mean"]
-            rows.append({"claim (article 1, on article 2)": SEED_CLAIM["bn_faster"], "model": model,
+            rows.append({"claim (article 1, on the transfer article)": SEED_CLAIM["bn_faster"], "model": model,
                          "this run": f"T_ViT / T = {frame.loc[model, 'speed-up vs ViT (T_ViT / T)']} (g_v = {results.gain(r):.0f} %)",
                          "verdict": ("as claimed" if results.gain(r) >= 100 * SIGNIFICANT_GAIN else "not as claimed")
                          + f" (significant: g_v ≥ {100 * SIGNIFICANT_GAIN:.0f} %)"})
     if REFERENCE in frame.index:
         r = frame.loc[REFERENCE, "speed-up mean"]
-        rows.append({"claim (article 1, on article 2)": SEED_CLAIM["cnn"], "model": REFERENCE,
+        rows.append({"claim (article 1, on the transfer article)": SEED_CLAIM["cnn"], "model": REFERENCE,
                      "this run": f"T_ViT / T_CNN = {frame.loc[REFERENCE, 'speed-up vs ViT (T_ViT / T)']}",
                      "verdict": "an order of magnitude or more" if r >= 10 else ("faster, but less than 10×" if r > 1
                                                                                  else "not faster")})
-    rows.append({"claim (article 1, on article 2)": "evaluated on EMNIST digits (40,000 images)", "model": "all",
+    rows.append({"claim (article 1, on the transfer article)": "evaluated on EMNIST digits (40,000 images)", "model": "all",
                  "this run": f"{source} ({int(measured['images'].iloc[0]):,} images)",
                  "verdict": "same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"})
     return pd.DataFrame(rows)
@@ -348,8 +348,8 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
 
 def comparison_table(measured: pd.DataFrame, settings: dict):
     source = measured["transfer_set"].iloc[0]
-    return figures.save_table(comparison(measured), "article2_transfer_vs_article", chapter=CHAPTER,
-                              reproduces="article2/transfer_table", profile=settings["profile"],
+    return figures.save_table(comparison(measured), "emnist_transfer_vs_article", chapter=CHAPTER,
+                              reproduces="new/emnist_transfer_vs_article", profile=settings["profile"],
                               caption=f"Article 1's statements about the transfer experiment beside this run "
                                       f"(transfer set: {source}). {findings(measured)}",
                               run_ids=measured["run_id"], extra={"transfer_set": source})

@@ -42,8 +42,9 @@ force = False
 
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol on the full MNIST training set
-# with three seeds, `cpu` a subset that a laptop trains in a few minutes, `smoke` a tiny run
-# that only proves everything works (its curves say nothing).
+# with three seeds; these networks are so small that `cpu` runs the same protocol (a laptop
+# trains it in minutes); `smoke` is a tiny run that only proves everything works (its curves
+# say nothing).
 
 # %%
 from vitbn_nb import profiles
@@ -158,9 +159,8 @@ batchnorm_intro.summary(table)
 #
 # The verdicts above are computed from this run; read them with the profile in mind. Under
 # `smoke` the networks see a few hundred images for two epochs and nothing can be concluded.
-# Under `cpu` they see a subset for all 15 epochs with one seed, so a gap between the models
-# has no spread to be weighed against. Under `paper` (full MNIST, three seeds) the band and
-# the standard deviation say whether a difference is larger than the seed-to-seed noise.
+# Under `cpu` and `paper` (full MNIST, 15 epochs, three seeds) the band and the standard
+# deviation say whether a difference is larger than the seed-to-seed noise.
 #
 # The mechanism is what carries over to the Vision Transformer: BatchNorm rescales every
 # feature by statistics of the batch, which makes the layer insensitive to the scale of the

@@ -110,7 +110,7 @@ def save_table(table: pd.DataFrame, name: str, *, chapter: str, reproduces: str,
                run_ids=(), extra: dict | None = None, precision: int = 2):
     """Save as CSV, list in the manifest; returns a styled table whose caption carries the stamp."""
     path = figures_dir() / f"{name}.csv"
-    atomic.write_text(path, table.to_csv(index=False))
+    atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
     _record(name, [path], kind="table", chapter=chapter, reproduces=reproduces, profile=profile, caption=caption,
             run_ids=run_ids, extra=extra)
     return table.style.format(precision=precision).hide(axis="index").set_caption(f"{caption} ({stamp(profile)})")
@@ -146,7 +146,11 @@ def plain_log_axis(ax) -> None:
 
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.5, 0.6)))
+    class PlainMinor(LogFormatter):  # LogFormatter picks which minor ticks to label; we only reword them
+        def __call__(self, value, pos=None):
+            return f"{value:g}" if super().__call__(value, pos) else ""
+
+    ax.yaxis.set_minor_formatter(PlainMinor(labelOnlyBase=False, minor_thresholds=(1.5, 0.6)))
 
 
 PANEL_TITLES = {"train_seconds": "training time", "test_seconds": "testing time", "train_loss": "training loss",

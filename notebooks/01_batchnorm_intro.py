@@ -61,18 +61,25 @@ settings
 # units). In training mode BatchNorm does three things for every feature $i$:
 #
 # 1. it computes the mean and the (biased) variance of that feature **over the batch**:
+#
 #    $$\mu_i = \frac{1}{N_s}\sum_{a=1}^{N_s} z^a_i, \qquad
 #      \sigma_i^2 = \frac{1}{N_s}\sum_{a=1}^{N_s}\left(z^a_i - \mu_i\right)^2;$$
+#
 # 2. it normalises the feature with them ($\epsilon$ is a small positive number, $10^{-5}$ in PyTorch):
+#
 #    $$\hat z^a_i = \frac{z^a_i - \mu_i}{\sqrt{\sigma_i^2 + \epsilon}};$$
+#
 # 3. it shifts and rescales the result with two trainable parameters per feature:
+#
 #    $$y^a_i = \gamma_i\, \hat z^a_i + \beta_i \qquad \text{(no sum over } a \text{ or } i\text{)}.$$
 #
 # **Training vs evaluation.** A trained model must answer for one image at a time, so the
 # layer also keeps running estimates of the statistics, updated after every training batch
 # with momentum $m$ ($m = 0.1$ in PyTorch):
+#
 # $$\hat\mu_i \leftarrow (1 - m)\,\hat\mu_i + m\,\mu_i, \qquad
 #   \hat\sigma^2_i \leftarrow (1 - m)\,\hat\sigma^2_i + m\,\tfrac{N_s}{N_s - 1}\,\sigma^2_i .$$
+#
 # In evaluation mode (`model.eval()`) the layer normalises with $\hat\mu_i, \hat\sigma^2_i$
 # instead: it becomes a fixed affine map per feature, and an image's output no longer depends
 # on the other images of its batch. Chapter 2 shows both behaviours numerically.

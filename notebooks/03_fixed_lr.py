@@ -87,8 +87,10 @@ table = fixed_lr.run(settings, force=force)
 #
 # Let $T(\text{model}\,|\,\text{train})$ and $T(\text{model}\,|\,\text{test})$ be a model's
 # average training and testing times per epoch. The article compares models through
+#
 # $$r_t = \frac{T(\text{ViT}\,|\,\text{train})}{T(\text{model}\,|\,\text{train})}, \qquad
 #   r_v = \frac{T(\text{ViT}\,|\,\text{test})}{T(\text{model}\,|\,\text{test})},$$
+#
 # and, since every model trains for the same number of epochs, the percentage gains
 # $g_t = 1 - 1/r_t$ and $g_v = 1 - 1/r_v$. We pair the runs by seed, compute $r$ per pair and
 # give the mean ± standard deviation over seeds.

@@ -78,7 +78,9 @@ three_things.protocol(settings)
 # A pre-norm block computes $x \leftarrow x + \mathrm{MHSA}(x)$, then
 # $x \leftarrow x + \mathrm{FFN}(x)$ (each branch normalises its own input first). The parallel
 # block of Touvron et al. runs $b$ branches of each on the **same** input and sums them:
+#
 # $$x \leftarrow x + \sum_{i=1}^{b} \mathrm{MHSA}_i(x), \qquad x \leftarrow x + \sum_{i=1}^{b} \mathrm{FFN}_i(x).$$
+#
 # A depth-$d/b$ model of such blocks has exactly the parameters and FLOPs of the depth-$d$
 # sequential one, but only $d/b$ steps one after the other: fewer, wider layers, which a GPU can
 # run with more parallelism. Each of our models is trained at depth $d$ and at $d/2 \times 2$

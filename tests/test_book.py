@@ -56,6 +56,8 @@ FIGURE_CHAPTER = [
                   "reproduces='new/book-test-table', profile=profile, caption='a table')"),
 ]
 TEXT_CHAPTER = [
+    new_markdown_cell("Inline $r_t = T_\\text{ViT} / T$ and a list item with display maths:\n\n"
+                      "1. the gain\n\n   $$g = 1 - \\frac{1}{r}$$\n\n   follows."),
     # the words are joined at run time so that the cell's source never contains them
     new_code_cell("import sys\nprint('printed-to-' + 'stdout')\nprint('printed-to-' + 'stderr', file=sys.stderr)"),
 ]
@@ -268,17 +270,33 @@ const images = Array.from(document.images);
 images.forEach(img => { img.loading = 'eager'; });
 return document.readyState !== 'loading' && images.every(img => img.complete);
 """
+MATH_TYPESET = """
+return window.MathJax !== undefined && MathJax.Hub !== undefined && MathJax.isReady === true
+    && MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0;
+"""
+# maths MathJax left as text, and dollar signs that the Markdown parser did not turn into maths
+UNTYPESET_MATH = """
+const article = document.querySelector('article');
+const raw = Array.from(article.querySelectorAll('.math.notranslate'))  // MyST's spans; MathJax adds .math of its own
+    .filter(e => !e.querySelector('.MathJax, .MathJax_Display, .MathJax_Preview, script[type^="math/tex"]'))
+    .map(e => e.textContent.slice(0, 60));
+const dollars = Array.from(article.querySelectorAll('p, li'))
+    .filter(e => !e.closest('pre, code, .output') && e.innerText.includes('$$'))
+    .map(e => e.innerText.slice(0, 60));
+return raw.concat(dollars);
+"""
 BROKEN_IMAGES = """
 return Array.from(document.images).filter(img => !(img.naturalWidth > 0)).map(img => img.getAttribute('src'));
 """
 
 
 def check_book_in_browser(driver, result) -> dict:
-    """Open the landing page and every chapter; each must show its title and load every image."""
+    """Open the landing page and every chapter; each must show its title, load every image and typeset
+    its maths with the book's own copy of MathJax (no network)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    images = {}
+    images, maths = {}, {}
     with serve(result.index_html.parent) as base:
         driver.get(f"{base}/index.html")  # a redirect to the landing page
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/intro.html"))
@@ -295,17 +313,24 @@ def check_book_in_browser(driver, result) -> dict:
             broken = driver.execute_script(BROKEN_IMAGES)
             assert not broken, f"{page}.html has images that did not load: {broken}"
             images[page] = driver.execute_script("return document.images.length")
-    return images
+            maths[page] = driver.execute_script("return document.querySelectorAll('article .math.notranslate').length")
+            if maths[page]:
+                WebDriverWait(driver, 30).until(lambda d: d.execute_script(MATH_TYPESET))
+                untypeset = driver.execute_script(UNTYPESET_MATH)
+                assert not untypeset, f"{page}.html shows maths as raw text: {untypeset}"
+    return images, maths
 
 
 def test_small_book_in_browser(browser, small_book):
-    images = check_book_in_browser(browser, small_book)
+    images, maths = check_book_in_browser(browser, small_book)
     assert images["01_figure"] >= 1  # the saved figure is shown on its chapter's page
+    assert maths["02_text"] == 2  # one inline and one display formula, both typeset
 
 
 @needs_chapters
 def test_full_book_in_browser(browser, full_book):
-    images = check_book_in_browser(browser, full_book)
+    images, maths = check_book_in_browser(browser, full_book)
+    assert maths.get("01_batchnorm_intro", 1) > 0  # the chapters' formulae were found, and typeset
     manifest = json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"]
     names = [c.name for c in full_book.chapters]
     for chapter in names:

@@ -17,6 +17,15 @@ def mnist_ready():
 
 
 @pytest.fixture
+def figures_store(tmp_path, monkeypatch):
+    """A private, empty figures folder (and manifest) for one test."""
+    folder = tmp_path / "figures"
+    folder.mkdir()
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
 def run_store(tmp_path, monkeypatch):
     """A private, empty run store for one test."""
     folder = tmp_path / "runs"

@@ -1,5 +1,4 @@
 """Chapters 04 and 06: their helpers on tiny real runs, in a private run store and figures folder."""
-import json
 
 import pandas as pd
 import pytest
@@ -7,6 +6,7 @@ import torch
 
 from vitbn_nb import data, hpo, models
 from vitbn_nb.studies import bayes_opt, transfer
+from vitbn_nb.figures import read_manifest
 
 BO = dict(profile="smoke", seeds=1, trials=2, trial_epochs=1, epochs=2, test_batch_size=5000, train_size=200,
           test_size=100)
@@ -15,18 +15,7 @@ TRANSFER = dict(profile="smoke", seeds=1, reoptimise=False, trials=2, trial_epoc
                 cnn_batch_size=100)
 
 
-@pytest.fixture
-def figures_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "figures"
-    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
-    return folder
-
-
-def manifest(folder):
-    return json.loads((folder / "manifest.json").read_text())["outputs"]
-
-
-def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_dir, mnist_ready):
+def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mnist_ready):
     # Every model at depth 1 keeps it fast; the chapter itself uses the as-published depths.
     trials = bayes_opt.optimise(BO, depth=1)
     assert list(trials.groupby("model", sort=False).size().items()) == [("ViT", 2), ("ViTBNFFN", 2), ("ViTBN", 2)]
@@ -57,10 +46,10 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_dir, mnist
     bayes_opt.figure8(table, BO)
     bayes_opt.table2(trials, table, BO)
     bayes_opt.table3(table, BO)
-    outputs = manifest(figures_dir)
+    outputs = read_manifest()["outputs"]
     assert {outputs[n]["reproduces"] for n in ("article1_fig7", "article1_fig8", "article1_table2", "article1_table3")} \
         == {"article1/fig7", "article1/fig8", "article1/table2", "article1/table3"}
-    assert (figures_dir / "article1_fig7.png").stat().st_size > 10_000
+    assert (figures_store / "article1_fig7.png").stat().st_size > 10_000
     costs = bayes_opt.ax_costs(trials)
     assert costs.loc[costs["what"].str.contains("Sobol"), "n"].item() == 3
 
@@ -104,7 +93,7 @@ def test_time_passes_counts_passes_and_accuracy(mnist_ready):
         transfer.time_passes(model, images, labels, batch_size=50, repeats=0)
 
 
-def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_dir, mnist_ready, monkeypatch):
+def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):
     monkeypatch.setattr(transfer, "transfer_set", lambda: small_transfer_set())
     table = pd.DataFrame([dict(model=m, depth=1, dataset="mnist", trial=1, lr=1e-3, batch_size=100, accuracy=50.0,
                                run_id="r", status="finished", generator="centre", trial_epochs=1, study="s")
@@ -130,11 +119,11 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_dir, m
     transfer.transfer_table(measured, TRANSFER)
     transfer.transfer_figure(measured, TRANSFER)
     transfer.comparison_table(measured, TRANSFER)
-    outputs = manifest(figures_dir)
+    outputs = read_manifest()["outputs"]
     for name in ("emnist_transfer_table", "emnist_transfer_figure", "emnist_transfer_vs_article"):
         assert outputs[name]["transfer_set"] == "mnist-test-tail (a stand-in for the test)"
         assert "mnist-test-tail" in outputs[name]["caption"]
-    saved = pd.read_csv(figures_dir / "emnist_transfer_table.csv")
+    saved = pd.read_csv(figures_store / "emnist_transfer_table.csv")
     assert list(saved["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
 
 

@@ -1,5 +1,4 @@
 """Chapters 03 (article 1, Experiment 1) and 05 (article 2, depth study): protocols, numbers, outputs."""
-import json
 import math
 
 import pandas as pd
@@ -8,17 +7,7 @@ import pytest
 from vitbn_nb import profiles
 from vitbn_nb.models import REFERENCE_VIT
 from vitbn_nb.studies import depth, fixed_lr
-
-
-@pytest.fixture
-def figures_store(tmp_path, monkeypatch):
-    folder = tmp_path / "figures"
-    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
-    return folder
-
-
-def manifest(folder):
-    return json.loads((folder / "manifest.json").read_text())["outputs"]
+from vitbn_nb.figures import read_manifest
 
 
 def synthetic(rows):
@@ -202,7 +191,7 @@ def test_a_diverged_run_shows_on_the_figure(figures_store):
     rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3 / e) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
     table = synthetic(rows)
     fixed_lr.four_panel_figure(table, {"profile": "smoke"}, 0.01)
-    entry = manifest(figures_store)["article1_fig5"]
+    entry = read_manifest()["outputs"]["article1_fig5"]
     assert entry["reproduces"] == "article1/fig5" and "diverged" in entry["caption"]
     assert (figures_store / "article1_fig5.png").stat().st_size > 0
 
@@ -219,7 +208,7 @@ def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_read
     fixed_lr.figure6(table, settings)
     fixed_lr.figure6_table(table, settings)
     fixed_lr.table1(table, settings)
-    outputs = manifest(figures_store)
+    outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {
         "article1/fig3", "article1/fig4", "article1/fig5", "article1/fig6", "article1/table1"}
     assert all(e["chapter"] == "03_fixed_lr" and e["profile"] == "smoke" and e["run_ids"] for e in outputs.values())
@@ -242,7 +231,7 @@ def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
     for helper in (depth.figure8, depth.figure8_verdicts, depth.figure9, depth.figure9_verdicts, depth.figure10,
                    depth.figure10_verdicts, depth.depth_summary_figure, depth.depth_summary_table):
         helper(table, settings)
-    outputs = manifest(figures_store)
+    outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {
         "article2/fig8", "article2/fig9", "article2/fig10", "new/depth_summary"}
     assert all(e["chapter"] == "05_depth_study" for e in outputs.values())

@@ -1,5 +1,4 @@
 """Chapters 01 (BatchNorm in a DNN) and 02 (the architectures): their study helpers."""
-import json
 
 import numpy as np
 import pandas as pd
@@ -9,18 +8,7 @@ import torch
 from vitbn_nb import profiles
 from vitbn_nb.models import build_model, count_parameters
 from vitbn_nb.studies import architectures, batchnorm_intro
-
-
-@pytest.fixture
-def figures_store(tmp_path, monkeypatch):
-    folder = tmp_path / "figures"
-    folder.mkdir()
-    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
-    return folder
-
-
-def manifest(folder):
-    return json.loads((folder / "manifest.json").read_text())["outputs"]
+from vitbn_nb.figures import read_manifest
 
 
 # --- chapter 01 -------------------------------------------------------------------------------
@@ -63,7 +51,7 @@ def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mn
     for lr in settings["lrs"]:
         batchnorm_intro.accuracy_loss_figure(table, lr, settings)
     batchnorm_intro.lr_comparison_figure(table, settings)
-    outputs = manifest(figures_store)
+    outputs = read_manifest()["outputs"]
     reproduces = {entry["reproduces"]: entry for entry in outputs.values()}
     assert set(reproduces) == {"article2/fig1", "article2/fig2", "article2/fig3"}
     for entry in reproduces.values():
@@ -184,7 +172,7 @@ def test_size_outputs_are_saved_with_their_ids(figures_store):
     settings = profiles.settings("02_models", "smoke")
     architectures.model_table(sizes, settings)
     architectures.model_size_figure(sizes, settings)
-    outputs = manifest(figures_store)
+    outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {"new/model_table", "new/model_sizes"}
     saved = pd.read_csv(figures_store / "02_model_table.csv")
     assert list(saved["parameters"]) == list(sizes["parameters"])

@@ -1,6 +1,5 @@
 """Chapter 08's helpers on tiny settings, and its accounting on numbers whose answer is known."""
 import copy
-import json
 import math
 
 import pandas as pd
@@ -8,6 +7,7 @@ import pytest
 
 from vitbn_nb import profiles
 from vitbn_nb.studies import speed
+from vitbn_nb.figures import read_manifest
 
 TINY = dict(profile="smoke", depths=[1, 6], batch_size=4, test_batch_size=16, steps=1, warmup=0, repeats=1,
             eval_batches=1, eval_warmup=0, train_size=32, test_size=16, matmul_size=64, matmul_repeats=1,
@@ -17,13 +17,6 @@ TINY = dict(profile="smoke", depths=[1, 6], batch_size=4, test_batch_size=16, st
 @pytest.fixture(scope="module")
 def measured(mnist_ready):
     return speed.measure(TINY, device="cpu")
-
-
-@pytest.fixture
-def figures_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "figures"
-    monkeypatch.setenv("VITBN_FIGURES_DIR", str(folder))
-    return folder
 
 
 def with_speeds(results, train, infer):
@@ -52,13 +45,13 @@ def test_settings_without_both_depths_are_refused():
         speed.bench_settings({"profile": "smoke"})
 
 
-def test_figures_and_tables_are_saved_and_listed(measured, figures_dir):
+def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
     speed.equal_depth_figure(measured, TINY)
     speed.pipeline_split_figure(measured, TINY)
     speed.folding_figure(measured, TINY)
     speed.accounting_table(measured, TINY)
     speed.norm_forms_table(measured, TINY)
-    manifest = json.loads((figures_dir / "manifest.json").read_text())["outputs"]
+    manifest = read_manifest()["outputs"]
     expected = {"new_equal_depth_timing": "new/equal_depth_timing", "new_pipeline_split": "new/pipeline_split",
                 "new_bn_folding": "new/bn_folding", "new_speedup_accounting": "new/speedup_accounting",
                 "new_batchnorm_forms": "new/batchnorm_forms"}
@@ -66,8 +59,8 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_dir):
         assert manifest[name]["reproduces"] == reproduces and manifest[name]["chapter"] == speed.CHAPTER
         assert manifest[name]["profile"] == "smoke"
         for file in manifest[name]["files"]:
-            assert (figures_dir / file).stat().st_size > 0
-    accounting = pd.read_csv(figures_dir / "new_speedup_accounting.csv")
+            assert (figures_store / file).stat().st_size > 0
+    accounting = pd.read_csv(figures_store / "new_speedup_accounting.csv")
     assert set(accounting["model"]) == {"ViTBNFFN", "ViTBN"} and list(accounting.columns[-2:]) == ["training", "inference"]
 
 

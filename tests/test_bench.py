@@ -16,10 +16,10 @@ from vitbn_nb import bench
 from vitbn_nb.__main__ import main
 from vitbn_nb.models import build_model
 
-TRAIN_KEYS = {"model", "depth", "pipeline", "as_published", "images_per_s", "step_seconds", "data_seconds",
+TRAIN_KEYS = {"model", "depth", "pipeline", "as_run", "images_per_s", "step_seconds", "data_seconds",
               "compute_seconds", "data_share", "images_per_s_repeats", "flops_per_step", "achieved_flops", "mfu",
               "compute_mfu", "peak_memory_mib"}
-INFER_KEYS = {"model", "depth", "pipeline", "as_published", "folded", "images_per_s", "batch_seconds", "data_seconds",
+INFER_KEYS = {"model", "depth", "pipeline", "as_run", "folded", "images_per_s", "batch_seconds", "data_seconds",
               "forward_seconds", "bookkeeping_seconds", "data_share", "peak_memory_mib", "flops_per_image"}
 
 
@@ -49,7 +49,7 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     training = results["training"]
     assert len(training) == 3 * 2 * 2  # models x depths (1, 6) x pipelines
     assert all(TRAIN_KEYS <= set(row) for row in training)
-    published = {(r["model"], r["depth"]) for r in training if r["as_published"]}
+    published = {(r["model"], r["depth"]) for r in training if r["as_run"]}
     assert published == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}
     for row in training:
         assert row["images_per_s"] > 0 and 0 <= row["data_share"] <= 1

@@ -28,7 +28,7 @@ def synthetic(rows):
 # ---------------------------------------------------------------------------------------------
 # protocols
 # ---------------------------------------------------------------------------------------------
-def test_fixed_lr_paper_configs_are_experiment_1_as_published():
+def test_fixed_lr_paper_configs_are_experiment_1_as_run():
     configs = fixed_lr.configs(profiles.settings("03_fixed_lr", "paper"))
     assert len(configs) == 3 * 3 * 3
     assert {(c.model, c.model_kwargs["depth"]) for c in configs} == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}

@@ -1,15 +1,15 @@
 """Where the time goes: the book's engine against the seeds' pipeline, model by model.
 
-``python -m vitbn_nb bench`` (or ``make bench``) measures, on augmented MNIST, for ViT,
-ViTBNFFN and ViTBN at depths 1 and 6 (which include the seeds' "as published" trio: ViT
+``python -m vitbn_nb bench`` (or ``make bench``) measures, on MNIST without augmentation (article 1's
+data, which it timed), for ViT,
+ViTBNFFN and ViTBN at depths 1 and 6 (which include article 1's trio "as run": ViT
 depth 6 against BatchNorm models of depth 1):
 
 * training and inference throughput (images/s) through two input pipelines:
-  ``reference``, written to match the seeds' description (a ``DataLoader`` over per-sample
-  torchvision transforms of PIL images, train batch 100 and test batch 5000, a loss
+  ``reference``, written to match article 1's loop (a ``DataLoader`` over torchvision's MNIST
+  with ``ToTensor``, train batch 100 and test batch 5000, a loss
   ``.item()`` per step, per-class accuracy counted in a Python loop over the samples), and
-  ``engine``, the book's (uint8 images on the device, augmentation batched there, counts
-  vectorised); and the ratio engine / reference;
+  ``engine``, the book's (uint8 images on the device, batches cut there, counts vectorised); and the ratio engine / reference;
 * the split of each pipeline's time into data loading and compute;
 * FLOPs per training step (``torch.utils.flop_counter.FlopCounterMode``, attention
   included), the achieved FLOP/s and the model FLOP utilisation against this machine's
@@ -55,13 +55,14 @@ from einops import rearrange
 from torch import nn
 
 from . import atomic, data, engine, runs
-from .models import AS_PUBLISHED_DEPTH, VIT_FAMILY, BatchNorm, build_model, fold_batchnorm
+from .models import AS_RUN_DEPTH, VIT_FAMILY, BatchNorm, build_model, fold_batchnorm
 from .models.fold import count_batchnorms
 from .paths import figures_dir, project_root
 from .system import hardware, hardware_label, pick_device, synchronize, versions
 
 PIPELINES = ("reference", "engine")
-DATASET = "mnist_aug"
+#: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.
+DATASET = "mnist"
 TIMING_NOTE = ("medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "
                "interleaved (so a busy spell slows them alike); the device is synchronised before every clock read; 'data' is the time spent producing a batch (loading, augmenting, collating, "
                "copying to the device), 'compute' the optimisation step (forward, backward, Adam) or the forward "
@@ -269,20 +270,14 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
 # The two pipelines and their steps
 # ---------------------------------------------------------------------------------------------
 def pipelines(settings: BenchSettings, device: torch.device) -> dict:
-    """Train and test sets of both pipelines over the same subsets of augmented MNIST.
+    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data).
 
-    ``reference``: torchvision's MNIST with article 2's per-sample PIL transforms, behind a
-    ``DataLoader`` (the test set is augmented afresh on every pass, as the seeds' was).
-    ``engine``: ``runs.image_sets``, uint8 on the device; its test set is augmented once per
-    run, and ``prepare_seconds`` is what that costs (it is not part of an evaluation pass).
+    ``reference``: torchvision's MNIST with ``ToTensor`` behind a ``DataLoader``, as article 1 timed it.
+    ``engine``: ``runs.image_sets``, uint8 on the device.
     """
     reference = runs.reference_sets(DATASET, settings.train_size, settings.test_size, device)
     engine_sets = runs.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
-    test_images = engine_sets[1].images
-    start = _clock(device)
-    data.augment_batch(test_images, torch.Generator(device=device).manual_seed(0))
-    prepare = _clock(device) - start
-    return {"reference": reference, "engine": engine_sets, "prepare_seconds": prepare}
+    return {"reference": reference, "engine": engine_sets}
 
 
 def reference_step(model: nn.Module, optimizer: torch.optim.Optimizer, x, y) -> float:
@@ -619,7 +614,6 @@ def measure(settings: BenchSettings = FULL, device=None, *, log: Callable[[str],
     peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
     results["matmul_peak"] = peak
     sets = pipelines(settings, device)
-    results["engine_test_set_prepare_seconds"] = sets["prepare_seconds"]
     configs = [(name, depth) for name in settings.models for depth in settings.depths]
     # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
     # shared machine slows them all alike and the ratios between them stay fair.
@@ -632,7 +626,7 @@ def measure(settings: BenchSettings = FULL, device=None, *, log: Callable[[str],
         flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
         memory = training_memory(name, depth, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
         memory_what = memory.what
-        row.update(model=name, depth=depth, as_published=AS_PUBLISHED_DEPTH[name] == depth, pipeline=pipeline,
+        row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH[name] == depth, pipeline=pipeline,
                    flops_per_step=flops_step, achieved_flops=flops_step / row["step_seconds"],
                    mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
                    compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
@@ -665,7 +659,7 @@ def measure(settings: BenchSettings = FULL, device=None, *, log: Callable[[str],
         model, test_data, per_sample = variants[key]
         flops_image = inference_flops(model, 2, device) / 2
         memory = inference_memory(model, test_data, per_sample=per_sample, settings=settings, device=device)
-        row.update(model=name, depth=depth, as_published=AS_PUBLISHED_DEPTH[name] == depth, **extra[key],
+        row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH[name] == depth, **extra[key],
                    flops_per_image=flops_image, achieved_flops=flops_image * row["images_per_s"],
                    mfu=flops_image * row["images_per_s"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
         inference.append(row)
@@ -703,7 +697,7 @@ def ratios(results: dict) -> list[dict]:
         eval_ref = _lookup(results["inference"], pipeline="reference", folded=False, **key)
         eval_eng = _lookup(results["inference"], pipeline="engine", folded=False, norms_removed=None, **key)
         rows.append({
-            **key, "as_published": train_ref["as_published"],
+            **key, "as_run": train_ref["as_run"],
             "train_engine_over_reference": _ratio(train_eng["images_per_s"], train_ref["images_per_s"]),
             "train_ceiling_without_data": _ratio(train_ref["step_seconds"], train_ref["compute_seconds"]),
             "eval_engine_over_reference": _ratio(eval_eng["images_per_s"], eval_ref["images_per_s"]),
@@ -757,7 +751,7 @@ def targets(results: dict) -> dict:
 # Output
 # ---------------------------------------------------------------------------------------------
 def _label(row) -> str:
-    star = "*" if row.get("as_published") else " "
+    star = "*" if row.get("as_run") else " "
     return f"{row['model']:<8} d{row['depth']}{star}"
 
 
@@ -767,7 +761,7 @@ def format_report(results: dict) -> str:
     lines = [f"hardware: {results['hardware_label']} ({results['device']}, {peak['threads']} threads), "
              f"torch {results['versions'].get('torch')}, {results['date']}",
              f"fp32 matmul peak: {peak['flops_per_s'] / 1e9:.1f} GFLOP/s ({peak['size']}^3, median of {peak['repeats']})",
-             f"memory: {results['memory_measure']}", "* = the seeds' 'as published' configuration", "",
+             f"memory: {results['memory_measure']}", "* = article 1 as run (ViT d6; the BatchNorm models computed one block)", "",
              "TRAINING (images/s; per step: data + compute, ms)"]
     head = f"{'model':<12}{'pipeline':<11}{'img/s':>9}{'data ms':>9}{'comp ms':>9}{'data %':>8}" \
            f"{'GFLOP/step':>11}{'GFLOP/s':>9}{'MFU %':>7}{'mem MiB':>9}"

@@ -98,8 +98,12 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y:
 
 
 def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, *, batch_size: int,
-                generator: torch.Generator, device: torch.device, bar=None) -> dict:
-    """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds."""
+                generator: torch.Generator, device: torch.device, bar=None, item_per_step: bool = False) -> dict:
+    """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds.
+
+    ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (``loss.item()``):
+    on a GPU that waits for the device every step, so its epoch times include that wait.
+    """
     model.train()
     loss_sum = torch.zeros((), device=device)
     seen = 0
@@ -117,7 +121,9 @@ def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, 
         synchronize(device)
         data_seconds += time.perf_counter() - fetch
         loss = train_step(model, optimizer, x, y)
-        loss_sum += loss * len(y)  # summed on the device: no host sync per step
+        if item_per_step:
+            loss = loss.item()
+        loss_sum += loss * len(y)  # the engine sums on the device: no host sync per step
         seen += len(y)
         if bar is not None:
             bar.update()
@@ -183,6 +189,7 @@ def evaluate_per_sample(model: nn.Module, test_data, *, batch_size: int = 5000, 
 def train_model(model: nn.Module, train_data, test_data, *, epochs: int, lr: float, batch_size: int = 100,
                 test_batch_size: int = 5000, seed: int = 0, num_classes: int = 10, device=None,
                 start_epoch: int = 0, optimizer_state: dict | None = None, per_sample_eval: bool = False,
+                item_per_step: bool = False,
                 on_epoch_end: Callable[[dict, nn.Module, torch.optim.Optimizer], None] | None = None,
                 progress: bool = True, desc: str | None = None) -> list[dict]:
     """Train with Adam and cross-entropy, testing after every epoch.
@@ -205,7 +212,8 @@ def train_model(model: nn.Module, train_data, test_data, *, epochs: int, lr: flo
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout and torchvision's transforms draw from here
             generator = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch))
             metrics = {"epoch": epoch, **train_epoch(model, optimizer, train_data, batch_size=batch_size,
-                                                     generator=generator, device=device, bar=bar)}
+                                                     generator=generator, device=device, bar=bar,
+                                                     item_per_step=item_per_step)}
             metrics["diverged"] = not math.isfinite(metrics["train_loss"])
             metrics.update(evaluate_fn(model, test_data, batch_size=test_batch_size, num_classes=num_classes,
                                        device=device))

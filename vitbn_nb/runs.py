@@ -276,7 +276,8 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
                        batch_size=config.batch_size, test_batch_size=config.test_batch_size, seed=config.seed,
                        num_classes=config.model_kwargs.get("num_classes", 10), device=device,
                        start_epoch=len(record["epochs"]), optimizer_state=optimizer_state,
-                       per_sample_eval=config.pipeline == "reference", on_epoch_end=save_epoch,
+                       per_sample_eval=config.pipeline == "reference", item_per_step=config.pipeline == "reference",
+                       on_epoch_end=save_epoch,
                        progress=progress, desc=config.label())
     diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
     record.update(status="diverged" if diverged else "finished", finished=_now(),

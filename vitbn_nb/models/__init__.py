@@ -17,14 +17,20 @@ VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN")
 #: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
 REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, dim=64, heads=8, dim_head=64,
                      mlp_dim=128, dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
-#: The "as published" comparison: a depth-6 ViT against depth-1 BatchNorm models (reference README).
-AS_PUBLISHED_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
+#: Article 1 "as run": a depth-6 ViT against BatchNorm models that computed one block. The reference code
+#: of that time returned from the encoder after its first block in the BatchNorm models (commits 5c9074d,
+#: 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d), and the reference README later says depth = 1 (97d7366).
+#: These are the build_model defaults, so every run id of the book keeps its meaning.
+AS_RUN_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
+#: Article 1 "as written": L = 6 for all three models (its text and the README of 2024-08-06, f8eea92).
+AS_WRITTEN_DEPTH = {"ViT": 6, "ViTBNFFN": 6, "ViTBN": 6}
+CONFIGURATIONS = {"as run": AS_RUN_DEPTH, "as written": AS_WRITTEN_DEPTH}
 
 
 def model_kwargs(name: str, **overrides) -> dict:
     """The full constructor arguments of ``name``: the reference configuration plus ``overrides``."""
     check_choice("model", name, tuple(MODELS))
-    base = dict(REFERENCE_VIT, depth=AS_PUBLISHED_DEPTH[name]) if name in VIT_FAMILY else {}
+    base = dict(REFERENCE_VIT, depth=AS_RUN_DEPTH[name]) if name in VIT_FAMILY else {}
     return {**base, **overrides}
 
 
@@ -38,5 +44,5 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["AS_PUBLISHED_DEPTH", "BatchNorm", "CNN", "DNN", "DNNBN_d3", "DNN_d3", "MODELS", "REFERENCE_VIT",
+__all__ = ["AS_RUN_DEPTH", "AS_WRITTEN_DEPTH", "CONFIGURATIONS", "BatchNorm", "CNN", "DNN", "DNNBN_d3", "DNN_d3", "MODELS", "REFERENCE_VIT",
            "VIT_FAMILY", "ViT", "ViTBN", "ViTBNFFN", "build_model", "count_parameters", "fold_batchnorm", "model_kwargs"]

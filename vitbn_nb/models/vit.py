@@ -60,13 +60,14 @@ class FeedForward(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention with its own pre-norm."""
 
-    def __init__(self, dim: int, heads: int = 8, dim_head: int = 64, dropout: float = 0.0, norm: str = "layer"):
+    def __init__(self, dim: int, heads: int = 8, dim_head: int = 64, dropout: float = 0.0, norm: str = "layer",
+                 qkv_bias: bool = False):
         super().__init__()
         inner_dim = dim_head * heads
         self.heads = heads
         self.dropout = dropout
         self.norm = make_norm(norm, dim)
-        self.to_qkv = nn.Linear(dim, inner_dim * 3, bias=False)
+        self.to_qkv = nn.Linear(dim, inner_dim * 3, bias=qkv_bias)
         project_out = not (heads == 1 and dim_head == dim)
         self.to_out = nn.Sequential(nn.Linear(inner_dim, dim), nn.Dropout(dropout)) if project_out else nn.Identity()
 
@@ -169,7 +170,8 @@ class Parallel(nn.ModuleList):
 
 
 class Transformer(nn.Module):
-    def __init__(self, dim, depth, heads, dim_head, mlp_dim, dropout=0.0, norm="layer", ffn_norm="layer", branches=1):
+    def __init__(self, dim, depth, heads, dim_head, mlp_dim, dropout=0.0, norm="layer", ffn_norm="layer", branches=1,
+                 qkv_bias=False):
         super().__init__()
 
         def branch(make):
@@ -177,7 +179,8 @@ class Transformer(nn.Module):
 
         self.layers = nn.ModuleList(
             nn.ModuleList([
-                branch(lambda: Attention(dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm)),
+                branch(lambda: Attention(dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm,
+                                         qkv_bias=qkv_bias)),
                 branch(lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm)),
             ])
             for _ in range(depth)
@@ -199,12 +202,14 @@ class ViT(nn.Module):
     ``branches > 1`` makes every block run that many MHSA (then FFN) branches in parallel:
     ``x + a1(x) + a2(x)``, then ``x + f1(x) + f2(x)``, so depth 3 x 2 branches has the
     parameters of depth 6. ``stem='hmlp'`` replaces the linear patch embedding by
-    :class:`HMLPStem` (``hmlp_kernels`` overrides its kernel sizes).
+    :class:`HMLPStem` (``hmlp_kernels`` overrides its kernel sizes). ``qkv_bias`` (as timm's) adds a bias to
+    the attention's qkv projection: the reference repository's BatchNorm checkpoints have one.
     """
 
     def __init__(self, *, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, pool="cls",
                  channels=3, dim_head=64, dropout=0.0, emb_dropout=0.0, pos_emb="learn",
-                 norm="layer", ffn_norm="layer", branches=1, stem="linear", hmlp_kernels=None):
+                 norm="layer", ffn_norm="layer", branches=1, stem="linear", hmlp_kernels=None,
+                 qkv_bias=False):
         super().__init__()
         image_height, image_width = pair(image_size)
         patch_height, patch_width = pair(patch_size)
@@ -221,6 +226,8 @@ class ViT(nn.Module):
         check_choice("norm", norm, ("layer", "batch"))
         check_choice("ffn_norm", ffn_norm, ("layer", "batch"))
         check_choice("stem", stem, ("linear", "hmlp"))
+        if not isinstance(qkv_bias, bool):
+            raise ValueError(f"qkv_bias={qkv_bias!r} is not allowed; it must be True or False")
         if stem == "linear" and hmlp_kernels is not None:
             raise ValueError(f"hmlp_kernels={hmlp_kernels!r} is not allowed with stem='linear'; use stem='hmlp'")
         check_probability("dropout", dropout)
@@ -248,7 +255,7 @@ class ViT(nn.Module):
             self.register_buffer("pos_embedding", posemb_sincos_1d(num_patches + 1, dim), persistent=False)
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
-        self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, branches)
+        self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, branches, qkv_bias)
         self.mlp_head = nn.Linear(dim, num_classes)
 
     def forward(self, img: Tensor) -> Tensor:

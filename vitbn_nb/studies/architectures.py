@@ -19,7 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from .. import data, figures
-from ..models import AS_PUBLISHED_DEPTH, MODELS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
+from ..models import AS_RUN_DEPTH, MODELS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ..models.norms import check_choice
 
 CHAPTER = "02_models"
@@ -250,8 +250,8 @@ def configurations() -> pd.DataFrame:
     def add(model, depth, use):
         uses.setdefault((model, depth), []).append(use)
 
-    for model, depth in AS_PUBLISHED_DEPTH.items():
-        add(model, depth, "as published (03, 04)")
+    for model, depth in AS_RUN_DEPTH.items():
+        add(model, depth, "article 1 as run (03, 04)")
     for model in VIT_FAMILY:  # the reference repository's transfer checkpoints are all depth 6
         add(model, TRANSFER_DEPTH, "EMNIST transfer (06)")
     for model in ("ViT", "ViTBNFFN"):
@@ -326,11 +326,11 @@ def model_size_figure(sizes: pd.DataFrame, settings: dict):
             depths = sorted(rows["depth"].astype(int))
             ax.plot(rows["depth"].astype(int), rows[column] / scale, color=figures.color(model),
                     label=f"{model} (depths {', '.join(map(str, depths))})", **looks[model])
-        for model, depth in AS_PUBLISHED_DEPTH.items():
+        for model, depth in AS_RUN_DEPTH.items():
             point = sizes[(sizes["model"] == model) & (sizes["depth"] == depth)]
             ax.scatter(point["depth"].astype(int), point[column] / scale, s=320, facecolors="none",
                        edgecolors="black", linewidths=1.3, zorder=3,
-                       label="as published (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None)
+                       label="article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None)
         for model, style in (("DNN_d3", (0, (1, 1))), ("DNNBN_d3", (0, (4, 2))), ("CNN", (0, (6, 2, 1, 2)))):
             row = sizes[sizes["model"] == model]
             if not row.empty:
@@ -345,7 +345,7 @@ def model_size_figure(sizes: pd.DataFrame, settings: dict):
     return figures.save_figure(
         fig, "02_model_sizes", chapter=CHAPTER, reproduces="new/model_sizes", profile=settings["profile"],
         caption="Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as "
-                "horizontal lines; circled: the 'as published' trio.")
+                "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).")
 
 
 def size_summary(sizes: pd.DataFrame) -> Notes:
@@ -361,15 +361,15 @@ def size_summary(sizes: pd.DataFrame) -> Notes:
             lines.append(f"{model}: each encoder block adds {per_block['parameters']:,.0f} parameters and "
                          f"{per_block['MFLOPs per image']:.2f} MFLOPs per image; embedding, final norm and head hold "
                          f"{rows.loc[first, 'parameters'] - per_block['parameters'] * first:,.0f} parameters.")
-    published = {m: vit.loc[(m, d)] for m, d in AS_PUBLISHED_DEPTH.items() if (m, d) in vit.index}
+    published = {m: vit.loc[(m, d)] for m, d in AS_RUN_DEPTH.items() if (m, d) in vit.index}
     if "ViT" in published:
         for model in ("ViTBNFFN", "ViTBN"):
             if model in published:
                 lines.append(
-                    f"As published, ViT d{AS_PUBLISHED_DEPTH['ViT']} has "
+                    f"As article 1 ran them, ViT d{AS_RUN_DEPTH['ViT']} has "
                     f"{published['ViT']['parameters'] / published[model]['parameters']:.1f}× the parameters and "
                     f"{published['ViT']['MFLOPs per image'] / published[model]['MFLOPs per image']:.1f}× the "
-                    f"FLOPs of {model} d{AS_PUBLISHED_DEPTH[model]}.")
+                    f"FLOPs of {model} d{AS_RUN_DEPTH[model]}.")
     for depth in EQUAL_DEPTHS:
         present = [m for m in VIT_FAMILY if (m, depth) in vit.index]
         if len(present) > 1:

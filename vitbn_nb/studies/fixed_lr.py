@@ -1,11 +1,20 @@
-"""Chapter 03: Experiment 1 of article 1, the "as published" trio at three fixed learning rates.
+"""Chapter 03: Experiment 1 of article 1, in both configurations, at three fixed learning rates.
 
-ViT (depth 6), ViTBNFFN (depth 1) and ViTBN (depth 1) -- the depths of the reference
-repository, so the speed ratios mix BatchNorm with a 6x difference in depth -- are trained
-on MNIST without augmentation with Adam, batch 100, test batch 5000, no lr decay, testing
-after every epoch. The chapter redraws article 1's Figures 3-5 (four panels per lr),
-Figure 6 (training time per epoch at each lr, per model) and Table 1 (the ratios
-r = T_ViT / T_model and gains g = 1 - 1/r), each beside the numbers the article reports.
+Article 1 says all three models have depth 6 (L = 6). The reference code of that time
+returned from the encoder after its first block in the BatchNorm models (``model/vitbnv1a.py``
+at 5c9074d, 2024-06-14; ``vitbnffn.py`` / ``vitbn.py`` at 5fcc4ac and 99a16b1, 2024-07-29;
+fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed their depth to
+1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
+one block. The chapter trains both:
+
+* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (reproduces article 1's numbers);
+* **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
+
+MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every
+epoch, timed as article 1 timed it (the run store's ``reference`` pipeline: a DataLoader over
+ToTensor MNIST, ``.item()`` per step, a per-sample per-class count in the test loop). It redraws
+Figures 3-5 and 6 for the configuration as run, the same four panels as written, and Table 1
+for both side by side, each beside the numbers the article reports.
 """
 from __future__ import annotations
 
@@ -13,8 +22,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import figures, results, runs
-from ..models import AS_PUBLISHED_DEPTH
+from .. import audit, figures, results, runs
+from ..models import AS_RUN_DEPTH, AS_WRITTEN_DEPTH, CONFIGURATIONS
 from ..runs import RunConfig
 
 CHAPTER = "03_fixed_lr"
@@ -28,6 +37,10 @@ RATIO_TOLERANCE = 0.20
 ACCURACY_TOLERANCE = 1.0
 #: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
 UNSTABLE_DROP = 10.0
+#: Article 1 timed whole epochs through its own data pipeline; these runs do the same.
+PIPELINE = "reference"
+CONFIGURATION_TEXT = {"as run": "article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1 (their code ran one block)",
+                      "as written": "article 1 as written: all three at depth 6"}
 REQUIRED = ("seeds", "epochs", "lrs", "batch_size", "test_batch_size", "train_size", "test_size", "profile")
 
 #: What article 1 reports (seed 000, "Experiment 1"); accuracies in %, ratios r = T_ViT / T_model.
@@ -61,12 +74,23 @@ def _check(settings: dict) -> None:
 
 
 def configs(settings: dict) -> list[RunConfig]:
-    """One run per lr, seed and model; every model at its "as published" depth (``build_model`` defaults)."""
+    """One run per lr, seed and (model, depth) of both configurations; ViT depth 6 serves both."""
     _check(settings)
-    return [RunConfig(model=model, model_kwargs={}, dataset="mnist", epochs=settings["epochs"], lr=float(lr),
-                      batch_size=settings["batch_size"], test_batch_size=settings["test_batch_size"], seed=seed,
-                      train_size=settings["train_size"], test_size=settings["test_size"])
-            for lr in settings["lrs"] for seed in range(settings["seeds"]) for model in MODELS]
+    pairs = list(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))
+    return [RunConfig(model=model, model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
+                      dataset="mnist", epochs=settings["epochs"], lr=float(lr), batch_size=settings["batch_size"],
+                      test_batch_size=settings["test_batch_size"], seed=seed, train_size=settings["train_size"],
+                      test_size=settings["test_size"], pipeline=PIPELINE)
+            for lr in settings["lrs"] for seed in range(settings["seeds"]) for model, depth in pairs]
+
+
+def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """The rows of one configuration: each model at its depth as article 1 ran it, or as it is written."""
+    if which not in CONFIGURATIONS:
+        raise ValueError(f"which={which!r} is not allowed; choose one of {', '.join(map(repr, CONFIGURATIONS))}")
+    depths = CONFIGURATIONS[which]
+    keep = table.apply(lambda row: depths.get(row["model"]) == row["depth"], axis=1) if len(table) else []
+    return table[keep]
 
 
 def run(settings: dict, force: bool = False) -> pd.DataFrame:
@@ -75,16 +99,19 @@ def run(settings: dict, force: bool = False) -> pd.DataFrame:
 
 
 def overview(settings: dict) -> pd.DataFrame:
-    """What the profile trains: one row per model."""
+    """What the profile trains: one row per model and depth, with the configurations it belongs to."""
     _check(settings)
-    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
+    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"  # noqa: E731
+    pairs = dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS)
     return pd.DataFrame([{
-        "model": model, "depth": AS_PUBLISHED_DEPTH[model], "dataset": "MNIST (no augmentation)",
+        "model": model, "depth": depth,
+        "configuration": " and ".join(which for which, depths in CONFIGURATIONS.items() if depths[model] == depth),
+        "dataset": "MNIST (no augmentation)", "timed through": "article 1's pipeline (DataLoader, ToTensor)",
         "learning rates": ", ".join(f"{lr:g}" for lr in settings["lrs"]), "epochs": settings["epochs"],
         "batch (train / test)": f"{settings['batch_size']} / {settings['test_batch_size']}",
         "train images": size(settings["train_size"], 60000), "test images": size(settings["test_size"], 10000),
         "seeds": settings["seeds"], "runs": len(settings["lrs"]) * settings["seeds"],
-    } for model in MODELS])
+    } for model, depth in pairs])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,39 +152,71 @@ def _stability_text(info: dict, what: str) -> str:
     return f"yes ({len(epochs)}/{info['runs']}, at epoch {', '.join(map(str, epochs))})"
 
 
-def ratios(table: pd.DataFrame) -> pd.DataFrame:
-    """r_t, r_v, g_t, g_v per lr and BN model (mean ± sd over seeds, paired by seed), via ``results.speed_ratios``."""
-    return results.speed_ratios(table, baseline="ViT", by=("lr",))
+def ratios(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """r_t, r_v, g_t, g_v per lr and BN model of one configuration (mean ± sd over seeds, paired by seed)."""
+    return results.speed_ratios(configuration(table, which), baseline="ViT", by=("lr",))
 
 
 def _within(ours: float, seed: float, tolerance: float = RATIO_TOLERANCE) -> bool:
     return bool(np.isfinite(ours)) and abs(ours / seed - 1) <= tolerance
 
 
+def _which(model: str, depth: int) -> str:
+    return " and ".join(which for which, depths in CONFIGURATIONS.items() if depths.get(model) == depth)
+
+
 def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
-    """This run's numbers at ``lr``: final accuracy, mean time per epoch, ratios, divergence, per model."""
+    """This run's numbers at ``lr`` per model and depth: final accuracy, time per epoch, ratios to ViT depth 6."""
     subset = _at_lr(table, lr)
-    accuracy = results.accuracy_summary(subset, by=("model",)).set_index("model")
-    speed = ratios(subset).set_index("model")
+    accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
+    speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
     rows = []
-    for model in MODELS:
-        one = subset[subset["model"] == model]
+    pairs = dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS)
+    for model, depth in pairs:
+        one = subset[(subset["model"] == model) & (subset["depth"] == depth)]
         if one.empty:
             continue
+        which = "as run" if AS_RUN_DEPTH[model] == depth else "as written"
         per_run = one.groupby("run_id")[["train_seconds", "test_seconds"]].mean()
-        info = stability(subset, model)
+        info = stability(one, model)
+        ratio = speed[which]
         rows.append({
-            "model": model, "depth": int(one["depth"].iloc[0]),
-            "final accuracy (%)": accuracy.loc[model, "accuracy (%)"],
+            "model": model, "depth": depth, "configuration": _which(model, depth),
+            "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
             "train s/epoch": results.mean_sd(per_run["train_seconds"], 2),
             "test s/epoch": results.mean_sd(per_run["test_seconds"], 3),
-            "r_t": speed.loc[model, "r_t"] if model in speed.index else "baseline",
-            "r_v": speed.loc[model, "r_v"] if model in speed.index else "baseline",
+            "r_t": ratio.loc[model, "r_t"] if model in ratio.index else "baseline",
+            "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
             "diverged (NaN loss)": _stability_text(info, "diverged"),
             f"unstable (acc {UNSTABLE_DROP:g} pt below best)": _stability_text(info, "unstable"),
             "seeds": int(one["seed"].nunique()),
         })
     return pd.DataFrame(rows)
+
+
+def breakdown_verdict(table: pd.DataFrame, lr: float) -> tuple[str, str]:
+    """(this run, verdict) for the ViT breakdown article 1 saw near epoch 15 at lr 0.01.
+
+    The epoch of the first breakdown is reported against the article's; when fewer epochs were trained
+    than the article's breakdown epoch, an absent breakdown says nothing and the verdict says so.
+    """
+    subset = _at_lr(table, lr)
+    vit = subset[subset["model"] == "ViT"]
+    info = stability(vit, "ViT")
+    expected = _seed_at(lr).get("vit_unstable_epoch")
+    trained = int(vit["epoch"].max()) if len(vit) else 0
+    ours = _stability_text(info, "unstable")
+    if expected is None:
+        return ours, "the article reports no breakdown here" + (" (none here either)" if not info["unstable"] else "")
+    if not info["unstable"]:
+        if trained < expected:
+            return ours, (f"cannot be tested at this scale: {trained} epochs trained, the article's breakdown came "
+                          f"near epoch {expected}")
+        return ours, f"not reproduced: no breakdown in {trained} epochs (article: near epoch {expected})"
+    first = min(info["unstable"])
+    near = abs(first - expected) <= max(3, expected // 5)
+    return ours, (f"first breakdown at epoch {first} against the article's ≈ {expected}: "
+                  f"{'reproduced' if near else 'a breakdown, but not where the article saw it'}")
 
 
 def seed_reported(lr: float | None = None) -> pd.DataFrame:
@@ -190,47 +249,51 @@ def seed_reported(lr: float | None = None) -> pd.DataFrame:
 
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
-    """The article's number, ours (mean ± sd over seeds) and whether it reproduced, per model and quantity."""
+    """The article's number beside ours in each configuration (mean ± sd over seeds), with a verdict."""
     subset = _at_lr(table, lr)
     seed = _seed_at(lr)
-    accuracy = results.accuracy_summary(subset, by=("model",)).set_index("model")
-    speed = ratios(subset).set_index("model")
+    accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     rows = []
-    for model in MODELS:
-        if model not in accuracy.index:
-            continue
-        ours = accuracy.loc[model, "mean"]
-        if model in seed.get("accuracy", {}):
-            reported = seed["accuracy"][model]
-            verdict = f"Δ {ours - reported:+.1f} pt ({'within' if abs(ours - reported) <= ACCURACY_TOLERANCE else 'outside'} ± {ACCURACY_TOLERANCE:g} pt)"
-            reported = f"≈ {reported:g}"
-        elif model in seed.get("accuracy_above", {}):
-            bound = seed["accuracy_above"][model]
-            verdict = f"above {bound:g} %: {'yes' if ours > bound else 'no'}"
-            reported = f"> {bound:g}"
-        else:
-            reported, verdict = "not quoted", ""
-        rows.append({"model": model, "quantity": "final accuracy (%)", "article 1": reported,
-                     "this run": accuracy.loc[model, "accuracy (%)"], "verdict": verdict})
-    for key in ("r_t", "r_v"):
-        for model in BN_MODELS:
-            if model not in speed.index:
-                continue
-            ours = speed.loc[model, f"{key}_mean"]
-            reported = seed.get(key, {}).get(model)
-            verdict = "" if reported is None else (
-                f"{'within' if _within(ours, reported) else 'outside'} ± {RATIO_TOLERANCE:.0%} of the article's")
-            rows.append({"model": model, "quantity": key, "article 1": "not quoted" if reported is None else f"{reported:g}",
-                         "this run": speed.loc[model, key], "verdict": verdict})
-    if "ViT" in accuracy.index:
+    for which, depths in CONFIGURATIONS.items():
+        speed = ratios(subset, which).set_index("model")
+        for model in MODELS:
+            key = (model, depths[model])
+            if key not in accuracy.index or (which == "as written" and model == "ViT"):
+                continue  # ViT depth 6 is one run set, listed once
+            ours = accuracy.loc[key, "mean"]
+            if model in seed.get("accuracy", {}):
+                reported = seed["accuracy"][model]
+                within = abs(ours - reported) <= ACCURACY_TOLERANCE
+                verdict = f"Δ {ours - reported:+.1f} pt ({'within' if within else 'outside'} ± {ACCURACY_TOLERANCE:g} pt)"
+                reported = f"≈ {reported:g}"
+            elif model in seed.get("accuracy_above", {}):
+                bound = seed["accuracy_above"][model]
+                verdict = f"above {bound:g} %: {'yes' if ours > bound else 'no'}"
+                reported = f"> {bound:g}"
+            else:
+                reported, verdict = "not quoted", ""
+            rows.append({"configuration": _which(*key), "model": f"{model} d{key[1]}", "quantity": "final accuracy (%)",
+                         "article 1": reported, "this run": accuracy.loc[key, "accuracy (%)"], "verdict": verdict})
+        for quantity in ("r_t", "r_v"):
+            for model in BN_MODELS:
+                if model not in speed.index:
+                    continue
+                ours = speed.loc[model, f"{quantity}_mean"]
+                reported = seed.get(quantity, {}).get(model)
+                verdict = "" if reported is None else (
+                    f"{'within' if _within(ours, reported) else 'outside'} ± {RATIO_TOLERANCE:.0%} of the article's")
+                rows.append({"configuration": which, "model": f"{model} d{depths[model]}", "quantity": quantity,
+                             "article 1": "not quoted" if reported is None else f"{reported:g}",
+                             "this run": speed.loc[model, quantity], "verdict": verdict})
+    if (subset["model"] == "ViT").any():
         info = stability(subset, "ViT")
         expected = seed.get("vit_unstable_epoch")
-        rows.append({"model": "ViT", "quantity": "diverged (NaN loss)", "article 1": "—",
-                     "this run": _stability_text(info, "diverged"), "verdict": ""})
-        rows.append({"model": "ViT", "quantity": f"unstable (acc drops > {UNSTABLE_DROP:g} pt)",
-                     "article 1": f"yes, ≈ epoch {expected}" if expected else "no",
-                     "this run": _stability_text(info, "unstable"),
-                     "verdict": "reproduced" if bool(info["unstable"]) == bool(expected) else "not reproduced"})
+        ours, verdict = breakdown_verdict(subset, lr)
+        rows.append({"configuration": "as run and as written", "model": "ViT d6", "quantity": "diverged (NaN loss)",
+                     "article 1": "—", "this run": _stability_text(info, "diverged"), "verdict": ""})
+        rows.append({"configuration": "as run and as written", "model": "ViT d6",
+                     "quantity": f"breakdown (acc drops > {UNSTABLE_DROP:g} pt)",
+                     "article 1": f"yes, ≈ epoch {expected}" if expected else "no", "this run": ours, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
@@ -242,22 +305,23 @@ def _seed_at(lr: float) -> dict:
 
 
 def statement(table: pd.DataFrame, lr: float) -> str:
-    """One line: what reproduced at ``lr`` (ratios within ± 20 %, accuracies, ViT's stability)."""
+    """One line: what reproduced at ``lr`` in each configuration (ratios within ± 20 %, accuracies, ViT)."""
     compared = comparison(table, lr)
     parts = [f"lr {lr:g}"]
-    for key in ("r_t", "r_v"):
-        judged = compared[(compared["quantity"] == key) & (compared["verdict"] != "")]
+    for which in CONFIGURATIONS:
+        mine = compared[compared["configuration"] == which]
+        judged = mine[mine["quantity"].isin(["r_t", "r_v"]) & (mine["verdict"] != "")]
         if len(judged):
             hits = judged["verdict"].str.startswith("within").sum()
-            parts.append(f"{key} within ± {RATIO_TOLERANCE:.0%} of the article's for {hits}/{len(judged)} BN models")
-    judged = compared[(compared["quantity"] == "final accuracy (%)") & (compared["verdict"] != "")]
+            parts.append(f"{which}: {hits}/{len(judged)} ratios within ± {RATIO_TOLERANCE:.0%} of the article's")
+    judged = compared[(compared["quantity"] == "final accuracy (%)") & (compared["verdict"] != "")
+                      & compared["configuration"].str.contains("as run")]
     if len(judged):
         hits = judged["verdict"].str.contains("within|yes").sum()
-        parts.append(f"final accuracy as reported for {hits}/{len(judged)} models")
-    vit = stability(_at_lr(table, lr), "ViT")
-    if vit["runs"]:
-        parts.append(f"ViT diverged: {_stability_text(vit, 'diverged')}")
-        parts.append(f"ViT unstable: {_stability_text(vit, 'unstable')}")
+        parts.append(f"final accuracy as reported for {hits}/{len(judged)} models as run")
+    breakdown = compared[compared["quantity"].str.startswith("breakdown")]
+    if len(breakdown):
+        parts.append(f"ViT breakdown: {breakdown['verdict'].iloc[0]}")
     return "; ".join(parts) + "."
 
 
@@ -268,35 +332,47 @@ def _label(model: str, depth) -> str:
     return f"{model} (depth {int(depth)})"
 
 
-def _names(lr: float) -> tuple[str, str]:
-    """(file name, reproduces id) of the figure at ``lr``."""
+def _names(lr: float, which: str = "as run") -> tuple[str, str]:
+    """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
     fig = FIGURE_OF_LR.get(next((k for k in FIGURE_OF_LR if np.isclose(k, lr)), None))
     if fig is None:
-        return f"fixed_lr_lr{lr:g}", f"new/fixed_lr_lr{lr:g}"
-    return f"article1_{fig}", f"article1/{fig}"
+        name = f"fixed_lr_lr{lr:g}"
+        return (name, f"new/{name}") if which == "as run" else (f"{name}_as_written", f"new/{name}_as_written")
+    if which == "as run":
+        return f"article1_{fig}", f"article1/{fig}"
+    return f"article1_{fig}_as_written", f"new/article1_{fig}_as_written"
 
 
-def four_panel_figure(table: pd.DataFrame, settings: dict, lr: float):
-    """Article 1's Figure 3, 4 or 5: train/test time per epoch, training loss and test accuracy at ``lr``."""
+def _footer_text(which: str) -> str:
+    return CONFIGURATION_TEXT[which] + "; timed through article 1's pipeline (DataLoader over ToTensor MNIST)"
+
+
+def four_panel_figure(table: pd.DataFrame, settings: dict, lr: float, which: str = "as run"):
+    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration.
+
+    As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
+    """
     figures.use_style()
-    subset = _at_lr(table, lr)
-    name, reproduces = _names(lr)
-    fig = figures.four_panel(subset, title=(
-        f"Article 1 {reproduces.split('/')[1].replace('fig', 'Fig ')} · MNIST, lr = {lr:g}, Adam, batch 100\n"
-        "depths differ as published: ViT depth 6 vs ViTBNFFN / ViTBN depth 1"),
-        label=lambda model, group: _label(model, group["depth"].iloc[0]))
+    subset = configuration(_at_lr(table, lr), which)
+    if subset.empty:
+        raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
+    name, reproduces = _names(lr, which)
+    what = (f"Article 1 {reproduces.split('/')[1].replace('fig', 'Fig ')}" if which == "as run"
+            else f"Article 1 as written (a new comparison, not in the article's figures)")
+    fig = figures.four_panel(subset, title=f"{what} · MNIST, lr = {lr:g}, Adam, batch 100\n{CONFIGURATION_TEXT[which]}",
+                             label=lambda model, group: _label(model, group["depth"].iloc[0]))
     if subset["diverged"].astype(bool).any():
         # lower left: a falling loss leaves it empty, and the × of a diverged run sits at the top edge
         fig.axes[2].text(0.02, 0.03, "× = loss became NaN/inf (run stopped there)", transform=fig.axes[2].transAxes,
                          ha="left", va="bottom", fontsize=9)
-    caption = (f"Experiment 1 at lr {lr:g}: ViT (depth 6) vs ViTBNFFN and ViTBN (depth 1) -- the depths differ, "
-               "as published; mean over seeds, band = min-max; × marks a diverged run")
+    caption = (f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; mean over seeds, band = min-max; "
+               "× marks a diverged run")
     return figures.save_figure(fig, name, chapter=CHAPTER, reproduces=reproduces, profile=settings["profile"],
                                caption=caption, run_ids=subset["run_id"].unique())
 
 
 def comparison_table(table: pd.DataFrame, settings: dict, lr: float):
-    """The article's numbers beside this run's at ``lr``, saved; the caption is the one-line verdict."""
+    """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
     name, reproduces = _names(lr)
     subset = _at_lr(table, lr)
     return figures.save_table(comparison(subset, lr), f"{name}_vs_article", chapter=CHAPTER, reproduces=reproduces,
@@ -305,12 +381,14 @@ def comparison_table(table: pd.DataFrame, settings: dict, lr: float):
 
 
 def numbers_table(table: pd.DataFrame, settings: dict, lr: float):
-    """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), saved."""
+    """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
     name, reproduces = _names(lr)
     subset = _at_lr(table, lr)
     return figures.save_table(this_run(subset, lr), f"{name}_numbers", chapter=CHAPTER, reproduces=reproduces,
                               profile=settings["profile"], run_ids=subset["run_id"].unique(),
-                              caption=f"This run at lr {lr:g}: mean ± sd over seeds (ViT depth 6, BN models depth 1)")
+                              caption=(f"This run at lr {lr:g}: mean ± sd over seeds; ratios r = T(ViT d6) / T(model) "
+                                       "within each configuration (as run: BN models d1; as written: d6); timed "
+                                       "through article 1's pipeline"))
 
 
 def _lr_styles(lrs) -> dict:
@@ -344,8 +422,9 @@ def fig6_statement(table: pd.DataFrame) -> str:
 
 
 def figure6(table: pd.DataFrame, settings: dict):
-    """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr)."""
+    """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
     figures.use_style()
+    table = configuration(table, "as run")
     lrs = sorted(table["lr"].unique())
     styles = _lr_styles(lrs)
     present = [m for m in MODELS if m in set(table["model"])]
@@ -364,57 +443,94 @@ def figure6(table: pd.DataFrame, settings: dict):
         figures.integer_epochs(ax)
         ax.legend(fontsize=9)
     fig.suptitle("Article 1 Fig 6 · training time per epoch at each learning rate, per model\n"
-                 "depths differ as published: ViT depth 6 vs ViTBNFFN / ViTBN depth 1")
+                 + CONFIGURATION_TEXT["as run"])
     caption = ("Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
-               "ViT depth 6, BN models depth 1, as published; mean over seeds, band = min-max")
+               f"{_footer_text('as run')}; mean over seeds, band = min-max")
     return figures.save_figure(fig, "article1_fig6", chapter=CHAPTER, reproduces="article1/fig6",
                                profile=settings["profile"], caption=caption, run_ids=table["run_id"].unique())
 
 
 def figure6_table(table: pd.DataFrame, settings: dict):
-    """Figure 6's numbers: mean training time per epoch per model and lr, with the computed verdict as caption."""
+    """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
+    table = configuration(table, "as run")
     return figures.save_table(lr_variation(table), "article1_fig6_numbers", chapter=CHAPTER,
                               reproduces="article1/fig6", profile=settings["profile"], caption=fig6_statement(table),
                               run_ids=table["run_id"].unique(), precision=3)
 
 
 def table1_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 with the article's ratios and gains beside ours (mean ± sd over seeds) and a verdict per ratio."""
-    ours = ratios(table)
+    """Table 1 for both configurations side by side, with the article's ratios and gains and a verdict per ratio."""
+    both = {which: ratios(table, which).set_index(["lr", "model"]) for which in CONFIGURATIONS}
     rows = []
-    for _, row in ours.iterrows():
-        seed = _seed_at(row["lr"])
-        reported_t, reported_v = seed.get("r_t", {}).get(row["model"]), seed.get("r_v", {}).get(row["model"])
-        fmt = lambda v, f: "—" if v is None else f(v)
-        vit = stability(table[np.isclose(table["lr"], row["lr"])], "ViT")
-        rows.append({
-            "lr": f"{row['lr']:g}", "model": row["model"],
-            "r_t": row["r_t"], "r_t (article)": fmt(reported_t, lambda v: f"{v:g}"),
-            "r_v": row["r_v"], "r_v (article)": fmt(reported_v, lambda v: f"{v:g}"),
-            "g_t (%)": row["g_t"], "g_t (article, %)": fmt(reported_t, lambda v: f"{results.gain(v):.0f}"),
-            "g_v (%)": row["g_v"], "g_v (article, %)": fmt(reported_v, lambda v: f"{results.gain(v):.0f}"),
-            "r_t verdict": "" if reported_t is None else ("within ± 20 %" if _within(row["r_t_mean"], reported_t) else "outside ± 20 %"),
-            "r_v verdict": "" if reported_v is None else ("within ± 20 %" if _within(row["r_v_mean"], reported_v) else "outside ± 20 %"),
-            "ViT diverged": _stability_text(vit, "diverged"), "seeds": row["seeds"],
-        })
+    for lr in sorted(table["lr"].unique()):
+        seed = _seed_at(lr)
+        for model in BN_MODELS:
+            row = {"lr": f"{lr:g}", "model": model}
+            found = False
+            for quantity in ("r_t", "r_v", "g_t", "g_v"):
+                ratio_key = "r_t" if quantity in ("r_t", "g_t") else "r_v"
+                reported = seed.get(ratio_key, {}).get(model)
+                unit = " (%)" if quantity.startswith("g") else ""
+                for which, frame in both.items():
+                    depth = CONFIGURATIONS[which][model]
+                    value = frame.loc[(lr, model), quantity] if (lr, model) in frame.index else "—"
+                    found = found or (lr, model) in frame.index
+                    row[f"{quantity}{unit} as run (d1)" if which == "as run" else f"{quantity}{unit} as written (d{depth})"] = value
+                row[f"{quantity}{unit} article 1"] = "—" if reported is None else (
+                    f"{reported:g}" if quantity.startswith("r") else f"{results.gain(reported):.0f}")
+            for quantity in ("r_t", "r_v"):
+                reported = seed.get(quantity, {}).get(model)
+                for which, frame in both.items():
+                    ok = (lr, model) in frame.index and reported is not None
+                    row[f"{quantity} {which}: verdict"] = "" if not ok else (
+                        "within ± 20 %" if _within(frame.loc[(lr, model), f"{quantity}_mean"], reported)
+                        else "outside ± 20 %")
+            seeds = [frame.loc[(lr, model), "seeds"] for frame in both.values() if (lr, model) in frame.index]
+            row["seeds"] = min(seeds) if seeds else 0
+            if found:
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
 def table1_statement(table: pd.DataFrame) -> str:
     frame = table1_frame(table)
     parts = []
-    for key in ("r_t", "r_v"):
-        judged = frame[frame[f"{key} verdict"] != ""]
-        parts.append(f"{key} within ± {RATIO_TOLERANCE:.0%} of the article's in {judged[f'{key} verdict'].str.startswith('within').sum()}"
-                     f"/{len(judged)} cases")
-    mean_t = ratios(table)["r_t_mean"]
-    parts.append(f"the BN models train {mean_t.min():.1f}-{mean_t.max():.1f}× faster per epoch than the depth-6 ViT")
+    for which in CONFIGURATIONS:
+        hits, judged = 0, 0
+        for quantity in ("r_t", "r_v"):
+            verdicts = frame[f"{quantity} {which}: verdict"]
+            judged += int((verdicts != "").sum())
+            hits += int(verdicts.str.startswith("within").sum())
+        r_t = ratios(table, which)["r_t_mean"]
+        if len(r_t):
+            parts.append(f"{which}, {hits}/{judged} ratios within ± {RATIO_TOLERANCE:.0%} of the article's and the BN "
+                         f"models train {r_t.min():.1f}-{r_t.max():.1f}× as fast as ViT d6")
     return "Table 1: " + "; ".join(parts) + "."
 
 
 def table1(table: pd.DataFrame, settings: dict):
-    """Article 1's Table 1 (r_t, r_v, g_t, g_v per BN model and lr), with the article's values beside ours."""
-    caption = (f"{table1_statement(table)} r = T_ViT / T_model (mean time per epoch), g = 1 − 1/r; "
-               "ViT depth 6 vs BN models depth 1 (as published); the article's g are derived from its quoted r")
+    """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
+    caption = (f"{table1_statement(table)} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
+               "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
+               "the article's g are derived from its quoted r")
     return figures.save_table(table1_frame(table), "article1_table1", chapter=CHAPTER, reproduces="article1/table1",
                               profile=settings["profile"], caption=caption, run_ids=table["run_id"].unique())
+
+
+def audit_table(reference: "audit.ReferenceAudit", settings: dict):
+    """``new/reference_checkpoint_audit``: per reference checkpoint, which encoder blocks ever trained."""
+    frame = reference.summary()
+    return figures.save_table(frame, "new_reference_checkpoint_audit", chapter=CHAPTER,
+                              reproduces="new/reference_checkpoint_audit", profile=settings["profile"],
+                              caption=(f"Reference checkpoints audited with vitbn_nb.audit.block_usage: a block whose "
+                                       f"norms hold their initial values and whose BatchNorm counted 0 steps never "
+                                       f"trained; source: {reference.source}"))
+
+
+def audit_scores_table(reference: "audit.ReferenceAudit", settings: dict):
+    """``new/reference_checkpoint_scores``: the reference checkpoints scored on MNIST with the book's classes."""
+    return figures.save_table(reference.scores, "new_reference_checkpoint_scores", chapter=CHAPTER,
+                              reproduces="new/reference_checkpoint_scores", profile=settings["profile"],
+                              caption=("Reference checkpoints loaded into the book's models (qkv_bias where they have "
+                                       "one; 'blocks loaded' = the depth built) and scored on the 10,000 MNIST test "
+                                       f"images, eval mode, ToTensor scaling; source: {reference.source}"))

@@ -1,0 +1,339 @@
+"""Checkpoint audit: which encoder blocks of a ViT ever trained.
+
+A block that no training step ever reached keeps its norms at their initial values
+(weight 1, bias 0) and, for a BatchNorm, ``num_batches_tracked`` at 0. That is how the
+reference repository's article-era BatchNorm checkpoints show the early return of their
+encoder (``REFERENCE_FACTS.md``): blocks 2-6 untouched. :func:`block_usage` reads any
+state dict laid out as the einops-style vit-pytorch (``transformer.layers.{i}.{0,1}...``),
+which the book's own models follow, and says per block whether it trained.
+
+Offline, :func:`recorded_audit` returns what this audit printed for the reference
+checkpoints when they were last downloaded (``recorded_reference_audit.json``, which names
+the commits); :func:`download_reference_checkpoint` fetches one pinned to its commit where
+the internet is reachable (Colab), and :func:`load_reference_into_book_model` scores it with
+the book's own classes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from .models import build_model
+
+REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
+#: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it.
+REFERENCE_CHECKPOINTS = {
+    "ViT_opt_30": dict(commit="10c3799dc85f6875b15ebb915ea1ffe55b2f287f", path="model_pth_dir/ViT_opt_30.pth",
+                       model="ViT"),
+    "ViTBNFFN_opt_30": dict(commit="a84dfedf986302bc59b5c8be357ef94ea3042e33",
+                            path="model_pth_dir/ViTBNFFN_opt_30.pth", model="ViTBNFFN"),
+    "FinOptAug1_ViT_30": dict(commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViT_30.pth", model="ViT"),
+    "FinOptAug1_ViTBNFFN_30": dict(commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViTBNFFN_30.pth",
+                                   model="ViTBNFFN"),
+    "FinOptAug1_ViTBN_30": dict(commit="6770a6c55893747bcafe11c627f00bb79996a2ac", path="model_pth_dir/FinOptAug1_ViTBN_30.pth", model="ViTBN"),
+    "VITBNFFN_d5_15": dict(commit="8125e17fb12865c2a419a4c5bb1c62b893307945", path="model_pth_dir/VITBNFFN_d5_15.pth", model="ViTBNFFN"),
+}
+RECORDED = Path(__file__).with_name("recorded_reference_audit.json")
+_BLOCK = re.compile(r"^(?:.*\.)?transformer\.layers\.(\d+)\.(.+)$")
+
+
+def _state_dict(checkpoint) -> dict[str, torch.Tensor]:
+    """A state dict from a path or a dict (also one that wraps it under ``model`` or ``state_dict``)."""
+    if isinstance(checkpoint, (str, Path)):
+        path = Path(checkpoint)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {path} does not exist")
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # noqa: BLE001 - say which file, whatever torch.load disliked
+            raise ValueError(f"checkpoint {path} could not be read as a PyTorch state dict: {error}") from error
+    if isinstance(checkpoint, nn.Module):
+        checkpoint = checkpoint.state_dict()
+    for key in ("model", "state_dict"):
+        if isinstance(checkpoint, dict) and isinstance(checkpoint.get(key), dict):
+            checkpoint = checkpoint[key]
+    if not isinstance(checkpoint, dict) or not all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
+        raise ValueError("checkpoint is not a state dict (a mapping of names to tensors)")
+    return checkpoint
+
+
+def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """The norms of one block, by module name: a module with a 1-D ``weight`` (LayerNorm or BatchNorm affine),
+    or with BatchNorm buffers. Linear and convolution weights have two or more dimensions."""
+    modules: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
+    for name, tensor in block.items():
+        module, _, leaf = name.rpartition(".")
+        modules[module][leaf] = tensor
+    return {name: leaves for name, leaves in modules.items()
+            if "running_mean" in leaves or ("weight" in leaves and leaves["weight"].dim() == 1)}
+
+
+def block_usage(checkpoint) -> pd.DataFrame:
+    """One row per encoder block: its norms, whether they still hold their initial values, its BatchNorm
+    step counter, and a verdict (``trained`` / ``never trained``).
+
+    ``checkpoint``: a path, a state dict (optionally under ``model`` / ``state_dict``) or a module.
+    """
+    state = _state_dict(checkpoint)
+    blocks: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
+    for name, tensor in state.items():
+        match = _BLOCK.match(name)
+        if match:
+            blocks[int(match.group(1))][match.group(2)] = tensor
+    if not blocks:
+        raise ValueError("checkpoint has no encoder blocks: no key of the form 'transformer.layers.<i>.…' "
+                         f"(its first keys: {list(state)[:5]})")
+    rows = []
+    for index in sorted(blocks):
+        norms = _norm_modules(blocks[index])
+        at_initial = [bool(torch.all(leaves["weight"] == 1)) and bool(torch.all(leaves.get("bias", torch.zeros(1)) == 0))
+                      for leaves in norms.values() if "weight" in leaves]
+        counters = [int(leaves["num_batches_tracked"]) for leaves in norms.values() if "num_batches_tracked" in leaves]
+        untouched = bool(at_initial) and all(at_initial) and all(count == 0 for count in counters)
+        if not norms:
+            verdict = "unknown (no norm in this block)"
+        else:
+            verdict = "never trained" if untouched else "trained"
+        rows.append({
+            "block": index + 1,
+            "norms": len(norms),
+            "BatchNorms": len(counters),
+            "norms at initial values": f"{sum(at_initial)}/{len(at_initial)}",
+            "num_batches_tracked": max(counters) if counters else pd.NA,
+            "verdict": verdict,
+        })
+    frame = pd.DataFrame(rows)
+    frame["num_batches_tracked"] = frame["num_batches_tracked"].astype("Int64")
+    return frame
+
+
+def summary(frame: pd.DataFrame) -> str:
+    """One line: how many blocks trained, and which never did."""
+    never = frame.loc[frame["verdict"] == "never trained", "block"].tolist()
+    trained = int((frame["verdict"] == "trained").sum())
+    if not never:
+        return f"all {len(frame)} blocks trained"
+    return f"{trained} of {len(frame)} blocks trained; never trained: block{'s' if len(never) > 1 else ''} " + \
+        ", ".join(map(str, never))
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference repository's checkpoints
+# ---------------------------------------------------------------------------------------------
+def reference_url(name: str) -> str:
+    """The raw download address of a named reference checkpoint, pinned to its commit."""
+    if name not in REFERENCE_CHECKPOINTS:
+        raise ValueError(f"name={name!r} is not allowed; choose one of {', '.join(REFERENCE_CHECKPOINTS)}")
+    entry = REFERENCE_CHECKPOINTS[name]
+    return f"https://raw.githubusercontent.com/{REFERENCE_REPOSITORY}/{entry['commit']}/{entry['path']}"
+
+
+def download_reference_checkpoint(name: str, folder, timeout: float = 30.0) -> Path:
+    """Download one reference checkpoint into ``folder`` (kept out of git: GPL-3.0 weights are never committed)."""
+    target = Path(folder) / f"{name}.pth"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".part")
+        with urllib.request.urlopen(reference_url(name), timeout=timeout) as response:
+            partial.write_bytes(response.read())
+        partial.replace(target)
+    return target
+
+
+def internet_reachable(timeout: float = 3.0) -> bool:
+    try:
+        urllib.request.urlopen(f"https://github.com/{REFERENCE_REPOSITORY}", timeout=timeout).close()
+        return True
+    except Exception:  # noqa: BLE001 - any failure to reach it means: show the recorded audit
+        return False
+
+
+#: The reference repository's BatchNorm classes name their modules in their own way; these rules rename a
+#: state dict to the einops-style names the book's models (and the reference ViT checkpoints) use.
+_RENAMES = (
+    (re.compile(r"(transformer\.layers\.\d+)\.1\.(?:norm\.BN|BN)\."), r"\1.1.net.1."),
+    (re.compile(r"\.BN\."), "."),
+    (re.compile(r"\.1\.Lin1\."), ".1.net.0."),
+    (re.compile(r"\.1\.Lin2\."), ".1.net.4."),
+    (re.compile(r"\.0\.patch_emb\."), ".0.to_qkv."),
+    (re.compile(r"\.0\.out_proj\."), ".0.to_out."),
+    (re.compile(r"^pos_embedding_random$"), "pos_embedding"),
+    (re.compile(r"^linear_head\."), "mlp_head."),
+)
+
+
+def book_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A reference state dict under the book's parameter names (names already in that layout pass unchanged)."""
+    renamed = {}
+    for name, tensor in state.items():
+        for pattern, replacement in _RENAMES:
+            name = pattern.sub(replacement, name)
+        renamed[name] = tensor
+    return renamed
+
+
+def load_reference_into_book_model(checkpoint, model: str, depth: int) -> nn.Module:
+    """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything
+    outside the encoder) loaded; a bias on the attention's qkv projection is kept when the checkpoint has one.
+
+    For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives the model
+    that actually ran; ``depth=6`` puts blocks 2-6 back at their initial weights, as the later fix did.
+    """
+    state = book_names(_state_dict(checkpoint))
+    kept = {}
+    for name, tensor in state.items():
+        match = _BLOCK.match(name)
+        if match and int(match.group(1)) >= depth:
+            continue
+        kept[name] = tensor
+    qkv_bias = any(name.endswith("to_qkv.bias") for name in kept)
+    book = build_model(model, depth=depth, qkv_bias=qkv_bias)
+    try:
+        book.load_state_dict(kept)
+    except RuntimeError as error:
+        raise ValueError(f"checkpoint does not fit the book's {model} at depth {depth}: {error}") from error
+    return book.eval()
+
+
+@torch.inference_mode()
+def mnist_accuracy(model: nn.Module, batch_size: int = 5000) -> float:
+    """Accuracy (%) on the 10,000 MNIST test images, scaled as ToTensor scales, in eval mode."""
+    from .data import load_mnist, to_float
+
+    images, labels = load_mnist(train=False)
+    model.eval()
+    hits = sum(int((model(to_float(x)).argmax(1) == y).sum()) for x, y in zip(images.split(batch_size),
+                                                                                labels.split(batch_size)))
+    return 100 * hits / len(labels)
+
+
+def recorded_audit() -> dict:
+    """The audit and scores recorded from the reference checkpoints (see the file's ``source``)."""
+    return json.loads(RECORDED.read_text())
+
+
+def recorded_block_usage(name: str) -> pd.DataFrame:
+    record = recorded_audit()["checkpoints"]
+    if name not in record:
+        raise ValueError(f"name={name!r} has no recorded audit; recorded: {', '.join(record)}")
+    frame = pd.DataFrame(record[name]["blocks"])
+    frame["num_batches_tracked"] = frame["num_batches_tracked"].astype("Int64")
+    return frame
+
+
+#: What REFERENCE_FACTS.md says the reference checkpoints score on MNIST's test set with the author's classes.
+EXPECTED_SCORES = {("FinOptAug1_ViT_30", 6): 99.15, ("FinOptAug1_ViTBNFFN_30", 1): 95.12,
+                   ("FinOptAug1_ViTBNFFN_30", 6): 92.00, ("FinOptAug1_ViTBN_30", 1): 95.46}
+
+
+@dataclass(frozen=True)
+class ReferenceAudit:
+    """The audit of the reference checkpoints: per-block verdicts, MNIST scores, and where they come from."""
+
+    blocks: pd.DataFrame
+    scores: pd.DataFrame
+    source: str
+    live: bool
+
+    def summary(self) -> pd.DataFrame:
+        """One row per checkpoint: its commit, blocks, which trained, and its block-1 / later counters."""
+        rows = []
+        for name, group in self.blocks.groupby("checkpoint", sort=False):
+            never = group.loc[group["verdict"] == "never trained", "block"].tolist()
+            counters = group["num_batches_tracked"]
+            rows.append({
+                "checkpoint": name, "commit": group["commit"].iloc[0][:7], "model": group["model"].iloc[0],
+                "blocks": len(group), "trained": int((group["verdict"] == "trained").sum()),
+                "never trained": ", ".join(map(str, never)) or "none",
+                "BatchNorm steps, block 1": counters.iloc[0],
+                "BatchNorm steps, blocks 2+": ("—" if counters.iloc[1:].isna().all()
+                                               else ", ".join(str(int(c)) for c in counters.iloc[1:].unique())),
+            })
+        return pd.DataFrame(rows)
+
+
+def _audit_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    entry = REFERENCE_CHECKPOINTS[name]
+    return frame.assign(checkpoint=name, commit=entry["commit"], model=entry["model"])[
+        ["checkpoint", "commit", "model", *frame.columns]]
+
+
+def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
+    rows = []
+    for (name, depth), expected in EXPECTED_SCORES.items():
+        if name not in paths:
+            continue
+        model = REFERENCE_CHECKPOINTS[name]["model"]
+        accuracy = mnist_accuracy(load_reference_into_book_model(paths[name], model, depth))
+        rows.append({"checkpoint": name, "model": model, "blocks loaded": depth,
+                     "MNIST test accuracy (%)": round(accuracy, 2), "REFERENCE_FACTS.md (%)": expected})
+    return pd.DataFrame(rows)
+
+
+def audit_folder(folder) -> ReferenceAudit:
+    """Audit and score every named reference checkpoint found in ``folder`` (as ``<name>.pth``)."""
+    paths = {name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS
+             if (Path(folder) / f"{name}.pth").is_file()}
+    if not paths:
+        raise FileNotFoundError(f"{folder} holds none of the reference checkpoints "
+                                f"({', '.join(n + '.pth' for n in REFERENCE_CHECKPOINTS)})")
+    blocks = pd.concat([_audit_rows(name, block_usage(path)) for name, path in paths.items()], ignore_index=True)
+    return ReferenceAudit(blocks, _score_rows(paths), f"checkpoints in {folder}", live=True)
+
+
+def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
+    """The reference checkpoints audited live (downloaded, pinned to their commits) where the internet is
+    reachable, else the recorded audit; ``live`` forces one or the other."""
+    if live is None:
+        live = internet_reachable()
+    if live:
+        folder = Path(folder) if folder is not None else Path.home() / ".cache" / "vitbn_nb" / "reference"
+        for name in REFERENCE_CHECKPOINTS:
+            download_reference_checkpoint(name, folder)
+        result = audit_folder(folder)
+        return ReferenceAudit(result.blocks, result.scores, f"live: downloaded from github.com/{REFERENCE_REPOSITORY} "
+                              f"at the pinned commits into {folder}", live=True)
+    record = recorded_audit()
+    blocks = pd.concat([pd.DataFrame(entry["blocks"]).assign(checkpoint=name, commit=entry["commit"],
+                                                            model=entry["model"])
+                        for name, entry in record["checkpoints"].items()], ignore_index=True)
+    blocks = blocks[["checkpoint", "commit", "model", *[c for c in blocks.columns
+                                                        if c not in ("checkpoint", "commit", "model")]]]
+    blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
+    return ReferenceAudit(blocks, pd.DataFrame(record["scores"]),
+                          f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live",
+                          live=False)
+
+
+def record(folder, target=RECORDED) -> Path:
+    """Write the recorded audit from the checkpoints in ``folder`` (``python -m vitbn_nb.audit FOLDER``)."""
+    import datetime as dt
+
+    result = audit_folder(folder)
+    payload = {
+        "recorded": dt.date.today().isoformat(),
+        "how": "vitbn_nb.audit.block_usage and mnist_accuracy (the book's own classes) on the checkpoints "
+               f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
+        "checkpoints": {
+            name: {"commit": REFERENCE_CHECKPOINTS[name]["commit"], "path": REFERENCE_CHECKPOINTS[name]["path"],
+                   "model": REFERENCE_CHECKPOINTS[name]["model"],
+                   "blocks": json.loads(group.drop(columns=["checkpoint", "commit", "model"]).to_json(orient="records"))}
+            for name, group in result.blocks.groupby("checkpoint", sort=False)},
+        "scores": json.loads(result.scores.to_json(orient="records")),
+    }
+    Path(target).write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    return Path(target)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(record(sys.argv[1]))

@@ -10,19 +10,46 @@ TORCH := $(if $(filter x86_64,$(shell uname -m)),torch==2.14.1 torchvision==0.29
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: book test data bench lab app clean
+.PHONY: book test data bench lab app clean clean-runs readme lock
+# Extra arguments for lab, app and book: make app ARGS="--port 8000", make lab ARGS="--no-browser"
+ARGS ?=
+# Jupyter refuses to run as root unless told; containers often run as root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-$(VENV)/.installed: pyproject.toml
+# The lock (Linux x86_64, one file per Python) pins every package with its hashes; `make lock` remakes it.
+PYVER := $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+LOCK := requirements/lock-py$(PYVER).txt
+USE_LOCK := $(and $(filter x86_64,$(shell uname -m)),$(wildcard $(LOCK)))
+EXTRAS := book,tracking,test
+
+$(VENV)/.installed: pyproject.toml $(wildcard requirements/lock-py*.txt)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	date +%s > $(VENV)/.install-start
+ifneq ($(USE_LOCK),)
+	$(PY) -m pip install -q --require-hashes -r $(LOCK) $(PIP_QUIET)
+	$(PY) -m pip install -q --no-deps -e . $(PIP_QUIET)
+else
+	@echo "No lock for this machine ($(shell uname -m), Python $(PYVER)): installing unpinned (torch as on x86_64)."
 	$(PY) -m pip install -q $(TORCH) $(PIP_QUIET)
-	$(PY) -m pip install -q -e ".[book,tracking,test]" $(PIP_QUIET)
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]" $(PIP_QUIET)
+endif
+	echo $$(( $$(date +%s) - $$(cat $(VENV)/.install-start) )) > $(VENV)/.install-seconds
 	touch $@
+
+# Remake the locks from pyproject.toml and requirements/pins.in (needs the package registry).
+lock: $(VENV)/.installed
+	$(PY) -m pip install -q uv $(PIP_QUIET)
+	for version in 3.11 3.12; do \
+		$(PY) -m uv pip compile pyproject.toml requirements/pins.in --extra book --extra tracking --extra test \
+			--python-version $$version --python-platform x86_64-manylinux_2_28 --generate-hashes \
+			--custom-compile-command "make lock" -o requirements/lock-py$${version/./}.txt; \
+	done
 
 data: $(VENV)/.installed
 	$(PY) -m vitbn_nb data
 
 book: data
-	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS))
+	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(ARGS)
 
 test: $(VENV)/.installed
 	@# the browser tests drive Debian's Chromium; where it cannot be installed they are skipped
@@ -36,10 +63,18 @@ bench: $(VENV)/.installed
 	$(PY) -m vitbn_nb bench
 
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/ $(ARGS)
 
 app: $(VENV)/.installed
-	$(PY) -m vitbn_nb.app $(if $(PORT),--port $(PORT))
+	$(PY) -m vitbn_nb.app $(if $(PORT),--port $(PORT)) $(ARGS)
 
+readme: $(VENV)/.installed
+	$(PY) -m vitbn_nb readme
+
+# Build outputs only: the run store (hours of training under paper) stays unless asked for.
 clean:
-	rm -rf build runs
+	rm -rf build
+
+clean-runs:
+	@echo "This deletes every trained run in runs/ (hours of training under the paper profile)."
+	@read -r -p "Type 'delete' to go on: " answer && [ "$$answer" = delete ] && rm -rf runs && echo "runs/ deleted"

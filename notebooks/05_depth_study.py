@@ -32,11 +32,20 @@
 # verdict computed from the final accuracies, and add a summary of final accuracy against depth.
 
 # %%
-# On Colab, install the book's helper package; anywhere else this does nothing.
+# On Colab: install the book's package once per runtime; elsewhere nothing happens.
+KEEP_ON_DRIVE = True  # data, runs and figures on Google Drive: a disconnect loses nothing and a rerun resumes
 import sys
 if "google.colab" in sys.modules:
-    import subprocess
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/vitbn-book/vitbn-book"], check=True)
+    import importlib.util, subprocess
+    SOURCE = ""  # from [tool.vitbn-book] in pyproject.toml (python -m vitbn_nb colab-cell)
+    if importlib.util.find_spec("vitbn_nb") is None:
+        if not SOURCE:
+            raise SystemExit("This book has no public repository yet: set repository (the https address of its GitHub "
+                             "repository) and ref (a tag or commit) under [tool.vitbn-book] in pyproject.toml, run "
+                             "`python -m vitbn_nb colab-cell`, push, and open the chapter again.")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", SOURCE], check=True)
+    from vitbn_nb import colab
+    colab.setup("05_depth_study", keep_on_drive=KEEP_ON_DRIVE)
 
 # %% tags=["parameters"]
 profile = "auto"
@@ -53,6 +62,7 @@ from vitbn_nb import profiles
 from vitbn_nb.studies import depth
 
 settings = profiles.settings("05_depth_study", profile)
+force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
 settings
 
 # %% [markdown]

@@ -226,7 +226,7 @@ def test_the_command_line_serves_a_stored_run(served):
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0]
-    assert f"Model: run {served.run.run_id}" in output and "Draw a digit at http://127.0.0.1:" in output
+    assert f"Serving run {served.run.run_id}" in output and "Draw a digit at http://127.0.0.1:" in output
 
 
 # -- the page in headless Chromium -------------------------------------------------------------

@@ -28,6 +28,7 @@ def quick_run(tmp_path_factory, mnist_ready):
     folder = tmp_path_factory.mktemp("bench")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VITBN_FIGURES_DIR", str(folder / "figures"))
+        patch.setenv("VITBN_BOOK_FIGURES_DIR", str(folder / "figures"))
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main(["bench", "--quick", "--out", str(folder / "build"), "--device", "cpu"])
@@ -45,6 +46,7 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     assert {"hardware", "hardware_label", "versions", "settings", "timing", "memory_measure", "matmul_peak",
             "training", "inference", "ratios", "folding", "norm_forms", "targets"} <= set(results)
     assert results["matmul_peak"]["flops_per_s"] > 0
+    assert results["dataset"] == "mnist"  # article 1 timed its trio on MNIST without augmentation
 
     training = results["training"]
     assert len(training) == 3 * 2 * 2  # models x depths (1, 6) x pipelines

@@ -153,7 +153,8 @@ def test_failed_run_names_chapter_and_cell_and_keeps_previous_figures(small_book
     assert error.notebook.is_file()  # the partly executed notebook is kept for inspection
     # chapter 01 did save its figure again, but only into the staging folder
     assert snapshot(figures) == before
-    staged = json.loads((tmp_path / "build" / "figures-staging" / "manifest.json").read_text())
+    staging = next((tmp_path / "build").glob("figures-staging-*"))  # the failed process's own staging folder
+    staged = json.loads((staging / "manifest.json").read_text())
     assert staged["outputs"]["book_test_line"]["book_run"] != small_book.book_run
 
 
@@ -186,6 +187,61 @@ def test_bad_input_is_refused_before_any_kernel_starts(tmp_path):
         build_book("smoke", notebooks_dir=tmp_path, output_dir=tmp_path / "build", figures_dir=tmp_path / "f",
                    runs_dir=tmp_path / "runs")
     assert not (tmp_path / "f" / "manifest.json").exists()
+
+
+# -- results a user cannot silently replace ------------------------------------------------------
+
+def test_a_smoke_run_never_touches_the_books_figures(small_chapters, tmp_path):
+    committed = snapshot(ROOT / "figures")
+    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", html=False,
+                        runs_dir=tmp_path / "runs")
+    assert result.figures_dir == (tmp_path / "build" / "figures-smoke").resolve()
+    assert (result.figures_dir / "manifest.json").is_file()
+    assert snapshot(ROOT / "figures") == committed  # figures/ is exactly as committed
+    # a partial run of a larger profile goes to its own folder too
+    target, why = book.publish_target("cpu", complete=False, output=tmp_path / "build")
+    assert target == (tmp_path / "build" / "figures-cpu-partial").resolve() and "some chapters" in why
+    target, _ = book.publish_target("cpu", complete=True, output=tmp_path / "build")
+    assert target.name == "figures"
+
+
+def test_a_smaller_profile_needs_a_flag_to_replace_a_larger_ones_results(small_chapters, tmp_path):
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    (figures / "manifest.json").write_text(json.dumps({"outputs": {"x": {"profile": "paper", "files": []}}}))
+    before = snapshot(figures)
+    with pytest.raises(BookError, match="larger profile paper.*--replace-larger"):
+        build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", figures_dir=figures,
+                   runs_dir=tmp_path / "runs", html=False)
+    assert snapshot(figures) == before
+    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", figures_dir=figures,
+                        runs_dir=tmp_path / "runs", html=False, replace_larger=True)
+    assert {e["profile"] for e in json.loads((figures / "manifest.json").read_text())["outputs"].values()} == {"smoke"}
+    assert result.book_run
+
+
+def test_parameters_are_checked_by_name_and_type(small_chapters, tmp_path):
+    chapter = small_chapters / "01_figure.ipynb"
+    with pytest.raises(BookError, match="has no parameter 'epochs'"):
+        book.check_parameters(chapter, {"profile": "smoke", "force": False, "epochs": 3})
+    with pytest.raises(BookError, match="force='false'.*must be a bool"):
+        book.check_parameters(chapter, {"profile": "smoke", "force": "false"})
+    book.check_parameters(chapter, {"profile": "smoke", "force": False})
+    with pytest.raises(ValueError, match="force='yes' is not allowed"):
+        build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", force="yes")
+
+
+def test_a_partial_run_keeps_the_other_chapters_in_the_html_book(small_book, small_chapters, tmp_path):
+    shutil.copytree(small_book.output_dir / "executed", tmp_path / "build" / "executed")
+    shutil.copytree(small_book.figures_dir, tmp_path / "figures")
+    partial = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build",
+                         figures_dir=tmp_path / "figures", runs_dir=tmp_path / "runs", chapters=["02"])
+    assert [c.name for c in partial.chapters] == ["02_text"] and [c.name for c in partial.others] == ["01_figure"]
+    source = partial.output_dir / "book"
+    assert (source / "01_figure.ipynb").is_file() and (source / "02_text.ipynb").is_file()
+    toc = (source / "_toc.yml").read_text()
+    assert "01_figure" in toc and "02_text" in toc
+    assert "not executed by this run" in (source / "intro.md").read_text()
 
 
 # -- the real book under smoke, built once per session ----------------------------------------

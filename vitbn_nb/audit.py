@@ -180,12 +180,13 @@ def book_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return renamed
 
 
-def load_reference_into_book_model(checkpoint, model: str, depth: int) -> nn.Module:
+def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_kwargs) -> nn.Module:
     """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything
     outside the encoder) loaded; a bias on the attention's qkv projection is kept when the checkpoint has one.
 
     For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives the model
     that actually ran; ``depth=6`` puts blocks 2-6 back at their initial weights, as the later fix did.
+    ``model_kwargs`` override the reference configuration (other sizes).
     """
     state = book_names(_state_dict(checkpoint))
     kept = {}
@@ -195,7 +196,7 @@ def load_reference_into_book_model(checkpoint, model: str, depth: int) -> nn.Mod
             continue
         kept[name] = tensor
     qkv_bias = any(name.endswith("to_qkv.bias") for name in kept)
-    book = build_model(model, depth=depth, qkv_bias=qkv_bias)
+    book = build_model(model, **{**model_kwargs, "depth": depth, "qkv_bias": qkv_bias})
     try:
         book.load_state_dict(kept)
     except RuntimeError as error:

@@ -57,7 +57,7 @@ from torch import nn
 from . import atomic, data, engine, runs
 from .models import AS_RUN_DEPTH, VIT_FAMILY, BatchNorm, build_model, fold_batchnorm
 from .models.fold import count_batchnorms
-from .paths import figures_dir, project_root
+from .paths import book_figures_dir, project_root
 from .system import hardware, hardware_label, pick_device, synchronize, versions
 
 PIPELINES = ("reference", "engine")
@@ -826,7 +826,7 @@ def write(results: dict, out_dir=None, copy_to_figures: bool = True) -> list[Pat
     text = json.dumps(_finite(results), indent=1, allow_nan=False)
     paths = [out_dir / f"bench-{dt.date.today().isoformat()}.json"]
     if copy_to_figures:
-        paths.append(figures_dir() / "bench.json")
+        paths.append(book_figures_dir() / "bench.json")
     for path in paths:
         atomic.write_text(path, text)
     return paths

@@ -5,11 +5,15 @@ parameters ``profile`` and ``force`` injected, and keeps the executed copies in
 ``build/executed/<profile>/``. Finished training runs come from the run store, so running the
 book again with nothing changed only re-draws figures.
 
-Figures are written into a staging folder (``build/figures-staging/``); only when every chapter
-has succeeded does it replace ``figures/``, which therefore always holds the outputs of the last
-complete run. Every output the kernels save carries this run's id (``VITBN_BOOK_RUN``) in the
-manifest. Finally Jupyter Book (Sphinx) renders the executed notebooks, offline and without
-executing anything again, into ``build/book/_build/html/``.
+Figures are written into a staging folder of this process (``build/figures-staging-<run>/``);
+only when every chapter has succeeded are they published. ``figures/`` (the book's committed
+results) takes only a complete run of every chapter under ``cpu`` or ``paper``, and never one
+of a smaller profile than the results it holds unless ``replace_larger=True``; a ``smoke`` or
+partial run publishes to ``build/figures-<profile>/`` (or ``-partial``) and says so. Every
+output the kernels save carries this run's id (``VITBN_BOOK_RUN``) in the manifest. Finally
+Jupyter Book (Sphinx) renders the executed notebooks of every chapter (those of this run, the
+others from their last execution under the same profile), offline and without executing
+anything again, into ``build/book/_build/html/``.
 """
 from __future__ import annotations
 
@@ -34,6 +38,10 @@ CHAPTER_PATTERN = "[0-9][0-9]_*.ipynb"
 KERNEL_NAME = "python3"
 BOOK_TITLE = "BatchNorm in Vision Transformers — a reproduction"
 _LOCK_FILES = (".manifest.lock",)
+#: Larger profiles' results are not replaced by smaller ones without asking.
+PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
+#: The only parameters the runner injects; a chapter's parameters cell must declare them.
+PARAMETERS = {"profile": str, "force": bool}
 
 
 class BookError(RuntimeError):
@@ -68,6 +76,7 @@ class BookBuild:
     runs_dir: Path
     index_html: Path | None = None
     seconds: dict = field(default_factory=dict)  # execute / publish / html wall seconds
+    others: list = field(default_factory=list)  # chapters not executed by this run, shown as last executed
 
 
 # -- chapters ---------------------------------------------------------------------------------
@@ -275,40 +284,101 @@ def _execute(source: Path, executed: Path, *, profile: str, force: bool, positio
     return seconds
 
 
+def publish_target(profile: str, *, complete: bool, output: Path, figures_dir=None) -> tuple[Path, str]:
+    """Where a run's figures go, and why: ``figures/`` for a complete cpu/paper run, else a folder under build/."""
+    if figures_dir is not None:
+        return Path(figures_dir).resolve(), "the folder asked for"
+    if complete and profile in ("cpu", "paper"):
+        return paths.book_figures_dir().resolve(), "a complete run of every chapter"
+    reason = "a smoke run" if profile == "smoke" else "a run of some chapters"
+    return (output / f"figures-{profile}{'' if complete else '-partial'}").resolve(), (
+        f"{reason} never replaces figures/ (the book's results)")
+
+
+def _held_profiles(figures: Path) -> set[str]:
+    manifest = figures / "manifest.json"
+    if not manifest.is_file():
+        return set()
+    try:
+        return {e.get("profile") for e in json.loads(manifest.read_text()).get("outputs", {}).values()} - {None}
+    except json.JSONDecodeError:
+        return set()
+
+
+def check_parameters(source: Path, parameters: dict) -> None:
+    """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
+    import ast
+
+    cell = next((c for c in _read_notebook(source).cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    declared = set()
+    if cell is not None:
+        for node in ast.parse(cell.source).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AnnAssign, ast.AugAssign)) else []
+            declared.update(t.id for t in targets if isinstance(t, ast.Name))
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise BookError(f"chapter {source.stem} has no parameter {', '.join(map(repr, unknown))}; its parameters "
+                        f"cell declares {', '.join(sorted(declared)) or 'none'}", chapter=source.stem)
+    for name, value in parameters.items():
+        expected = PARAMETERS.get(name)
+        if expected is not None and not isinstance(value, expected):
+            raise BookError(f"parameter {name}={value!r} of chapter {source.stem} is not allowed; it must be a "
+                            f"{expected.__name__}", chapter=source.stem)
+
+
 def build_book(profile: str = "auto", *, notebooks_dir=None, output_dir=None, figures_dir=None, runs_dir=None,
-               chapters=None, html: bool = True, force: bool = False, mlflow: str | None = None) -> BookBuild:
+               chapters=None, html: bool = True, force: bool = False, mlflow: str | None = None,
+               replace_larger: bool = False) -> BookBuild:
     """Execute the chapters under ``profile``, publish their figures, and build the HTML book.
 
     ``profile``: ``smoke`` | ``cpu`` | ``paper`` | ``auto`` (``paper`` where CUDA is present, else
     ``cpu``). ``chapters``: numbers or names of the chapters to run (default: all). ``force``:
     retrain instead of reusing finished runs. ``mlflow``: a tracking URI every run and trial is
-    mirrored to (else ``$MLFLOW_TRACKING_URI`` if set, else no mirroring). Folders default to the project's ``notebooks/``,
-    ``build/``, ``figures/`` (:func:`vitbn_nb.paths.figures_dir`) and the run store
-    (:func:`vitbn_nb.paths.runs_dir`). Raises :class:`BookError` naming the chapter and cell when
-    a chapter fails; ``figures/`` is then left as it was. When only some chapters run, their
-    outputs replace those of the same chapters in ``figures/`` and the other chapters' stay.
+    mirrored to (else ``$MLFLOW_TRACKING_URI`` if set, else no mirroring). Folders default to the
+    project's ``notebooks/``, ``build/`` and the run store (:func:`vitbn_nb.paths.runs_dir`); the
+    figures go where :func:`publish_target` says (``figures/`` only for a complete cpu or paper
+    run). ``replace_larger`` lets a smaller profile replace the figures of a larger one. Raises
+    :class:`BookError` naming the chapter and cell when a chapter fails; the published figures
+    are then left as they were. When only some chapters run, their outputs replace those of the
+    same chapters in the target folder and the other chapters' stay.
     """
     resolved = profiles.resolve(profile)
+    force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)
     selected = discover_chapters(notebooks_dir, chapters) if chapters is not None else all_chapters
     output = Path(output_dir) if output_dir is not None else paths.project_root() / "build"
     output = output.resolve()
-    figures = Path(figures_dir).resolve() if figures_dir is not None else paths.figures_dir().resolve()
+    complete = set(selected) == set(all_chapters)
+    figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
+    larger = sorted(p for p in _held_profiles(figures) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[resolved])
+    if larger and not replace_larger:
+        raise BookError(f"{figures} holds results of the larger profile {', '.join(larger)}; a {resolved} run would "
+                        f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
+                        "to write elsewhere.")
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)
-    staging = output / "figures-staging"
 
     titles = {path: _check_chapter(path) for path in selected}
+    parameters = {"profile": resolved, "force": force}
+    for path in selected:
+        check_parameters(path, parameters)
     _check_kernel()
     book_run = new_book_run_id()
+    # Each process stages and executes in folders of its own, so two book runs never collide; what a
+    # killed process left behind is removed.
+    _remove_abandoned(output.glob("figures-staging-*"), executed_dir.glob(".*-pid*"))
+    staging = output / f"figures-staging-{book_run}-pid{os.getpid()}"
+    private = executed_dir / f".{book_run}-pid{os.getpid()}"
+    private.mkdir(parents=True, exist_ok=True)
     _prepare_staging(staging, figures, selected, all_chapters)
 
     package_root = str(Path(__file__).resolve().parent.parent)
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     _log(f"vitbn-book: {len(selected)} chapter(s), profile {resolved}, book run {book_run}")
-    _log(f"  run store {runs}\n  figures staged in {staging}, published to {figures}")
+    _log(f"  run store {runs}\n  figures staged in {staging}, published to {figures} ({why})")
     runs_done: list[ChapterRun] = []
     start = time.perf_counter()
     with _environment(VITBN_BOOK_RUN=book_run, VITBN_FIGURES_DIR=staging, VITBN_RUNS_DIR=runs,
@@ -316,17 +386,30 @@ def build_book(profile: str = "auto", *, notebooks_dir=None, output_dir=None, fi
                       MLFLOW_TRACKING_URI=mlflow or os.environ.get("MLFLOW_TRACKING_URI")):
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name
-            seconds = _execute(source, executed, profile=resolved, force=force,
+            seconds = _execute(source, private / source.name, profile=resolved, force=force,
                                position=f"{i}/{len(selected)}", title=titles[source])
+            os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
+    shutil.rmtree(private, ignore_errors=True)
     timings = {"execute": time.perf_counter() - start}
 
     publish_start = time.perf_counter()
     _publish(staging, figures, book_run)
+    shutil.rmtree(staging, ignore_errors=True)
     timings["publish"] = time.perf_counter() - publish_start
     result = BookBuild(resolved, book_run, runs_done, output, figures, runs, seconds=timings)
+    result.others = _earlier_chapters(all_chapters, selected, executed_dir)
     _log(summary(result))
-    _log(f"figures of this run: {figures}")
+    _log(f"figures of this run: {figures} ({why})")
+    readme_file = paths.project_root() / "README.md"
+    if figures == paths.book_figures_dir().resolve() and readme_file.is_file():
+        from . import readme
+
+        try:
+            changed = readme.update(readme_file, figures)
+            _log("README.md results rewritten from figures/" if changed else "README.md results already agree")
+        except ValueError as error:  # a README without the markers is the user's to fix; the figures stand
+            _log(f"README.md not updated: {error}")
 
     if html:
         html_start = time.perf_counter()
@@ -335,6 +418,32 @@ def build_book(profile: str = "auto", *, notebooks_dir=None, output_dir=None, fi
         _log(f"HTML book built in {_format_seconds(timings['html'])}")
         _log(str(result.index_html))
     return result
+
+
+def _remove_abandoned(*folders) -> None:
+    """Remove staging and executed-notebook folders whose process (the pid in their name) is gone."""
+    for folder in (f for group in folders for f in group):
+        match = re.search(r"-pid(\d+)$", folder.name)
+        if match is None or not folder.is_dir():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
+
+
+def _earlier_chapters(all_chapters: list[Path], selected: list[Path], executed_dir: Path) -> list[ChapterRun]:
+    """The chapters this run did not execute, as their last execution under this profile left them (else unexecuted)."""
+    others = []
+    for source in all_chapters:
+        if source in selected:
+            continue
+        executed = executed_dir / source.name
+        others.append(ChapterRun(source.stem, source, executed if executed.is_file() else source, float("nan"),
+                                 _check_chapter(source)))
+    return others
 
 
 def summary(result: BookBuild) -> str:
@@ -385,6 +494,24 @@ def _mathjax_dir() -> Path:
     return Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
+def _write_config(template: Path, target: Path) -> None:
+    """The Jupyter Book configuration, with the repository and Colab launch settings of [tool.vitbn-book]."""
+    import yaml
+
+    from . import colab
+
+    where = colab.settings()
+    if not where["repository"]:  # no public home yet: no launch buttons, the template as it is
+        shutil.copy2(template, target)
+        return
+    config = yaml.safe_load(template.read_text())
+    if where["repository"]:
+        config["repository"] = {"url": where["repository"], "branch": where["ref"] or "main", "path_to_book": "notebooks"}
+        config["launch_buttons"]["colab_url"] = "https://colab.research.google.com"
+        config["html"]["use_repository_button"] = True
+    target.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
 def build_html(result: BookBuild) -> Path:
     """Render the executed chapters of ``result`` with Jupyter Book; returns the absolute index.html."""
     from .system import hardware_label, versions
@@ -394,17 +521,24 @@ def build_html(result: BookBuild) -> Path:
     if source.exists():
         shutil.rmtree(source)
     source.mkdir(parents=True)
-    shutil.copy2(templates / "_config.yml", source / "_config.yml")
+    _write_config(templates / "_config.yml", source / "_config.yml")
     shutil.copytree(_mathjax_dir(), source / "_mathjax" / "mathjax")
-    for chapter in result.chapters:
-        shutil.copy2(chapter.executed, source / chapter.executed.name)
-    toc = ["# Generated by vitbn_nb.book: the chapters of this run, in order.", "format: jb-book",
-           "root: intro", "chapters:"]
-    toc += [f"- file: {chapter.name}" for chapter in result.chapters]
+    everything = sorted([*result.chapters, *result.others], key=lambda c: c.name)
+    for chapter in everything:
+        shutil.copy2(chapter.executed, source / f"{chapter.name}.ipynb")
+    toc = ["# Generated by vitbn_nb.book: every chapter, in order.", "format: jb-book", "root: intro", "chapters:"]
+    toc += [f"- file: {chapter.name}" for chapter in everything]
     (source / "_toc.yml").write_text("\n".join(toc) + "\n")
 
-    chapter_list = "\n".join(f"{i}. [{c.title}]({c.name}.ipynb) — `{c.name}`, executed in {_format_seconds(c.seconds)}"
-                             for i, c in enumerate(result.chapters, 1))
+    def when(c: ChapterRun) -> str:
+        if c in result.chapters:
+            return f"executed in {_format_seconds(c.seconds)} by this run"
+        if c.executed == c.source:
+            return "not executed yet under this profile (shown without outputs)"
+        return "not executed by this run: shown as its last execution under this profile left it"
+
+    chapter_list = "\n".join(f"{i}. [{c.title}]({c.name}.ipynb) — `{c.name}`, {when(c)}"
+                             for i, c in enumerate(everything, 1))
     intro = string.Template((templates / "intro.template.md").read_text()).substitute(
         title=BOOK_TITLE, profile=result.profile, hardware=hardware_label(), date=dt.date.today().isoformat(),
         book_run=result.book_run, torch=versions().get("torch", "?"), python=versions().get("python", "?"),

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from . import data
-from .system import pick_device, synchronize
+from .system import machine_load, pick_device, synchronize
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -129,7 +129,8 @@ def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, 
             bar.update()
     synchronize(device)
     seconds = time.perf_counter() - start
-    return {"train_loss": (loss_sum / max(seen, 1)).item(), "train_seconds": seconds, "data_seconds": data_seconds}
+    return {"train_loss": (loss_sum / max(seen, 1)).item(), "train_seconds": seconds, "data_seconds": data_seconds,
+            **machine_load()}
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:

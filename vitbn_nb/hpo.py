@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import atomic, runs, tracking
+from . import atomic, profiles, runs, tracking
 from .models import model_kwargs as full_model_kwargs
 from .paths import runs_dir
 from .runs import RunConfig
@@ -188,6 +188,7 @@ def optimise(study: Study, trials: int, *, force: bool = False, device=None, pro
     test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
     ``force=True`` discards the stored study and retrains every trial.
     """
+    force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)

@@ -35,5 +35,13 @@ def runs_dir() -> Path:
     return _location("VITBN_RUNS_DIR", "runs")
 
 
+def book_figures_dir() -> Path:
+    """``figures/``: the book's results, which only a complete cpu or paper book run replaces."""
+    return _location("VITBN_BOOK_FIGURES_DIR", "figures")
+
+
 def figures_dir() -> Path:
-    return _location("VITBN_FIGURES_DIR", "figures")
+    """Where a chapter saves its outputs: the book runner's staging folder (``VITBN_FIGURES_DIR``), or, for a
+    chapter run by hand in Lab or Colab, ``build/figures-interactive/``, so that it never overwrites the
+    book's results in ``figures/``."""
+    return _location("VITBN_FIGURES_DIR", "build/figures-interactive")

@@ -147,3 +147,17 @@ def settings(chapter: str, profile: str, **overrides) -> dict:
     chosen = copy.deepcopy(chapters[chapter])
     chosen.update({k: v for k, v in overrides.items() if v is not None})
     return {"profile": profile, **chosen}
+
+
+def flag(name: str, value) -> bool:
+    """A yes/no parameter as papermill or a Lab user may give it: a bool, or the string 'true' / 'false'.
+
+    Papermill's ``-p force false`` arrives as the string ``'false'``, which Python reads as true: taken
+    as it is, it would delete and retrain every run of a chapter. Anything else is refused by name.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{name}={value!r} is not allowed; give True or False (or the strings 'true' / 'false')")
+

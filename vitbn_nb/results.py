@@ -59,9 +59,21 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
             row[f"{column}_mean"] = group[column].mean()
         row["seeds"] = len(group)
         rows.append(row)
-    return pd.DataFrame(rows)
+    columns = [*by, "model", *(f"{c}{suffix}" for c in ("r_t", "r_v", "g_t", "g_v") for suffix in ("", "_mean")), "seeds"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def gain(ratio: float) -> float:
     """g = 1 - 1/r, in %."""
     return 100 * (1 - 1 / ratio) if ratio and np.isfinite(ratio) else float("nan")
+
+
+def contention(table: pd.DataFrame) -> str:
+    """How many of the table's epochs were timed while the machine had more work than cores ('n/N epochs')."""
+    from .system import contended
+
+    if "load_1min" not in table.columns or table["load_1min"].isna().all():
+        return "not recorded"
+    flags = [contended(load, cores) for load, cores in zip(table["load_1min"], table.get("cpu_cores", [None] * len(table)))
+             if pd.notna(load)]
+    return f"{sum(flags)}/{len(flags)} epochs"

@@ -7,9 +7,15 @@ rewritten atomically after every epoch) and ``model.pt`` once it is done. Asking
 finished configuration again returns the stored run; an interrupted one continues from its
 last finished epoch; ``force=True`` trains it anew. ``load_table()`` gathers every record
 into one tidy pandas table (one row per run and epoch).
+
+One process at a time trains a run: an OS file lock per run (``runs/.locks/<id>.lock``, gone
+with its process) makes a second process wait, then reuse what the first finished. Every
+record carries a SHA-256 of itself and of its weight files; :func:`check_store` verifies the
+whole store (``python -m vitbn_nb runs check``) and :func:`retrain` trains one run anew.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -23,9 +29,10 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from filelock import FileLock, Timeout
 from torch import nn
 
-from . import atomic, data, engine, finetune
+from . import atomic, data, engine, finetune, profiles
 from .models import VIT_FAMILY, build_model, model_kwargs
 from .models.vit import pair as vit_pair
 from .models.norms import check_choice
@@ -164,12 +171,71 @@ def reference_sets(dataset: str, train_size: int | None, test_size: int | None, 
     return tuple(sets)
 
 
+class RunStoreError(RuntimeError):
+    """A damaged or missing file of the run store; the message names the run, the file and the fix."""
+
+
+def _fix(run_id: str) -> str:
+    return f"fix: python -m vitbn_nb runs retrain {run_id}"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _record_digest(record: dict) -> str:
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write ``record.json`` atomically with a checksum of its own content."""
+    record["record_sha256"] = _record_digest(json.loads(json.dumps(record, default=str)))
+    atomic.write_json(path, record)
+
+
+def read_record(folder: Path) -> dict:
+    """A run's record, verified; a damaged one raises :class:`RunStoreError` naming the file and the fix."""
+    path = Path(folder) / "record.json"
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunStoreError(f"run {Path(folder).name}: {path} is missing; {_fix(Path(folder).name)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunStoreError(f"run {Path(folder).name}: {path} is damaged ({error}); {_fix(Path(folder).name)}") from None
+    if not isinstance(record, dict) or "config" not in record:
+        raise RunStoreError(f"run {Path(folder).name}: {path} is not a run record; {_fix(Path(folder).name)}")
+    stored = record.get("record_sha256")
+    if stored is not None and stored != _record_digest(record):
+        raise RunStoreError(f"run {Path(folder).name}: {path} does not match its checksum (edited or damaged); "
+                            f"{_fix(Path(folder).name)}")
+    return record
+
+
+def load_weights(path: Path, run_id: str, expected: str | None = None, *, weights_only: bool = True):
+    """``torch.load`` of a run's weight file to the CPU, its checksum verified; errors name the file and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunStoreError(f"run {run_id}: {path} is missing; {_fix(run_id)}")
+    if expected is not None and sha256(path) != expected:
+        raise RunStoreError(f"run {run_id}: {path} does not match its checksum (truncated or damaged); {_fix(run_id)}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
+        raise RunStoreError(f"run {run_id}: {path} cannot be read ({type(error).__name__}: {error}); "
+                            f"{_fix(run_id)}") from None
+
+
 class Run:
     """A stored run: its record, its per-epoch metrics and its trained model."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        self.record = json.loads((self.folder / "record.json").read_text())
+        self.record = read_record(self.folder)
 
     run_id = property(lambda self: self.record["run_id"])
     status = property(lambda self: self.record["status"])
@@ -188,7 +254,12 @@ class Run:
         if self.status not in ("finished", "diverged"):
             raise RuntimeError(f"run {self.run_id} is {self.status}: it has no final model yet")
         model = build_model(self.record["config"]["model"], **self.record["config"]["model_kwargs"])
-        model.load_state_dict(torch.load(self.folder / "model.pt", map_location="cpu", weights_only=True))
+        state = load_weights(self.folder / "model.pt", self.run_id, self.record.get("checksums", {}).get("model.pt"))
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as error:
+            raise RunStoreError(f"run {self.run_id}: {self.folder / 'model.pt'} does not fit its model ({error}); "
+                                f"{_fix(self.run_id)}") from None
         return model.to(pick_device(device)).eval()
 
     def __repr__(self) -> str:
@@ -205,7 +276,7 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r} is a {source.config.model} run; this run trains a "
                          f"{config.model}")
     kwargs = source.config.model_kwargs
-    state = torch.load(folder / "model.pt", map_location="cpu", weights_only=True)
+    state = load_weights(folder / "model.pt", config.init_from, source.record.get("checksums", {}).get("model.pt"))
     try:
         if "patch_size" in kwargs:
             sizes = zip(vit_pair(kwargs["image_size"]), vit_pair(kwargs["patch_size"]))
@@ -220,19 +291,57 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _locks_dir() -> Path:
+    folder = runs_dir() / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def run_lock(run_id: str, progress: bool = True):
+    """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go."""
+    lock = FileLock(str(_locks_dir() / f"{run_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if progress:
+            print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Temporary files of atomic writes a killed process left behind (safe: this process holds the run's lock)."""
+    for leftover in folder.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+
+
 def train(config: RunConfig, *, force: bool = False, device=None, progress: bool = True,
           mlflow: bool | None = None) -> Run:
     """Train ``config`` (or return it from the store when it already finished).
 
     ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
-    mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never.
+    mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
+    (or the string 'true' / 'false'): anything else is refused rather than read as "retrain".
     """
+    force = profiles.flag("force", force)
     device = pick_device(device)
     run_id = config.run_id(device.type)
+    with run_lock(run_id, progress):
+        return _train_locked(config, run_id, force=force, device=device, progress=progress, mlflow=mlflow)
+
+
+def _train_locked(config: RunConfig, run_id: str, *, force: bool, device: torch.device, progress: bool,
+                  mlflow: bool | None) -> Run:
     folder = runs_dir() / run_id
     record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
     if force and folder.exists():
         shutil.rmtree(folder)
+    if folder.exists():
+        _remove_stale_temporaries(folder)
     if record_path.exists() and not checkpoint_path.exists():
         run = Run(folder)
         if run.status in ("finished", "diverged"):
@@ -253,37 +362,41 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
               "train_images": len(train_data), "test_images": len(test_data),
               "parameters": {"trainable": trainable.trainable, "total": trainable.total},
               "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
-                        "test_seconds is one full pass over the test set; the device is synchronised before each clock read"}
+                        "test_seconds is one full pass over the test set; the device is synchronised before each "
+                        "clock read; load_1min and busy_processes say how busy the machine was at each epoch's end",
+              "checksums": {}}
     optimizer_state = None
     if checkpoint_path.exists():
-        checkpoint = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        previous = read_record(folder) if record_path.exists() else {}
+        checkpoint = load_weights(checkpoint_path, run_id, previous.get("checksums", {}).get("checkpoint.pt"),
+                                  weights_only=False)
         model.load_state_dict(checkpoint["model"])
         optimizer_state = checkpoint["optimizer"]
-        previous = json.loads(record_path.read_text()) if record_path.exists() else {}
         record.update(started=previous.get("started", record["started"]), epochs=checkpoint["epochs"],
                       resumed_at=previous.get("resumed_at", []) + [len(checkpoint["epochs"])])
     folder.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(record_path, record)
+    write_record(record_path, record)
 
     def save_epoch(metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         # The checkpoint is the truth a resume reads; the record mirrors it for readers.
         record["epochs"].append(metrics)
         atomic.torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                            "epochs": record["epochs"]}, checkpoint_path)
-        atomic.write_json(record_path, record)
+        record["checksums"]["checkpoint.pt"] = sha256(checkpoint_path)
+        write_record(record_path, record)
 
     engine.train_model(model, train_data, test_data, epochs=config.epochs, lr=config.lr,
                        batch_size=config.batch_size, test_batch_size=config.test_batch_size, seed=config.seed,
                        num_classes=config.model_kwargs.get("num_classes", 10), device=device,
                        start_epoch=len(record["epochs"]), optimizer_state=optimizer_state,
                        per_sample_eval=config.pipeline == "reference", item_per_step=config.pipeline == "reference",
-                       on_epoch_end=save_epoch,
-                       progress=progress, desc=config.label())
+                       on_epoch_end=save_epoch, progress=progress, desc=config.label())
     diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
     record.update(status="diverged" if diverged else "finished", finished=_now(),
                   diverged_epoch=record["epochs"][-1]["epoch"] if diverged else None)
     atomic.torch_save(model.state_dict(), folder / "model.pt")
-    atomic.write_json(record_path, record)
+    record["checksums"] = {"model.pt": sha256(folder / "model.pt")}
+    write_record(record_path, record)
     checkpoint_path.unlink(missing_ok=True)
     return _mirror(Run(folder), mlflow)
 
@@ -306,6 +419,7 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
 def train_all(configs, *, force: bool = False, device=None, progress: bool = True,
               mlflow: bool | None = None) -> list[Run]:
     """Train several configurations in order (finished ones come straight from the store)."""
+    force = profiles.flag("force", force)
     configs = list(configs)
     runs = []
     for i, config in enumerate(configs, 1):
@@ -331,3 +445,51 @@ def load_table(runs=None) -> pd.DataFrame:
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# checking and repairing the store
+# ---------------------------------------------------------------------------------------------
+def _problems(folder: Path) -> list[str]:
+    """What is wrong with one run folder (empty when nothing is)."""
+    try:
+        record = read_record(folder)
+    except RunStoreError as error:
+        return [str(error).split(": ", 1)[1].split("; fix:")[0]]
+    run_id, checksums, problems = record.get("run_id", folder.name), record.get("checksums", {}), []
+    files = ["model.pt"] if record.get("status") in ("finished", "diverged") else (
+        ["checkpoint.pt"] if (folder / "checkpoint.pt").exists() else [])
+    for name in files:
+        try:
+            load_weights(folder / name, run_id, checksums.get(name), weights_only=name == "model.pt")
+        except RunStoreError as error:
+            problems.append(str(error).split(": ", 1)[1].split("; fix:")[0])
+    return problems
+
+
+def check_store(store=None) -> pd.DataFrame:
+    """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it."""
+    store = Path(store) if store is not None else runs_dir()
+    rows = []
+    for folder in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")) if store.is_dir() else []:
+        for problem in _problems(folder):
+            rows.append({"run": folder.name, "folder": str(folder), "problem": problem, "fix": _fix(folder.name)})
+    return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
+
+
+def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
+    """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train)."""
+    folder = runs_dir() / run_id
+    if not folder.is_dir():
+        raise ValueError(f"run_id={run_id!r} is not in the run store {runs_dir()}")
+    try:
+        record = json.loads((folder / "record.json").read_text())
+        config = RunConfig(**record["config"])
+    except Exception as error:  # noqa: BLE001 - any unreadable record leaves nothing to retrain from
+        raise RunStoreError(f"run {run_id}: {folder / 'record.json'} is unreadable ({error}), so its configuration "
+                            f"is unknown: delete {folder} and run the chapter that trains it again") from None
+    device = pick_device(device)
+    if config.run_id(device.type) != run_id:
+        raise ValueError(f"run {run_id} was trained on another device type; on {device.type} it would be "
+                         f"{config.run_id(device.type)}: retrain it where it ran")
+    return train(config, force=True, device=device, progress=progress)

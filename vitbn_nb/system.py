@@ -58,3 +58,34 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             pass
     return found
+
+
+def machine_load() -> dict:
+    """How busy the machine is now: the 1-minute load average and the other processes running this instant.
+
+    Recorded beside every epoch's timings, so a time measured while another job ran can be flagged
+    (on Linux; elsewhere the fields are None).
+    """
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        load = None
+    busy = None
+    proc = "/proc"
+    if os.path.isdir(proc):
+        busy, me = 0, os.getpid()
+        for entry in os.listdir(proc):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"{proc}/{entry}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            busy += state == "R"
+    return {"load_1min": load, "busy_processes": busy, "cpu_cores": os.cpu_count()}
+
+
+def contended(load_1min, cpu_cores) -> bool:
+    """True when more threads wanted to run than the machine has cores, by more than one on average."""
+    return load_1min is not None and cpu_cores is not None and load_1min > cpu_cores + 1

@@ -20,7 +20,7 @@ from torch import nn
 
 from ..models import VIT_FAMILY
 from ..paths import runs_dir
-from ..runs import Run, RunConfig, train
+from ..runs import Run, RunConfig, RunStoreError, train
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
@@ -55,56 +55,101 @@ def _usable(run: Run) -> bool:
             and bool(run.record["epochs"]))
 
 
-def model_choice(store=None) -> Run | None:
-    """The run the app serves: the best finished 28x28 ViT-family run in the store, or None.
+#: A run that saw fewer training images than this (images x epochs) is smoke-scale: the smoke profile's runs see
+#: 1,200 at most, the cpu profile's 20,000 or more.
+SMOKE_SCALE_IMAGES = 5_000
 
-    Runs trained on augmented MNIST come first when they reach :data:`GOOD_ENOUGH` % on their
-    augmented test set (they cope better with hand-drawn digits); otherwise the most accurate
-    run wins. Ties go to the run that saw more training images.
-    """
+
+def smoke_scale(run: Run) -> bool:
+    """A run trained too little to be worth serving (a smoke-profile run, say); the app's own fallback never is."""
+    seen = run.record.get("train_images", 0) * len(run.record["epochs"])
+    return seen < SMOKE_SCALE_IMAGES and run.record["config"] != FALLBACK.to_dict()
+
+
+def _rank(run: Run):
+    augmented = run.record["config"]["dataset"] == "mnist_aug" and run.final_accuracy >= GOOD_ENOUGH
+    return augmented, run.final_accuracy, run.record.get("train_images", 0)
+
+
+def candidates(store=None) -> tuple[list[Run], list[str]]:
+    """Servable runs, best first, and a note per run passed over (smoke-scale, or a record that is damaged)."""
     folder = Path(store) if store is not None else runs_dir()
-    candidates = []
+    found, skipped = [], []
     for record in sorted(folder.glob("*/record.json")):
         try:
             run = Run(record.parent)
-            if _usable(run):
-                candidates.append(run)
-        except (OSError, ValueError, KeyError):  # a half-written or foreign folder is not a candidate
+        except RunStoreError as error:
+            skipped.append(f"{record.parent.name}: damaged ({error})")
             continue
-    if not candidates:
-        return None
+        except (OSError, ValueError, KeyError):  # a foreign folder is not a candidate
+            continue
+        if not _usable(run):
+            continue
+        if smoke_scale(run):
+            skipped.append(f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
+                           f"{len(run.record['epochs'])} epochs)")
+            continue
+        found.append(run)
+    return sorted(found, key=_rank, reverse=True), skipped
 
-    def rank(run: Run):
-        augmented = run.record["config"]["dataset"] == "mnist_aug" and run.final_accuracy >= GOOD_ENOUGH
-        return augmented, run.final_accuracy, run.record.get("train_images", 0)
 
-    return max(candidates, key=rank)
+def model_choice(store=None) -> Run | None:
+    """The run the app serves: the best finished, full-scale 28x28 ViT-family run in the store, or None.
+
+    Runs trained on augmented MNIST come first when they reach :data:`GOOD_ENOUGH` % on their
+    augmented test set (they cope better with hand-drawn digits); otherwise the most accurate
+    run wins. Ties go to the run that saw more training images. Smoke-scale runs are passed over.
+    """
+    found, _ = candidates(store)
+    return found[0] if found else None
 
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
-    """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if the store is empty."""
+    """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
+
+    A run whose weights are damaged is passed over (and named); an explicitly asked-for run that is
+    damaged stops the app with the reason.
+    """
     if run_id is not None:
         folder = runs_dir() / run_id
         if not (folder / "record.json").is_file():
             raise SystemExit(f"--run {run_id}: no such run in {runs_dir()}")
-        run = Run(folder)
-        if not _usable(run):
-            raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
+        try:
+            run = Run(folder)
+            if not _usable(run):
+                raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
+            model = run.load_model("cpu")
+        except RunStoreError as error:
+            raise SystemExit(f"--run {run_id}: cannot serve it: {error}") from None
+        why = "asked for with --run"
     else:
-        run = model_choice()
+        found, skipped = candidates()
+        model = run = None
+        for candidate in found:
+            try:
+                model, run = candidate.load_model("cpu"), candidate
+                break
+            except RunStoreError as error:
+                skipped.append(f"{candidate.run_id}: damaged ({error})")
+        for note in skipped:
+            log(f"Passed over {note}")
         if run is None:
             if not train_if_missing:
-                raise SystemExit(f"No trained ViT-family model in {runs_dir()}. Run `make book` (or "
-                                 "`python -m vitbn_nb.app` without --no-train, which trains a small one first).")
-            log(f"No finished ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
+                raise SystemExit(f"No servable ViT-family model in {runs_dir()} (smoke-scale and damaged runs are "
+                                 "passed over). Run `make book` (or `python -m vitbn_nb.app` without --no-train, "
+                                 "which trains a small one first).")
+            log(f"No servable ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
                 f"(depth 2, {FALLBACK.epochs} epochs on {FALLBACK.train_size:,} augmented MNIST images, about a "
                 "minute on two CPU cores). `make book` trains the book's models, which the app then prefers.")
             run = train(FALLBACK)
-    model = run.load_model("cpu")
+            model = run.load_model("cpu")
+            why = "the app's own fallback, trained now"
+        else:
+            why = "the best servable run in the store"
     config = run.config
-    log(f"Model: run {run.run_id} ({config.model} depth {config.model_kwargs.get('depth')}, "
-        f"{'augmented ' if config.dataset == 'mnist_aug' else ''}MNIST, final test accuracy "
-        f"{run.final_accuracy:.2f} %), loaded once.")
+    log(f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "
+        f"{'augmented ' if config.dataset == 'mnist_aug' else ''}MNIST, {run.record.get('train_images', 0):,} "
+        f"training images, final test accuracy {run.final_accuracy:.2f} %; loaded once.")
     return model, run
 
 

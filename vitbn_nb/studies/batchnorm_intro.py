@@ -234,3 +234,12 @@ def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
         if (model, low) in by and (model, high) in by:
             parts.append(f"{model} {by[(model, high)] - by[(model, low)]:+.1f} points")
     return f"Going from lr {low:g} to lr {high:g} changes the final accuracy by: {', '.join(parts)}."
+
+
+def summary_table(table: pd.DataFrame, settings: dict):
+    """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption."""
+    result = summary(table)
+    figures.save_table(result.table, "01_dnn_final_accuracy", chapter=CHAPTER, reproduces="article2/fig3",
+                       profile=settings["profile"], caption=" ".join(result.verdicts[1:]),
+                       run_ids=table["run_id"].unique())
+    return result

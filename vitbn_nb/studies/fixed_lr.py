@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .. import audit, figures, results, runs
-from ..models import AS_RUN_DEPTH, AS_WRITTEN_DEPTH, CONFIGURATIONS
+from ..models import AS_RUN_DEPTH, CONFIGURATIONS
 from ..runs import RunConfig
 
 CHAPTER = "03_fixed_lr"
@@ -89,8 +89,7 @@ def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
     if which not in CONFIGURATIONS:
         raise ValueError(f"which={which!r} is not allowed; choose one of {', '.join(map(repr, CONFIGURATIONS))}")
     depths = CONFIGURATIONS[which]
-    keep = table.apply(lambda row: depths.get(row["model"]) == row["depth"], axis=1) if len(table) else []
-    return table[keep]
+    return table[table["depth"] == table["model"].map(depths)]
 
 
 def run(settings: dict, force: bool = False) -> pd.DataFrame:
@@ -189,6 +188,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
             "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
             "diverged (NaN loss)": _stability_text(info, "diverged"),
             f"unstable (acc {UNSTABLE_DROP:g} pt below best)": _stability_text(info, "unstable"),
+            "timed under contention": results.contention(one),
             "seeds": int(one["seed"].nunique()),
         })
     return pd.DataFrame(rows)
@@ -510,7 +510,10 @@ def table1_statement(table: pd.DataFrame) -> str:
 
 def table1(table: pd.DataFrame, settings: dict):
     """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
-    caption = (f"{table1_statement(table)} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
+    busy = results.contention(table)
+    warning = (f" WARNING: {busy} were timed while the machine had more work than cores; their ratios are suspect."
+               if not busy.startswith(("0/", "not")) else "")
+    caption = (f"{table1_statement(table)}{warning} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
                "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
                "the article's g are derived from its quoted r")
     return figures.save_table(table1_frame(table), "article1_table1", chapter=CHAPTER, reproduces="article1/table1",

@@ -450,7 +450,7 @@ def accounting_statement(results: dict) -> Markdown:
     shares = [numbers[(m, "training")]["data_share_seeds"][1] for m in BN_MODELS]
     engine_shares = [numbers[(m, "training")]["data_share_engine"][1] for m in BN_MODELS]
     if all(f < 1 for f in factors):
-        effect = f"it shrinks every as-published ratio (by a factor {min(factors):.2f}–{max(factors):.2f})"
+        effect = f"it shrinks every as-run ratio (by a factor {min(factors):.2f}–{max(factors):.2f})"
     else:
         effect = (f"on this run the ratios through it differ from the engine's by a factor "
                   f"{min(factors):.2f}–{max(factors):.2f}; a factor above 1 cannot come from a cost that is the "

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import engine, figures, finetune, results, runs
+from .. import engine, figures, finetune, profiles, results, runs
 from ..models import count_parameters
 from ..runs import RunConfig
 from ..system import pick_device
@@ -75,6 +75,7 @@ def _train_configs(configs: list[RunConfig], force: bool, progress: bool) -> lis
     """``runs.train_all``, where ``force`` retrains each run once per session, not once per part that
     uses it (the sequential runs of (a) serve (b) and (c) too)."""
     device_type = pick_device().type
+    force = profiles.flag("force", force)
     if force:
         fresh = [c for c in configs if c.run_id(device_type) not in _RETRAINED]
         runs.train_all(fresh, force=True, progress=progress)

@@ -1,0 +1,135 @@
+"""The Colab install cell: written from one home, and every branch run with a stand-in google.colab module."""
+import json
+import os
+import sys
+import types
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from vitbn_nb import colab
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+PUBLIC = {"repository": "https://github.com/someone/vitbn-book", "ref": "v1.2.3"}
+
+
+def test_every_chapter_cell_is_written_from_pyproject():
+    config = colab.settings()
+    assert CHAPTERS
+    for chapter in CHAPTERS:
+        expected = colab.install_cell(chapter.stem, config)
+        assert colab.cell_of(chapter) == expected, f"{chapter.name}: run `python -m vitbn_nb colab-cell`"
+        notebook = json.loads(chapter.with_suffix(".ipynb").read_text())
+        first_code = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+        assert "".join(first_code["source"]) == expected, f"{chapter.with_suffix('.ipynb').name} is out of sync"
+
+
+def test_no_placeholder_address_is_left_in_the_chapters():
+    for chapter in CHAPTERS:
+        assert "vitbn-book/vitbn-book" not in chapter.read_text()
+
+
+def test_settings_are_checked_and_give_the_pinned_source(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.vitbn-book]\nrepository = "https://github.com/someone/vitbn-book/"\nref = "v1.2.3"\n')
+    config = colab.settings(pyproject)
+    assert config == PUBLIC
+    assert colab.pip_source(config) == "git+https://github.com/someone/vitbn-book@v1.2.3"
+    assert colab.colab_url(config, "03_fixed_lr").endswith("/someone/vitbn-book/blob/v1.2.3/notebooks/03_fixed_lr.ipynb")
+    assert colab.pip_source({"repository": "", "ref": "v1"}) == "" and colab.colab_url({"repository": "", "ref": ""}, "x") == ""
+    pyproject.write_text('[tool.vitbn-book]\nrepository = "http://example.org/x"\n')
+    with pytest.raises(ValueError, match="repository='http://example.org/x'.*pyproject.toml"):
+        colab.settings(pyproject)
+
+
+@pytest.fixture
+def stand_in_colab(monkeypatch, tmp_path):
+    """A stand-in google.colab whose drive.mount records its calls; Drive lives in tmp_path."""
+    google, colab_module, drive = (types.ModuleType(n) for n in ("google", "google.colab", "google.colab.drive"))
+    mounted = []
+    drive.mount = lambda path: mounted.append(path)
+    colab_module.drive, google.colab = drive, colab_module
+    for name, module in (("google", google), ("google.colab", colab_module), ("google.colab.drive", drive)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(colab, "DRIVE_ROOT", tmp_path / "drive")
+    for variable in ("VITBN_DATA_DIR", "VITBN_RUNS_DIR", "VITBN_FIGURES_DIR"):
+        monkeypatch.setenv(variable, "unset")  # restored after the test
+    return mounted
+
+
+@pytest.fixture
+def on_colab(stand_in_colab, monkeypatch):
+    """On Colab, with pip and the package's setup recorded instead of run."""
+    pip_calls, setups = [], []
+    monkeypatch.setattr("subprocess.run", lambda command, check: pip_calls.append(command))
+    monkeypatch.setattr(colab, "setup", lambda chapter, keep_on_drive: setups.append((chapter, keep_on_drive)))
+    return types.SimpleNamespace(pip=pip_calls, setups=setups)
+
+
+def run_cell(source: str, monkeypatch, installed: bool):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (real(name, *a) if installed else None) if name == "vitbn_nb" else real(name, *a))
+    exec(compile(source, "<install cell>", "exec"), {})
+
+
+def test_off_colab_the_cell_does_nothing(monkeypatch):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    calls = []
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: calls.append(a))
+    exec(compile(colab.install_cell("03_fixed_lr", PUBLIC), "<install cell>", "exec"), {})
+    assert calls == []
+
+
+def test_on_colab_an_installed_package_is_not_installed_again(on_colab, monkeypatch):
+    run_cell(colab.install_cell("03_fixed_lr", PUBLIC), monkeypatch, installed=True)
+    assert on_colab.pip == [] and on_colab.setups == [("03_fixed_lr", True)]
+
+
+def test_on_colab_a_missing_package_is_installed_at_the_pinned_ref(on_colab, monkeypatch):
+    run_cell(colab.install_cell("05_depth_study", PUBLIC), monkeypatch, installed=False)
+    assert on_colab.pip == [[sys.executable, "-m", "pip", "install", "-q",
+                             "git+https://github.com/someone/vitbn-book@v1.2.3"]]
+    assert on_colab.setups == [("05_depth_study", True)]
+
+
+def test_on_colab_without_a_public_repository_the_cell_says_what_to_set(on_colab, monkeypatch):
+    with pytest.raises(SystemExit, match=r"set repository .* under \[tool.vitbn-book\] in pyproject.toml"):
+        run_cell(colab.install_cell("03_fixed_lr", {"repository": "", "ref": ""}), monkeypatch, installed=False)
+    assert on_colab.pip == [] and on_colab.setups == []
+
+
+def test_setup_asks_for_a_restart_when_the_install_changed_a_loaded_library(monkeypatch):
+    import numpy  # noqa: F401 - loaded, as a kernel has it
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "numpy" else real(name))
+    lines = []
+    found = colab.setup("03_fixed_lr", keep_on_drive=True, log=lines.append)
+    assert found["restart"] and "Restart the runtime" in lines[0] and "numpy" in lines[0]
+    assert found["drive"] is None  # nothing else happens before the restart
+
+
+def test_setup_keeps_files_on_drive_and_reports_accelerator_profile_and_estimate(stand_in_colab, monkeypatch):
+    monkeypatch.setattr(colab, "step_seconds", lambda device: 0.1)
+    lines = []
+    found = colab.setup("01_batchnorm_intro", keep_on_drive=True, log=lines.append)
+    assert stand_in_colab == [str(colab.DRIVE_ROOT)]
+    assert os.environ["VITBN_RUNS_DIR"] == str(colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "runs")
+    assert (colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "figures").is_dir()
+    assert found["accelerator"] == "none (CPU only)" and found["profile"] == "cpu"
+    assert found["estimate_minutes"] == pytest.approx(colab.planned_steps("01_batchnorm_intro", "cpu") * 0.1 / 60)
+    assert any("Estimated training time" in line for line in lines)
+    unknown = colab.setup("04_bayes_opt", keep_on_drive=False, log=lines.append)
+    assert "estimate_minutes" not in unknown and "depends on runs chosen while it runs" in lines[-1]
+
+
+def test_the_estimate_measures_a_real_training_step():
+    import torch
+
+    seconds = colab.step_seconds(torch.device("cpu"), steps=1)
+    assert seconds > 0 and seconds == seconds  # a measured, finite time

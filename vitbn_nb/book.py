@@ -505,10 +505,9 @@ def _write_config(template: Path, target: Path) -> None:
         shutil.copy2(template, target)
         return
     config = yaml.safe_load(template.read_text())
-    if where["repository"]:
-        config["repository"] = {"url": where["repository"], "branch": where["ref"] or "main", "path_to_book": "notebooks"}
-        config["launch_buttons"]["colab_url"] = "https://colab.research.google.com"
-        config["html"]["use_repository_button"] = True
+    config["repository"] = {"url": where["repository"], "branch": where["ref"] or "main", "path_to_book": "notebooks"}
+    config["launch_buttons"]["colab_url"] = "https://colab.research.google.com"
+    config["html"]["use_repository_button"] = True
     target.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 

@@ -30,6 +30,7 @@ DRIVE_FOLDER = "MyDrive/vitbn-book"
 #: Libraries the install may upgrade under a running kernel; a changed one needs a restart of the runtime.
 WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
 MARKER = "# On Colab: install the book's package"
+MNIST_TRAIN_IMAGES = 60_000
 
 
 def settings(pyproject=None) -> dict:
@@ -176,8 +177,7 @@ def planned_steps(chapter: str, profile: str) -> int | None:
     if module is None:
         return None
     configs = import_module(f".studies.{module}", __package__).configs(profiles.settings(chapter, profile))
-    sizes = {None: 60000}
-    return sum(c.epochs * math.ceil(sizes.get(c.train_size, c.train_size) / c.batch_size) for c in configs)
+    return sum(c.epochs * math.ceil((c.train_size or MNIST_TRAIN_IMAGES) / c.batch_size) for c in configs)
 
 
 def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log=print) -> dict:

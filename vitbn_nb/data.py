@@ -101,11 +101,8 @@ def _root(root) -> Path:
 
 
 def _md5(path: Path) -> str:
-    digest = hashlib.md5()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "md5").hexdigest()
 
 
 def _check_mnist_file(path: Path, cache: dict) -> str | None:

@@ -159,7 +159,7 @@ def _optimised_rows(folder: Path) -> list[tuple[str, str, str]]:
         after = next((c for c in table2.columns if c.startswith("accuracy after")), None)
         acc = compared[compared["quantity"].str.startswith("final accuracy")]
         if after is not None and len(acc):
-            trials = _csv(folder, "article1_table2")["best trial"].iloc[0].split(" of ")[-1].split(" ")[0]
+            trials = table2["best trial"].iloc[0].split(" of ")[-1].split(" ")[0]
             rows.append(("the optimised trio reaches 98.1 / 97.6 / 97.8 % after 30 epochs (article 1, text on Fig 8)",
                          f"{' / '.join(table2[after])} % ({after.replace('accuracy ', '').replace(' (%)', '')}, "
                          f"{trials} Ax trials per model)",

@@ -171,20 +171,21 @@ def reference_sets(dataset: str, train_size: int | None, test_size: int | None, 
     return tuple(sets)
 
 
-class RunStoreError(RuntimeError):
-    """A damaged or missing file of the run store; the message names the run, the file and the fix."""
-
-
 def _fix(run_id: str) -> str:
     return f"fix: python -m vitbn_nb runs retrain {run_id}"
 
 
+class RunStoreError(RuntimeError):
+    """A damaged or missing file of the run store; the message names the run, the file and the fix."""
+
+    def __init__(self, run_id: str, problem: str, fix: str | None = None):
+        self.run_id, self.problem, self.fix = run_id, problem, fix or _fix(run_id)
+        super().__init__(f"run {run_id}: {problem}; {self.fix}")
+
+
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _record_digest(record: dict) -> str:
@@ -200,19 +201,18 @@ def write_record(path: Path, record: dict) -> None:
 
 def read_record(folder: Path) -> dict:
     """A run's record, verified; a damaged one raises :class:`RunStoreError` naming the file and the fix."""
-    path = Path(folder) / "record.json"
+    path, run_id = Path(folder) / "record.json", Path(folder).name
     try:
         record = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RunStoreError(f"run {Path(folder).name}: {path} is missing; {_fix(Path(folder).name)}") from None
+        raise RunStoreError(run_id, f"{path} is missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunStoreError(f"run {Path(folder).name}: {path} is damaged ({error}); {_fix(Path(folder).name)}") from None
+        raise RunStoreError(run_id, f"{path} is damaged ({error})") from None
     if not isinstance(record, dict) or "config" not in record:
-        raise RunStoreError(f"run {Path(folder).name}: {path} is not a run record; {_fix(Path(folder).name)}")
+        raise RunStoreError(run_id, f"{path} is not a run record")
     stored = record.get("record_sha256")
     if stored is not None and stored != _record_digest(record):
-        raise RunStoreError(f"run {Path(folder).name}: {path} does not match its checksum (edited or damaged); "
-                            f"{_fix(Path(folder).name)}")
+        raise RunStoreError(run_id, f"{path} does not match its checksum (edited or damaged)")
     return record
 
 
@@ -220,14 +220,13 @@ def load_weights(path: Path, run_id: str, expected: str | None = None, *, weight
     """``torch.load`` of a run's weight file to the CPU, its checksum verified; errors name the file and the fix."""
     path = Path(path)
     if not path.is_file():
-        raise RunStoreError(f"run {run_id}: {path} is missing; {_fix(run_id)}")
+        raise RunStoreError(run_id, f"{path} is missing")
     if expected is not None and sha256(path) != expected:
-        raise RunStoreError(f"run {run_id}: {path} does not match its checksum (truncated or damaged); {_fix(run_id)}")
+        raise RunStoreError(run_id, f"{path} does not match its checksum (truncated or damaged)")
     try:
         return torch.load(path, map_location="cpu", weights_only=weights_only)
     except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise RunStoreError(f"run {run_id}: {path} cannot be read ({type(error).__name__}: {error}); "
-                            f"{_fix(run_id)}") from None
+        raise RunStoreError(run_id, f"{path} cannot be read ({type(error).__name__}: {error})") from None
 
 
 class Run:
@@ -258,8 +257,7 @@ class Run:
         try:
             model.load_state_dict(state)
         except RuntimeError as error:
-            raise RunStoreError(f"run {self.run_id}: {self.folder / 'model.pt'} does not fit its model ({error}); "
-                                f"{_fix(self.run_id)}") from None
+            raise RunStoreError(self.run_id, f"{self.folder / 'model.pt'} does not fit its model ({error})") from None
         return model.to(pick_device(device)).eval()
 
     def __repr__(self) -> str:
@@ -455,7 +453,7 @@ def _problems(folder: Path) -> list[str]:
     try:
         record = read_record(folder)
     except RunStoreError as error:
-        return [str(error).split(": ", 1)[1].split("; fix:")[0]]
+        return [error.problem]
     run_id, checksums, problems = record.get("run_id", folder.name), record.get("checksums", {}), []
     files = ["model.pt"] if record.get("status") in ("finished", "diverged") else (
         ["checkpoint.pt"] if (folder / "checkpoint.pt").exists() else [])
@@ -463,7 +461,7 @@ def _problems(folder: Path) -> list[str]:
         try:
             load_weights(folder / name, run_id, checksums.get(name), weights_only=name == "model.pt")
         except RunStoreError as error:
-            problems.append(str(error).split(": ", 1)[1].split("; fix:")[0])
+            problems.append(error.problem)
     return problems
 
 
@@ -482,12 +480,12 @@ def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
     folder = runs_dir() / run_id
     if not folder.is_dir():
         raise ValueError(f"run_id={run_id!r} is not in the run store {runs_dir()}")
-    try:
+    try:  # no checksum check here: a record that fails it but still parses still says what to retrain
         record = json.loads((folder / "record.json").read_text())
         config = RunConfig(**record["config"])
     except Exception as error:  # noqa: BLE001 - any unreadable record leaves nothing to retrain from
-        raise RunStoreError(f"run {run_id}: {folder / 'record.json'} is unreadable ({error}), so its configuration "
-                            f"is unknown: delete {folder} and run the chapter that trains it again") from None
+        raise RunStoreError(run_id, f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
+                            fix=f"fix: delete {folder} and run the chapter that trains it again") from None
     device = pick_device(device)
     if config.run_id(device.type) != run_id:
         raise ValueError(f"run {run_id} was trained on another device type; on {device.type} it would be "

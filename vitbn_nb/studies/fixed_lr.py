@@ -39,6 +39,8 @@ ACCURACY_TOLERANCE = 1.0
 UNSTABLE_DROP = 10.0
 #: Article 1 timed whole epochs through its own data pipeline; these runs do the same.
 PIPELINE = "reference"
+#: Every (model, depth) the chapter trains, in order: ViT d6 (both configurations), the BN models at d1, then at d6.
+PAIRS = tuple(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))
 CONFIGURATION_TEXT = {"as run": "article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1 (their code ran one block)",
                       "as written": "article 1 as written: all three at depth 6"}
 REQUIRED = ("seeds", "epochs", "lrs", "batch_size", "test_batch_size", "train_size", "test_size", "profile")
@@ -76,12 +78,11 @@ def _check(settings: dict) -> None:
 def configs(settings: dict) -> list[RunConfig]:
     """One run per lr, seed and (model, depth) of both configurations; ViT depth 6 serves both."""
     _check(settings)
-    pairs = list(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))
     return [RunConfig(model=model, model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
                       dataset="mnist", epochs=settings["epochs"], lr=float(lr), batch_size=settings["batch_size"],
                       test_batch_size=settings["test_batch_size"], seed=seed, train_size=settings["train_size"],
                       test_size=settings["test_size"], pipeline=PIPELINE)
-            for lr in settings["lrs"] for seed in range(settings["seeds"]) for model, depth in pairs]
+            for lr in settings["lrs"] for seed in range(settings["seeds"]) for model, depth in PAIRS]
 
 
 def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
@@ -101,7 +102,6 @@ def overview(settings: dict) -> pd.DataFrame:
     """What the profile trains: one row per model and depth, with the configurations it belongs to."""
     _check(settings)
     size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"  # noqa: E731
-    pairs = dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS)
     return pd.DataFrame([{
         "model": model, "depth": depth,
         "configuration": " and ".join(which for which, depths in CONFIGURATIONS.items() if depths[model] == depth),
@@ -110,7 +110,7 @@ def overview(settings: dict) -> pd.DataFrame:
         "batch (train / test)": f"{settings['batch_size']} / {settings['test_batch_size']}",
         "train images": size(settings["train_size"], 60000), "test images": size(settings["test_size"], 10000),
         "seeds": settings["seeds"], "runs": len(settings["lrs"]) * settings["seeds"],
-    } for model, depth in pairs])
+    } for model, depth in PAIRS])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,8 +170,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
     rows = []
-    pairs = dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS)
-    for model, depth in pairs:
+    for model, depth in PAIRS:
         one = subset[(subset["model"] == model) & (subset["depth"] == depth)]
         if one.empty:
             continue
@@ -358,7 +357,7 @@ def four_panel_figure(table: pd.DataFrame, settings: dict, lr: float, which: str
         raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
     name, reproduces = _names(lr, which)
     what = (f"Article 1 {reproduces.split('/')[1].replace('fig', 'Fig ')}" if which == "as run"
-            else f"Article 1 as written (a new comparison, not in the article's figures)")
+            else "Article 1 as written (a new comparison, not in the article's figures)")
     fig = figures.four_panel(subset, title=f"{what} · MNIST, lr = {lr:g}, Adam, batch 100\n{CONFIGURATION_TEXT[which]}",
                              label=lambda model, group: _label(model, group["depth"].iloc[0]))
     if subset["diverged"].astype(bool).any():

@@ -189,6 +189,17 @@ def test_bad_input_is_refused_before_any_kernel_starts(tmp_path):
     assert not (tmp_path / "f" / "manifest.json").exists()
 
 
+@needs_chapters
+def test_every_chapter_notebook_is_in_sync_with_its_py():
+    import jupytext
+
+    for notebook in REAL_CHAPTERS:
+        pair = notebook.with_suffix(".py")
+        cells = [(c.cell_type, c.source.strip()) for c in jupytext.read(notebook).cells]
+        assert cells == [(c.cell_type, c.source.strip()) for c in jupytext.read(pair).cells], (
+            f"{notebook.name} differs from {pair.name}: run `jupytext --sync {pair}`")
+
+
 # -- results a user cannot silently replace ------------------------------------------------------
 
 def test_a_smoke_run_never_touches_the_books_figures(small_chapters, tmp_path):

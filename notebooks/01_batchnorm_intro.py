@@ -123,7 +123,7 @@ batchnorm_intro.protocol(settings)
 # retrains). The result is one tidy table with a row per run and epoch.
 
 # %%
-table = batchnorm_intro.run(settings, force=force)
+result = batchnorm_intro.run(settings, force=force)
 
 # %% [markdown]
 # ## Figure 1: learning rate 0.01
@@ -136,7 +136,7 @@ table = batchnorm_intro.run(settings, force=force)
 # there are several.
 
 # %%
-batchnorm_intro.accuracy_loss_figure(table, settings["lrs"][0], settings)
+batchnorm_intro.accuracy_loss_figure(result, settings.lrs[0])
 
 # %% [markdown]
 # This run's final accuracies next to the article's statement, with a verdict computed from
@@ -144,7 +144,7 @@ batchnorm_intro.accuracy_loss_figure(table, settings["lrs"][0], settings)
 # standard deviation).
 
 # %%
-batchnorm_intro.summary(table, settings["lrs"][0])
+batchnorm_intro.summary(result, settings.lrs[0])
 
 # %% [markdown]
 # ## Figure 2: learning rate 0.1
@@ -154,10 +154,10 @@ batchnorm_intro.summary(table, settings["lrs"][0])
 # digits) with a training loss near $\ln 10 \approx 2.30$, the loss of a uniform guess.
 
 # %%
-batchnorm_intro.accuracy_loss_figure(table, settings["lrs"][-1], settings)
+batchnorm_intro.accuracy_loss_figure(result, settings.lrs[-1])
 
 # %%
-batchnorm_intro.summary(table, settings["lrs"][-1])
+batchnorm_intro.summary(result, settings.lrs[-1])
 
 # %% [markdown]
 # ## Figure 3: each model at both learning rates
@@ -166,10 +166,10 @@ batchnorm_intro.summary(table, settings["lrs"][-1])
 # stops learning at the high learning rate, while DNNBN_d3's accuracy is affected much less.
 
 # %%
-batchnorm_intro.lr_comparison_figure(table, settings)
+batchnorm_intro.lr_comparison_figure(result)
 
 # %%
-batchnorm_intro.summary_table(table, settings)
+batchnorm_intro.summary_table(result)
 
 # %% [markdown]
 # ## What to take from this

@@ -157,10 +157,10 @@ architectures.batch_dependence()
 # patch) fed MNIST training batches of 100 images, against the mean over the whole training set.
 
 # %%
-trace = architectures.running_mean_trace()
+result = architectures.run(settings)
 
 # %%
-architectures.running_stats_figure(trace, settings)
+architectures.running_stats_figure(result)
 
 # %% [markdown]
 # After a few dozen batches the running mean sits at the data mean up to batch noise. An epoch
@@ -188,19 +188,16 @@ architectures.running_stats_figure(trace, settings)
 # invisible to the counter, so attention is counted on its math backend (the same products).
 
 # %%
-sizes = architectures.model_sizes()
+architectures.model_table(result)
 
 # %%
-architectures.model_table(sizes, settings)
-
-# %%
-architectures.model_size_figure(sizes, settings)
+architectures.model_size_figure(result)
 
 # %% [markdown]
 # What the table says, computed from it:
 
 # %%
-architectures.size_summary(sizes)
+architectures.size_summary(result)
 
 # %% [markdown]
 # Two things to carry into the next chapters. First, the norm itself is almost free: at equal

@@ -155,7 +155,7 @@ fixed_lr.overview(settings)
 # retrains). The result is one tidy table with a row per run and epoch.
 
 # %%
-table = fixed_lr.run(settings, force=force)
+result = fixed_lr.run(settings, force=force)
 
 # %% [markdown]
 # ## Measuring the speed-up
@@ -190,17 +190,17 @@ table = fixed_lr.run(settings, force=force)
 # configuration as run (the article's figure), then the same learning rate as written.
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.0005, "as run")
+fixed_lr.four_panel_figure(result, 0.0005, "as run")
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.0005, "as written")
+fixed_lr.four_panel_figure(result, 0.0005, "as written")
 
 # %% [markdown]
 # The article's numbers next to ours in both configurations, and what reproduced (the caption
 # is computed from the table):
 
 # %%
-fixed_lr.comparison_table(table, settings, 0.0005)
+fixed_lr.comparison_table(result, 0.0005)
 
 # %% [markdown]
 # This run's numbers in full: mean time per epoch (in seconds, on this run's hardware), the
@@ -208,7 +208,7 @@ fixed_lr.comparison_table(table, settings, 0.0005)
 # infinite) or turned unstable (test accuracy more than 10 points below its best so far).
 
 # %%
-fixed_lr.numbers_table(table, settings, 0.0005)
+fixed_lr.numbers_table(result, 0.0005)
 
 # %% [markdown]
 # ## Figure 4: learning rate 0.005
@@ -220,16 +220,16 @@ fixed_lr.numbers_table(table, settings, 0.0005)
 # The article quotes no accuracies for this learning rate.
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.005, "as run")
+fixed_lr.four_panel_figure(result, 0.005, "as run")
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.005, "as written")
+fixed_lr.four_panel_figure(result, 0.005, "as written")
 
 # %%
-fixed_lr.comparison_table(table, settings, 0.005)
+fixed_lr.comparison_table(result, 0.005)
 
 # %%
-fixed_lr.numbers_table(table, settings, 0.005)
+fixed_lr.numbers_table(result, 0.005)
 
 # %% [markdown]
 # ## Figure 5: learning rate 0.01
@@ -249,16 +249,16 @@ fixed_lr.numbers_table(table, settings, 0.005)
 # rather than counting an early dip as the article's breakdown.
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.01, "as run")
+fixed_lr.four_panel_figure(result, 0.01, "as run")
 
 # %%
-fixed_lr.four_panel_figure(table, settings, 0.01, "as written")
+fixed_lr.four_panel_figure(result, 0.01, "as written")
 
 # %%
-fixed_lr.comparison_table(table, settings, 0.01)
+fixed_lr.comparison_table(result, 0.01)
 
 # %%
-fixed_lr.numbers_table(table, settings, 0.01)
+fixed_lr.numbers_table(result, 0.01)
 
 # %% [markdown]
 # ## Figure 6: training time at each learning rate
@@ -275,14 +275,14 @@ fixed_lr.numbers_table(table, settings, 0.01)
 # the machine (other work on the same cores or GPU), not from the learning rate.
 
 # %%
-fixed_lr.figure6(table, settings)
+fixed_lr.time_per_lr_figure(result)
 
 # %% [markdown]
 # Mean training time per epoch of each model at each learning rate, and how much it varies
 # across them (largest over smallest, minus one):
 
 # %%
-fixed_lr.figure6_table(table, settings)
+fixed_lr.time_per_lr_table(result)
 
 # %% [markdown]
 # ## Table 1: the gains in training and inference time, in both configurations
@@ -296,7 +296,7 @@ fixed_lr.figure6_table(table, settings)
 # The article's values, as quoted:
 
 # %%
-fixed_lr.seed_reported()
+fixed_lr.article_reported()
 
 # %% [markdown]
 # Ours beside them: each ratio and gain as run (BatchNorm models of one block, what the
@@ -304,7 +304,7 @@ fixed_lr.seed_reported()
 # the article's (the caption is computed from the table):
 
 # %%
-fixed_lr.table1(table, settings)
+fixed_lr.ratios_table(result)
 
 # %% [markdown]
 # ## What to take from this

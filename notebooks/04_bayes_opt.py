@@ -106,12 +106,12 @@ settings
 bayes_opt.overview(settings)
 
 # %% [markdown]
-# Running the optimisation (or reading it back from the run store). One line per trial says
-# where it came from and what it scored; the result is one row per trial.
+# Running the optimisation and the final trainings that follow from it (or reading both back
+# from the run store). One line per trial says where it came from and what it scored.
 
 # %%
-trials = bayes_opt.optimise(settings, force=force)
-trials[["model", "trial", "generator", "lr", "batch_size", "accuracy", "best_so_far"]]
+result = bayes_opt.run(settings, force=force)
+bayes_opt.trial_summary(result)
 
 # %% [markdown]
 # ## Figure 7: how the best accuracy grows with the trials
@@ -123,7 +123,7 @@ trials[["model", "trial", "generator", "lr", "batch_size", "accuracy", "best_so_
 # winner circled. Shapes tell who proposed a trial: ◆ the centre, ● Sobol, ★ BoTorch.
 
 # %%
-bayes_opt.figure7(trials, settings)
+bayes_opt.fig7_figure(result)
 
 # %% [markdown]
 # What the optimisation cost on this machine: importing Ax, one suggestion of each kind, and a
@@ -131,7 +131,7 @@ bayes_opt.figure7(trials, settings)
 # trial on a GPU but not negligible on a CPU.
 
 # %%
-bayes_opt.ax_costs(trials)
+bayes_opt.ax_costs(result)
 
 # %% [markdown]
 # ## Training the optimised models
@@ -145,7 +145,7 @@ bayes_opt.ax_costs(trials)
 # (`runs/hpo/best-mnist-<profile>.json`), where chapter 6 reads them.
 
 # %%
-table = bayes_opt.retrain(trials, settings, force=force)
+bayes_opt.final_runs(result)
 
 # %% [markdown]
 # ## Table 2: the optimised hyperparameters
@@ -158,7 +158,7 @@ table = bayes_opt.retrain(trials, settings, force=force)
 # (mean ± sd over seeds).
 
 # %%
-bayes_opt.table2(trials, table, settings)
+bayes_opt.best_settings_table(result)
 
 # %% [markdown]
 # ## Figure 8: the optimised trio, epoch by epoch
@@ -172,7 +172,7 @@ bayes_opt.table2(trials, table, settings)
 # comparison has the same property.
 
 # %%
-bayes_opt.figure8(table, settings)
+bayes_opt.fig8_figure(result)
 
 # %% [markdown]
 # ## Table 3: the speed-up of the optimised models
@@ -189,7 +189,7 @@ bayes_opt.figure8(table, settings)
 # article's NVIDIA L4; we call a ratio reproduced within ± 20 %.
 
 # %%
-bayes_opt.table3(table, settings)
+bayes_opt.ratios_table(result)
 
 # %% [markdown]
 # ## This run against the article
@@ -199,4 +199,4 @@ bayes_opt.table3(table, settings)
 # training is far shorter than the article's, so the accuracies are not expected to match.
 
 # %%
-bayes_opt.comparison_table(trials, table, settings)
+bayes_opt.comparison_table(result)

@@ -91,7 +91,7 @@ depth.overview(settings)
 # retrains). The result is one tidy table with a row per run and epoch.
 
 # %%
-table = depth.run(settings, force=force)
+result = depth.run(settings, force=force)
 
 # %% [markdown]
 # ## How we call a difference
@@ -104,7 +104,7 @@ table = depth.run(settings, force=force)
 # applies. The article's findings, as reported:
 
 # %%
-depth.seed_reported()
+depth.article_reported()
 
 # %% [markdown]
 # ## Figure 8: learning rate 0.003, depths 4 to 7
@@ -118,10 +118,10 @@ depth.seed_reported()
 # the final difference with our call.
 
 # %%
-depth.figure8(table, settings)
+depth.fig8_figure(result)
 
 # %%
-depth.figure8_verdicts(table, settings)
+depth.fig8_table(result)
 
 # %% [markdown]
 # ## Figure 9: learning rate 0.005, depths 1 to 4
@@ -133,10 +133,10 @@ depth.figure8_verdicts(table, settings)
 # this critical depth falls as the learning rate rises (at a fixed batch size).
 
 # %%
-depth.figure9(table, settings)
+depth.fig9_figure(result)
 
 # %%
-depth.figure9_verdicts(table, settings)
+depth.fig9_table(result)
 
 # %% [markdown]
 # ## Figure 10: the same depth at both learning rates
@@ -150,14 +150,14 @@ depth.figure9_verdicts(table, settings)
 # $d = 4$. For a deep enough encoder, a high learning rate hurts ViTBNFFN much less.
 
 # %%
-depth.figure10(table, settings)
+depth.fig10_figure(result)
 
 # %% [markdown]
 # Each model's final accuracy at both learning rates, the drop (paired by seed), and which
 # model the higher learning rate hurts less, beside the article's finding:
 
 # %%
-depth.figure10_verdicts(table, settings)
+depth.fig10_table(result)
 
 # %% [markdown]
 # ## Summary: final accuracy against depth
@@ -168,10 +168,10 @@ depth.figure10_verdicts(table, settings)
 # with ViTBNFFN above.
 
 # %%
-depth.depth_summary_figure(table, settings)
+depth.depth_summary_figure(result)
 
 # %%
-depth.depth_summary_table(table, settings)
+depth.depth_summary_table(result)
 
 # %% [markdown]
 # ## What to take from this

@@ -106,18 +106,14 @@ transfer.samples_figure(settings)
 transfer.overview(settings)
 
 # %% [markdown]
-# The learning rate and batch size of each model, and where they come from. The CNN is not
-# optimised: it is the order-of-magnitude reference, trained with Adam's usual learning rate.
+# Training every model and timing it on the transfer set (or reading the runs back from the run
+# store; `force=True` retrains). The learning rate and batch size of each model, and where they
+# come from: the CNN is not optimised, it is the order-of-magnitude reference, trained with
+# Adam's usual learning rate.
 
 # %%
-hyper = transfer.hyperparameters(settings, force=force)
-hyper
-
-# %% [markdown]
-# Training (or reading the runs back from the run store; `force=True` retrains).
-
-# %%
-table = transfer.train(hyper, settings, force=force)
+result = transfer.run(settings, force=force)
+transfer.hyperparameters(result)
 
 # %% [markdown]
 # ## Accuracy and inference time on the transfer set
@@ -130,7 +126,7 @@ table = transfer.train(hyper, settings, force=force)
 # over that median.
 
 # %%
-measured = transfer.measure(table, settings)
+transfer.measurements(result)
 
 # %% [markdown]
 # **The article's claim:** the BatchNorm models are significantly faster at inference than
@@ -140,7 +136,7 @@ measured = transfer.measure(table, settings)
 # second, the speed-up $T_\text{ViT} / T_\text{model}$ and the parameter count.
 
 # %%
-transfer.transfer_table(measured, settings)
+transfer.transfer_table(result)
 
 # %% [markdown]
 # The same numbers as a picture: accuracy on both sets (left), and the time of one pass over
@@ -148,7 +144,7 @@ transfer.transfer_table(measured, settings)
 # bar stays readable).
 
 # %%
-transfer.transfer_figure(measured, settings)
+transfer.transfer_figure(result)
 
 # %% [markdown]
 # ## This run against the article
@@ -159,4 +155,4 @@ transfer.transfer_figure(measured, settings)
 # ratios carry over to another one.
 
 # %%
-transfer.comparison_table(measured, settings)
+transfer.comparison_table(result)

@@ -62,13 +62,13 @@ force = False
 
 # %% [markdown]
 # The profile sets the scale: `paper` trains on all of MNIST with three seeds and compares
-# depth 6 and depth 12 with their parallel versions; `cpu` uses subsets, one seed and depth 6,
-# about six minutes on two cores; `smoke` only proves that every run, figure and table is
+# depth 6 and depth 12 with their parallel versions; `cpu` uses subsets, one seed and depth 6;
+# `smoke` only proves that every run, figure and table is
 # produced (depth 2, three training steps: its numbers mean nothing).
 
 # %%
 from vitbn_nb import figures, profiles
-from vitbn_nb.studies import three_things
+from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 figures.use_style()
 settings = profiles.settings("07_three_things", profile)
@@ -95,29 +95,30 @@ three_things.protocol(settings)
 # A depth-$d/b$ model of such blocks has exactly the parameters and FLOPs of the depth-$d$
 # sequential one, but only $d/b$ steps one after the other: fewer, wider layers, which a GPU can
 # run with more parallelism. Each of our models is trained at depth $d$ and at $d/2 \times 2$
-# branches, with the same data, learning rate and seed.
+# branches, with the same data, learning rate and random seed.
 #
-# **The seed reports** (a summary of the paper): with ViT-S and ViT-B, two branches gave the best
+# **Touvron et al. report** (in the summary among the source texts): with ViT-S and ViT-B, two branches gave the best
 # accuracy; the parallel form helps the deeper models that are harder to optimise (for a
 # 60-block ViT-S, 20 × 3 and 30 × 2 were comparable); on a V100 the parallel models were clearly
 # faster for a single image, with no gain at large batch. No numbers are given in the summary.
 
 # %%
-three_things.parallel_blocks(settings, force=force)
+parallel = parallel_blocks.run(settings, force=force)
+parallel_blocks.blocks_figure(parallel)
 
 # %% [markdown]
 # Per model and structure: parameters, final accuracy (mean ± standard deviation over seeds where
 # there are several), training time per epoch, and inference latency per image at batch 1 and at a
-# large batch (the fastest of several passes, so that other work on the machine only adds noise
-# upwards). Our `Parallel` module runs its branches one after the other in Python: the same
+# large batch (the median of several timed passes on the machine that renders the chapter, as
+# every timing in the book). Our `Parallel` module runs its branches one after the other in Python: the same
 # kernels, just ordered differently, so on these kernels no latency gain is to be expected unless
 # the hardware overlaps them.
 
 # %%
-three_things.parallel_blocks_table(settings)
+parallel_blocks.blocks_table(parallel)
 
 # %%
-three_things.parallel_blocks_claims(settings)
+parallel_blocks.claims(parallel)
 
 # %% [markdown]
 # ## (b) Attention-only fine-tuning at a higher resolution
@@ -149,13 +150,14 @@ three_things.parallel_blocks_claims(settings)
 # with saved-tensor hooks); the table shows it on every device. Step time is the training
 # compute per step from the run records, without the data pipeline.
 #
-# **The seed reports:** fine-tuning only the MHSA weights at 384 × 384 is very close to full
+# **Touvron et al. report:** fine-tuning only the MHSA weights at 384 × 384 is very close to full
 # fine-tuning on ImageNet-val and ImageNet-V2 (fine-tuning only the FFN is clearly worse); it
 # saves about 10 % of GPU memory and about 10 % of training time, and since the MHSA weights are
 # about a third of the total, each further fine-tuned resolution stores 66 % fewer weights.
 
 # %%
-three_things.attention_finetune(settings, force=force)
+tuned = attention_finetune.run(settings, force=force)
+attention_finetune.finetune_figure(tuned)
 
 # %% [markdown]
 # The same runs in numbers. Note the share of the weights that attention-only fine-tuning
@@ -165,10 +167,10 @@ three_things.attention_finetune(settings, force=force)
 # FFN is four times wider than the embedding and whose heads split the embedding between them.
 
 # %%
-three_things.attention_finetune_table(settings)
+attention_finetune.finetune_table(tuned)
 
 # %%
-three_things.attention_finetune_claims(settings)
+attention_finetune.claims(tuned)
 
 # %% [markdown]
 # ## (c) The hMLP stem
@@ -189,20 +191,21 @@ three_things.attention_finetune_claims(settings)
 # pool all patches of the batch (two numbers per channel); in evaluation mode every patch is
 # processed on its own, which the table checks by redrawing one patch's pixels.
 #
-# **The seed reports:** among the stems Touvron et al. compared in supervised and in BEiT's
+# **Touvron et al. report:** among the stems Touvron et al. compared in supervised and in BEiT's
 # self-supervised training, the hMLP stem "achieved better accuracy-computation balance"; it
 # adds less than 1 % to a linear projection's FLOPs on ViT-B (17.73 GFLOPs) and processes each 16 × 16 patch independently.
 # It does not say how the hMLP stem's accuracy compares with the linear embedding's; this run
 # measures it.
 
 # %%
-three_things.hmlp_stem(settings, force=force)
+stems = hmlp_stem.run(settings, force=force)
+hmlp_stem.stem_figure(stems)
 
 # %%
-three_things.hmlp_stem_table(settings)
+hmlp_stem.stem_table(stems)
 
 # %%
-three_things.hmlp_stem_claims(settings)
+hmlp_stem.claims(stems)
 
 # %% [markdown]
 # ## What to take from this

@@ -69,7 +69,7 @@ force = False
 
 # %%
 from vitbn_nb import profiles
-from vitbn_nb.studies import speed
+from vitbn_nb.studies import speed, speed_accounting
 
 settings = profiles.settings("08_where_the_speed_comes_from", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
@@ -84,7 +84,7 @@ settings
 # ViT has depth 6 and the BatchNorm models computed one block (the configuration as run).
 
 # %%
-speed.seed_reported()
+speed_accounting.article_reported()
 
 # %% [markdown]
 # ## How we measure
@@ -110,13 +110,13 @@ speed.seed_reported()
 # clocked apart from the model's work.
 
 # %%
-results = speed.measure(settings)
+result = speed.run(settings, force=force)
 
 # %%
-speed.overview(results)
+speed.overview(result)
 
 # %%
-speed.hardware_note(results)
+speed.hardware_note(result)
 
 # %% [markdown]
 # ## Equal depth
@@ -129,14 +129,14 @@ speed.hardware_note(results)
 # If it came from depth, the difference would lie **between** the groups.
 
 # %%
-speed.equal_depth_figure(results, settings)
+speed.equal_depth_figure(result)
 
 # %% [markdown]
 # Images per second through both pipelines, and the ratio to ViT of the same depth (above 1:
 # faster than ViT):
 
 # %%
-speed.equal_depth_table(results)
+speed.equal_depth(result)
 
 # %% [markdown]
 # ## Data loading against compute
@@ -148,7 +148,7 @@ speed.equal_depth_table(results)
 # distributions, tested against torchvision's) for a whole batch on the device.
 
 # %%
-speed.pipeline_split_figure(results, settings)
+speed.pipeline_split_figure(result)
 
 # %% [markdown]
 # The share of time each pipeline spends producing batches, and the engine's speed over the
@@ -157,7 +157,7 @@ speed.pipeline_split_figure(results, settings)
 # the step time divided by its compute part.
 
 # %%
-speed.pipeline_table(results)
+speed.pipeline_split(result)
 
 # %% [markdown]
 # How close each training step comes to the machine's arithmetic limit: FLOPs per step
@@ -169,7 +169,7 @@ speed.pipeline_table(results)
 # is measured on this device).
 
 # %%
-speed.utilisation_table(results)
+speed.utilisation(result)
 
 # %% [markdown]
 # ## What BatchNorm can buy at inference: folding
@@ -186,10 +186,10 @@ speed.utilisation_table(results)
 # ViT's LayerNorms outright (wrong outputs) to show what they cost.
 
 # %%
-speed.folding_figure(results, settings)
+speed.folding_figure(result)
 
 # %%
-speed.folding_table(results)
+speed.folding(result)
 
 # %% [markdown]
 # ## BatchNorm on tokens: three ways to write it
@@ -202,10 +202,10 @@ speed.folding_table(results)
 # test batch, for the attention width 64 and the feed-forward width 128).
 
 # %%
-speed.norm_forms_table(results, settings)
+speed_accounting.norm_forms_table(result)
 
 # %%
-speed.norm_forms_statement(results)
+speed_accounting.norm_forms_statement(result)
 
 # %% [markdown]
 # ## The accounting
@@ -223,13 +223,13 @@ speed.norm_forms_statement(results)
 # is article 1's (its setup: an L4 GPU, MNIST without augmentation).
 
 # %%
-speed.accounting_table(results, settings)
+speed_accounting.accounting_table(result)
 
 # %% [markdown]
 # In words, computed from this run's numbers:
 
 # %%
-speed.accounting_statement(results)
+speed_accounting.accounting_statement(result)
 
 # %% [markdown]
 # ## The corrected account, one sentence per effect
@@ -239,7 +239,7 @@ speed.accounting_statement(results)
 # below is computed from this run's measurements:
 
 # %%
-speed.effects_statement(results)
+speed_accounting.effects_statement(result)
 
 # %% [markdown]
 # ## The engine's targets
@@ -250,7 +250,7 @@ speed.effects_statement(results)
 # values, reported rather than asserted (timings are not tests):
 
 # %%
-speed.targets_frame(results)
+speed.targets(result)
 
 # %% [markdown]
 # ## What to take from this

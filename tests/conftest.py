@@ -33,9 +33,18 @@ def run_store(tmp_path, monkeypatch):
     return folder
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage", "--window-size=1280,1024"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,1024",
+]
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +56,10 @@ def browser():
     binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
     driver_path = shutil.which("chromedriver")
     if not binary or not driver_path:
-        pytest.skip("Chromium and chromedriver are not installed and could not be installed "
-                    "(`make test` runs `apt-get install chromium chromium-driver`, which needs root)")
+        pytest.skip(
+            "Chromium and chromedriver are not installed and could not be installed "
+            "(`make test` runs `apt-get install chromium chromium-driver`, which needs root)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     profile_dir = tempfile.mkdtemp(prefix="vitbn-chromium-")

@@ -1,4 +1,5 @@
 """The digit-drawing app: model choice, MNIST-style preprocessing, the HTTP API, and the page in Chromium."""
+
 import io
 import json
 import os
@@ -17,13 +18,13 @@ import torch
 from PIL import Image
 
 from vitbn_nb import runs
-from vitbn_nb.app import server
-from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess
+from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
 from vitbn_nb.data import load_mnist
 
 #: A few seconds of CPU: good enough to classify clear MNIST digits.
-TINY = runs.RunConfig(model="ViTBNFFN", model_kwargs={"depth": 1}, dataset="mnist", epochs=2, lr=1e-3,
-                      train_size=3000, test_size=500)
+TINY = runs.RunConfig(
+    model="ViTBNFFN", model_kwargs={"depth": 1}, dataset="mnist", epochs=2, lr=1e-3, train_size=3000, test_size=500
+)
 
 
 def png(array: np.ndarray, mode: str = "L") -> bytes:
@@ -73,13 +74,22 @@ def confident_digit(served):
 
 # -- which model ------------------------------------------------------------------------------
 
+
 def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="finished", image_size=28, images=60000):
     folder = store / name
     folder.mkdir(parents=True)
     (folder / "model.pt").write_bytes(b"")
-    record = {"run_id": name, "status": status, "train_images": images, "epochs": [{"epoch": 1, "test_acc": acc}],
-              "config": {"model": model, "dataset": dataset,
-                         "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10}}}
+    record = {
+        "run_id": name,
+        "status": status,
+        "train_images": images,
+        "epochs": [{"epoch": 1, "test_acc": acc}],
+        "config": {
+            "model": model,
+            "dataset": dataset,
+            "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10},
+        },
+    }
     (folder / "record.json").write_text(json.dumps(record))
 
 
@@ -108,18 +118,19 @@ def test_empty_store_refuses_with_a_clear_message_or_trains_the_fallback(run_sto
     assert "training a small ViTBNFFN" in lines[0] and run.run_id in lines[-1]
     assert run.status == "finished" and (run_store / run.run_id / "model.pt").is_file()
     assert not model.training
-    again, run_again = load_model(log=lines.append)  # now the store has it: nothing is trained twice
+    _, run_again = load_model(log=lines.append)  # now the store has it: nothing is trained twice
     assert run_again.run_id == run.run_id and len(lines) == 3
 
 
 # -- preprocessing -----------------------------------------------------------------------------
+
 
 def test_an_mnist_digit_comes_back_almost_unchanged(mnist_ready):
     images, _ = load_mnist(train=False)
     correlations = []
     for image in images[:50, 0].numpy():
         seen = preprocess(png(image))
-        assert seen.shape == (28, 28) and seen.dtype == np.float32 and 0 <= seen.min() and seen.max() <= 1
+        assert seen.shape == (28, 28) and seen.dtype == np.float32 and seen.min() >= 0 and seen.max() <= 1
         correlations.append(np.corrcoef(image.ravel() / 255, seen.ravel())[0, 1])
     assert np.median(correlations) > 0.99 and min(correlations) > 0.7
 
@@ -154,13 +165,14 @@ def test_aspect_ratio_is_kept_and_transparent_canvases_work():
 
 # -- the HTTP API ------------------------------------------------------------------------------
 
+
 def test_a_real_mnist_digit_gets_its_label(served, confident_digit):
     image, label, direct = confident_digit
     status, answer = post(f"{served.url}/api/predict", png(image))
     assert status == 200
     assert answer["digit"] == direct == label
     assert answer["model"] == served.run.run_id
-    assert [t["digit"] for t in answer["top3"]][0] == label and 0.5 < answer["confidence"] <= 1
+    assert answer["top3"][0]["digit"] == label and 0.5 < answer["confidence"] <= 1
     assert answer["top3"] == sorted(answer["top3"], key=lambda t: -t["probability"])
     assert sum(answer["probabilities"]) == pytest.approx(1, abs=1e-4)
     # exactly what the model says of the preprocessed image, and the image it saw comes back
@@ -177,16 +189,21 @@ def test_model_info_and_page(served):
     assert '<canvas id="pad"' in page and "/static/app.js" in page
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (b"", 400, "empty body"),
-    (b"this is not an image", 400, "not an image"),
-    (png(np.full((10, 10), 255, dtype=np.uint8)), 400, "wrong size: the image is 10x10"),
-    (png(np.zeros((28, 3000), dtype=np.uint8)), 400, "wrong size: the image is 3000x28"),
-    (png(np.zeros((280, 280), dtype=np.uint8)), 400, "the drawing is empty"),
-    (os.urandom(3 * 2**20), 413, "body too large"),
-], ids=["empty", "not-an-image", "too-small", "too-wide", "no-ink", "oversized"])
-def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_serving(served, confident_digit, body,
-                                                                                   status, message):
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (b"", 400, "empty body"),
+        (b"this is not an image", 400, "not an image"),
+        (png(np.full((10, 10), 255, dtype=np.uint8)), 400, "wrong size: the image is 10x10"),
+        (png(np.zeros((28, 3000), dtype=np.uint8)), 400, "wrong size: the image is 3000x28"),
+        (png(np.zeros((280, 280), dtype=np.uint8)), 400, "the drawing is empty"),
+        (os.urandom(3 * 2**20), 413, "body too large"),
+    ],
+    ids=["empty", "not-an-image", "too-small", "too-wide", "no-ink", "oversized"],
+)
+def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_serving(
+    served, confident_digit, body, status, message
+):
     got, answer = post(f"{served.url}/api/predict", body)
     assert got == status and message in answer["error"]
     assert post(f"{served.url}/api/predict", png(confident_digit[0]))[0] == 200
@@ -210,8 +227,13 @@ def test_the_command_line_serves_a_stored_run(served):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "VITBN_RUNS_DIR": str(served.store)}
-    process = subprocess.Popen([sys.executable, "-m", "vitbn_nb.app", "--port", str(port), "--no-train"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vitbn_nb.app", "--port", str(port), "--no-train"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -238,8 +260,10 @@ def draw_one(driver, pad, pointer: str = "mouse"):
     from selenium.webdriver.common.actions.action_builder import ActionBuilder
     from selenium.webdriver.common.actions.pointer_input import PointerInput
 
-    actions = ActionBuilder(driver, mouse=PointerInput(
-        interaction.POINTER_TOUCH if pointer == "touch" else interaction.POINTER_MOUSE, pointer))
+    actions = ActionBuilder(
+        driver,
+        mouse=PointerInput(interaction.POINTER_TOUCH if pointer == "touch" else interaction.POINTER_MOUSE, pointer),
+    )
     device = actions.pointer_action
     device.move_to(pad, 0, -95)
     device.pointer_down()
@@ -253,7 +277,8 @@ def wait_for_answer(driver):
     from selenium.webdriver.support.ui import WebDriverWait
 
     WebDriverWait(driver, 60).until(
-        lambda d: d.find_element("tag name", "body").get_attribute("data-state") in ("answered", "error"))
+        lambda d: d.find_element("tag name", "body").get_attribute("data-state") in ("answered", "error")
+    )
     return driver.find_element("tag name", "body").get_attribute("data-state")
 
 
@@ -263,7 +288,9 @@ def test_drawing_in_the_browser_shows_the_prediction(served, browser, tmp_path, 
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get(f"{served.url}/")
-    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "ready")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "ready"
+    )
     WebDriverWait(browser, 30).until(lambda d: served.run.run_id in d.find_element(By.ID, "model").text)
     pad = browser.find_element(By.ID, "pad")
     draw_one(browser, pad, pointer)

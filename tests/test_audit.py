@@ -1,4 +1,5 @@
 """vitbn_nb.audit: which encoder blocks of a checkpoint ever trained, and the reference checkpoints' record."""
+
 import re
 
 import pytest
@@ -128,7 +129,10 @@ def test_the_recorded_reference_audit_is_what_reference_facts_states():
         assert summary.loc[name, "trained"] == 1 and summary.loc[name, "never trained"] == "2, 3, 4, 5, 6"
         assert summary.loc[name, "BatchNorm steps, block 1"] == steps
         assert summary.loc[name, "BatchNorm steps, blocks 2+"] == "0"
-    assert summary.loc["VITBNFFN_d5_15", "trained"] == 5 and summary.loc["VITBNFFN_d5_15", "BatchNorm steps, blocks 2+"] == "9000"
+    assert (
+        summary.loc["VITBNFFN_d5_15", "trained"] == 5
+        and summary.loc["VITBNFFN_d5_15", "BatchNorm steps, blocks 2+"] == "9000"
+    )
     assert summary.loc["ViT_opt_30", "trained"] == 6 and summary.loc["FinOptAug1_ViT_30", "trained"] == 6
     for name, entry in audit.recorded_audit()["checkpoints"].items():
         assert entry["commit"] == audit.REFERENCE_CHECKPOINTS[name]["commit"] and len(entry["commit"]) == 40

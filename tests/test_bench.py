@@ -2,6 +2,7 @@
 
 No test here looks at how fast anything is: timings depend on the machine and its load.
 """
+
 import contextlib
 import io
 import json
@@ -12,15 +13,42 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitbn_nb import bench
+from vitbn_nb import bench, profiles
 from vitbn_nb.__main__ import main
 from vitbn_nb.models import build_model
 
-TRAIN_KEYS = {"model", "depth", "pipeline", "as_run", "images_per_s", "step_seconds", "data_seconds",
-              "compute_seconds", "data_share", "images_per_s_repeats", "flops_per_step", "achieved_flops", "mfu",
-              "compute_mfu", "peak_memory_mib"}
-INFER_KEYS = {"model", "depth", "pipeline", "as_run", "folded", "images_per_s", "batch_seconds", "data_seconds",
-              "forward_seconds", "bookkeeping_seconds", "data_share", "peak_memory_mib", "flops_per_image"}
+TRAIN_KEYS = {
+    "model",
+    "depth",
+    "pipeline",
+    "as_run",
+    "images_per_s",
+    "step_seconds",
+    "data_seconds",
+    "compute_seconds",
+    "data_share",
+    "images_per_s_repeats",
+    "flops_per_step",
+    "achieved_flops",
+    "mfu",
+    "compute_mfu",
+    "peak_memory_mib",
+}
+INFER_KEYS = {
+    "model",
+    "depth",
+    "pipeline",
+    "as_run",
+    "folded",
+    "images_per_s",
+    "batch_seconds",
+    "data_seconds",
+    "forward_seconds",
+    "bookkeeping_seconds",
+    "data_share",
+    "peak_memory_mib",
+    "flops_per_image",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +64,34 @@ def quick_run(tmp_path_factory, mnist_ready):
 
 
 def test_quick_mode_writes_the_expected_json(quick_run):
-    code, printed, folder = quick_run
+    code, _, folder = quick_run
     assert code == 0
     [dated] = list((folder / "build").glob("bench-*.json"))
     copy = folder / "figures" / "bench.json"
     assert copy.read_text() == dated.read_text()
     results = json.loads(dated.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert results["quick"] is True and results["device"] == "cpu" and results["schema"] == 1
-    assert {"hardware", "hardware_label", "versions", "settings", "timing", "memory_measure", "matmul_peak",
-            "training", "inference", "ratios", "folding", "norm_forms", "targets"} <= set(results)
+    assert results["profile"] == "smoke" and results["device"] == "cpu" and results["schema"] == 1
+    assert {
+        "hardware",
+        "hardware_label",
+        "versions",
+        "settings",
+        "timing",
+        "memory_measure",
+        "matmul_peak",
+        "training",
+        "inference",
+        "ratios",
+        "folding",
+        "norm_forms",
+        "targets",
+    } <= set(results)
     assert results["matmul_peak"]["flops_per_s"] > 0
     assert results["dataset"] == "mnist"  # article 1 timed its trio on MNIST without augmentation
 
     training = results["training"]
     assert len(training) == 3 * 2 * 2  # models x depths (1, 6) x pipelines
-    assert all(TRAIN_KEYS <= set(row) for row in training)
+    assert all(set(row) >= TRAIN_KEYS for row in training)
     published = {(r["model"], r["depth"]) for r in training if r["as_run"]}
     assert published == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}
     for row in training:
@@ -61,7 +102,7 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     inference = results["inference"]
     plain = [r for r in inference if not r["folded"] and not r.get("norms_removed")]
     folded = [r for r in inference if r["folded"]]
-    assert len(plain) == 12 and len(folded) == 4 and all(INFER_KEYS <= set(r) for r in inference)
+    assert len(plain) == 12 and len(folded) == 4 and all(set(r) >= INFER_KEYS for r in inference)
     assert {(r["model"], r["depth"]) for r in folded} == {(m, d) for m in ("ViTBNFFN", "ViTBN") for d in (1, 6)}
     for row in folded:  # the folded copy that was timed is the same function with no BatchNorm left
         assert row["batchnorms_left"] == 0 and row["max_abs_logit_difference"] < 1e-3
@@ -70,15 +111,28 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     assert len(results["ratios"]) == 6 and len(results["folding"]) == 4
     assert all({"train_engine_over_reference", "eval_engine_over_reference"} <= set(r) for r in results["ratios"])
     assert len(results["norm_forms"]) == 3 * 2 * 2  # forms x widths x (train, eval)
-    assert set(results["targets"]) == {"train_engine_over_reference_min", "eval_engine_over_reference_min",
-                                       "train_mfu_vit_d6", "folded_vitbn_over_unfolded_min"}
+    assert set(results["targets"]) == {
+        "train_engine_over_reference_min",
+        "eval_engine_over_reference_min",
+        "train_mfu_vit_d6",
+        "folded_vitbn_over_unfolded_min",
+    }
     assert all({"target", "value", "met"} <= set(t) for t in results["targets"].values())
 
 
 def test_quick_mode_prints_the_hardware_line_and_every_table(quick_run):
     _, printed, _ = quick_run
-    for heading in ("hardware:", "fp32 matmul peak", "TRAINING", "INFERENCE", "ENGINE / REFERENCE",
-                    "BATCHNORM FOLDING", "BATCHNORM ON TOKENS", "TARGETS", "wrote "):
+    for heading in (
+        "hardware:",
+        "fp32 matmul peak",
+        "TRAINING",
+        "INFERENCE",
+        "ENGINE / REFERENCE",
+        "BATCHNORM FOLDING",
+        "BATCHNORM ON TOKENS",
+        "TARGETS",
+        "wrote ",
+    ):
         assert heading in printed
 
 
@@ -90,7 +144,9 @@ def test_flops_count_attention_and_scale_with_the_batch():
     with FlopCounterMode(display=False) as plain:  # torch's own table misses the CPU attention kernels
         nn.functional.cross_entropy(model(x), y).backward()
     assert two > plain.get_total_flops()
-    assert bench.inference_flops(model, 4, torch.device("cpu")) == 2 * bench.inference_flops(model, 2, torch.device("cpu"))
+    assert bench.inference_flops(model, 4, torch.device("cpu")) == 2 * bench.inference_flops(
+        model, 2, torch.device("cpu")
+    )
 
 
 def test_the_three_batchnorm_forms_compute_the_same_thing():
@@ -115,13 +171,20 @@ def test_without_norms_strips_every_norm():
     assert stripped(torch.rand(3, 1, 28, 28)).shape == (3, 10)
 
 
-@pytest.mark.parametrize("change, argument", [
-    (dict(steps=0), "steps"), (dict(batch_size=1), "batch_size"), (dict(models=("ResNet",)), "models"),
-    (dict(depths=(0,)), "depths"), (dict(train_size=10), "train_size"), (dict(warmup=-1), "warmup"),
-])
+@pytest.mark.parametrize(
+    "change, argument",
+    [
+        (dict(steps=0), "steps"),
+        (dict(batch_size=1), "batch_size"),
+        (dict(models=("ResNet",)), "models"),
+        (dict(depths=(0,)), "depths"),
+        (dict(train_size=10), "train_size"),
+        (dict(warmup=-1), "warmup"),
+    ],
+)
 def test_bad_bench_settings_are_refused_by_name(change, argument):
     with pytest.raises(ValueError, match=argument):
-        bench.BenchSettings(**change)
+        profiles.settings("08_where_the_speed_comes_from", "smoke", **change)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

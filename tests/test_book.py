@@ -3,6 +3,7 @@
 Two books are built: a small one from throwaway chapters written here, and the real book
 (every chapter of ``notebooks/`` under ``smoke``), once per session, in private folders.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,12 +20,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from vitbn_nb import book
+from vitbn_nb import book, book_chapters, book_html
 from vitbn_nb.__main__ import main
 from vitbn_nb.book import BookError, build_book, discover_chapters
 
 ROOT = Path(__file__).resolve().parent.parent
-REAL_CHAPTERS = sorted((ROOT / "notebooks").glob(book.CHAPTER_PATTERN))
+REAL_CHAPTERS = sorted((ROOT / "notebooks").glob(book_chapters.CHAPTER_PATTERN))
 needs_chapters = pytest.mark.skipif(not REAL_CHAPTERS, reason="notebooks/ holds no chapters (NN_name.ipynb) yet")
 #: What each chapter of SPEC §6 must regenerate (its manifest `reproduces` ids).
 SPEC_OUTPUTS = {
@@ -38,6 +39,7 @@ REPRODUCES = re.compile(r"^(article[12]/(fig|table)\d+\w*|new/\S+)$")
 
 # -- throwaway chapters -----------------------------------------------------------------------
 
+
 def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Path:
     head = [new_markdown_cell(f"# {title}\n\nA throwaway chapter of the test-suite.")]
     if parameters:
@@ -49,15 +51,21 @@ def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Pa
 FIGURE_CHAPTER = [
     new_code_cell("assert profile == 'smoke' and force is False, (profile, force)"),
     new_code_cell("import matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb import figures"),
-    new_code_cell("fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([1, 2, 3], [3, 1, 2])\n"
-                  "figures.save_figure(fig, 'book_test_line', chapter='01_figure', reproduces='new/book-test-line', "
-                  "profile=profile, caption='a line')"),
-    new_code_cell("figures.save_table(pd.DataFrame({'x': [1, 2]}), 'book_test_table', chapter='01_figure', "
-                  "reproduces='new/book-test-table', profile=profile, caption='a table')"),
+    new_code_cell(
+        "fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([1, 2, 3], [3, 1, 2])\n"
+        "figures.save_figure(fig, 'book_test_line', chapter='01_figure', reproduces='new/book-test-line', "
+        "profile=profile, caption='a line')"
+    ),
+    new_code_cell(
+        "figures.save_table(pd.DataFrame({'x': [1, 2]}), 'book_test_table', chapter='01_figure', "
+        "reproduces='new/book-test-table', profile=profile, caption='a table')"
+    ),
 ]
 TEXT_CHAPTER = [
-    new_markdown_cell("Inline $r_t = T_\\text{ViT} / T$ and a list item with display maths:\n\n"
-                      "1. the gain\n\n   $$g = 1 - \\frac{1}{r}$$\n\n   follows."),
+    new_markdown_cell(
+        "Inline $r_t = T_\\text{ViT} / T$ and a list item with display maths:\n\n"
+        "1. the gain\n\n   $$g = 1 - \\frac{1}{r}$$\n\n   follows."
+    ),
     # the words are joined at run time so that the cell's source never contains them
     new_code_cell("import sys\nprint('printed-to-' + 'stdout')\nprint('printed-to-' + 'stderr', file=sys.stderr)"),
 ]
@@ -80,11 +88,19 @@ def small_book(small_chapters, tmp_path_factory):
     (base / "figures").mkdir()
     (base / "figures" / "stale_output.png").write_bytes(b"old")
     (base / "figures" / "bench.json").write_text("{}")
-    (base / "figures" / "manifest.json").write_text(json.dumps(
-        {"outputs": {"stale_output": {"kind": "figure", "files": ["stale_output.png"], "chapter": "09_gone"}}}))
+    (base / "figures" / "manifest.json").write_text(
+        json.dumps(
+            {"outputs": {"stale_output": {"kind": "figure", "files": ["stale_output.png"], "chapter": "09_gone"}}}
+        )
+    )
     before = os.environ.get("VITBN_BOOK_RUN")
-    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=base / "build",
-                        figures_dir=base / "figures", runs_dir=base / "runs")
+    result = build_book(
+        "smoke",
+        notebooks_dir=small_chapters,
+        output_dir=base / "build",
+        figures_dir=base / "figures",
+        runs_dir=base / "runs",
+    )
     assert os.environ.get("VITBN_BOOK_RUN") == before  # the kernels' variables were restored
     return result
 
@@ -144,8 +160,13 @@ def test_failed_run_names_chapter_and_cell_and_keeps_previous_figures(small_book
     before = snapshot(figures)
 
     with pytest.raises(BookError) as caught:
-        build_book("smoke", notebooks_dir=chapters, output_dir=tmp_path / "build", figures_dir=figures,
-                   runs_dir=tmp_path / "runs")
+        build_book(
+            "smoke",
+            notebooks_dir=chapters,
+            output_dir=tmp_path / "build",
+            figures_dir=figures,
+            runs_dir=tmp_path / "runs",
+        )
     error = caught.value
     assert error.chapter == "02_broken" and error.cell_index == 3 and error.ename == "ValueError"
     assert "02_broken" in str(error) and "cell 3" in str(error) and "# the chapter breaks here" in str(error)
@@ -163,9 +184,24 @@ def test_cli_reports_a_failed_chapter(tmp_path, capsys):
     chapters.mkdir()
     write_chapter(chapters / "01_fine.ipynb", "Fine", new_code_cell("1 + 1"))
     write_chapter(chapters / "02_broken.ipynb", "Broken", BROKEN_CELL)
-    code = main(["book", "--profile", "smoke", "--notebooks", str(chapters), "--chapters", "2", "--no-html",
-                 "--output", str(tmp_path / "build"), "--figures", str(tmp_path / "figures"),
-                 "--runs", str(tmp_path / "runs")])
+    code = main(
+        [
+            "book",
+            "--profile",
+            "smoke",
+            "--notebooks",
+            str(chapters),
+            "--chapters",
+            "2",
+            "--no-html",
+            "--output",
+            str(tmp_path / "build"),
+            "--figures",
+            str(tmp_path / "figures"),
+            "--runs",
+            str(tmp_path / "runs"),
+        ]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "chapter 02_broken failed in cell 2" in err and "ValueError: deliberate failure" in err
@@ -184,8 +220,13 @@ def test_bad_input_is_refused_before_any_kernel_starts(tmp_path):
         build_book("huge", notebooks_dir=tmp_path, output_dir=tmp_path / "build")
     write_chapter(tmp_path / "03_c.ipynb", "C", new_code_cell("3"), parameters=False)
     with pytest.raises(BookError, match="chapter 03_c: no cell is tagged 'parameters'"):
-        build_book("smoke", notebooks_dir=tmp_path, output_dir=tmp_path / "build", figures_dir=tmp_path / "f",
-                   runs_dir=tmp_path / "runs")
+        build_book(
+            "smoke",
+            notebooks_dir=tmp_path,
+            output_dir=tmp_path / "build",
+            figures_dir=tmp_path / "f",
+            runs_dir=tmp_path / "runs",
+        )
     assert not (tmp_path / "f" / "manifest.json").exists()
 
 
@@ -197,15 +238,18 @@ def test_every_chapter_notebook_is_in_sync_with_its_py():
         pair = notebook.with_suffix(".py")
         cells = [(c.cell_type, c.source.strip()) for c in jupytext.read(notebook).cells]
         assert cells == [(c.cell_type, c.source.strip()) for c in jupytext.read(pair).cells], (
-            f"{notebook.name} differs from {pair.name}: run `jupytext --sync {pair}`")
+            f"{notebook.name} differs from {pair.name}: run `jupytext --sync {pair}`"
+        )
 
 
 # -- results a user cannot silently replace ------------------------------------------------------
 
+
 def test_a_smoke_run_never_touches_the_books_figures(small_chapters, tmp_path):
     committed = snapshot(ROOT / "figures")
-    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", html=False,
-                        runs_dir=tmp_path / "runs")
+    result = build_book(
+        "smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", html=False, runs_dir=tmp_path / "runs"
+    )
     assert result.figures_dir == (tmp_path / "build" / "figures-smoke").resolve()
     assert (result.figures_dir / "manifest.json").is_file()
     assert snapshot(ROOT / "figures") == committed  # figures/ is exactly as committed
@@ -222,11 +266,24 @@ def test_a_smaller_profile_needs_a_flag_to_replace_a_larger_ones_results(small_c
     (figures / "manifest.json").write_text(json.dumps({"outputs": {"x": {"profile": "paper", "files": []}}}))
     before = snapshot(figures)
     with pytest.raises(BookError, match="larger profile paper.*--replace-larger"):
-        build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", figures_dir=figures,
-                   runs_dir=tmp_path / "runs", html=False)
+        build_book(
+            "smoke",
+            notebooks_dir=small_chapters,
+            output_dir=tmp_path / "build",
+            figures_dir=figures,
+            runs_dir=tmp_path / "runs",
+            html=False,
+        )
     assert snapshot(figures) == before
-    result = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build", figures_dir=figures,
-                        runs_dir=tmp_path / "runs", html=False, replace_larger=True)
+    result = build_book(
+        "smoke",
+        notebooks_dir=small_chapters,
+        output_dir=tmp_path / "build",
+        figures_dir=figures,
+        runs_dir=tmp_path / "runs",
+        html=False,
+        replace_larger=True,
+    )
     assert {e["profile"] for e in json.loads((figures / "manifest.json").read_text())["outputs"].values()} == {"smoke"}
     assert result.book_run
 
@@ -245,8 +302,14 @@ def test_parameters_are_checked_by_name_and_type(small_chapters, tmp_path):
 def test_a_partial_run_keeps_the_other_chapters_in_the_html_book(small_book, small_chapters, tmp_path):
     shutil.copytree(small_book.output_dir / "executed", tmp_path / "build" / "executed")
     shutil.copytree(small_book.figures_dir, tmp_path / "figures")
-    partial = build_book("smoke", notebooks_dir=small_chapters, output_dir=tmp_path / "build",
-                         figures_dir=tmp_path / "figures", runs_dir=tmp_path / "runs", chapters=["02"])
+    partial = build_book(
+        "smoke",
+        notebooks_dir=small_chapters,
+        output_dir=tmp_path / "build",
+        figures_dir=tmp_path / "figures",
+        runs_dir=tmp_path / "runs",
+        chapters=["02"],
+    )
     assert [c.name for c in partial.chapters] == ["02_text"] and [c.name for c in partial.others] == ["01_figure"]
     source = partial.output_dir / "book"
     assert (source / "01_figure.ipynb").is_file() and (source / "02_text.ipynb").is_file()
@@ -257,20 +320,26 @@ def test_a_partial_run_keeps_the_other_chapters_in_the_html_book(small_book, sma
 
 # -- the real book under smoke, built once per session ----------------------------------------
 
+
 @pytest.fixture(scope="session")
 def full_book(tmp_path_factory, request):
     if not REAL_CHAPTERS:
         pytest.skip("notebooks/ holds no chapters (NN_name.ipynb) yet")
     request.getfixturevalue("mnist_ready")
     base = tmp_path_factory.mktemp("full_book")
-    return build_book("smoke", notebooks_dir=ROOT / "notebooks", output_dir=base / "build",
-                      figures_dir=base / "figures", runs_dir=base / "runs")
+    return build_book(
+        "smoke",
+        notebooks_dir=ROOT / "notebooks",
+        output_dir=base / "build",
+        figures_dir=base / "figures",
+        runs_dir=base / "runs",
+    )
 
 
 def _chapter_of(entry: dict, names: list[str]) -> str | None:
     """The executed chapter a manifest entry names (by its full name or its NN number)."""
     given = str(entry.get("chapter", ""))
-    return next((n for n in names if given == n or given[:2] == n[:2] and given[:2].isdigit()), None)
+    return next((n for n in names if given == n or (given[:2] == n[:2] and given[:2].isdigit())), None)
 
 
 @needs_chapters
@@ -306,7 +375,9 @@ def test_full_book_outputs_all_come_from_this_run(full_book):
 
 @needs_chapters
 def test_full_book_reproduces_what_the_spec_lists(full_book):
-    produced = {e["reproduces"] for e in json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"].values()}
+    produced = {
+        e["reproduces"] for e in json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"].values()
+    }
     for chapter in full_book.chapters:
         missing = SPEC_OUTPUTS.get(chapter.name[:2], set()) - produced
         assert not missing, f"{chapter.name} does not regenerate {sorted(missing)} (SPEC §6)"
@@ -367,14 +438,16 @@ def check_book_in_browser(driver, result) -> dict:
     with serve(result.index_html.parent) as base:
         driver.get(f"{base}/index.html")  # a redirect to the landing page
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/intro.html"))
-        for page, title in [("intro", book.BOOK_TITLE), *[(c.name, c.title) for c in result.chapters]]:
+        for page, title in [("intro", book_html.BOOK_TITLE), *[(c.name, c.title) for c in result.chapters]]:
             driver.get(f"{base}/{page}.html")
             WebDriverWait(driver, 30).until(lambda d: d.execute_script(ALL_IMAGES_SETTLED))
             heading = driver.find_element(By.CSS_SELECTOR, "article h1").text.replace("#", "").strip()
             assert heading == title, f"{page}.html shows {heading!r}, not {title!r}"
             if page == "intro":
-                links = {a.get_attribute("href").rsplit("/", 1)[-1].split("#")[0]
-                         for a in driver.find_elements(By.CSS_SELECTOR, "article a[href]")}
+                links = {
+                    a.get_attribute("href").rsplit("/", 1)[-1].split("#")[0]
+                    for a in driver.find_elements(By.CSS_SELECTOR, "article a[href]")
+                }
                 missing = [c.name for c in result.chapters if f"{c.name}.html" not in links]
                 assert not missing, f"the landing page does not link {missing}"
             broken = driver.execute_script(BROKEN_IMAGES)

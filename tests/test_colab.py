@@ -1,4 +1,5 @@
 """The Colab install cell: written from one home, and every branch run with a stand-in google.colab module."""
+
 import json
 import os
 import sys
@@ -37,8 +38,13 @@ def test_settings_are_checked_and_give_the_pinned_source(tmp_path):
     config = colab.settings(pyproject)
     assert config == PUBLIC
     assert colab.pip_source(config) == "git+https://github.com/someone/vitbn-book@v1.2.3"
-    assert colab.colab_url(config, "03_fixed_lr").endswith("/someone/vitbn-book/blob/v1.2.3/notebooks/03_fixed_lr.ipynb")
-    assert colab.pip_source({"repository": "", "ref": "v1"}) == "" and colab.colab_url({"repository": "", "ref": ""}, "x") == ""
+    assert colab.colab_url(config, "03_fixed_lr").endswith(
+        "/someone/vitbn-book/blob/v1.2.3/notebooks/03_fixed_lr.ipynb"
+    )
+    assert (
+        colab.pip_source({"repository": "", "ref": "v1"}) == ""
+        and colab.colab_url({"repository": "", "ref": ""}, "x") == ""
+    )
     pyproject.write_text('[tool.vitbn-book]\nrepository = "http://example.org/x"\n')
     with pytest.raises(ValueError, match="repository='http://example.org/x'.*pyproject.toml"):
         colab.settings(pyproject)
@@ -72,8 +78,11 @@ def run_cell(source: str, monkeypatch, installed: bool):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: (real(name, *a) if installed else None) if name == "vitbn_nb" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (real(name, *a) if installed else None) if name == "vitbn_nb" else real(name, *a),
+    )
     exec(compile(source, "<install cell>", "exec"), {})
 
 
@@ -92,8 +101,9 @@ def test_on_colab_an_installed_package_is_not_installed_again(on_colab, monkeypa
 
 def test_on_colab_a_missing_package_is_installed_at_the_pinned_ref(on_colab, monkeypatch):
     run_cell(colab.install_cell("05_depth_study", PUBLIC), monkeypatch, installed=False)
-    assert on_colab.pip == [[sys.executable, "-m", "pip", "install", "-q",
-                             "git+https://github.com/someone/vitbn-book@v1.2.3"]]
+    assert on_colab.pip == [
+        [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/someone/vitbn-book@v1.2.3"]
+    ]
     assert on_colab.setups == [("05_depth_study", True)]
 
 

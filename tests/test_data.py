@@ -3,6 +3,7 @@
 The real data directory is only read (the session fixture makes sure MNIST is there); every
 damaged or rebuilt file lives under tmp_path.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,15 +46,16 @@ def no_network(monkeypatch):
 
 # --- IDX and MNIST --------------------------------------------------------------------------
 
+
 def test_idx_round_trip_and_header(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (5, 28, 27), dtype=np.uint8)
     labels = rng.integers(0, 10, 5, dtype=np.uint8)
     data.write_idx(tmp_path / "im", images)
     data.write_idx(tmp_path / "lb", labels)
-    header = bytes.fromhex("00000803" "00000005" "0000001c" "0000001b")
+    header = bytes.fromhex("00000803000000050000001c0000001b")
     assert (tmp_path / "im").read_bytes()[:16] == header
-    assert (tmp_path / "lb").read_bytes()[:8] == bytes.fromhex("00000801" "00000005")
+    assert (tmp_path / "lb").read_bytes()[:8] == bytes.fromhex("0000080100000005")
     np.testing.assert_array_equal(data.read_idx(tmp_path / "im"), images)
     np.testing.assert_array_equal(data.read_idx(tmp_path / "lb"), labels)
     assert not list(tmp_path.glob(".*tmp"))  # the atomic write leaves no temp file behind
@@ -70,12 +72,12 @@ def test_offline_rebuild_gives_the_published_md5s(tmp_path, no_network, monkeypa
     info = data.prepare(tmp_path, download=False)
     raw = tmp_path / "MNIST" / "raw"
     for name, (md5, _) in data.MNIST_FILES.items():
-        assert data._md5(raw / name) == md5, name
+        assert data.files._md5(raw / name) == md5, name
     assert info["emnist_source"].startswith("sklearn-digits")
     assert "MNIST" in capsys.readouterr().out
 
     # A second check trusts the cached verification instead of hashing 55 MB again.
-    monkeypatch.setattr(data, "_md5", lambda path: pytest.fail(f"re-hashed {path}"))
+    monkeypatch.setattr(data.files, "_md5", lambda path: pytest.fail(f"re-hashed {path}"))
     assert data.ensure_mnist(tmp_path, download=False) == tmp_path
 
 
@@ -130,10 +132,11 @@ def test_corrupted_byte_raises_and_is_kept(mnist_root, tmp_path, no_network):
 
 # --- augmentation ---------------------------------------------------------------------------
 
+
 def test_reference_pipeline_runs(mnist_root):
     image, label = data.reference_dataset(train=False, augment=True, root=mnist_root)[0]
     assert image.shape == (1, 28, 28) and image.dtype == torch.float32
-    assert 0 <= float(image.min()) and float(image.max()) <= 1 and label == 7
+    assert float(image.min()) >= 0 and float(image.max()) <= 1 and label == 7
     plain, _ = data.reference_dataset(train=False, augment=False, root=mnist_root)[0]
     torch.testing.assert_close(plain, data.to_float(data.load_mnist(False, mnist_root)[0][0]))
 
@@ -154,8 +157,7 @@ def _pillow_with_params(image, p, i):
     """The reference transforms' kernels, fed the batched version's parameters for sample i."""
     im = Image.fromarray(image[0].numpy(), mode="L")
     im = TF.rotate(im, float(p["angle"][i]), InterpolationMode.NEAREST, fill=0)
-    im = TF.affine(im, angle=0.0, translate=[int(p["tx"][i]), int(p["ty"][i])], scale=1.0,
-                   shear=[0.0, 0.0], fill=0)
+    im = TF.affine(im, angle=0.0, translate=[int(p["tx"][i]), int(p["ty"][i])], scale=1.0, shear=[0.0, 0.0], fill=0)
     if p["zoom"][i]:
         side, left, top = int(p["canvas"][i]), int(p["left"][i]), int(p["top"][i])
         im = TF.resize(F2.pad(im, [left, top, side - 28 - left, side - 28 - top], fill=0), 28)
@@ -164,16 +166,16 @@ def _pillow_with_params(image, p, i):
 
 def test_augment_batch_matches_pillow_given_the_same_parameters(test_images):
     x = test_images[:600]
-    p = data._sample_params(len(x), torch.Generator().manual_seed(5), "cpu")
+    p = data.augment._sample_params(len(x), torch.Generator().manual_seed(5), "cpu")
     p["zoom"][:300] = True
-    ours = data._apply_params(x, p)
+    ours = data.augment._apply_params(x, p)
     ref = torch.stack([_pillow_with_params(x[i], p, i) for i in range(len(x))])
     # Nearest rotation differs only where a sample point falls within ~1e-4 px of a pixel edge.
     assert (ours != ref).float().mean() < 1e-3
 
     # Without rotation the zoom-out reimplements Pillow's resize bit for bit.
     p["angle"].zero_()
-    ours = data._apply_params(x, p)
+    ours = data.augment._apply_params(x, p)
     ref = torch.stack([_pillow_with_params(x[i], p, i) for i in range(len(x))])
     assert torch.equal(ours, ref)
 
@@ -183,11 +185,11 @@ def test_zooming_only_the_chosen_samples_equals_zooming_all(test_images):
     the chosen ones (the accelerator path), bit for bit, whatever the batch."""
     for seed, size in ((0, 1), (1, 37), (2, 500)):
         x = test_images[:size]
-        p = data._sample_params(size, torch.Generator().manual_seed(seed), "cpu")
-        rotated = data._rotate_translate(x, p["angle"], p["tx"], p["ty"])
-        every = data._zoom_out(rotated, p["canvas"], p["left"], p["top"])
+        p = data.augment._sample_params(size, torch.Generator().manual_seed(seed), "cpu")
+        rotated = data.augment._rotate_translate(x, p["angle"], p["tx"], p["ty"])
+        every = data.augment._zoom_out(rotated, p["canvas"], p["left"], p["top"])
         expected = torch.where(p["zoom"][:, None, None, None], every, rotated) / 255
-        assert torch.equal(data._apply_params(x, p), expected)
+        assert torch.equal(data.augment._apply_params(x, p), expected)
 
 
 def _ink_extent(images):
@@ -240,15 +242,17 @@ def _bar_angles(outputs):
     cx = (w * xs).sum((1, 2)) / mass
     cy = (w * ys).sum((1, 2)) / mass
     dx, dy = xs - cx[:, None, None], ys - cy[:, None, None]
-    mu20, mu02, mu11 = ((w * dx * dx).sum((1, 2)), (w * dy * dy).sum((1, 2)),
-                        (w * dx * dy).sum((1, 2)))
+    mu20, mu02, mu11 = ((w * dx * dx).sum((1, 2)), (w * dy * dy).sum((1, 2)), (w * dx * dy).sum((1, 2)))
     return torch.rad2deg(0.5 * torch.atan2(2 * mu11, mu20 - mu02))
 
 
 def _rotation_ok(angles):
-    limit = data.ROTATION_DEG
-    return bool(angles.abs().max() <= 21.5 and angles.abs().max() >= 18.5
-                and abs(float(angles.std()) - 2 * limit / math.sqrt(12)) < 1.0)
+    limit = data.augment.ROTATION_DEG
+    return bool(
+        angles.abs().max() <= 21.5
+        and angles.abs().max() >= 18.5
+        and abs(float(angles.std()) - 2 * limit / math.sqrt(12)) < 1.0
+    )
 
 
 def test_rotation_range(monkeypatch):
@@ -258,7 +262,7 @@ def test_rotation_range(monkeypatch):
     reference = _bar_angles(_reference_outputs(_bar(), 1500))
     assert _rotation_ok(reference)
     # The check has teeth: a 40 degree range fails it.
-    monkeypatch.setattr(data, "ROTATION_DEG", 40.0)
+    monkeypatch.setattr(data.augment, "ROTATION_DEG", 40.0)
     wide = _bar_angles(data.augment_batch(bars, torch.Generator().manual_seed(1)))
     monkeypatch.undo()
     assert not _rotation_ok(wide)
@@ -289,7 +293,7 @@ def test_translation_range_and_zoom_rate(monkeypatch):
     assert _translation_ok(cx_ref) and _translation_ok(cy_ref)
     assert abs(float(zoomed_ref) - 0.2) < 0.04
     # A range of +-0.3 * 28 = 8.4 px fails the check.
-    monkeypatch.setattr(data, "TRANSLATE_FRAC", 0.3)
+    monkeypatch.setattr(data.augment, "TRANSLATE_FRAC", 0.3)
     cx, cy, _ = _blob_shifts(data.augment_batch(blob, torch.Generator().manual_seed(2)))
     monkeypatch.undo()
     assert not (_translation_ok(cx) and _translation_ok(cy))
@@ -313,8 +317,9 @@ def _zoom_canvases(outputs):
 def _zoom_range_ok(canvas):
     # int(28 * U(2, 3)) is uniform on 56..83: mean 69.5, and both ends reached.
     low, high = torch.quantile(canvas, torch.tensor([0.05, 0.95], dtype=canvas.dtype)).tolist()
-    return bool(canvas.min() >= 54 and canvas.max() <= 85 and low < 59 and high > 80
-                and abs(float(canvas.mean()) - 69.5) < 1.5)
+    return bool(
+        canvas.min() >= 54 and canvas.max() <= 85 and low < 59 and high > 80 and abs(float(canvas.mean()) - 69.5) < 1.5
+    )
 
 
 def test_zoom_out_factor_range(monkeypatch):
@@ -324,7 +329,7 @@ def test_zoom_out_factor_range(monkeypatch):
     reference = _zoom_canvases(_reference_outputs(_disc(), 2000))
     assert len(reference) > 300 and _zoom_range_ok(reference)
     # A canvas of 1.5-2x the image (a milder zoom-out) fails the check.
-    monkeypatch.setattr(data, "ZOOM_SIDE", (1.5, 2.0))
+    monkeypatch.setattr(data.augment, "ZOOM_SIDE", (1.5, 2.0))
     mild = _zoom_canvases(data.augment_batch(discs, torch.Generator().manual_seed(3)))
     monkeypatch.undo()
     assert not _zoom_range_ok(mild)
@@ -332,10 +337,11 @@ def test_zoom_out_factor_range(monkeypatch):
 
 # --- EMNIST and its offline fallback --------------------------------------------------------
 
+
 def test_emnist_orientation_fix(tmp_path, no_network):
     upright = np.zeros((3, 28, 28), dtype=np.uint8)
-    upright[:, 4:24, 6] = 255   # an "F": a stem on the left,
-    upright[:, 4, 6:20] = 255   # a long top arm,
+    upright[:, 4:24, 6] = 255  # an "F": a stem on the left,
+    upright[:, 4, 6:20] = 255  # a long top arm,
     upright[:, 13, 6:15] = 200  # a shorter middle arm
     upright[1, 20:24, 20:24] = 90  # and per-image marks so images stay distinct
     labels = np.array([3, 1, 4], dtype=np.uint8)

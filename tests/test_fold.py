@@ -1,4 +1,5 @@
 """BatchNorm folding: the folded copy computes what the eval-mode model computes, with no BatchNorm left."""
+
 import copy
 
 import pytest

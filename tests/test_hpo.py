@@ -1,4 +1,5 @@
 """The Ax optimisation: the protocol's search space, resumable and reproducible studies."""
+
 import json
 import math
 
@@ -16,15 +17,24 @@ class Interrupted(Exception):
     """Stands in for a kill in the middle of a trial."""
 
 
-def synthetic_train_model(model, train_data, test_data, *, epochs, lr, batch_size, start_epoch=0, on_epoch_end=None,
-                          **kwargs):
+def synthetic_train_model(
+    model, train_data, test_data, *, epochs, lr, batch_size, start_epoch=0, on_epoch_end=None, **kwargs
+):
     """Instead of training: an accuracy that peaks at lr 1e-3, batch 60 -- enough for Ax, in no time."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     accuracy = 95 - 5 * (math.log10(lr) + 3) ** 2 - (batch_size - 60) ** 2 / 500
     history = []
     for epoch in range(start_epoch + 1, epochs + 1):
-        metrics = dict(epoch=epoch, train_loss=1.0 / epoch, train_seconds=0.01, data_seconds=0.0, diverged=False,
-                       test_acc=accuracy, class_acc=[accuracy] * 10, test_seconds=0.01)
+        metrics = dict(
+            epoch=epoch,
+            train_loss=1.0 / epoch,
+            train_seconds=0.01,
+            data_seconds=0.0,
+            diverged=False,
+            test_acc=accuracy,
+            class_acc=[accuracy] * 10,
+            test_seconds=0.01,
+        )
         history.append(metrics)
         on_epoch_end(metrics, model, optimizer)
     return history
@@ -81,9 +91,14 @@ def test_unknown_models_and_bad_settings_are_refused_by_name():
 def test_the_study_key_names_what_changes_a_trial_and_nothing_else():
     base = hpo.Study("ViTBN", **TINY)
     assert base.key("cpu") == hpo.Study("ViTBN", model_kwargs={"depth": 1}, **TINY).key("cpu")  # defaults spelled out
-    others = [hpo.Study("ViT", **TINY), hpo.Study("ViTBN", model_kwargs={"depth": 6}, **TINY),
-              hpo.Study("ViTBN", dataset="mnist_aug", **TINY), hpo.Study("ViTBN", **{**TINY, "trial_epochs": 2}),
-              hpo.Study("ViTBN", **{**TINY, "train_size": 300}), hpo.Study("ViTBN", seed=1, **TINY)]
+    others = [
+        hpo.Study("ViT", **TINY),
+        hpo.Study("ViTBN", model_kwargs={"depth": 6}, **TINY),
+        hpo.Study("ViTBN", dataset="mnist_aug", **TINY),
+        hpo.Study("ViTBN", **{**TINY, "trial_epochs": 2}),
+        hpo.Study("ViTBN", **{**TINY, "train_size": 300}),
+        hpo.Study("ViTBN", seed=1, **TINY),
+    ]
     keys = {base.key("cpu"), base.key("cuda"), *(s.key("cpu") for s in others)}
     assert len(keys) == 8
 
@@ -113,8 +128,11 @@ def test_an_interrupted_optimisation_resumes_without_repeating_finished_trials(r
     calls = interrupt_at(monkeypatch, 3)
     with pytest.raises(Interrupted):
         hpo.optimise(study, 3, progress=False)
-    stored = {p.name: json.loads((p / "record.json").read_text())["started"]
-              for p in run_store.iterdir() if (p / "record.json").exists()}
+    stored = {
+        p.name: json.loads((p / "record.json").read_text())["started"]
+        for p in run_store.iterdir()
+        if (p / "record.json").exists()
+    }
     assert len(stored) == 2
 
     monkeypatch.setattr(runs, "train", REAL_TRAIN)
@@ -143,7 +161,8 @@ def test_asking_for_more_trials_extends_the_study_and_fewer_reads_its_first(run_
 
 
 def test_botorch_takes_over_after_the_initialisation_and_a_resume_gives_the_same_study(
-        run_store, mnist_ready, tmp_path, monkeypatch):
+    run_store, mnist_ready, tmp_path, monkeypatch
+):
     monkeypatch.setattr(engine, "train_model", synthetic_train_model)
     study = hpo.Study("ViTBNFFN", **TINY)
     reference = hpo.optimise(study, hpo.INITIAL_TRIALS + 1, progress=False)
@@ -161,9 +180,23 @@ def test_botorch_takes_over_after_the_initialisation_and_a_resume_gives_the_same
 
 
 def test_the_best_trial_and_its_json(run_store):
-    rows = [dict(model="ViT", depth=6, dataset="mnist", trial=i + 1, lr=lr, batch_size=bs, accuracy=acc,
-                 run_id=f"r{i}", status="finished", generator="Sobol", trial_epochs=1, study="s")
-            for i, (lr, bs, acc) in enumerate([(1e-4, 50, 90.0), (2e-4, 60, 95.0), (3e-4, 70, 95.0)])]
+    rows = [
+        dict(
+            model="ViT",
+            depth=6,
+            dataset="mnist",
+            trial=i + 1,
+            lr=lr,
+            batch_size=bs,
+            accuracy=acc,
+            run_id=f"r{i}",
+            status="finished",
+            generator="Sobol",
+            trial_epochs=1,
+            study="s",
+        )
+        for i, (lr, bs, acc) in enumerate([(1e-4, 50, 90.0), (2e-4, 60, 95.0), (3e-4, 70, 95.0)])
+    ]
     table = pd.DataFrame(rows)
     best = hpo.best_trial(table)
     assert best["trial"] == 2  # the earliest of equals

@@ -1,4 +1,5 @@
 """The lock, pyproject.toml and environment.yml agree: every declared dependency is pinned, within its range."""
+
 import re
 import tomllib
 from pathlib import Path
@@ -22,7 +23,10 @@ def pins(lock: Path) -> dict[str, str]:
 
 def declared() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
     pins_file = (ROOT / "requirements" / "pins.in").read_text().splitlines()
     requirements += [line for line in pins_file if line.strip() and not line.startswith("#")]
     return [Requirement(r) for r in requirements]
@@ -37,7 +41,8 @@ def test_every_declared_dependency_is_pinned_within_its_range(version):
         name = canonicalize_name(requirement.name)
         assert name in pinned, f"{requirement.name} is declared but not in {lock.name}: run `make lock`"
         assert requirement.specifier.contains(pinned[name], prereleases=True), (
-            f"{lock.name} pins {name}=={pinned[name]}, outside pyproject's {requirement}: run `make lock`")
+            f"{lock.name} pins {name}=={pinned[name]}, outside pyproject's {requirement}: run `make lock`"
+        )
     assert pinned["torch"] == "2.14.1" and pinned["torchvision"] == "0.29.1"  # the build machines' torch
     text = lock.read_text()
     assert "--hash=sha256:" in text and "make lock" in text.splitlines()[1]

@@ -3,8 +3,18 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from vitbn_nb.models import (CNN, DNNBN_d3, DNN_d3, REFERENCE_VIT, BatchNorm, ViT, ViTBN, ViTBNFFN, build_model,
-                             count_parameters)
+from vitbn_nb.models import (
+    CNN,
+    REFERENCE_VIT,
+    BatchNorm,
+    DNN_d3,
+    DNNBN_d3,
+    ViT,
+    ViTBN,
+    ViTBNFFN,
+    build_model,
+    count_parameters,
+)
 
 VITS = [ViT, ViTBNFFN, ViTBN]
 
@@ -27,8 +37,9 @@ def test_vit_shapes_for_every_option(cls, pool, pos_emb):
 
 
 def test_rectangular_images_and_colour_channels():
-    model = ViT(image_size=(32, 48), patch_size=(8, 16), num_classes=5, channels=3, dim=32, depth=1, heads=2,
-                mlp_dim=64)
+    model = ViT(
+        image_size=(32, 48), patch_size=(8, 16), num_classes=5, channels=3, dim=32, depth=1, heads=2, mlp_dim=64
+    )
     assert model(torch.rand(2, 3, 32, 48)).shape == (2, 5)
     assert model.pos_embedding.shape == (1, 4 * 3 + 1, 32)
 
@@ -110,11 +121,21 @@ def test_vit_has_only_layernorm_and_the_einops_vit_state_dict_layout():
     model = vit(ViT)
     assert not any(isinstance(m, nn.BatchNorm1d) for m in model.modules())
     keys = set(model.state_dict())
-    for key in ["to_patch_embedding.1.weight", "to_patch_embedding.2.weight", "to_patch_embedding.3.weight",
-                "pos_embedding", "cls_token", "transformer.layers.0.0.norm.weight", "transformer.layers.0.0.to_qkv.weight",
-                "transformer.layers.0.0.to_out.0.weight", "transformer.layers.1.1.net.0.weight",
-                "transformer.layers.1.1.net.1.weight", "transformer.layers.1.1.net.4.weight", "transformer.norm.weight",
-                "mlp_head.weight"]:
+    for key in [
+        "to_patch_embedding.1.weight",
+        "to_patch_embedding.2.weight",
+        "to_patch_embedding.3.weight",
+        "pos_embedding",
+        "cls_token",
+        "transformer.layers.0.0.norm.weight",
+        "transformer.layers.0.0.to_qkv.weight",
+        "transformer.layers.0.0.to_out.0.weight",
+        "transformer.layers.1.1.net.0.weight",
+        "transformer.layers.1.1.net.1.weight",
+        "transformer.layers.1.1.net.4.weight",
+        "transformer.norm.weight",
+        "mlp_head.weight",
+    ]:
         assert key in keys, key
 
 
@@ -141,13 +162,26 @@ def test_parallel_blocks_keep_the_parameter_count():
 
 
 @pytest.mark.parametrize("cls", VITS)
-@pytest.mark.parametrize("overrides, argument", [
-    (dict(image_size=30), "image_size"), (dict(patch_size=5), "image_size"), (dict(pool="max"), "pool"),
-    (dict(pos_emb="rope"), "pos_emb"), (dict(pos_emb="pe1d", dim=63), "dim"), (dict(depth=0), "depth"),
-    (dict(heads=0), "heads"), (dict(dim_head=0), "dim_head"), (dict(mlp_dim=-1), "mlp_dim"), (dict(dim=2.5), "dim"),
-    (dict(num_classes=0), "num_classes"), (dict(channels=0), "channels"), (dict(dropout=1.5), "dropout"),
-    (dict(emb_dropout=-0.1), "emb_dropout"), (dict(branches=0), "branches"),
-])
+@pytest.mark.parametrize(
+    "overrides, argument",
+    [
+        (dict(image_size=30), "image_size"),
+        (dict(patch_size=5), "image_size"),
+        (dict(pool="max"), "pool"),
+        (dict(pos_emb="rope"), "pos_emb"),
+        (dict(pos_emb="pe1d", dim=63), "dim"),
+        (dict(depth=0), "depth"),
+        (dict(heads=0), "heads"),
+        (dict(dim_head=0), "dim_head"),
+        (dict(mlp_dim=-1), "mlp_dim"),
+        (dict(dim=2.5), "dim"),
+        (dict(num_classes=0), "num_classes"),
+        (dict(channels=0), "channels"),
+        (dict(dropout=1.5), "dropout"),
+        (dict(emb_dropout=-0.1), "emb_dropout"),
+        (dict(branches=0), "branches"),
+    ],
+)
 def test_bad_configurations_raise_a_value_error_naming_the_argument(cls, overrides, argument):
     with pytest.raises(ValueError, match=argument) as error:
         vit(cls, **overrides)

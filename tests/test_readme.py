@@ -1,4 +1,5 @@
 """README.md's results are written from figures/, and a test fails when the two disagree."""
+
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,8 @@ FIGURES = ROOT / "figures"
 def test_readme_agrees_with_the_committed_figures():
     text = (ROOT / "README.md").read_text()
     assert readme.render(text, FIGURES) == text, (
-        "README.md's results differ from figures/: run `python -m vitbn_nb readme` and commit both")
+        "README.md's results differ from figures/: run `python -m vitbn_nb readme` and commit both"
+    )
 
 
 def test_every_result_line_is_computed_from_an_output(tmp_path):

@@ -1,4 +1,5 @@
 """A store a user cannot silently break: strict parameters, one writer per run, checksums, check and retrain."""
+
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles, results, runs
+from vitbn_nb import profiles, records, results, runs
 from vitbn_nb.__main__ import main
 from vitbn_nb.app import server
 from vitbn_nb.runs import RunConfig, RunStoreError
@@ -20,8 +21,10 @@ TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, trai
 
 # -- strict parameters ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("given, expected", [(True, True), (False, False), ("false", False), ("True", True),
-                                             (" FALSE ", False)])
+
+@pytest.mark.parametrize(
+    "given, expected", [(True, True), (False, False), ("false", False), ("True", True), (" FALSE ", False)]
+)
 def test_force_accepts_booleans_and_the_plain_words(given, expected):
     assert profiles.flag("force", given) is expected
 
@@ -56,8 +59,17 @@ def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
     config = {**TINY, "epochs": 3, "train_size": 3000, "model_kwargs": {"depth": 2}}
     env = {**os.environ, "VITBN_RUNS_DIR": str(run_store), "VITBN_PROGRESS": "0"}
     start = str(time.time() + 20)  # after both have imported torch
-    processes = [subprocess.Popen([sys.executable, "-c", TRAIN_ONE, json.dumps(config), start], env=env, cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", TRAIN_ONE, json.dumps(config), start],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     assert all(p.returncode == 0 for p in processes), outputs
     started = [line.split()[1:] for out in outputs for line in out.splitlines() if line.startswith("STARTED")]
@@ -78,6 +90,7 @@ def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, 
 
 # -- a store that explains itself ----------------------------------------------------------------
 
+
 @pytest.fixture
 def store_with_damage(run_store, mnist_ready):
     """Three finished runs: one record truncated, one model truncated, one turned into an unfinished run whose
@@ -96,7 +109,7 @@ def store_with_damage(run_store, mnist_ready):
 
 
 def test_runs_check_lists_every_damaged_run_with_its_file_and_fix(store_with_damage, capsys):
-    damaged = runs.check_store()
+    damaged = records.check_store()
     assert set(damaged["run"]) == set(store_with_damage.values())
     by_run = damaged.set_index("run")
     assert "record.json" in by_run.loc[store_with_damage["record"], "problem"]
@@ -122,7 +135,7 @@ def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
     assert main(["runs", "retrain", store_with_damage["checkpoint"]]) == 0
     with pytest.raises(RunStoreError, match="configuration is unknown"):
         runs.retrain(store_with_damage["record"])
-    assert set(runs.check_store()["run"]) == {store_with_damage["record"]}
+    assert set(records.check_store()["run"]) == {store_with_damage["record"]}
     with pytest.raises(ValueError, match="not in the run store"):
         runs.retrain("no-such-run")
 
@@ -145,6 +158,7 @@ def test_stale_temporary_files_are_cleaned_when_a_run_is_next_opened(run_store, 
 
 
 # -- the app ---------------------------------------------------------------------------------------
+
 
 def test_the_app_refuses_a_corrupt_model_with_a_clear_message(run_store, mnist_ready):
     run = runs.train(RunConfig(**{**TINY, "train_size": 12_000}), progress=False)

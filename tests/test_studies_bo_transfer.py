@@ -4,15 +4,14 @@ import pandas as pd
 import pytest
 import torch
 
-from vitbn_nb import data, hpo, models
-from vitbn_nb.studies import bayes_opt, transfer
+from vitbn_nb import data, hpo, models, profiles, runs
 from vitbn_nb.figures import read_manifest
+from vitbn_nb.studies import bayes_opt, transfer
 
-BO = dict(profile="smoke", seeds=1, trials=2, trial_epochs=1, epochs=2, test_batch_size=5000, train_size=200,
-          test_size=100)
-TRANSFER = dict(profile="smoke", seeds=1, reoptimise=False, trials=2, trial_epochs=1, epochs=1, depth=1,
-                test_batch_size=5000, train_size=200, test_size=100, inference_repeats=2, cnn_lr=1e-3,
-                cnn_batch_size=100)
+BO = profiles.settings("04_bayes_opt", "smoke", trials=2, trial_epochs=1, epochs=2, train_size=200, test_size=100)
+TRANSFER = profiles.settings(
+    "06_emnist_transfer", "smoke", trials=2, epochs=1, depth=1, train_size=200, test_size=100, inference_repeats=2
+)
 
 
 def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mnist_ready):
@@ -24,16 +23,18 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mni
     for model, group in trials.groupby("model"):
         assert best[model]["accuracy"] == group["accuracy"].max()
 
-    configs = bayes_opt.retrain_configs(trials, BO)
+    configs = bayes_opt.final_plan(trials, BO)
     assert [(c.model, c.epochs, c.lr, c.batch_size) for c in configs] == [
-        (m, 2, best[m]["lr"], best[m]["batch_size"]) for m in ("ViT", "ViTBNFFN", "ViTBN")]
-    table = bayes_opt.retrain(trials, BO)
+        (m, 2, best[m]["lr"], best[m]["batch_size"]) for m in ("ViT", "ViTBNFFN", "ViTBN")
+    ]
+    table = runs.load_table(runs.train_all(configs))
+    result = bayes_opt.BayesOptResult(BO, trials, table)
     assert sorted(table.groupby("model")["epoch"].max().items()) == [("ViT", 2), ("ViTBN", 2), ("ViTBNFFN", 2)]
 
-    frame = bayes_opt.table2_frame(trials, table)
+    frame = bayes_opt.best_settings(trials, table)
     assert list(frame["best batch size"]) == [best[m]["batch_size"] for m in ("ViT", "ViTBNFFN", "ViTBN")]
     assert list(frame["article 1 after 30 ep. (%)"]) == ["98.1", "97.6", "97.8"]
-    ratios = bayes_opt.table3_frame(table)
+    ratios = bayes_opt.speedups(table)
     assert list(ratios["model"]) == ["ViTBNFFN", "ViTBN"] and list(ratios["r_t (article)"]) == ["3.9", "3.5"]
     for _, row in ratios.iterrows():  # this run's r is computed from the runs' own times
         mine = table[table["model"] == row["model"]]["train_seconds"].mean()
@@ -42,15 +43,17 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mni
     compared = bayes_opt.comparison(trials, table)
     assert "not in the text" in set(compared["article 1"])
 
-    bayes_opt.figure7(trials, BO)
-    bayes_opt.figure8(table, BO)
-    bayes_opt.table2(trials, table, BO)
-    bayes_opt.table3(table, BO)
+    bayes_opt.fig7_figure(result)
+    bayes_opt.fig8_figure(result)
+    bayes_opt.best_settings_table(result)
+    bayes_opt.ratios_table(result)
     outputs = read_manifest()["outputs"]
-    assert {outputs[n]["reproduces"] for n in ("article1_fig7", "article1_fig8", "article1_table2", "article1_table3")} \
-        == {"article1/fig7", "article1/fig8", "article1/table2", "article1/table3"}
+    assert {
+        outputs[n]["reproduces"] for n in ("article1_fig7", "article1_fig8", "article1_table2", "article1_table3")
+    } == {"article1/fig7", "article1/fig8", "article1/table2", "article1/table3"}
     assert (figures_store / "article1_fig7.png").stat().st_size > 10_000
-    costs = bayes_opt.ax_costs(trials)
+    costs = bayes_opt.ax_costs(result)
+    assert len(bayes_opt.final_runs(result)) == 3 and len(bayes_opt.trial_summary(result)) == 6
     assert costs.loc[costs["what"].str.contains("Sobol"), "n"].item() == 3
 
 
@@ -58,20 +61,36 @@ def test_chapter_06_reuses_chapter_04s_file_or_runs_its_optimisation(run_store, 
     calls = []
 
     def fake_optimise(settings, force=False, **kwargs):
-        calls.append(settings["profile"])
-        table = pd.DataFrame([dict(model=m, depth=d, dataset="mnist", trial=1, lr=lr, batch_size=50, accuracy=90.0,
-                                   run_id="r", status="finished", generator="centre", trial_epochs=1, study="s")
-                              for m, d, lr in (("ViT", 6, 1e-4), ("ViTBNFFN", 1, 3e-4), ("ViTBN", 1, 3e-4))])
-        hpo.save_best(table, dataset="mnist", profile=settings["profile"])
+        calls.append(settings.profile)
+        table = pd.DataFrame(
+            [
+                dict(
+                    model=m,
+                    depth=d,
+                    dataset="mnist",
+                    trial=1,
+                    lr=lr,
+                    batch_size=50,
+                    accuracy=90.0,
+                    run_id="r",
+                    status="finished",
+                    generator="centre",
+                    trial_epochs=1,
+                    study="s",
+                )
+                for m, d, lr in (("ViT", 6, 1e-4), ("ViTBNFFN", 1, 3e-4), ("ViTBN", 1, 3e-4))
+            ]
+        )
+        hpo.save_best(table, dataset="mnist", profile=settings.profile)
         return table
 
     monkeypatch.setattr(bayes_opt, "optimise", fake_optimise)
-    hyper = transfer.hyperparameters(TRANSFER)
+    hyper = transfer._hyperparameters(TRANSFER)
     assert calls == ["smoke"]
     assert list(hyper["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
     assert list(hyper["lr"]) == [1e-4, 3e-4, 3e-4, 1e-3] and list(hyper["batch_size"]) == [50, 50, 50, 100]
     assert "chapter 04" in hyper.loc[0, "found by"] and "depth 1" in hyper.loc[1, "found by"]
-    transfer.hyperparameters(TRANSFER)
+    transfer._hyperparameters(TRANSFER)
     assert calls == ["smoke"]  # the second time the file is read
 
 
@@ -95,16 +114,33 @@ def test_time_passes_counts_passes_and_accuracy(mnist_ready):
 
 def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):
     monkeypatch.setattr(transfer, "transfer_set", lambda: small_transfer_set())
-    table = pd.DataFrame([dict(model=m, depth=1, dataset="mnist", trial=1, lr=1e-3, batch_size=100, accuracy=50.0,
-                               run_id="r", status="finished", generator="centre", trial_epochs=1, study="s")
-                          for m in ("ViT", "ViTBNFFN", "ViTBN")])
+    table = pd.DataFrame(
+        [
+            dict(
+                model=m,
+                depth=1,
+                dataset="mnist",
+                trial=1,
+                lr=1e-3,
+                batch_size=100,
+                accuracy=50.0,
+                run_id="r",
+                status="finished",
+                generator="centre",
+                trial_epochs=1,
+                study="s",
+            )
+            for m in ("ViT", "ViTBNFFN", "ViTBN")
+        ]
+    )
     hpo.save_best(table, dataset="mnist", profile="smoke")
-    hyper = transfer.hyperparameters(TRANSFER)
-    runs_table = transfer.train(hyper, TRANSFER)
+    assert [c.model for c in transfer.plan(TRANSFER)] == ["CNN"]  # the others follow from chapter 04's file
+    result = transfer.run(TRANSFER)
+    runs_table, measured = result.table, result.measured
+    assert list(transfer.hyperparameters(result)["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
     assert set(runs_table["model"]) == {"ViT", "ViTBNFFN", "ViTBN", "CNN"}
     assert set(runs_table["dataset"]) == {"mnist_aug"} and runs_table.groupby("model")["epoch"].max().eq(1).all()
 
-    measured = transfer.measure(runs_table, TRANSFER)
     assert list(measured["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
     assert (measured["passes"] == 2).all() and (measured["images"] == 300).all()
     assert measured["parameters"].iloc[3] == models.count_parameters(models.build_model("CNN"))
@@ -116,9 +152,9 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
     assert summary.loc["CNN", "speed-up mean"] == pytest.approx(vit / cnn)
     assert "mnist-test-tail" in transfer.findings(measured)
 
-    transfer.transfer_table(measured, TRANSFER)
-    transfer.transfer_figure(measured, TRANSFER)
-    transfer.comparison_table(measured, TRANSFER)
+    transfer.transfer_table(result)
+    transfer.transfer_figure(result)
+    transfer.comparison_table(result)
     outputs = read_manifest()["outputs"]
     for name in ("emnist_transfer_table", "emnist_transfer_figure", "emnist_transfer_vs_article"):
         assert outputs[name]["transfer_set"] == "mnist-test-tail (a stand-in for the test)"
@@ -129,6 +165,14 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
 
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(ValueError, match="inference_repeats"):
-        transfer.overview({k: v for k, v in TRANSFER.items() if k != "inference_repeats"})
+        profiles.settings("06_emnist_transfer", "smoke", inference_repeats=1.5)
     with pytest.raises(ValueError, match="trials"):
-        bayes_opt.overview({**BO, "trials": 0})
+        profiles.settings("04_bayes_opt", "smoke", trials=0)
+    with pytest.raises(ValueError, match="reoptimise"):
+        profiles.settings("06_emnist_transfer", "smoke", reoptimise="no")
+
+
+def test_chapter_04s_plan_is_its_optimisations():
+    planned = bayes_opt.plan(profiles.settings("04_bayes_opt", "paper"))
+    assert list(planned) == [] and [s.model for s in planned.optimisations] == ["ViT", "ViTBNFFN", "ViTBN"]
+    assert "30 epochs x 3 random seed(s)" in planned.then

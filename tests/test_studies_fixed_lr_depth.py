@@ -1,13 +1,14 @@
 """Chapters 03 (article 1, Experiment 1) and 05 (article 2, depth study): protocols, numbers, outputs."""
+
 import math
 
 import pandas as pd
 import pytest
 
 from vitbn_nb import profiles
-from vitbn_nb.models import REFERENCE_VIT
-from vitbn_nb.studies import depth, fixed_lr
 from vitbn_nb.figures import read_manifest
+from vitbn_nb.models import REFERENCE_VIT
+from vitbn_nb.studies import depth, fixed_lr, fixed_lr_numbers
 
 
 def synthetic(rows):
@@ -15,10 +16,24 @@ def synthetic(rows):
     records = []
     for model, depth_, lr, seed, epoch, train_s, test_s, acc, loss in rows:
         diverged = not math.isfinite(loss)
-        records.append({"run_id": f"{model}-d{depth_}-lr{lr}-s{seed}", "status": "finished", "model": model,
-                        "depth": depth_, "lr": lr, "seed": seed, "epoch": epoch, "train_seconds": train_s,
-                        "test_seconds": test_s, "test_acc": acc, "train_loss": loss, "diverged": diverged,
-                        "dataset": "mnist", "batch_size": 100})
+        records.append(
+            {
+                "run_id": f"{model}-d{depth_}-lr{lr}-s{seed}",
+                "status": "finished",
+                "model": model,
+                "depth": depth_,
+                "lr": lr,
+                "seed": seed,
+                "epoch": epoch,
+                "train_seconds": train_s,
+                "test_seconds": test_s,
+                "test_acc": acc,
+                "train_loss": loss,
+                "diverged": diverged,
+                "dataset": "mnist",
+                "batch_size": 100,
+            }
+        )
     table = pd.DataFrame(records)
     bad = table.loc[table["diverged"], "run_id"]
     table.loc[table["run_id"].isin(bad), "status"] = "diverged"
@@ -29,10 +44,15 @@ def synthetic(rows):
 # protocols
 # ---------------------------------------------------------------------------------------------
 def test_fixed_lr_paper_configs_are_experiment_1_as_run_and_as_written():
-    configs = fixed_lr.configs(profiles.settings("03_fixed_lr", "paper"))
+    configs = fixed_lr.plan(profiles.settings("03_fixed_lr", "paper"))
     assert len(configs) == 3 * 3 * 5  # lrs x seeds x (ViT d6, BN models at d1 and at d6)
     assert {(c.model, c.model_kwargs["depth"]) for c in configs} == {
-        ("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBNFFN", 6), ("ViTBN", 6)}
+        ("ViT", 6),
+        ("ViTBNFFN", 1),
+        ("ViTBN", 1),
+        ("ViTBNFFN", 6),
+        ("ViTBN", 6),
+    }
     assert {c.lr for c in configs} == {0.0005, 0.005, 0.01}
     assert {c.seed for c in configs} == {0, 1, 2}
     for c in configs:
@@ -48,21 +68,25 @@ def test_fixed_lr_paper_configs_are_experiment_1_as_run_and_as_written():
 
 
 def test_configurations_pick_the_depths_of_article_1():
-    rows = [(m, d, 0.005, 0, 1, 6.0 if d == 6 else 1.0, 1.0, 90.0, 0.1)
-            for m, d in [("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBNFFN", 6), ("ViTBN", 6)]]
+    rows = [
+        (m, d, 0.005, 0, 1, 6.0 if d == 6 else 1.0, 1.0, 90.0, 0.1)
+        for m, d in [("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBNFFN", 6), ("ViTBN", 6)]
+    ]
     table = synthetic(rows)
-    as_run = fixed_lr.configuration(table, "as run")
-    as_written = fixed_lr.configuration(table, "as written")
+    as_run = fixed_lr_numbers.configuration(table, "as run")
+    as_written = fixed_lr_numbers.configuration(table, "as written")
     assert set(zip(as_run["model"], as_run["depth"])) == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}
     assert set(zip(as_written["model"], as_written["depth"])) == {("ViT", 6), ("ViTBNFFN", 6), ("ViTBN", 6)}
     with pytest.raises(ValueError, match="as published"):
-        fixed_lr.configuration(table, "as published")
-    assert fixed_lr.ratios(table, "as run").set_index("model").loc["ViTBN", "r_t_mean"] == pytest.approx(6.0)
-    assert fixed_lr.ratios(table, "as written").set_index("model").loc["ViTBN", "r_t_mean"] == pytest.approx(1.0)
+        fixed_lr_numbers.configuration(table, "as published")
+    assert fixed_lr_numbers.ratios(table, "as run").set_index("model").loc["ViTBN", "r_t_mean"] == pytest.approx(6.0)
+    assert fixed_lr_numbers.ratios(table, "as written").set_index("model").loc["ViTBN", "r_t_mean"] == pytest.approx(
+        1.0
+    )
 
 
 def test_depth_paper_configs_are_article_2s_protocol():
-    configs = depth.configs(profiles.settings("05_depth_study", "paper"))
+    configs = depth.plan(profiles.settings("05_depth_study", "paper"))
     pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
     assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
     assert {(depth.FIG8["lr"], d) for d in depth.FIG8["depths"]} <= pairs
@@ -82,33 +106,32 @@ def test_depth_paper_configs_are_article_2s_protocol():
 def test_configs_take_the_profiles_sizes(profile):
     for chapter, module in (("03_fixed_lr", fixed_lr), ("05_depth_study", depth)):
         settings = profiles.settings(chapter, profile)
-        configs = module.configs(settings)
+        configs = module.plan(settings)
         assert configs
         for c in configs:
-            assert (c.train_size, c.test_size, c.epochs) == (settings["train_size"], settings["test_size"], settings["epochs"])
+            assert (c.train_size, c.test_size, c.epochs) == (settings.train_size, settings.test_size, settings.epochs)
             assert (c.batch_size, c.test_batch_size) == (100, 5000)
-        assert {c.seed for c in configs} == set(range(settings["seeds"]))
-    assert {c.lr for c in fixed_lr.configs(profiles.settings("03_fixed_lr", profile))} == {0.0005, 0.005, 0.01}
+        assert {c.seed for c in configs} == set(range(settings.seeds))
+    assert {c.lr for c in fixed_lr.plan(profiles.settings("03_fixed_lr", profile))} == {0.0005, 0.005, 0.01}
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 def test_every_depth_figure_has_content_under_every_profile(profile):
-    depths = profiles.settings("05_depth_study", profile)["depths"]
+    depths = profiles.settings("05_depth_study", profile).depths
     assert set(depths[0.003]) & set(depth.FIG8["depths"])
     assert set(depths[0.005]) & set(depth.FIG9["depths"])
     assert set(depths[0.003]) & set(depths[0.005]) & set(depth.FIG10["depths"])
 
 
-def test_bad_settings_are_refused_with_the_reason():
-    settings = profiles.settings("05_depth_study", "smoke")
+def test_bad_settings_are_refused_with_the_field_named():
     with pytest.raises(ValueError, match="depths"):
-        depth.configs({**settings, "depths": {}})
-    with pytest.raises(ValueError, match="integer depths"):
-        depth.configs({**settings, "depths": {0.003: [0]}})
-    with pytest.raises(ValueError, match="lack"):
-        fixed_lr.configs({"seeds": 1})
+        profiles.settings("05_depth_study", "smoke", depths={})
+    with pytest.raises(ValueError, match=r"depths\[0.003\]"):
+        profiles.settings("05_depth_study", "smoke", depths={0.003: ["two"]})
     with pytest.raises(ValueError, match="lrs"):
-        fixed_lr.configs({**profiles.settings("03_fixed_lr", "smoke"), "lrs": []})
+        profiles.settings("03_fixed_lr", "smoke", lrs=[])
+    with pytest.raises(ValueError, match="seeds"):
+        profiles.settings("03_fixed_lr", "smoke", seeds=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,18 +141,20 @@ def test_ratio_table_gives_known_ratios_and_gains_in_both_configurations():
     rows = []
     for seed in (0, 1):
         for epoch in (1, 2):
-            rows += [("ViT", 6, 0.005, seed, epoch, 6.0, 5.0, 98.0, 0.1),
-                     ("ViTBNFFN", 1, 0.005, seed, epoch, 2.0, 2.0, 97.0, 0.1),
-                     ("ViTBN", 1, 0.005, seed, epoch, 3.0, 2.5, 97.0, 0.1),
-                     ("ViTBNFFN", 6, 0.005, seed, epoch, 6.0, 5.0, 97.5, 0.1),
-                     ("ViTBN", 6, 0.005, seed, epoch, 4.0, 5.0, 97.5, 0.1)]
+            rows += [
+                ("ViT", 6, 0.005, seed, epoch, 6.0, 5.0, 98.0, 0.1),
+                ("ViTBNFFN", 1, 0.005, seed, epoch, 2.0, 2.0, 97.0, 0.1),
+                ("ViTBN", 1, 0.005, seed, epoch, 3.0, 2.5, 97.0, 0.1),
+                ("ViTBNFFN", 6, 0.005, seed, epoch, 6.0, 5.0, 97.5, 0.1),
+                ("ViTBN", 6, 0.005, seed, epoch, 4.0, 5.0, 97.5, 0.1),
+            ]
     table = synthetic(rows)
-    ratios = fixed_lr.ratios(table).set_index("model")
+    ratios = fixed_lr_numbers.ratios(table).set_index("model")
     assert ratios.loc["ViTBNFFN", "r_t_mean"] == pytest.approx(3.0)
     assert ratios.loc["ViTBNFFN", "r_v_mean"] == pytest.approx(2.5)
     assert ratios.loc["ViTBN", "r_t_mean"] == pytest.approx(2.0)
     assert ratios.loc["ViTBN", "r_v_mean"] == pytest.approx(2.0)
-    frame = fixed_lr.table1_frame(table).set_index("model")
+    frame = fixed_lr_numbers.speedups(table).set_index("model")
     assert frame.loc["ViTBNFFN", "r_t as run (d1)"].startswith("3.00")
     assert frame.loc["ViTBNFFN", "g_t (%) as run (d1)"].startswith("67")
     assert frame.loc["ViTBNFFN", "g_v (%) as run (d1)"].startswith("60")
@@ -142,42 +167,50 @@ def test_ratio_table_gives_known_ratios_and_gains_in_both_configurations():
     assert frame.loc["ViTBN", "r_t as run: verdict"] == "outside ± 20 %"  # 2.0 / 3.5 = 0.57
     assert frame.loc["ViTBNFFN", "r_t as written: verdict"] == "outside ± 20 %"  # 1.0 / 3.6
     assert frame.loc["ViTBNFFN", "r_t article 1"] == "3.6" and frame.loc["ViTBNFFN", "g_t (%) article 1"] == "72"
-    statement = fixed_lr.table1_statement(table)
+    statement = fixed_lr_numbers.speedups_statement(table)
     # as run: ViTBNFFN 3.0/3.6 and 2.5/2.5 within, ViTBN 2.0/3.5 outside and 2.0/2.5 (-20 %) within
     assert "as run, 3/4 ratios within ± 20%" in statement and "as written, 0/4 ratios within ± 20%" in statement
 
 
 def test_divergence_and_instability_are_detected_and_reported():
-    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss)
-            for e, acc, loss in [(1, 90.0, 0.3), (2, 95.0, 0.2), (3, 9.8, float("nan"))]]
+    rows = [
+        ("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss)
+        for e, acc, loss in [(1, 90.0, 0.3), (2, 95.0, 0.2), (3, 9.8, float("nan"))]
+    ]
     rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
     table = synthetic(rows)
-    assert fixed_lr.stability(table, "ViT") == {"runs": 1, "diverged": [3], "unstable": [3]}
-    assert fixed_lr.stability(table, "ViTBN")["diverged"] == []
-    compared = fixed_lr.comparison(table, 0.01).set_index(["model", "quantity"])
+    assert fixed_lr_numbers.stability(table, "ViT") == {"runs": 1, "diverged": [3], "unstable": [3]}
+    assert fixed_lr_numbers.stability(table, "ViTBN")["diverged"] == []
+    compared = fixed_lr_numbers.comparison(table, 0.01).set_index(["model", "quantity"])
     assert compared.loc[("ViT d6", "diverged (NaN loss)"), "this run"] == "yes (1/1, at epoch 3)"
     assert compared.loc[("ViTBNFFN d1", "final accuracy (%)"), "verdict"] == "above 97 %: no"
     # a breakdown at epoch 3 is reported against the article's ~15, not called a reproduction
     verdict = compared.loc[("ViT d6", "breakdown (acc drops > 10 pt)"), "verdict"]
     assert "epoch 3 against the article's ≈ 15" in verdict and "not where the article saw it" in verdict
-    assert "ViT breakdown: first breakdown at epoch 3" in fixed_lr.statement(table, 0.01)
+    assert "ViT breakdown: first breakdown at epoch 3" in fixed_lr_numbers.statement(table, 0.01)
     # a collapse without NaN: accuracy more than 10 points below the best so far
-    quiet = pd.DataFrame({"epoch": [1, 2, 3, 4], "test_acc": [50.0, 80.0, 90.0, 60.0],
-                          "train_loss": [1.0, 0.5, 0.3, 1.5], "diverged": [False] * 4})
-    assert fixed_lr.unstable_epoch(quiet) == 4
-    assert fixed_lr.unstable_epoch(quiet.iloc[:3]) is None
+    quiet = pd.DataFrame(
+        {
+            "epoch": [1, 2, 3, 4],
+            "test_acc": [50.0, 80.0, 90.0, 60.0],
+            "train_loss": [1.0, 0.5, 0.3, 1.5],
+            "diverged": [False] * 4,
+        }
+    )
+    assert fixed_lr_numbers.unstable_epoch(quiet) == 4
+    assert fixed_lr_numbers.unstable_epoch(quiet.iloc[:3]) is None
 
 
 def test_a_breakdown_beyond_the_trained_epochs_is_not_called_absent():
     rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e, 0.3) for e in range(1, 11)]
     rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3) for m in ("ViTBNFFN", "ViTBN") for e in range(1, 11)]
-    ours, verdict = fixed_lr.breakdown_verdict(synthetic(rows), 0.01)
+    ours, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
     assert ours == "no (0/1)" and verdict.startswith("cannot be tested at this scale: 10 epochs trained")
     rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e if e < 16 else 30.0, 0.3) for e in range(1, 21)]
-    _, verdict = fixed_lr.breakdown_verdict(synthetic(rows), 0.01)
+    _, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
     assert "epoch 16 against the article's ≈ 15: reproduced" in verdict
     rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e / 10, 0.3) for e in range(1, 21)]
-    _, verdict = fixed_lr.breakdown_verdict(synthetic(rows), 0.01)
+    _, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
     assert verdict.startswith("not reproduced: no breakdown in 20 epochs")
 
 
@@ -190,8 +223,10 @@ def test_depth_calls_weigh_the_difference_against_the_seed_spread():
     rows = []
     for seed, (vit, bn) in enumerate([(80.0, 85.0), (81.0, 87.0), (79.0, 84.0)]):
         rows += [("ViT", 6, 0.003, seed, 1, 1.0, 1.0, vit, 0.5), ("ViTBNFFN", 6, 0.003, seed, 1, 1.0, 1.0, bn, 0.5)]
-        rows += [("ViT", 4, 0.003, seed, 1, 1.0, 1.0, 80.0 + seed, 0.5),
-                 ("ViTBNFFN", 4, 0.003, seed, 1, 1.0, 1.0, 81.0 - seed, 0.5)]
+        rows += [
+            ("ViT", 4, 0.003, seed, 1, 1.0, 1.0, 80.0 + seed, 0.5),
+            ("ViTBNFFN", 4, 0.003, seed, 1, 1.0, 1.0, 81.0 - seed, 0.5),
+        ]
     table = synthetic(rows)
     assert list(depth.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
     frame = depth.verdicts(table, 0.003, (4, 5, 6)).set_index("depth")
@@ -204,10 +239,12 @@ def test_depth_calls_weigh_the_difference_against_the_seed_spread():
 def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
     rows = []
     for seed in (0, 1):
-        rows += [("ViT", 3, 0.003, seed, 10, 1.0, 1.0, 91.0 + seed, 0.3),
-                 ("ViT", 3, 0.005, seed, 10, 1.0, 1.0, 78.0 - seed, 0.6),
-                 ("ViTBNFFN", 3, 0.003, seed, 10, 1.0, 1.0, 92.0, 0.3),
-                 ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed, 0.3)]
+        rows += [
+            ("ViT", 3, 0.003, seed, 10, 1.0, 1.0, 91.0 + seed, 0.3),
+            ("ViT", 3, 0.005, seed, 10, 1.0, 1.0, 78.0 - seed, 0.6),
+            ("ViTBNFFN", 3, 0.003, seed, 10, 1.0, 1.0, 92.0, 0.3),
+            ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed, 0.3),
+        ]
     frame = depth.lr_effect(synthetic(rows), depths=(3,)).set_index("depth")
     assert frame.loc[3, "ViT drop (pt)"] == "14.0 ± 1.4"
     assert frame.loc[3, "ViTBNFFN drop (pt)"] == "1.5 ± 0.7"
@@ -215,13 +252,13 @@ def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
 
 
 def test_seed_reported_tables_quote_the_articles():
-    quoted = fixed_lr.seed_reported()
+    quoted = fixed_lr_numbers.article_reported()
     fig3 = quoted[quoted["source"].str.contains("Fig 3")].set_index(["model", "quantity"])["reported"]
     assert fig3[("ViT", "final accuracy (%)")] == "≈ 98.2" and fig3[("ViTBN", "r_t")] == "2.5"
-    assert len(fixed_lr.seed_reported(0.01).query("quantity == 'unstable from epoch'")) == 1
+    assert len(fixed_lr_numbers.article_reported(0.01).query("quantity == 'unstable from epoch'")) == 1
     with pytest.raises(ValueError, match="learning rates"):
-        fixed_lr.seed_reported(0.123)
-    reported = depth.seed_reported()
+        fixed_lr_numbers.article_reported(0.123)
+    reported = depth.article_reported()
     assert {"Fig 8", "Fig 9", "Fig 10"} <= set(reported["figure"])
     assert reported["article 2 reports"].str.contains("91 % → ≈ 78 %").any()
 
@@ -233,7 +270,7 @@ def test_a_diverged_run_shows_on_the_figure(figures_store):
     rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss) for e, acc, loss in [(1, 90.0, 0.3), (2, 9.8, float("inf"))]]
     rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3 / e) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
     table = synthetic(rows)
-    fixed_lr.four_panel_figure(table, {"profile": "smoke"}, 0.01)
+    fixed_lr.four_panel_figure(fixed_lr.FixedLrResult(profiles.settings("03_fixed_lr", "smoke"), table), 0.01)
     entry = read_manifest()["outputs"]["article1_fig5"]
     assert entry["reproduces"] == "article1/fig5" and "diverged" in entry["caption"]
     assert (figures_store / "article1_fig5.png").stat().st_size > 0
@@ -241,50 +278,77 @@ def test_a_diverged_run_shows_on_the_figure(figures_store):
 
 def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
     settings = profiles.settings("03_fixed_lr", "smoke", epochs=1, train_size=20, test_size=20)
-    table = fixed_lr.run(settings)
+    result = fixed_lr.run(settings)
+    table = result.table
     assert set(table["model"]) == {"ViT", "ViTBNFFN", "ViTBN"} and table["run_id"].nunique() == 15
-    assert set(zip(table["model"], table["depth"])) == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1),
-                                                        ("ViTBNFFN", 6), ("ViTBN", 6)}
+    assert set(zip(table["model"], table["depth"])) == {
+        ("ViT", 6),
+        ("ViTBNFFN", 1),
+        ("ViTBN", 1),
+        ("ViTBNFFN", 6),
+        ("ViTBN", 6),
+    }
     assert set(table["pipeline"]) == {"reference"}
-    for lr in settings["lrs"]:
+    for lr in settings.lrs:
         for which in ("as run", "as written"):
-            fixed_lr.four_panel_figure(table, settings, lr, which)
-        fixed_lr.comparison_table(table, settings, lr)
-        fixed_lr.numbers_table(table, settings, lr)
-    fixed_lr.figure6(table, settings)
-    fixed_lr.figure6_table(table, settings)
-    fixed_lr.table1(table, settings)
+            fixed_lr.four_panel_figure(result, lr, which)
+        fixed_lr.comparison_table(result, lr)
+        fixed_lr.numbers_table(result, lr)
+    fixed_lr.time_per_lr_figure(result)
+    fixed_lr.time_per_lr_table(result)
+    fixed_lr.ratios_table(result)
     outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {
-        "article1/fig3", "article1/fig4", "article1/fig5", "article1/fig6", "article1/table1",
-        "new/article1_fig3_as_written", "new/article1_fig4_as_written", "new/article1_fig5_as_written"}
+        "article1/fig3",
+        "article1/fig4",
+        "article1/fig5",
+        "article1/fig6",
+        "article1/table1",
+        "new/article1_fig3_as_written",
+        "new/article1_fig4_as_written",
+        "new/article1_fig5_as_written",
+    }
     assert all(e["chapter"] == "03_fixed_lr" and e["profile"] == "smoke" and e["run_ids"] for e in outputs.values())
     # every caption names its configuration; none says "as published"
     assert "as run" in outputs["article1_fig3"]["caption"] and "one block" in outputs["article1_fig3"]["caption"]
     assert "as written: all three at depth 6" in outputs["article1_fig3_as_written"]["caption"]
     assert not any("published" in e["caption"] for e in outputs.values())
-    for name, entry in outputs.items():
+    for entry in outputs.values():
         for file in entry["files"]:
             assert (figures_store / file).stat().st_size > 0
     # a second call reads the store instead of training again
-    assert fixed_lr.run(settings)["run_id"].tolist() == table["run_id"].tolist()
+    assert fixed_lr.run(settings).table["run_id"].tolist() == table["run_id"].tolist()
     table1 = pd.read_csv(figures_store / "article1_table1.csv")
     assert len(table1) == 6 and set(table1["model"]) == {"ViTBNFFN", "ViTBN"}
     assert {"r_t as run (d1)", "r_t as written (d6)", "r_v as run (d1)", "r_v as written (d6)"} <= set(table1.columns)
 
 
 def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
-    settings = profiles.settings("05_depth_study", "smoke", epochs=1, train_size=20, test_size=20,
-                                 depths={0.003: [2], 0.005: [2]})
-    table = depth.run(settings)
+    settings = profiles.settings(
+        "05_depth_study", "smoke", epochs=1, train_size=20, test_size=20, depths={0.003: [2], 0.005: [2]}
+    )
+    result = depth.run(settings)
+    table = result.table
     assert set(table["dataset"]) == {"mnist_aug"} and set(table["depth"]) == {2}
     assert table["run_id"].nunique() == 4
-    for helper in (depth.figure8, depth.figure8_verdicts, depth.figure9, depth.figure9_verdicts, depth.figure10,
-                   depth.figure10_verdicts, depth.depth_summary_figure, depth.depth_summary_table):
-        helper(table, settings)
+    for helper in (
+        depth.fig8_figure,
+        depth.fig8_table,
+        depth.fig9_figure,
+        depth.fig9_table,
+        depth.fig10_figure,
+        depth.fig10_table,
+        depth.depth_summary_figure,
+        depth.depth_summary_table,
+    ):
+        helper(result)
     outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {
-        "article2/fig8", "article2/fig9", "article2/fig10", "new/depth_summary"}
+        "article2/fig8",
+        "article2/fig9",
+        "article2/fig10",
+        "new/depth_summary",
+    }
     assert all(e["chapter"] == "05_depth_study" for e in outputs.values())
     # Fig 8 (depths 4-7) has no run here and says so rather than failing; Fig 10 has depth 2 at both lrs
     assert outputs["article2_fig8"]["run_ids"] == []

@@ -6,51 +6,60 @@ import pytest
 import torch
 
 from vitbn_nb import profiles
+from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import build_model, count_parameters
 from vitbn_nb.studies import architectures, batchnorm_intro
-from vitbn_nb.figures import read_manifest
+
+SMOKE = profiles.settings("01_batchnorm_intro", "smoke")
 
 
 # --- chapter 01 -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("profile", profiles.PROFILE_NAMES)
 def test_configs_follow_article2_protocol_and_the_profile(profile):
     settings = profiles.settings("01_batchnorm_intro", profile)
-    configs = batchnorm_intro.configs(settings)
-    assert len(configs) == 2 * len(settings["lrs"]) * settings["seeds"]
+    configs = batchnorm_intro.plan(settings)
+    assert len(configs) == 2 * len(settings.lrs) * settings.seeds
     assert {c.model for c in configs} == {"DNN_d3", "DNNBN_d3"}
     assert {c.dataset for c in configs} == {"mnist_aug"}
-    assert sorted({c.lr for c in configs}) == sorted(settings["lrs"]) == [0.01, 0.1]
+    assert sorted({c.lr for c in configs}) == sorted(settings.lrs) == [0.01, 0.1]
     assert {(c.epochs, c.batch_size, c.test_batch_size, c.train_size, c.test_size) for c in configs} == {
-        (settings["epochs"], 100, 5000, settings["train_size"], settings["test_size"])}
-    assert {c.seed for c in configs} == set(range(settings["seeds"]))
+        (settings.epochs, 100, 5000, settings.train_size, settings.test_size)
+    }
+    assert {c.seed for c in configs} == set(range(settings.seeds))
     assert len({c.run_id("cpu") for c in configs}) == len(configs)
 
 
 def test_paper_profile_is_the_seed_protocol():
     settings = profiles.settings("01_batchnorm_intro", "paper")
-    assert (settings["epochs"], settings["seeds"], settings["train_size"], settings["test_size"]) == (15, 3, None, None)
+    assert (settings.epochs, settings.seeds, settings.train_size, settings.test_size) == (15, 3, None, None)
 
 
 def test_bad_settings_are_refused_by_name():
-    with pytest.raises(ValueError, match="lack"):
-        batchnorm_intro.configs({"profile": "smoke", "epochs": 2})
-    settings = profiles.settings("01_batchnorm_intro", "smoke")
+    with pytest.raises(ValueError, match="unknown setting.*'learning_rate'"):
+        profiles.settings("01_batchnorm_intro", "smoke", learning_rate=0.1)
     with pytest.raises(ValueError, match="seeds"):
-        batchnorm_intro.configs({**settings, "seeds": 0})
+        profiles.settings("01_batchnorm_intro", "smoke", seeds=0)
     with pytest.raises(ValueError, match="lrs"):
-        batchnorm_intro.configs({**settings, "lrs": []})
+        profiles.settings("01_batchnorm_intro", "smoke", lrs=[])
+    with pytest.raises(ValueError, match=r"epochs='2' is not allowed; it must be an integer"):
+        profiles.settings("01_batchnorm_intro", "smoke", epochs="2")
+    with pytest.raises(ValueError, match=r"lrs\[1\]"):
+        profiles.settings("01_batchnorm_intro", "smoke", lrs=[0.1, "fast"])
+    assert profiles.settings("01_batchnorm_intro", "smoke", lrs=[1, 0.5]).lrs == (1.0, 0.5)  # an int is a number
 
 
 def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mnist_ready):
     settings = profiles.settings("01_batchnorm_intro", "smoke", epochs=1, train_size=200, test_size=100)
-    table = batchnorm_intro.run(settings)
+    result = batchnorm_intro.run(settings)
+    table = result.table
     assert len(table) == 4 and set(table["model"]) == {"DNN_d3", "DNNBN_d3"}
-    assert batchnorm_intro.run(settings)["test_acc"].tolist() == table["test_acc"].tolist()  # read back, not retrained
+    assert batchnorm_intro.run(settings).table["test_acc"].tolist() == table["test_acc"].tolist()  # read back
 
-    for lr in settings["lrs"]:
-        batchnorm_intro.accuracy_loss_figure(table, lr, settings)
-    batchnorm_intro.lr_comparison_figure(table, settings)
+    for lr in settings.lrs:
+        batchnorm_intro.accuracy_loss_figure(result, lr)
+    batchnorm_intro.lr_comparison_figure(result)
     outputs = read_manifest()["outputs"]
     reproduces = {entry["reproduces"]: entry for entry in outputs.values()}
     assert set(reproduces) == {"article2/fig1", "article2/fig2", "article2/fig3"}
@@ -60,14 +69,14 @@ def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mn
     assert set(reproduces["article2/fig3"]["run_ids"]) == set(table["run_id"])
     assert set(reproduces["article2/fig1"]["run_ids"]) == set(table.loc[table["lr"] == 0.01, "run_id"])
 
-    shown = batchnorm_intro.summary(table, 0.1)
+    shown = batchnorm_intro.summary(result, 0.1)
     assert list(shown.table["model"]) == ["DNN_d3", "DNNBN_d3"] and set(shown.table["lr"]) == {0.1}
     assert "article 2" in shown.verdicts[0].lower() and "one seed" in shown.verdicts[1]
-    both = batchnorm_intro.summary(table)
+    both = batchnorm_intro.summary(result)
     assert len(both.table) == 4 and any("from lr 0.01 to lr 0.1" in v for v in both.verdicts)
     assert "<table" in both._repr_html_()
     with pytest.raises(ValueError, match="no rows"):
-        batchnorm_intro.accuracy_loss_figure(table, 0.5, settings)
+        batchnorm_intro.accuracy_loss_figure(result, 0.5)
 
 
 def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
@@ -77,27 +86,49 @@ def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
         for seed, acc in enumerate(accuracies):
             run_id = f"{model}-{lr}-{seed}"
             for epoch, value in ((1, acc / 2), (2, acc)):
-                rows.append(dict(run_id=run_id, status="finished", model=model, lr=lr, seed=seed, epoch=epoch,
-                                 test_acc=value, train_loss=1.0, batch_size=100, diverged=False))
+                rows.append(
+                    dict(
+                        run_id=run_id,
+                        status="finished",
+                        model=model,
+                        lr=lr,
+                        seed=seed,
+                        epoch=epoch,
+                        test_acc=value,
+                        train_loss=1.0,
+                        batch_size=100,
+                        diverged=False,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def test_the_verdict_weighs_the_gap_against_the_spread():
     clear = synthetic({("DNN_d3", 0.1): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.1): [90.0, 91.0, 89.0]})
-    verdict = batchnorm_intro.summary(clear, 0.1).verdicts[1]
+    verdict = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, clear), 0.1).verdicts[1]
     assert "80.0 points above" in verdict and "more than twice" in verdict and "DNN_d3 did not learn" in verdict
     noisy = synthetic({("DNN_d3", 0.01): [80.0, 90.0, 85.0], ("DNNBN_d3", 0.01): [86.0, 84.0, 88.0]})
-    assert "not a clear difference" in batchnorm_intro.summary(noisy, 0.01).verdicts[1]
+    assert (
+        "not a clear difference" in batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, noisy), 0.01).verdicts[1]
+    )
 
 
 # --- chapter 02 -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["ViT", "ViTBNFFN", "ViTBN"])
 def test_shape_walkthrough_reads_the_real_shapes(name):
     table = architectures.shape_walkthrough(name, batch_size=3)
     shapes = list(table["output shape"])
-    for expected in ["(3, 1, 28, 28)", "(3, 16, 49)", "(3, 16, 64)", "(3, 17, 64)", "(3, 17, 128)", "(3, 64)",
-                     "(3, 10)"]:
+    for expected in [
+        "(3, 1, 28, 28)",
+        "(3, 16, 49)",
+        "(3, 16, 64)",
+        "(3, 17, 64)",
+        "(3, 17, 128)",
+        "(3, 64)",
+        "(3, 10)",
+    ]:
         assert expected in shapes
     assert shapes.index("(3, 16, 64)") < shapes.index("(3, 17, 64)") < shapes.index("(3, 64)")
     assert table["parameters"].sum() == count_parameters(build_model(name)) == table.attrs["total_parameters"]
@@ -149,8 +180,15 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
     sizes = architectures.model_sizes()
     keys = list(zip(sizes["model"], sizes["depth"].astype(object).where(sizes["depth"].notna(), None)))
     assert len(keys) == len(set(keys))
-    expected = {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBN", 6), ("DNN_d3", None), ("DNNBN_d3", None),
-                ("CNN", None)} | {(m, d) for m in ("ViT", "ViTBNFFN") for d in range(1, 8)}
+    expected = {
+        ("ViT", 6),
+        ("ViTBNFFN", 1),
+        ("ViTBN", 1),
+        ("ViTBN", 6),
+        ("DNN_d3", None),
+        ("DNNBN_d3", None),
+        ("CNN", None),
+    } | {(m, d) for m in ("ViT", "ViTBNFFN") for d in range(1, 8)}
     assert set(keys) == expected
     for (model, depth), params in zip(keys, sizes["parameters"]):
         assert params == count_parameters(build_model(model, **({} if depth is None else {"depth": depth})))
@@ -159,8 +197,12 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
     assert np.allclose(np.diff(vit), np.diff(vit)[0])  # every block costs the same
     # One block by hand: qkv, q·k and attn·v, output projection, the two FFN Linears (2 FLOPs per MAC).
     tokens, dim, inner, mlp, heads = 17, 64, 512, 128, 8
-    block = 2 * (tokens * dim * 3 * inner + 2 * heads * tokens * tokens * (inner // heads) + tokens * inner * dim
-                 + 2 * tokens * dim * mlp)
+    block = 2 * (
+        tokens * dim * 3 * inner
+        + 2 * heads * tokens * tokens * (inner // heads)
+        + tokens * inner * dim
+        + 2 * tokens * dim * mlp
+    )
     assert np.diff(vit)[0] == pytest.approx(block)
     assert flops[("ViT", 1)] == pytest.approx(block + 2 * (16 * 49 * 64 + 64 * 10))
     dnn = sizes[sizes["model"] == "DNN_d3"]["MFLOPs per image"].iloc[0] * 1e6
@@ -169,12 +211,12 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
 
 def test_size_outputs_are_saved_with_their_ids(figures_store):
     sizes = architectures.model_sizes(architectures.configurations().query("model in ['ViT', 'ViTBNFFN', 'CNN']"))
-    settings = profiles.settings("02_models", "smoke")
-    architectures.model_table(sizes, settings)
-    architectures.model_size_figure(sizes, settings)
+    result = architectures.ModelsResult(profiles.settings("02_models", "smoke"), None, sizes)
+    architectures.model_table(result)
+    architectures.model_size_figure(result)
     outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {"new/model_table", "new/model_sizes"}
     saved = pd.read_csv(figures_store / "02_model_table.csv")
     assert list(saved["parameters"]) == list(sizes["parameters"])
-    notes = architectures.size_summary(sizes)
+    notes = architectures.size_summary(result)
     assert any("each encoder block adds" in line for line in notes) and notes._repr_markdown_().startswith("- ")

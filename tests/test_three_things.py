@@ -1,12 +1,15 @@
 """Touvron et al.'s three things on the book's ViTs: parallel blocks, hMLP stem, attention-only fine-tuning."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitbn_nb import finetune, profiles, runs
+from vitbn_nb import data, finetune, profiles, runs
+from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import REFERENCE_VIT, DNN_d3, ViT, ViTBN, ViTBNFFN, build_model, count_parameters
 from vitbn_nb.models.vit import HMLPStem, LayerNorm2d, Parallel, hmlp_kernels
+from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 VITS = [ViT, ViTBNFFN, ViTBN]
 
@@ -16,6 +19,7 @@ def vit(cls=ViT, **overrides):
 
 
 # -- parallel blocks --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("cls", VITS)
 @pytest.mark.parametrize("stem", ["linear", "hmlp"])
@@ -40,9 +44,20 @@ def test_a_parallel_block_sums_its_branches_on_the_same_input(cls):
 
 # -- hMLP stem --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("patch, kernels", [(7, (7, 1, 1)), (16, (4, 2, 2)), (14, (7, 2, 1)), (12, (3, 2, 2)),
-                                            (8, (2, 2, 2)), (4, (2, 2, 1)), (18, (3, 3, 2)),
-                                            (1, (1, 1, 1))])
+
+@pytest.mark.parametrize(
+    "patch, kernels",
+    [
+        (7, (7, 1, 1)),
+        (16, (4, 2, 2)),
+        (14, (7, 2, 1)),
+        (12, (3, 2, 2)),
+        (8, (2, 2, 2)),
+        (4, (2, 2, 1)),
+        (18, (3, 3, 2)),
+        (1, (1, 1, 1)),
+    ],
+)
 def test_hmlp_kernel_rule(patch, kernels):
     assert hmlp_kernels(patch) == kernels
 
@@ -69,7 +84,7 @@ def _tokens_after_changing_one_patch(model, image_size, patch, which):
     y = x.clone()
     grid = image_size // patch
     row, col = divmod(which, grid)
-    y[:, :, row * patch:(row + 1) * patch, col * patch:(col + 1) * patch] = torch.rand(3, 1, patch, patch)
+    y[:, :, row * patch : (row + 1) * patch, col * patch : (col + 1) * patch] = torch.rand(3, 1, patch, patch)
     with torch.no_grad():
         return model.to_patch_embedding(x), model.to_patch_embedding(y)
 
@@ -92,13 +107,19 @@ def test_layer_norm_hmlp_keeps_patches_apart_in_training_mode_too():
     assert torch.allclose(a[:, [i for i in range(16) if i != 5]], b[:, [i for i in range(16) if i != 5]], atol=1e-6)
 
 
-@pytest.mark.parametrize("overrides, argument", [
-    (dict(stem="conv"), "stem='conv'"), (dict(stem=None), "stem=None"),
-    (dict(stem="hmlp", hmlp_kernels=(4, 2, 1)), "hmlp_kernels"), (dict(stem="hmlp", hmlp_kernels=(7, 1)), "hmlp_kernels"),
-    (dict(stem="hmlp", hmlp_kernels=(7, 0, 1)), "hmlp_kernels"), (dict(stem="hmlp", hmlp_kernels="7"), "hmlp_kernels"),
-    (dict(stem="hmlp", hmlp_kernels=(7, True, 1)), "hmlp_kernels"),
-    (dict(hmlp_kernels=(7, 1, 1)), "hmlp_kernels"),
-])
+@pytest.mark.parametrize(
+    "overrides, argument",
+    [
+        (dict(stem="conv"), "stem='conv'"),
+        (dict(stem=None), "stem=None"),
+        (dict(stem="hmlp", hmlp_kernels=(4, 2, 1)), "hmlp_kernels"),
+        (dict(stem="hmlp", hmlp_kernels=(7, 1)), "hmlp_kernels"),
+        (dict(stem="hmlp", hmlp_kernels=(7, 0, 1)), "hmlp_kernels"),
+        (dict(stem="hmlp", hmlp_kernels="7"), "hmlp_kernels"),
+        (dict(stem="hmlp", hmlp_kernels=(7, True, 1)), "hmlp_kernels"),
+        (dict(hmlp_kernels=(7, 1, 1)), "hmlp_kernels"),
+    ],
+)
 def test_bad_stem_choices_raise_naming_the_argument(overrides, argument):
     with pytest.raises(ValueError, match=argument.replace("(", r"\(")):
         vit(**overrides)
@@ -113,15 +134,16 @@ def test_explicit_hmlp_kernels_and_json_lists_work():
 
 # -- attention-only fine-tuning ----------------------------------------------------------------
 
+
 def attention_names(depth, branches=1, norm=False):
     names = ["pos_embedding"]
     for layer in range(depth):
-        for branch in ([""] if branches == 1 else [f"{b}." for b in range(branches)]):
+        for branch in [""] if branches == 1 else [f"{b}." for b in range(branches)]:
             prefix = f"transformer.layers.{layer}.0.{branch}"
             if norm:
                 names += [prefix + "norm.weight", prefix + "norm.bias"]
             names += [prefix + "to_qkv.weight", prefix + "to_out.0.weight", prefix + "to_out.0.bias"]
-    return names + ["mlp_head.weight", "mlp_head.bias"]
+    return [*names, "mlp_head.weight", "mlp_head.bias"]
 
 
 @pytest.mark.parametrize("cls", VITS)
@@ -179,6 +201,7 @@ def test_step_memory_accounts_gradients_and_adam_state_of_trainable_weights_only
 
 # -- position embeddings on another grid ------------------------------------------------------
 
+
 def test_interpolation_keeps_the_class_token_and_the_2d_layout():
     h, w, d = 4, 4, 8
     rows = torch.arange(h, dtype=torch.float32).repeat_interleave(w)  # row index of each patch token
@@ -213,8 +236,12 @@ def test_earlier_run_ids_do_not_change():
 
 def test_fine_tuning_run_at_56_pixels_trains_only_attention(run_store, mnist_ready):
     source = runs.train(runs.RunConfig(**SOURCE), progress=False)
-    config = runs.RunConfig(**{**SOURCE, "model_kwargs": {"depth": 1, "image_size": 56}}, dataset="mnist56",
-                            init_from=source.run_id, trainable="attention")
+    config = runs.RunConfig(
+        **{**SOURCE, "model_kwargs": {"depth": 1, "image_size": 56}},
+        dataset="mnist56",
+        init_from=source.run_id,
+        trainable="attention",
+    )
     assert config.to_dict()["init_from"] == source.run_id and "-ftattention-" in config.run_id("cpu")
     tuned = runs.train(config, progress=False)
     assert tuned.status == "finished" and tuned.record["parameters"]["trainable"] < tuned.record["parameters"]["total"]
@@ -222,19 +249,27 @@ def test_fine_tuning_run_at_56_pixels_trains_only_attention(run_store, mnist_rea
     assert after["pos_embedding"].shape == (1, 65, 64)
     assert torch.equal(after["transformer.layers.0.1.net.0.weight"], before["transformer.layers.0.1.net.0.weight"])
     assert torch.equal(after["to_patch_embedding.2.weight"], before["to_patch_embedding.2.weight"])
-    assert not torch.equal(after["transformer.layers.0.0.to_qkv.weight"], before["transformer.layers.0.0.to_qkv.weight"])
+    assert not torch.equal(
+        after["transformer.layers.0.0.to_qkv.weight"], before["transformer.layers.0.0.to_qkv.weight"]
+    )
     # a frozen BatchNorm still follows the new data's statistics (buffers, not weights)
-    assert not torch.equal(after["transformer.layers.0.1.net.1.running_mean"],
-                           before["transformer.layers.0.1.net.1.running_mean"])
-    images = runs.image_sets("mnist56", 200, 100, "cpu")[0].images
+    assert not torch.equal(
+        after["transformer.layers.0.1.net.1.running_mean"], before["transformer.layers.0.1.net.1.running_mean"]
+    )
+    images = data.image_sets("mnist56", 200, 100, "cpu")[0].images
     assert images.shape[-2:] == (56, 56) and images.dtype == torch.uint8
 
 
-@pytest.mark.parametrize("change, argument", [
-    (dict(dataset="mnist56"), "image_size"), (dict(trainable="ffn"), "trainable"),
-    (dict(model="DNN_d3", model_kwargs={}, trainable="attention"), "trainable"), (dict(init_from=""), "init_from"),
-    (dict(dataset="mnist56", model_kwargs={"depth": 1, "image_size": 56}, pipeline="reference"), "pipeline"),
-])
+@pytest.mark.parametrize(
+    "change, argument",
+    [
+        (dict(dataset="mnist56"), "image_size"),
+        (dict(trainable="ffn"), "trainable"),
+        (dict(model="DNN_d3", model_kwargs={}, trainable="attention"), "trainable"),
+        (dict(init_from=""), "init_from"),
+        (dict(dataset="mnist56", model_kwargs={"depth": 1, "image_size": 56}, pipeline="reference"), "pipeline"),
+    ],
+)
 def test_bad_fine_tuning_configurations_are_refused_by_name(change, argument):
     with pytest.raises(ValueError, match=argument):
         runs.RunConfig(**{**SOURCE, **change})
@@ -247,17 +282,89 @@ def test_a_missing_or_mismatched_source_run_is_refused(run_store, mnist_ready):
     with pytest.raises(ValueError, match="is a ViTBNFFN run"):
         runs.train(runs.RunConfig(**{**SOURCE, "model": "ViT"}, init_from=source.run_id), progress=False)
     with pytest.raises(ValueError, match="do not fit"):
-        runs.train(runs.RunConfig(**{**SOURCE, "model_kwargs": {"depth": 1, "dim": 32}}, init_from=source.run_id),
-                   progress=False)
+        runs.train(
+            runs.RunConfig(**{**SOURCE, "model_kwargs": {"depth": 1, "dim": 32}}, init_from=source.run_id),
+            progress=False,
+        )
 
 
 # -- profiles -------------------------------------------------------------------------------
 
-def test_every_profile_has_the_chapter_with_the_same_parameters():
-    keys = {frozenset(profiles.settings("07_three_things", p)) for p in profiles.PROFILE_NAMES}
-    assert len(keys) == 1
+
+def test_every_profile_builds_its_parallel_models():
     for profile in profiles.PROFILE_NAMES:
         chosen = profiles.settings("07_three_things", profile)
-        assert all(depth % chosen["branches"] == 0 for depth in chosen["depths"])
-        for model in chosen["models"]:
-            build_model(model, depth=chosen["depths"][0] // chosen["branches"], branches=chosen["branches"])
+        assert all(depth % chosen.branches == 0 for depth in chosen.depths)
+        for model in chosen.models:
+            build_model(model, depth=chosen.depths[0] // chosen.branches, branches=chosen.branches)
+
+
+# -- the chapter's three parts on tiny runs ------------------------------------------------------
+
+TINY = profiles.settings(
+    "07_three_things",
+    "smoke",
+    models=["ViT", "ViTBN"],
+    train_size=40,
+    test_size=20,
+    ft_train_size=40,
+    ft_test_size=20,
+    latency_batch=4,
+    latency_repeats=1,
+)
+
+
+def test_the_chapters_plan_lists_every_run_once():
+    planned = three_things.plan(TINY)
+    ids = [c.run_id("cpu") for c in planned]
+    assert len(ids) == len(set(ids)) == 2 * 2 + 2 * 2 + 2  # (a) both variants; (b) both modes; (c) the hMLP runs
+    assert {c.dataset for c in planned} == {"mnist", "mnist56"}
+
+
+def test_the_three_parts_on_tiny_runs(run_store, figures_store, mnist_ready):
+    parallel = parallel_blocks.run(TINY)
+    assert set(parallel.per_run["variant"]) == {"sequential", "parallel"} and (parallel.per_run["latency_1"] > 0).all()
+    tuned = attention_finetune.run(TINY)
+    assert set(tuned.per_run["variant"]) == {"full", "attention only"}
+    assert set(tuned.per_run["source"]) <= set(parallel.per_run["run_id"])  # (b) starts from (a)'s runs
+    stems = hmlp_stem.run(TINY)
+    linear = stems.per_run[stems.per_run["variant"] == "linear"]
+    assert set(linear["run_id"]) <= set(parallel.per_run["run_id"])  # (c)'s baselines are (a)'s runs
+    for view in (
+        parallel_blocks.blocks_figure,
+        parallel_blocks.blocks_table,
+        attention_finetune.finetune_figure,
+        attention_finetune.finetune_table,
+        hmlp_stem.stem_figure,
+        hmlp_stem.stem_table,
+    ):
+        view({"blocks": parallel, "finetune": tuned, "stem": stems}[view.__name__.split("_")[0]])
+    for claims in (parallel_blocks.claims(parallel), attention_finetune.claims(tuned), hmlp_stem.claims(stems)):
+        assert "Touvron et al. report" in claims.data.columns and claims.data["this run"].str.len().gt(0).all()
+    outputs = read_manifest()["outputs"]
+    assert {e["reproduces"] for e in outputs.values()} == {
+        "new/parallel_blocks",
+        "new/parallel_blocks_table",
+        "new/attention_finetune",
+        "new/attention_finetune_table",
+        "new/hmlp_stem",
+        "new/hmlp_stem_table",
+    }
+
+
+def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store, mnist_ready, monkeypatch):
+    forced = []
+    real_train = runs.train
+
+    def spy(config, *, force=False, **kwargs):
+        if force:
+            forced.append(config.run_id("cpu"))
+        return real_train(config, force=force, **kwargs)
+
+    monkeypatch.setattr(runs, "train", spy)
+    settings = profiles.settings("07_three_things", "smoke", models=["ViTBN"], train_size=40, test_size=20)
+    own = {c.run_id("cpu") for c in hmlp_stem.plan(settings) if c.model_kwargs.get("stem") == "hmlp"}
+    for attempt in (1, 2):
+        hmlp_stem.run(settings, force=True)
+        assert len(forced) == attempt * len(own)  # retrained again on the second call: no memory of the first
+    assert set(forced) == own  # the linear baselines belong to (a): never retrained by (c)

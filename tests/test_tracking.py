@@ -1,8 +1,11 @@
 """The MLflow mirror: off unless asked, and a faithful copy of each run when on."""
+
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -10,6 +13,7 @@ from vitbn_nb import engine, tracking
 from vitbn_nb.runs import RunConfig, train
 
 pytest.importorskip("mlflow")
+
 
 class Interrupted(Exception):
     """Stands in for a kill: raised from inside training."""
@@ -53,7 +57,7 @@ def test_a_run_is_mirrored_with_params_metric_history_tags_and_model(run_store, 
     artifacts = {a.path for a in client.list_artifacts(mirrored.info.run_id)}
     assert {"model.pt", "record.json"} <= artifacts
     local = client.download_artifacts(mirrored.info.run_id, "model.pt", dst_path=str(run_store.parent / "dl"))
-    assert open(local, "rb").read() == (run.folder / "model.pt").read_bytes()
+    assert Path(local).read_bytes() == (run.folder / "model.pt").read_bytes()
 
 
 def test_a_reused_run_is_not_logged_twice(run_store, mnist_ready, file_store):
@@ -95,16 +99,18 @@ def test_mlflow_true_without_a_uri_uses_sqlite_beside_the_run_store(run_store, m
     run = train(RunConfig(**{**TINY, "epochs": 1}), progress=False, mlflow=True)
     assert list(cwd.iterdir()) == []
     uri = f"sqlite:///{run_store / 'mlflow.db'}"
-    client, found = mirrored_runs(uri)
+    _, found = mirrored_runs(uri)
     assert [r.data.tags["run_id"] for r in found] == [run.run_id]
     assert any(p.name == "model.pt" for p in (run_store / "mlartifacts").rglob("*"))
 
 
 def test_without_mlflow_configured_mlflow_is_never_imported(run_store, mnist_ready):
-    script = ("import sys, json\n"
-              "from vitbn_nb.runs import RunConfig, train\n"
-              f"train(RunConfig(**{dict(TINY, epochs=1)!r}), progress=False)\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow')))\n")
+    script = (
+        "import sys, json\n"
+        "from vitbn_nb.runs import RunConfig, train\n"
+        f"train(RunConfig(**{dict(TINY, epochs=1)!r}), progress=False)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow')))\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["VITBN_RUNS_DIR"] = str(run_store)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
@@ -117,7 +123,7 @@ def test_flatten_turns_nested_config_into_string_params():
 
 def test_mirroring_refuses_an_unfinished_run(tmp_path):
     class Unfinished:
-        record = {"run_id": "x", "status": "running"}
+        record: ClassVar[dict] = {"run_id": "x", "status": "running"}
 
     with pytest.raises(ValueError, match="running"):
         tracking.mirror_run(Unfinished(), uri=(tmp_path / "m").as_uri())

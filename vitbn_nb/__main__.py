@@ -1,4 +1,5 @@
 """Command line: ``python -m vitbn_nb data | book | bench | readme | runs | colab-cell``."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,29 +19,38 @@ def main(argv=None) -> int:
     book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
     book.add_argument("--figures", metavar="DIR", help="where the figures of a complete run go (default: figures/)")
     book.add_argument("--runs", metavar="DIR", help="run store (default: runs/ or $VITBN_RUNS_DIR)")
-    book.add_argument("--replace-larger", action="store_true",
-                      help="let a smaller profile replace the figures of a larger one (e.g. cpu over paper)")
-    book.add_argument("--mlflow", metavar="URI", help="mirror every run to this MLflow tracking URI "
-                                                      "(e.g. sqlite:///mlflow.db; default: $MLFLOW_TRACKING_URI)")
-    bench = commands.add_parser("bench", help="time training and inference: the book's engine against the seeds' "
-                                              "pipeline, equal depths, BatchNorm folding (prints a table, writes JSON)")
-    bench.add_argument("--quick", action="store_true", help="tiny sizes: every code path in seconds (tests, smoke)")
-    bench.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when present)")
-    bench.add_argument("--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)")
-    bench.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
-    bench.add_argument("--compile", action="store_true", help="also time torch.compile (minutes on a CPU)")
+    book.add_argument(
+        "--replace-larger",
+        action="store_true",
+        help="let a smaller profile replace the figures of a larger one (e.g. cpu over paper)",
+    )
+    book.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="mirror every run to this MLflow tracking URI (e.g. sqlite:///mlflow.db; default: $MLFLOW_TRACKING_URI)",
+    )
+    bench = commands.add_parser(
+        "bench",
+        help="time training and inference: the book's engine against article 1's "
+        "pipeline, equal depths, BatchNorm folding (prints a table, writes JSON)",
+    )
+    from .bench.__main__ import add_arguments as bench_arguments
+
+    bench_arguments(bench)
     store = commands.add_parser("runs", help="the run store: check it, or retrain one run")
     store_commands = store.add_subparsers(dest="runs_command", required=True)
     store_commands.add_parser("check", help="verify every record and weight file; list damaged runs and the fix")
     retrain = store_commands.add_parser("retrain", help="train one run anew from its recorded configuration")
     retrain.add_argument("run_id")
-    commands.add_parser("colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in "
-                                           "pyproject.toml")
+    commands.add_parser(
+        "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
+    )
     readme = commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
     readme.add_argument("--check", action="store_true", help="exit 1 when README.md and figures/ disagree")
     readme.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
-    readme.add_argument("--measure-setup", action="store_true", help="first measure this environment's cost into "
-                                                                     "figures/setup.json")
+    readme.add_argument(
+        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
+    )
     args = parser.parse_args(argv)
 
     if args.command == "data":
@@ -51,21 +61,30 @@ def main(argv=None) -> int:
         from .book import BookError, build_book
 
         try:
-            build_book(profile=args.profile, notebooks_dir=args.notebooks, output_dir=args.output,
-                       figures_dir=args.figures, runs_dir=args.runs, chapters=args.chapters, html=args.html,
-                       force=args.force, mlflow=args.mlflow, replace_larger=args.replace_larger)
+            build_book(
+                profile=args.profile,
+                notebooks_dir=args.notebooks,
+                output_dir=args.output,
+                figures_dir=args.figures,
+                runs_dir=args.runs,
+                chapters=args.chapters,
+                html=args.html,
+                force=args.force,
+                mlflow=args.mlflow,
+                replace_larger=args.replace_larger,
+            )
         except (BookError, ValueError) as error:
             print(f"\nbook: {error}", file=sys.stderr)
             return 1
     elif args.command == "bench":
-        from .bench import run
+        from .bench.__main__ import run as bench_run
 
-        return run(args)
+        return bench_run(args)
     elif args.command == "runs":
-        from . import runs
+        from . import records, runs
 
         if args.runs_command == "check":
-            damaged = runs.check_store()
+            damaged = records.check_store()
             if damaged.empty:
                 print(f"run store {runs.runs_dir()}: every record and weight file is intact")
                 return 0
@@ -85,8 +104,11 @@ def main(argv=None) -> int:
     elif args.command == "readme":
         from .readme import main as readme_main
 
-        return readme_main(["--check"] * args.check + ["--measure-setup"] * args.measure_setup
-                           + (["--figures", args.figures] if args.figures else []))
+        return readme_main(
+            ["--check"] * args.check
+            + ["--measure-setup"] * args.measure_setup
+            + (["--figures", args.figures] if args.figures else [])
+        )
     return 0
 
 
@@ -95,8 +117,10 @@ def cli(argv=None) -> int:
     try:
         return main(argv)
     except KeyboardInterrupt:
-        print("\ninterrupted: every finished epoch is stored; run the same command again to resume where it stopped",
-              file=sys.stderr)
+        print(
+            "\ninterrupted: every finished epoch is stored; run the same command again to resume where it stopped",
+            file=sys.stderr,
+        )
         return 130
 
 

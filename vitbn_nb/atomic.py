@@ -1,4 +1,5 @@
 """Writes that never leave a half-written file: write a sibling temporary, then rename over."""
+
 from __future__ import annotations
 
 import json

@@ -13,6 +13,7 @@ the commits); :func:`download_reference_checkpoint` fetches one pinned to its co
 the internet is reachable (Colab), and :func:`load_reference_into_book_model` scores it with
 the book's own classes.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,26 @@ from .models import build_model
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
 #: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it.
 REFERENCE_CHECKPOINTS = {
-    "ViT_opt_30": dict(commit="10c3799dc85f6875b15ebb915ea1ffe55b2f287f", path="model_pth_dir/ViT_opt_30.pth",
-                       model="ViT"),
-    "ViTBNFFN_opt_30": dict(commit="a84dfedf986302bc59b5c8be357ef94ea3042e33",
-                            path="model_pth_dir/ViTBNFFN_opt_30.pth", model="ViTBNFFN"),
-    "FinOptAug1_ViT_30": dict(commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViT_30.pth", model="ViT"),
-    "FinOptAug1_ViTBNFFN_30": dict(commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViTBNFFN_30.pth",
-                                   model="ViTBNFFN"),
-    "FinOptAug1_ViTBN_30": dict(commit="6770a6c55893747bcafe11c627f00bb79996a2ac", path="model_pth_dir/FinOptAug1_ViTBN_30.pth", model="ViTBN"),
-    "VITBNFFN_d5_15": dict(commit="8125e17fb12865c2a419a4c5bb1c62b893307945", path="model_pth_dir/VITBNFFN_d5_15.pth", model="ViTBNFFN"),
+    "ViT_opt_30": dict(
+        commit="10c3799dc85f6875b15ebb915ea1ffe55b2f287f", path="model_pth_dir/ViT_opt_30.pth", model="ViT"
+    ),
+    "ViTBNFFN_opt_30": dict(
+        commit="a84dfedf986302bc59b5c8be357ef94ea3042e33", path="model_pth_dir/ViTBNFFN_opt_30.pth", model="ViTBNFFN"
+    ),
+    "FinOptAug1_ViT_30": dict(
+        commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViT_30.pth", model="ViT"
+    ),
+    "FinOptAug1_ViTBNFFN_30": dict(
+        commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf",
+        path="model_pth_dir/FinOptAug1_ViTBNFFN_30.pth",
+        model="ViTBNFFN",
+    ),
+    "FinOptAug1_ViTBN_30": dict(
+        commit="6770a6c55893747bcafe11c627f00bb79996a2ac", path="model_pth_dir/FinOptAug1_ViTBN_30.pth", model="ViTBN"
+    ),
+    "VITBNFFN_d5_15": dict(
+        commit="8125e17fb12865c2a419a4c5bb1c62b893307945", path="model_pth_dir/VITBNFFN_d5_15.pth", model="ViTBNFFN"
+    ),
 }
 RECORDED = Path(__file__).with_name("recorded_reference_audit.json")
 _BLOCK = re.compile(r"^(?:.*\.)?transformer\.layers\.(\d+)\.(.+)$")
@@ -53,7 +65,7 @@ def _state_dict(checkpoint) -> dict[str, torch.Tensor]:
             raise FileNotFoundError(f"checkpoint {path} does not exist")
         try:
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # noqa: BLE001 - say which file, whatever torch.load disliked
+        except Exception as error:
             raise ValueError(f"checkpoint {path} could not be read as a PyTorch state dict: {error}") from error
     if isinstance(checkpoint, nn.Module):
         checkpoint = checkpoint.state_dict()
@@ -72,8 +84,11 @@ def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.T
     for name, tensor in block.items():
         module, _, leaf = name.rpartition(".")
         modules[module][leaf] = tensor
-    return {name: leaves for name, leaves in modules.items()
-            if "running_mean" in leaves or ("weight" in leaves and leaves["weight"].dim() == 1)}
+    return {
+        name: leaves
+        for name, leaves in modules.items()
+        if "running_mean" in leaves or ("weight" in leaves and leaves["weight"].dim() == 1)
+    }
 
 
 def block_usage(checkpoint) -> pd.DataFrame:
@@ -89,27 +104,34 @@ def block_usage(checkpoint) -> pd.DataFrame:
         if match:
             blocks[int(match.group(1))][match.group(2)] = tensor
     if not blocks:
-        raise ValueError("checkpoint has no encoder blocks: no key of the form 'transformer.layers.<i>.…' "
-                         f"(its first keys: {list(state)[:5]})")
+        raise ValueError(
+            "checkpoint has no encoder blocks: no key of the form 'transformer.layers.<i>.…' "
+            f"(its first keys: {list(state)[:5]})"
+        )
     rows = []
     for index in sorted(blocks):
         norms = _norm_modules(blocks[index])
-        at_initial = [bool(torch.all(leaves["weight"] == 1)) and bool(torch.all(leaves.get("bias", torch.zeros(1)) == 0))
-                      for leaves in norms.values() if "weight" in leaves]
+        at_initial = [
+            bool(torch.all(leaves["weight"] == 1)) and bool(torch.all(leaves.get("bias", torch.zeros(1)) == 0))
+            for leaves in norms.values()
+            if "weight" in leaves
+        ]
         counters = [int(leaves["num_batches_tracked"]) for leaves in norms.values() if "num_batches_tracked" in leaves]
         untouched = bool(at_initial) and all(at_initial) and all(count == 0 for count in counters)
         if not norms:
             verdict = "unknown (no norm in this block)"
         else:
             verdict = "never trained" if untouched else "trained"
-        rows.append({
-            "block": index + 1,
-            "norms": len(norms),
-            "BatchNorms": len(counters),
-            "norms at initial values": f"{sum(at_initial)}/{len(at_initial)}",
-            "num_batches_tracked": max(counters) if counters else pd.NA,
-            "verdict": verdict,
-        })
+        rows.append(
+            {
+                "block": index + 1,
+                "norms": len(norms),
+                "BatchNorms": len(counters),
+                "norms at initial values": f"{sum(at_initial)}/{len(at_initial)}",
+                "num_batches_tracked": max(counters) if counters else pd.NA,
+                "verdict": verdict,
+            }
+        )
     frame = pd.DataFrame(rows)
     frame["num_batches_tracked"] = frame["num_batches_tracked"].astype("Int64")
     return frame
@@ -121,8 +143,10 @@ def summary(frame: pd.DataFrame) -> str:
     trained = int((frame["verdict"] == "trained").sum())
     if not never:
         return f"all {len(frame)} blocks trained"
-    return f"{trained} of {len(frame)} blocks trained; never trained: block{'s' if len(never) > 1 else ''} " + \
-        ", ".join(map(str, never))
+    return (
+        f"{trained} of {len(frame)} blocks trained; never trained: block{'s' if len(never) > 1 else ''} "
+        + ", ".join(map(str, never))
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +176,7 @@ def internet_reachable(timeout: float = 3.0) -> bool:
     try:
         urllib.request.urlopen(f"https://github.com/{REFERENCE_REPOSITORY}", timeout=timeout).close()
         return True
-    except Exception:  # noqa: BLE001 - any failure to reach it means: show the recorded audit
+    except Exception:
         return False
 
 
@@ -211,8 +235,10 @@ def mnist_accuracy(model: nn.Module, batch_size: int = 5000) -> float:
 
     images, labels = load_mnist(train=False)
     model.eval()
-    hits = sum(int((model(to_float(x)).argmax(1) == y).sum()) for x, y in zip(images.split(batch_size),
-                                                                                labels.split(batch_size)))
+    hits = sum(
+        int((model(to_float(x)).argmax(1) == y).sum())
+        for x, y in zip(images.split(batch_size), labels.split(batch_size))
+    )
     return 100 * hits / len(labels)
 
 
@@ -231,8 +257,12 @@ def recorded_block_usage(name: str) -> pd.DataFrame:
 
 
 #: What REFERENCE_FACTS.md says the reference checkpoints score on MNIST's test set with the author's classes.
-EXPECTED_SCORES = {("FinOptAug1_ViT_30", 6): 99.15, ("FinOptAug1_ViTBNFFN_30", 1): 95.12,
-                   ("FinOptAug1_ViTBNFFN_30", 6): 92.00, ("FinOptAug1_ViTBN_30", 1): 95.46}
+EXPECTED_SCORES = {
+    ("FinOptAug1_ViT_30", 6): 99.15,
+    ("FinOptAug1_ViTBNFFN_30", 1): 95.12,
+    ("FinOptAug1_ViTBNFFN_30", 6): 92.00,
+    ("FinOptAug1_ViTBN_30", 1): 95.46,
+}
 
 
 @dataclass(frozen=True)
@@ -250,21 +280,30 @@ class ReferenceAudit:
         for name, group in self.blocks.groupby("checkpoint", sort=False):
             never = group.loc[group["verdict"] == "never trained", "block"].tolist()
             counters = group["num_batches_tracked"]
-            rows.append({
-                "checkpoint": name, "commit": group["commit"].iloc[0][:7], "model": group["model"].iloc[0],
-                "blocks": len(group), "trained": int((group["verdict"] == "trained").sum()),
-                "never trained": ", ".join(map(str, never)) or "none",
-                "BatchNorm steps, block 1": counters.iloc[0],
-                "BatchNorm steps, blocks 2+": ("—" if counters.iloc[1:].isna().all()
-                                               else ", ".join(str(int(c)) for c in counters.iloc[1:].unique())),
-            })
+            rows.append(
+                {
+                    "checkpoint": name,
+                    "commit": group["commit"].iloc[0][:7],
+                    "model": group["model"].iloc[0],
+                    "blocks": len(group),
+                    "trained": int((group["verdict"] == "trained").sum()),
+                    "never trained": ", ".join(map(str, never)) or "none",
+                    "BatchNorm steps, block 1": counters.iloc[0],
+                    "BatchNorm steps, blocks 2+": (
+                        "—"
+                        if counters.iloc[1:].isna().all()
+                        else ", ".join(str(int(c)) for c in counters.iloc[1:].unique())
+                    ),
+                }
+            )
         return pd.DataFrame(rows)
 
 
 def _audit_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     entry = REFERENCE_CHECKPOINTS[name]
     return frame.assign(checkpoint=name, commit=entry["commit"], model=entry["model"])[
-        ["checkpoint", "commit", "model", *frame.columns]]
+        ["checkpoint", "commit", "model", *frame.columns]
+    ]
 
 
 def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
@@ -274,18 +313,27 @@ def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
             continue
         model = REFERENCE_CHECKPOINTS[name]["model"]
         accuracy = mnist_accuracy(load_reference_into_book_model(paths[name], model, depth))
-        rows.append({"checkpoint": name, "model": model, "blocks loaded": depth,
-                     "MNIST test accuracy (%)": round(accuracy, 2), "REFERENCE_FACTS.md (%)": expected})
+        rows.append(
+            {
+                "checkpoint": name,
+                "model": model,
+                "blocks loaded": depth,
+                "MNIST test accuracy (%)": round(accuracy, 2),
+                "REFERENCE_FACTS.md (%)": expected,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def audit_folder(folder) -> ReferenceAudit:
     """Audit and score every named reference checkpoint found in ``folder`` (as ``<name>.pth``)."""
-    paths = {name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS
-             if (Path(folder) / f"{name}.pth").is_file()}
+    paths = {
+        name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS if (Path(folder) / f"{name}.pth").is_file()
+    }
     if not paths:
-        raise FileNotFoundError(f"{folder} holds none of the reference checkpoints "
-                                f"({', '.join(n + '.pth' for n in REFERENCE_CHECKPOINTS)})")
+        raise FileNotFoundError(
+            f"{folder} holds none of the reference checkpoints ({', '.join(n + '.pth' for n in REFERENCE_CHECKPOINTS)})"
+        )
     blocks = pd.concat([_audit_rows(name, block_usage(path)) for name, path in paths.items()], ignore_index=True)
     return ReferenceAudit(blocks, _score_rows(paths), f"checkpoints in {folder}", live=True)
 
@@ -300,18 +348,30 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
         for name in REFERENCE_CHECKPOINTS:
             download_reference_checkpoint(name, folder)
         result = audit_folder(folder)
-        return ReferenceAudit(result.blocks, result.scores, f"live: downloaded from github.com/{REFERENCE_REPOSITORY} "
-                              f"at the pinned commits into {folder}", live=True)
+        return ReferenceAudit(
+            result.blocks,
+            result.scores,
+            f"live: downloaded from github.com/{REFERENCE_REPOSITORY} at the pinned commits into {folder}",
+            live=True,
+        )
     record = recorded_audit()
-    blocks = pd.concat([pd.DataFrame(entry["blocks"]).assign(checkpoint=name, commit=entry["commit"],
-                                                            model=entry["model"])
-                        for name, entry in record["checkpoints"].items()], ignore_index=True)
-    blocks = blocks[["checkpoint", "commit", "model", *[c for c in blocks.columns
-                                                        if c not in ("checkpoint", "commit", "model")]]]
+    blocks = pd.concat(
+        [
+            pd.DataFrame(entry["blocks"]).assign(checkpoint=name, commit=entry["commit"], model=entry["model"])
+            for name, entry in record["checkpoints"].items()
+        ],
+        ignore_index=True,
+    )
+    blocks = blocks[
+        ["checkpoint", "commit", "model", *[c for c in blocks.columns if c not in ("checkpoint", "commit", "model")]]
+    ]
     blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
-    return ReferenceAudit(blocks, pd.DataFrame(record["scores"]),
-                          f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live",
-                          live=False)
+    return ReferenceAudit(
+        blocks,
+        pd.DataFrame(record["scores"]),
+        f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live",
+        live=False,
+    )
 
 
 def record(folder, target=RECORDED) -> Path:
@@ -322,12 +382,16 @@ def record(folder, target=RECORDED) -> Path:
     payload = {
         "recorded": dt.date.today().isoformat(),
         "how": "vitbn_nb.audit.block_usage and mnist_accuracy (the book's own classes) on the checkpoints "
-               f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
+        f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
         "checkpoints": {
-            name: {"commit": REFERENCE_CHECKPOINTS[name]["commit"], "path": REFERENCE_CHECKPOINTS[name]["path"],
-                   "model": REFERENCE_CHECKPOINTS[name]["model"],
-                   "blocks": json.loads(group.drop(columns=["checkpoint", "commit", "model"]).to_json(orient="records"))}
-            for name, group in result.blocks.groupby("checkpoint", sort=False)},
+            name: {
+                "commit": REFERENCE_CHECKPOINTS[name]["commit"],
+                "path": REFERENCE_CHECKPOINTS[name]["path"],
+                "model": REFERENCE_CHECKPOINTS[name]["model"],
+                "blocks": json.loads(group.drop(columns=["checkpoint", "commit", "model"]).to_json(orient="records")),
+            }
+            for name, group in result.blocks.groupby("checkpoint", sort=False)
+        },
         "scores": json.loads(result.scores.to_json(orient="records")),
     }
     Path(target).write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")

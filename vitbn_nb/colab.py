@@ -12,6 +12,7 @@ resumes), says when the runtime must be restarted, and prints the accelerator it
 profile ``auto`` will pick there and a measured estimate of the chapter's training time.
 Anywhere else the cell does nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,11 @@ def settings(pyproject=None) -> dict:
     found = tomllib.loads(path.read_text()).get("tool", {}).get("vitbn-book", {})
     repository, ref = str(found.get("repository", "")).rstrip("/"), str(found.get("ref", ""))
     if repository and not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
-        raise ValueError(f"[tool.vitbn-book] repository={repository!r} in {path} is not allowed; give the https "
-                         "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
-                         "until the book is public")
+        raise ValueError(
+            f"[tool.vitbn-book] repository={repository!r} in {path} is not allowed; give the https "
+            "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
+            "until the book is public"
+        )
     return {"repository": repository, "ref": ref}
 
 
@@ -57,7 +60,8 @@ def colab_url(config: dict, chapter: str) -> str:
     if not config["repository"]:
         return ""
     owner_name = config["repository"].removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{owner_name}/blob/{config['ref'] or 'main'}/notebooks/{chapter}.ipynb"
+    ref = config["ref"] or "main"
+    return f"https://colab.research.google.com/github/{owner_name}/blob/{ref}/notebooks/{chapter}.ipynb"
 
 
 def install_cell(chapter: str, config: dict) -> str:
@@ -96,7 +100,7 @@ def sync_cells(notebooks=None, config=None) -> list[Path]:
         match = _CELL.search(text)
         if match is None:
             raise ValueError(f"{source} has no install cell (a code cell starting with {MARKER!r})")
-        fresh = text[:match.start(2)] + install_cell(source.stem, config) + text[match.end(2):]
+        fresh = text[: match.start(2)] + install_cell(source.stem, config) + text[match.end(2) :]
         if fresh != text:
             source.write_text(fresh)
             jupytext_cli(["--sync", "--quiet", str(source)])
@@ -135,12 +139,13 @@ def use_drive(log=print) -> Path:
 
     drive.mount(str(DRIVE_ROOT))
     home = DRIVE_ROOT / DRIVE_FOLDER
-    for variable, folder in (("VITBN_DATA_DIR", "data"), ("VITBN_RUNS_DIR", "runs"),
-                             ("VITBN_FIGURES_DIR", "figures")):
+    for variable, folder in (("VITBN_DATA_DIR", "data"), ("VITBN_RUNS_DIR", "runs"), ("VITBN_FIGURES_DIR", "figures")):
         (home / folder).mkdir(parents=True, exist_ok=True)
         os.environ[variable] = str(home / folder)
-    log(f"Data, runs and figures are kept in Google Drive under {home}: after a disconnect, run the chapter "
-        "again and it resumes from the last finished epoch.")
+    log(
+        f"Data, runs and figures are kept in Google Drive under {home}: after a disconnect, run the chapter "
+        "again and it resumes from the last finished epoch."
+    )
     return home
 
 
@@ -173,10 +178,12 @@ def planned_steps(chapter: str, profile: str) -> int | None:
 
     from . import profiles
 
-    module = {"01_batchnorm_intro": "batchnorm_intro", "03_fixed_lr": "fixed_lr", "05_depth_study": "depth"}.get(chapter)
+    module = {"01_batchnorm_intro": "batchnorm_intro", "03_fixed_lr": "fixed_lr", "05_depth_study": "depth"}.get(
+        chapter
+    )
     if module is None:
         return None
-    configs = import_module(f".studies.{module}", __package__).configs(profiles.settings(chapter, profile))
+    configs = import_module(f".studies.{module}", __package__).plan(profiles.settings(chapter, profile))
     return sum(c.epochs * math.ceil((c.train_size or MNIST_TRAIN_IMAGES) / c.batch_size) for c in configs)
 
 
@@ -188,26 +195,35 @@ def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log
 
     found = {"drive": None, "restart": _restart_needed()}
     if found["restart"]:
-        log("Restart the runtime now (Runtime > Restart session), then run this cell again: the install changed "
-            + ", ".join(found["restart"]) + " under the running kernel.")
+        log(
+            "Restart the runtime now (Runtime > Restart session), then run this cell again: the install changed "
+            + ", ".join(found["restart"])
+            + " under the running kernel."
+        )
         return found
     if keep_on_drive:
         found["drive"] = use_drive(log)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     found["accelerator"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "none (CPU only)"
     found["profile"] = profiles.resolve("auto")
-    log(f"Accelerator: {found['accelerator']}. With profile = \"auto\" this chapter runs the `{found['profile']}` "
-        "profile" + (" (the articles' full protocols)." if found["profile"] == "paper" else " (reduced scale)."))
+    log(
+        f'Accelerator: {found["accelerator"]}. With profile = "auto" this chapter runs the `{found["profile"]}` '
+        "profile" + (" (the articles' full protocols)." if found["profile"] == "paper" else " (reduced scale).")
+    )
     steps = planned_steps(chapter, found["profile"]) if measure else None
     if steps:
         seconds = step_seconds(device)
         found["estimate_minutes"] = steps * seconds / 60
-        log(f"Estimated training time: at most about {found['estimate_minutes']:.0f} min ({steps:,} steps; one ViT "
-            f"depth-6 step, the largest model here, took {1e3 * seconds:.0f} ms just now). Set profile = \"cpu\" in "
-            "the parameters cell below for a shorter run.")
+        log(
+            f"Estimated training time: at most about {found['estimate_minutes']:.0f} min ({steps:,} steps; one ViT "
+            f'depth-6 step, the largest model here, took {1e3 * seconds:.0f} ms just now). Set profile = "cpu" in '
+            "the parameters cell below for a shorter run."
+        )
     else:
-        log("This chapter's training time depends on runs chosen while it runs; set profile = \"cpu\" in the "
-            "parameters cell below for a shorter run.")
+        log(
+            'This chapter\'s training time depends on runs chosen while it runs; set profile = "cpu" in the '
+            "parameters cell below for a shorter run."
+        )
     return found
 
 

@@ -1,11 +1,7 @@
 """The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings.
 
 Two input pipelines feed it the same way (``.batches(...)`` yielding float images and labels):
-
-* ``ImageSet`` (the book's engine): the split lives on the training device as uint8; batches
-  are cut, shuffled and augmented there, whole batches at a time.
-* ``ReferenceSet`` (the seeds' pipeline): a torch ``DataLoader`` over per-sample torchvision
-  transforms of PIL images, kept to measure what the pipeline costs.
+``vitbn_nb.data.ImageSet`` (the book's engine) and ``vitbn_nb.data.ReferenceSet`` (article 1's).
 
 Every epoch's randomness (shuffling, augmentation, dropout) is seeded from ``(seed, epoch)``,
 so a run resumed after epoch ``k`` continues exactly as if it had never stopped.
@@ -16,71 +12,24 @@ step within ±3 % of eager (95 -> 98 ms, 20.4 -> 19.8 ms): it would pay back, if
 ~12,000 steps of one shape, while a ``cpu``-profile chapter runs ~500-1,000 steps per model and
 every model, depth and batch shape (the test batch, a short last batch) compiles anew.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from . import data
 from .system import machine_load, pick_device, synchronize
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
     return (seed * 1_000_003 + epoch * 7_919) % (2**63)
-
-
-@dataclass
-class ImageSet:
-    """A split held as uint8 ``[N, C, H, W]`` on the training device; ``augment`` redraws augmentations per batch."""
-
-    images: Tensor
-    labels: Tensor
-    augment: bool = False
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def batches(self, batch_size: int, *, generator: torch.Generator | None = None, shuffle: bool = False,
-                min_batch: int = 1) -> Iterator[tuple[Tensor, Tensor]]:
-        n = len(self.labels)
-        order = torch.randperm(n, generator=generator, device=self.labels.device) if shuffle else None
-        for start in range(0, n, batch_size):
-            index = order[start:start + batch_size] if shuffle else slice(start, start + batch_size)
-            x, y = self.images[index], self.labels[index]
-            if len(y) < min_batch:  # a BatchNorm model cannot train on a final batch of one
-                return
-            yield (data.augment_batch(x, generator) if self.augment else data.to_float(x)), y
-
-
-@dataclass
-class ReferenceSet:
-    """The seeds' pipeline: a DataLoader over a torchvision dataset with per-sample PIL transforms."""
-
-    dataset: torch.utils.data.Dataset
-    device: torch.device
-    num_workers: int = 0
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def batches(self, batch_size: int, *, generator: torch.Generator | None = None, shuffle: bool = False,
-                min_batch: int = 1) -> Iterator[tuple[Tensor, Tensor]]:
-        # The sampler needs a CPU generator whatever the training device; seed one from the epoch's.
-        sampler_generator = torch.Generator().manual_seed(generator.initial_seed()) if generator is not None else None
-        loader = torch.utils.data.DataLoader(self.dataset, batch_size=batch_size, shuffle=shuffle,
-                                             generator=sampler_generator, num_workers=self.num_workers)
-        for x, y in loader:
-            if len(y) < min_batch:
-                return
-            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
 def _progress(total: int, initial: int, desc: str | None, enabled: bool):
@@ -97,8 +46,17 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y:
     return loss.detach()
 
 
-def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, *, batch_size: int,
-                generator: torch.Generator, device: torch.device, bar=None, item_per_step: bool = False) -> dict:
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train_data,
+    *,
+    batch_size: int,
+    generator: torch.Generator,
+    device: torch.device,
+    bar=None,
+    item_per_step: bool = False,
+) -> dict:
     """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds.
 
     ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (``loss.item()``):
@@ -129,8 +87,12 @@ def train_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, train_data, 
             bar.update()
     synchronize(device)
     seconds = time.perf_counter() - start
-    return {"train_loss": (loss_sum / max(seen, 1)).item(), "train_seconds": seconds, "data_seconds": data_seconds,
-            **machine_load()}
+    return {
+        "train_loss": (loss_sum / max(seen, 1)).item(),
+        "train_seconds": seconds,
+        "data_seconds": data_seconds,
+        **machine_load(),
+    }
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
@@ -153,8 +115,9 @@ def count_classes_per_sample(logits: Tensor, y: Tensor, correct: list, total: li
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10,
-             device: torch.device | None = None) -> dict:
+def evaluate(
+    model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10, device: torch.device | None = None
+) -> dict:
     """Accuracy and per-class accuracy (both in %), counted on the device with no per-sample Python."""
     device = device or next(model.parameters()).device
     model.eval()
@@ -167,13 +130,17 @@ def evaluate(model: nn.Module, test_data, *, batch_size: int = 5000, num_classes
     synchronize(device)
     seconds = time.perf_counter() - start
     class_acc = (100 * correct / total.clamp(min=1)).tolist()
-    return {"test_acc": 100 * correct.sum().item() / max(total.sum().item(), 1), "class_acc": class_acc,
-            "test_seconds": seconds}
+    return {
+        "test_acc": 100 * correct.sum().item() / max(total.sum().item(), 1),
+        "class_acc": class_acc,
+        "test_seconds": seconds,
+    }
 
 
 @torch.inference_mode()
-def evaluate_per_sample(model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10,
-                        device: torch.device | None = None) -> dict:
+def evaluate_per_sample(
+    model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10, device: torch.device | None = None
+) -> dict:
     """The seeds' evaluation: batched forward passes, then a Python loop over samples for per-class counts."""
     device = device or next(model.parameters()).device
     model.eval()
@@ -183,16 +150,33 @@ def evaluate_per_sample(model: nn.Module, test_data, *, batch_size: int = 5000, 
     for x, y in test_data.batches(batch_size):
         count_classes_per_sample(model(x), y, correct, total)
     seconds = time.perf_counter() - start
-    return {"test_acc": 100 * sum(correct) / max(sum(total), 1),
-            "class_acc": [100 * c / max(t, 1) for c, t in zip(correct, total)], "test_seconds": seconds}
+    return {
+        "test_acc": 100 * sum(correct) / max(sum(total), 1),
+        "class_acc": [100 * c / max(t, 1) for c, t in zip(correct, total)],
+        "test_seconds": seconds,
+    }
 
 
-def train_model(model: nn.Module, train_data, test_data, *, epochs: int, lr: float, batch_size: int = 100,
-                test_batch_size: int = 5000, seed: int = 0, num_classes: int = 10, device=None,
-                start_epoch: int = 0, optimizer_state: dict | None = None, per_sample_eval: bool = False,
-                item_per_step: bool = False,
-                on_epoch_end: Callable[[dict, nn.Module, torch.optim.Optimizer], None] | None = None,
-                progress: bool = True, desc: str | None = None) -> list[dict]:
+def train_model(
+    model: nn.Module,
+    train_data,
+    test_data,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int = 100,
+    test_batch_size: int = 5000,
+    seed: int = 0,
+    num_classes: int = 10,
+    device=None,
+    start_epoch: int = 0,
+    optimizer_state: dict | None = None,
+    per_sample_eval: bool = False,
+    item_per_step: bool = False,
+    on_epoch_end: Callable[[dict, nn.Module, torch.optim.Optimizer], None] | None = None,
+    progress: bool = True,
+    desc: str | None = None,
+) -> list[dict]:
     """Train with Adam and cross-entropy, testing after every epoch.
 
     Returns one dict per epoch from ``start_epoch + 1`` to ``epochs``: ``train_loss`` (mean per
@@ -212,17 +196,30 @@ def train_model(model: nn.Module, train_data, test_data, *, epochs: int, lr: flo
         for epoch in range(start_epoch + 1, epochs + 1):
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout and torchvision's transforms draw from here
             generator = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch))
-            metrics = {"epoch": epoch, **train_epoch(model, optimizer, train_data, batch_size=batch_size,
-                                                     generator=generator, device=device, bar=bar,
-                                                     item_per_step=item_per_step)}
+            metrics = {
+                "epoch": epoch,
+                **train_epoch(
+                    model,
+                    optimizer,
+                    train_data,
+                    batch_size=batch_size,
+                    generator=generator,
+                    device=device,
+                    bar=bar,
+                    item_per_step=item_per_step,
+                ),
+            }
             metrics["diverged"] = not math.isfinite(metrics["train_loss"])
-            metrics.update(evaluate_fn(model, test_data, batch_size=test_batch_size, num_classes=num_classes,
-                                       device=device))
+            metrics.update(
+                evaluate_fn(model, test_data, batch_size=test_batch_size, num_classes=num_classes, device=device)
+            )
             bar.set_postfix(epoch=epoch, loss=f"{metrics['train_loss']:.4f}", acc=f"{metrics['test_acc']:.2f}%")
             history.append(metrics)
             if on_epoch_end is not None:
                 on_epoch_end(metrics, model, optimizer)
             if metrics["diverged"]:
-                bar.write(f"{desc or 'run'}: loss became {metrics['train_loss']} at epoch {epoch}; recorded as diverged")
+                bar.write(
+                    f"{desc or 'run'}: loss became {metrics['train_loss']} at epoch {epoch}; recorded as diverged"
+                )
                 break
     return history

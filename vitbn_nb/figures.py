@@ -4,6 +4,7 @@ Every figure carries a footer with the profile, hardware and date that produced 
 figure and table is listed in ``figures/manifest.json`` with the chapter, what it
 reproduces (``article1/fig3``, ``new/...``), profile, hardware, date and the run ids behind it.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,19 +24,34 @@ from .paths import figures_dir
 from .system import hardware, hardware_label, versions
 
 MODEL_COLORS = {
-    "ViT": "#4C72B0", "ViTBNFFN": "#DD8452", "ViTBN": "#55A868",
-    "DNN_d3": "#8172B3", "DNNBN_d3": "#C44E52", "CNN": "#937860",
+    "ViT": "#4C72B0",
+    "ViTBNFFN": "#DD8452",
+    "ViTBN": "#55A868",
+    "DNN_d3": "#8172B3",
+    "DNNBN_d3": "#C44E52",
+    "CNN": "#937860",
 }
 METRIC_LABELS = {
-    "train_seconds": "train time per epoch (s)", "test_seconds": "test time per epoch (s)",
-    "train_loss": "training loss", "test_acc": "test accuracy (%)", "data_seconds": "data time per epoch (s)",
+    "train_seconds": "train time per epoch (s)",
+    "test_seconds": "test time per epoch (s)",
+    "train_loss": "training loss",
+    "test_acc": "test accuracy (%)",
+    "data_seconds": "data time per epoch (s)",
 }
 
 
 def use_style() -> None:
     sns.set_theme(context="notebook", style="whitegrid", palette=list(MODEL_COLORS.values()))
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "savefig.bbox": "tight", "axes.titleweight": "bold",
-                         "legend.frameon": False, "figure.constrained_layout.use": True})
+    plt.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "savefig.dpi": 150,
+            "savefig.bbox": "tight",
+            "axes.titleweight": "bold",
+            "legend.frameon": False,
+            "figure.constrained_layout.use": True,
+        }
+    )
 
 
 def color(model: str):
@@ -73,13 +89,32 @@ def read_manifest() -> dict:
     return json.loads(path.read_text()) if path.exists() else {"outputs": {}}
 
 
-def _record(name: str, files: list[Path], *, kind: str, chapter: str, reproduces: str, profile: str,
-            caption: str, run_ids, extra: dict | None) -> dict:
+def _record(
+    name: str,
+    files: list[Path],
+    *,
+    kind: str,
+    chapter: str,
+    reproduces: str,
+    profile: str,
+    caption: str,
+    run_ids,
+    extra: dict | None,
+) -> dict:
     entry = {
-        "kind": kind, "files": [f.name for f in files], "chapter": chapter, "reproduces": reproduces,
-        "caption": caption, "profile": profile, "hardware": hardware_label(), "device": hardware()["device"],
-        "date": today(), "torch": versions().get("torch"), "run_ids": sorted(set(run_ids)),
-        "book_run": os.environ.get("VITBN_BOOK_RUN"), **(extra or {}),
+        "kind": kind,
+        "files": [f.name for f in files],
+        "chapter": chapter,
+        "reproduces": reproduces,
+        "caption": caption,
+        "profile": profile,
+        "hardware": hardware_label(),
+        "device": hardware()["device"],
+        "date": today(),
+        "torch": versions().get("torch"),
+        "run_ids": sorted(set(run_ids)),
+        "book_run": os.environ.get("VITBN_BOOK_RUN"),
+        **(extra or {}),
     }
     with _manifest_lock():
         manifest = read_manifest()
@@ -89,8 +124,9 @@ def _record(name: str, files: list[Path], *, kind: str, chapter: str, reproduces
     return entry
 
 
-def save_figure(fig, name: str, *, chapter: str, reproduces: str, profile: str, caption: str, run_ids=(),
-                extra: dict | None = None):
+def save_figure(
+    fig, name: str, *, chapter: str, reproduces: str, profile: str, caption: str, run_ids=(), extra: dict | None = None
+):
     """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG for display."""
     from IPython.display import Image
 
@@ -101,18 +137,46 @@ def save_figure(fig, name: str, *, chapter: str, reproduces: str, profile: str, 
         fig.savefig(tmp)
         os.replace(tmp, path)
     plt.close(fig)
-    _record(name, files, kind="figure", chapter=chapter, reproduces=reproduces, profile=profile, caption=caption,
-            run_ids=run_ids, extra=extra)
+    _record(
+        name,
+        files,
+        kind="figure",
+        chapter=chapter,
+        reproduces=reproduces,
+        profile=profile,
+        caption=caption,
+        run_ids=run_ids,
+        extra=extra,
+    )
     return Image(filename=str(files[0]))
 
 
-def save_table(table: pd.DataFrame, name: str, *, chapter: str, reproduces: str, profile: str, caption: str,
-               run_ids=(), extra: dict | None = None, precision: int = 2):
+def save_table(
+    table: pd.DataFrame,
+    name: str,
+    *,
+    chapter: str,
+    reproduces: str,
+    profile: str,
+    caption: str,
+    run_ids=(),
+    extra: dict | None = None,
+    precision: int = 2,
+):
     """Save as CSV, list in the manifest; returns a styled table whose caption carries the stamp."""
     path = figures_dir() / f"{name}.csv"
     atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
-    _record(name, [path], kind="table", chapter=chapter, reproduces=reproduces, profile=profile, caption=caption,
-            run_ids=run_ids, extra=extra)
+    _record(
+        name,
+        [path],
+        kind="table",
+        chapter=chapter,
+        reproduces=reproduces,
+        profile=profile,
+        caption=caption,
+        run_ids=run_ids,
+        extra=extra,
+    )
     return table.style.format(precision=precision).hide(axis="index").set_caption(f"{caption} ({stamp(profile)})")
 
 
@@ -120,11 +184,13 @@ def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None
     """Mean over seeds with a shaded min-max band; a diverged run is marked with an x where it stopped."""
     grouped = table.groupby(x)[y]
     mean = grouped.mean()
-    line, = ax.plot(mean.index, mean.values, label=label, color=color, linestyle=linestyle, marker=marker,
-                    markersize=3)
+    (line,) = ax.plot(
+        mean.index, mean.values, label=label, color=color, linestyle=linestyle, marker=marker, markersize=3
+    )
     if table["seed"].nunique() > 1:
-        ax.fill_between(mean.index, grouped.min().values, grouped.max().values, color=line.get_color(), alpha=0.2,
-                        linewidth=0)
+        ax.fill_between(
+            mean.index, grouped.min().values, grouped.max().values, color=line.get_color(), alpha=0.2, linewidth=0
+        )
     if "diverged" in table:
         stopped = table[table["diverged"].astype(bool)]
         for _, row in stopped.iterrows():
@@ -146,6 +212,7 @@ def plain_log_axis(ax) -> None:
 
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+
     class PlainMinor(LogFormatter):  # LogFormatter picks which minor ticks to label; we only reword them
         def __call__(self, value, pos=None):
             return f"{value:g}" if super().__call__(value, pos) else ""
@@ -153,15 +220,19 @@ def plain_log_axis(ax) -> None:
     ax.yaxis.set_minor_formatter(PlainMinor(labelOnlyBase=False, minor_thresholds=(1.5, 0.6)))
 
 
-PANEL_TITLES = {"train_seconds": "training time", "test_seconds": "testing time", "train_loss": "training loss",
-                "test_acc": "test accuracy"}
+PANEL_TITLES = {
+    "train_seconds": "training time",
+    "test_seconds": "testing time",
+    "train_loss": "training loss",
+    "test_acc": "test accuracy",
+}
 
 
 def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model"):
     """Article 1's four panels: train time, test time, training loss and test accuracy per epoch."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     for ax, metric in zip(axes.flat, ["train_seconds", "test_seconds", "train_loss", "test_acc"]):
-        for key, group in table.groupby(hue, sort=False):
+        for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
             mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")
         ax.set(xlabel="epoch", ylabel=METRIC_LABELS[metric], title=PANEL_TITLES[metric])

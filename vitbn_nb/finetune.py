@@ -14,6 +14,7 @@ attention module.
 statistics in training mode: they are buffers, not weights, so the BatchNorm models' frozen
 layers re-estimate the new data's token statistics while the LayerNorm ones cannot.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,15 +46,19 @@ class Trainable:
         return self.trainable / self.total if self.total else float("nan")
 
     def __str__(self) -> str:
-        return (f"{self.trainable:,} of {self.total:,} parameters trainable ({100 * self.fraction:.1f} %) "
-                f"in {len(self.names)} tensors")
+        return (
+            f"{self.trainable:,} of {self.total:,} parameters trainable ({100 * self.fraction:.1f} %) "
+            f"in {len(self.names)} tensors"
+        )
 
 
 def _report(model: nn.Module) -> Trainable:
     params = list(model.named_parameters())
-    return Trainable(trainable=sum(p.numel() for _, p in params if p.requires_grad),
-                     total=sum(p.numel() for _, p in params),
-                     names=[name for name, p in params if p.requires_grad])
+    return Trainable(
+        trainable=sum(p.numel() for _, p in params if p.requires_grad),
+        total=sum(p.numel() for _, p in params),
+        names=[name for name, p in params if p.requires_grad],
+    )
 
 
 def full(model: nn.Module) -> Trainable:
@@ -70,8 +75,10 @@ def attention_only(model: nn.Module, *, norm: bool = False, pos_embedding: bool 
     """
     attentions = [m for m in model.modules() if isinstance(m, Attention)]
     if not attentions or not hasattr(model, "mlp_head"):
-        raise ValueError(f"model={type(model).__name__} is not allowed: attention_only needs a ViT-family model "
-                         "(multi-head attention blocks and an mlp_head)")
+        raise ValueError(
+            f"model={type(model).__name__} is not allowed: attention_only needs a ViT-family model "
+            "(multi-head attention blocks and an mlp_head)"
+        )
     model.requires_grad_(False)
     for attention in attentions:
         attention.to_qkv.requires_grad_(True)
@@ -93,8 +100,9 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
 # ---------------------------------------------------------------------------------------------
 # Another image size: the position embedding interpolated on its 2-D grid
 # ---------------------------------------------------------------------------------------------
-def interpolate_pos_embedding(pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1,
-                              mode: str = "bicubic") -> Tensor:
+def interpolate_pos_embedding(
+    pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
+) -> Tensor:
     """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the patch positions resampled as a 2-D map.
 
     The class token's embedding (the first ``extra_tokens``) is kept as it is; the patch
@@ -104,8 +112,10 @@ def interpolate_pos_embedding(pos_embedding: Tensor, old_grid, new_grid, *, extr
     check_choice("mode", mode, ("bicubic", "bilinear"))
     (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
     if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
-        raise ValueError(f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold {extra_tokens} extra "
-                         f"token(s) plus an old_grid={old_grid!r} of patches")
+        raise ValueError(
+            f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold {extra_tokens} extra "
+            f"token(s) plus an old_grid={old_grid!r} of patches"
+        )
     if (h, w) == (H, W):
         return pos_embedding.clone()
     extra, patches = pos_embedding[:, :extra_tokens], pos_embedding[:, extra_tokens:]
@@ -178,8 +188,11 @@ def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int
     mib = {
         "weights": _bytes(model.parameters()) / 2**20,
         "gradients": _bytes(p.grad for p in trainable if p.grad is not None) / 2**20,
-        "adam_state": sum(_bytes(v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
-                          for state in optimizer.state.values()) / 2**20,
+        "adam_state": sum(
+            _bytes(v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+            for state in optimizer.state.values()
+        )
+        / 2**20,
         "activations": sum(saved.values()) / 2**20,
     }
     return {**mib, "accounted": sum(mib.values()), "cuda_peak": cuda_peak}

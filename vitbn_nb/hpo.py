@@ -23,6 +23,7 @@ fewer no BoTorch suggestion is ever made.
 
 Ax takes seconds to import, so it is imported inside the functions that need it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -93,8 +94,10 @@ def parameter_configs(model: str) -> list:
     """The Ax parameters of ``model``: lr (float, log scale) and batch_size (int, linear)."""
     _, RangeParameterConfig = _ax()
     space = bounds(model)
-    return [RangeParameterConfig(name="lr", bounds=space["lr"], parameter_type="float", scaling="log"),
-            RangeParameterConfig(name="batch_size", bounds=space["batch_size"], parameter_type="int")]
+    return [
+        RangeParameterConfig(name="lr", bounds=space["lr"], parameter_type="float", scaling="log"),
+        RangeParameterConfig(name="batch_size", bounds=space["batch_size"], parameter_type="int"),
+    ]
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class Study:
     def __post_init__(self):
         bounds(self.model)
         object.__setattr__(self, "model_kwargs", full_model_kwargs(self.model, **self.model_kwargs))
-        low, high = SEARCH_SPACE[self.model]["lr"]
+        low = SEARCH_SPACE[self.model]["lr"][0]
         self.trial_config(low, SEARCH_SPACE[self.model]["batch_size"][0])  # refuses a bad setting by name, now
 
     @property
@@ -121,10 +124,18 @@ class Study:
         return self.model_kwargs["depth"]
 
     def trial_config(self, lr: float, batch_size: int) -> RunConfig:
-        return RunConfig(model=self.model, model_kwargs=self.model_kwargs, dataset=self.dataset,
-                         epochs=self.trial_epochs, lr=float(lr), batch_size=int(batch_size),
-                         test_batch_size=self.test_batch_size, seed=self.seed, train_size=self.train_size,
-                         test_size=self.test_size)
+        return RunConfig(
+            model=self.model,
+            model_kwargs=self.model_kwargs,
+            dataset=self.dataset,
+            epochs=self.trial_epochs,
+            lr=float(lr),
+            batch_size=int(batch_size),
+            test_batch_size=self.test_batch_size,
+            seed=self.seed,
+            train_size=self.train_size,
+            test_size=self.test_size,
+        )
 
     def key(self, device_type: str) -> str:
         described = {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}
@@ -177,8 +188,9 @@ def _trial_accuracy(run) -> float:
     return round(float(accuracy), 6) if math.isfinite(accuracy) else 0.0
 
 
-def optimise(study: Study, trials: int, *, force: bool = False, device=None, progress: bool = True,
-             mlflow: bool | None = None) -> pd.DataFrame:
+def optimise(
+    study: Study, trials: int, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+) -> pd.DataFrame:
     """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete.
 
     Returns one row per trial (the first ``trials`` of the study): ``trial`` (1-based), ``lr``,
@@ -199,8 +211,9 @@ def optimise(study: Study, trials: int, *, force: bool = False, device=None, pro
     state_path, ledger_path = folder / STATE_FILE, folder / LEDGER_FILE
     ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
     if not (folder / "study.json").exists():
-        atomic.write_json(folder / "study.json", {**asdict(study), "device": device.type,
-                                                  "search_space": SEARCH_SPACE[study.model]})
+        atomic.write_json(
+            folder / "study.json", {**asdict(study), "device": device.type, "search_space": SEARCH_SPACE[study.model]}
+        )
     client = _load_client(study, state_path) if state_path.exists() else _new_client(study)
     if not state_path.exists():
         _save_state(client, state_path)
@@ -208,8 +221,13 @@ def optimise(study: Study, trials: int, *, force: bool = False, device=None, pro
     def run_trial(index: int, parameters: dict, generator: str) -> None:
         config = study.trial_config(parameters["lr"], parameters["batch_size"])
         entry = ledger.setdefault(str(index), {})
-        entry.update(trial=index + 1, lr=float(parameters["lr"]), batch_size=int(parameters["batch_size"]),
-                     run_id=config.run_id(device.type), generator=generator)
+        entry.update(
+            trial=index + 1,
+            lr=float(parameters["lr"]),
+            batch_size=int(parameters["batch_size"]),
+            run_id=config.run_id(device.type),
+            generator=generator,
+        )
         atomic.write_json(ledger_path, ledger)
         run = runs.train(config, force=force, device=device, progress=False, mlflow=mlflow)
         accuracy = _trial_accuracy(run)
@@ -219,26 +237,42 @@ def optimise(study: Study, trials: int, *, force: bool = False, device=None, pro
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
             try:
-                tracking.tag_run(run, {"hpo.study": study.key(device.type), "hpo.trial": index + 1,
-                                       "hpo.generator": generator, "hpo.accuracy": accuracy})
-            except Exception as error:  # noqa: BLE001 - as in runs.train: the store is the truth
+                tracking.tag_run(
+                    run,
+                    {
+                        "hpo.study": study.key(device.type),
+                        "hpo.trial": index + 1,
+                        "hpo.generator": generator,
+                        "hpo.accuracy": accuracy,
+                    },
+                )
+            except Exception as error:
                 if mlflow:
                     raise
-                warnings.warn(f"trial {index + 1} of {study.key(device.type)} could not be tagged in MLflow: {error}")
+                warnings.warn(
+                    f"trial {index + 1} of {study.key(device.type)} could not be tagged in MLflow: {error}",
+                    stacklevel=2,
+                )
         if progress:
-            print(f"{study.model} d{study.depth} trial {index + 1}/{trials} ({generator}): lr={parameters['lr']:.3g} "
-                  f"batch={parameters['batch_size']} -> {accuracy:.2f} %", flush=True)
+            print(
+                f"{study.model} d{study.depth} trial {index + 1}/{trials} ({generator}): lr={parameters['lr']:.3g} "
+                f"batch={parameters['batch_size']} -> {accuracy:.2f} %",
+                flush=True,
+            )
 
     summary = client.summarize()
     if not summary.empty:
         # Suggested but never completed (the last call stopped inside it): run it now; its run resumes.
         for _, row in summary[summary["trial_status"] == "RUNNING"].sort_values("trial_index").iterrows():
-            run_trial(int(row["trial_index"]), {"lr": row["lr"], "batch_size": row["batch_size"]},
-                      GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]))
+            run_trial(
+                int(row["trial_index"]),
+                {"lr": row["lr"], "batch_size": row["batch_size"]},
+                GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
+            )
     completed = int((client.summarize()["trial_status"] == "COMPLETED").sum()) if not summary.empty else 0
     while completed < trials:
         start = time.perf_counter()
-        (index, parameters), = client.get_next_trials(max_trials=1).items()
+        ((index, parameters),) = client.get_next_trials(max_trials=1).items()
         suggest_seconds = time.perf_counter() - start
         _save_state(client, state_path)  # the suggestion is kept even if its training is interrupted
         node = client.summarize().set_index("trial_index").loc[index, "generation_node"]
@@ -257,15 +291,24 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
         run = runs.Run(runs_dir() / config.run_id(device_type))
         epochs = run.record["epochs"]
         entry = ledger.get(str(index), {})
-        rows.append({
-            "model": study.model, "depth": study.depth, "dataset": study.dataset, "trial": index + 1,
-            "lr": float(row["lr"]), "batch_size": int(row["batch_size"]), "accuracy": _trial_accuracy(run),
-            "run_id": run.run_id, "status": run.status,
-            "generator": GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
-            "suggest_seconds": entry.get("suggest_seconds", float("nan")),
-            "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in epochs),
-            "trial_epochs": study.trial_epochs, "study": study.key(device_type),
-        })
+        rows.append(
+            {
+                "model": study.model,
+                "depth": study.depth,
+                "dataset": study.dataset,
+                "trial": index + 1,
+                "lr": float(row["lr"]),
+                "batch_size": int(row["batch_size"]),
+                "accuracy": _trial_accuracy(run),
+                "run_id": run.run_id,
+                "status": run.status,
+                "generator": GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
+                "suggest_seconds": entry.get("suggest_seconds", float("nan")),
+                "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in epochs),
+                "trial_epochs": study.trial_epochs,
+                "study": study.key(device_type),
+            }
+        )
     table = pd.DataFrame(rows)
     if not table.empty:
         table["best_so_far"] = table["accuracy"].cummax()
@@ -291,10 +334,20 @@ def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
     best = {}
     for model, trials in table.groupby("model", sort=False):
         row = best_trial(trials)
-        best[model] = {"lr": float(row["lr"]), "batch_size": int(row["batch_size"]), "accuracy": float(row["accuracy"]),
-                       "trial": int(row["trial"]), "trials": int(len(trials)), "depth": int(row["depth"]),
-                       "trial_epochs": int(row["trial_epochs"]), "generator": row["generator"],
-                       "run_id": row["run_id"], "study": row["study"], "dataset": dataset, "profile": profile}
+        best[model] = {
+            "lr": float(row["lr"]),
+            "batch_size": int(row["batch_size"]),
+            "accuracy": float(row["accuracy"]),
+            "trial": int(row["trial"]),
+            "trials": len(trials),
+            "depth": int(row["depth"]),
+            "trial_epochs": int(row["trial_epochs"]),
+            "generator": row["generator"],
+            "run_id": row["run_id"],
+            "study": row["study"],
+            "dataset": dataset,
+            "profile": profile,
+        }
     path = best_path(dataset, profile)
     atomic.write_json(path, best)
     return path

@@ -4,6 +4,7 @@ Each location can be moved with an environment variable (the test-suite uses thi
 its smoke runs away from the committed ``figures/``); otherwise it lies in the project
 checkout, found by walking up from the working directory to ``pyproject.toml``.
 """
+
 from __future__ import annotations
 
 import os

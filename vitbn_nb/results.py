@@ -3,6 +3,7 @@
 The seeds report single runs; the book reports the mean and standard deviation over seeds
 (``n`` says how many), so a claim such as "ViTBNFFN beats ViT" can be read against the spread.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,13 +28,15 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
     """Final test accuracy per group: mean, standard deviation, seeds, diverged runs."""
     last = final_epochs(table)
     grouped = last.groupby(list(by), sort=False)
-    return pd.DataFrame({
-        "accuracy (%)": grouped["test_acc"].apply(mean_sd),
-        "mean": grouped["test_acc"].mean(),
-        "sd": grouped["test_acc"].std(ddof=1),
-        "seeds": grouped["seed"].nunique(),
-        "diverged": grouped["status"].apply(lambda s: int((s == "diverged").sum())),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "accuracy (%)": grouped["test_acc"].apply(mean_sd),
+            "mean": grouped["test_acc"].mean(),
+            "sd": grouped["test_acc"].std(ddof=1),
+            "seeds": grouped["seed"].nunique(),
+            "diverged": grouped["status"].apply(lambda s: int((s == "diverged").sum())),
+        }
+    ).reset_index()
 
 
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
@@ -59,7 +62,12 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
             row[f"{column}_mean"] = group[column].mean()
         row["seeds"] = len(group)
         rows.append(row)
-    columns = [*by, "model", *(f"{c}{suffix}" for c in ("r_t", "r_v", "g_t", "g_v") for suffix in ("", "_mean")), "seeds"]
+    columns = [
+        *by,
+        "model",
+        *(f"{c}{suffix}" for c in ("r_t", "r_v", "g_t", "g_v") for suffix in ("", "_mean")),
+        "seeds",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -74,6 +82,9 @@ def contention(table: pd.DataFrame) -> str:
 
     if "load_1min" not in table.columns or table["load_1min"].isna().all():
         return "not recorded"
-    flags = [contended(load, cores) for load, cores in zip(table["load_1min"], table.get("cpu_cores", [None] * len(table)))
-             if pd.notna(load)]
+    flags = [
+        contended(load, cores)
+        for load, cores in zip(table["load_1min"], table.get("cpu_cores", [None] * len(table)))
+        if pd.notna(load)
+    ]
     return f"{sum(flags)}/{len(flags)} epochs"

@@ -13,12 +13,12 @@ with its process) makes a second process wait, then reuse what the first finishe
 record carries a SHA-256 of itself and of its weight files; :func:`check_store` verifies the
 whole store (``python -m vitbn_nb runs check``) and :func:`retrain` trains one run anew.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import datetime as dt
-import functools
 import hashlib
 import json
 import os
@@ -32,20 +32,16 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from . import atomic, data, engine, finetune, profiles
+from . import atomic, engine, finetune, profiles
+from .data import DATASETS, IMAGE_SIZE, image_sets, reference_sets
 from .models import VIT_FAMILY, build_model, model_kwargs
-from .models.vit import pair as vit_pair
 from .models.norms import check_choice
+from .models.vit import pair as vit_pair
 from .paths import runs_dir
+from .records import RunStoreError, load_weights, read_record, sha256, write_record
 from .system import hardware, pick_device, versions
 
-DATASETS = ("mnist", "mnist_aug", "mnist56")
-#: Image side of each dataset: ``mnist56`` is MNIST upscaled 2x (bilinear), for fine-tuning at a new resolution.
-IMAGE_SIZE = {"mnist": 28, "mnist_aug": 28, "mnist56": 56}
 PIPELINES = ("fast", "reference")
-#: The augmented test set is drawn once with this seed, so every model is tested on the same images.
-TEST_AUGMENTATION_SEED = 20241108
-SUBSET_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -92,9 +88,14 @@ class RunConfig:
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
         image_size = self.model_kwargs.get("image_size", 28)
-        if vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size) != (IMAGE_SIZE[self.dataset],) * 2:
-            raise ValueError(f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
-                             f"image_size={image_size!r} must match")
+        if (
+            vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size)
+            != (IMAGE_SIZE[self.dataset],) * 2
+        ):
+            raise ValueError(
+                f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
+                f"image_size={image_size!r} must match"
+            )
         if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'fast'")
 
@@ -111,122 +112,18 @@ class RunConfig:
         digest = hashlib.sha1(key.encode()).hexdigest()[:10]
         depth = self.model_kwargs.get("depth")
         tune = "" if self.init_from is None else f"-ft{self.trainable}"
-        return (f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
-                f"-s{self.seed}-{digest}")
+        return (
+            f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
+            f"-s{self.seed}-{digest}"
+        )
 
     def label(self) -> str:
         depth = self.model_kwargs.get("depth")
         tune = "" if self.init_from is None else f" fine-tune({self.trainable}) on {self.dataset}"
-        return (f"{self.model}{'' if depth is None else f' d{depth}'}{tune} lr={self.lr:g} bs={self.batch_size} "
-                f"seed={self.seed}")
-
-
-def _subset_index(n: int, size: int | None, salt: int) -> torch.Tensor | None:
-    """The same fixed subset for every run: the first ``size`` of one seeded permutation."""
-    if size is None or size >= n:
-        return None
-    return torch.randperm(n, generator=torch.Generator().manual_seed(SUBSET_SEED + salt))[:size]
-
-
-def upscale(images: torch.Tensor, factor: int = 2, chunk: int = 10_000) -> torch.Tensor:
-    """uint8 ``[N, C, H, W]`` -> ``[N, C, factor*H, factor*W]``, bilinear: the same digits at a finer resolution."""
-    import torch.nn.functional as F
-
-    parts = [F.interpolate(data.to_float(part), scale_factor=factor, mode="bilinear", align_corners=False)
-             for part in images.split(chunk)]
-    return (torch.cat(parts) * 255).round().clamp(0, 255).to(torch.uint8)
-
-
-@functools.lru_cache(maxsize=4)
-def image_sets(dataset: str, train_size: int | None, test_size: int | None, device: str):
-    """Train and test ``ImageSet``s on ``device``; the augmented test set is drawn once, with a fixed seed."""
-    check_choice("dataset", dataset, DATASETS)
-    splits = []
-    for train, size, salt in ((True, train_size, 0), (False, test_size, 1)):
-        images, labels = data.load_mnist(train=train)
-        index = _subset_index(len(labels), size, salt)
-        if index is not None:
-            images, labels = images[index], labels[index]
-        splits.append((images.to(device), labels.to(device)))
-    (train_x, train_y), (test_x, test_y) = splits
-    if dataset == "mnist56":
-        train_x, test_x = upscale(train_x), upscale(test_x)
-    augment = dataset == "mnist_aug"
-    if augment:
-        generator = torch.Generator(device=device).manual_seed(TEST_AUGMENTATION_SEED)
-        test_x = (data.augment_batch(test_x, generator) * 255).round().to(torch.uint8)
-    return engine.ImageSet(train_x, train_y, augment=augment), engine.ImageSet(test_x, test_y)
-
-
-def reference_sets(dataset: str, train_size: int | None, test_size: int | None, device: torch.device):
-    """The seeds' per-sample pipeline over the same subsets (the test set is augmented per pass, as theirs was)."""
-    augment = dataset == "mnist_aug"
-    sets = []
-    for train, size, salt in ((True, train_size, 0), (False, test_size, 1)):
-        dataset_ = data.reference_dataset(train=train, augment=augment)
-        index = _subset_index(len(dataset_), size, salt)
-        if index is not None:
-            dataset_ = torch.utils.data.Subset(dataset_, index.tolist())
-        sets.append(engine.ReferenceSet(dataset_, device))
-    return tuple(sets)
-
-
-def _fix(run_id: str) -> str:
-    return f"fix: python -m vitbn_nb runs retrain {run_id}"
-
-
-class RunStoreError(RuntimeError):
-    """A damaged or missing file of the run store; the message names the run, the file and the fix."""
-
-    def __init__(self, run_id: str, problem: str, fix: str | None = None):
-        self.run_id, self.problem, self.fix = run_id, problem, fix or _fix(run_id)
-        super().__init__(f"run {run_id}: {problem}; {self.fix}")
-
-
-def sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _record_digest(record: dict) -> str:
-    body = {k: v for k, v in record.items() if k != "record_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def write_record(path: Path, record: dict) -> None:
-    """Write ``record.json`` atomically with a checksum of its own content."""
-    record["record_sha256"] = _record_digest(json.loads(json.dumps(record, default=str)))
-    atomic.write_json(path, record)
-
-
-def read_record(folder: Path) -> dict:
-    """A run's record, verified; a damaged one raises :class:`RunStoreError` naming the file and the fix."""
-    path, run_id = Path(folder) / "record.json", Path(folder).name
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RunStoreError(run_id, f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunStoreError(run_id, f"{path} is damaged ({error})") from None
-    if not isinstance(record, dict) or "config" not in record:
-        raise RunStoreError(run_id, f"{path} is not a run record")
-    stored = record.get("record_sha256")
-    if stored is not None and stored != _record_digest(record):
-        raise RunStoreError(run_id, f"{path} does not match its checksum (edited or damaged)")
-    return record
-
-
-def load_weights(path: Path, run_id: str, expected: str | None = None, *, weights_only: bool = True):
-    """``torch.load`` of a run's weight file to the CPU, its checksum verified; errors name the file and the fix."""
-    path = Path(path)
-    if not path.is_file():
-        raise RunStoreError(run_id, f"{path} is missing")
-    if expected is not None and sha256(path) != expected:
-        raise RunStoreError(run_id, f"{path} does not match its checksum (truncated or damaged)")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
-    except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise RunStoreError(run_id, f"{path} cannot be read ({type(error).__name__}: {error})") from None
+        return (
+            f"{self.model}{'' if depth is None else f' d{depth}'}{tune} lr={self.lr:g} bs={self.batch_size} "
+            f"seed={self.seed}"
+        )
 
 
 class Run:
@@ -271,8 +168,9 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r} is not allowed: no finished run with that id in {runs_dir()}")
     source = Run(folder)
     if source.config.model != config.model:
-        raise ValueError(f"init_from={config.init_from!r} is a {source.config.model} run; this run trains a "
-                         f"{config.model}")
+        raise ValueError(
+            f"init_from={config.init_from!r} is a {source.config.model} run; this run trains a {config.model}"
+        )
     kwargs = source.config.model_kwargs
     state = load_weights(folder / "model.pt", config.init_from, source.record.get("checksums", {}).get("model.pt"))
     try:
@@ -286,7 +184,7 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _locks_dir() -> Path:
@@ -317,8 +215,9 @@ def _remove_stale_temporaries(folder: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def train(config: RunConfig, *, force: bool = False, device=None, progress: bool = True,
-          mlflow: bool | None = None) -> Run:
+def train(
+    config: RunConfig, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+) -> Run:
     """Train ``config`` (or return it from the store when it already finished).
 
     ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
@@ -332,8 +231,9 @@ def train(config: RunConfig, *, force: bool = False, device=None, progress: bool
         return _train_locked(config, run_id, force=force, device=device, progress=progress, mlflow=mlflow)
 
 
-def _train_locked(config: RunConfig, run_id: str, *, force: bool, device: torch.device, progress: bool,
-                  mlflow: bool | None) -> Run:
+def _train_locked(
+    config: RunConfig, run_id: str, *, force: bool, device: torch.device, progress: bool, mlflow: bool | None
+) -> Run:
     folder = runs_dir() / run_id
     record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
     if force and folder.exists():
@@ -355,43 +255,75 @@ def _train_locked(config: RunConfig, run_id: str, *, force: bool, device: torch.
     else:
         train_data, test_data = reference_sets(config.dataset, config.train_size, config.test_size, device)
 
-    record = {"run_id": run_id, "config": config.to_dict(), "status": "running", "epochs": [], "resumed_at": [],
-              "started": _now(), "finished": None, "hardware": hardware(device), "versions": versions(),
-              "train_images": len(train_data), "test_images": len(test_data),
-              "parameters": {"trainable": trainable.trainable, "total": trainable.total},
-              "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
-                        "test_seconds is one full pass over the test set; the device is synchronised before each "
-                        "clock read; load_1min and busy_processes say how busy the machine was at each epoch's end",
-              "checksums": {}}
+    record = {
+        "run_id": run_id,
+        "config": config.to_dict(),
+        "status": "running",
+        "epochs": [],
+        "resumed_at": [],
+        "started": _now(),
+        "finished": None,
+        "hardware": hardware(device),
+        "versions": versions(),
+        "train_images": len(train_data),
+        "test_images": len(test_data),
+        "parameters": {"trainable": trainable.trainable, "total": trainable.total},
+        "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
+        "test_seconds is one full pass over the test set; the device is synchronised before each "
+        "clock read; load_1min and busy_processes say how busy the machine was at each epoch's end",
+        "checksums": {},
+    }
     optimizer_state = None
     if checkpoint_path.exists():
         previous = read_record(folder) if record_path.exists() else {}
-        checkpoint = load_weights(checkpoint_path, run_id, previous.get("checksums", {}).get("checkpoint.pt"),
-                                  weights_only=False)
+        checkpoint = load_weights(
+            checkpoint_path, run_id, previous.get("checksums", {}).get("checkpoint.pt"), weights_only=False
+        )
         model.load_state_dict(checkpoint["model"])
         optimizer_state = checkpoint["optimizer"]
-        record.update(started=previous.get("started", record["started"]), epochs=checkpoint["epochs"],
-                      resumed_at=previous.get("resumed_at", []) + [len(checkpoint["epochs"])])
+        record.update(
+            started=previous.get("started", record["started"]),
+            epochs=checkpoint["epochs"],
+            resumed_at=[*previous.get("resumed_at", []), len(checkpoint["epochs"])],
+        )
     folder.mkdir(parents=True, exist_ok=True)
     write_record(record_path, record)
 
     def save_epoch(metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         # The checkpoint is the truth a resume reads; the record mirrors it for readers.
         record["epochs"].append(metrics)
-        atomic.torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                           "epochs": record["epochs"]}, checkpoint_path)
+        atomic.torch_save(
+            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epochs": record["epochs"]},
+            checkpoint_path,
+        )
         record["checksums"]["checkpoint.pt"] = sha256(checkpoint_path)
         write_record(record_path, record)
 
-    engine.train_model(model, train_data, test_data, epochs=config.epochs, lr=config.lr,
-                       batch_size=config.batch_size, test_batch_size=config.test_batch_size, seed=config.seed,
-                       num_classes=config.model_kwargs.get("num_classes", 10), device=device,
-                       start_epoch=len(record["epochs"]), optimizer_state=optimizer_state,
-                       per_sample_eval=config.pipeline == "reference", item_per_step=config.pipeline == "reference",
-                       on_epoch_end=save_epoch, progress=progress, desc=config.label())
+    engine.train_model(
+        model,
+        train_data,
+        test_data,
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        test_batch_size=config.test_batch_size,
+        seed=config.seed,
+        num_classes=config.model_kwargs.get("num_classes", 10),
+        device=device,
+        start_epoch=len(record["epochs"]),
+        optimizer_state=optimizer_state,
+        per_sample_eval=config.pipeline == "reference",
+        item_per_step=config.pipeline == "reference",
+        on_epoch_end=save_epoch,
+        progress=progress,
+        desc=config.label(),
+    )
     diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
-    record.update(status="diverged" if diverged else "finished", finished=_now(),
-                  diverged_epoch=record["epochs"][-1]["epoch"] if diverged else None)
+    record.update(
+        status="diverged" if diverged else "finished",
+        finished=_now(),
+        diverged_epoch=record["epochs"][-1]["epoch"] if diverged else None,
+    )
     atomic.torch_save(model.state_dict(), folder / "model.pt")
     record["checksums"] = {"model.pt": sha256(folder / "model.pt")}
     write_record(record_path, record)
@@ -407,15 +339,16 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
 
     try:
         tracking.mirror_run(run)
-    except Exception as error:  # noqa: BLE001 - the run store is the truth; a tracker hiccup must not lose a run
+    except Exception as error:
         if mlflow:
             raise
         warnings.warn(f"run {run.run_id} is stored but could not be mirrored to MLflow: {error}", stacklevel=3)
     return run
 
 
-def train_all(configs, *, force: bool = False, device=None, progress: bool = True,
-              mlflow: bool | None = None) -> list[Run]:
+def train_all(
+    configs, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+) -> list[Run]:
     """Train several configurations in order (finished ones come straight from the store)."""
     force = profiles.flag("force", force)
     configs = list(configs)
@@ -436,8 +369,13 @@ def load_table(runs=None) -> pd.DataFrame:
         record = run.record if isinstance(run, Run) else run
         config = dict(record["config"])
         kwargs = config.pop("model_kwargs")
-        base = {"run_id": record["run_id"], "status": record["status"], "device": record["hardware"]["device"],
-                "depth": kwargs.get("depth"), **config}
+        base = {
+            "run_id": record["run_id"],
+            "status": record["status"],
+            "device": record["hardware"]["device"],
+            "depth": kwargs.get("depth"),
+            **config,
+        }
         for epoch in record["epochs"]:
             row = {**base, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
@@ -448,31 +386,6 @@ def load_table(runs=None) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 # checking and repairing the store
 # ---------------------------------------------------------------------------------------------
-def _problems(folder: Path) -> list[str]:
-    """What is wrong with one run folder (empty when nothing is)."""
-    try:
-        record = read_record(folder)
-    except RunStoreError as error:
-        return [error.problem]
-    run_id, checksums, problems = record.get("run_id", folder.name), record.get("checksums", {}), []
-    files = ["model.pt"] if record.get("status") in ("finished", "diverged") else (
-        ["checkpoint.pt"] if (folder / "checkpoint.pt").exists() else [])
-    for name in files:
-        try:
-            load_weights(folder / name, run_id, checksums.get(name), weights_only=name == "model.pt")
-        except RunStoreError as error:
-            problems.append(error.problem)
-    return problems
-
-
-def check_store(store=None) -> pd.DataFrame:
-    """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it."""
-    store = Path(store) if store is not None else runs_dir()
-    rows = []
-    for folder in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")) if store.is_dir() else []:
-        for problem in _problems(folder):
-            rows.append({"run": folder.name, "folder": str(folder), "problem": problem, "fix": _fix(folder.name)})
-    return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
 
 
 def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
@@ -483,11 +396,16 @@ def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
     try:  # no checksum check here: a record that fails it but still parses still says what to retrain
         record = json.loads((folder / "record.json").read_text())
         config = RunConfig(**record["config"])
-    except Exception as error:  # noqa: BLE001 - any unreadable record leaves nothing to retrain from
-        raise RunStoreError(run_id, f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
-                            fix=f"fix: delete {folder} and run the chapter that trains it again") from None
+    except Exception as error:
+        raise RunStoreError(
+            run_id,
+            f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
+            fix=f"fix: delete {folder} and run the chapter that trains it again",
+        ) from None
     device = pick_device(device)
     if config.run_id(device.type) != run_id:
-        raise ValueError(f"run {run_id} was trained on another device type; on {device.type} it would be "
-                         f"{config.run_id(device.type)}: retrain it where it ran")
+        raise ValueError(
+            f"run {run_id} was trained on another device type; on {device.type} it would be "
+            f"{config.run_id(device.type)}: retrain it where it ran"
+        )
     return train(config, force=True, device=device, progress=progress)

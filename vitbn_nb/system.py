@@ -1,6 +1,8 @@
 """What machine and which libraries produced a result: recorded with every run and figure."""
+
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -22,7 +24,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -36,7 +38,12 @@ def cpu_name() -> str:
 
 def hardware(device: torch.device | None = None) -> dict:
     device = pick_device(device)
-    info = {"device": device.type, "cpu": cpu_name(), "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    info = {
+        "device": device.type,
+        "cpu": cpu_name(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
@@ -48,15 +55,13 @@ def hardware_label(device: torch.device | None = None) -> str:
     return info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def versions() -> dict:
     names = ["torch", "torchvision", "einops", "numpy", "pandas", "ax-platform", "botorch"]
     found = {"python": platform.python_version()}
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found
 
 

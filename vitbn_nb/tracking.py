@@ -25,6 +25,7 @@ interruption is logged once, with all its epochs. A run already mirrored (same r
 start time in the same experiment) is not logged again; a ``force=True`` retrain starts
 anew, so it gets a new MLflow run.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -61,7 +62,7 @@ def _is_file_store(uri: str) -> bool:
 def _sqlite_path(uri: str) -> Path | None:
     if not uri.startswith("sqlite:///"):
         return None
-    path = uri[len("sqlite:///"):]
+    path = uri[len("sqlite:///") :]
     return Path(path) if path and path != ":memory:" else None
 
 
@@ -127,11 +128,16 @@ def _epoch_metrics(record: dict, timestamp: int):
 def _tags(record: dict) -> dict[str, str]:
     hardware = record.get("hardware", {})
     tags = {
-        "run_id": record["run_id"], "status": record["status"], "started": record.get("started") or "",
-        "finished": record.get("finished") or "", "resumed_at": ",".join(map(str, record.get("resumed_at", []))),
+        "run_id": record["run_id"],
+        "status": record["status"],
+        "started": record.get("started") or "",
+        "finished": record.get("finished") or "",
+        "resumed_at": ",".join(map(str, record.get("resumed_at", []))),
         "hardware": hardware.get("gpu") or f"CPU: {hardware.get('cpu', '?')} ({hardware.get('cpu_cores', '?')} cores)",
-        "device": hardware.get("device", "?"), "train_images": str(record.get("train_images", "")),
-        "test_images": str(record.get("test_images", "")), "timing": record.get("timing", ""),
+        "device": hardware.get("device", "?"),
+        "train_images": str(record.get("train_images", "")),
+        "test_images": str(record.get("test_images", "")),
+        "timing": record.get("timing", ""),
         "mlflow.source.name": "vitbn_nb.runs",
     }
     if record.get("diverged_epoch") is not None:
@@ -147,8 +153,7 @@ def find(run, *, uri: str | None = None, experiment: str | None = None):
 
 
 def _find(mlflow_client, experiment: str, record: dict):
-    hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'",
-                                     max_results=50)
+    hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'", max_results=50)
     for hit in hits:
         if hit.data.tags.get("started") == (record.get("started") or ""):
             return hit
@@ -179,7 +184,7 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         mlflow_client.log_batch(mlflow_run_id, params=params, tags=all_tags)
         metrics = _epoch_metrics(record, _millis(record.get("finished")) or start or 0)
         for first in range(0, len(metrics), _METRICS_PER_CALL):
-            mlflow_client.log_batch(mlflow_run_id, metrics=metrics[first:first + _METRICS_PER_CALL])
+            mlflow_client.log_batch(mlflow_run_id, metrics=metrics[first : first + _METRICS_PER_CALL])
         for name in ("model.pt", "record.json"):
             if (run.folder / name).is_file():
                 mlflow_client.log_artifact(mlflow_run_id, str(run.folder / name))

@@ -5,8 +5,27 @@ model is the best finished ViT-family run in the run store (:func:`model_choice`
 once at start; with an empty store a small ViTBNFFN is trained first, through the run store.
 The drawing is preprocessed on the server the way MNIST's digits were made (:func:`preprocess`).
 """
-from .server import (FALLBACK, BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess,
-                     read_image)
 
-__all__ = ["FALLBACK", "BadImage", "create_app", "load_model", "mnist_style", "model_choice", "predict",
-           "preprocess", "read_image"]
+from .server import (
+    FALLBACK,
+    BadImage,
+    create_app,
+    load_model,
+    mnist_style,
+    model_choice,
+    predict,
+    preprocess,
+    read_image,
+)
+
+__all__ = [
+    "FALLBACK",
+    "BadImage",
+    "create_app",
+    "load_model",
+    "mnist_style",
+    "model_choice",
+    "predict",
+    "preprocess",
+    "read_image",
+]

@@ -1,4 +1,5 @@
 """``python -m vitbn_nb.app [--host H] [--port P] [--run RUN_ID] [--no-train]``: serve the digit-drawing page."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,12 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
     parser.add_argument("--run", metavar="RUN_ID", help="serve this run instead of the best one in the store")
-    parser.add_argument("--no-train", dest="train", action="store_false",
-                        help="refuse to start when the store has no model, instead of training a small one")
+    parser.add_argument(
+        "--no-train",
+        dest="train",
+        action="store_false",
+        help="refuse to start when the store has no model, instead of training a small one",
+    )
     args = parser.parse_args(argv)
     serve(host=args.host, port=args.port, run_id=args.run, train_if_missing=args.train)
     return 0

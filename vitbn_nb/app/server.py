@@ -6,6 +6,7 @@ with an image as the request body (the page sends its canvas as PNG; ``curl --da
 ``{"digit", "confidence", "top3", "probabilities", "input", "model"}``. A bad request gets a
 4xx status and ``{"error": "..."}`` naming the problem; the server keeps serving.
 """
+
 from __future__ import annotations
 
 import base64
@@ -32,8 +33,16 @@ GOOD_ENOUGH = 90.0
 
 #: Trained when the store holds no usable run: a small BatchNorm ViT on augmented MNIST (drawn digits
 #: are less tidy than MNIST's), about a minute on two CPU cores.
-FALLBACK = RunConfig(model="ViTBNFFN", model_kwargs={"depth": 2}, dataset="mnist_aug", epochs=4, lr=0.003,
-                     batch_size=100, train_size=20_000, test_size=2_000)
+FALLBACK = RunConfig(
+    model="ViTBNFFN",
+    model_kwargs={"depth": 2},
+    dataset="mnist_aug",
+    epochs=4,
+    lr=0.003,
+    batch_size=100,
+    train_size=20_000,
+    test_size=2_000,
+)
 
 
 class BadImage(ValueError):
@@ -50,9 +59,15 @@ class BadImage(ValueError):
 def _usable(run: Run) -> bool:
     config = run.record["config"]
     kwargs = config["model_kwargs"]
-    return (run.status == "finished" and (run.folder / "model.pt").is_file() and config["model"] in VIT_FAMILY
-            and kwargs.get("image_size") == 28 and kwargs.get("channels") == 1 and kwargs.get("num_classes") == 10
-            and bool(run.record["epochs"]))
+    return (
+        run.status == "finished"
+        and (run.folder / "model.pt").is_file()
+        and config["model"] in VIT_FAMILY
+        and kwargs.get("image_size") == 28
+        and kwargs.get("channels") == 1
+        and kwargs.get("num_classes") == 10
+        and bool(run.record["epochs"])
+    )
 
 
 #: A run that saw fewer training images than this (images x epochs) is smoke-scale: the smoke profile's runs see
@@ -86,8 +101,10 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
         if not _usable(run):
             continue
         if smoke_scale(run):
-            skipped.append(f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
-                           f"{len(run.record['epochs'])} epochs)")
+            skipped.append(
+                f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
+                f"{len(run.record['epochs'])} epochs)"
+            )
             continue
         found.append(run)
     return sorted(found, key=_rank, reverse=True), skipped
@@ -135,21 +152,27 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
             log(f"Passed over {note}")
         if run is None:
             if not train_if_missing:
-                raise SystemExit(f"No servable ViT-family model in {runs_dir()} (smoke-scale and damaged runs are "
-                                 "passed over). Run `make book` (or `python -m vitbn_nb.app` without --no-train, "
-                                 "which trains a small one first).")
-            log(f"No servable ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
+                raise SystemExit(
+                    f"No servable ViT-family model in {runs_dir()} (smoke-scale and damaged runs are "
+                    "passed over). Run `make book` (or `python -m vitbn_nb.app` without --no-train, "
+                    "which trains a small one first)."
+                )
+            log(
+                f"No servable ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
                 f"(depth 2, {FALLBACK.epochs} epochs on {FALLBACK.train_size:,} augmented MNIST images, about a "
-                "minute on two CPU cores). `make book` trains the book's models, which the app then prefers.")
+                "minute on two CPU cores). `make book` trains the book's models, which the app then prefers."
+            )
             run = train(FALLBACK)
             model = run.load_model("cpu")
             why = "the app's own fallback, trained now"
         else:
             why = "the best servable run in the store"
     config = run.config
-    log(f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "
+    log(
+        f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "
         f"{'augmented ' if config.dataset == 'mnist_aug' else ''}MNIST, {run.record.get('train_images', 0):,} "
-        f"training images, final test accuracy {run.final_accuracy:.2f} %; loaded once.")
+        f"training images, final test accuracy {run.final_accuracy:.2f} %; loaded once."
+    )
     return model, run
 
 
@@ -164,8 +187,10 @@ def read_image(data: bytes) -> np.ndarray:
         image = Image.open(io.BytesIO(data))
         width, height = image.size  # read from the header, before any pixel is decoded
         if not (MIN_SIDE <= width <= MAX_SIDE and MIN_SIDE <= height <= MAX_SIDE):
-            raise BadImage(f"wrong size: the image is {width}x{height} pixels; send one whose sides are between "
-                           f"{MIN_SIDE} and {MAX_SIDE} pixels")
+            raise BadImage(
+                f"wrong size: the image is {width}x{height} pixels; send one whose sides are between "
+                f"{MIN_SIDE} and {MAX_SIDE} pixels"
+            )
         image.load()
     except BadImage:
         raise
@@ -191,12 +216,21 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     if not mask.any():
         raise BadImage("the drawing is empty: no ink found (draw a digit first)")
     rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
-    crop = ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    crop = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
     h, w = crop.shape
     scale = 20 / max(h, w)
     size = (max(1, round(h * scale)), max(1, round(w * scale)))
-    box = F.interpolate(torch.from_numpy(np.ascontiguousarray(crop))[None, None], size=size, mode="bilinear",
-                        antialias=True, align_corners=False)[0, 0].clamp(0, 1).numpy()
+    box = (
+        F.interpolate(
+            torch.from_numpy(np.ascontiguousarray(crop))[None, None],
+            size=size,
+            mode="bilinear",
+            antialias=True,
+            align_corners=False,
+        )[0, 0]
+        .clamp(0, 1)
+        .numpy()
+    )
     h, w = box.shape
     mass = box.sum()
     cy = (box.sum(axis=1) * np.arange(h)).sum() / mass
@@ -204,7 +238,7 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     top = int(np.clip(round(14 - cy), 0, 28 - h))  # MNIST's centres of mass sit at about (14, 14)
     left = int(np.clip(round(14 - cx), 0, 28 - w))
     frame = np.zeros((28, 28), dtype=np.float32)
-    frame[top:top + h, left:left + w] = box
+    frame[top : top + h, left : left + w] = box
     return frame
 
 
@@ -218,9 +252,12 @@ def predict(model: nn.Module, digit: np.ndarray) -> dict:
     """Class probabilities of one 28x28 image in [0, 1]."""
     probabilities = model(torch.from_numpy(digit)[None, None].float()).softmax(dim=1)[0]
     top = probabilities.topk(3)
-    return {"digit": int(top.indices[0]), "confidence": float(top.values[0]),
-            "top3": [{"digit": int(d), "probability": float(p)} for p, d in zip(top.values, top.indices)],
-            "probabilities": [float(p) for p in probabilities]}
+    return {
+        "digit": int(top.indices[0]),
+        "confidence": float(top.values[0]),
+        "top3": [{"digit": int(d), "probability": float(p)} for p, d in zip(top.values, top.indices)],
+        "probabilities": [float(p) for p in probabilities],
+    }
 
 
 def _png_data_url(digit: np.ndarray) -> str:
@@ -245,9 +282,14 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
         config = run.config
-        info = {"run_id": run.run_id, "model": config.model, "depth": config.model_kwargs.get("depth"),
-                "dataset": config.dataset, "train_images": run.record.get("train_images"),
-                "final_accuracy": round(run.final_accuracy, 2)}
+        info = {
+            "run_id": run.run_id,
+            "model": config.model,
+            "depth": config.model_kwargs.get("depth"),
+            "dataset": config.dataset,
+            "train_images": run.record.get("train_images"),
+            "final_accuracy": round(run.final_accuracy, 2),
+        }
 
     @app.get("/")
     def index():

@@ -1,4 +1,5 @@
 """Models of the book, and the reference configurations of the seeds."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -10,13 +11,30 @@ from .norms import BatchNorm, check_choice
 from .vit import ViT, ViTBN, ViTBNFFN
 
 MODELS: dict[str, type[nn.Module]] = {
-    "ViT": ViT, "ViTBNFFN": ViTBNFFN, "ViTBN": ViTBN, "DNN_d3": DNN_d3, "DNNBN_d3": DNNBN_d3, "CNN": CNN,
+    "ViT": ViT,
+    "ViTBNFFN": ViTBNFFN,
+    "ViTBN": ViTBN,
+    "DNN_d3": DNN_d3,
+    "DNNBN_d3": DNNBN_d3,
+    "CNN": CNN,
 }
 VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN")
 
 #: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
-REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, dim=64, heads=8, dim_head=64,
-                     mlp_dim=128, dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
+REFERENCE_VIT = dict(
+    image_size=28,
+    patch_size=7,
+    num_classes=10,
+    channels=1,
+    dim=64,
+    heads=8,
+    dim_head=64,
+    mlp_dim=128,
+    dropout=0.0,
+    emb_dropout=0.0,
+    pool="cls",
+    pos_emb="learn",
+)
 #: Article 1 "as run": a depth-6 ViT against BatchNorm models that computed one block. The reference code
 #: of that time returned from the encoder after its first block in the BatchNorm models (commits 5c9074d,
 #: 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d), and the reference README later says depth = 1 (97d7366).
@@ -44,5 +62,23 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["AS_RUN_DEPTH", "AS_WRITTEN_DEPTH", "CONFIGURATIONS", "BatchNorm", "CNN", "DNN", "DNNBN_d3", "DNN_d3", "MODELS", "REFERENCE_VIT",
-           "VIT_FAMILY", "ViT", "ViTBN", "ViTBNFFN", "build_model", "count_parameters", "fold_batchnorm", "model_kwargs"]
+__all__ = [
+    "AS_RUN_DEPTH",
+    "AS_WRITTEN_DEPTH",
+    "CNN",
+    "CONFIGURATIONS",
+    "DNN",
+    "MODELS",
+    "REFERENCE_VIT",
+    "VIT_FAMILY",
+    "BatchNorm",
+    "DNNBN_d3",
+    "DNN_d3",
+    "ViT",
+    "ViTBN",
+    "ViTBNFFN",
+    "build_model",
+    "count_parameters",
+    "fold_batchnorm",
+    "model_kwargs",
+]

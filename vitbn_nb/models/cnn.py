@@ -1,4 +1,5 @@
 """A small CNN: the order-of-magnitude reference for inference time in the transfer chapter."""
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -11,7 +12,12 @@ class CNN(nn.Module):
 
     def __init__(self, *, channels=1, num_classes=10, width=32, image_size=28):
         super().__init__()
-        for name, value in [("channels", channels), ("num_classes", num_classes), ("width", width), ("image_size", image_size)]:
+        for name, value in [
+            ("channels", channels),
+            ("num_classes", num_classes),
+            ("width", width),
+            ("image_size", image_size),
+        ]:
             check_positive(name, value)
         if image_size % 4:
             raise ValueError(f"image_size={image_size!r} is not allowed: the two 2x2 poolings need a multiple of 4")

@@ -1,4 +1,5 @@
 """The fully connected networks of article 2: 784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)."""
+
 from __future__ import annotations
 
 from einops.layers.torch import Rearrange
@@ -12,7 +13,12 @@ class DNN(nn.Module):
 
     def __init__(self, *, in_features=784, hidden=100, depth=3, num_classes=10, batchnorm=False):
         super().__init__()
-        for name, value in [("in_features", in_features), ("hidden", hidden), ("depth", depth), ("num_classes", num_classes)]:
+        for name, value in [
+            ("in_features", in_features),
+            ("hidden", hidden),
+            ("depth", depth),
+            ("num_classes", num_classes),
+        ]:
             check_positive(name, value)
         layers: list[nn.Module] = [Rearrange("b ... -> b (...)")]
         width = in_features

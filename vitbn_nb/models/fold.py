@@ -17,6 +17,7 @@ In eval mode a BatchNorm is a fixed per-feature affine map ``y = s * x + t`` wit
 A LayerNorm cannot fold: its mean and variance are computed from each token at inference
 time, so it is not a fixed affine map; ``fold_batchnorm`` leaves every LayerNorm in place.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,16 +25,18 @@ import copy
 import torch
 from torch import Tensor, nn
 
-from .vit import ViT, Attention
+from .vit import Attention, ViT
 
-__all__ = ["fold_batchnorm", "batchnorm_affine", "count_batchnorms"]
+__all__ = ["batchnorm_affine", "count_batchnorms", "fold_batchnorm"]
 
 
 def batchnorm_affine(bn: nn.BatchNorm1d) -> tuple[Tensor, Tensor]:
     """The eval-mode map of ``bn`` as ``(scale, shift)`` in float64: ``bn(x) = scale * x + shift``."""
     if bn.running_mean is None or bn.running_var is None:
-        raise ValueError(f"{bn!r} keeps no running statistics (track_running_stats=False): in eval mode it "
-                         "still normalises with batch statistics, so it is not a fixed affine map and cannot fold")
+        raise ValueError(
+            f"{bn!r} keeps no running statistics (track_running_stats=False): in eval mode it "
+            "still normalises with batch statistics, so it is not a fixed affine map and cannot fold"
+        )
     var = bn.running_var.detach().double()
     scale = torch.rsqrt(var + bn.eps)
     if bn.weight is not None:
@@ -64,8 +67,9 @@ def _with_bias(linear: nn.Linear) -> nn.Linear:
     """``linear`` itself when it has a bias, else an equal Linear whose bias is zero."""
     if linear.bias is not None:
         return linear
-    out = nn.Linear(linear.in_features, linear.out_features, bias=True,
-                    device=linear.weight.device, dtype=linear.weight.dtype)
+    out = nn.Linear(
+        linear.in_features, linear.out_features, bias=True, device=linear.weight.device, dtype=linear.weight.dtype
+    )
     with torch.no_grad():
         out.weight.copy_(linear.weight)
         out.bias.zero_()
@@ -75,8 +79,9 @@ def _with_bias(linear: nn.Linear) -> nn.Linear:
 def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
     """``bn(linear(x))`` as one Linear."""
     if bn.num_features != linear.out_features:
-        raise ValueError(f"cannot fold {bn!r} after {linear!r}: {bn.num_features} features "
-                         f"!= {linear.out_features} outputs")
+        raise ValueError(
+            f"cannot fold {bn!r} after {linear!r}: {bn.num_features} features != {linear.out_features} outputs"
+        )
     linear = _with_bias(linear)
     scale, shift = batchnorm_affine(bn)
     with torch.no_grad():
@@ -89,8 +94,9 @@ def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
 def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:
     """``linear(bn(x))`` as one Linear."""
     if bn.num_features != linear.in_features:
-        raise ValueError(f"cannot fold {bn!r} before {linear!r}: {bn.num_features} features "
-                         f"!= {linear.in_features} inputs")
+        raise ValueError(
+            f"cannot fold {bn!r} before {linear!r}: {bn.num_features} features != {linear.in_features} inputs"
+        )
     linear = _with_bias(linear)
     scale, shift = batchnorm_affine(bn)
     with torch.no_grad():
@@ -107,8 +113,12 @@ def _fold_sequential(seq: nn.Sequential) -> None:
         bn = seq._modules[name]
         before = seq._modules[names[i - 1]] if i > 0 else None
         after = seq._modules[names[i + 1]] if i + 1 < len(names) else None
-        if (isinstance(bn, nn.BatchNorm2d) and bn.running_mean is not None and isinstance(before, nn.Conv2d)
-                and before.out_channels == bn.num_features):
+        if (
+            isinstance(bn, nn.BatchNorm2d)
+            and bn.running_mean is not None
+            and isinstance(before, nn.Conv2d)
+            and before.out_channels == bn.num_features
+        ):
             seq._modules[names[i - 1]] = _fold_conv(before, bn)
             seq._modules[name] = nn.Identity()
             continue
@@ -131,8 +141,8 @@ def fold_batchnorm(model: nn.Module, *, strict: bool = False) -> nn.Module:
     """An eval-mode copy of ``model`` with every BatchNorm that neighbours a Linear folded into it.
 
     Handles ``nn.Sequential`` chains (``Linear -> BN`` and ``BN -> Linear``: the ViTs' patch
-    embedding and feed-forward, the DNNs; ``Conv2d -> BatchNorm2d``: the hMLP stem), the attention pre-norm (``BN -> to_qkv``) and the
-    ViT's final norm (``BN -> pool -> mlp_head``). Folding uses the running statistics, i.e.
+    embedding and feed-forward, the DNNs; ``Conv2d -> BatchNorm2d``: the hMLP stem), the attention pre-norm
+    (``BN -> to_qkv``) and the ViT's final norm (``BN -> pool -> mlp_head``). Folding uses the running statistics, i.e.
     what the model computes in eval mode; so the copy is always in eval mode, whatever mode
     ``model`` is in, and ``model`` itself is left untouched (weights and mode). LayerNorm is
     kept: it cannot fold. A BatchNorm with no neighbouring Linear (or without running

@@ -7,6 +7,7 @@ and calling ``BatchNorm1d`` on the 2-D view is the same arithmetic (same statist
 same running estimates, same parameters) with no copy; ``tests/test_models.py`` checks
 the equality and ``vitbn_nb.bench`` measures the three forms.
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn

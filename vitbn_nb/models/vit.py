@@ -16,6 +16,7 @@ Two options of Touvron et al.'s "Three things everyone should know about Vision
 Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
 ``stem='hmlp'`` (a hierarchical per-patch MLP instead of the linear patch embedding).
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,15 @@ class FeedForward(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention with its own pre-norm."""
 
-    def __init__(self, dim: int, heads: int = 8, dim_head: int = 64, dropout: float = 0.0, norm: str = "layer",
-                 qkv_bias: bool = False):
+    def __init__(
+        self,
+        dim: int,
+        heads: int = 8,
+        dim_head: int = 64,
+        dropout: float = 0.0,
+        norm: str = "layer",
+        qkv_bias: bool = False,
+    ):
         super().__init__()
         inner_dim = dim_head * heads
         self.heads = heads
@@ -104,6 +112,7 @@ def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
 
 def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
     """Three kernel sizes as (h, w) pairs (lists too, as they come back from JSON), or None if malformed."""
+
     def is_size(k):
         return isinstance(k, int) and not isinstance(k, bool) and k >= 1
 
@@ -146,9 +155,13 @@ class HMLPStem(nn.Sequential):
             kernels = list(zip(hmlp_kernels(patch_height), hmlp_kernels(patch_width)))
         kernels = _kernel_pairs(kernels)
         if kernels is None or (math.prod(k[0] for k in kernels), math.prod(k[1] for k in kernels)) != (
-                patch_height, patch_width):
-            raise ValueError(f"hmlp_kernels={given!r} is not allowed with patch_size={patch_size!r}: give three "
-                             "positive kernel sizes (ints or (h, w) pairs) whose product is the patch size")
+            patch_height,
+            patch_width,
+        ):
+            raise ValueError(
+                f"hmlp_kernels={given!r} is not allowed with patch_size={patch_size!r}: give three "
+                "positive kernel sizes (ints or (h, w) pairs) whose product is the patch size"
+            )
         check_choice("norm", norm, ("layer", "batch"))
         hidden = max(dim // 4, 1)
         widths = [channels, hidden, hidden, dim]
@@ -170,19 +183,35 @@ class Parallel(nn.ModuleList):
 
 
 class Transformer(nn.Module):
-    def __init__(self, dim, depth, heads, dim_head, mlp_dim, dropout=0.0, norm="layer", ffn_norm="layer", branches=1,
-                 qkv_bias=False):
+    def __init__(
+        self,
+        dim,
+        depth,
+        heads,
+        dim_head,
+        mlp_dim,
+        dropout=0.0,
+        norm="layer",
+        ffn_norm="layer",
+        branches=1,
+        qkv_bias=False,
+    ):
         super().__init__()
 
         def branch(make):
             return make() if branches == 1 else Parallel(make() for _ in range(branches))
 
         self.layers = nn.ModuleList(
-            nn.ModuleList([
-                branch(lambda: Attention(dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm,
-                                         qkv_bias=qkv_bias)),
-                branch(lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm)),
-            ])
+            nn.ModuleList(
+                [
+                    branch(
+                        lambda: Attention(
+                            dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm, qkv_bias=qkv_bias
+                        )
+                    ),
+                    branch(lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm)),
+                ]
+            )
             for _ in range(depth)
         )
         self.norm = make_norm(norm, dim)
@@ -206,21 +235,52 @@ class ViT(nn.Module):
     the attention's qkv projection: the reference repository's BatchNorm checkpoints have one.
     """
 
-    def __init__(self, *, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, pool="cls",
-                 channels=3, dim_head=64, dropout=0.0, emb_dropout=0.0, pos_emb="learn",
-                 norm="layer", ffn_norm="layer", branches=1, stem="linear", hmlp_kernels=None,
-                 qkv_bias=False):
+    def __init__(
+        self,
+        *,
+        image_size,
+        patch_size,
+        num_classes,
+        dim,
+        depth,
+        heads,
+        mlp_dim,
+        pool="cls",
+        channels=3,
+        dim_head=64,
+        dropout=0.0,
+        emb_dropout=0.0,
+        pos_emb="learn",
+        norm="layer",
+        ffn_norm="layer",
+        branches=1,
+        stem="linear",
+        hmlp_kernels=None,
+        qkv_bias=False,
+    ):
         super().__init__()
         image_height, image_width = pair(image_size)
         patch_height, patch_width = pair(patch_size)
-        for name, value in [("image_size", image_height), ("image_size", image_width), ("patch_size", patch_height),
-                            ("patch_size", patch_width), ("num_classes", num_classes), ("channels", channels),
-                            ("dim", dim), ("depth", depth), ("heads", heads), ("dim_head", dim_head),
-                            ("mlp_dim", mlp_dim), ("branches", branches)]:
+        for name, value in [
+            ("image_size", image_height),
+            ("image_size", image_width),
+            ("patch_size", patch_height),
+            ("patch_size", patch_width),
+            ("num_classes", num_classes),
+            ("channels", channels),
+            ("dim", dim),
+            ("depth", depth),
+            ("heads", heads),
+            ("dim_head", dim_head),
+            ("mlp_dim", mlp_dim),
+            ("branches", branches),
+        ]:
             check_positive(name, value)
         if image_height % patch_height or image_width % patch_width:
-            raise ValueError(f"image_size={image_size!r} is not allowed with patch_size={patch_size!r}: "
-                             "every image dimension must be divisible by the patch size")
+            raise ValueError(
+                f"image_size={image_size!r} is not allowed with patch_size={patch_size!r}: "
+                "every image dimension must be divisible by the patch size"
+            )
         check_choice("pool", pool, ("cls", "mean"))
         check_choice("pos_emb", pos_emb, ("learn", "pe1d"))
         check_choice("norm", norm, ("layer", "batch"))
@@ -233,7 +293,9 @@ class ViT(nn.Module):
         check_probability("dropout", dropout)
         check_probability("emb_dropout", emb_dropout)
         if pos_emb == "pe1d" and dim % 2:
-            raise ValueError(f"dim={dim!r} is not allowed with pos_emb='pe1d': the sinusoidal embedding needs an even dim")
+            raise ValueError(
+                f"dim={dim!r} is not allowed with pos_emb='pe1d': the sinusoidal embedding needs an even dim"
+            )
 
         num_patches = (image_height // patch_height) * (image_width // patch_width)
         patch_dim = channels * patch_height * patch_width
@@ -247,15 +309,18 @@ class ViT(nn.Module):
                 make_norm(norm, dim),
             )
         else:
-            self.to_patch_embedding = HMLPStem(patch_size=patch_size, channels=channels, dim=dim, norm=norm,
-                                               kernels=hmlp_kernels)
+            self.to_patch_embedding = HMLPStem(
+                patch_size=patch_size, channels=channels, dim=dim, norm=norm, kernels=hmlp_kernels
+            )
         if pos_emb == "learn":
             self.pos_embedding = nn.Parameter(torch.randn(1, num_patches + 1, dim))
         else:  # a buffer, so .to(device) moves it, but not a parameter to learn or save
             self.register_buffer("pos_embedding", posemb_sincos_1d(num_patches + 1, dim), persistent=False)
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
-        self.transformer = Transformer(dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, branches, qkv_bias)
+        self.transformer = Transformer(
+            dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, branches, qkv_bias
+        )
         self.mlp_head = nn.Linear(dim, num_classes)
 
     def forward(self, img: Tensor) -> Tensor:

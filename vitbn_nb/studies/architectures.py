@@ -5,9 +5,11 @@ compared on a real token batch, the running statistics on real MNIST patches, an
 size table counts parameters with ``count_parameters`` and forward FLOPs with PyTorch's
 ``FlopCounterMode``.
 """
+
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from .. import data, figures
 from ..models import AS_RUN_DEPTH, MODELS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ..models.norms import check_choice
+from ..profiles import ModelsSettings
 
 CHAPTER = "02_models"
 DEPTHS = tuple(range(1, 8))
@@ -66,14 +69,22 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
     def remember(key, use_input=False):
         def hook(module, inputs, output):
             seen[key] = tuple((inputs[0] if use_input else output).shape)
+
         return hook
 
     embed = model.to_patch_embedding
     attn, ffn = blocks[0]
     hooks = [(embed[i], f"embed{i}", False) for i in range(4)]
-    hooks += [(model.transformer, "tokens", True), (attn, "attn", False), (ffn.net[2], "ffn_hidden", False),
-              (ffn, "ffn", False), (model.transformer.norm, "encoded", True),
-              (model.transformer.norm, "final", False), (model.mlp_head, "pooled", True), (model.mlp_head, "logits", False)]
+    hooks += [
+        (model.transformer, "tokens", True),
+        (attn, "attn", False),
+        (ffn.net[2], "ffn_hidden", False),
+        (ffn, "ffn", False),
+        (model.transformer.norm, "encoded", True),
+        (model.transformer.norm, "final", False),
+        (model.mlp_head, "pooled", True),
+        (model.mlp_head, "logits", False),
+    ]
     handles = []
     for module, key, use_input in hooks:
         handles.append(module.register_forward_hook(remember(key, use_input)))
@@ -90,20 +101,44 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
         ("normalise each patch vector", _describe(embed[1]), seen["embed1"], _params(embed[1])),
         ("project patches to tokens", _describe(embed[2]), seen["embed2"], _params(embed[2])),
         ("normalise the tokens", _describe(embed[3]), seen["embed3"], _params(embed[3])),
-        ("prepend CLS token, add positional embedding", "cls_token, pos_embedding", seen["tokens"],
-         model.cls_token.numel() + (model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0)),
-        ("block 1: x + MHSA(norm(x))", f"{_describe(attn.norm)} → Attention({attn.heads} heads)", seen["attn"],
-         _params(attn)),
-        ("block 1: inside the FFN, its hidden layer", " → ".join(_describe(m) for m in list(ffn.net)[:3]), seen["ffn_hidden"], 0),
+        (
+            "prepend CLS token, add positional embedding",
+            "cls_token, pos_embedding",
+            seen["tokens"],
+            model.cls_token.numel()
+            + (model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0),
+        ),
+        (
+            "block 1: x + MHSA(norm(x))",
+            f"{_describe(attn.norm)} → Attention({attn.heads} heads)",
+            seen["attn"],
+            _params(attn),
+        ),
+        (
+            "block 1: inside the FFN, its hidden layer",
+            " → ".join(_describe(m) for m in list(ffn.net)[:3]),
+            seen["ffn_hidden"],
+            0,
+        ),
         ("block 1: x + FFN(x)", "FeedForward", seen["ffn"], _params(ffn)),
     ]
     if depth_ > 1:
-        rows.append((f"blocks 2–{depth_} (same shapes)", f"{depth_ - 1} × block", seen["encoded"],
-                     sum(_params(m) for block in list(blocks)[1:] for m in block)))
+        rows.append(
+            (
+                f"blocks 2–{depth_} (same shapes)",
+                f"{depth_ - 1} × block",
+                seen["encoded"],
+                sum(_params(m) for block in list(blocks)[1:] for m in block),
+            )
+        )
     rows += [
         ("final norm", _describe(model.transformer.norm), seen["final"], _params(model.transformer.norm)),
-        (f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}", f"pool={model.pool!r}",
-         seen["pooled"], 0),
+        (
+            f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}",
+            f"pool={model.pool!r}",
+            seen["pooled"],
+            0,
+        ),
         ("classification head (logits)", _describe(model.mlp_head), seen["logits"], _params(model.mlp_head)),
     ]
     table = pd.DataFrame(rows, columns=["stage", "module", "output shape", "parameters"])
@@ -119,12 +154,14 @@ def norm_sites() -> pd.DataFrame:
         "patch embedding (after the Linear)": lambda m: _describe(m.to_patch_embedding[3]),
         "attention pre-norm": lambda m: _describe(m.transformer.layers[0][0].norm),
         "feed-forward network": lambda m: " → ".join(
-            _describe(layer) for layer in m.transformer.layers[0][1].net if not isinstance(layer, nn.Dropout)),
+            _describe(layer) for layer in m.transformer.layers[0][1].net if not isinstance(layer, nn.Dropout)
+        ),
         "final norm": lambda m: _describe(m.transformer.norm),
     }
     built = {name: build_model(name) for name in VIT_FAMILY}
-    return pd.DataFrame([{"place": place, **{name: read(model) for name, model in built.items()}}
-                         for place, read in sites.items()])
+    return pd.DataFrame(
+        [{"place": place, **{name: read(model) for name, model in built.items()}} for place, read in sites.items()]
+    )
 
 
 def token_batch(batch_size: int = 4, tokens: int = 5, features: int = 6, seed: int = 0) -> torch.Tensor:
@@ -153,15 +190,18 @@ def norm_axes_demo(x: torch.Tensor | None = None) -> pd.DataFrame:
         y = y.detach()
         per_token = y  # groups: each (image, token), over the d features
         per_feature = y.reshape(b * n, d)  # groups: each feature, over the b*n (image, token) pairs
-        rows.append({
-            "norm": name,
-            "groups normalised": f"{b * n} tokens × {d} features each" if name == "LayerNorm"
-                                 else f"{d} features × {b * n} (image, token) values each",
-            "max |mean| per token (over features)": per_token.mean(dim=-1).abs().max().item(),
-            "std per token (over features)": _range(per_token.std(dim=-1, unbiased=False)),
-            "max |mean| per feature (over batch & tokens)": per_feature.mean(dim=0).abs().max().item(),
-            "std per feature (over batch & tokens)": _range(per_feature.std(dim=0, unbiased=False)),
-        })
+        rows.append(
+            {
+                "norm": name,
+                "groups normalised": f"{b * n} tokens × {d} features each"
+                if name == "LayerNorm"
+                else f"{d} features × {b * n} (image, token) values each",
+                "max |mean| per token (over features)": per_token.mean(dim=-1).abs().max().item(),
+                "std per token (over features)": _range(per_token.std(dim=-1, unbiased=False)),
+                "max |mean| per feature (over batch & tokens)": per_feature.mean(dim=0).abs().max().item(),
+                "std per feature (over batch & tokens)": _range(per_feature.std(dim=0, unbiased=False)),
+            }
+        )
     table = pd.DataFrame(rows)
     table.attrs["shape"] = (b, n, d)
     return table
@@ -186,8 +226,12 @@ def batch_dependence(seed: int = 0) -> pd.DataFrame:
     for name in VIT_FAMILY:
         torch.manual_seed(seed)
         model = build_model(name)
-        row = {"model": name, "norms": "LayerNorm only" if name == "ViT" else
-               ("BatchNorm in the FFN" if name == "ViTBNFFN" else "BatchNorm everywhere")}
+        row = {
+            "model": name,
+            "norms": "LayerNorm only"
+            if name == "ViT"
+            else ("BatchNorm in the FFN" if name == "ViTBNFFN" else "BatchNorm everywhere"),
+        }
         for mode in ("train", "eval"):
             probe = copy.deepcopy(model).train(mode == "train")  # a train-mode pass moves the running stats
             with torch.no_grad():
@@ -215,7 +259,7 @@ def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float =
     rows = [{"step": 0, "max |error|": (norm.running_mean - true_mean).abs().max().item()}]
     with torch.no_grad():
         for step in range(1, steps + 1):
-            batch = data.to_float(images[order[(step - 1) * batch_size: step * batch_size]])
+            batch = data.to_float(images[order[(step - 1) * batch_size : step * batch_size]])
             norm(patchify(batch))
             rows.append({"step": step, "max |error|": (norm.running_mean - true_mean).abs().max().item()})
     trace = pd.DataFrame(rows)
@@ -224,23 +268,42 @@ def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float =
     return trace
 
 
-def running_stats_figure(trace: pd.DataFrame, settings: dict):
+def running_stats_figure(result: ModelsResult):
     """The running-mean trace on a log scale, with the geometric envelope it should follow."""
+    trace, settings = result.trace, result.settings
     figures.use_style()
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(trace["step"], trace["max |error|"], marker="o", markersize=3, color=figures.color("ViTBN"),
-            label="BatchNorm running mean (measured)")
-    ax.plot(trace["step"], trace["(1 − momentum)^step × initial error"], linestyle="--", color="0.4",
-            label=f"(1 − {trace.attrs.get('momentum', 0.1):g})^step × initial error")
+    ax.plot(
+        trace["step"],
+        trace["max |error|"],
+        marker="o",
+        markersize=3,
+        color=figures.color("ViTBN"),
+        label="BatchNorm running mean (measured)",
+    )
+    ax.plot(
+        trace["step"],
+        trace["(1 − momentum)^step × initial error"],
+        linestyle="--",
+        color="0.4",
+        label=f"(1 − {trace.attrs.get('momentum', 0.1):g})^step × initial error",
+    )
     ax.set_yscale("log")
-    ax.set(xlabel=f"training step (batch of {trace.attrs.get('batch_size', 100)} images)",
-           ylabel="max |running mean − data mean| (pixel value)",
-           title="Running mean of the patch-pixel BatchNorm converges to the data mean")
+    ax.set(
+        xlabel=f"training step (batch of {trace.attrs.get('batch_size', 100)} images)",
+        ylabel="max |running mean − data mean| (pixel value)",
+        title="Running mean of the patch-pixel BatchNorm converges to the data mean",
+    )
     ax.legend()
     return figures.save_figure(
-        fig, "02_running_stats", chapter=CHAPTER, reproduces="new/running_stats", profile=settings["profile"],
+        fig,
+        "02_running_stats",
+        chapter=CHAPTER,
+        reproduces="new/running_stats",
+        profile=settings.profile,
         caption="Largest error of BatchNorm's running mean (49 patch pixels of MNIST training batches) against "
-                "the training-set mean, per step; no model is trained.")
+        "the training-set mean, per step; no model is trained.",
+    )
 
 
 def configurations() -> pd.DataFrame:
@@ -264,8 +327,10 @@ def configurations() -> pd.DataFrame:
     add("DNNBN_d3", None, "BatchNorm intro (01)")
     add("CNN", None, "inference reference (06)")
     order = list(MODELS)
-    rows = [{"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
-            for (model, depth), use in uses.items()]
+    rows = [
+        {"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
+        for (model, depth), use in uses.items()
+    ]
     table = pd.DataFrame(rows)
     table["_order"] = table["model"].map(order.index)
     table = table.sort_values(["_order", "depth"]).drop(columns="_order").reset_index(drop=True)
@@ -299,43 +364,88 @@ def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:
     return table
 
 
-def model_table(sizes: pd.DataFrame, settings: dict):
+@dataclass(frozen=True)
+class ModelsResult:
+    """Chapter 02's measurements: the running-mean trace and every configuration's size (nothing is trained)."""
+
+    settings: ModelsSettings
+    trace: pd.DataFrame
+    sizes: pd.DataFrame
+
+
+def plan(settings: ModelsSettings) -> list:
+    """Chapter 02 trains nothing."""
+    return []
+
+
+def run(settings: ModelsSettings, force: bool = False) -> ModelsResult:
+    """Measure the running-mean trace and the size of every configuration (``force`` changes nothing)."""
+    return ModelsResult(settings, running_mean_trace(), model_sizes())
+
+
+def model_table(result: ModelsResult):
     """Save the size table (CSV + manifest, ``new/model_table``); returns it styled with its stamp."""
+    sizes, settings = result.sizes, result.settings
     shown = sizes.copy()
     shown["depth"] = shown["depth"].astype(object).where(shown["depth"].notna(), "–")
     return figures.save_table(
-        shown, "02_model_table", chapter=CHAPTER, reproduces="new/model_table", profile=settings["profile"],
+        shown,
+        "02_model_table",
+        chapter=CHAPTER,
+        reproduces="new/model_table",
+        profile=settings.profile,
         caption="Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per "
-                "multiply-add; norms and softmax not counted) of every configuration in the book",
-        precision=2)
+        "multiply-add; norms and softmax not counted) of every configuration in the book",
+        precision=2,
+    )
 
 
-def model_size_figure(sizes: pd.DataFrame, settings: dict):
+def model_size_figure(result: ModelsResult):
     """Parameters and FLOPs against depth per ViT family; the depth-free models as reference lines."""
+    sizes, settings = result.sizes, result.settings
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     columns = (("parameters", 1e3, "parameters (thousands)"), ("MFLOPs per image", 1, "forward MFLOPs per image"))
     # The three families nearly coincide (a norm adds at most 2 x 128 parameters per block), so
     # they are drawn from wide and faint to narrow and solid to keep all three visible.
-    looks = {"ViT": dict(marker="o", markersize=11, linewidth=7, alpha=0.35),
-             "ViTBNFFN": dict(marker="s", markersize=6, linewidth=2),
-             "ViTBN": dict(marker="D", markersize=5, linewidth=0)}
+    looks = {
+        "ViT": dict(marker="o", markersize=11, linewidth=7, alpha=0.35),
+        "ViTBNFFN": dict(marker="s", markersize=6, linewidth=2),
+        "ViTBN": dict(marker="D", markersize=5, linewidth=0),
+    }
     for ax, (column, scale, label) in zip(axes, columns):
         for model in VIT_FAMILY:
             rows = sizes[(sizes["model"] == model) & sizes["depth"].notna()].sort_values("depth")
             depths = sorted(rows["depth"].astype(int))
-            ax.plot(rows["depth"].astype(int), rows[column] / scale, color=figures.color(model),
-                    label=f"{model} (depths {', '.join(map(str, depths))})", **looks[model])
+            ax.plot(
+                rows["depth"].astype(int),
+                rows[column] / scale,
+                color=figures.color(model),
+                label=f"{model} (depths {', '.join(map(str, depths))})",
+                **looks[model],
+            )
         for model, depth in AS_RUN_DEPTH.items():
             point = sizes[(sizes["model"] == model) & (sizes["depth"] == depth)]
-            ax.scatter(point["depth"].astype(int), point[column] / scale, s=320, facecolors="none",
-                       edgecolors="black", linewidths=1.3, zorder=3,
-                       label="article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None)
+            ax.scatter(
+                point["depth"].astype(int),
+                point[column] / scale,
+                s=320,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.3,
+                zorder=3,
+                label="article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None,
+            )
         for model, style in (("DNN_d3", (0, (1, 1))), ("DNNBN_d3", (0, (4, 2))), ("CNN", (0, (6, 2, 1, 2)))):
             row = sizes[sizes["model"] == model]
             if not row.empty:
-                ax.axhline(row[column].iloc[0] / scale, color=figures.color(model), linestyle=style, linewidth=1.6,
-                           label=f"{model} (no encoder)")
+                ax.axhline(
+                    row[column].iloc[0] / scale,
+                    color=figures.color(model),
+                    linestyle=style,
+                    linewidth=1.6,
+                    label=f"{model} (no encoder)",
+                )
         ax.set(xlabel="encoder depth (blocks)", ylabel=label, xticks=list(DEPTHS), ylim=(0, None))
     axes[0].set_title("Parameters")
     axes[1].set_title("Forward FLOPs per image (batch of 1)")
@@ -343,24 +453,35 @@ def model_size_figure(sizes: pd.DataFrame, settings: dict):
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9)
     fig.suptitle("Model sizes of every configuration in the book")
     return figures.save_figure(
-        fig, "02_model_sizes", chapter=CHAPTER, reproduces="new/model_sizes", profile=settings["profile"],
+        fig,
+        "02_model_sizes",
+        chapter=CHAPTER,
+        reproduces="new/model_sizes",
+        profile=settings.profile,
         caption="Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as "
-                "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).")
+        "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).",
+    )
 
 
-def size_summary(sizes: pd.DataFrame) -> Notes:
+def size_summary(result: ModelsResult) -> Notes:
     """What the size table says about the comparisons of the book, computed from it."""
-    vit = sizes[sizes["depth"].notna()].astype({"depth": int}).set_index(["model", "depth"])[
-        ["parameters", "MFLOPs per image"]]
+    sizes = result.sizes
+    vit = (
+        sizes[sizes["depth"].notna()]
+        .astype({"depth": int})
+        .set_index(["model", "depth"])[["parameters", "MFLOPs per image"]]
+    )
     lines = []
     for model in VIT_FAMILY:
         rows = vit.loc[model].sort_index() if model in vit.index.get_level_values(0) else None
         if rows is not None and len(rows) >= 2:
             first, last = rows.index[0], rows.index[-1]
             per_block = (rows.loc[last] - rows.loc[first]) / (last - first)
-            lines.append(f"{model}: each encoder block adds {per_block['parameters']:,.0f} parameters and "
-                         f"{per_block['MFLOPs per image']:.2f} MFLOPs per image; embedding, final norm and head hold "
-                         f"{rows.loc[first, 'parameters'] - per_block['parameters'] * first:,.0f} parameters.")
+            lines.append(
+                f"{model}: each encoder block adds {per_block['parameters']:,.0f} parameters and "
+                f"{per_block['MFLOPs per image']:.2f} MFLOPs per image; embedding, final norm and head hold "
+                f"{rows.loc[first, 'parameters'] - per_block['parameters'] * first:,.0f} parameters."
+            )
     published = {m: vit.loc[(m, d)] for m, d in AS_RUN_DEPTH.items() if (m, d) in vit.index}
     if "ViT" in published:
         for model in ("ViTBNFFN", "ViTBN"):
@@ -369,14 +490,17 @@ def size_summary(sizes: pd.DataFrame) -> Notes:
                     f"As article 1 ran them, ViT d{AS_RUN_DEPTH['ViT']} has "
                     f"{published['ViT']['parameters'] / published[model]['parameters']:.1f}× the parameters and "
                     f"{published['ViT']['MFLOPs per image'] / published[model]['MFLOPs per image']:.1f}× the "
-                    f"FLOPs of {model} d{AS_RUN_DEPTH[model]}.")
+                    f"FLOPs of {model} d{AS_RUN_DEPTH[model]}."
+                )
     for depth in EQUAL_DEPTHS:
         present = [m for m in VIT_FAMILY if (m, depth) in vit.index]
         if len(present) > 1:
             parts = ", ".join(f"{m} {vit.loc[(m, depth), 'MFLOPs per image']:.2f}" for m in present)
             spread = _spread_percent([vit.loc[(m, depth), "MFLOPs per image"] for m in present])
-            lines.append(f"At equal depth {depth} the MFLOPs per image are {parts} (largest difference "
-                         f"{spread:.2f} %): the counted matmuls are the same; the norms, which differ, are not counted.")
+            lines.append(
+                f"At equal depth {depth} the MFLOPs per image are {parts} (largest difference "
+                f"{spread:.2f} %): the counted matmuls are the same; the norms, which differ, are not counted."
+            )
     return Notes(lines)
 
 

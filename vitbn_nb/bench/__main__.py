@@ -1,0 +1,53 @@
+"""``python -m vitbn_nb bench``: measure with chapter 08's settings, print the report, write the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile", default="auto", help="chapter 08's settings: smoke | cpu | paper | auto (paper on a GPU, else cpu)"
+    )
+    parser.add_argument("--quick", action="store_true", help="the smoke profile: every code path in seconds")
+    parser.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when present)")
+    parser.add_argument(
+        "--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)"
+    )
+    parser.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile (minutes on a CPU)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import profiles
+    from ..system import pick_device
+    from .measurements import measure
+    from .report import format_report, write
+
+    try:
+        device = pick_device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda was asked for, but no CUDA device is available")
+        settings = profiles.settings("08_where_the_speed_comes_from", "smoke" if args.quick else args.profile)
+    except (RuntimeError, ValueError) as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 1
+    result = measure(settings, device, compile_models=args.compile)
+    print()
+    print(format_report(result))
+    for path in write(result, args.out, copy_to_figures=args.copy):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vitbn_nb bench", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+"""The bench's measurements: throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm
+folding, the three forms of BatchNorm on tokens, and (on request) ``torch.compile``. :func:`measure`
+runs them all and returns a :class:`~vitbn_nb.bench.report.BenchResult`."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import datetime as dt
+import gc
+import re
+import resource
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from .. import data, engine
+from ..models import AS_RUN_DEPTH, BatchNorm, build_model, fold_batchnorm
+from ..models.fold import count_batchnorms
+from ..profiles import SpeedSettings
+from ..system import hardware, hardware_label, pick_device, synchronize, versions
+from . import timing
+from .pipelines import (
+    DATASET,
+    PIPELINES,
+    endless,
+    inference_runner,
+    pipelines,
+    time_inference_many,
+    time_training,
+    time_training_many,
+    training_runner,
+)
+from .report import BenchResult, ratio
+
+TIMING_NOTE = (
+    "medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "
+    "interleaved (so a busy spell slows them alike); the device is synchronised before every clock read; "
+    "'data' is the time spent producing a batch (loading, augmenting, collating, copying to the device), "
+    "'compute' the optimisation step (forward, backward, Adam) or the forward pass, 'bookkeeping' the "
+    "per-class accuracy counting"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks, memory, FLOPs
+# ---------------------------------------------------------------------------------------------
+def _rss_kib(field: str) -> int | None:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^{field}:\s+(\d+) kB", status, re.M)
+    return int(found.group(1)) if found else None
+
+
+def _malloc_trim() -> None:
+    # not glibc: RSS may then include memory kept from earlier work
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class PeakMemory:
+    """Peak memory of the block above what was in use when it began, in MiB (``.mib``).
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (tensors only, reset at entry). CPU: the
+    process's resident-set high-water mark (VmHWM), reset at entry through
+    ``/proc/self/clear_refs`` where Linux allows it, after ``gc.collect()`` and glibc's
+    ``malloc_trim(0)`` have handed freed memory back (otherwise memory kept from an earlier,
+    larger configuration would hide this one's); where the reset is impossible, ``ru_maxrss``,
+    the peak over the whole process, which can only say "no more than". ``.what`` says which.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.mib: float = float("nan")
+        self.what = ""
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+            self.what = "CUDA max_memory_allocated above the allocation at the start"
+            return self
+        gc.collect()
+        _malloc_trim()
+        self._base = _rss_kib("VmRSS")
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+            self._reset = self._base is not None
+        except OSError:
+            self._reset = False
+        self.what = (
+            "process RSS high-water mark (VmHWM, reset through /proc/self/clear_refs) above the RSS at "
+            "the start, freed memory returned to the OS first"
+            if self._reset
+            else "ru_maxrss: the process's lifetime peak RSS above the RSS at the start (an upper bound)"
+        )
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            self.mib = (torch.cuda.max_memory_allocated(self.device) - self._base) / 2**20
+        elif self._reset:
+            self.mib = max(_rss_kib("VmHWM") - self._base, 0) / 1024
+        else:
+            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            self.mib = max(peak_kib - (self._base or 0), 0) / 1024
+        return False
+
+
+def _sdpa_forward_flops(query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _sdpa_backward_flops(grad_out, query, key, value, *args, out_val=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+_sdpa_forward_flops._get_raw = _sdpa_backward_flops._get_raw = True
+
+
+def _flop_counter():
+    """A FlopCounterMode that also counts the CPU flash-attention kernels, which torch's table omits."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    aten = torch.ops.aten
+    extra = {}
+    for name, formula in (
+        ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_forward_flops),
+        ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_backward_flops),
+    ):
+        if hasattr(aten, name):
+            extra[getattr(aten, name)] = formula
+    return FlopCounterMode(display=False, custom_mapping=extra)
+
+
+def training_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
+    """Floating-point operations of one training step's forward and backward pass (Adam's update not counted)."""
+    probe = _copy_to(model, device).train()
+    x = torch.rand(batch_size, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch_size,), device=device)
+    with _flop_counter() as counter:
+        F.cross_entropy(probe(x), y).backward()
+    return int(counter.get_total_flops())
+
+
+def inference_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
+    """Floating-point operations of one forward pass over ``batch_size`` images in eval mode."""
+    probe = _copy_to(model, device).eval()
+    with torch.inference_mode(), _flop_counter() as counter:
+        probe(torch.rand(batch_size, 1, 28, 28, device=device))
+    return int(counter.get_total_flops())
+
+
+def _copy_to(model: nn.Module, device: torch.device) -> nn.Module:
+    return copy.deepcopy(model).to(device)
+
+
+def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
+    """This machine's fp32 matmul rate: the median time of ``size``^3 products, as FLOP/s."""
+    device = pick_device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, device=device, generator=generator)
+    b = torch.randn(size, size, device=device, generator=generator)
+    seconds = timing.repeat(lambda: a @ b, repeats=repeats, device=device, warmup=2).seconds
+    tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    return {
+        "size": size,
+        "repeats": repeats,
+        "seconds": seconds,
+        "flops_per_s": 2 * size**3 / seconds,
+        "dtype": "float32" + (" (TF32 allowed)" if tf32 else ""),
+        "threads": torch.get_num_threads(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The three ways to write BatchNorm on tokens
+# ---------------------------------------------------------------------------------------------
+class TransposedBatchNorm1d(nn.BatchNorm1d):
+    """Article 1: ``b n d -> b d n``, BatchNorm1d over the feature axis, and back."""
+
+    def forward(self, x):
+        return rearrange(super().forward(rearrange(x, "b n d -> b d n")), "b d n -> b n d")
+
+
+class TransposedBatchNorm2d(nn.BatchNorm2d):
+    """Article 2: ``b n d -> b d n 1``, BatchNorm2d over the feature axis, and back."""
+
+    def forward(self, x):
+        return rearrange(super().forward(rearrange(x, "b n d -> b d n 1")), "b d n 1 -> b n d")
+
+
+NORM_FORMS = {
+    "BatchNorm1d over b d n (article 1)": TransposedBatchNorm1d,
+    "BatchNorm2d over b d n 1 (article 2)": TransposedBatchNorm2d,
+    "BatchNorm1d over flattened (b n) d (vitbn_nb)": BatchNorm,
+}
+
+
+def time_norm_forms(
+    device=None,
+    *,
+    batch: int = 100,
+    test_batch: int = 5000,
+    tokens: int = 17,
+    dims=(64, 128),
+    iterations: int = 50,
+    repeats: int = 3,
+) -> list[dict]:
+    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval
+    forward on ``(test_batch, tokens, d)`` (median of ``repeats`` x ``iterations``), and how far its
+    output is from the flattened form's (they compute the same thing)."""
+    device = pick_device(device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    for dim in dims:
+        for mode, n in (("train forward+backward", batch), ("eval forward", test_batch)):
+            x = torch.randn(n, tokens, dim, device=device, generator=generator) * 2 + 0.5
+            grad = torch.randn(n, tokens, dim, device=device, generator=generator)
+            outputs = {}
+            running_mean = torch.rand(dim, device=device, generator=generator) - 0.5
+            running_var = torch.rand(dim, device=device, generator=generator) * 1.5 + 0.5
+            for form, cls in NORM_FORMS.items():
+                norm = cls(dim).to(device)
+                norm.running_mean.copy_(running_mean)  # the same statistics for every form, so eval outputs agree
+                norm.running_var.copy_(running_var)
+                norm.train(mode.startswith("train"))
+                xin = x.clone().requires_grad_(mode.startswith("train"))
+
+                training = mode.startswith("train")
+
+                def once(norm=norm, xin=xin, grad=grad, training=training):
+                    if training:
+                        out = norm(xin)
+                        out.backward(grad)
+                        return out
+                    with torch.inference_mode():
+                        return norm(xin)
+
+                outputs[form] = once().detach()
+                block = timing.repeat(
+                    lambda once=once: [once() for _ in range(iterations)], repeats=repeats, device=device, warmup=1
+                )
+                rows.append(
+                    {
+                        "form": form,
+                        "mode": mode,
+                        "dim": dim,
+                        "shape": [n, tokens, dim],
+                        "microseconds": 1e6 * block.seconds / iterations,
+                    }
+                )
+            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
+            for row in rows[-len(NORM_FORMS) :]:
+                row["max_abs_difference"] = float((outputs[row["form"]] - reference).abs().max())
+            fastest = min(r["microseconds"] for r in rows[-len(NORM_FORMS) :])
+            for row in rows[-len(NORM_FORMS) :]:
+                row["relative_to_fastest"] = row["microseconds"] / fastest
+    return rows
+
+
+@contextlib.contextmanager
+def _cold_inductor_cache(folder: str):
+    """Inductor's caches pointed at an empty ``folder`` (yields whether that worked)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    except ImportError:  # a torch without it: the compile time may then come from a warm cache
+        yield False
+        return
+    with temporary_cache_dir(folder):
+        yield True
+
+
+def time_compile(name: str, depth: int, settings: SpeedSettings, device=None) -> dict:
+    """What ``torch.compile`` would buy the engine's training step: compile seconds (the first
+    compiled step, less an eager step), eager and compiled step times (same batches, same
+    repeats), and the steps it takes to pay the compile back. One shape only: a run also
+    compiles again for its test batch and its last, smaller training batch."""
+    device = pick_device(device)
+    train_data = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))[0]
+    eager = _build(name, depth, settings.seed, device)
+    eager_row = time_training(eager, train_data, pipeline="engine", settings=settings, device=device)
+    compiled_model = _build(name, depth, settings.seed, device)
+    optimizer = torch.optim.Adam(compiled_model.parameters(), lr=settings.lr)
+    batches = endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+    torch._dynamo.reset()
+    with tempfile.TemporaryDirectory() as cache, _cold_inductor_cache(cache) as cold:
+        # A cold cache, as a fresh checkout (or Colab) has: a warm one hides most of the compile time.
+        compiled = torch.compile(compiled_model)
+        start = timing.clock(device)
+        engine.train_step(compiled, optimizer, *next(batches))
+        first = timing.clock(device) - start
+        compiled_row = time_training(compiled, train_data, pipeline="engine", settings=settings, device=device)
+    compile_seconds = max(first - eager_row["step_seconds"], 0.0)
+    saved = eager_row["step_seconds"] - compiled_row["step_seconds"]
+    return {
+        "model": name,
+        "depth": depth,
+        "compile_seconds": compile_seconds,
+        "cold_cache": cold,
+        "eager_step_seconds": eager_row["step_seconds"],
+        "compiled_step_seconds": compiled_row["step_seconds"],
+        "speedup": ratio(eager_row["step_seconds"], compiled_row["step_seconds"]),
+        "break_even_steps": compile_seconds / saved if saved > 0 else float("inf"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole measurement
+# ---------------------------------------------------------------------------------------------
+def without_norms(model: nn.Module) -> nn.Module:
+    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity.
+
+    Not a usable model (its outputs are wrong): its inference time is what the model would
+    cost if its norms were free, so the difference is what the norms cost. For a BatchNorm
+    model folding reaches this (up to the bias the attention projection gains); for the
+    LayerNorm ViT it is out of reach, since LayerNorm cannot fold.
+    """
+    stripped = copy.deepcopy(model).eval()
+    norms = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
+    for module in list(stripped.modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, norms):
+                setattr(module, child_name, nn.Identity())
+    return stripped
+
+
+def training_memory(
+    name: str, depth: int, train_data, *, pipeline: str, settings: SpeedSettings, device: torch.device
+) -> PeakMemory:
+    """Peak memory of building ``name`` at ``depth`` and taking two training steps (Adam's state included)."""
+    with PeakMemory(device) as memory:
+        model = _build(name, depth, settings.seed, device)
+        training_runner(model, train_data, pipeline, settings, device)(2)
+        del model
+    return memory
+
+
+def inference_memory(
+    model: nn.Module, test_data, *, per_sample: bool, settings: SpeedSettings, device: torch.device
+) -> PeakMemory:
+    """Peak memory of one test batch (producing it, the forward pass, the counts)."""
+    with PeakMemory(device) as memory:
+        inference_runner(model, test_data, per_sample, settings, device)(1)
+    return memory
+
+
+def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(seed)
+    return build_model(name, depth=depth).to(device)
+
+
+def measure(
+    settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print, compile_models: bool = False
+) -> BenchResult:
+    """Run every measurement of the module docstring, with ``settings`` (chapter 08's).
+
+    ``compile_models`` adds :func:`time_compile` for ViT depth 6 and ViTBN depth 1 (minutes on a CPU).
+    """
+    device = pick_device(device)
+    log = log or (lambda message: None)
+    log(f"bench on {hardware_label(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads")
+    results = {
+        "schema": 1,
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "device": device.type,
+        "hardware": hardware(device),
+        "hardware_label": hardware_label(device),
+        "versions": versions(),
+        "settings": settings.as_dict(),
+        "profile": settings.profile,
+        "dataset": DATASET,
+        "timing": TIMING_NOTE,
+    }
+    log(f"fp32 matmul peak ({settings.matmul_size}^3, median of {settings.matmul_repeats}) ...")
+    peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
+    results["matmul_peak"] = peak
+    sets = pipelines(settings, device)
+    configs = [(name, depth) for name in settings.models for depth in settings.depths]
+    # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
+    # shared machine slows them all alike and the ratios between them stay fair.
+    log(f"train {len(configs)} configurations x {len(PIPELINES)} pipelines, interleaved ...")
+    models = {
+        (name, depth, p): _build(name, depth, settings.seed, device) for name, depth in configs for p in PIPELINES
+    }
+    rows = time_training_many(
+        {key: (model, sets[key[2]][0], key[2]) for key, model in models.items()}, settings=settings, device=device
+    )
+    training, memory_what = [], ""
+    for (name, depth, pipeline), row in rows.items():
+        flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
+        memory = training_memory(name, depth, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
+        memory_what = memory.what
+        row.update(
+            model=name,
+            depth=depth,
+            as_run=AS_RUN_DEPTH[name] == depth,
+            pipeline=pipeline,
+            flops_per_step=flops_step,
+            achieved_flops=flops_step / row["step_seconds"],
+            mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
+            compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"],
+            peak_memory_mib=memory.mib,
+        )
+        training.append(row)
+
+    variants, extra = {}, {}
+    for name, depth in configs:
+        trained = models[(name, depth, "engine")].eval()  # some steps in: running statistics are not 0 and 1
+        variants[(name, depth, "reference")] = (trained, sets["reference"][1], True)
+        extra[(name, depth, "reference")] = dict(pipeline="reference", folded=False)
+        variants[(name, depth, "engine")] = (trained, sets["engine"][1], False)
+        extra[(name, depth, "engine")] = dict(pipeline="engine", folded=False)
+        if count_batchnorms(trained):
+            folded = fold_batchnorm(trained)
+            x, _ = next(iter(sets["engine"][1].batches(min(settings.test_batch_size, 256))))
+            with torch.inference_mode():
+                difference = float((folded(x) - trained(x)).abs().max())
+            variants[(name, depth, "folded")] = (folded, sets["engine"][1], False)
+            extra[(name, depth, "folded")] = dict(
+                pipeline="engine",
+                folded=True,
+                batchnorms_left=count_batchnorms(folded),
+                max_abs_logit_difference=difference,
+            )
+        if name == "ViT":  # what LayerNorm, which cannot fold, costs
+            variants[(name, depth, "no norms")] = (without_norms(trained), sets["engine"][1], False)
+            extra[(name, depth, "no norms")] = dict(pipeline="engine", folded=False, norms_removed=True)
+    log(f"infer {len(variants)} variants (pipelines, folded, ViT without its LayerNorms), interleaved ...")
+    rows = time_inference_many(variants, settings=settings, device=device)
+    inference = []
+    for key, row in rows.items():
+        name, depth, _ = key
+        model, test_data, per_sample = variants[key]
+        flops_image = inference_flops(model, 2, device) / 2
+        memory = inference_memory(model, test_data, per_sample=per_sample, settings=settings, device=device)
+        row.update(
+            model=name,
+            depth=depth,
+            as_run=AS_RUN_DEPTH[name] == depth,
+            **extra[key],
+            flops_per_image=flops_image,
+            achieved_flops=flops_image * row["images_per_s"],
+            mfu=flops_image * row["images_per_s"] / peak["flops_per_s"],
+            peak_memory_mib=memory.mib,
+        )
+        inference.append(row)
+    log("BatchNorm forms on tokens ...")
+    results["norm_forms"] = time_norm_forms(
+        device,
+        batch=settings.batch_size,
+        test_batch=settings.test_batch_size,
+        iterations=settings.norm_iterations,
+        repeats=settings.repeats,
+    )
+    results["memory_measure"] = memory_what
+    if compile_models:
+        results["compile"] = []
+        for name, depth in (("ViT", 6), ("ViTBN", 1)):
+            log(f"torch.compile {name} d{depth} ...")
+            results["compile"].append(time_compile(name, depth, settings, device))
+    norm_forms = results.pop("norm_forms")
+    return BenchResult(
+        results,
+        pd.DataFrame(training),
+        pd.DataFrame(inference),
+        pd.DataFrame(norm_forms),
+        pd.DataFrame(results.pop("compile", [])),
+    )

@@ -1,0 +1,182 @@
+"""The two input pipelines the bench times, and its runners: training steps and test batches, clocked in parts.
+
+``reference`` is written to match article 1's loop (a ``DataLoader`` over torchvision's MNIST with
+``ToTensor``, a loss ``.item()`` per step, per-class accuracy counted in a Python loop over the
+samples); ``engine`` is the book's (uint8 images on the device, batches cut there, counts vectorised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+from torch import nn
+
+from .. import data, engine
+from ..profiles import SpeedSettings
+from . import timing
+
+PIPELINES = ("reference", "engine")
+#: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.
+DATASET = "mnist"
+
+
+def pipelines(settings: SpeedSettings, device: torch.device) -> dict:
+    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data).
+
+    ``reference``: torchvision's MNIST with ``ToTensor`` behind a ``DataLoader``, as article 1 timed it.
+    ``engine``: ``data.image_sets``, uint8 on the device.
+    """
+    reference = data.reference_sets(DATASET, settings.train_size, settings.test_size, device)
+    engine_sets = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
+    return {"reference": reference, "engine": engine_sets}
+
+
+def reference_step(model: nn.Module, optimizer: torch.optim.Optimizer, x, y) -> float:
+    """Article 1's step: zero_grad, forward, CrossEntropyLoss, backward, Adam, and the loss read back with .item()."""
+    optimizer.zero_grad()
+    loss = nn.CrossEntropyLoss()(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def endless(train_data, batch_size: int, generator: torch.Generator) -> Iterator:
+    while True:
+        empty = True
+        for batch in train_data.batches(batch_size, generator=generator, shuffle=True, min_batch=2):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError(f"the training set ({len(train_data)} images) gives no batch of {batch_size}")
+
+
+def endless_test(test_data, batch_size: int) -> Iterator:
+    while True:
+        yield from test_data.batches(batch_size)
+
+
+def training_runner(model: nn.Module, train_data, pipeline: str, settings: SpeedSettings, device: torch.device):
+    """``run(n)``: ``n`` training steps of ``model`` through ``pipeline``, clocked into data and compute."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline={pipeline!r} is not allowed; choose one of {', '.join(PIPELINES)}")
+    model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    step: Callable = reference_step if pipeline == "reference" else engine.train_step
+    batches = endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+
+    def run(steps: int) -> dict:
+        data = compute = 0.0
+        images = 0
+        start = timing.clock(device)
+        for _ in range(steps):
+            t0 = timing.clock(device)
+            x, y = next(batches)
+            t1 = timing.clock(device)
+            step(model, optimizer, x, y)
+            t2 = timing.clock(device)
+            data, compute, images = data + t1 - t0, compute + t2 - t1, images + len(y)
+        return {"seconds": timing.clock(device) - start, "data": data, "compute": compute, "images": images}
+
+    return run
+
+
+def _training_row(repeats: list[dict], steps: int) -> dict:
+    chosen = timing.median_repeat(repeats)
+    return {
+        "images_per_s": chosen["images"] / chosen["seconds"],
+        "step_seconds": chosen["seconds"] / steps,
+        "data_seconds": chosen["data"] / steps,
+        "compute_seconds": chosen["compute"] / steps,
+        "data_share": chosen["data"] / chosen["seconds"],
+        "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
+    }
+
+
+def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch.device) -> dict:
+    """Training throughput of several ``key: (model, train_data, pipeline)`` variants, their
+    ``repeats`` x ``steps`` steps interleaved after ``warmup`` steps each; one row per key."""
+    runners = {
+        key: training_runner(model, data_, pipeline, settings, device)
+        for key, (model, data_, pipeline) in variants.items()
+    }
+    timings = timing.interleave(runners, warmup=settings.warmup, repeats=settings.repeats, length=settings.steps)
+    return {key: _training_row(timings[key], settings.steps) for key in variants}
+
+
+def time_training(
+    model: nn.Module, train_data, *, pipeline: str, settings: SpeedSettings, device: torch.device
+) -> dict:
+    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
+    return time_training_many({0: (model, train_data, pipeline)}, settings=settings, device=device)[0]
+
+
+def inference_runner(
+    model: nn.Module, test_data, per_sample: bool, settings: SpeedSettings, device: torch.device, num_classes: int = 10
+):
+    """``run(n)``: ``n`` test batches, clocked into data, forward pass and per-class bookkeeping."""
+    model.to(device).eval()
+    batches = endless_test(test_data, settings.test_batch_size)
+
+    @torch.inference_mode()
+    def one_batch():
+        t0 = timing.clock(device)
+        x, y = next(batches)
+        t1 = timing.clock(device)
+        logits = model(x)
+        t2 = timing.clock(device)
+        if per_sample:
+            engine.count_classes_per_sample(logits, y, [0] * num_classes, [0] * num_classes)
+        else:
+            engine.count_classes(
+                logits, y, torch.zeros(num_classes, device=device), torch.zeros(num_classes, device=device)
+            )
+        t3 = timing.clock(device)
+        return t1 - t0, t2 - t1, t3 - t2, len(y)
+
+    def run(n: int) -> dict:
+        parts = [one_batch() for _ in range(n)]
+        data, forward, book, images = (sum(p[i] for p in parts) for i in range(4))
+        return {
+            "seconds": data + forward + book,
+            "data": data,
+            "forward": forward,
+            "bookkeeping": book,
+            "images": images,
+        }
+
+    return run
+
+
+def _inference_row(repeats: list[dict], batches: int) -> dict:
+    chosen = timing.median_repeat(repeats)
+    return {
+        "images_per_s": chosen["images"] / chosen["seconds"],
+        "batch_seconds": chosen["seconds"] / batches,
+        "data_seconds": chosen["data"] / batches,
+        "forward_seconds": chosen["forward"] / batches,
+        "bookkeeping_seconds": chosen["bookkeeping"] / batches,
+        "data_share": chosen["data"] / chosen["seconds"],
+        "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
+    }
+
+
+def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torch.device) -> dict:
+    """Evaluation throughput of several ``key: (model, test_data, per_sample)`` variants: forward
+    passes over test batches plus per-class accuracy counts, vectorised (``engine.count_classes``)
+    or article 1's per-sample loop; repeats interleaved; one row per key."""
+    runners = {
+        key: inference_runner(model, data_, per_sample, settings, device)
+        for key, (model, data_, per_sample) in variants.items()
+    }
+    timings = timing.interleave(
+        runners, warmup=settings.eval_warmup, repeats=settings.repeats, length=settings.eval_batches
+    )
+    return {key: _inference_row(timings[key], settings.eval_batches) for key in variants}
+
+
+def time_inference(
+    model: nn.Module, test_data, *, per_sample: bool, settings: SpeedSettings, device: torch.device
+) -> dict:
+    """Evaluation throughput of one model (see :func:`time_inference_many`)."""
+    return time_inference_many({0: (model, test_data, per_sample)}, settings=settings, device=device)[0]

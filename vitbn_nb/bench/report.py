@@ -1,0 +1,268 @@
+"""The bench's result as DataFrames, what follows from them (ratios, folding, targets), and its outputs:
+the printed report and the JSON file (``build/bench/bench-<date>.json``, ``figures/bench.json``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic
+from ..paths import book_figures_dir, project_root
+
+#: Columns a row may lack (a training row is never folded); filled so that filters read them plainly.
+_FLAGS = ("folded", "norms_removed")
+
+
+@dataclasses.dataclass
+class BenchResult:
+    """Every measurement of one bench run: one DataFrame per kind, and where and how it was taken (``meta``)."""
+
+    meta: dict
+    training: pd.DataFrame
+    inference: pd.DataFrame
+    norm_forms: pd.DataFrame
+    compile: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+
+    def __post_init__(self):
+        for frame in (self.training, self.inference):
+            for flag in _FLAGS:
+                frame[flag] = frame[flag].fillna(False).astype(bool) if flag in frame else False
+
+    def row(self, kind: str, **where) -> dict:
+        """The ``kind`` ("training" | "inference") row matching ``where`` (inference: unfolded, with its norms)."""
+        frame = self.training if kind == "training" else self.inference
+        if kind != "training":
+            where = {"folded": False, "norms_removed": False, **where}
+        chosen = (
+            frame[pd.concat([frame[k] == v for k, v in where.items()], axis=1).all(axis=1)] if len(frame) else frame
+        )
+        if chosen.empty:
+            raise ValueError(
+                f"the bench holds no {kind} row for {where}; measure with depths 1 and 6 and all three models"
+            )
+        return chosen.iloc[0].to_dict()
+
+    @property
+    def hardware_label(self) -> str:
+        return self.meta["hardware_label"]
+
+    @property
+    def ratios(self) -> pd.DataFrame:
+        """Per model and depth: engine / reference throughput for training and evaluation, and the ceiling a
+        pipeline alone could reach (the reference's total time over its compute time)."""
+        rows = []
+        for train_ref in self.training[self.training["pipeline"] == "reference"].to_dict("records"):
+            key = dict(model=train_ref["model"], depth=train_ref["depth"])
+            train_eng = self.row("training", pipeline="engine", **key)
+            eval_ref, eval_eng = (
+                self.row("inference", pipeline="reference", **key),
+                self.row("inference", pipeline="engine", **key),
+            )
+            rows.append(
+                {
+                    **key,
+                    "as_run": train_ref["as_run"],
+                    "train_engine_over_reference": ratio(train_eng["images_per_s"], train_ref["images_per_s"]),
+                    "train_ceiling_without_data": ratio(train_ref["step_seconds"], train_ref["compute_seconds"]),
+                    "eval_engine_over_reference": ratio(eval_eng["images_per_s"], eval_ref["images_per_s"]),
+                    "eval_ceiling_without_data_and_loop": ratio(eval_ref["batch_seconds"], eval_ref["forward_seconds"]),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    @property
+    def folding(self) -> pd.DataFrame:
+        """Per BatchNorm model and depth: folded / unfolded inference throughput, and each against the LayerNorm ViT."""
+        rows = []
+        for folded in self.inference[self.inference["folded"]].to_dict("records"):
+            key = dict(model=folded["model"], depth=folded["depth"])
+            plain = self.row("inference", pipeline="engine", **key)
+            vit = self.row("inference", pipeline="engine", model="ViT", depth=folded["depth"])
+            free = self.row("inference", pipeline="engine", norms_removed=True, model="ViT", depth=folded["depth"])
+            rows.append(
+                {
+                    **key,
+                    "folded_images_per_s": folded["images_per_s"],
+                    "unfolded_images_per_s": plain["images_per_s"],
+                    "folded_over_unfolded": ratio(folded["images_per_s"], plain["images_per_s"]),
+                    "vit_images_per_s": vit["images_per_s"],
+                    "unfolded_over_vit": ratio(plain["images_per_s"], vit["images_per_s"]),
+                    "folded_over_vit": ratio(folded["images_per_s"], vit["images_per_s"]),
+                    "vit_without_layernorm_images_per_s": free["images_per_s"],
+                    "vit_layernorm_share": 1 - ratio(vit["images_per_s"], free["images_per_s"]),
+                    "max_abs_logit_difference": folded["max_abs_logit_difference"],
+                }
+            )
+        return pd.DataFrame(rows)
+
+    @property
+    def targets(self) -> dict:
+        """The engine's targets, each with the value reached and whether it is met (reported, never asserted)."""
+
+        def least(values):
+            values = [v for v in values if math.isfinite(v)]
+            return min(values) if values else float("nan")
+
+        ratios, folding = self.ratios, self.folding
+        out = {}
+        train = least(ratios["train_engine_over_reference"])
+        out["train_engine_over_reference_min"] = {"target": 3.0, "value": train, "met": train >= 3.0}
+        evaluation = least(ratios["eval_engine_over_reference"])
+        out["eval_engine_over_reference_min"] = {"target": 5.0, "value": evaluation, "met": evaluation >= 5.0}
+        vit6 = self.training[
+            (self.training["model"] == "ViT") & (self.training["depth"] == 6) & (self.training["pipeline"] == "engine")
+        ]
+        if len(vit6):
+            mfu = float(vit6["mfu"].iloc[0])
+            out["train_mfu_vit_d6"] = {
+                "target": 0.40,
+                "value": mfu,
+                "met": mfu >= 0.40,
+                "batch_size": self.meta["settings"]["batch_size"],
+            }
+        fold = least(folding[folding["model"] == "ViTBN"]["folded_over_unfolded"]) if len(folding) else float("nan")
+        out["folded_vitbn_over_unfolded_min"] = {"target": 1.2, "value": fold, "met": fold >= 1.2}
+        return out
+
+    def to_dict(self) -> dict:
+        """The JSON layout of ``figures/bench.json``: ``meta``'s keys, then one list of records per kind."""
+        return {
+            **self.meta,
+            "training": self.training.to_dict("records"),
+            "inference": self.inference.to_dict("records"),
+            "norm_forms": self.norm_forms.to_dict("records"),
+            "compile": self.compile.to_dict("records"),
+            "ratios": self.ratios.to_dict("records"),
+            "folding": self.folding.to_dict("records"),
+            "targets": self.targets,
+        }
+
+    @classmethod
+    def from_dict(cls, found: dict) -> BenchResult:
+        kinds = ("training", "inference", "norm_forms", "compile", "ratios", "folding", "targets")
+        meta = {k: v for k, v in found.items() if k not in kinds}
+        return cls(
+            meta, *(pd.DataFrame(found.get(kind) or []) for kind in ("training", "inference", "norm_forms", "compile"))
+        )
+
+
+def ratio(a, b) -> float:
+    return a / b if a and b and math.isfinite(a) and math.isfinite(b) else float("nan")
+
+
+def _label(row) -> str:
+    star = "*" if row.get("as_run") else " "
+    return f"{row['model']:<8} d{row['depth']}{star}"
+
+
+def format_report(result: BenchResult) -> str:
+    """The tables ``python -m vitbn_nb bench`` prints."""
+    meta, peak = result.meta, result.meta["matmul_peak"]
+    lines = [
+        f"hardware: {meta['hardware_label']} ({meta['device']}, {peak['threads']} threads), "
+        f"torch {meta['versions'].get('torch')}, {meta['date']}, profile {meta.get('profile')}",
+        f"fp32 matmul peak: {peak['flops_per_s'] / 1e9:.1f} GFLOP/s ({peak['size']}^3, median of {peak['repeats']})",
+        f"memory: {meta['memory_measure']}",
+        "* = article 1 as run (ViT d6; the BatchNorm models computed one block)",
+        "",
+        "TRAINING (images/s; per step: data + compute, ms)",
+        f"{'model':<12}{'pipeline':<11}{'img/s':>9}{'data ms':>9}{'comp ms':>9}{'data %':>8}"
+        f"{'GFLOP/step':>11}{'GFLOP/s':>9}{'MFU %':>7}{'mem MiB':>9}",
+    ]
+    for r in result.training.to_dict("records"):
+        lines.append(
+            f"{_label(r):<12}{r['pipeline']:<11}{r['images_per_s']:>9.0f}{1e3 * r['data_seconds']:>9.1f}"
+            f"{1e3 * r['compute_seconds']:>9.1f}{100 * r['data_share']:>8.1f}{r['flops_per_step'] / 1e9:>11.2f}"
+            f"{r['achieved_flops'] / 1e9:>9.1f}{100 * r['mfu']:>7.1f}{r['peak_memory_mib']:>9.1f}"
+        )
+    lines += [
+        "",
+        "INFERENCE (images/s; per test batch: data + forward + bookkeeping, ms)",
+        f"{'model':<12}{'pipeline':<17}{'img/s':>9}{'data ms':>10}{'fwd ms':>9}{'book ms':>9}{'data %':>8}"
+        f"{'mem MiB':>9}",
+    ]
+    for r in result.inference.to_dict("records"):
+        pipe = r["pipeline"] + (" folded" if r["folded"] else "") + (" no norms" if r["norms_removed"] else "")
+        lines.append(
+            f"{_label(r):<12}{pipe:<17}{r['images_per_s']:>9.0f}{1e3 * r['data_seconds']:>10.1f}"
+            f"{1e3 * r['forward_seconds']:>9.1f}{1e3 * r['bookkeeping_seconds']:>9.1f}"
+            f"{100 * r['data_share']:>8.1f}{r['peak_memory_mib']:>9.1f}"
+        )
+    lines += [
+        "",
+        "ENGINE / REFERENCE (x; ceiling = reference time / its compute time)",
+        f"{'model':<12}{'train':>8}{'ceiling':>9}{'eval':>8}{'ceiling':>9}",
+    ]
+    for r in result.ratios.to_dict("records"):
+        lines.append(
+            f"{_label(r):<12}{r['train_engine_over_reference']:>8.2f}{r['train_ceiling_without_data']:>9.2f}"
+            f"{r['eval_engine_over_reference']:>8.2f}{r['eval_ceiling_without_data_and_loop']:>9.2f}"
+        )
+    lines += [
+        "",
+        "BATCHNORM FOLDING (engine inference, images/s)",
+        f"{'model':<12}{'unfolded':>10}{'folded':>10}{'x':>7}{'ViT (LN)':>10}{'ViT no LN':>11}{'max |dlogit|':>14}",
+    ]
+    for r in result.folding.to_dict("records"):
+        lines.append(
+            f"{_label(r):<12}{r['unfolded_images_per_s']:>10.0f}{r['folded_images_per_s']:>10.0f}"
+            f"{r['folded_over_unfolded']:>7.2f}{r['vit_images_per_s']:>10.0f}"
+            f"{r['vit_without_layernorm_images_per_s']:>11.0f}{r['max_abs_logit_difference']:>14.1e}"
+        )
+    lines += [
+        "",
+        "BATCHNORM ON TOKENS: three forms (microseconds, median)",
+        f"{'form':<48}{'mode':<24}{'shape':<16}{'us':>9}{'x fastest':>10}",
+    ]
+    for r in result.norm_forms.to_dict("records"):
+        lines.append(
+            f"{r['form']:<48}{r['mode']:<24}{'x'.join(map(str, r['shape'])):<16}{r['microseconds']:>9.0f}"
+            f"{r['relative_to_fastest']:>10.2f}"
+        )
+    if len(result.compile):
+        lines += [
+            "",
+            "TORCH.COMPILE (engine training step; compile time with an empty inductor cache)",
+            f"{'model':<12}{'compile s':>10}{'eager ms':>10}{'compiled ms':>12}{'x':>7}{'break-even steps':>18}",
+        ]
+        for r in result.compile.to_dict("records"):
+            lines.append(
+                f"{r['model']:<8} d{r['depth']:<3}{r['compile_seconds']:>10.1f}"
+                f"{1e3 * r['eager_step_seconds']:>10.1f}{1e3 * r['compiled_step_seconds']:>12.1f}"
+                f"{r['speedup']:>7.2f}{r['break_even_steps']:>18.0f}"
+            )
+    lines += ["", "TARGETS (reported, not asserted)"]
+    for name, t in result.targets.items():
+        lines.append(f"  {name}: {t['value']:.2f} (target {t['target']}) {'met' if t['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def _finite(value):
+    """NaN and infinities as null, so the file is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars from the DataFrames
+        return _finite(value.item())
+    return value
+
+
+def write(result: BenchResult, out_dir=None, copy_to_figures: bool = True) -> list[Path]:
+    """``<out_dir>/bench-<date>.json`` (default ``build/bench``) and, for the book, ``figures/bench.json``."""
+    out_dir = Path(out_dir) if out_dir is not None else project_root() / "build" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_finite(result.to_dict()), indent=1, allow_nan=False)
+    paths = [out_dir / f"bench-{dt.date.today().isoformat()}.json"]
+    if copy_to_figures:
+        paths.append(book_figures_dir() / "bench.json")
+    for path in paths:
+        atomic.write_text(path, text)
+    return paths

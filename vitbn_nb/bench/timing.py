@@ -1,0 +1,82 @@
+"""Every clock of the book: the engine's epochs, the chapters' timed passes and the bench.
+
+One statistic everywhere: the **median** of the timed repeats (a busy spell on a shared machine
+lengthens some repeats; the median ignores them without flattering the code as a minimum would).
+The device is synchronised before every clock read. Short calls are timed by
+``torch.utils.benchmark`` (:func:`autorange`), long ones a fixed number of times (:func:`repeat`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..system import synchronize
+
+STATISTIC = "median"
+#: What every caption says about a timing.
+TIMING_NOTE = "median of the timed repeats after a warm-up, the device synchronised before each clock read"
+
+
+def clock(device: torch.device) -> float:
+    """``time.perf_counter()`` after the device has finished its queued work."""
+    synchronize(device)
+    return time.perf_counter()
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: the median of ``samples`` (each one call's seconds)."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.samples)
+
+
+def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warmup: int = 1) -> Timing:
+    """Call ``fn`` ``warmup`` times untimed, then ``repeats`` times, each timed on its own."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r} is not allowed; time at least one call")
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = clock(device)
+        fn()
+        samples.append(clock(device) - start)
+    return Timing(tuple(samples))
+
+
+def autorange(fn: Callable[[], object], *, min_run_time: float = 0.2) -> Timing:
+    """``torch.utils.benchmark.Timer.blocked_autorange``: blocks of calls until ``min_run_time`` seconds, with
+    the process's thread count (the Timer's default is one thread); one sample per block, per call."""
+    import torch.utils.benchmark  # imported here: its import warns about CUDA_HOME on machines without CUDA
+
+    timer = torch.utils.benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    measurement = timer.blocked_autorange(min_run_time=min_run_time)
+    return Timing(tuple(t / measurement.number_per_run for t in measurement.raw_times))
+
+
+def interleave(runners: dict, *, warmup: int, repeats: int, length: int) -> dict[object, list[dict]]:
+    """Warm every runner up, then run their repeats in turn (A B C, A B C, ...), so that a busy spell on a shared
+    machine slows every variant alike instead of one of them. ``runner(n)`` returns a dict with ``seconds``."""
+    for run in runners.values():
+        if warmup:
+            run(warmup)
+    timings = {key: [] for key in runners}
+    for _ in range(repeats):
+        for key, run in runners.items():
+            timings[key].append(run(length))
+    return timings
+
+
+def median_repeat(repeats: list[dict]) -> dict:
+    """The repeat whose ``seconds`` is the median (the lower middle one for an even count)."""
+    ordered = sorted(repeats, key=lambda r: r["seconds"])
+    return ordered[(len(ordered) - 1) // 2]

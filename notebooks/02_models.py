@@ -52,7 +52,7 @@ force = False
 # %%
 from vitbn_nb import profiles
 from vitbn_nb.models import build_model
-from vitbn_nb.studies import architectures
+from vitbn_nb.studies import architectures, model_sizes
 
 settings = profiles.settings("02_models", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
@@ -188,16 +188,16 @@ architectures.running_stats_figure(result)
 # invisible to the counter, so attention is counted on its math backend (the same products).
 
 # %%
-architectures.model_table(result)
+model_sizes.model_table(result)
 
 # %%
-architectures.model_size_figure(result)
+model_sizes.model_size_figure(result)
 
 # %% [markdown]
 # What the table says, computed from it:
 
 # %%
-architectures.size_summary(result)
+model_sizes.size_summary(result)
 
 # %% [markdown]
 # Two things to carry into the next chapters. First, the norm itself is almost free: at equal

@@ -59,7 +59,7 @@ force = False
 
 # %%
 from vitbn_nb import profiles
-from vitbn_nb.studies import depth
+from vitbn_nb.studies import depth, depth_numbers
 
 settings = profiles.settings("05_depth_study", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
@@ -104,7 +104,7 @@ result = depth.run(settings, force=force)
 # applies. The article's findings, as reported:
 
 # %%
-depth.article_reported()
+depth_numbers.article_reported()
 
 # %% [markdown]
 # ## Figure 8: learning rate 0.003, depths 4 to 7

@@ -169,7 +169,7 @@ speed.pipeline_split(result)
 # is measured on this device).
 
 # %%
-speed.utilisation(result)
+speed_accounting.utilisation(result)
 
 # %% [markdown]
 # ## What BatchNorm can buy at inference: folding
@@ -250,7 +250,7 @@ speed_accounting.effects_statement(result)
 # values, reported rather than asserted (timings are not tests):
 
 # %%
-speed.targets(result)
+speed_accounting.targets(result)
 
 # %% [markdown]
 # ## What to take from this

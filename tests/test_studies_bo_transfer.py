@@ -6,7 +6,12 @@ import torch
 
 from vitbn_nb import data, hpo, models, profiles, runs
 from vitbn_nb.figures import read_manifest
-from vitbn_nb.studies import bayes_opt, transfer
+from vitbn_nb.studies import (
+    bayes_opt,
+    bayes_opt_numbers,
+    transfer,
+    transfer_numbers,
+)
 
 BO = profiles.settings("04_bayes_opt", "smoke", trials=2, trial_epochs=1, epochs=2, train_size=200, test_size=100)
 TRANSFER = profiles.settings(
@@ -31,16 +36,16 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mni
     result = bayes_opt.BayesOptResult(BO, trials, table)
     assert sorted(table.groupby("model")["epoch"].max().items()) == [("ViT", 2), ("ViTBN", 2), ("ViTBNFFN", 2)]
 
-    frame = bayes_opt.best_settings(trials, table)
+    frame = bayes_opt_numbers.best_settings(trials, table)
     assert list(frame["best batch size"]) == [best[m]["batch_size"] for m in ("ViT", "ViTBNFFN", "ViTBN")]
     assert list(frame["article 1 after 30 ep. (%)"]) == ["98.1", "97.6", "97.8"]
-    ratios = bayes_opt.speedups(table)
+    ratios = bayes_opt_numbers.speedups(table)
     assert list(ratios["model"]) == ["ViTBNFFN", "ViTBN"] and list(ratios["r_t (article)"]) == ["3.9", "3.5"]
     for _, row in ratios.iterrows():  # this run's r is computed from the runs' own times
         mine = table[table["model"] == row["model"]]["train_seconds"].mean()
         vit = table[table["model"] == "ViT"]["train_seconds"].mean()
         assert float(row["r_t"]) == pytest.approx(vit / mine, abs=0.01)
-    compared = bayes_opt.comparison(trials, table)
+    compared = bayes_opt_numbers.comparison(trials, table)
     assert "not in the text" in set(compared["article 1"])
 
     bayes_opt.fig7_figure(result)
@@ -102,14 +107,14 @@ def small_transfer_set(n=300):
 def test_time_passes_counts_passes_and_accuracy(mnist_ready):
     images, labels, _ = small_transfer_set(120)
     model = models.build_model("CNN").eval()
-    timing = transfer.time_passes(model, images, labels, batch_size=50, repeats=3, device="cpu")
+    timing = transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=3, device="cpu")
     assert len(timing["all_seconds"]) == 3 and timing["seconds"] == sorted(timing["all_seconds"])[1]
     assert timing["images"] == 120 and timing["images_per_second"] == pytest.approx(120 / timing["seconds"])
     with torch.inference_mode():
         expected = 100 * (model(data.to_float(images)).argmax(1) == labels).float().mean().item()
     assert timing["accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="repeats"):
-        transfer.time_passes(model, images, labels, batch_size=50, repeats=0)
+        transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=0)
 
 
 def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):
@@ -145,12 +150,12 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
     assert (measured["passes"] == 2).all() and (measured["images"] == 300).all()
     assert measured["parameters"].iloc[3] == models.count_parameters(models.build_model("CNN"))
 
-    summary = transfer.summary(measured).set_index("model")
+    summary = transfer_numbers.summary(measured).set_index("model")
     assert summary.loc["ViT", "speed-up vs ViT (T_ViT / T)"] == "1.00"
     vit = measured.loc[measured["model"] == "ViT", "seconds"].item()
     cnn = measured.loc[measured["model"] == "CNN", "seconds"].item()
     assert summary.loc["CNN", "speed-up mean"] == pytest.approx(vit / cnn)
-    assert "mnist-test-tail" in transfer.findings(measured)
+    assert "mnist-test-tail" in transfer_numbers.findings(measured)
 
     transfer.transfer_table(result)
     transfer.transfer_figure(result)

@@ -8,7 +8,12 @@ import pytest
 from vitbn_nb import profiles
 from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import REFERENCE_VIT
-from vitbn_nb.studies import depth, fixed_lr, fixed_lr_numbers
+from vitbn_nb.studies import (
+    depth,
+    depth_numbers,
+    fixed_lr,
+    fixed_lr_numbers,
+)
 
 
 def synthetic(rows):
@@ -215,11 +220,11 @@ def test_a_breakdown_beyond_the_trained_epochs_is_not_called_absent():
 
 
 def test_depth_calls_weigh_the_difference_against_the_seed_spread():
-    assert depth.call([2.0, 3.0, 2.5]) == "ViTBNFFN better"
-    assert depth.call([1.5, -1.0, 0.5]) == "within spread"  # mean 0.33 < sd 1.26
-    assert depth.call([-4.0, -3.0, -5.0]) == "ViT better"
-    assert depth.call([0.5]) == "comparable"  # one seed: no spread, only the 1-point rule
-    assert depth.call([]) == "not run"
+    assert depth_numbers.call([2.0, 3.0, 2.5]) == "ViTBNFFN better"
+    assert depth_numbers.call([1.5, -1.0, 0.5]) == "within spread"  # mean 0.33 < sd 1.26
+    assert depth_numbers.call([-4.0, -3.0, -5.0]) == "ViT better"
+    assert depth_numbers.call([0.5]) == "comparable"  # one seed: no spread, only the 1-point rule
+    assert depth_numbers.call([]) == "not run"
     rows = []
     for seed, (vit, bn) in enumerate([(80.0, 85.0), (81.0, 87.0), (79.0, 84.0)]):
         rows += [("ViT", 6, 0.003, seed, 1, 1.0, 1.0, vit, 0.5), ("ViTBNFFN", 6, 0.003, seed, 1, 1.0, 1.0, bn, 0.5)]
@@ -228,8 +233,8 @@ def test_depth_calls_weigh_the_difference_against_the_seed_spread():
             ("ViTBNFFN", 4, 0.003, seed, 1, 1.0, 1.0, 81.0 - seed, 0.5),
         ]
     table = synthetic(rows)
-    assert list(depth.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
-    frame = depth.verdicts(table, 0.003, (4, 5, 6)).set_index("depth")
+    assert list(depth_numbers.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
+    frame = depth_numbers.verdicts(table, 0.003, (4, 5, 6)).set_index("depth")
     assert frame.loc[6, "this run"] == "ViTBNFFN better" and frame.loc[6, "agrees"] == "yes"
     assert frame.loc[4, "this run"] == "within spread" and frame.loc[4, "agrees"] == "yes"  # article: comparable
     assert frame.loc[5, "this run"] == "not run" and frame.loc[5, "agrees"] == "—"
@@ -245,7 +250,7 @@ def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
             ("ViTBNFFN", 3, 0.003, seed, 10, 1.0, 1.0, 92.0, 0.3),
             ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed, 0.3),
         ]
-    frame = depth.lr_effect(synthetic(rows), depths=(3,)).set_index("depth")
+    frame = depth_numbers.lr_effect(synthetic(rows), depths=(3,)).set_index("depth")
     assert frame.loc[3, "ViT drop (pt)"] == "14.0 ± 1.4"
     assert frame.loc[3, "ViTBNFFN drop (pt)"] == "1.5 ± 0.7"
     assert frame.loc[3, "this run"] == "ViTBNFFN milder" and frame.loc[3, "agrees"] == "yes"
@@ -258,7 +263,7 @@ def test_seed_reported_tables_quote_the_articles():
     assert len(fixed_lr_numbers.article_reported(0.01).query("quantity == 'unstable from epoch'")) == 1
     with pytest.raises(ValueError, match="learning rates"):
         fixed_lr_numbers.article_reported(0.123)
-    reported = depth.article_reported()
+    reported = depth_numbers.article_reported()
     assert {"Fig 8", "Fig 9", "Fig 10"} <= set(reported["figure"])
     assert reported["article 2 reports"].str.contains("91 % → ≈ 78 %").any()
 

@@ -8,7 +8,7 @@ import torch
 from vitbn_nb import profiles
 from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import build_model, count_parameters
-from vitbn_nb.studies import architectures, batchnorm_intro
+from vitbn_nb.studies import architectures, batchnorm_intro, model_sizes
 
 SMOKE = profiles.settings("01_batchnorm_intro", "smoke")
 
@@ -177,7 +177,7 @@ def test_running_mean_converges_like_its_momentum_says(mnist_ready):
 
 
 def test_model_sizes_count_parameters_and_flops_of_every_configuration():
-    sizes = architectures.model_sizes()
+    sizes = model_sizes.model_sizes()
     keys = list(zip(sizes["model"], sizes["depth"].astype(object).where(sizes["depth"].notna(), None)))
     assert len(keys) == len(set(keys))
     expected = {
@@ -210,13 +210,13 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
 
 
 def test_size_outputs_are_saved_with_their_ids(figures_store):
-    sizes = architectures.model_sizes(architectures.configurations().query("model in ['ViT', 'ViTBNFFN', 'CNN']"))
+    sizes = model_sizes.model_sizes(model_sizes.configurations().query("model in ['ViT', 'ViTBNFFN', 'CNN']"))
     result = architectures.ModelsResult(profiles.settings("02_models", "smoke"), None, sizes)
-    architectures.model_table(result)
-    architectures.model_size_figure(result)
+    model_sizes.model_table(result)
+    model_sizes.model_size_figure(result)
     outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {"new/model_table", "new/model_sizes"}
     saved = pd.read_csv(figures_store / "02_model_table.csv")
     assert list(saved["parameters"]) == list(sizes["parameters"])
-    notes = architectures.size_summary(result)
+    notes = model_sizes.size_summary(result)
     assert any("each encoder block adds" in line for line in notes) and notes._repr_markdown_().startswith("- ")

@@ -90,8 +90,8 @@ def test_display_tables_have_a_row_per_configuration(measured):
     assert len(speed.equal_depth(measured)) == 6
     assert len(speed.pipeline_split(measured)) == 12
     assert len(speed.folding(measured)) == 4
-    assert len(speed.utilisation(measured)) == 12
-    assert len(speed.targets(measured)) == 4
+    assert len(speed_accounting.utilisation(measured)) == 12
+    assert len(speed_accounting.targets(measured)) == 4
     assert len(speed_accounting.norm_forms(measured)) == 12
     assert len(speed_accounting.article_reported()) == 4
     overview = speed.overview(measured)

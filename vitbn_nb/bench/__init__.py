@@ -22,16 +22,9 @@ itself, so the book never shows a stale bench file.
 
 from __future__ import annotations
 
-from .measurements import (
-    NORM_FORMS,
-    PeakMemory,
-    inference_flops,
-    measure,
-    time_compile,
-    time_norm_forms,
-    training_flops,
-    without_norms,
-)
+from .compile import time_compile
+from .measurements import PeakMemory, inference_flops, measure, training_flops, without_norms
+from .norm_forms import NORM_FORMS, time_norm_forms
 from .report import BenchResult, format_report, write
 
 __all__ = [

@@ -11,34 +11,32 @@ import datetime as dt
 import gc
 import re
 import resource
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
-from .. import data, engine
-from ..models import AS_RUN_DEPTH, BatchNorm, build_model, fold_batchnorm
+from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..profiles import SpeedSettings
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
 from . import timing
+from .compile import time_compile
+from .norm_forms import time_norm_forms
 from .pipelines import (
     DATASET,
     PIPELINES,
-    endless,
+    _build,
     inference_runner,
     pipelines,
     time_inference_many,
-    time_training,
     time_training_many,
     training_runner,
 )
-from .report import BenchResult, ratio
+from .report import BenchResult
 
 TIMING_NOTE = (
     "medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "
@@ -191,133 +189,6 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
 # ---------------------------------------------------------------------------------------------
 # The three ways to write BatchNorm on tokens
 # ---------------------------------------------------------------------------------------------
-class TransposedBatchNorm1d(nn.BatchNorm1d):
-    """Article 1: ``b n d -> b d n``, BatchNorm1d over the feature axis, and back."""
-
-    def forward(self, x):
-        return rearrange(super().forward(rearrange(x, "b n d -> b d n")), "b d n -> b n d")
-
-
-class TransposedBatchNorm2d(nn.BatchNorm2d):
-    """Article 2: ``b n d -> b d n 1``, BatchNorm2d over the feature axis, and back."""
-
-    def forward(self, x):
-        return rearrange(super().forward(rearrange(x, "b n d -> b d n 1")), "b d n 1 -> b n d")
-
-
-NORM_FORMS = {
-    "BatchNorm1d over b d n (article 1)": TransposedBatchNorm1d,
-    "BatchNorm2d over b d n 1 (article 2)": TransposedBatchNorm2d,
-    "BatchNorm1d over flattened (b n) d (vitbn_nb)": BatchNorm,
-}
-
-
-def time_norm_forms(
-    device=None,
-    *,
-    batch: int = 100,
-    test_batch: int = 5000,
-    tokens: int = 17,
-    dims=(64, 128),
-    iterations: int = 50,
-    repeats: int = 3,
-) -> list[dict]:
-    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval
-    forward on ``(test_batch, tokens, d)`` (median of ``repeats`` x ``iterations``), and how far its
-    output is from the flattened form's (they compute the same thing)."""
-    device = pick_device(device)
-    generator = torch.Generator(device=device).manual_seed(0)
-    rows = []
-    for dim in dims:
-        for mode, n in (("train forward+backward", batch), ("eval forward", test_batch)):
-            x = torch.randn(n, tokens, dim, device=device, generator=generator) * 2 + 0.5
-            grad = torch.randn(n, tokens, dim, device=device, generator=generator)
-            outputs = {}
-            running_mean = torch.rand(dim, device=device, generator=generator) - 0.5
-            running_var = torch.rand(dim, device=device, generator=generator) * 1.5 + 0.5
-            for form, cls in NORM_FORMS.items():
-                norm = cls(dim).to(device)
-                norm.running_mean.copy_(running_mean)  # the same statistics for every form, so eval outputs agree
-                norm.running_var.copy_(running_var)
-                norm.train(mode.startswith("train"))
-                xin = x.clone().requires_grad_(mode.startswith("train"))
-
-                training = mode.startswith("train")
-
-                def once(norm=norm, xin=xin, grad=grad, training=training):
-                    if training:
-                        out = norm(xin)
-                        out.backward(grad)
-                        return out
-                    with torch.inference_mode():
-                        return norm(xin)
-
-                outputs[form] = once().detach()
-                block = timing.repeat(
-                    lambda once=once: [once() for _ in range(iterations)], repeats=repeats, device=device, warmup=1
-                )
-                rows.append(
-                    {
-                        "form": form,
-                        "mode": mode,
-                        "dim": dim,
-                        "shape": [n, tokens, dim],
-                        "microseconds": 1e6 * block.seconds / iterations,
-                    }
-                )
-            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
-            for row in rows[-len(NORM_FORMS) :]:
-                row["max_abs_difference"] = float((outputs[row["form"]] - reference).abs().max())
-            fastest = min(r["microseconds"] for r in rows[-len(NORM_FORMS) :])
-            for row in rows[-len(NORM_FORMS) :]:
-                row["relative_to_fastest"] = row["microseconds"] / fastest
-    return rows
-
-
-@contextlib.contextmanager
-def _cold_inductor_cache(folder: str):
-    """Inductor's caches pointed at an empty ``folder`` (yields whether that worked)."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
-    except ImportError:  # a torch without it: the compile time may then come from a warm cache
-        yield False
-        return
-    with temporary_cache_dir(folder):
-        yield True
-
-
-def time_compile(name: str, depth: int, settings: SpeedSettings, device=None) -> dict:
-    """What ``torch.compile`` would buy the engine's training step: compile seconds (the first
-    compiled step, less an eager step), eager and compiled step times (same batches, same
-    repeats), and the steps it takes to pay the compile back. One shape only: a run also
-    compiles again for its test batch and its last, smaller training batch."""
-    device = pick_device(device)
-    train_data = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))[0]
-    eager = _build(name, depth, settings.seed, device)
-    eager_row = time_training(eager, train_data, pipeline="engine", settings=settings, device=device)
-    compiled_model = _build(name, depth, settings.seed, device)
-    optimizer = torch.optim.Adam(compiled_model.parameters(), lr=settings.lr)
-    batches = endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
-    torch._dynamo.reset()
-    with tempfile.TemporaryDirectory() as cache, _cold_inductor_cache(cache) as cold:
-        # A cold cache, as a fresh checkout (or Colab) has: a warm one hides most of the compile time.
-        compiled = torch.compile(compiled_model)
-        start = timing.clock(device)
-        engine.train_step(compiled, optimizer, *next(batches))
-        first = timing.clock(device) - start
-        compiled_row = time_training(compiled, train_data, pipeline="engine", settings=settings, device=device)
-    compile_seconds = max(first - eager_row["step_seconds"], 0.0)
-    saved = eager_row["step_seconds"] - compiled_row["step_seconds"]
-    return {
-        "model": name,
-        "depth": depth,
-        "compile_seconds": compile_seconds,
-        "cold_cache": cold,
-        "eager_step_seconds": eager_row["step_seconds"],
-        "compiled_step_seconds": compiled_row["step_seconds"],
-        "speedup": ratio(eager_row["step_seconds"], compiled_row["step_seconds"]),
-        "break_even_steps": compile_seconds / saved if saved > 0 else float("inf"),
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,11 +229,6 @@ def inference_memory(
     with PeakMemory(device) as memory:
         inference_runner(model, test_data, per_sample, settings, device)(1)
     return memory
-
-
-def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
-    torch.manual_seed(seed)
-    return build_model(name, depth=depth).to(device)
 
 
 def measure(

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .. import data, engine
+from ..models import build_model
 from ..profiles import SpeedSettings
 from . import timing
 
@@ -180,3 +181,8 @@ def time_inference(
 ) -> dict:
     """Evaluation throughput of one model (see :func:`time_inference_many`)."""
     return time_inference_many({0: (model, test_data, per_sample)}, settings=settings, device=device)[0]
+
+
+def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(seed)
+    return build_model(name, depth=depth).to(device)

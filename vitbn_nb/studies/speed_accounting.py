@@ -1,13 +1,25 @@
-"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline,
-and the three forms of BatchNorm on tokens; views of :class:`.speed.SpeedResult`."""
+"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
+three forms of BatchNorm on tokens, utilisation and the engine's targets; views of :class:`.speed.SpeedResult`."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 from IPython.display import Markdown
 
 from .. import articles, figures
-from .speed import BN_MODELS, CHAPTER, SpeedResult, pct, ratio_text, seconds_per_image, share
+from .speed import (
+    BN_MODELS,
+    CHAPTER,
+    PIPELINE_LABELS,
+    SpeedResult,
+    name,
+    pct,
+    ratio_text,
+    seconds_per_image,
+    share,
+)
 
 #: Timings this close (relative) count as a tie: closer than a quiet machine's repeat-to-repeat spread.
 TIE = 0.02
@@ -297,4 +309,45 @@ def norm_forms_statement(result: SpeedResult) -> Markdown:
         "next layer) has to copy or stride through; the flattened form reshapes a contiguous "
         "tensor without a copy. All three compute the same statistics: the last column is the "
         "largest difference in their outputs."
+    )
+
+
+def utilisation(result: SpeedResult) -> pd.DataFrame:
+    """FLOPs per training step, achieved FLOP/s and model FLOP utilisation against the measured matmul peak."""
+    peak = result.bench.meta["matmul_peak"]["flops_per_s"]
+    rows = []
+    for r in result.bench.training.to_dict("records"):
+        rows.append(
+            {
+                "configuration": name(r["model"], r["depth"]) + (" *" if r["as_run"] else ""),
+                "pipeline": PIPELINE_LABELS[r["pipeline"]],
+                "GFLOP per step": round(r["flops_per_step"] / 1e9, 2),
+                "achieved GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
+                "MFU": pct(r["mfu"]),
+                "MFU of the compute part": pct(r["compute_mfu"]),
+                "peak memory (MiB)": round(r["peak_memory_mib"], 1),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame.attrs["peak"] = f"{peak / 1e9:,.1f} GFLOP/s"
+    return frame
+
+
+def targets(result: SpeedResult) -> pd.DataFrame:
+    names = {
+        "train_engine_over_reference_min": "training: engine ≥ 3× the article 1's pipeline (every configuration)",
+        "eval_engine_over_reference_min": "evaluation: engine ≥ 5× the article 1's pipeline (every configuration)",
+        "train_mfu_vit_d6": "training MFU of ViT d6 ≥ 40 % of the matmul peak",
+        "folded_vitbn_over_unfolded_min": "folded ViTBN ≥ 1.2× unfolded ViTBN (same depth)",
+    }
+    return pd.DataFrame(
+        [
+            {
+                "target": names.get(k, k),
+                "reached": f"{t['value']:.2f}" if math.isfinite(t["value"]) else "n/a",
+                "target value": t["target"],
+                "met": "yes" if t["met"] else "no",
+            }
+            for k, t in result.bench.targets.items()
+        ]
     )

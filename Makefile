@@ -10,7 +10,7 @@ TORCH := $(if $(filter x86_64,$(shell uname -m)),torch==2.14.1 torchvision==0.29
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: book test data bench lab app clean clean-runs readme lock
+.PHONY: book test test-fast lint data bench lab app clean clean-runs readme lock
 # Extra arguments for lab, app and book: make app ARGS="--port 8000", make lab ARGS="--no-browser"
 ARGS ?=
 # Jupyter refuses to run as root unless told; containers often run as root.
@@ -58,6 +58,14 @@ test: $(VENV)/.installed
 		|| { $(APT_GET) update -q >/dev/null 2>&1 && $(APT_GET) install -y -q chromium chromium-driver >/dev/null 2>&1; } \
 		|| echo "Chromium could not be installed (apt-get needs root); the browser tests will be skipped."
 	$(PY) -m pytest
+
+# The unit tests only (no chapter executed, no browser, no training beyond a few steps): a couple of minutes.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not slow and not book and not browser"
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check vitbn_nb tests
+	$(VENV)/bin/ruff format --check vitbn_nb tests
 
 bench: $(VENV)/.installed
 	$(PY) -m vitbn_nb bench

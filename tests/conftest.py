@@ -71,3 +71,17 @@ def browser():
     yield driver
     driver.quit()
     shutil.rmtree(profile_dir, ignore_errors=True)
+
+
+#: Fixtures whose tests execute chapters with papermill or build the HTML book.
+_BOOK_FIXTURES = {"small_book", "full_book", "small_chapters"}
+
+
+def pytest_collection_modifyitems(items):
+    """``browser`` and ``book`` marks follow from the fixtures a test uses (``make test-fast`` skips both)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "browser" in names:
+            item.add_marker(pytest.mark.browser)
+        if names & _BOOK_FIXTURES:
+            item.add_marker(pytest.mark.book)

@@ -179,6 +179,7 @@ def test_failed_run_names_chapter_and_cell_and_keeps_previous_figures(small_book
     assert staged["outputs"]["book_test_line"]["book_run"] != small_book.book_run
 
 
+@pytest.mark.book
 def test_cli_reports_a_failed_chapter(tmp_path, capsys):
     chapters = tmp_path / "chapters"
     chapters.mkdir()

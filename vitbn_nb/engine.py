@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable
 
 import torch
@@ -25,7 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from .system import machine_load, pick_device, synchronize
+from .bench import timing
+from .data import Batches
+from .system import machine_load, pick_device
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -49,12 +50,12 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y:
 def train_epoch(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    train_data,
+    train_data: Batches,
     *,
     batch_size: int,
     generator: torch.Generator,
     device: torch.device,
-    bar=None,
+    bar: tqdm | None = None,
     item_per_step: bool = False,
 ) -> dict:
     """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds.
@@ -66,18 +67,15 @@ def train_epoch(
     loss_sum = torch.zeros((), device=device)
     seen = 0
     data_seconds = 0.0
-    synchronize(device)
-    start = time.perf_counter()
+    start = timing.clock(device)
     batches = iter(train_data.batches(batch_size, generator=generator, shuffle=True, min_batch=2))
     while True:
-        synchronize(device)
-        fetch = time.perf_counter()
+        fetch = timing.clock(device)
         try:
             x, y = next(batches)
         except StopIteration:
             break
-        synchronize(device)
-        data_seconds += time.perf_counter() - fetch
+        data_seconds += timing.clock(device) - fetch
         loss = train_step(model, optimizer, x, y)
         if item_per_step:
             loss = loss.item()
@@ -85,8 +83,7 @@ def train_epoch(
         seen += len(y)
         if bar is not None:
             bar.update()
-    synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds = timing.clock(device) - start
     return {
         "train_loss": (loss_sum / max(seen, 1)).item(),
         "train_seconds": seconds,
@@ -116,19 +113,22 @@ def count_classes_per_sample(logits: Tensor, y: Tensor, correct: list, total: li
 
 @torch.inference_mode()
 def evaluate(
-    model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10, device: torch.device | None = None
+    model: nn.Module,
+    test_data: Batches,
+    *,
+    batch_size: int = 5000,
+    num_classes: int = 10,
+    device: torch.device | None = None,
 ) -> dict:
     """Accuracy and per-class accuracy (both in %), counted on the device with no per-sample Python."""
     device = device or next(model.parameters()).device
     model.eval()
     correct = torch.zeros(num_classes, device=device)
     total = torch.zeros(num_classes, device=device)
-    synchronize(device)
-    start = time.perf_counter()
+    start = timing.clock(device)
     for x, y in test_data.batches(batch_size):
         count_classes(model(x), y, correct, total)
-    synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds = timing.clock(device) - start
     class_acc = (100 * correct / total.clamp(min=1)).tolist()
     return {
         "test_acc": 100 * correct.sum().item() / max(total.sum().item(), 1),
@@ -139,17 +139,21 @@ def evaluate(
 
 @torch.inference_mode()
 def evaluate_per_sample(
-    model: nn.Module, test_data, *, batch_size: int = 5000, num_classes: int = 10, device: torch.device | None = None
+    model: nn.Module,
+    test_data: Batches,
+    *,
+    batch_size: int = 5000,
+    num_classes: int = 10,
+    device: torch.device | None = None,
 ) -> dict:
-    """The seeds' evaluation: batched forward passes, then a Python loop over samples for per-class counts."""
+    """Article 1's evaluation: batched forward passes, then a Python loop over samples for per-class counts."""
     device = device or next(model.parameters()).device
     model.eval()
     correct, total = [0] * num_classes, [0] * num_classes
-    synchronize(device)
-    start = time.perf_counter()
+    start = timing.clock(device)
     for x, y in test_data.batches(batch_size):
         count_classes_per_sample(model(x), y, correct, total)
-    seconds = time.perf_counter() - start
+    seconds = timing.clock(device) - start
     return {
         "test_acc": 100 * sum(correct) / max(sum(total), 1),
         "class_acc": [100 * c / max(t, 1) for c, t in zip(correct, total)],
@@ -159,8 +163,8 @@ def evaluate_per_sample(
 
 def train_model(
     model: nn.Module,
-    train_data,
-    test_data,
+    train_data: Batches,
+    test_data: Batches,
     *,
     epochs: int,
     lr: float,
@@ -168,7 +172,7 @@ def train_model(
     test_batch_size: int = 5000,
     seed: int = 0,
     num_classes: int = 10,
-    device=None,
+    device: str | torch.device | None = None,
     start_epoch: int = 0,
     optimizer_state: dict | None = None,
     per_sample_eval: bool = False,

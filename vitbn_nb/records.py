@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -59,7 +60,7 @@ def read_record(folder: Path) -> dict:
     return record
 
 
-def load_weights(path: Path, run_id: str, expected: str | None = None, *, weights_only: bool = True):
+def load_weights(path: Path, run_id: str, expected: str | None = None, *, weights_only: bool = True) -> Any:
     """``torch.load`` of a run's weight file to the CPU, its checksum verified; errors name the file and the fix."""
     path = Path(path)
     if not path.is_file():
@@ -92,7 +93,7 @@ def _problems(folder: Path) -> list[str]:
     return problems
 
 
-def check_store(store=None) -> pd.DataFrame:
+def check_store(store: str | Path | None = None) -> pd.DataFrame:
     """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it."""
     store = Path(store) if store is not None else runs_dir()
     rows = []

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,10 @@ from .paths import runs_dir
 from .records import RunStoreError, load_weights, read_record, sha256, write_record
 from .system import hardware, pick_device, versions
 
-PIPELINES = ("fast", "reference")
+PIPELINES = ("engine", "reference")
+#: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record
+#: read back says "engine" again. Keeping the spelling keeps every run id, so no run trains twice.
+_STORED_AS = {"engine": "fast"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class RunConfig:
     seed: int = 0
     train_size: int | None = None
     test_size: int | None = None
-    pipeline: str = "fast"
+    pipeline: str = "engine"
     #: Fine-tuning: the run id of a finished run whose weights start this one (position embedding
     #: interpolated when the patch grid differs), and which weights train ("all" | "attention").
     init_from: str | None = None
@@ -69,6 +73,8 @@ class RunConfig:
         with torch.device("meta"):  # refuse a bad model configuration now, not hours into a sweep
             build_model(self.model, **self.model_kwargs)
         check_choice("dataset", self.dataset, DATASETS)
+        stored = {name: pipeline for pipeline, name in _STORED_AS.items()}
+        object.__setattr__(self, "pipeline", stored.get(self.pipeline, self.pipeline))
         check_choice("pipeline", self.pipeline, PIPELINES)
         for name in ("epochs", "batch_size", "test_batch_size"):
             value = getattr(self, name)
@@ -97,7 +103,7 @@ class RunConfig:
                 f"image_size={image_size!r} must match"
             )
         if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
-            raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'fast'")
+            raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
     def to_dict(self) -> dict:
         # The fine-tuning fields appear only when set, so every earlier run keeps its id.
@@ -105,6 +111,7 @@ class RunConfig:
         for name in ("init_from", "trainable"):
             if config[name] == RunConfig.__dataclass_fields__[name].default:
                 del config[name]
+        config["pipeline"] = _STORED_AS.get(self.pipeline, self.pipeline)
         return config
 
     def run_id(self, device_type: str) -> str:
@@ -146,7 +153,7 @@ class Run:
         epochs = self.record["epochs"]
         return epochs[-1]["test_acc"] if epochs else float("nan")
 
-    def load_model(self, device=None) -> nn.Module:
+    def load_model(self, device: str | torch.device | None = None) -> nn.Module:
         if self.status not in ("finished", "diverged"):
             raise RuntimeError(f"run {self.run_id} is {self.status}: it has no final model yet")
         model = build_model(self.record["config"]["model"], **self.record["config"]["model_kwargs"])
@@ -194,7 +201,7 @@ def _locks_dir() -> Path:
 
 
 @contextlib.contextmanager
-def run_lock(run_id: str, progress: bool = True):
+def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
     """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go."""
     lock = FileLock(str(_locks_dir() / f"{run_id}.lock"))
     try:
@@ -216,7 +223,12 @@ def _remove_stale_temporaries(folder: Path) -> None:
 
 
 def train(
-    config: RunConfig, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+    config: RunConfig,
+    *,
+    force: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    mlflow: bool | None = None,
 ) -> Run:
     """Train ``config`` (or return it from the store when it already finished).
 
@@ -250,7 +262,7 @@ def _train_locked(
     if config.init_from is not None:
         _initialise_from(model, config)
     trainable = finetune.set_trainable(model, config.trainable)
-    if config.pipeline == "fast":
+    if config.pipeline == "engine":
         train_data, test_data = image_sets(config.dataset, config.train_size, config.test_size, str(device))
     else:
         train_data, test_data = reference_sets(config.dataset, config.train_size, config.test_size, device)
@@ -347,7 +359,7 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
 
 
 def train_all(
-    configs, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+    configs: Iterable[RunConfig], *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
 ) -> list[Run]:
     """Train several configurations in order (finished ones come straight from the store)."""
     force = profiles.flag("force", force)
@@ -360,7 +372,7 @@ def train_all(
     return runs
 
 
-def load_table(runs=None) -> pd.DataFrame:
+def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
     """One row per run and epoch, config flattened into columns (``class_acc_0`` ... per class)."""
     if runs is None:
         runs = [Run(p.parent) for p in sorted(runs_dir().glob("*/record.json"))]
@@ -369,6 +381,8 @@ def load_table(runs=None) -> pd.DataFrame:
         record = run.record if isinstance(run, Run) else run
         config = dict(record["config"])
         kwargs = config.pop("model_kwargs")
+        stored = {name: pipeline for pipeline, name in _STORED_AS.items()}
+        config["pipeline"] = stored.get(config.get("pipeline"), config.get("pipeline"))
         base = {
             "run_id": record["run_id"],
             "status": record["status"],
@@ -388,7 +402,7 @@ def load_table(runs=None) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
+def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
     """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train)."""
     folder = runs_dir() / run_id
     if not folder.is_dir():

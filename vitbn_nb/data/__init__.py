@@ -21,7 +21,17 @@ from .files import (
     read_idx,
     write_idx,
 )
-from .sets import DATASETS, IMAGE_SIZE, ImageSet, ReferenceSet, check_dataset, image_sets, reference_sets, upscale
+from .sets import (
+    DATASETS,
+    IMAGE_SIZE,
+    Batches,
+    ImageSet,
+    ReferenceSet,
+    check_dataset,
+    image_sets,
+    reference_sets,
+    upscale,
+)
 
 __all__ = [
     "DATASETS",
@@ -29,6 +39,7 @@ __all__ = [
     "FALLBACK_SOURCE",
     "IMAGE_SIZE",
     "MNIST_FILES",
+    "Batches",
     "DataError",
     "ImageSet",
     "ReferenceSet",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +18,7 @@ ZOOM_SIDE = (2.0, 3.0)
 _SIZE = 28  # MNIST's image side
 
 
-def reference_augmentation():
+def reference_augmentation() -> Callable:
     """The article's pipeline, verbatim (PIL in, float tensor in [0,1] out, no normalisation)."""
     from torchvision import transforms as T
     from torchvision.transforms import v2
@@ -32,7 +34,7 @@ def reference_augmentation():
     )
 
 
-def reference_dataset(train: bool, augment: bool, root=None):
+def reference_dataset(train: bool, augment: bool, root: str | Path | None = None) -> torch.utils.data.Dataset:
     """torchvision's MNIST with the reference transform (or plain ToTensor): article 1's and article 2's pipeline."""
     import torchvision
     from torchvision import transforms as T

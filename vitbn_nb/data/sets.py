@@ -82,6 +82,10 @@ class ReferenceSet:
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
 
+#: What the engine trains and tests on: either pipeline's set.
+Batches = ImageSet | ReferenceSet
+
+
 def check_dataset(dataset: str) -> None:
     if dataset not in DATASETS:
         raise ValueError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, DATASETS))}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from .cnn import CNN
@@ -45,14 +47,14 @@ AS_WRITTEN_DEPTH = {"ViT": 6, "ViTBNFFN": 6, "ViTBN": 6}
 CONFIGURATIONS = {"as run": AS_RUN_DEPTH, "as written": AS_WRITTEN_DEPTH}
 
 
-def model_kwargs(name: str, **overrides) -> dict:
+def model_kwargs(name: str, **overrides: Any) -> dict:
     """The full constructor arguments of ``name``: the reference configuration plus ``overrides``."""
     check_choice("model", name, tuple(MODELS))
     base = dict(REFERENCE_VIT, depth=AS_RUN_DEPTH[name]) if name in VIT_FAMILY else {}
     return {**base, **overrides}
 
 
-def build_model(name: str, **overrides) -> nn.Module:
+def build_model(name: str, **overrides: Any) -> nn.Module:
     """``build_model("ViTBN", depth=6)``: the named model in its reference configuration, with overrides."""
     kwargs = model_kwargs(name, **overrides)
     return MODELS[name](**kwargs)

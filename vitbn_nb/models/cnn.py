@@ -10,7 +10,7 @@ from .norms import check_positive
 class CNN(nn.Module):
     """Two conv-BN-ReLU-pool stages and a linear head (28x28 -> 7x7 feature maps)."""
 
-    def __init__(self, *, channels=1, num_classes=10, width=32, image_size=28):
+    def __init__(self, *, channels: int = 1, num_classes: int = 10, width: int = 32, image_size: int = 28):
         super().__init__()
         for name, value in [
             ("channels", channels),
@@ -22,7 +22,7 @@ class CNN(nn.Module):
         if image_size % 4:
             raise ValueError(f"image_size={image_size!r} is not allowed: the two 2x2 poolings need a multiple of 4")
 
-        def stage(c_in, c_out):
+        def stage(c_in: int, c_out: int) -> list[nn.Module]:
             return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2)]
 
         self.features = nn.Sequential(*stage(channels, width), *stage(width, 2 * width))

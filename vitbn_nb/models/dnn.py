@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
@@ -11,7 +13,15 @@ from .norms import BatchNorm, check_positive
 class DNN(nn.Module):
     """Sigmoid MLP on flattened images; ``batchnorm=True`` puts BatchNorm before every sigmoid (Ioffe & Szegedy)."""
 
-    def __init__(self, *, in_features=784, hidden=100, depth=3, num_classes=10, batchnorm=False):
+    def __init__(
+        self,
+        *,
+        in_features: int = 784,
+        hidden: int = 100,
+        depth: int = 3,
+        num_classes: int = 10,
+        batchnorm: bool = False,
+    ):
         super().__init__()
         for name, value in [
             ("in_features", in_features),
@@ -33,10 +43,10 @@ class DNN(nn.Module):
 
 
 class DNN_d3(DNN):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any):
         super().__init__(depth=3, batchnorm=False, **kwargs)
 
 
 class DNNBN_d3(DNN):
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any):
         super().__init__(depth=3, batchnorm=True, **kwargs)

@@ -4,6 +4,9 @@ In eval mode a BatchNorm is a fixed per-feature affine map ``y = s * x + t`` wit
 ``s = gamma / sqrt(running_var + eps)`` and ``t = beta - running_mean * s``. Next to a Linear
 ``z = W x + b`` that map disappears into the Linear's weights:
 
+``torch.nn.utils.fusion`` folds a BatchNorm that comes after a Linear or a convolution; this module
+adds what it lacks (a BatchNorm before a Linear, through the pooling, and the walk over the models):
+
 * BatchNorm **after** a Linear (ViTBNFFN's and ViTBN's feed-forward ``Linear -> BN``, the
   patch embedding's ``Linear -> BN(dim)``, DNNBN's ``Linear -> BN``; likewise a
   ``BatchNorm2d`` after a ``Conv2d``, as in the hMLP stem):
@@ -24,6 +27,7 @@ import copy
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
 from .vit import Attention, ViT
 
@@ -52,15 +56,8 @@ def _foldable(bn: nn.Module) -> bool:
 
 
 def _fold_conv(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
-    """``bn(conv(x))`` as one convolution (the hMLP stem's ``Conv2d -> BatchNorm2d``)."""
-    scale, shift = batchnorm_affine(bn)
-    if conv.bias is None:
-        conv.bias = nn.Parameter(torch.zeros(conv.out_channels, device=conv.weight.device, dtype=conv.weight.dtype))
-    with torch.no_grad():
-        w, b = conv.weight.double(), conv.bias.double()
-        conv.weight.copy_((w * scale.view(-1, *[1] * (w.dim() - 1))).to(conv.weight.dtype))
-        conv.bias.copy_((scale * b + shift).to(conv.bias.dtype))
-    return conv
+    """``bn(conv(x))`` as one convolution (the hMLP stem's ``Conv2d -> BatchNorm2d``): torch's own fusion."""
+    return fuse_conv_bn_eval(conv.eval(), bn.eval())
 
 
 def _with_bias(linear: nn.Linear) -> nn.Linear:
@@ -77,18 +74,12 @@ def _with_bias(linear: nn.Linear) -> nn.Linear:
 
 
 def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
-    """``bn(linear(x))`` as one Linear."""
+    """``bn(linear(x))`` as one Linear: torch's own fusion."""
     if bn.num_features != linear.out_features:
         raise ValueError(
             f"cannot fold {bn!r} after {linear!r}: {bn.num_features} features != {linear.out_features} outputs"
         )
-    linear = _with_bias(linear)
-    scale, shift = batchnorm_affine(bn)
-    with torch.no_grad():
-        w, b = linear.weight.double(), linear.bias.double()
-        linear.weight.copy_((scale[:, None] * w).to(linear.weight.dtype))
-        linear.bias.copy_((scale * b + shift).to(linear.bias.dtype))
-    return linear
+    return fuse_linear_bn_eval(linear.eval(), bn.eval())
 
 
 def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:

@@ -10,6 +10,8 @@ the equality and ``vitbn_nb.bench`` measures the three forms.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from torch import Tensor, nn
 
 NORMS = ("layer", "batch")
@@ -40,16 +42,16 @@ def make_norm(kind: str, dim: int) -> nn.Module:
     return nn.LayerNorm(dim) if kind == "layer" else BatchNorm(dim)
 
 
-def check_choice(name: str, value, allowed) -> None:
+def check_choice(name: str, value: object, allowed: Iterable) -> None:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
 
 
-def check_positive(name: str, value) -> None:
+def check_positive(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
 
 
-def check_probability(name: str, value) -> None:
+def check_probability(name: str, value: float) -> None:
     if not 0.0 <= float(value) < 1.0:
         raise ValueError(f"{name}={value!r} is not allowed; it must lie in [0, 1)")

@@ -20,6 +20,8 @@ Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +32,7 @@ from torch import Tensor, nn
 from .norms import BatchNorm, check_choice, check_positive, check_probability, make_norm
 
 
-def pair(t):
+def pair(t: int | tuple[int, int]) -> tuple[int, int]:
     return t if isinstance(t, tuple) else (t, t)
 
 
@@ -113,7 +115,7 @@ def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
 def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
     """Three kernel sizes as (h, w) pairs (lists too, as they come back from JSON), or None if malformed."""
 
-    def is_size(k):
+    def is_size(k: object) -> bool:
         return isinstance(k, int) and not isinstance(k, bool) and k >= 1
 
     if not isinstance(kernels, (tuple, list)) or len(kernels) != 3:
@@ -148,7 +150,15 @@ class HMLPStem(nn.Sequential):
     does; in eval mode the patches are fully independent).
     """
 
-    def __init__(self, *, patch_size, channels: int, dim: int, norm: str = "layer", kernels=None):
+    def __init__(
+        self,
+        *,
+        patch_size: int | tuple[int, int],
+        channels: int,
+        dim: int,
+        norm: str = "layer",
+        kernels: list[int] | tuple[int, ...] | None = None,
+    ):
         patch_height, patch_width = pair(patch_size)
         given = kernels
         if kernels is None:
@@ -185,20 +195,20 @@ class Parallel(nn.ModuleList):
 class Transformer(nn.Module):
     def __init__(
         self,
-        dim,
-        depth,
-        heads,
-        dim_head,
-        mlp_dim,
-        dropout=0.0,
-        norm="layer",
-        ffn_norm="layer",
-        branches=1,
-        qkv_bias=False,
+        dim: int,
+        depth: int,
+        heads: int,
+        dim_head: int,
+        mlp_dim: int,
+        dropout: float = 0.0,
+        norm: str = "layer",
+        ffn_norm: str = "layer",
+        branches: int = 1,
+        qkv_bias: bool = False,
     ):
         super().__init__()
 
-        def branch(make):
+        def branch(make: Callable[[], nn.Module]) -> nn.Module:
             return make() if branches == 1 else Parallel(make() for _ in range(branches))
 
         self.layers = nn.ModuleList(
@@ -238,25 +248,25 @@ class ViT(nn.Module):
     def __init__(
         self,
         *,
-        image_size,
-        patch_size,
-        num_classes,
-        dim,
-        depth,
-        heads,
-        mlp_dim,
-        pool="cls",
-        channels=3,
-        dim_head=64,
-        dropout=0.0,
-        emb_dropout=0.0,
-        pos_emb="learn",
-        norm="layer",
-        ffn_norm="layer",
-        branches=1,
-        stem="linear",
-        hmlp_kernels=None,
-        qkv_bias=False,
+        image_size: int | tuple[int, int],
+        patch_size: int | tuple[int, int],
+        num_classes: int,
+        dim: int,
+        depth: int,
+        heads: int,
+        mlp_dim: int,
+        pool: str = "cls",
+        channels: int = 3,
+        dim_head: int = 64,
+        dropout: float = 0.0,
+        emb_dropout: float = 0.0,
+        pos_emb: str = "learn",
+        norm: str = "layer",
+        ffn_norm: str = "layer",
+        branches: int = 1,
+        stem: str = "linear",
+        hmlp_kernels: list[int] | tuple[int, ...] | None = None,
+        qkv_bias: bool = False,
     ):
         super().__init__()
         image_height, image_width = pair(image_size)
@@ -336,12 +346,12 @@ class ViT(nn.Module):
 class ViTBNFFN(ViT):
     """ViT with BatchNorm after the first Linear of every feed-forward network and no LayerNorm before it."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any):
         super().__init__(norm="layer", ffn_norm="batch", **kwargs)
 
 
 class ViTBN(ViT):
     """ViT with every LayerNorm replaced by BatchNorm (and the feed-forward form of ViTBNFFN)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any):
         super().__init__(norm="batch", ffn_norm="batch", **kwargs)

@@ -1,0 +1,24 @@
+"""The code is as ruff (configured in pyproject.toml) wants it: lint clean and formatted."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ruff() -> list[str]:
+    beside = Path(sys.executable).with_name("ruff")
+    found = str(beside) if beside.is_file() else shutil.which("ruff")
+    if found is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    return [found]
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff_is_clean(command):
+    done = subprocess.run([*_ruff(), *command, "vitbn_nb", "tests"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

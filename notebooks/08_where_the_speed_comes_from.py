@@ -101,7 +101,7 @@ speed_accounting.article_reported()
 # * **inference**: forward passes over test batches of 5,000 plus the per-class accuracy
 #   counts;
 #
-# each through **two pipelines**: the **seeds' pipeline**, article 1's loop (a `DataLoader`
+# each through **two pipelines**: **article 1's pipeline**, its loop (a `DataLoader`
 # over torchvision's MNIST with `ToTensor`, train batch 100, test batch 5000, the loss read
 # back with `.item()` every step, per-class accuracy counted in a Python loop over the
 # samples), and the **book's engine** (the images held as uint8 on the device, batches cut
@@ -121,7 +121,7 @@ speed.hardware_note(result)
 # %% [markdown]
 # ## Equal depth
 #
-# The seeds' ratio divides the time of a six-block ViT by that of one-block BatchNorm models.
+# Article 1's ratio divides the time of a six-block ViT by that of one-block BatchNorm models.
 # Here every model is timed at **both** depths, so each comparison can also be made at equal
 # depth. At equal depth the three models do almost the same arithmetic (the same matrix
 # products; they differ only in which norm runs where), so if the published gain came from
@@ -141,7 +141,7 @@ speed.equal_depth(result)
 # %% [markdown]
 # ## Data loading against compute
 #
-# How much of each step is spent producing the batch? In the seeds' pipeline every image is
+# How much of each step is spent producing the batch? In article 1's pipeline every image is
 # turned into a PIL image, rotated, shifted, maybe zoomed out and resized, converted back to a
 # tensor and collated, one at a time in Python; at evaluation the per-class accuracy is then
 # counted one sample at a time. The book's engine draws the same augmentation (the same
@@ -152,7 +152,7 @@ speed.pipeline_split_figure(result)
 
 # %% [markdown]
 # The share of time each pipeline spends producing batches, and the engine's speed over the
-# seeds' pipeline for the same model. Where the model's arithmetic dominates (on a CPU, or for
+# article 1's pipeline for the same model. Where the model's arithmetic dominates (on a CPU, or for
 # the deeper models), no input pipeline can speed a step up by much: the pipeline's ceiling is
 # the step time divided by its compute part.
 
@@ -245,7 +245,7 @@ speed_accounting.effects_statement(result)
 # ## The engine's targets
 #
 # The book set its engine targets for a quiet two-core machine: training at least 3× and
-# evaluation at least 5× the seeds' pipeline for every configuration, a training MFU of at
+# evaluation at least 5× article 1's pipeline for every configuration, a training MFU of at
 # least 40 % for ViT depth 6 at batch 100, and folded ViTBN at least 1.2× unfolded. This run's
 # values, reported rather than asserted (timings are not tests):
 

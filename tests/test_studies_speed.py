@@ -123,7 +123,7 @@ def test_the_accounting_splits_the_published_ratio_into_depth_and_normalisation(
         assert n["depth"] * n["norm_depth1"] == pytest.approx(n["published_engine"])
         assert n["depth_share"] + n["norm_share"] == pytest.approx(1.0)
         assert n["depth_share"] == pytest.approx(math.log(6) / math.log(9))
-        assert n["published_seeds"] == pytest.approx(0.007 / (0.001 / 1.5 + 0.001))
+        assert n["published_reference"] == pytest.approx(0.007 / (0.001 / 1.5 + 0.001))
         assert n["pipeline_factor"] < 1  # a cost every model pays pulls the ratio towards 1
         m = numbers[("ViTBN", kind)]
         assert m["published_engine"] == pytest.approx(12.0) and m["norm_depth1"] == pytest.approx(2.0)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
 
-def _replace_with(path: Path, write) -> None:
+def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write(file)`` into a temporary beside ``path``, synced, then renamed over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -26,7 +29,7 @@ def _replace_with(path: Path, write) -> None:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    _replace_with(path, lambda f: f.write(data))
+    write_with(path, lambda f: f.write(data))
 
 
 def write_text(path: Path, text: str) -> None:
@@ -38,4 +41,4 @@ def write_json(path: Path, obj) -> None:
 
 
 def torch_save(obj, path: Path) -> None:
-    _replace_with(path, lambda f: torch.save(obj, f))
+    write_with(path, lambda f: torch.save(obj, f))

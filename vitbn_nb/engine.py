@@ -105,7 +105,7 @@ def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> 
 
 
 def count_classes_per_sample(logits: Tensor, y: Tensor, correct: list, total: list) -> None:
-    """The seeds' bookkeeping: a Python loop over the samples, one ``.item()`` per label and guess."""
+    """Article 1's bookkeeping: a Python loop over the samples, one ``.item()`` per label and guess."""
     for label, guess in zip(y, logits.argmax(dim=1)):
         total[label.item()] += 1
         correct[label.item()] += int(label.item() == guess.item())
@@ -119,46 +119,33 @@ def evaluate(
     batch_size: int = 5000,
     num_classes: int = 10,
     device: torch.device | None = None,
+    per_sample: bool = False,
 ) -> dict:
-    """Accuracy and per-class accuracy (both in %), counted on the device with no per-sample Python."""
+    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the seconds the pass took.
+
+    Counted on the device with no per-sample Python, or with ``per_sample`` as article 1 counted
+    (a Python loop over the samples, one ``.item()`` per label and guess).
+    """
     device = device or next(model.parameters()).device
     model.eval()
-    correct = torch.zeros(num_classes, device=device)
-    total = torch.zeros(num_classes, device=device)
+    if per_sample:
+        correct, total, count = [0] * num_classes, [0] * num_classes, count_classes_per_sample
+    else:
+        correct, total = torch.zeros(num_classes, device=device), torch.zeros(num_classes, device=device)
+        count = count_classes
     start = timing.clock(device)
     for x, y in test_data.batches(batch_size):
-        count_classes(model(x), y, correct, total)
+        count(model(x), y, correct, total)
     seconds = timing.clock(device) - start
-    class_acc = (100 * correct / total.clamp(min=1)).tolist()
-    return {
-        "test_acc": 100 * correct.sum().item() / max(total.sum().item(), 1),
-        "class_acc": class_acc,
-        "test_seconds": seconds,
-    }
-
-
-@torch.inference_mode()
-def evaluate_per_sample(
-    model: nn.Module,
-    test_data: Batches,
-    *,
-    batch_size: int = 5000,
-    num_classes: int = 10,
-    device: torch.device | None = None,
-) -> dict:
-    """Article 1's evaluation: batched forward passes, then a Python loop over samples for per-class counts."""
-    device = device or next(model.parameters()).device
-    model.eval()
-    correct, total = [0] * num_classes, [0] * num_classes
-    start = timing.clock(device)
-    for x, y in test_data.batches(batch_size):
-        count_classes_per_sample(model(x), y, correct, total)
-    seconds = timing.clock(device) - start
-    return {
-        "test_acc": 100 * sum(correct) / max(sum(total), 1),
-        "class_acc": [100 * c / max(t, 1) for c, t in zip(correct, total)],
-        "test_seconds": seconds,
-    }
+    if per_sample:
+        accuracy, class_acc = (
+            100 * sum(correct) / max(sum(total), 1),
+            [100 * c / max(t, 1) for c, t in zip(correct, total)],
+        )
+    else:
+        accuracy = 100 * correct.sum().item() / max(total.sum().item(), 1)
+        class_acc = (100 * correct / total.clamp(min=1)).tolist()
+    return {"test_acc": accuracy, "class_acc": class_acc, "test_seconds": seconds}
 
 
 def train_model(
@@ -194,7 +181,6 @@ def train_model(
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
     steps = math.ceil(len(train_data) / batch_size)
-    evaluate_fn = evaluate_per_sample if per_sample_eval else evaluate
     history = []
     with _progress(epochs * steps, start_epoch * steps, desc, progress) as bar:
         for epoch in range(start_epoch + 1, epochs + 1):
@@ -215,7 +201,14 @@ def train_model(
             }
             metrics["diverged"] = not math.isfinite(metrics["train_loss"])
             metrics.update(
-                evaluate_fn(model, test_data, batch_size=test_batch_size, num_classes=num_classes, device=device)
+                evaluate(
+                    model,
+                    test_data,
+                    batch_size=test_batch_size,
+                    num_classes=num_classes,
+                    device=device,
+                    per_sample=per_sample_eval,
+                )
             )
             bar.set_postfix(epoch=epoch, loss=f"{metrics['train_loss']:.4f}", acc=f"{metrics['test_acc']:.2f}%")
             history.append(metrics)

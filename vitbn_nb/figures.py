@@ -133,9 +133,7 @@ def save_figure(
     fig.text(0.995, -0.01, stamp(profile), ha="right", va="top", fontsize=7, color="0.45")
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
-        tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-        fig.savefig(tmp)
-        os.replace(tmp, path)
+        atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
     plt.close(fig)
     _record(
         name,

@@ -30,7 +30,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -147,15 +146,10 @@ class Study:
 
 
 def _save_state(client, path: Path) -> None:
-    # Ax writes its JSON in place; a crash mid-write must leave the previous state intact.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        client.save_to_json_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Ax writes its JSON to a path; a crash mid-write must leave the previous state intact.
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        client.save_to_json_file(str(Path(scratch) / path.name))
+        atomic.write_bytes(path, (Path(scratch) / path.name).read_bytes())
 
 
 def _new_client(study: Study):

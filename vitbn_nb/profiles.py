@@ -206,7 +206,7 @@ class ThreeThingsSettings(ChapterSettings):
 
 @dataclass(frozen=True)
 class SpeedSettings(ChapterSettings):
-    """Chapter 08 and ``python -m vitbn_nb bench``: the seeds' batch sizes, timed steps after a warm-up."""
+    """Chapter 08 and ``python -m vitbn_nb bench``: article 1's batch sizes, timed steps after a warm-up."""
 
     models: tuple[str, ...] = ("ViT", "ViTBNFFN", "ViTBN")
     depths: tuple[int, ...] = (1, 6)

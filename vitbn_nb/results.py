@@ -1,6 +1,6 @@
-"""Summaries of run tables: final accuracies with their spread, and the seeds' speed ratios.
+"""Summaries of run tables: final accuracies with their spread, and article 1's speed ratios.
 
-The seeds report single runs; the book reports the mean and standard deviation over seeds
+The articles report single runs; the book reports the mean and standard deviation over seeds
 (``n`` says how many), so a claim such as "ViTBNFFN beats ViT" can be read against the spread.
 """
 

@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -104,6 +105,15 @@ class RunConfig:
             )
         if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
+
+    #: The fields a chapter's settings supply to every run it plans (when the settings have them).
+    FROM_SETTINGS: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size")
+
+    @classmethod
+    def from_settings(cls, settings: object, **fields: Any) -> RunConfig:
+        """A run of a chapter: ``FROM_SETTINGS`` taken from ``settings``, then ``fields`` (which win)."""
+        given = {name: getattr(settings, name) for name in cls.FROM_SETTINGS if hasattr(settings, name)}
+        return cls(**{**given, **fields})
 
     def to_dict(self) -> dict:
         # The fine-tuning fields appear only when set, so every earlier run keeps its id.

@@ -1,4 +1,4 @@
-"""A mirror of the run store in MLflow, the seeds' tracker -- only when the user asks for it.
+"""A mirror of the run store in MLflow, the reference repository's tracker -- only when the user asks for it.
 
 The run store (``runs.py``) stays the truth; MLflow gets a copy of every finished (or
 diverged) run: the configuration flattened into params, every epoch's metrics with

@@ -14,7 +14,6 @@ import importlib.util
 import io
 import json
 import math
-import os
 import pickle
 import socket
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import atomic
 from ..paths import data_dir
 
 SIZE = 28  # MNIST's image side
@@ -45,14 +45,8 @@ def write_idx(path: str | Path, array: np.ndarray) -> None:
     array = np.ascontiguousarray(array)
     if array.dtype != np.uint8 or array.ndim not in _IDX_MAGIC:
         raise ValueError(f"write_idx takes 1-D or 3-D uint8, not {array.dtype} {array.shape}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = np.array([_IDX_MAGIC[array.ndim], *array.shape], dtype=">i4").tobytes()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:  # a crash mid-write must never leave a half file under the real name
-        f.write(header)
-        f.write(array.tobytes())
-    os.replace(tmp, path)
+    atomic.write_bytes(Path(path), header + array.tobytes())
 
 
 def _idx_header(path: Path, data: bytes) -> tuple[int, ...]:
@@ -142,9 +136,7 @@ def _verify_present(raw: Path) -> list[str]:
             problems.append(f"{path}: {why}")
             cache.pop(name, None)
     if cache != before:
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
-        os.replace(tmp, cache_file)
+        atomic.write_text(cache_file, json.dumps(cache, indent=1, sort_keys=True))
     if problems:
         # A bad file is never overwritten silently: it may be someone's data, or a symptom.
         raise DataError("MNIST file failed verification:\n  " + "\n  ".join(problems) + f"\nTo fix: {REBUILD_HINT}.")
@@ -296,9 +288,7 @@ def load_emnist_digits(root: str | Path | None = None, download: bool = True) ->
         saved = torch.load(cache, weights_only=True)
         return saved["images"], saved["labels"], FALLBACK_SOURCE
     images, labels = _mnist_style_digits()
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-    torch.save({"images": images, "labels": labels}, tmp)
-    os.replace(tmp, cache)
+    atomic.torch_save({"images": images, "labels": labels}, cache)
     return images, labels, FALLBACK_SOURCE
 
 

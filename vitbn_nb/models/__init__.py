@@ -1,4 +1,4 @@
-"""Models of the book, and the reference configurations of the seeds."""
+"""Models of the book, and the reference configuration of the reference repository."""
 
 from __future__ import annotations
 

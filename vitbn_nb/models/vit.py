@@ -234,7 +234,7 @@ class Transformer(nn.Module):
 
 
 class ViT(nn.Module):
-    """Vision Transformer with the seeds' keyword signature.
+    """Vision Transformer with the keyword signature of the einops-based vit-pytorch (and of the reference repository).
 
     ``norm`` picks LayerNorm or BatchNorm for the patch embedding, the attention pre-norm and
     the final norm; ``ffn_norm`` picks the feed-forward form (see the module docstring).

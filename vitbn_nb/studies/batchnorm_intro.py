@@ -38,17 +38,7 @@ class IntroResult:
 def plan(settings: IntroSettings) -> list[runs.RunConfig]:
     """Every run of the chapter: each model at each learning rate, ``settings.seeds`` random seeds."""
     return [
-        runs.RunConfig(
-            model=model,
-            dataset=DATASET,
-            epochs=settings.epochs,
-            lr=lr,
-            batch_size=settings.batch_size,
-            test_batch_size=settings.test_batch_size,
-            seed=seed,
-            train_size=settings.train_size,
-            test_size=settings.test_size,
-        )
+        runs.RunConfig.from_settings(settings, model=model, dataset=DATASET, lr=lr, seed=seed)
         for lr in settings.lrs
         for model in MODELS
         for seed in range(settings.seeds)

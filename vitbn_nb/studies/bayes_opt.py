@@ -165,17 +165,14 @@ def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConf
     the trials themselves ran on the book's engine, which changes no number they are chosen by.
     """
     return [
-        RunConfig(
+        RunConfig.from_settings(
+            settings,
             model=row["model"],
             model_kwargs={"depth": int(row["depth"])},
             dataset=row["dataset"],
-            epochs=settings.epochs,
             lr=float(row["lr"]),
             batch_size=int(row["batch_size"]),
-            test_batch_size=settings.test_batch_size,
             seed=seed,
-            train_size=settings.train_size,
-            test_size=settings.test_size,
             pipeline=RETRAIN_PIPELINE,
         )
         for seed in range(settings.seeds)

@@ -52,17 +52,8 @@ class DepthResult:
 def plan(settings: DepthSettings) -> list[RunConfig]:
     """Per lr and depth of the profile, per random seed: ViT and ViTBNFFN at that same depth, on augmented MNIST."""
     return [
-        RunConfig(
-            model=model,
-            model_kwargs={"depth": depth},
-            dataset="mnist_aug",
-            epochs=settings.epochs,
-            lr=lr,
-            batch_size=settings.batch_size,
-            test_batch_size=settings.test_batch_size,
-            seed=seed,
-            train_size=settings.train_size,
-            test_size=settings.test_size,
+        RunConfig.from_settings(
+            settings, model=model, model_kwargs={"depth": depth}, dataset="mnist_aug", lr=lr, seed=seed
         )
         for lr, depths in settings.depths.items()
         for depth in sorted(depths)

@@ -70,17 +70,13 @@ class FixedLrResult:
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
     """One run per lr, seed and (model, depth) of both configurations; ViT depth 6 serves both."""
     return [
-        RunConfig(
+        RunConfig.from_settings(
+            settings,
             model=model,
             model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
             dataset="mnist",
-            epochs=settings.epochs,
             lr=lr,
-            batch_size=settings.batch_size,
-            test_batch_size=settings.test_batch_size,
             seed=seed,
-            train_size=settings.train_size,
-            test_size=settings.test_size,
             pipeline=PIPELINE,
         )
         for lr in settings.lrs

@@ -249,7 +249,7 @@ SPLIT_COLORS = {"data": "#E1A95F", "compute": "#6C8EBF", "forward": "#6C8EBF", "
 
 
 def pipeline_split(result: SpeedResult) -> pd.DataFrame:
-    """Per configuration and pipeline: the share of time spent producing batches, and engine / seeds' speed."""
+    """Per configuration and pipeline: the share of time spent producing batches, and engine / article 1's pipeline."""
     rows = []
     ratio = {(r["model"], r["depth"]): r for r in result.bench.ratios.to_dict("records")}
     for depth in result.settings.depths:
@@ -267,10 +267,10 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
                         "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
                         "inference: data share": pct(infer["data_share"]),
                         "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
-                        "engine / seeds' (training)": ratio_text(r["train_engine_over_reference"])
+                        "engine / article 1's (training)": ratio_text(r["train_engine_over_reference"])
                         if pipeline == "engine"
                         else "",
-                        "engine / seeds' (inference)": ratio_text(r["eval_engine_over_reference"])
+                        "engine / article 1's (inference)": ratio_text(r["eval_engine_over_reference"])
                         if pipeline == "engine"
                         else "",
                     }

@@ -22,17 +22,8 @@ CHAPTER = "07_three_things"
 
 def config(settings: ThreeThingsSettings, model: str, seed: int, **model_kwargs) -> RunConfig:
     """A 28x28 MNIST run of ``model`` at the chapter's epochs, lr and sizes."""
-    return RunConfig(
-        model=model,
-        model_kwargs=model_kwargs,
-        dataset="mnist",
-        epochs=settings.epochs,
-        lr=settings.lr,
-        batch_size=settings.batch_size,
-        test_batch_size=settings.test_batch_size,
-        seed=seed,
-        train_size=settings.train_size,
-        test_size=settings.test_size,
+    return RunConfig.from_settings(
+        settings, model=model, model_kwargs=model_kwargs, dataset="mnist", lr=settings.lr, seed=seed
     )
 
 

@@ -159,17 +159,14 @@ def _configs(hyper: pd.DataFrame, settings: TransferSettings) -> list[RunConfig]
         for _, row in hyper.iterrows():
             kwargs = {} if row["model"] == REFERENCE else {"depth": int(row["depth"])}
             out.append(
-                RunConfig(
+                RunConfig.from_settings(
+                    settings,
                     model=row["model"],
                     model_kwargs=kwargs,
                     dataset=DATASET,
-                    epochs=settings.epochs,
                     lr=float(row["lr"]),
                     batch_size=int(row["batch_size"]),
-                    test_batch_size=settings.test_batch_size,
                     seed=seed,
-                    train_size=settings.train_size,
-                    test_size=settings.test_size,
                 )
             )
     return out

@@ -68,7 +68,7 @@ force = False
 
 # %%
 from vitbn_nb import profiles
-from vitbn_nb.studies import bayes_opt
+from vitbn_nb.studies import bayes_opt, bayes_opt_search
 
 settings = profiles.settings("04_bayes_opt", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
@@ -123,7 +123,7 @@ bayes_opt.trial_summary(result)
 # winner circled. Shapes tell who proposed a trial: ◆ the centre, ● Sobol, ★ BoTorch.
 
 # %%
-bayes_opt.fig7_figure(result)
+bayes_opt_search.fig7_figure(result)
 
 # %% [markdown]
 # What the optimisation cost on this machine: importing Ax, one suggestion of each kind, and a
@@ -131,7 +131,7 @@ bayes_opt.fig7_figure(result)
 # trial on a GPU but not negligible on a CPU.
 
 # %%
-bayes_opt.ax_costs(result)
+bayes_opt_search.ax_costs(result)
 
 # %% [markdown]
 # ## Training the optimised models

@@ -75,13 +75,23 @@ def browser():
 
 #: Fixtures whose tests execute chapters with papermill or build the HTML book.
 _BOOK_FIXTURES = {"small_book", "full_book", "small_chapters"}
+#: Fixtures that time the bench, serve a trained model or train one: seconds to minutes each.
+_SLOW_FIXTURES = {"quick_run", "measured", "served", "confident_digit"}
+#: Modules whose every test optimises with Ax or mirrors runs to MLflow.
+_SLOW_MODULES = {"test_hpo", "test_tracking"}
 
 
 def pytest_collection_modifyitems(items):
-    """``browser`` and ``book`` marks follow from the fixtures a test uses (``make test-fast`` skips both)."""
+    """``browser``, ``book`` and ``slow`` marks follow from what a test uses (``make test-fast`` skips all three).
+
+    A test that asks for both a private run store and the real MNIST trains real runs: slow.
+    """
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "browser" in names:
             item.add_marker(pytest.mark.browser)
         if names & _BOOK_FIXTURES:
             item.add_marker(pytest.mark.book)
+        trains = {"run_store", "mnist_ready"} <= names
+        if trains or names & _SLOW_FIXTURES or item.module.__name__.rsplit(".", 1)[-1] in _SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -9,6 +9,7 @@ from vitbn_nb.figures import read_manifest
 from vitbn_nb.studies import (
     bayes_opt,
     bayes_opt_numbers,
+    bayes_opt_search,
     transfer,
     transfer_numbers,
 )
@@ -48,7 +49,7 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mni
     compared = bayes_opt_numbers.comparison(trials, table)
     assert "not in the text" in set(compared["article 1"])
 
-    bayes_opt.fig7_figure(result)
+    bayes_opt_search.fig7_figure(result)
     bayes_opt.fig8_figure(result)
     bayes_opt.best_settings_table(result)
     bayes_opt.ratios_table(result)
@@ -57,7 +58,7 @@ def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mni
         outputs[n]["reproduces"] for n in ("article1_fig7", "article1_fig8", "article1_table2", "article1_table3")
     } == {"article1/fig7", "article1/fig8", "article1/table2", "article1/table3"}
     assert (figures_store / "article1_fig7.png").stat().st_size > 10_000
-    costs = bayes_opt.ax_costs(result)
+    costs = bayes_opt_search.ax_costs(result)
     assert len(bayes_opt.final_runs(result)) == 3 and len(bayes_opt.trial_summary(result)) == 6
     assert costs.loc[costs["what"].str.contains("Sobol"), "n"].item() == 3
 

@@ -247,15 +247,6 @@ def recorded_audit() -> dict:
     return json.loads(RECORDED.read_text())
 
 
-def recorded_block_usage(name: str) -> pd.DataFrame:
-    record = recorded_audit()["checkpoints"]
-    if name not in record:
-        raise ValueError(f"name={name!r} has no recorded audit; recorded: {', '.join(record)}")
-    frame = pd.DataFrame(record[name]["blocks"])
-    frame["num_batches_tracked"] = frame["num_batches_tracked"].astype("Int64")
-    return frame
-
-
 #: What REFERENCE_FACTS.md says the reference checkpoints score on MNIST's test set with the author's classes.
 EXPECTED_SCORES = {
     ("FinOptAug1_ViT_30", 6): 99.15,

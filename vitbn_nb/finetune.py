@@ -18,7 +18,6 @@ layers re-estimate the new data's token statistics while the LayerNorm ones cann
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -196,22 +195,3 @@ def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int
         "activations": sum(saved.values()) / 2**20,
     }
     return {**mib, "accounted": sum(mib.values()), "cuda_peak": cuda_peak}
-
-
-@torch.no_grad()
-def inference_latency(model: nn.Module, images: Tensor, *, repeats: int = 5) -> float:
-    """Fastest of ``repeats`` forward passes over ``images`` in eval mode, in seconds (device synchronised).
-
-    The minimum, not the mean: on a shared machine every interference only adds time, so the
-    fastest pass is the best estimate of what the model itself costs."""
-    model.eval()
-    device = images.device
-    model(images)  # first call allocates and picks kernels
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        model(images)
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times)

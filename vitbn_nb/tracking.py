@@ -146,12 +146,6 @@ def _tags(record: dict) -> dict[str, str]:
     return tags
 
 
-def find(run, *, uri: str | None = None, experiment: str | None = None):
-    """The MLflow run that mirrors ``run`` (a ``runs.Run``), or None."""
-    mlflow_client = client(uri)
-    return _find(mlflow_client, experiment_id(mlflow_client, experiment), run.record)
-
-
 def _find(mlflow_client, experiment: str, record: dict):
     hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'", max_results=50)
     for hit in hits:

@@ -176,13 +176,6 @@ def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torc
     return {key: _inference_row(timings[key], settings.eval_batches) for key in variants}
 
 
-def time_inference(
-    model: nn.Module, test_data, *, per_sample: bool, settings: SpeedSettings, device: torch.device
-) -> dict:
-    """Evaluation throughput of one model (see :func:`time_inference_many`)."""
-    return time_inference_many({0: (model, test_data, per_sample)}, settings=settings, device=device)[0]
-
-
 def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
     torch.manual_seed(seed)
     return build_model(name, depth=depth).to(device)

@@ -16,7 +16,6 @@ this module puts in every caption and in the manifest (``transfer_set``).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -35,18 +34,9 @@ CHAPTER = "06_emnist_transfer"
 DATASET = "mnist_aug"
 
 
-@functools.lru_cache(maxsize=2)
-def _transfer_set(root_key: str):
-    return data.load_emnist_digits()
-
-
-def transfer_set():
+def transfer_set() -> tuple:
     """(images uint8 [N,1,28,28], labels, source) of the digit set the models are tested on."""
-    return _transfer_set(str(data.data_dir()))
-
-
-def transfer_source() -> str:
-    return transfer_set()[2]
+    return data.load_emnist_digits()
 
 
 def transfer_note():

@@ -235,7 +235,7 @@ def claims(result: FinetuneResult):
     attention = per_run[per_run["variant"] == "attention only"]
     fractions = (100 * attention["trainable"] / attention["total"]).groupby(attention["model"], sort=False).mean()
     before = per_run.groupby("model", sort=False)["before"].mean()
-    return shared.text_table(
+    return shared.sentences(
         pd.DataFrame(
             [
                 {

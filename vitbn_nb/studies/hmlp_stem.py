@@ -177,7 +177,7 @@ def claims(result: StemResult):
     per_run, said = result.per_run, articles.TOUVRON
     flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()
     mixing = per_run.groupby("variant", sort=False)["mixing"].max()
-    return shared.text_table(
+    return shared.sentences(
         pd.DataFrame(
             [
                 {

@@ -188,4 +188,4 @@ def claims(result: ParallelResult):
                 "this run": shared.ratio_text(group, "train_seconds", "sequential", "parallel"),
             },
         ]
-    return shared.text_table(pd.DataFrame(out))
+    return shared.sentences(pd.DataFrame(out))

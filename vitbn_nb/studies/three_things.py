@@ -84,7 +84,7 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
     return list(unique.values())
 
 
-def text_table(table: pd.DataFrame):
+def sentences(table: pd.DataFrame):
     """A table of sentences, shown whole (pandas would cut long cells at 50 characters); ``.data`` is the frame."""
     return (
         table.style.hide(axis="index")
@@ -110,7 +110,7 @@ def protocol(settings: ThreeThingsSettings):
         f"MNIST 28x28: {images(settings.train_size, 60000)} train / {images(settings.test_size, 10000)} test images"
     )
     depths = ", ".join(f"{d} vs {d // b} x {b}" for d in settings.depths)
-    return text_table(
+    return sentences(
         pd.DataFrame(
             [
                 {
@@ -250,11 +250,11 @@ def app_model():
 
     run = model_choice()
     if run is None:
-        return text_table(
+        return sentences(
             pd.DataFrame([{"run": "(none yet)", "note": "the app trains a small ViTBNFFN on first start"}])
         )
     chosen = run.config
-    return text_table(
+    return sentences(
         pd.DataFrame(
             [
                 {

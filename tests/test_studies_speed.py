@@ -24,7 +24,7 @@ TINY = profiles.settings(
     test_size=16,
     matmul_size=64,
     matmul_repeats=1,
-    norm_iterations=1,
+    norm_seconds=0.01,
 )
 
 

@@ -221,7 +221,8 @@ class SpeedSettings(ChapterSettings):
     test_size: int | None = None
     matmul_size: int = 4096
     matmul_repeats: int = 10
-    norm_iterations: int = 200
+    #: seconds of calls per BatchNorm form (``torch.utils.benchmark``'s ``blocked_autorange``)
+    norm_seconds: float = 1.0
     lr: float = 1e-3
     seed: int = 0
 
@@ -232,7 +233,9 @@ class SpeedSettings(ChapterSettings):
         unknown = [m for m in self.models if m not in VIT_FAMILY]
         if unknown:
             raise ValueError(f"models={self.models!r} is not allowed; choose from {', '.join(VIT_FAMILY)}")
-        for name in ("steps", "repeats", "eval_batches", "matmul_size", "matmul_repeats", "norm_iterations"):
+        if self.norm_seconds <= 0:
+            raise ValueError(f"norm_seconds={self.norm_seconds!r} is not allowed; it must be a number > 0")
+        for name in ("steps", "repeats", "eval_batches", "matmul_size", "matmul_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; it must be an integer >= 1")
         for name in ("warmup", "eval_warmup"):
@@ -303,7 +306,7 @@ CHANGES: dict[str, dict[str, dict]] = {
             test_size=5000,
             matmul_size=2048,
             matmul_repeats=5,
-            norm_iterations=30,
+            norm_seconds=0.2,
         ),
     },
     "smoke": {
@@ -349,7 +352,7 @@ CHANGES: dict[str, dict[str, dict]] = {
             test_size=128,
             matmul_size=256,
             matmul_repeats=2,
-            norm_iterations=2,
+            norm_seconds=0.01,
         ),
     },
 }

@@ -331,8 +331,7 @@ def measure(
         device,
         batch=settings.batch_size,
         test_batch=settings.test_batch_size,
-        iterations=settings.norm_iterations,
-        repeats=settings.repeats,
+        min_run_time=settings.norm_seconds,
     )
     results["memory_measure"] = memory_what
     if compile_models:

@@ -40,13 +40,13 @@ def time_norm_forms(
     batch: int = 100,
     test_batch: int = 5000,
     tokens: int = 17,
-    dims=(64, 128),
-    iterations: int = 50,
-    repeats: int = 3,
+    dims: tuple[int, ...] = (64, 128),
+    min_run_time: float = 0.2,
 ) -> list[dict]:
     """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval
-    forward on ``(test_batch, tokens, d)`` (median of ``repeats`` x ``iterations``), and how far its
-    output is from the flattened form's (they compute the same thing)."""
+    forward on ``(test_batch, tokens, d)`` (``torch.utils.benchmark``: the median over blocks of calls
+    lasting ``min_run_time`` seconds in all), and how far its output is from the flattened form's (they
+    compute the same thing)."""
     device = pick_device(device)
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []
@@ -75,16 +75,14 @@ def time_norm_forms(
                         return norm(xin)
 
                 outputs[form] = once().detach()
-                block = timing.repeat(
-                    lambda once=once: [once() for _ in range(iterations)], repeats=repeats, device=device, warmup=1
-                )
+                timed = timing.autorange(once, min_run_time=min_run_time)
                 rows.append(
                     {
                         "form": form,
                         "mode": mode,
                         "dim": dim,
                         "shape": [n, tokens, dim],
-                        "microseconds": 1e6 * block.seconds / iterations,
+                        "microseconds": 1e6 * timed.seconds,
                     }
                 )
             reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]

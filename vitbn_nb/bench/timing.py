@@ -8,6 +8,7 @@ The device is synchronised before every clock read. Short calls are timed by
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -56,7 +57,9 @@ def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warm
 def autorange(fn: Callable[[], object], *, min_run_time: float = 0.2) -> Timing:
     """``torch.utils.benchmark.Timer.blocked_autorange``: blocks of calls until ``min_run_time`` seconds, with
     the process's thread count (the Timer's default is one thread); one sample per block, per call."""
-    import torch.utils.benchmark  # imported here: its import warns about CUDA_HOME on machines without CUDA
+    # Its import looks for a CUDA toolkit and logs a warning where there is none; nothing here compiles.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    import torch.utils.benchmark
 
     timer = torch.utils.benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     measurement = timer.blocked_autorange(min_run_time=min_run_time)

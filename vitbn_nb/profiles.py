@@ -69,9 +69,9 @@ def _describe(kind) -> str:
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(option) for option in args)
     if origin is tuple:
-        return f"a non-empty list of {_describe(args[0])}"
+        return f"a non-empty list, each {_describe(args[0])}"
     if origin in (Mapping, dict):
-        return f"a non-empty mapping of {_describe(args[0])} to {_describe(args[1])}"
+        return f"a non-empty mapping, each key {_describe(args[0])} and each value {_describe(args[1])}"
     return {type(None): "None", bool: "True or False", int: "an integer", float: "a number", str: "a string"}[kind]
 
 
@@ -93,6 +93,14 @@ class ChapterSettings:
             value = getattr(self, name, None)
             if value is not None and value < 2:
                 raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+
+    def _repr_html_(self) -> str:
+        """In a notebook: one row per setting, so the chapter shows what it will run."""
+        import html
+
+        cells = ((html.escape(name), html.escape(repr(value))) for name, value in self.as_dict().items())
+        rows = "".join(f"<tr><td>{name}</td><td>{value}</td></tr>" for name, value in cells)
+        return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
 
     def as_dict(self) -> dict:
         """Plain values (mappings as dicts), for showing and for JSON."""
@@ -161,6 +169,12 @@ class DepthSettings(ChapterSettings):
         default_factory=lambda: {0.003: (2, 3, 4, 5, 6, 7), 0.005: (1, 2, 3, 4)}
     )
 
+    def __post_init__(self):
+        super().__post_init__()
+        for lr, depths in self.depths.items():
+            if lr <= 0 or any(d < 1 for d in depths):
+                raise ValueError(f"depths={dict(self.depths)!r} is not allowed; give {{lr > 0: [depth >= 1, ...]}}")
+
 
 @dataclass(frozen=True)
 class TransferSettings(ChapterSettings):
@@ -202,6 +216,13 @@ class ThreeThingsSettings(ChapterSettings):
     ft_test_size: int | None = None
     latency_batch: int = 256
     latency_repeats: int = 20
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.branches < 1 or any(d < 1 or d % self.branches for d in self.depths):
+            raise ValueError(
+                f"depths={self.depths!r} is not allowed; give depths >= 1, multiples of branches={self.branches}"
+            )
 
 
 @dataclass(frozen=True)

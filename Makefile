@@ -48,8 +48,10 @@ lock: $(VENV)/.installed
 data: $(VENV)/.installed
 	$(PY) -m vitbn_nb data
 
+# TRAIN=never renders from the run store only (runs trained elsewhere and imported): a missing run is named.
+TRAIN ?=
 book: data
-	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(ARGS)
+	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(ARGS)
 
 test: $(VENV)/.installed
 	@# the browser tests drive Debian's Chromium; where it cannot be installed they are skipped

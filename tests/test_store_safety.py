@@ -175,3 +175,18 @@ def test_the_app_passes_over_smoke_scale_runs(run_store, mnist_ready):
     small = runs.train(RunConfig(**TINY), progress=False)  # 200 images x 1 epoch: smoke-scale
     found, skipped = server.candidates()
     assert found == [] and any(small.run_id in note and "smoke-scale" in note for note in skipped)
+
+
+def test_with_training_off_a_missing_run_is_named_and_a_stored_one_is_read(run_store, mnist_ready, monkeypatch):
+    config = runs.RunConfig(model="DNN_d3", epochs=1, train_size=20, test_size=20)
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    with pytest.raises(records.RunStoreError, match=config.run_id("cpu") + ".*training is off"):
+        runs.train(config, progress=False)
+    assert not (run_store / config.run_id("cpu") / "record.json").exists()
+    monkeypatch.delenv("VITBN_TRAIN")
+    trained = runs.train(config, progress=False)
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    assert runs.train(config, progress=False).record == trained.record  # read back, nothing trained
+    monkeypatch.setenv("VITBN_TRAIN", "sometimes")
+    with pytest.raises(ValueError, match="VITBN_TRAIN='sometimes'"):
+        runs.train(config, progress=False)

@@ -14,6 +14,12 @@ def main(argv=None) -> int:
     book.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
     book.add_argument("--chapters", nargs="+", metavar="NN", help="run only these chapters (numbers or names)")
     book.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    book.add_argument(
+        "--no-train",
+        dest="train",
+        action="store_false",
+        help="render from the run store only: a missing run fails its chapter, naming the run",
+    )
     book.add_argument("--no-html", dest="html", action="store_false", help="execute the chapters only")
     book.add_argument("--output", metavar="DIR", help="build folder (default: build/)")
     book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
@@ -72,6 +78,7 @@ def main(argv=None) -> int:
                 force=args.force,
                 mlflow=args.mlflow,
                 replace_larger=args.replace_larger,
+                train=args.train,
             )
         except (BookError, ValueError) as error:
             print(f"\nbook: {error}", file=sys.stderr)

@@ -214,6 +214,7 @@ def build_book(
     force: bool = False,
     mlflow: str | None = None,
     replace_larger: bool = False,
+    train: bool = True,
 ) -> BookBuild:
     """Execute the chapters under ``profile``, publish their figures, and build the HTML book.
 
@@ -223,7 +224,9 @@ def build_book(
     mirrored to (else ``$MLFLOW_TRACKING_URI`` if set, else no mirroring). Folders default to the
     project's ``notebooks/``, ``build/`` and the run store (:func:`vitbn_nb.paths.runs_dir`); the
     figures go where :func:`publish_target` says (``figures/`` only for a complete cpu or paper
-    run). ``replace_larger`` lets a smaller profile replace the figures of a larger one. Raises
+    run). ``replace_larger`` lets a smaller profile replace the figures of a larger one. ``train=False``
+    renders from the run store alone (``VITBN_TRAIN=never`` in the kernels): a missing run fails the chapter,
+    naming the run. Raises
     :class:`BookError` naming the chapter and cell when a chapter fails; the published figures
     are then left as they were. When only some chapters run, their outputs replace those of the
     same chapters in the target folder and the other chapters' stay.
@@ -265,7 +268,8 @@ def build_book(
     package_root = str(Path(__file__).resolve().parent.parent)
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     _log(f"vitbn-book: {len(selected)} chapter(s), profile {resolved}, book run {book_run}")
-    _log(f"  run store {runs}\n  figures staged in {staging}, published to {figures} ({why})")
+    _log(f"  run store {runs}{'' if train else ' (render only: no run is trained)'}")
+    _log(f"  figures staged in {staging}, published to {figures} ({why})")
     runs_done: list[ChapterRun] = []
     start = time.perf_counter()
     with _environment(
@@ -275,6 +279,7 @@ def build_book(
         PYTHONPATH=python_path,
         MPLBACKEND=None,  # None: the kernel's inline backend
         MLFLOW_TRACKING_URI=mlflow or os.environ.get("MLFLOW_TRACKING_URI"),
+        VITBN_TRAIN="never" if not train else os.environ.get("VITBN_TRAIN"),
     ):
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name

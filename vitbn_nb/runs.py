@@ -200,6 +200,19 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
 
 
+#: ``never``: render from the run store only; a run it lacks is an error naming the run, not a training.
+TRAIN_VARIABLE = "VITBN_TRAIN"
+
+
+def training_is_off() -> bool:
+    value = os.environ.get(TRAIN_VARIABLE, "").strip().lower()
+    if value not in ("", "never", "auto"):
+        raise ValueError(
+            f"{TRAIN_VARIABLE}={value!r} is not allowed; use 'never' (render from the store) or leave it unset"
+        )
+    return value == "never"
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -266,6 +279,13 @@ def _train_locked(
         run = Run(folder)
         if run.status in ("finished", "diverged"):
             return _mirror(run, mlflow)
+    if training_is_off():
+        raise RunStoreError(
+            run_id,
+            f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+            fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
+            "of the machine that trained them",
+        )
 
     torch.manual_seed(config.seed)
     model = build_model(config.model, **config.model_kwargs).to(device)

@@ -187,6 +187,9 @@ def test_with_training_off_a_missing_run_is_named_and_a_stored_one_is_read(run_s
     trained = runs.train(config, progress=False)
     monkeypatch.setenv("VITBN_TRAIN", "never")
     assert runs.train(config, progress=False).record == trained.record  # read back, nothing trained
+    with pytest.raises(ValueError, match="force=True would delete"):
+        runs.train(config, force=True, progress=False)
+    assert runs.Run(trained.folder).record == trained.record  # and nothing was deleted
     monkeypatch.setenv("VITBN_TRAIN", "sometimes")
     with pytest.raises(ValueError, match="VITBN_TRAIN='sometimes'"):
         runs.train(config, progress=False)

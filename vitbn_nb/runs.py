@@ -262,12 +262,24 @@ def train(
     force = profiles.flag("force", force)
     device = pick_device(device)
     run_id = config.run_id(device.type)
+    off = training_is_off()  # checked first: a misspelt setting must not pass silently
+    if off and force:
+        raise ValueError(
+            f"force=True would delete and retrain run {run_id}, but training is off ({TRAIN_VARIABLE}=never)"
+        )
     with run_lock(run_id, progress):
-        return _train_locked(config, run_id, force=force, device=device, progress=progress, mlflow=mlflow)
+        return _train_locked(config, run_id, force=force, device=device, progress=progress, mlflow=mlflow, off=off)
 
 
 def _train_locked(
-    config: RunConfig, run_id: str, *, force: bool, device: torch.device, progress: bool, mlflow: bool | None
+    config: RunConfig,
+    run_id: str,
+    *,
+    force: bool,
+    device: torch.device,
+    progress: bool,
+    mlflow: bool | None,
+    off: bool = False,
 ) -> Run:
     folder = runs_dir() / run_id
     record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
@@ -279,7 +291,7 @@ def _train_locked(
         run = Run(folder)
         if run.status in ("finished", "diverged"):
             return _mirror(run, mlflow)
-    if training_is_off():
+    if off:
         raise RunStoreError(
             run_id,
             f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",

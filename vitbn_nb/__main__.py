@@ -1,4 +1,4 @@
-"""Command line: ``python -m vitbn_nb data | book | bench | readme | runs | colab-cell``."""
+"""Command line: ``python -m vitbn_nb data | book | train | bench | readme | runs | colab-cell``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,15 @@ def main(argv=None) -> int:
     from .bench.__main__ import add_arguments as bench_arguments
 
     bench_arguments(bench)
+    train = commands.add_parser(
+        "train", help="train every chapter's runs without rendering (then: make book TRAIN=never)"
+    )
+    train.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
+    train.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
+    train.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    train.add_argument(
+        "--dry-run", action="store_true", help="list each chapter's runs and training steps; train nothing"
+    )
     store = commands.add_parser("runs", help="the run store: check it, or retrain one run")
     store_commands = store.add_subparsers(dest="runs_command", required=True)
     store_commands.add_parser("check", help="verify every record and weight file; list damaged runs and the fix")
@@ -87,6 +96,23 @@ def main(argv=None) -> int:
         from .bench.__main__ import run as bench_run
 
         return bench_run(args)
+    elif args.command == "train":
+        from . import profiles
+        from . import train as training
+        from .paths import runs_dir
+        from .records import RunStoreError
+
+        try:
+            if args.dry_run:
+                table = training.plan_table(profiles.resolve(args.profile), args.chapters)
+                print(f"profile {profiles.resolve(args.profile)}: what `train` would run (nothing is trained)")
+                print(table.to_string(index=False))
+                return 0
+            done = training.train(args.profile, args.chapters, force=args.force)
+        except (ValueError, RunStoreError) as error:
+            print(f"train: {error}", file=sys.stderr)
+            return 1
+        print(f"train: {len(done)} run(s) finished and stored in {runs_dir()}")
     elif args.command == "runs":
         from . import records, runs
 

@@ -112,6 +112,11 @@ def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     return BayesOptResult(settings, trials, runs.load_table(runs.train_all(final_plan(trials, settings), force=force)))
 
 
+def after_optimisation(settings: BayesOptSettings, force: bool = False) -> list[RunConfig]:
+    """The final runs: each model's best lr and batch size, from the optimisation (run now if it is not stored)."""
+    return final_plan(optimise(settings, force=force), settings)
+
+
 def optimise(
     settings: BayesOptSettings | TransferSettings,
     force: bool = False,

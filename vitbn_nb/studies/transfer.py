@@ -96,6 +96,11 @@ def run(settings: TransferSettings, force: bool = False, device=None) -> Transfe
     return TransferResult(settings, hyper, table, _measure(table, settings, device))
 
 
+def after_optimisation(settings: TransferSettings, force: bool = False) -> list[RunConfig]:
+    """Every model's runs with its hyperparameters (optimised now under ``reoptimise`` if not stored)."""
+    return _configs(_hyperparameters(settings, force=force), settings)
+
+
 def _hyperparameters(settings: TransferSettings, force: bool = False) -> pd.DataFrame:
     """The lr and batch size of each model and where they come from (optimising first under ``reoptimise``)."""
     if settings.reoptimise:

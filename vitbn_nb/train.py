@@ -1,0 +1,102 @@
+"""``python -m vitbn_nb train``: every chapter's runs trained apart from rendering, without papermill.
+
+Each chapter's ``plan(settings)`` lists what it trains; chapters 04 and 06 also optimise first and
+then train what the optimisation chose (``after_optimisation``). Finished runs come from the run
+store, so running it again trains only what is missing; ``make book TRAIN=never`` then renders.
+``--dry-run`` lists the runs and their training steps per chapter and trains nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from importlib import import_module
+
+import pandas as pd
+
+from . import profiles, runs
+from .data import IMAGE_SIZE
+
+#: The module of each chapter (chapter 07's plan covers its three parts).
+CHAPTER_MODULES = {
+    "01_batchnorm_intro": "batchnorm_intro",
+    "02_models": "architectures",
+    "03_fixed_lr": "fixed_lr",
+    "04_bayes_opt": "bayes_opt",
+    "05_depth_study": "depth",
+    "06_emnist_transfer": "transfer",
+    "07_three_things": "three_things",
+    "08_where_the_speed_comes_from": "speed",
+}
+MNIST_IMAGES = {"train": 60_000, "test": 10_000}
+
+
+def chapters(selected: list[str] | None = None) -> list[str]:
+    """Chapter names from numbers or names (``3``, ``"03"``, ``"03_fixed_lr"``); all when ``selected`` is None."""
+    if not selected:
+        return list(CHAPTER_MODULES)
+    found = []
+    for wanted in selected:
+        key = f"{int(wanted):02d}" if str(wanted).isdigit() else str(wanted)
+        matches = [c for c in CHAPTER_MODULES if c == key or c[:2] == key]
+        if not matches:
+            raise ValueError(f"chapters: {wanted!r} is not a chapter; choose from {', '.join(CHAPTER_MODULES)}")
+        found += [m for m in matches if m not in found]
+    return found
+
+
+def _module(chapter: str):
+    return import_module(f".studies.{CHAPTER_MODULES[chapter]}", __package__)
+
+
+def steps(config: runs.RunConfig) -> int:
+    """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
+    images = config.train_size or MNIST_IMAGES["train"]
+    per_epoch = images // config.batch_size + (1 if images % config.batch_size >= 2 else 0)
+    return config.epochs * per_epoch
+
+
+def plan_table(profile: str, selected: list[str] | None = None) -> pd.DataFrame:
+    """One row per chapter: its runs, their training steps, and the optimisations it runs first."""
+    rows = []
+    for chapter in chapters(selected):
+        settings = profiles.settings(chapter, profile)
+        planned = _module(chapter).plan(settings)
+        studies = getattr(planned, "optimisations", [])
+        trials = getattr(settings, "trials", 0) * len(studies)
+        trial_steps = sum(
+            s.trial_epochs * math.ceil((s.train_size or MNIST_IMAGES["train"]) / 100) for s in studies
+        ) * getattr(settings, "trials", 0)
+        rows.append(
+            {
+                "chapter": chapter,
+                "runs": len(planned),
+                "training steps": sum(steps(c) for c in planned),
+                "largest image": max((IMAGE_SIZE[c.dataset] for c in planned), default=0),
+                "optimisations": len(studies),
+                "trials": trials,
+                "trial steps (at batch 100)": trial_steps,
+                "then": getattr(planned, "then", ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def train(
+    profile: str = "auto",
+    selected: list[str] | None = None,
+    *,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> list[runs.Run]:
+    """Train every run of the selected chapters under ``profile`` (finished ones come from the store)."""
+    profile = profiles.resolve(profile)
+    trained = []
+    for chapter in chapters(selected):
+        module, settings = _module(chapter), profiles.settings(chapter, profile)
+        planned = module.plan(settings)
+        log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))
+        trained += runs.train_all(planned, force=force)
+        if hasattr(module, "after_optimisation"):
+            trained += runs.train_all(module.after_optimisation(settings, force=force), force=force)
+    return trained

@@ -52,9 +52,17 @@ def main(argv=None) -> int:
     train.add_argument(
         "--dry-run", action="store_true", help="list each chapter's runs and training steps; train nothing"
     )
-    store = commands.add_parser("runs", help="the run store: check it, or retrain one run")
+    store = commands.add_parser("runs", help="the run store: check it, retrain one run, export or import a bundle")
     store_commands = store.add_subparsers(dest="runs_command", required=True)
     store_commands.add_parser("check", help="verify every record and weight file; list damaged runs and the fix")
+    export = store_commands.add_parser(
+        "export", help="write a bundle (records, optimisation state, unfinished checkpoints, needed weights)"
+    )
+    export.add_argument("file")
+    export.add_argument("--profile", default="auto", help="the profile whose rendering the weights serve")
+    export.add_argument("--weights", default="needed", choices=("needed", "all"), help="which finished runs' weights")
+    importing = store_commands.add_parser("import", help="add a bundle's runs to the run store, verified")
+    importing.add_argument("file")
     retrain = store_commands.add_parser("retrain", help="train one run anew from its recorded configuration")
     retrain.add_argument("run_id")
     commands.add_parser(
@@ -116,6 +124,27 @@ def main(argv=None) -> int:
     elif args.command == "runs":
         from . import records, runs
 
+        if args.runs_command in ("export", "import"):
+            from . import bundle
+
+            try:
+                if args.runs_command == "export":
+                    done = bundle.export(args.file, profile=args.profile, weights=args.weights)
+                    print(
+                        f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), "
+                        f"{done['checkpoints']} unfinished checkpoint(s): "
+                        f"{done['bytes'] / 2**20:.1f} MiB in {args.file}"
+                    )
+                else:
+                    done = bundle.import_bundle(args.file)
+                    print(
+                        f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
+                        f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
+                    )
+            except (ValueError, runs.RunStoreError) as error:
+                print(f"runs {args.runs_command}: {error}", file=sys.stderr)
+                return 1
+            return 0
         if args.runs_command == "check":
             damaged = records.check_store()
             if damaged.empty:

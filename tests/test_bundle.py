@@ -1,0 +1,62 @@
+"""Runs moved between machines: a bundle exported, imported into an empty store, rendered with no training."""
+
+import json
+import tarfile
+
+import pytest
+
+from vitbn_nb import bundle, records, runs
+from vitbn_nb.__main__ import main
+
+CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
+
+
+@pytest.fixture
+def trained_store(run_store, mnist_ready):
+    for config in CONFIGS:
+        runs.train(config, progress=False)
+    return run_store
+
+
+def test_a_bundle_imported_into_an_empty_store_gives_the_same_runs(trained_store, tmp_path, monkeypatch):
+    file = tmp_path / "bundle.tar.gz"
+    assert main(["runs", "export", str(file), "--weights", "all", "--profile", "smoke"]) == 0
+    with tarfile.open(file) as tar:
+        names = set(tar.getnames())
+    assert {f"runs/{c.run_id('cpu')}/model.pt" for c in CONFIGS} <= names
+    other = tmp_path / "other-store"
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
+    assert main(["runs", "import", str(file)]) == 0
+    for config in CONFIGS:
+        theirs, mine = runs.Run(trained_store / config.run_id("cpu")), runs.Run(other / config.run_id("cpu"))
+        assert mine.record == theirs.record
+        mine.load_model("cpu")  # the weights came along, verified
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    assert runs.train_all(CONFIGS, progress=False)[0].record == runs.Run(other / CONFIGS[0].run_id("cpu")).record
+    assert main(["runs", "import", str(file)]) == 0  # a second import finds everything there
+
+
+def test_needed_weights_leave_out_runs_no_chapter_loads(trained_store, tmp_path):
+    done = bundle.export(tmp_path / "needed.tar.gz", profile="smoke", weights="needed")
+    assert done["runs"] == 2 and done["weights"] == 0  # chapter 01's DNNs are never loaded when rendering
+    with tarfile.open(tmp_path / "needed.tar.gz") as tar:
+        assert json.loads(tar.extractfile("bundle.json").read())["weights"] == "needed"
+
+
+def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, monkeypatch):
+    file = tmp_path / "bundle.tar.gz"
+    bundle.export(file, weights="all", profile="smoke")
+    folder = trained_store / CONFIGS[0].run_id("cpu")
+    record = records.read_record(folder)
+    record["finished"] = "another day"
+    records.write_record(folder / "record.json", record)
+    with pytest.raises(records.RunStoreError, match="differs"):
+        bundle.import_bundle(file)
+    assert records.read_record(folder)["finished"] == "another day"  # left as it was
+
+
+def test_a_damaged_bundle_is_refused_by_name(run_store, tmp_path, capsys):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a bundle")
+    assert main(["runs", "import", str(bad)]) == 1
+    assert "bad.tar.gz is not a readable bundle" in capsys.readouterr().err

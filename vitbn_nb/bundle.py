@@ -1,0 +1,174 @@
+"""Moving runs between machines: ``python -m vitbn_nb runs export FILE`` / ``runs import FILE``.
+
+A bundle is a ``.tar.gz`` of the run store's records, its optimisation state (``hpo/``), the checkpoints
+of unfinished runs (so training resumes on the other machine) and the weights a chapter or the app
+still loads when rendering: with ``weights="needed"``, the sources of fine-tuning runs, the app's
+choice and the runs of the chapters that measure stored models at render time (06 and 07, under the
+bundle's profile); with ``"all"``, every finished run's weights. Importing verifies every record and
+weight file, never overwrites a finished run with a different one (it names the conflict), and
+replaces an unfinished run only by the same run further on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from . import atomic, profiles
+from .paths import runs_dir
+from .records import RunStoreError, read_record, sha256
+from .runs import Run, RunConfig, run_lock
+
+#: Chapters that load stored models while rendering (their measurements are taken then).
+WEIGHTS_AT_RENDER = ("06_emnist_transfer", "07_three_things")
+WEIGHTS = ("needed", "all")
+
+
+def _run_folders(store: Path) -> list[Path]:
+    return sorted(p for p in store.iterdir() if p.is_dir() and (p / "record.json").is_file()) if store.is_dir() else []
+
+
+def needed_weights(profile: str, store: Path | None = None) -> set[str]:
+    """Run ids whose ``model.pt`` a rendering machine loads (see the module's docstring)."""
+    from . import hpo
+    from .app import model_choice
+    from .studies import bayes_opt, three_things, transfer
+
+    store = Path(store) if store is not None else runs_dir()
+    needed = set()
+    for folder in _run_folders(store):
+        source = read_record(folder)["config"].get("init_from")
+        if source:
+            needed.add(source)
+    choice = model_choice(store)
+    if choice is not None:
+        needed.add(choice.run_id)
+    device_types = {read_record(folder)["hardware"]["device"] for folder in _run_folders(store)}
+    planned = list(three_things.plan(profiles.settings("07_three_things", profile)))
+    settings = profiles.settings("06_emnist_transfer", profile)
+    planned += transfer.plan(settings)
+    # The transformers' runs follow from the stored hyperparameters (read, never optimised here).
+    best = hpo.load_best(transfer.DATASET if settings.reoptimise else bayes_opt.DATASET, profile)
+    if best is not None:
+        hyper = pd.DataFrame(
+            [
+                {"model": m, "depth": settings.depth, "lr": best[m]["lr"], "batch_size": best[m]["batch_size"]}
+                for m in transfer.MODELS
+                if m in best
+            ]
+        )
+        planned += transfer._configs(hyper, settings)
+    needed |= {config.run_id(device) for config in planned for device in device_types}
+    return needed
+
+
+def export(
+    file: str | Path, *, profile: str = "auto", weights: str = "needed", store: str | Path | None = None
+) -> dict:
+    """Write the bundle ``file`` (atomically); returns what it holds (runs, weight files, bytes)."""
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights={weights!r} is not allowed; choose one of {', '.join(map(repr, WEIGHTS))}")
+    store = Path(store) if store is not None else runs_dir()
+    keep = needed_weights(profiles.resolve(profile), store) if weights == "needed" else None
+    members: list[tuple[Path, str]] = []
+    counts = {"runs": 0, "weights": 0, "checkpoints": 0}
+    for folder in _run_folders(store):
+        record = read_record(folder)  # a damaged record stops the export, naming the run
+        members.append((folder / "record.json", f"runs/{folder.name}/record.json"))
+        counts["runs"] += 1
+        checkpoint, model = folder / "checkpoint.pt", folder / "model.pt"
+        if checkpoint.is_file():
+            members.append((checkpoint, f"runs/{folder.name}/checkpoint.pt"))
+            counts["checkpoints"] += 1
+        elif model.is_file() and (keep is None or record["run_id"] in keep):
+            members.append((model, f"runs/{folder.name}/model.pt"))
+            counts["weights"] += 1
+    hpo = store / "hpo"
+    if hpo.is_dir():
+        members += [(p, f"runs/hpo/{p.relative_to(hpo)}") for p in sorted(hpo.rglob("*")) if p.is_file()]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        manifest = json.dumps({**counts, "profile": profile, "weights": weights}).encode()
+        info = tarfile.TarInfo("bundle.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        for path, name in members:
+            tar.add(path, arcname=name, recursive=False)
+    atomic.write_bytes(Path(file), buffer.getvalue())
+    return {**counts, "bytes": len(buffer.getvalue()), "file": str(file)}
+
+
+def _same_run(a: Path, b: Path) -> bool:
+    return read_record(a).get("record_sha256") == read_record(b).get("record_sha256")
+
+
+def _checked(folder: Path) -> dict:
+    """The record of an unpacked run, its weight files verified against their checksums."""
+    record = read_record(folder)
+    for name, expected in record.get("checksums", {}).items():
+        path = folder / name
+        if path.is_file() and sha256(path) != expected:
+            raise RunStoreError(folder.name, f"{name} in the bundle does not match its checksum (damaged bundle)")
+    return record
+
+
+def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
+    """Unpack ``file`` into the run store; returns what was added, updated or already there."""
+    store = Path(store) if store is not None else runs_dir()
+    file = Path(file)
+    if not file.is_file():
+        raise ValueError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
+    done = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            with tarfile.open(file, "r:gz") as tar:
+                tar.extractall(scratch, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as error:
+            raise ValueError(f"{file} is not a readable bundle ({error})") from None
+        unpacked = Path(scratch) / "runs"
+        for folder in _run_folders(unpacked):
+            record = _checked(folder)
+            RunConfig(**record["config"])  # a record this code cannot read is refused now, not at render time
+            target = store / folder.name
+            with run_lock(folder.name, progress=False):
+                if (target / "record.json").is_file():
+                    if _same_run(folder, target):
+                        done["unchanged"] += 1
+                        continue
+                    mine = Run(target)
+                    if mine.status in ("finished", "diverged") or record["status"] not in ("finished", "diverged"):
+                        raise RunStoreError(
+                            folder.name,
+                            f"the bundle's copy differs from the one in {store} ({record['status']} there, "
+                            f"{mine.status} here); nothing of it was imported",
+                            fix="fix: keep one: delete the folder here and import again, or leave it as it is",
+                        )
+                    done["updated"] += 1
+                else:
+                    done["added"] += 1
+                staged = store / f".{folder.name}.import"
+                shutil.rmtree(staged, ignore_errors=True)
+                shutil.copytree(folder, staged)
+                if target.exists():
+                    shutil.rmtree(target)
+                staged.rename(target)
+        state = unpacked / "hpo"
+        for path in sorted(state.rglob("*")) if state.is_dir() else []:
+            if path.is_file():
+                target = store / "hpo" / path.relative_to(state)
+                if target.is_file() and target.read_bytes() != path.read_bytes():
+                    raise RunStoreError(
+                        "hpo",
+                        f"{target} differs from the bundle's copy; it was left as it is",
+                        fix="fix: delete one of them and import again",
+                    )
+                if not target.is_file():
+                    atomic.write_bytes(target, path.read_bytes())
+                    done["state files"] += 1
+    return done

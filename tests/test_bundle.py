@@ -60,3 +60,31 @@ def test_a_damaged_bundle_is_refused_by_name(run_store, tmp_path, capsys):
     bad.write_bytes(b"not a bundle")
     assert main(["runs", "import", str(bad)]) == 1
     assert "bad.tar.gz is not a readable bundle" in capsys.readouterr().err
+
+
+@pytest.mark.book
+def test_a_smoke_bundle_renders_a_chapter_on_a_machine_that_trains_nothing(
+    run_store, mnist_ready, tmp_path, monkeypatch
+):
+    from vitbn_nb.book import BookError, build_book
+
+    assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0
+    file = tmp_path / "smoke.tar.gz"
+    assert main(["runs", "export", str(file), "--profile", "smoke", "--weights", "all"]) == 0
+    elsewhere = tmp_path / "rendering-store"
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(elsewhere))
+    assert main(["runs", "import", str(file)]) == 0
+    before = {p.name: (p / "record.json").read_bytes() for p in elsewhere.iterdir() if not p.name.startswith(".")}
+    common = dict(
+        profile="smoke",
+        output_dir=tmp_path / "build",
+        figures_dir=tmp_path / "figures",
+        html=False,
+        train=False,
+        runs_dir=elsewhere,
+    )
+    build_book(chapters=["01"], **common)
+    after = {p.name: (p / "record.json").read_bytes() for p in elsewhere.iterdir() if not p.name.startswith(".")}
+    assert after == before  # rendered from the imported runs: nothing trained, nothing rewritten
+    with pytest.raises(BookError, match=r"run \S+-s0-\w+: it is not finished .* training is off"):
+        build_book(chapters=["05"], **common)  # chapter 05's runs were never trained: the first is named

@@ -1,5 +1,7 @@
 """``python -m vitbn_nb train``: a chapter's runs trained without papermill, its plan listed without training."""
 
+import pytest
+
 from vitbn_nb import runs
 from vitbn_nb.__main__ import main
 
@@ -23,3 +25,23 @@ def test_training_a_chapter_stores_its_plan_and_a_second_call_trains_nothing(run
 def test_an_unknown_chapter_is_refused_by_name(capsys):
     assert main(["train", "--chapters", "99"]) == 1
     assert "'99' is not a chapter" in capsys.readouterr().err
+
+
+def test_a_run_stopped_at_the_deadline_resumes_to_the_same_numbers(run_store, mnist_ready, tmp_path, monkeypatch):
+    config = runs.RunConfig(model="DNN_d3", epochs=3, train_size=40, test_size=20)
+    straight = runs.train(config, progress=False).record["epochs"]
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "stopped"))
+    soon = runs.Deadline(at=1e-9, clock=lambda: 0.0)  # not passed, but no room for another epoch
+    with pytest.raises(runs.DeadlineReached, match="after epoch 1 of 3"):
+        runs.train(config, progress=False, deadline=soon)
+    folder = tmp_path / "stopped" / config.run_id("cpu")
+    assert (folder / "checkpoint.pt").is_file() and runs.Run(folder).status == "running"
+    resumed = runs.train(config, progress=False).record["epochs"]
+    keys = ("epoch", "train_loss", "test_acc", "class_acc")
+    assert [{k: e[k] for k in keys} for e in resumed] == [{k: e[k] for k in keys} for e in straight]
+
+
+def test_a_passed_deadline_stops_the_command_before_any_run(run_store, capsys):
+    assert main(["train", "--profile", "smoke", "--chapters", "1", "--deadline", "0"]) == 75
+    assert "stopped at the deadline" in capsys.readouterr().err
+    assert not run_store.exists() or not [p for p in run_store.iterdir() if not p.name.startswith(".")]

@@ -50,6 +50,9 @@ def main(argv=None) -> int:
     train.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
     train.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
     train.add_argument(
+        "--deadline", type=float, metavar="SECONDS", help="stop at the last epoch boundary before this many seconds"
+    )
+    train.add_argument(
         "--dry-run", action="store_true", help="list each chapter's runs and training steps; train nothing"
     )
     store = commands.add_parser("runs", help="the run store: check it, retrain one run, export or import a bundle")
@@ -105,7 +108,7 @@ def main(argv=None) -> int:
 
         return bench_run(args)
     elif args.command == "train":
-        from . import profiles
+        from . import profiles, runs
         from . import train as training
         from .paths import runs_dir
         from .records import RunStoreError
@@ -116,7 +119,11 @@ def main(argv=None) -> int:
                 print(f"profile {profiles.resolve(args.profile)}: what `train` would run (nothing is trained)")
                 print(table.to_string(index=False))
                 return 0
-            done = training.train(args.profile, args.chapters, force=args.force)
+            deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
+            done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)
+        except runs.DeadlineReached as stopped:
+            print(f"train: {stopped}", file=sys.stderr)
+            return 75  # EX_TEMPFAIL: nothing is lost; the same command goes on from here
         except (ValueError, RunStoreError) as error:
             print(f"train: {error}", file=sys.stderr)
             return 1

@@ -165,6 +165,7 @@ def train_model(
     per_sample_eval: bool = False,
     item_per_step: bool = False,
     on_epoch_end: Callable[[dict, nn.Module, torch.optim.Optimizer], None] | None = None,
+    stop: Callable[[dict], bool] | None = None,
     progress: bool = True,
     desc: str | None = None,
 ) -> list[dict]:
@@ -173,7 +174,8 @@ def train_model(
     Returns one dict per epoch from ``start_epoch + 1`` to ``epochs``: ``train_loss`` (mean per
     image), ``test_acc`` and ``class_acc`` (%), ``train_seconds`` (data pipeline included),
     ``data_seconds`` (the part spent producing batches), ``test_seconds``, ``diverged``. A
-    non-finite loss ends training at that epoch with ``diverged=True``; it is not raised.
+    non-finite loss ends training at that epoch with ``diverged=True``; it is not raised. ``stop(metrics)``,
+    asked after each epoch has been handed to ``on_epoch_end``, ends training there when it says so.
     """
     device = pick_device(device)
     model.to(device)
@@ -218,5 +220,7 @@ def train_model(
                 bar.write(
                     f"{desc or 'run'}: loss became {metrics['train_loss']} at epoch {epoch}; recorded as diverged"
                 )
+                break
+            if stop is not None and epoch < epochs and stop(metrics):
                 break
     return history

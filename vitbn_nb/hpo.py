@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from . import atomic, profiles, runs, tracking
 from .models import model_kwargs as full_model_kwargs
@@ -183,7 +184,14 @@ def _trial_accuracy(run) -> float:
 
 
 def optimise(
-    study: Study, trials: int, *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+    study: Study,
+    trials: int,
+    *,
+    force: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    mlflow: bool | None = None,
+    deadline: runs.Deadline | None = None,
 ) -> pd.DataFrame:
     """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete.
 
@@ -192,7 +200,8 @@ def optimise(
     ``run_id``, ``generator`` (centre / Sobol / BoTorch), ``suggest_seconds`` (Ax's time to
     propose it, when this store saw it happen), ``train_seconds`` (the trial's training and
     test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
-    ``force=True`` discards the stored study and retrains every trial.
+    ``force=True`` discards the stored study and retrains every trial. ``deadline``: a trial stops at
+    its last epoch boundary before it (:class:`vitbn_nb.runs.DeadlineReached`); the study resumes there.
     """
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
@@ -223,7 +232,7 @@ def optimise(
             generator=generator,
         )
         atomic.write_json(ledger_path, ledger)
-        run = runs.train(config, force=force, device=device, progress=False, mlflow=mlflow)
+        run = runs.train(config, force=force, device=device, progress=False, mlflow=mlflow, deadline=deadline)
         accuracy = _trial_accuracy(run)
         client.complete_trial(index, raw_data={OBJECTIVE: accuracy})
         _save_state(client, state_path)

@@ -23,8 +23,9 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -200,6 +201,37 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
 
 
+@dataclass
+class Deadline:
+    """Stop training at an epoch boundary when the next epoch would not end before ``at`` (a clock reading).
+
+    The next epoch is taken to last as long as the last one did, times ``margin``.
+    """
+
+    at: float
+    clock: Callable[[], float] = time.monotonic
+    margin: float = 1.2
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds)
+
+    def passed(self) -> bool:
+        return self.clock() >= self.at
+
+    def no_room_for(self, seconds: float) -> bool:
+        return self.clock() + self.margin * seconds >= self.at
+
+
+class DeadlineReached(RuntimeError):
+    """Training stopped at the deadline; every finished epoch is stored and the run resumes where it stopped."""
+
+    def __init__(self, run_id: str, done: int | None = None, epochs: int | None = None):
+        self.run_id = run_id
+        where = f" after epoch {done} of {epochs}" if done is not None else " before it started"
+        super().__init__(f"stopped at the deadline: run {run_id}{where}; run the same command again to resume")
+
+
 #: ``never``: render from the run store only; a run it lacks is an error naming the run, not a training.
 TRAIN_VARIABLE = "VITBN_TRAIN"
 
@@ -252,8 +284,12 @@ def train(
     device: str | torch.device | None = None,
     progress: bool = True,
     mlflow: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> Run:
     """Train ``config`` (or return it from the store when it already finished).
+
+    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`), every finished
+    epoch stored; the same call later resumes the run.
 
     ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
     mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
@@ -268,7 +304,9 @@ def train(
             f"force=True would delete and retrain run {run_id}, but training is off ({TRAIN_VARIABLE}=never)"
         )
     with run_lock(run_id, progress):
-        return _train_locked(config, run_id, force=force, device=device, progress=progress, mlflow=mlflow, off=off)
+        return _train_locked(
+            config, run_id, force=force, device=device, progress=progress, mlflow=mlflow, off=off, deadline=deadline
+        )
 
 
 def _train_locked(
@@ -280,6 +318,7 @@ def _train_locked(
     progress: bool,
     mlflow: bool | None,
     off: bool = False,
+    deadline: Deadline | None = None,
 ) -> Run:
     folder = runs_dir() / run_id
     record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
@@ -369,10 +408,13 @@ def _train_locked(
         per_sample_eval=config.pipeline == "reference",
         item_per_step=config.pipeline == "reference",
         on_epoch_end=save_epoch,
+        stop=None if deadline is None else lambda m: deadline.no_room_for(m["train_seconds"] + m["test_seconds"]),
         progress=progress,
         desc=config.label(),
     )
     diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
+    if not diverged and len(record["epochs"]) < config.epochs:
+        raise DeadlineReached(run_id, len(record["epochs"]), config.epochs)
     record.update(
         status="diverged" if diverged else "finished",
         finished=_now(),
@@ -401,16 +443,28 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
 
 
 def train_all(
-    configs: Iterable[RunConfig], *, force: bool = False, device=None, progress: bool = True, mlflow: bool | None = None
+    configs: Iterable[RunConfig],
+    *,
+    force: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    mlflow: bool | None = None,
+    deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train several configurations in order (finished ones come straight from the store)."""
+    """Train several configurations in order (finished ones come straight from the store).
+
+    With a ``deadline``, no run starts after it and a running one stops at its last epoch boundary
+    before it (:class:`DeadlineReached`).
+    """
     force = profiles.flag("force", force)
     configs = list(configs)
     runs = []
     for i, config in enumerate(configs, 1):
         if progress and len(configs) > 1:
             print(f"[{i}/{len(configs)}] {config.label()}", flush=True)
-        runs.append(train(config, force=force, device=device, progress=progress, mlflow=mlflow))
+        if deadline is not None and deadline.passed():
+            raise DeadlineReached(config.run_id(pick_device(device).type))
+        runs.append(train(config, force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline))
     return runs
 
 

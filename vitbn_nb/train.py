@@ -3,7 +3,8 @@
 Each chapter's ``plan(settings)`` lists what it trains; chapters 04 and 06 also optimise first and
 then train what the optimisation chose (``after_optimisation``). Finished runs come from the run
 store, so running it again trains only what is missing; ``make book TRAIN=never`` then renders.
-``--dry-run`` lists the runs and their training steps per chapter and trains nothing.
+``--dry-run`` lists the runs and their training steps per chapter and trains nothing; ``--deadline
+SECONDS`` stops at the last epoch boundary before it, leaving everything resumable (exit status 75).
 """
 
 from __future__ import annotations
@@ -87,16 +88,22 @@ def train(
     selected: list[str] | None = None,
     *,
     force: bool = False,
+    deadline: runs.Deadline | None = None,
     log: Callable[[str], None] = print,
 ) -> list[runs.Run]:
-    """Train every run of the selected chapters under ``profile`` (finished ones come from the store)."""
+    """Train every run of the selected chapters under ``profile`` (finished ones come from the store).
+
+    With a ``deadline`` it stops at the last epoch boundary before it (:class:`vitbn_nb.runs.DeadlineReached`),
+    everything stored and resumable by the same call.
+    """
     profile = profiles.resolve(profile)
     trained = []
     for chapter in chapters(selected):
         module, settings = _module(chapter), profiles.settings(chapter, profile)
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))
-        trained += runs.train_all(planned, force=force)
+        trained += runs.train_all(planned, force=force, deadline=deadline)
         if hasattr(module, "after_optimisation"):
-            trained += runs.train_all(module.after_optimisation(settings, force=force), force=force)
+            chosen = module.after_optimisation(settings, force=force, deadline=deadline)
+            trained += runs.train_all(chosen, force=force, deadline=deadline)
     return trained

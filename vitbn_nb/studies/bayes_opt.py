@@ -112,9 +112,11 @@ def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     return BayesOptResult(settings, trials, runs.load_table(runs.train_all(final_plan(trials, settings), force=force)))
 
 
-def after_optimisation(settings: BayesOptSettings, force: bool = False) -> list[RunConfig]:
+def after_optimisation(
+    settings: BayesOptSettings, force: bool = False, deadline: runs.Deadline | None = None
+) -> list[RunConfig]:
     """The final runs: each model's best lr and batch size, from the optimisation (run now if it is not stored)."""
-    return final_plan(optimise(settings, force=force), settings)
+    return final_plan(optimise(settings, force=force, deadline=deadline), settings)
 
 
 def optimise(
@@ -124,10 +126,13 @@ def optimise(
     dataset: str = DATASET,
     depth: int | None = None,
     models=MODELS,
+    deadline: runs.Deadline | None = None,
 ) -> pd.DataFrame:
     """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
     tables = [
-        hpo.optimise(study(model, settings, dataset=dataset, depth=depth), settings.trials, force=force)
+        hpo.optimise(
+            study(model, settings, dataset=dataset, depth=depth), settings.trials, force=force, deadline=deadline
+        )
         for model in models
     ]
     trials = pd.concat(tables, ignore_index=True)
@@ -135,7 +140,9 @@ def optimise(
     return trials
 
 
-def best_hyperparameters(profile: str, *, dataset: str = DATASET) -> tuple[dict, str]:
+def best_hyperparameters(
+    profile: str, *, dataset: str = DATASET, deadline: runs.Deadline | None = None
+) -> tuple[dict, str]:
     """Chapter 04's optimised lr and batch size per model, and where they came from.
 
     Reads ``runs_dir()/hpo/best-<dataset>-<profile>.json``; when it is absent, runs this
@@ -145,7 +152,7 @@ def best_hyperparameters(profile: str, *, dataset: str = DATASET) -> tuple[dict,
     best = hpo.load_best(dataset, profiles.resolve(profile))
     if best is not None:
         return best, f"read from {hpo.best_path(dataset, profiles.resolve(profile)).name} (chapter 04)"
-    optimise(profiles.settings(CHAPTER, profile), dataset=dataset)
+    optimise(profiles.settings(CHAPTER, profile), dataset=dataset, deadline=deadline)
     return hpo.load_best(dataset, profiles.resolve(profile)), "chapter 04's optimisation, run now (its file was absent)"
 
 

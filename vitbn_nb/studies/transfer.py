@@ -96,15 +96,19 @@ def run(settings: TransferSettings, force: bool = False, device=None) -> Transfe
     return TransferResult(settings, hyper, table, _measure(table, settings, device))
 
 
-def after_optimisation(settings: TransferSettings, force: bool = False) -> list[RunConfig]:
+def after_optimisation(
+    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
+) -> list[RunConfig]:
     """Every model's runs with its hyperparameters (optimised now under ``reoptimise`` if not stored)."""
-    return _configs(_hyperparameters(settings, force=force), settings)
+    return _configs(_hyperparameters(settings, force=force, deadline=deadline), settings)
 
 
-def _hyperparameters(settings: TransferSettings, force: bool = False) -> pd.DataFrame:
+def _hyperparameters(
+    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
+) -> pd.DataFrame:
     """The lr and batch size of each model and where they come from (optimising first under ``reoptimise``)."""
     if settings.reoptimise:
-        bayes_opt.optimise(settings, force=force, dataset=DATASET, depth=settings.depth)
+        bayes_opt.optimise(settings, force=force, dataset=DATASET, depth=settings.depth, deadline=deadline)
         best = hpo.load_best(DATASET, settings.profile)
         origin = "optimised here: augmented MNIST, tuned at depth {depth}, {trials} trials"
         print(
@@ -112,7 +116,7 @@ def _hyperparameters(settings: TransferSettings, force: bool = False) -> pd.Data
             f"on augmented MNIST at depth {settings.depth}."
         )
     else:
-        best, where = bayes_opt.best_hyperparameters(settings.profile)
+        best, where = bayes_opt.best_hyperparameters(settings.profile, deadline=deadline)
         origin = "chapter 04: MNIST (no augmentation), tuned at depth {depth}, {trials} trials"
         print(f"Hyperparameters: {where}.")
     rows = [

@@ -6,10 +6,11 @@ from vitbn_nb import runs
 from vitbn_nb.__main__ import main
 
 
-def test_dry_run_lists_every_chapter_and_trains_nothing(run_store, capsys):
+def test_dry_run_lists_every_chapter_and_trains_nothing(run_store, mnist_ready, capsys):
     assert main(["train", "--dry-run", "--profile", "paper"]) == 0
     printed = capsys.readouterr().out
     assert "nothing is trained" in printed and "03_fixed_lr" in printed and "07_three_things" in printed
+    assert "estimated minutes" in printed and "seconds per training image" in printed
     assert not run_store.exists() or not any(run_store.iterdir())
 
 
@@ -45,3 +46,20 @@ def test_a_passed_deadline_stops_the_command_before_any_run(run_store, capsys):
     assert main(["train", "--profile", "smoke", "--chapters", "1", "--deadline", "0"]) == 75
     assert "stopped at the deadline" in capsys.readouterr().err
     assert not run_store.exists() or not [p for p in run_store.iterdir() if not p.name.startswith(".")]
+
+
+def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_ready):
+    from vitbn_nb.bench.calibration import POINTS, calibrate, estimate_seconds
+
+    measured = calibrate("cpu", steps=1, warmup=0, repeats=1)
+    assert len(measured) == len(POINTS) and (measured["seconds_per_image"] > 0).all()
+    flat = measured.assign(seconds_per_image=[1e-3, 6e-3, 2e-3, 7e-3, 24e-3])  # known costs: the arithmetic
+    one = runs.RunConfig(model="ViT", model_kwargs={"depth": 1}, epochs=2, train_size=1000, test_size=300)
+    assert estimate_seconds(one, flat) == pytest.approx(2 * (1000 + 100) * 1e-3)
+    six = runs.RunConfig(model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300)
+    assert estimate_seconds(six, flat) == pytest.approx(6 * estimate_seconds(one, flat))
+    slow = runs.RunConfig(
+        model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300, pipeline="reference"
+    )
+    assert estimate_seconds(slow, flat) == pytest.approx(7 / 6 * estimate_seconds(six, flat))
+    assert estimate_seconds(six, flat, epochs=1) == pytest.approx(estimate_seconds(six, flat) / 2)

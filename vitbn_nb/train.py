@@ -9,7 +9,6 @@ SECONDS`` stops at the last epoch boundary before it, leaving everything resumab
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from importlib import import_module
 
@@ -57,29 +56,52 @@ def steps(config: runs.RunConfig) -> int:
     return config.epochs * per_epoch
 
 
-def plan_table(profile: str, selected: list[str] | None = None) -> pd.DataFrame:
-    """One row per chapter: its runs, their training steps, and the optimisations it runs first."""
+def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig], list[runs.RunConfig]]:
+    """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only: a trial's
+    batch size is Ax's to choose and the final lr and batch size the optimisation's, so these configurations
+    carry the study's placeholders; time per image does not depend on either."""
+    module, planned = _module(chapter), _module(chapter).plan(settings)
+    trials, finals = [], []
+    pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
+    for study in getattr(planned, "optimisations", []):
+        common = dict(
+            model=study.model,
+            model_kwargs=study.model_kwargs,
+            dataset=study.dataset,
+            train_size=study.train_size,
+            test_size=study.test_size,
+        )
+        trials += [runs.RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
+        finals += [
+            runs.RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
+        ]
+    return trials, finals
+
+
+def plan_table(
+    profile: str, selected: list[str] | None = None, calibration: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per chapter: its runs and training steps, the optimisations it runs first and the runs they
+    lead to, and (with a ``calibration``) the estimated minutes on the calibrated device."""
+    from .bench.calibration import estimate_seconds
+
     rows = []
     for chapter in chapters(selected):
         settings = profiles.settings(chapter, profile)
         planned = _module(chapter).plan(settings)
-        studies = getattr(planned, "optimisations", [])
-        trials = getattr(settings, "trials", 0) * len(studies)
-        trial_steps = sum(
-            s.trial_epochs * math.ceil((s.train_size or MNIST_IMAGES["train"]) / 100) for s in studies
-        ) * getattr(settings, "trials", 0)
-        rows.append(
-            {
-                "chapter": chapter,
-                "runs": len(planned),
-                "training steps": sum(steps(c) for c in planned),
-                "largest image": max((IMAGE_SIZE[c.dataset] for c in planned), default=0),
-                "optimisations": len(studies),
-                "trials": trials,
-                "trial steps (at batch 100)": trial_steps,
-                "then": getattr(planned, "then", ""),
-            }
-        )
+        trials, finals = _optimisation_configs(chapter, settings)
+        row = {
+            "chapter": chapter,
+            "runs": len(planned) + len(finals),
+            "training steps": sum(steps(c) for c in [*planned, *finals]),
+            "largest image": max((IMAGE_SIZE[c.dataset] for c in planned), default=0),
+            "trials": len(trials),
+            "trial steps (batch 100)": sum(steps(c) for c in trials),
+        }
+        if calibration is not None:
+            seconds = sum(estimate_seconds(c, calibration) for c in [*planned, *trials, *finals])
+            row["estimated minutes"] = round(seconds / 60, 1)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

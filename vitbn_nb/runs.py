@@ -23,9 +23,8 @@ import hashlib
 import json
 import os
 import shutil
-import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,6 +36,7 @@ from torch import nn
 
 from . import atomic, engine, finetune, profiles
 from .data import DATASETS, IMAGE_SIZE, image_sets, reference_sets
+from .limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
 from .models import VIT_FAMILY, build_model, model_kwargs
 from .models.norms import check_choice
 from .models.vit import pair as vit_pair
@@ -199,50 +199,6 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
             model.load_state_dict(state)
     except RuntimeError as error:
         raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
-
-
-@dataclass
-class Deadline:
-    """Stop training at an epoch boundary when the next epoch would not end before ``at`` (a clock reading).
-
-    The next epoch is taken to last as long as the last one did, times ``margin``.
-    """
-
-    at: float
-    clock: Callable[[], float] = time.monotonic
-    margin: float = 1.2
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(time.monotonic() + seconds)
-
-    def passed(self) -> bool:
-        return self.clock() >= self.at
-
-    def no_room_for(self, seconds: float) -> bool:
-        return self.clock() + self.margin * seconds >= self.at
-
-
-class DeadlineReached(RuntimeError):
-    """Training stopped at the deadline; every finished epoch is stored and the run resumes where it stopped."""
-
-    def __init__(self, run_id: str, done: int | None = None, epochs: int | None = None):
-        self.run_id = run_id
-        where = f" after epoch {done} of {epochs}" if done is not None else " before it started"
-        super().__init__(f"stopped at the deadline: run {run_id}{where}; run the same command again to resume")
-
-
-#: ``never``: render from the run store only; a run it lacks is an error naming the run, not a training.
-TRAIN_VARIABLE = "VITBN_TRAIN"
-
-
-def training_is_off() -> bool:
-    value = os.environ.get(TRAIN_VARIABLE, "").strip().lower()
-    if value not in ("", "never", "auto"):
-        raise ValueError(
-            f"{TRAIN_VARIABLE}={value!r} is not allowed; use 'never' (render from the store) or leave it unset"
-        )
-    return value == "never"
 
 
 def _now() -> str:

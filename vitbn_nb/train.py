@@ -94,7 +94,7 @@ def plan_table(
             "chapter": chapter,
             "runs": len(planned) + len(finals),
             "training steps": sum(steps(c) for c in [*planned, *finals]),
-            "largest image": max((IMAGE_SIZE[c.dataset] for c in planned), default=0),
+            "largest image": max((IMAGE_SIZE[c.dataset] for c in [*planned, *trials, *finals]), default=0),
             "trials": len(trials),
             "trial steps (batch 100)": sum(steps(c) for c in trials),
         }

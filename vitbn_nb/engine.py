@@ -38,6 +38,11 @@ def _progress(total: int, initial: int, desc: str | None, enabled: bool):
     return tqdm(total=total, initial=initial, desc=desc, unit="step", mininterval=2.0, disable=disabled, leave=True)
 
 
+def steps_per_epoch(images: int, batch_size: int) -> int:
+    """Training steps per epoch: the engine skips a last batch of one image (a BatchNorm cannot train on it)."""
+    return images // batch_size + (1 if images % batch_size >= 2 else 0)
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor) -> Tensor:
     """One Adam step on cross-entropy; returns the batch's mean loss, detached and still on the device."""
     optimizer.zero_grad(set_to_none=True)

@@ -48,6 +48,7 @@ PIPELINES = ("engine", "reference")
 #: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record
 #: read back says "engine" again. Keeping the spelling keeps every run id, so no run trains twice.
 _STORED_AS = {"engine": "fast"}
+_READ_AS = {name: pipeline for pipeline, name in _STORED_AS.items()}
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,7 @@ class RunConfig:
         with torch.device("meta"):  # refuse a bad model configuration now, not hours into a sweep
             build_model(self.model, **self.model_kwargs)
         check_choice("dataset", self.dataset, DATASETS)
-        stored = {name: pipeline for pipeline, name in _STORED_AS.items()}
-        object.__setattr__(self, "pipeline", stored.get(self.pipeline, self.pipeline))
+        object.__setattr__(self, "pipeline", _READ_AS.get(self.pipeline, self.pipeline))
         check_choice("pipeline", self.pipeline, PIPELINES)
         for name in ("epochs", "batch_size", "test_batch_size"):
             value = getattr(self, name)
@@ -433,8 +433,7 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
         record = run.record if isinstance(run, Run) else run
         config = dict(record["config"])
         kwargs = config.pop("model_kwargs")
-        stored = {name: pipeline for pipeline, name in _STORED_AS.items()}
-        config["pipeline"] = stored.get(config.get("pipeline"), config.get("pipeline"))
+        config["pipeline"] = _READ_AS.get(config.get("pipeline"), config.get("pipeline"))
         base = {
             "run_id": record["run_id"],
             "status": record["status"],

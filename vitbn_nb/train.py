@@ -14,7 +14,7 @@ from importlib import import_module
 
 import pandas as pd
 
-from . import profiles, runs
+from . import engine, profiles, runs
 from .data import IMAGE_SIZE
 
 #: The module of each chapter (chapter 07's plan covers its three parts).
@@ -52,8 +52,7 @@ def _module(chapter: str):
 def steps(config: runs.RunConfig) -> int:
     """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
     images = config.train_size or MNIST_IMAGES["train"]
-    per_epoch = images // config.batch_size + (1 if images % config.batch_size >= 2 else 0)
-    return config.epochs * per_epoch
+    return config.epochs * engine.steps_per_epoch(images, config.batch_size)
 
 
 def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig], list[runs.RunConfig]]:

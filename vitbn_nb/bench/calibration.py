@@ -40,7 +40,7 @@ def calibrate(
         sets = (data.image_sets if pipeline == "engine" else data.reference_sets)(
             dataset, 1000, 100, str(device) if pipeline == "engine" else device
         )
-        model = _build("ViT", depth, 0, device) if side == 28 else _vit56(depth, device)
+        model = _build("ViT", depth, 0, device, image_size=side)
         variants[(depth, side, pipeline)] = (model, sets[0], pipeline)
     timed = time_training_many(variants, settings=settings, device=device)
     return pd.DataFrame(
@@ -55,13 +55,6 @@ def calibrate(
             for d, s, p in POINTS
         ]
     )
-
-
-def _vit56(depth: int, device: torch.device) -> torch.nn.Module:
-    from ..models import build_model
-
-    torch.manual_seed(0)
-    return build_model("ViT", depth=depth, image_size=56).to(device)
 
 
 def _per_image(calibration: pd.DataFrame, depth: int, side: int, pipeline: str) -> float:

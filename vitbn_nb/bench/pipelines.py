@@ -176,6 +176,6 @@ def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torc
     return {key: _inference_row(timings[key], settings.eval_batches) for key in variants}
 
 
-def _build(name: str, depth: int, seed: int, device: torch.device) -> nn.Module:
+def _build(name: str, depth: int, seed: int, device: torch.device, **overrides) -> nn.Module:
     torch.manual_seed(seed)
-    return build_model(name, depth=depth).to(device)
+    return build_model(name, depth=depth, **overrides).to(device)

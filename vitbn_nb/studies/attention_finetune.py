@@ -91,7 +91,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
     rows = []
     for (label, _), run_ in zip(pairs, trained):
         record = run_.record
-        steps = shared.steps_per_epoch(record["train_images"], run_.config.batch_size)
+        steps = engine.steps_per_epoch(record["train_images"], run_.config.batch_size)
         compute = run_.metrics["train_seconds"] - run_.metrics["data_seconds"]
         memory = step_memory(run_, settings, device)
         rows.append(

@@ -93,11 +93,6 @@ def sentences(table: pd.DataFrame):
     )
 
 
-def steps_per_epoch(images: int, batch_size: int) -> int:
-    """Training steps per epoch (the engine skips a last batch of one image)."""
-    return images // batch_size + (1 if images % batch_size >= 2 else 0)
-
-
 def protocol(settings: ThreeThingsSettings):
     """What each part trains, on which data, for how long (one row per part)."""
 

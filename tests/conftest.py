@@ -6,6 +6,8 @@ import pytest
 
 os.environ.setdefault("VITBN_PROGRESS", "0")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Tests kill and resume runs at epoch boundaries: a checkpoint every epoch (the book default is every 60 s).
+os.environ.setdefault("VITBN_CHECKPOINT_SECONDS", "0")
 
 
 @pytest.fixture(scope="session")

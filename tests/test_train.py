@@ -52,8 +52,11 @@ def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_re
     from vitbn_nb.bench.calibration import POINTS, calibrate, estimate_seconds
 
     measured = calibrate("cpu", steps=1, warmup=0, repeats=1)
-    assert len(measured) == len(POINTS) and (measured["seconds_per_image"] > 0).all()
-    flat = measured.assign(seconds_per_image=[1e-3, 6e-3, 2e-3, 7e-3, 24e-3])  # known costs: the arithmetic
+    # The pipelines, then one run's step against a stack's (per run) at depths 1 and 6; no graph on a CPU.
+    assert len(measured) == len(POINTS) + 4 and (measured["seconds_per_image"] > 0).all()
+    assert list(measured["engine"].iloc[len(POINTS) :]) == ["eager", "stacked"] * 2
+    known = [1e-3, 6e-3, 2e-3, 7e-3, 24e-3, 1e-3, 2e-3, 6e-3, 12e-3]  # known costs: the arithmetic
+    flat = measured.assign(seconds_per_image=known)
     one = runs.RunConfig(model="ViT", model_kwargs={"depth": 1}, epochs=2, train_size=1000, test_size=300)
     assert estimate_seconds(one, flat) == pytest.approx(2 * (1000 + 100) * 1e-3)
     six = runs.RunConfig(model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300)
@@ -63,3 +66,7 @@ def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_re
     )
     assert estimate_seconds(slow, flat) == pytest.approx(7 / 6 * estimate_seconds(six, flat))
     assert estimate_seconds(six, flat, epochs=1) == pytest.approx(estimate_seconds(six, flat) / 2)
+    stacked = runs.RunConfig(
+        model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300, engine="stacked"
+    )
+    assert estimate_seconds(stacked, flat) == pytest.approx(2 * estimate_seconds(six, flat))  # half as fast per run

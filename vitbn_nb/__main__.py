@@ -115,23 +115,26 @@ def main(argv=None) -> int:
 
         try:
             if args.dry_run:
-                from .bench.calibration import calibrate
+                from .bench.calibration import calibrate, describe
                 from .system import hardware_label
 
-                print("calibrating: ViT training steps at batch 100, depths 1 and 6, both pipelines, 28 and 56 px ...")
+                print(
+                    "calibrating: ViT training steps at batch 100, depths 1 and 6, both pipelines, 28 and 56 px, "
+                    "and the engines (eager, stacked, graphed on a GPU) ..."
+                )
                 measured = calibrate()
                 table = training.plan_table(profiles.resolve(args.profile), args.chapters, calibration=measured)
                 print(
                     f"profile {profiles.resolve(args.profile)}: what `train` would run (nothing is trained); "
-                    f"estimated on {hardware_label()} from the calibration (eager engine; estimates for planning)"
+                    f"estimated on {hardware_label()} from the calibration, each run priced by its own engine "
+                    "(estimates for planning)"
                 )
                 print(table.to_string(index=False))
                 print(
                     f"total: {table['runs'].sum()} runs, {table['trials'].sum()} trials, "
                     f"~{table['estimated minutes'].sum():.0f} min"
                 )
-                print("calibration (seconds per training image):")
-                print(measured.to_string(index=False))
+                print(describe(measured))
                 return 0
             deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
             done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from . import atomic, profiles
 from .paths import runs_dir
-from .records import RunStoreError, read_record, sha256
+from .records import RunStoreError, read_record, sha256, write_record
 from .runs import Run, RunConfig, run_lock
 
 #: Chapters that load stored models while rendering (their measurements are taken then).
@@ -108,6 +108,12 @@ def _same_run(a: Path, b: Path) -> bool:
     return read_record(a).get("record_sha256") == read_record(b).get("record_sha256")
 
 
+def _same_but_measurements(a: dict, b: dict) -> bool:
+    """The same training, one of them measured more (a render elsewhere measured what training had not)."""
+    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
+    return strip(a) == strip(b)
+
+
 def _checked(folder: Path) -> dict:
     """The record of an unpacked run, its weight files verified against their checksums."""
     record = read_record(folder)
@@ -142,6 +148,15 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
                         done["unchanged"] += 1
                         continue
                     mine = Run(target)
+                    if _same_but_measurements(record, mine.record):
+                        # Both kept: the bundle's measurements win where both took one (it comes from training).
+                        mine.record["measurements"] = {
+                            **mine.record.get("measurements", {}),
+                            **record.get("measurements", {}),
+                        }
+                        write_record(target / "record.json", mine.record)
+                        done["updated"] += 1
+                        continue
                     if mine.status in ("finished", "diverged") or record["status"] not in ("finished", "diverged"):
                         raise RunStoreError(
                             folder.name,

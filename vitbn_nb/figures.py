@@ -69,8 +69,17 @@ def today() -> str:
     return dt.date.today().isoformat()
 
 
-def stamp(profile: str) -> str:
-    return f"profile: {profile} | {hardware_label()} | {today()}"
+def stamp(profile: str, run_ids=()) -> str:
+    """The footer of every figure and table: the profile, the machines that trained its runs (from the runs' own
+    records, every resumed segment's) and that timed them, the machine that rendered it, and the date."""
+    from . import runs
+
+    parts = [f"profile: {profile}"]
+    for verb, machines in (("trained", trained_on(run_ids)), ("timed", runs.timed_on(run_ids) if run_ids else {})):
+        if machines:
+            parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
+    parts.append(f"rendered on {hardware_label()}" if len(parts) > 1 else hardware_label())
+    return " | ".join([*parts, today()])
 
 
 def manifest_path() -> Path:
@@ -87,6 +96,13 @@ def _manifest_lock():
 def read_manifest() -> dict:
     path = manifest_path()
     return json.loads(path.read_text()) if path.exists() else {"outputs": {}}
+
+
+def trained_on(run_ids) -> dict[str, int]:
+    """:func:`vitbn_nb.runs.trained_on` (imported late: the run store imports this package's figures' users)."""
+    from . import runs
+
+    return runs.trained_on(run_ids) if run_ids else {}
 
 
 def _record(
@@ -110,6 +126,7 @@ def _record(
         "profile": profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
+        "trained_on": trained_on(run_ids),
         "date": today(),
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
@@ -130,7 +147,7 @@ def save_figure(
     """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG for display."""
     from IPython.display import Image
 
-    fig.text(0.995, -0.01, stamp(profile), ha="right", va="top", fontsize=7, color="0.45")
+    fig.text(0.995, -0.01, stamp(profile, run_ids), ha="right", va="top", fontsize=7, color="0.45")
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
         atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
@@ -175,7 +192,9 @@ def save_table(
         run_ids=run_ids,
         extra=extra,
     )
-    return table.style.format(precision=precision).hide(axis="index").set_caption(f"{caption} ({stamp(profile)})")
+    return (
+        table.style.format(precision=precision).hide(axis="index").set_caption(f"{caption} ({stamp(profile, run_ids)})")
+    )
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

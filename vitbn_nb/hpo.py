@@ -207,7 +207,8 @@ def optimise(
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
-    folder = study.folder(device.type)
+    device_type = device.type if force else _stored_device_type(study, device.type, trials)
+    folder = study.folder(device_type)
     if force and folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -215,7 +216,7 @@ def optimise(
     ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
     if not (folder / "study.json").exists():
         atomic.write_json(
-            folder / "study.json", {**asdict(study), "device": device.type, "search_space": SEARCH_SPACE[study.model]}
+            folder / "study.json", {**asdict(study), "device": device_type, "search_space": SEARCH_SPACE[study.model]}
         )
     client = _load_client(study, state_path) if state_path.exists() else _new_client(study)
     if not state_path.exists():
@@ -228,7 +229,7 @@ def optimise(
             trial=index + 1,
             lr=float(parameters["lr"]),
             batch_size=int(parameters["batch_size"]),
-            run_id=config.run_id(device.type),
+            run_id=config.run_id(device_type),
             generator=generator,
         )
         atomic.write_json(ledger_path, ledger)
@@ -243,7 +244,7 @@ def optimise(
                 tracking.tag_run(
                     run,
                     {
-                        "hpo.study": study.key(device.type),
+                        "hpo.study": study.key(device_type),
                         "hpo.trial": index + 1,
                         "hpo.generator": generator,
                         "hpo.accuracy": accuracy,
@@ -253,7 +254,7 @@ def optimise(
                 if mlflow:
                     raise
                 warnings.warn(
-                    f"trial {index + 1} of {study.key(device.type)} could not be tagged in MLflow: {error}",
+                    f"trial {index + 1} of {study.key(device_type)} could not be tagged in MLflow: {error}",
                     stacklevel=2,
                 )
         if progress:
@@ -282,7 +283,19 @@ def optimise(
         ledger[str(index)] = {"suggest_seconds": suggest_seconds}
         run_trial(index, parameters, GENERATOR_NAMES.get(node, node))
         completed += 1
-    return trial_table(study, client.summarize(), ledger, trials, device.type)
+    return trial_table(study, client.summarize(), ledger, trials, device_type)
+
+
+def _stored_device_type(study: Study, here: str, trials: int) -> str:
+    """The device type whose study this is: this device's, unless only another device completed ``trials``
+    trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
+    for device_type in (here, *(t for t in runs.DEVICE_TYPES if t != here)):
+        ledger_path = study.folder(device_type) / LEDGER_FILE
+        if ledger_path.exists():
+            done = sum("accuracy" in entry for entry in json.loads(ledger_path.read_text()).values())
+            if device_type == here or done >= trials:
+                return device_type
+    return here
 
 
 def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, device_type: str) -> pd.DataFrame:

@@ -23,8 +23,9 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,7 +35,7 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from . import atomic, engine, finetune, profiles
+from . import atomic, engine, finetune, profiles, stack
 from .data import DATASETS, IMAGE_SIZE, image_sets, reference_sets
 from .limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
 from .models import VIT_FAMILY, build_model, model_kwargs
@@ -43,8 +44,14 @@ from .models.vit import pair as vit_pair
 from .paths import runs_dir
 from .records import RunStoreError, load_weights, read_record, sha256, write_record
 from .system import hardware, pick_device, versions
+from .system import label as system_label
 
 PIPELINES = ("engine", "reference")
+ENGINES = profiles.ENGINES
+#: Device types a run id can name; a finished run of either is reused wherever the book renders.
+DEVICE_TYPES = ("cpu", "cuda")
+#: Seconds between checkpoints of an unfinished run (also written at a deadline stop); 0 writes one every epoch.
+CHECKPOINT_VARIABLE = "VITBN_CHECKPOINT_SECONDS"
 #: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record
 #: read back says "engine" again. Keeping the spelling keeps every run id, so no run trains twice.
 _STORED_AS = {"engine": "fast"}
@@ -70,6 +77,9 @@ class RunConfig:
     #: interpolated when the patch grid differs), and which weights train ("all" | "attention").
     init_from: str | None = None
     trainable: str = "all"
+    #: ``"eager"`` trains the run alone; ``"stacked"`` trains it with the other stacked runs of its kind (same
+    #: everything but seed and lr) as one model (``vitbn_nb.stack``): equal up to fp32 rounding, so another id.
+    engine: str = "eager"
 
     def __post_init__(self):
         object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
@@ -91,6 +101,9 @@ class RunConfig:
             if value is not None and (not isinstance(value, int) or value < 2):
                 raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
         check_choice("trainable", self.trainable, ("all", "attention"))
+        check_choice("engine", self.engine, ENGINES)
+        if self.engine == "stacked" and (why := stack.refusal(**self.stack_fields())):
+            raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
         if self.trainable == "attention" and self.model not in VIT_FAMILY:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
@@ -108,7 +121,14 @@ class RunConfig:
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
     #: The fields a chapter's settings supply to every run it plans (when the settings have them).
-    FROM_SETTINGS: ClassVar[tuple[str, ...]] = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size")
+    FROM_SETTINGS: ClassVar[tuple[str, ...]] = (
+        "epochs",
+        "batch_size",
+        "test_batch_size",
+        "train_size",
+        "test_size",
+        "engine",
+    )
 
     @classmethod
     def from_settings(cls, settings: object, **fields: Any) -> RunConfig:
@@ -119,7 +139,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         # The fine-tuning fields appear only when set, so every earlier run keeps its id.
         config = dataclasses.asdict(self)
-        for name in ("init_from", "trainable"):
+        for name in ("init_from", "trainable", "engine"):
             if config[name] == RunConfig.__dataclass_fields__[name].default:
                 del config[name]
         config["pipeline"] = _STORED_AS.get(self.pipeline, self.pipeline)
@@ -134,6 +154,21 @@ class RunConfig:
             f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
             f"-s{self.seed}-{digest}"
         )
+
+    def stack_fields(self) -> dict:
+        return dict(
+            model_kwargs=self.model_kwargs,
+            pipeline=self.pipeline,
+            dataset=self.dataset,
+            init_from=self.init_from,
+            trainable=self.trainable,
+        )
+
+    def stack_key(self) -> str | None:
+        """What the runs trained together as one stack share (everything but seed and lr); None: trained alone."""
+        if self.engine != "stacked":
+            return None
+        return json.dumps({k: v for k, v in self.to_dict().items() if k not in ("seed", "lr")}, sort_keys=True)
 
     def label(self) -> str:
         depth = self.model_kwargs.get("depth")
@@ -233,6 +268,177 @@ def _remove_stale_temporaries(folder: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+def checkpoint_seconds() -> float:
+    value = os.environ.get(CHECKPOINT_VARIABLE, "60")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
+    return seconds
+
+
+def stored_device_type(config: RunConfig, device: torch.device) -> str:
+    """The device type whose id names ``config`` here: this device's, unless only another device finished it.
+
+    A store trained on a GPU and rendered on a laptop (or the reverse) reuses the finished runs; what trained
+    each one stays in its record (``hardware``, ``segments``) and in every figure's footer.
+    """
+    here = device.type
+    for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
+        folder = runs_dir() / config.run_id(device_type)
+        if (folder / "record.json").is_file() and not (folder / "checkpoint.pt").exists():
+            with contextlib.suppress(RunStoreError):
+                if read_record(folder)["status"] in ("finished", "diverged"):
+                    return device_type
+    return here
+
+
+class _RunFiles:
+    """One run's folder while it trains: its record, its checkpoint (written by time) and its final weights."""
+
+    def __init__(self, config: RunConfig, run_id: str, device: torch.device, deadline: Deadline | None):
+        self.config, self.run_id, self.device, self.deadline = config, run_id, device, deadline
+        self.folder = runs_dir() / run_id
+        self.record_path, self.checkpoint_path = self.folder / "record.json", self.folder / "checkpoint.pt"
+        self.interval = checkpoint_seconds()
+        self.last_checkpoint = time.monotonic()
+
+    def finished(self, force: bool) -> Run | None:
+        """The stored run when it is finished (``force`` deletes it first), else None."""
+        if force and self.folder.exists():
+            shutil.rmtree(self.folder)
+        if self.folder.exists():
+            _remove_stale_temporaries(self.folder)
+        if self.record_path.exists() and not self.checkpoint_path.exists():
+            run = Run(self.folder)
+            if run.status in ("finished", "diverged"):
+                return run
+        return None
+
+    def start(self, model: nn.Module, train_images: int, test_images: int, trainable) -> dict | None:
+        """Write the run's record (resumed from its checkpoint when there is one); returns the optimiser's state."""
+        segment = {"from_epoch": 0, "started": _now(), "hardware": hardware(self.device), "versions": versions()}
+        self.record = {
+            "run_id": self.run_id,
+            "config": self.config.to_dict(),
+            "status": "running",
+            "epochs": [],
+            "resumed_at": [],
+            "started": segment["started"],
+            "finished": None,
+            "hardware": segment["hardware"],
+            "versions": segment["versions"],
+            "segments": [segment],
+            "train_images": train_images,
+            "test_images": test_images,
+            "parameters": {"trainable": trainable.trainable, "total": trainable.total},
+            "timing": "train_seconds includes the data pipeline (data_seconds is that part); test_seconds is one "
+            "full pass over the test set; the device is synchronised at each end of an epoch, and on a GPU the "
+            "data time is read from CUDA events; load_1min and busy_processes say how busy the machine was at "
+            "each epoch's end; peak_memory_mib is the GPU's peak during the epoch; stacked_runs, when present, "
+            "is the number of runs trained together, whose shared time train_seconds is",
+            "checksums": {},
+        }
+        optimizer_state = None
+        if self.checkpoint_path.exists():
+            previous = read_record(self.folder) if self.record_path.exists() else {}
+            checkpoint = load_weights(
+                self.checkpoint_path,
+                self.run_id,
+                previous.get("checksums", {}).get("checkpoint.pt"),
+                weights_only=False,
+            )
+            model.load_state_dict(checkpoint["model"])
+            optimizer_state = checkpoint["optimizer"]
+            done = len(checkpoint["epochs"])
+            segment["from_epoch"] = done
+            self.record.update(
+                started=previous.get("started", self.record["started"]),
+                epochs=checkpoint["epochs"],
+                resumed_at=[*previous.get("resumed_at", []), done],
+                segments=[*previous.get("segments", [])[: len(previous.get("resumed_at", [])) + 1], segment],
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_record(self.record_path, self.record)
+        return optimizer_state
+
+    def epoch_done(
+        self, metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer, stopping: bool = False
+    ) -> None:
+        """Record the epoch; checkpoint when the interval has passed or training stops here (the deadline)."""
+        self.record["epochs"].append(metrics)
+        last = metrics["epoch"] >= self.config.epochs or metrics["diverged"]  # model.pt follows at once
+        due = stopping or time.monotonic() - self.last_checkpoint >= self.interval or self.stops(metrics)
+        if due and not last:
+            # The checkpoint is the truth a resume reads; the record mirrors it (and may run ahead of it).
+            atomic.torch_save(
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epochs": self.record["epochs"]},
+                self.checkpoint_path,
+            )
+            self.record["checksums"]["checkpoint.pt"] = sha256(self.checkpoint_path)
+            self.record["checkpoint_epoch"] = metrics["epoch"]
+            self.last_checkpoint = time.monotonic()
+        write_record(self.record_path, self.record)
+
+    def stops(self, metrics: dict) -> bool:
+        """Whether the deadline leaves no room for another epoch like this one."""
+        return self.deadline is not None and self.deadline.no_room_for(
+            metrics["train_seconds"] + metrics["test_seconds"]
+        )
+
+    def finish(self, model: nn.Module, mlflow: bool | None) -> Run:
+        """Store the final weights, or raise :class:`DeadlineReached` when training stopped early."""
+        epochs = self.record["epochs"]
+        diverged = bool(epochs) and epochs[-1]["diverged"]
+        if not diverged and len(epochs) < self.config.epochs:
+            raise DeadlineReached(self.run_id, len(epochs), self.config.epochs)
+        self.record.update(
+            status="diverged" if diverged else "finished",
+            finished=_now(),
+            diverged_epoch=epochs[-1]["epoch"] if diverged else None,
+        )
+        self.record.pop("checkpoint_epoch", None)
+        atomic.torch_save(model.state_dict(), self.folder / "model.pt")
+        self.record["checksums"] = {"model.pt": sha256(self.folder / "model.pt")}
+        write_record(self.record_path, self.record)
+        self.checkpoint_path.unlink(missing_ok=True)
+        return _mirror(Run(self.folder), mlflow)
+
+
+def _refuse_when_off(run_id: str) -> None:
+    raise RunStoreError(
+        run_id,
+        f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+        fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
+        "of the machine that trained them",
+    )
+
+
+def _data(config: RunConfig, device: torch.device):
+    if config.pipeline == "engine":
+        return image_sets(config.dataset, config.train_size, config.test_size, str(device))
+    return reference_sets(config.dataset, config.train_size, config.test_size, device)
+
+
+def _new_model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, **config.model_kwargs).to(device)
+    if config.init_from is not None:
+        _initialise_from(model, config)
+    return model, finetune.set_trainable(model, config.trainable)
+
+
+def _check_force(force: bool, off: bool, run_id: str) -> bool:
+    force = profiles.flag("force", force)
+    if off and force:
+        raise ValueError(
+            f"force=True would delete and retrain run {run_id}, but training is off ({TRAIN_VARIABLE}=never)"
+        )
+    return force
+
+
 def train(
     config: RunConfig,
     *,
@@ -244,143 +450,154 @@ def train(
 ) -> Run:
     """Train ``config`` (or return it from the store when it already finished).
 
-    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`), every finished
-    epoch stored; the same call later resumes the run.
+    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`), a checkpoint written
+    there; the same call later resumes the run. A stacked configuration trains as a stack of one (the same
+    arithmetic as its stack; :func:`train_all` trains whole stacks).
 
     ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
     mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
     (or the string 'true' / 'false'): anything else is refused rather than read as "retrain".
     """
-    force = profiles.flag("force", force)
+    if config.engine == "stacked":
+        return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
     device = pick_device(device)
-    run_id = config.run_id(device.type)
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
-    if off and force:
-        raise ValueError(
-            f"force=True would delete and retrain run {run_id}, but training is off ({TRAIN_VARIABLE}=never)"
-        )
+    force = _check_force(force, off, config.run_id(device.type))
+    run_id = config.run_id(device.type if force else stored_device_type(config, device))
     with run_lock(run_id, progress):
-        return _train_locked(
-            config, run_id, force=force, device=device, progress=progress, mlflow=mlflow, off=off, deadline=deadline
+        files = _RunFiles(config, run_id, device, deadline)
+        if (done := files.finished(force)) is not None:
+            return _mirror(done, mlflow)
+        if off:
+            _refuse_when_off(run_id)
+        model, trainable = _new_model(config, device)
+        train_data, test_data = _data(config, device)
+        optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+        engine.train_model(
+            model,
+            train_data,
+            test_data,
+            epochs=config.epochs,
+            lr=config.lr,
+            batch_size=config.batch_size,
+            test_batch_size=config.test_batch_size,
+            seed=config.seed,
+            num_classes=config.model_kwargs.get("num_classes", 10),
+            device=device,
+            start_epoch=len(files.record["epochs"]),
+            optimizer_state=optimizer_state,
+            per_sample_eval=config.pipeline == "reference",
+            item_per_step=config.pipeline == "reference",
+            on_epoch_end=files.epoch_done,
+            stop=files.stops,
+            progress=progress,
+            desc=config.label(),
         )
+        return files.finish(model, mlflow)
 
 
-def _train_locked(
-    config: RunConfig,
-    run_id: str,
+def train_stack(
+    configs: list[RunConfig],
     *,
-    force: bool,
-    device: torch.device,
-    progress: bool,
-    mlflow: bool | None,
-    off: bool = False,
+    force: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    mlflow: bool | None = None,
     deadline: Deadline | None = None,
-) -> Run:
-    folder = runs_dir() / run_id
-    record_path, checkpoint_path = folder / "record.json", folder / "checkpoint.pt"
-    if force and folder.exists():
-        shutil.rmtree(folder)
-    if folder.exists():
-        _remove_stale_temporaries(folder)
-    if record_path.exists() and not checkpoint_path.exists():
-        run = Run(folder)
-        if run.status in ("finished", "diverged"):
-            return _mirror(run, mlflow)
-    if off:
-        raise RunStoreError(
-            run_id,
-            f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
-            fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
-            "of the machine that trained them",
+) -> list[Run]:
+    """Train runs of one stack key together (``engine="stacked"``); each is stored as its own run.
+
+    Finished members come from the store; the others resume from their own checkpoints, and those that stand
+    at the same epoch train as one stack (members at different epochs train as separate stacks).
+    """
+    if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:
+        raise ValueError("train_stack takes stacked configurations that differ in seed and lr only")
+    device = pick_device(device)
+    off = training_is_off()
+    ids = [c.run_id(device.type if force else stored_device_type(c, device)) for c in configs]
+    force = _check_force(force, off, ids[0])
+    found: dict[str, Run] = {}
+    with contextlib.ExitStack() as locks:
+        for run_id in sorted(set(ids)):  # one order for every process: no two wait on each other
+            locks.enter_context(run_lock(run_id, progress))
+        waiting: dict[int, list[tuple[RunConfig, _RunFiles, nn.Module, torch.optim.Optimizer]]] = {}
+        for config, run_id in zip(configs, ids):
+            if run_id in found or any(f.run_id == run_id for group in waiting.values() for _, f, _, _ in group):
+                continue  # listed twice
+            files = _RunFiles(config, run_id, device, deadline)
+            if (done := files.finished(force)) is not None:
+                found[run_id] = _mirror(done, mlflow)
+                continue
+            if off:
+                _refuse_when_off(run_id)
+            model, trainable = _new_model(config, device)
+            train_data, test_data = _data(config, device)
+            optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+            optimizer = stack.optimizer_for(model, config.lr, device)
+            if optimizer_state is not None:
+                optimizer.load_state_dict(optimizer_state)
+            waiting.setdefault(len(files.record["epochs"]), []).append((config, files, model, optimizer))
+        for start_epoch, group in sorted(waiting.items()):
+            for run in _train_group(group, start_epoch, device, progress, mlflow):
+                found[run.run_id] = run
+    return [found[run_id] for run_id in ids]
+
+
+def _train_group(group: list, start_epoch: int, device: torch.device, progress: bool, mlflow: bool | None) -> list[Run]:
+    """Train one stack from ``start_epoch``; a member that diverges is finished and the others go on without it."""
+    config = group[0][0]
+    train_data, test_data = _data(config, device)
+    steps = engine.steps_per_epoch(len(train_data), config.batch_size)
+    desc = f"{len(group)} stacked: {config.label().rsplit(' lr=', 1)[0]}"
+    finished: list[Run] = []
+    with engine.progress_bar(config.epochs * steps, start_epoch * steps, desc, progress) as bar:
+        while group:
+            _train_members(group, train_data, test_data, device, bar)
+            still = []
+            for entry in group:
+                _, files, model, _ = entry
+                epochs = files.record["epochs"]
+                if epochs and (epochs[-1]["diverged"] or len(epochs) >= config.epochs):
+                    finished.append(files.finish(model, mlflow))
+                else:
+                    still.append(entry)
+            if still and len(still) == len(group):  # nobody diverged, nobody finished: the deadline stopped it
+                still[0][1].finish(still[0][2], mlflow)  # raises DeadlineReached (every member is checkpointed)
+            group = still
+    return finished
+
+
+def _train_members(group: list, train_data, test_data, device: torch.device, bar) -> None:
+    """One stack of ``group``'s members until they finish, one diverges, or the deadline stops them."""
+    config = group[0][0]
+
+    def evaluate(model: nn.Module) -> dict:
+        return engine.evaluate(
+            model,
+            test_data,
+            batch_size=config.test_batch_size,
+            num_classes=config.model_kwargs.get("num_classes", 10),
+            device=device,
+            per_sample=config.pipeline == "reference",
         )
 
-    torch.manual_seed(config.seed)
-    model = build_model(config.model, **config.model_kwargs).to(device)
-    if config.init_from is not None:
-        _initialise_from(model, config)
-    trainable = finetune.set_trainable(model, config.trainable)
-    if config.pipeline == "engine":
-        train_data, test_data = image_sets(config.dataset, config.train_size, config.test_size, str(device))
-    else:
-        train_data, test_data = reference_sets(config.dataset, config.train_size, config.test_size, device)
+    def epoch_end(per_member: list[dict]) -> bool:
+        stopping = any(files.stops(m) for (_, files, _, _), m in zip(group, per_member))
+        for (_, files, model, optimizer), metrics in zip(group, per_member):
+            files.epoch_done(metrics, model, optimizer, stopping=stopping)
+        return stopping
 
-    record = {
-        "run_id": run_id,
-        "config": config.to_dict(),
-        "status": "running",
-        "epochs": [],
-        "resumed_at": [],
-        "started": _now(),
-        "finished": None,
-        "hardware": hardware(device),
-        "versions": versions(),
-        "train_images": len(train_data),
-        "test_images": len(test_data),
-        "parameters": {"trainable": trainable.trainable, "total": trainable.total},
-        "timing": "train_seconds includes the data pipeline (data_seconds is that part); "
-        "test_seconds is one full pass over the test set; the device is synchronised before each "
-        "clock read; load_1min and busy_processes say how busy the machine was at each epoch's end",
-        "checksums": {},
-    }
-    optimizer_state = None
-    if checkpoint_path.exists():
-        previous = read_record(folder) if record_path.exists() else {}
-        checkpoint = load_weights(
-            checkpoint_path, run_id, previous.get("checksums", {}).get("checkpoint.pt"), weights_only=False
-        )
-        model.load_state_dict(checkpoint["model"])
-        optimizer_state = checkpoint["optimizer"]
-        record.update(
-            started=previous.get("started", record["started"]),
-            epochs=checkpoint["epochs"],
-            resumed_at=[*previous.get("resumed_at", []), len(checkpoint["epochs"])],
-        )
-    folder.mkdir(parents=True, exist_ok=True)
-    write_record(record_path, record)
-
-    def save_epoch(metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        # The checkpoint is the truth a resume reads; the record mirrors it for readers.
-        record["epochs"].append(metrics)
-        atomic.torch_save(
-            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epochs": record["epochs"]},
-            checkpoint_path,
-        )
-        record["checksums"]["checkpoint.pt"] = sha256(checkpoint_path)
-        write_record(record_path, record)
-
-    engine.train_model(
-        model,
+    stack.train_models(
+        [stack.Member(model, optimizer, c.seed) for c, _, model, optimizer in group],
         train_data,
-        test_data,
         epochs=config.epochs,
-        lr=config.lr,
+        start_epoch=len(group[0][1].record["epochs"]),
         batch_size=config.batch_size,
-        test_batch_size=config.test_batch_size,
-        seed=config.seed,
-        num_classes=config.model_kwargs.get("num_classes", 10),
         device=device,
-        start_epoch=len(record["epochs"]),
-        optimizer_state=optimizer_state,
-        per_sample_eval=config.pipeline == "reference",
-        item_per_step=config.pipeline == "reference",
-        on_epoch_end=save_epoch,
-        stop=None if deadline is None else lambda m: deadline.no_room_for(m["train_seconds"] + m["test_seconds"]),
-        progress=progress,
-        desc=config.label(),
+        evaluate=evaluate,
+        on_epoch_end=epoch_end,
+        bar=bar,
     )
-    diverged = bool(record["epochs"]) and record["epochs"][-1]["diverged"]
-    if not diverged and len(record["epochs"]) < config.epochs:
-        raise DeadlineReached(run_id, len(record["epochs"]), config.epochs)
-    record.update(
-        status="diverged" if diverged else "finished",
-        finished=_now(),
-        diverged_epoch=record["epochs"][-1]["epoch"] if diverged else None,
-    )
-    atomic.torch_save(model.state_dict(), folder / "model.pt")
-    record["checksums"] = {"model.pt": sha256(folder / "model.pt")}
-    write_record(record_path, record)
-    checkpoint_path.unlink(missing_ok=True)
-    return _mirror(Run(folder), mlflow)
 
 
 def _mirror(run: Run, mlflow: bool | None) -> Run:
@@ -407,21 +624,73 @@ def train_all(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train several configurations in order (finished ones come straight from the store).
+    """Train several configurations in order (finished ones come straight from the store); stacked
+    configurations that share a stack key train together when the first of them comes up.
 
     With a ``deadline``, no run starts after it and a running one stops at its last epoch boundary
     before it (:class:`DeadlineReached`).
     """
     force = profiles.flag("force", force)
     configs = list(configs)
-    runs = []
+    stacks: dict[str, list[RunConfig]] = {}
+    for config in configs:
+        if (key := config.stack_key()) is not None:
+            stacks.setdefault(key, []).append(config)
+    done: dict[str, Run] = {}
+    key = lambda config: json.dumps(config.to_dict(), sort_keys=True)
+    options = dict(force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)
     for i, config in enumerate(configs, 1):
+        if key(config) in done:
+            continue
+        members = stacks[config.stack_key()] if config.stack_key() else [config]
         if progress and len(configs) > 1:
-            print(f"[{i}/{len(configs)}] {config.label()}", flush=True)
+            together = f" (with {len(members) - 1} more, stacked)" if len(members) > 1 else ""
+            print(f"[{i}/{len(configs)}] {config.label()}{together}", flush=True)
         if deadline is not None and deadline.passed():
             raise DeadlineReached(config.run_id(pick_device(device).type))
-        runs.append(train(config, force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline))
-    return runs
+        trained = train_stack(members, **options) if config.stack_key() else [train(config, **options)]
+        done.update(zip(map(key, members), trained))
+    return [done[key(config)] for config in configs]
+
+
+def trained_on(run_ids: Iterable[str]) -> dict[str, int]:
+    """The machines that trained ``run_ids`` (every resumed segment's), each with how many of the runs it trained."""
+    return _machines(run_ids, lambda r: [s["hardware"] for s in r.get("segments") or [{"hardware": r["hardware"]}]])
+
+
+def timed_on(run_ids: Iterable[str]) -> dict[str, int]:
+    """The machines that took the stored measurements (:func:`measured`) of ``run_ids``, with how many runs each."""
+    return _machines(run_ids, lambda r: [m["hardware"] for m in r.get("measurements", {}).values()])
+
+
+def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for run_id in sorted(set(run_ids)):
+        folder = runs_dir() / run_id
+        if not (folder / "record.json").is_file():
+            continue
+        for name in {system_label(info) for info in hardware_of(read_record(folder))}:
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def measured(run: Run, name: str, measure: Callable[[], Any], device: torch.device) -> Any:
+    """A measurement of a finished run (a latency, a pass's time, a step's memory), taken once and kept in its record.
+
+    ``python -m vitbn_nb train`` takes it on the machine that trained the run, right after training; a chapter
+    rendered elsewhere reads it from the record. Only a measurement that was never taken is taken where the chapter
+    runs, and it is stored with that machine's hardware, which the footers then name ("timed on").
+    """
+    stored = run.record.get("measurements", {}).get(name)
+    if stored is not None:
+        return stored["value"]
+    value = measure()
+    with run_lock(run.run_id, progress=False):
+        record = read_record(run.folder)
+        record.setdefault("measurements", {})[name] = {"value": value, "hardware": hardware(device), "measured": _now()}
+        write_record(run.folder / "record.json", record)
+    run.record = record
+    return value
 
 
 def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:

@@ -10,12 +10,82 @@ from importlib import metadata
 
 import torch
 
+#: Names the training device outright (``cpu``, ``cuda``, ``cuda:1``), over the automatic choice.
+DEVICE_VARIABLE = "VITBN_DEVICE"
+#: The determinism claim every GPU record makes (CPU runs repeat exactly on any machine with the same software).
+DETERMINISM = (
+    "deterministic algorithms on (cuDNN deterministic, no autotuning, no TF32); a run repeats bit for bit on "
+    "the same GPU model and software"
+)
+#: cuBLAS reads its workspace setting when it starts, so it is set on import, before any CUDA work.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+class DeviceError(RuntimeError):
+    """The device asked for (or the GPU this machine has) cannot train; never replaced by the CPU silently."""
+
+
+def _gpu_present() -> str | None:
+    """Why this machine looks as if it has an NVIDIA GPU (a driver file), else None."""
+    for marker in ("/proc/driver/nvidia/version", "/dev/nvidia0"):
+        if os.path.exists(marker):
+            return marker
+    return None
+
+
+@functools.cache
+def _check_cuda(index: int | None) -> None:
+    """Start CUDA on the device once, with the deterministic settings, or say why it cannot start."""
+    if not torch.cuda.is_available():
+        why = (
+            "this torch build has no CUDA"
+            if torch.version.cuda is None
+            else "torch.cuda.is_available() is False (driver missing, too old, or no visible device)"
+        )
+        raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    # warn_only: an op without a deterministic CUDA kernel warns (naming itself) instead of stopping a run.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        torch.zeros(1, device=torch.device("cuda", index)).add_(1).cpu()
+    except Exception as error:
+        raise DeviceError(
+            f"CUDA is present but unusable ({type(error).__name__}: {error}); "
+            f"fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose"
+        ) from None
+
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The requested device, else CUDA when present, else the CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU.
+
+    A GPU that is asked for, or present on the machine, but cannot be used raises :class:`DeviceError`
+    instead of training on the CPU for hours: ``VITBN_DEVICE=cpu`` chooses the CPU on purpose.
+    """
+    requested = device if device is not None else (os.environ.get(DEVICE_VARIABLE) or None)
+    if requested is None:
+        if torch.cuda.is_available():
+            requested = "cuda"
+        elif marker := _gpu_present():
+            why = "this torch build has no CUDA" if torch.version.cuda is None else "torch.cuda.is_available() is False"
+            raise DeviceError(
+                f"this machine has an NVIDIA GPU ({marker} exists) but torch cannot use it ({why})"
+                f"; fix: repair the driver or the torch install, or set {DEVICE_VARIABLE}=cpu to train on the CPU "
+                "on purpose"
+            )
+        else:
+            requested = "cpu"
+    try:
+        chosen = torch.device(requested)
+    except (RuntimeError, TypeError) as error:
+        raise DeviceError(f"device={requested!r} is not a device ({error}); use 'cpu', 'cuda' or 'cuda:N'") from None
+    if chosen.type == "cuda":
+        _check_cuda(chosen.index)
+    elif chosen.type != "cpu":
+        raise DeviceError(f"device={requested!r} is not supported; the book trains on 'cpu' or 'cuda'")
+    return chosen
 
 
 def synchronize(device: torch.device) -> None:
@@ -45,14 +115,38 @@ def hardware(device: torch.device | None = None) -> dict:
         "torch_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            gpu=props.name,
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            compute_capability=f"{props.major}.{props.minor}",
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+            driver=_nvidia_driver(),
+            determinism=DETERMINISM,
+        )
     return info
 
 
-def hardware_label(device: torch.device | None = None) -> str:
-    """One line for captions: ``'NVIDIA H100 80GB HBM3'`` or ``'CPU: AMD EPYC (2 cores)'``."""
-    info = hardware(device)
+@functools.cache
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    words = first.split()
+    return next((w for w in words if w[:1].isdigit() and "." in w), first.strip() or None)
+
+
+def label(info: dict) -> str:
+    """A ``hardware()`` dict in one line: ``'NVIDIA H100 80GB HBM3'`` or ``'CPU: AMD EPYC (2 cores)'``."""
     return info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
+
+
+def hardware_label(device: torch.device | None = None) -> str:
+    """This machine's :func:`label`."""
+    return label(hardware(device))
 
 
 @functools.cache

@@ -29,6 +29,10 @@ CHAPTER_MODULES = {
     "08_where_the_speed_comes_from": "speed",
 }
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
+#: Chapters whose results measure trained runs (inference passes, latencies, a step's memory): their ``run`` is
+#: called right after training, so the measurements are taken on the machine that trained and kept in the runs'
+#: records (``runs.measured``), for a chapter rendered anywhere to read.
+MEASURED_BY = {"06_emnist_transfer": ("transfer",), "07_three_things": ("parallel_blocks", "attention_finetune")}
 
 
 def chapters(selected: list[str] | None = None) -> list[str]:
@@ -92,6 +96,8 @@ def plan_table(
         row = {
             "chapter": chapter,
             "runs": len(planned) + len(finals),
+            "engine": ", ".join(sorted({c.engine for c in [*planned, *finals]})) or "-",
+            "stacks": len({c.stack_key() for c in planned if c.stack_key() is not None}),
             "training steps": sum(steps(c) for c in [*planned, *finals]),
             "largest image": max((IMAGE_SIZE[c.dataset] for c in [*planned, *trials, *finals]), default=0),
             "trials": len(trials),
@@ -127,4 +133,9 @@ def train(
         if hasattr(module, "after_optimisation"):
             chosen = module.after_optimisation(settings, force=force, deadline=deadline)
             trained += runs.train_all(chosen, force=force, deadline=deadline)
+        for part in MEASURED_BY.get(chapter, ()):
+            if deadline is not None and deadline.passed():
+                raise runs.DeadlineReached(f"{chapter}'s measurements")
+            log(f"{chapter}: measuring its trained runs on this machine ({part})")
+            import_module(f".studies.{part}", __package__).run(settings)
     return trained

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -19,18 +17,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (minutes on a CPU)")
+    parser.add_argument(
+        "--no-calibration", dest="calibration", action="store_false", help="skip train --dry-run's calibration"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import profiles
     from ..system import pick_device
     from .measurements import measure
-    from .report import format_report, write
+    from .report import format_report, write, write_text
 
     try:
-        device = pick_device(args.device)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda was asked for, but no CUDA device is available")
+        device = pick_device(args.device)  # a GPU asked for but unusable is a DeviceError that says why
         settings = profiles.settings("08_where_the_speed_comes_from", "smoke" if args.quick else args.profile)
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
@@ -40,6 +39,13 @@ def run(args: argparse.Namespace) -> int:
     print(format_report(result))
     for path in write(result, args.out, copy_to_figures=args.copy):
         print(f"wrote {path}")
+    if args.calibration:
+        from .calibration import calibrate, describe
+
+        print()
+        text = describe(calibrate(device))
+        print(text)
+        print(f"wrote {write_text(text, args.out)}")
     return 0
 
 

@@ -7,18 +7,25 @@ the run's depth (linear in depth through the two measured depths), pipeline and 
 the images it trains on, plus its test passes counted at a third of a training image each (a
 forward pass, no backward). The DNNs and the CNN are priced as a depth-1 ViT, which they are not
 slower than. It is an estimate for planning, said as such wherever it is shown.
+
+``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
+(``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.stack``, eagerly), and on a
+GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run.
 """
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import torch
 
-from .. import data
+from .. import data, engine, stack
 from ..models import VIT_FAMILY
 from ..profiles import SpeedSettings
 from ..runs import RunConfig
 from ..system import pick_device
+from . import timing
 from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
@@ -26,6 +33,9 @@ POINTS = ((1, 28, "engine"), (6, 28, "engine"), (1, 28, "reference"), (6, 28, "r
 #: A test image costs about a third of a training image (forward only).
 TEST_SHARE = 1 / 3
 TRAIN_IMAGES, TEST_IMAGES = 60_000, 10_000
+#: Runs in the calibrated stack (a configuration's three random seeds).
+STACK_MEMBERS = 3
+BATCH = 100
 
 
 def calibrate(
@@ -43,26 +53,82 @@ def calibrate(
         model = _build("ViT", depth, 0, device, image_size=side)
         variants[(depth, side, pipeline)] = (model, sets[0], pipeline)
     timed = time_training_many(variants, settings=settings, device=device)
-    return pd.DataFrame(
+    pipelines = pd.DataFrame(
         [
             {
                 "depth": d,
                 "image": s,
                 "pipeline": p,
-                "seconds_per_image": timed[(d, s, p)]["step_seconds"] / 100,
+                "engine": "eager",
+                "seconds_per_image": timed[(d, s, p)]["step_seconds"] / BATCH,
                 "device": device.type,
             }
             for d, s, p in POINTS
         ]
     )
+    return pd.concat([pipelines, engines(device, steps=steps, warmup=warmup, repeats=repeats)], ignore_index=True)
 
 
-def _per_image(calibration: pd.DataFrame, depth: int, side: int, pipeline: str) -> float:
-    table = calibration.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
+def engines(device: torch.device, *, steps: int, warmup: int, repeats: int) -> pd.DataFrame:
+    """Seconds per training image of one run on one batch already on the device (compute only), by engine:
+    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``."""
+    train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
+    batch = next(iter(train_set.batches(BATCH)))
+    rows = []
+    for depth in (1, 6):
+        runners = _engine_runners(depth, batch, device)
+        timings = timing.interleave(runners, warmup=warmup + stack.GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
+        for name, repeats_ in timings.items():
+            rows.append(
+                {
+                    "depth": depth,
+                    "image": 28,
+                    "pipeline": "engine (compute only)",
+                    "engine": name,
+                    "seconds_per_image": timing.median_repeat(repeats_)["seconds"]
+                    / (BATCH * (1 if name == "eager" else STACK_MEMBERS)),
+                    "device": device.type,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
+    """``run(n)`` per engine: ``n`` training steps, their median seconds per step."""
+    x, y = batch
+    models = [_build("ViT", depth, seed, device) for seed in range(STACK_MEMBERS)]
+    alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)
+    members = [stack.Member(m, stack.optimizer_for(m, 1e-4, device), seed) for seed, m in enumerate(models)]
+    xs, ys = torch.stack([x] * STACK_MEMBERS), torch.stack([y] * STACK_MEMBERS)
+    steps = {"eager": lambda: engine.train_step(models[0], alone, x, y)}
+    steps["stacked"] = functools.partial(stack.Stack(members, device, graph=False).step, xs, ys)
+    if device.type == "cuda":
+        steps["graphed"] = functools.partial(stack.Stack(members, device).step, xs, ys)
+    return {
+        name: functools.partial(
+            lambda n, f: {"seconds": timing.repeat(f, repeats=n, device=device, warmup=0).seconds}, f=fn
+        )
+        for name, fn in steps.items()
+    }
+
+
+def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
+    """Per depth: how many times faster per run each engine trains than the eager one (from one calibration)."""
+    compute = calibration[calibration["pipeline"] == "engine (compute only)"]
+    table = compute.pivot_table(index="depth", columns="engine", values="seconds_per_image")
+    return table.rdiv(table["eager"], axis=0).round(2)
+
+
+def _per_image(calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager") -> float:
+    table = calibration[calibration["engine"] == "eager"].set_index(["depth", "image", "pipeline"])["seconds_per_image"]
     one, six = table[(1, 28, pipeline)], table[(6, 28, pipeline)]
     at_depth = one + (six - one) * (depth - 1) / 5
     if side == 56:
         at_depth *= table[(6, 56, "engine")] / table[(6, 28, "engine")]
+    if engine_kind == "stacked":
+        speedups = engine_speedups(calibration)
+        best = speedups["graphed"] if "graphed" in speedups else speedups["stacked"]  # a GPU stack replays a graph
+        at_depth /= best[1] + (best[6] - best[1]) * (min(depth, 6) - 1) / 5
     return max(at_depth, 0.0)
 
 
@@ -71,6 +137,21 @@ def estimate_seconds(config: RunConfig, calibration: pd.DataFrame, *, epochs: in
     kwargs = config.model_kwargs
     depth = kwargs.get("depth", 1) * kwargs.get("branches", 1) if config.model in VIT_FAMILY else 1
     side = data.IMAGE_SIZE[config.dataset]
-    per_image = _per_image(calibration, depth, side, config.pipeline)
+    per_image = _per_image(calibration, depth, side, config.pipeline, config.engine)
     images = (config.train_size or TRAIN_IMAGES) + TEST_SHARE * (config.test_size or TEST_IMAGES)
     return (config.epochs if epochs is None else epochs) * images * per_image
+
+
+def describe(calibration: pd.DataFrame) -> str:
+    """The calibration as ``train --dry-run`` and ``make bench`` print it: the table, then the engines' ratios."""
+    from ..system import hardware_label
+
+    speedups = engine_speedups(calibration)
+    lines = [
+        f"calibration on {hardware_label()} (seconds per training image, batch {BATCH}, ViT, median of the repeats):",
+        calibration.to_string(index=False),
+        f"per run, times as fast as one run trained alone (a stack of {STACK_MEMBERS} runs; the graphed engine "
+        "only on a GPU), measured in this one calibration:",
+        speedups.to_string(),
+    ]
+    return "\n".join(lines)

@@ -266,3 +266,12 @@ def write(result: BenchResult, out_dir=None, copy_to_figures: bool = True) -> li
     for path in paths:
         atomic.write_text(path, text)
     return paths
+
+
+def write_text(text: str, out_dir=None, name: str = "calibration") -> Path:
+    """``<out_dir>/<name>-<date>.txt`` (default ``build/bench``)."""
+    out_dir = Path(out_dir) if out_dir is not None else project_root() / "build" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}-{dt.date.today().isoformat()}.txt"
+    atomic.write_text(path, text + "\n")
+    return path

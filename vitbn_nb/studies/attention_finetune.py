@@ -33,10 +33,12 @@ class FinetuneResult:
     per_run: pd.DataFrame
 
 
-def _pairs(settings: ThreeThingsSettings, device_type: str) -> list[tuple[dict, RunConfig]]:
+def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
+    """Each source run with its two fine-tunings; a source is named by the id it is stored under (its own device
+    type's, so that a store trained on a GPU fine-tunes and renders anywhere)."""
     out = []
     for source in shared.sequential_configs(settings):
-        source_id = source.run_id(device_type)
+        source_id = source.run_id(runs.stored_device_type(source, device))
         for variant, trainable in MODES.items():
             tuned = RunConfig(
                 model=source.model,
@@ -58,7 +60,7 @@ def _pairs(settings: ThreeThingsSettings, device_type: str) -> list[tuple[dict, 
 
 def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
     """The source models ((a)'s, trained first if need be), then each one fine-tuned fully and attention-only."""
-    return [*shared.sequential_configs(settings), *(c for _, c in _pairs(settings, pick_device().type))]
+    return [*shared.sequential_configs(settings), *(c for _, c in _pairs(settings, pick_device()))]
 
 
 def accuracy_before(source: runs.Run, settings: ThreeThingsSettings, device) -> float:
@@ -85,7 +87,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
     """Train (a)'s sources if need be (never retrained here), fine-tune each both ways, and measure."""
     device = pick_device(device)
     sources = {r.run_id: r for r in runs.train_all(shared.sequential_configs(settings))}
-    pairs = _pairs(settings, device.type)
+    pairs = _pairs(settings, device)
     table, trained = shared.train_labelled(pairs, force=force)
     before = {source_id: accuracy_before(source, settings, device) for source_id, source in sources.items()}
     rows = []
@@ -93,7 +95,12 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
         record = run_.record
         steps = engine.steps_per_epoch(record["train_images"], run_.config.batch_size)
         compute = run_.metrics["train_seconds"] - run_.metrics["data_seconds"]
-        memory = step_memory(run_, settings, device)
+        memory = runs.measured(
+            run_,
+            f"training step memory (MiB): batch {run_.config.batch_size}",
+            lambda run_=run_: step_memory(run_, settings, device),
+            device,
+        )
         rows.append(
             {
                 "run_id": run_.run_id,

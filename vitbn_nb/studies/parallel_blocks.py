@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import articles, data, figures, results
+from .. import articles, data, figures, results, runs
 from ..bench import timing
 from ..models import count_parameters
 from ..profiles import ThreeThingsSettings
@@ -68,8 +68,15 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Para
                 "seed": label["seed"],
                 "parameters": count_parameters(model),
                 "train_seconds": run_.metrics["train_seconds"].median(),
-                "latency_1": latency_ms(model, batch_1, repeats=settings.latency_repeats),
-                "latency_n": latency_ms(model, batch_n, repeats=settings.latency_repeats),
+                **{
+                    name: runs.measured(
+                        run_,
+                        f"inference ms per image: batch {len(batch)}, median of {settings.latency_repeats}",
+                        lambda model=model, batch=batch: latency_ms(model, batch, repeats=settings.latency_repeats),
+                        device,
+                    )
+                    for name, batch in (("latency_1", batch_1), ("latency_n", batch_n))
+                },
                 "final_acc": run_.final_accuracy,
             }
         )

@@ -27,6 +27,7 @@ from ..models import build_model, count_parameters
 from ..paths import runs_dir
 from ..profiles import TransferSettings
 from ..runs import RunConfig
+from ..system import pick_device
 from . import Plan, bayes_opt
 from .transfer_numbers import ALL_MODELS, MODELS, REFERENCE, comparison, findings, summary, time_passes
 
@@ -209,13 +210,19 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     for _, run_row in last.iterrows():
         run = runs.Run(runs_dir() / run_row["run_id"])
         model = run.load_model(device)
-        timing = time_passes(
-            model,
-            images,
-            labels,
-            batch_size=settings.test_batch_size,
-            repeats=settings.inference_repeats,
-            device=device,
+        timing = runs.measured(
+            run,
+            f"transfer passes: {source}, {len(labels)} images, batch {settings.test_batch_size}, "
+            f"{settings.inference_repeats} repeats",
+            lambda model=model: time_passes(
+                model,
+                images,
+                labels,
+                batch_size=settings.test_batch_size,
+                repeats=settings.inference_repeats,
+                device=device,
+            ),
+            pick_device(device),
         )
         rows.append(
             {
@@ -346,8 +353,10 @@ def samples_figure(settings: TransferSettings, n: int = 10):
     """A row of training digits (augmented MNIST) above a row of the transfer set, so the shift shows."""
     figures.use_style()
     images, labels, source = transfer_set()
-    test = data.image_sets(DATASET, settings.train_size, settings.test_size, "cpu")[1]
-    train_x, train_y = test.images, test.labels
+    # The very test set the models were tested on: its augmentation is drawn on the training device (a GPU's random
+    # stream differs from the CPU's), and the runs' set is already held there.
+    test = data.image_sets(DATASET, settings.train_size, settings.test_size, str(pick_device()))[1]
+    train_x, train_y = test.images.cpu(), test.labels.cpu()
     fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.9))
     for digit in range(n):
         for row, (x, y) in enumerate(((train_x, train_y), (images, labels))):

@@ -1,0 +1,105 @@
+"""Train anywhere, render anywhere: the device is chosen out loud, checkpoints are written by time, runs trained on
+another device type are reused, measurements are kept with the runs, and footers name every machine involved."""
+
+import pytest
+import torch
+
+from vitbn_nb import atomic, figures, runs, system
+from vitbn_nb.records import write_record
+
+TINY = dict(model="DNN_d3", epochs=3, train_size=40, test_size=20)
+
+
+def test_a_gpu_that_cannot_be_used_is_an_error_not_a_cpu_run(monkeypatch):
+    monkeypatch.delenv("VITBN_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(system, "_gpu_present", lambda: "/dev/nvidia0")
+    with pytest.raises(system.DeviceError, match=r"NVIDIA GPU \(/dev/nvidia0 exists\).*VITBN_DEVICE=cpu"):
+        system.pick_device()
+    monkeypatch.setenv("VITBN_DEVICE", "cpu")  # the CPU chosen on purpose
+    assert system.pick_device() == torch.device("cpu")
+    monkeypatch.setenv("VITBN_DEVICE", "cuda")
+    system._check_cuda.cache_clear()
+    with pytest.raises(system.DeviceError, match="CUDA cannot be used"):
+        system.pick_device()
+    with pytest.raises(system.DeviceError, match="'tpu' is not a device"):
+        system.pick_device("tpu")
+
+
+def test_checkpoints_are_written_by_time_and_at_the_deadline(run_store, mnist_ready, monkeypatch):
+    saved = []
+    real_save = atomic.torch_save
+    monkeypatch.setattr(atomic, "torch_save", lambda obj, path: (saved.append(path.name), real_save(obj, path)))
+    monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "3600")
+    runs.train(runs.RunConfig(**TINY), progress=False)
+    assert saved == ["model.pt"]  # three epochs inside the hour: no checkpoint, only the final weights
+
+    saved.clear()
+    monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "0")
+    runs.train(runs.RunConfig(**TINY, seed=1), progress=False)
+    assert saved == ["checkpoint.pt", "checkpoint.pt", "model.pt"]  # every epoch but the last
+
+    saved.clear()
+    monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "3600")
+    config = runs.RunConfig(**TINY, seed=2)
+    with pytest.raises(runs.DeadlineReached):
+        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    assert saved == ["checkpoint.pt"]  # written at the deadline although the hour had not passed
+    assert runs.read_record(run_store / config.run_id("cpu"))["checkpoint_epoch"] == 1
+
+    with pytest.raises(ValueError, match="VITBN_CHECKPOINT_SECONDS='soon'"):
+        monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "soon")
+        runs.train(runs.RunConfig(**TINY, seed=3), progress=False)
+
+
+def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
+    """Move a finished CPU run to the id a CUDA machine would have given it, with a GPU in its record."""
+    gpu_id = config.run_id("cuda")
+    folder = run.folder.rename(run.folder.parent / gpu_id)
+    record = runs.read_record(folder)
+    gpu = {**record["hardware"], "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}
+    record.update(run_id=gpu_id, hardware=gpu, segments=[{**record["segments"][0], "hardware": gpu}])
+    write_record(folder / "record.json", record)
+    return gpu_id
+
+
+def test_runs_trained_on_another_device_type_are_rendered_not_retrained(run_store, mnist_ready, monkeypatch):
+    config = runs.RunConfig(**TINY)
+    gpu_id = _as_if_trained_on_a_gpu(runs.train(config, progress=False), config)
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    found = runs.train(config, device="cpu", progress=False)
+    assert found.run_id == gpu_id and found.record["hardware"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert runs.stored_device_type(config, torch.device("cpu")) == "cuda"
+    assert runs.trained_on([gpu_id]) == {"NVIDIA H100 80GB HBM3": 1}
+
+
+def test_a_measurement_is_taken_once_kept_with_its_run_and_named_in_footers(run_store, mnist_ready):
+    run = runs.train(runs.RunConfig(**TINY), progress=False)
+    taken = []
+
+    def measure():
+        taken.append(1)
+        return {"ms": 1.5}
+
+    assert runs.measured(run, "latency", measure, torch.device("cpu")) == {"ms": 1.5}
+    again = runs.Run(run.folder)  # read back from the store, as a chapter rendered later would
+    assert runs.measured(again, "latency", measure, torch.device("cpu")) == {"ms": 1.5}
+    assert len(taken) == 1
+    entry = again.record["measurements"]["latency"]
+    assert entry["hardware"]["device"] == "cpu" and entry["measured"]
+    here = system.hardware_label()
+    assert runs.timed_on([run.run_id]) == {here: 1}
+    footer = figures.stamp("smoke", [run.run_id])
+    assert f"trained on {here} (1 run)" in footer and f"timed on {here} (1 run)" in footer
+    assert f"rendered on {here}" in footer
+    assert figures.stamp("smoke") == f"profile: smoke | {here} | {figures.today()}"  # nothing trained: one machine
+
+
+def test_a_resumed_run_records_the_hardware_of_each_segment(run_store, mnist_ready):
+    config = runs.RunConfig(**TINY)
+    with pytest.raises(runs.DeadlineReached):
+        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    record = runs.train(config, progress=False).record
+    assert record["resumed_at"] == [1]
+    assert [s["from_epoch"] for s in record["segments"]] == [0, 1]
+    assert all(s["hardware"]["device"] == "cpu" and s["versions"]["torch"] for s in record["segments"])

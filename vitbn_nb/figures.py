@@ -74,8 +74,9 @@ def stamp(profile: str, run_ids=()) -> str:
     records, every resumed segment's) and that timed them, the machine that rendered it, and the date."""
     from . import runs
 
+    run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
-    for verb, machines in (("trained", trained_on(run_ids)), ("timed", runs.timed_on(run_ids) if run_ids else {})):
+    for verb, machines in (("trained", trained_on(run_ids)), ("timed", runs.timed_on(run_ids))):
         if machines:
             parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
     parts.append(f"rendered on {hardware_label()}" if len(parts) > 1 else hardware_label())
@@ -102,7 +103,7 @@ def trained_on(run_ids) -> dict[str, int]:
     """:func:`vitbn_nb.runs.trained_on` (imported late: the run store imports this package's figures' users)."""
     from . import runs
 
-    return runs.trained_on(run_ids) if run_ids else {}
+    return runs.trained_on(list(run_ids))
 
 
 def _record(

@@ -103,3 +103,22 @@ def test_a_resumed_run_records_the_hardware_of_each_segment(run_store, mnist_rea
     assert record["resumed_at"] == [1]
     assert [s["from_epoch"] for s in record["segments"]] == [0, 1]
     assert all(s["hardware"]["device"] == "cpu" and s["versions"]["torch"] for s in record["segments"])
+
+
+def test_a_kill_between_a_checkpoint_and_its_record_resumes_from_the_checkpoint(run_store, mnist_ready):
+    config = runs.RunConfig(**TINY)
+    with pytest.raises(runs.DeadlineReached):
+        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    path = run_store / config.run_id("cpu") / "checkpoint.pt"
+    checkpoint = torch.load(path, weights_only=False)
+    # As if the process died right after writing epoch 2's checkpoint, before the record took its checksum.
+    torch.save({**checkpoint, "epochs": [*checkpoint["epochs"], {**checkpoint["epochs"][0], "epoch": 2}]}, path)
+    assert runs.train(config, progress=False).record["resumed_at"] == [2]
+
+    other = runs.RunConfig(**TINY, seed=1)
+    with pytest.raises(runs.DeadlineReached):
+        runs.train(other, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    path = run_store / other.run_id("cpu") / "checkpoint.pt"
+    torch.save({**torch.load(path, weights_only=False), "note": "changed"}, path)  # no newer: damaged
+    with pytest.raises(runs.RunStoreError, match="does not match its checksum"):
+        runs.train(other, progress=False)

@@ -102,7 +102,7 @@ class RunConfig:
                 raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
         check_choice("trainable", self.trainable, ("all", "attention"))
         check_choice("engine", self.engine, ENGINES)
-        if self.engine == "stacked" and (why := stack.refusal(**self.stack_fields())):
+        if self.engine == "stacked" and (why := stack.refusal(self)):
             raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
         if self.trainable == "attention" and self.model not in VIT_FAMILY:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
@@ -153,15 +153,6 @@ class RunConfig:
         return (
             f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
             f"-s{self.seed}-{digest}"
-        )
-
-    def stack_fields(self) -> dict:
-        return dict(
-            model_kwargs=self.model_kwargs,
-            pipeline=self.pipeline,
-            dataset=self.dataset,
-            init_from=self.init_from,
-            trainable=self.trainable,
         )
 
     def stack_key(self) -> str | None:
@@ -344,12 +335,7 @@ class _RunFiles:
         optimizer_state = None
         if self.checkpoint_path.exists():
             previous = read_record(self.folder) if self.record_path.exists() else {}
-            checkpoint = load_weights(
-                self.checkpoint_path,
-                self.run_id,
-                previous.get("checksums", {}).get("checkpoint.pt"),
-                weights_only=False,
-            )
+            checkpoint = self._checkpoint(previous)
             model.load_state_dict(checkpoint["model"])
             optimizer_state = checkpoint["optimizer"]
             done = len(checkpoint["epochs"])
@@ -363,6 +349,27 @@ class _RunFiles:
         self.folder.mkdir(parents=True, exist_ok=True)
         write_record(self.record_path, self.record)
         return optimizer_state
+
+    def _checkpoint(self, previous: dict) -> dict:
+        """The checkpoint, verified. A process killed between writing a checkpoint and the record that holds its
+        checksum leaves a whole (atomically written) checkpoint one save newer than the record knows: it is the
+        truth a resume reads, so it is taken when it loads and holds more epochs than the record's checkpoint."""
+        try:
+            return load_weights(
+                self.checkpoint_path,
+                self.run_id,
+                previous.get("checksums", {}).get("checkpoint.pt"),
+                weights_only=False,
+            )
+        except RunStoreError as mismatch:
+            try:
+                checkpoint = load_weights(self.checkpoint_path, self.run_id, None, weights_only=False)
+            except RunStoreError:
+                raise mismatch from None
+            known = previous.get("checkpoint_epoch", len(previous.get("epochs", [])))
+            if not isinstance(checkpoint, dict) or len(checkpoint.get("epochs", [])) <= known:
+                raise mismatch from None
+            return checkpoint
 
     def epoch_done(
         self, metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer, stopping: bool = False

@@ -20,7 +20,7 @@ import copy
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -36,13 +36,13 @@ from .system import machine_load
 _NO_BATCH_RULE = "There is a performance drop because we have not yet implemented the batching rule"
 
 
-def refusal(model_kwargs: dict, pipeline: str, dataset: str, init_from: str | None, trainable: str) -> str | None:
-    """Why runs of this kind cannot be stacked (None when they can)."""
-    if any(model_kwargs.get(name, 0) for name in ("dropout", "emb_dropout")):
+def refusal(config) -> str | None:
+    """Why runs like ``config`` (a ``RunConfig``) cannot be stacked (None when they can)."""
+    if any(config.model_kwargs.get(name, 0) for name in ("dropout", "emb_dropout")):
         return "dropout draws from the global random stream, which the members would share"
-    if pipeline == "reference" and dataset == "mnist_aug":
+    if config.pipeline == "reference" and config.dataset == "mnist_aug":
         return "the reference pipeline's augmentation draws from the global random stream"
-    if init_from is not None or trainable != "all":
+    if config.init_from is not None or config.trainable != "all":
         return "fine-tuning runs start from other runs' weights and train one at a time"
     return None
 
@@ -54,7 +54,6 @@ class Member:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     seed: int
-    loss_sum: Tensor = field(init=False)
 
 
 class Stack:
@@ -161,12 +160,11 @@ GRAPH_WARMUP_STEPS = 3
 
 
 def _batches_in_step(
-    sets: list[Batches], generators: list[torch.Generator], batch_size: int
+    train_data: Batches, generators: list[torch.Generator], batch_size: int
 ) -> Iterator[tuple[Tensor, Tensor]]:
-    """The members' batches side by side: ``[members, batch, ...]`` images and ``[members, batch]`` labels."""
-    streams = [
-        iter(data.batches(batch_size, generator=g, shuffle=True, min_batch=2)) for data, g in zip(sets, generators)
-    ]
+    """Each member's own batch of ``train_data`` side by side: ``[members, batch, ...]`` images and
+    ``[members, batch]`` labels."""
+    streams = [iter(train_data.batches(batch_size, generator=g, shuffle=True, min_batch=2)) for g in generators]
     for parts in zip(*streams):
         yield torch.stack([x for x, _ in parts]), torch.stack([y for _, y in parts])
 
@@ -183,7 +181,7 @@ def train_epoch(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = timing.clock(device)
-    batches = _batches_in_step([train_data] * len(stack.members), generators, batch_size)
+    batches = _batches_in_step(train_data, generators, batch_size)
     while True:
         fetching.start()
         try:

@@ -3,10 +3,12 @@
 import json
 import tarfile
 
+import pandas as pd
 import pytest
 
-from vitbn_nb import bundle, records, runs
+from vitbn_nb import bundle, profiles, records, runs
 from vitbn_nb.__main__ import main
+from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
 
@@ -41,6 +43,32 @@ def test_needed_weights_leave_out_runs_no_chapter_loads(trained_store, tmp_path)
     assert done["runs"] == 2 and done["weights"] == 0  # chapter 01's DNNs are never loaded when rendering
     with tarfile.open(tmp_path / "needed.tar.gz") as tar:
         assert json.loads(tar.extractfile("bundle.json").read())["weights"] == "needed"
+
+
+def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
+    run_store, mnist_ready, tmp_path, monkeypatch
+):
+    settings = profiles.settings("07_three_things", "smoke")
+    planned = {config.run_id("cpu") for config in three_things.plan(settings)}
+    sources = {config.run_id("cpu") for config in three_things.sequential_configs(settings)}
+    timed = {config.run_id("cpu") for _, config in three_things.parallel_pairs(settings)}
+    parallel_blocks.run(settings)  # (a)'s runs trained and timed; (b)'s fine-tunings of its sources not yet trained
+    needed = bundle.needed_weights("smoke")
+    assert sources <= needed and not (timed - sources) & needed
+    assert main(["train", "--profile", "smoke", "--chapters", "07"]) == 0  # the rest trained and measured
+    assert not planned & bundle.needed_weights("smoke")
+    parts = (parallel_blocks, attention_finetune, hmlp_stem)
+    here = [part.run(settings).per_run for part in parts]
+    file = tmp_path / "bundle.tar.gz"
+    assert main(["runs", "export", str(file), "--profile", "smoke"]) == 0
+    with tarfile.open(file) as tar:
+        assert not [name for name in tar.getnames() if name.endswith(".pt")]
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "rendering-store"))
+    assert main(["runs", "import", str(file)]) == 0
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    monkeypatch.setattr(runs.Run, "load_model", lambda *_: pytest.fail("a weight file was loaded to render"))
+    for part, mine in zip(parts, here):
+        pd.testing.assert_frame_equal(part.run(settings).per_run, mine)
 
 
 def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, monkeypatch):

@@ -1,10 +1,10 @@
 """Moving runs between machines: ``python -m vitbn_nb runs export FILE`` / ``runs import FILE``.
 
 A bundle is a ``.tar.gz`` of the run store's records, its optimisation state (``hpo/``), the checkpoints
-of unfinished runs (so training resumes on the other machine) and the weights a chapter or the app
-still loads when rendering: with ``weights="needed"``, the sources of fine-tuning runs, the app's
-choice and the runs of the chapters that measure stored models at render time (06 and 07, under the
-bundle's profile); with ``"all"``, every finished run's weights. Importing verifies every record and
+of unfinished runs (so training resumes on the other machine) and, with ``weights="needed"``, only the
+weights the other machine still loads (:func:`needed_weights`): what chapters 06 and 07 measure of
+their trained runs travels in the records (``runs.measured``), so their weights stay behind once
+measured. ``weights="all"`` takes every finished run's weights. Importing verifies every record and
 weight file, never overwrites a finished run with a different one (it names the conflict), and
 replaces an unfinished run only by the same run further on.
 """
@@ -25,8 +25,6 @@ from .paths import runs_dir
 from .records import RunStoreError, read_record, sha256, write_record
 from .runs import Run, RunConfig, run_lock
 
-#: Chapters that load stored models while rendering (their measurements are taken then).
-WEIGHTS_AT_RENDER = ("06_emnist_transfer", "07_three_things")
 WEIGHTS = ("needed", "all")
 
 
@@ -34,26 +32,15 @@ def _run_folders(store: Path) -> list[Path]:
     return sorted(p for p in store.iterdir() if p.is_dir() and (p / "record.json").is_file()) if store.is_dir() else []
 
 
-def needed_weights(profile: str, store: Path | None = None) -> set[str]:
-    """Run ids whose ``model.pt`` a rendering machine loads (see the module's docstring)."""
+def _measured_plans(profile: str) -> list[RunConfig]:
+    """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
+    final runs follow from its stored hyperparameters (read, never optimised here)."""
     from . import hpo
-    from .app import model_choice
     from .studies import bayes_opt, three_things, transfer
 
-    store = Path(store) if store is not None else runs_dir()
-    needed = set()
-    for folder in _run_folders(store):
-        source = read_record(folder)["config"].get("init_from")
-        if source:
-            needed.add(source)
-    choice = model_choice(store)
-    if choice is not None:
-        needed.add(choice.run_id)
-    device_types = {read_record(folder)["hardware"]["device"] for folder in _run_folders(store)}
     planned = list(three_things.plan(profiles.settings("07_three_things", profile)))
     settings = profiles.settings("06_emnist_transfer", profile)
     planned += transfer.plan(settings)
-    # The transformers' runs follow from the stored hyperparameters (read, never optimised here).
     best = hpo.load_best(transfer.DATASET if settings.reoptimise else bayes_opt.DATASET, profile)
     if best is not None:
         hyper = pd.DataFrame(
@@ -64,7 +51,28 @@ def needed_weights(profile: str, store: Path | None = None) -> set[str]:
             ]
         )
         planned += transfer._configs(hyper, settings)
-    needed |= {config.run_id(device) for config in planned for device in device_types}
+    return planned
+
+
+def needed_weights(profile: str, store: Path | None = None) -> set[str]:
+    """Run ids whose ``model.pt`` the receiving machine loads: the app's choice; the source of every fine-tuning run
+    not finished yet (stored or planned), to train it there; and each run of the measuring chapters that has no
+    stored measurement yet, which a render there would take. Measured runs travel as records alone."""
+    from .app import model_choice
+
+    store = Path(store) if store is not None else runs_dir()
+    stored = {folder.name: read_record(folder) for folder in _run_folders(store)}
+    ended = {run_id for run_id, record in stored.items() if record["status"] in ("finished", "diverged")}
+    needed = {r["config"]["init_from"] for i, r in stored.items() if r["config"].get("init_from") and i not in ended}
+    choice = model_choice(store)
+    if choice is not None:
+        needed.add(choice.run_id)
+    device_types = {record["hardware"]["device"] for record in stored.values()}
+    for config in _measured_plans(profile):
+        ids = {config.run_id(device) for device in device_types} & ended
+        if config.init_from and not ids:
+            needed.add(config.init_from)
+        needed |= {run_id for run_id in ids if not stored[run_id].get("measurements")}
     return needed
 
 

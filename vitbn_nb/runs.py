@@ -667,7 +667,9 @@ def trained_on(run_ids: Iterable[str]) -> dict[str, int]:
 
 def timed_on(run_ids: Iterable[str]) -> dict[str, int]:
     """The machines that took the stored measurements (:func:`measured`) of ``run_ids``, with how many runs each."""
-    return _machines(run_ids, lambda r: [m["hardware"] for m in r.get("measurements", {}).values()])
+    return _machines(
+        run_ids, lambda r: [m["hardware"] for m in r.get("measurements", {}).values() if m.get("hardware")]
+    )
 
 
 def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
@@ -681,20 +683,23 @@ def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def measured(run: Run, name: str, measure: Callable[[], Any], device: torch.device) -> Any:
+def measured(run: Run, name: str, measure: Callable[[], Any], device: torch.device | None) -> Any:
     """A measurement of a finished run (a latency, a pass's time, a step's memory), taken once and kept in its record.
 
     ``python -m vitbn_nb train`` takes it on the machine that trained the run, right after training; a chapter
-    rendered elsewhere reads it from the record. Only a measurement that was never taken is taken where the chapter
-    runs, and it is stored with that machine's hardware, which the footers then name ("timed on").
+    rendered elsewhere reads it from the record, so it needs no weights. Only a measurement that was never taken is
+    taken where the chapter runs, and it is stored with that machine's hardware, which the footers then name ("timed
+    on"). ``device=None`` marks a number that depends on the weights alone (an accuracy, a property of the stem):
+    kept the same way, with no hardware, and not counted as a timing.
     """
     stored = run.record.get("measurements", {}).get(name)
     if stored is not None:
         return stored["value"]
     value = measure()
+    taken_on = hardware(device) if device is not None else None
     with run_lock(run.run_id, progress=False):
         record = read_record(run.folder)
-        record.setdefault("measurements", {})[name] = {"value": value, "hardware": hardware(device), "measured": _now()}
+        record.setdefault("measurements", {})[name] = {"value": value, "hardware": taken_on, "measured": _now()}
         write_record(run.folder / "record.json", record)
     run.record = record
     return value

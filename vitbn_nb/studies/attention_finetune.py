@@ -89,7 +89,15 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
     sources = {r.run_id: r for r in runs.train_all(shared.sequential_configs(settings))}
     pairs = _pairs(settings, device)
     table, trained = shared.train_labelled(pairs, force=force)
-    before = {source_id: accuracy_before(source, settings, device) for source_id, source in sources.items()}
+    before = {
+        source_id: runs.measured(
+            source,
+            f"test accuracy at 56 px before fine-tuning: {settings.ft_test_size or 'all'} test images",
+            lambda source=source: accuracy_before(source, settings, device),
+            None,
+        )
+        for source_id, source in sources.items()
+    }
     rows = []
     for (label, _), run_ in zip(pairs, trained):
         record = run_.record

@@ -14,8 +14,8 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import articles, figures, results
-from ..models import count_parameters
+from .. import articles, figures, results, runs
+from ..models import build_model, count_parameters
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
 from . import three_things as shared
@@ -82,7 +82,8 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
     table, trained = shared.train_labelled(pairs, force=force, own=own)
     rows = []
     for (label, _), run_ in zip(pairs, trained):
-        model = run_.load_model("cpu")
+        # Sizes and FLOPs are the architecture's; only the stem's mixing needs the trained weights.
+        model = build_model(run_.config.model, **run_.config.model_kwargs).eval()
         rows.append(
             {
                 "run_id": run_.run_id,
@@ -94,7 +95,12 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
                 "flops": flops_per_image(model),
                 "train_seconds": run_.metrics["train_seconds"].median(),
                 "final_acc": run_.final_accuracy,
-                "mixing": patch_mixing(model),
+                "mixing": runs.measured(
+                    run_,
+                    "stem mixing: largest change of another patch's token",
+                    lambda run_=run_: patch_mixing(run_.load_model("cpu")),
+                    None,
+                ),
             }
         )
     return StemResult(settings, table, pd.DataFrame(rows))

@@ -7,6 +7,7 @@ batch 1 and at ``latency_batch`` (median of ``latency_repeats`` timed passes on 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -14,7 +15,6 @@ import pandas as pd
 
 from .. import articles, data, figures, results, runs
 from ..bench import timing
-from ..models import count_parameters
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
 from ..system import pick_device
@@ -57,7 +57,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Para
     rows = []
     for run_ in trained:
         label = table.loc[table["run_id"] == run_.run_id].iloc[0]
-        model = run_.load_model(device)
+        load = functools.cache(lambda run_=run_: run_.load_model(device))  # only when a latency was never measured
         rows.append(
             {
                 "run_id": run_.run_id,
@@ -66,13 +66,13 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Para
                 "blocks": label["blocks"],
                 "total_depth": label["total_depth"],
                 "seed": label["seed"],
-                "parameters": count_parameters(model),
+                "parameters": run_.record["parameters"]["total"],
                 "train_seconds": run_.metrics["train_seconds"].median(),
                 **{
                     name: runs.measured(
                         run_,
                         f"inference ms per image: batch {len(batch)}, median of {settings.latency_repeats}",
-                        lambda model=model, batch=batch: latency_ms(model, batch, repeats=settings.latency_repeats),
+                        lambda batch=batch, load=load: latency_ms(load(), batch, repeats=settings.latency_repeats),
                         device,
                     )
                     for name, batch in (("latency_1", batch_1), ("latency_n", batch_n))

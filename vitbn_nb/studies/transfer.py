@@ -209,13 +209,12 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     rows = []
     for _, run_row in last.iterrows():
         run = runs.Run(runs_dir() / run_row["run_id"])
-        model = run.load_model(device)
         timing = runs.measured(
             run,
             f"transfer passes: {source}, {len(labels)} images, batch {settings.test_batch_size}, "
             f"{settings.inference_repeats} repeats",
-            lambda model=model: time_passes(
-                model,
+            lambda run=run: time_passes(
+                run.load_model(device),
                 images,
                 labels,
                 batch_size=settings.test_batch_size,
@@ -233,7 +232,7 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
                 "status": run_row["status"],
                 "lr": run_row["lr"],
                 "batch_size": run_row["batch_size"],
-                "parameters": count_parameters(model),
+                "parameters": run.record["parameters"]["total"],
                 "mnist_aug_acc": run_row["test_acc"],
                 "transfer_acc": timing["accuracy"],
                 "seconds": timing["seconds"],

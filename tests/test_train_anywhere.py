@@ -93,6 +93,37 @@ def test_a_measurement_is_taken_once_kept_with_its_run_and_named_in_footers(run_
     assert f"trained on {here} (1 run)" in footer and f"timed on {here} (1 run)" in footer
     assert f"rendered on {here}" in footer
     assert figures.stamp("smoke") == f"profile: smoke | {here} | {figures.today()}"  # nothing trained: one machine
+    assert runs.measured(again, "accuracy", lambda: 0.5, None) == 0.5  # a number of the weights alone: not a timing
+    assert runs.Run(run.folder).record["measurements"]["accuracy"]["hardware"] is None
+    assert runs.timed_on([run.run_id]) == {here: 1}
+
+
+def test_the_footer_sits_below_a_legend_under_the_axes_and_within_the_figure_width(figures_store, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures.use_style()
+    long = "profile: smoke | trained on a machine with a long name (3 runs) | rendered on another one | 2026-11-23"
+    monkeypatch.setattr(figures, "stamp", lambda profile, run_ids=(): long)
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2], label="a line")
+    legend = fig.legend(loc="outside lower center")
+    drawn = []  # as saved (PNG and SVG), where saving with bbox "tight" has moved the figure's edges
+    fig.canvas.mpl_connect(
+        "draw_event",
+        lambda event: (
+            fig.texts
+            and drawn.append(
+                (legend.get_window_extent(event.renderer), fig.texts[-1].get_window_extent(event.renderer))
+            )
+        ),
+    )
+    figures.save_figure(fig, "footer", chapter="x", reproduces="new/footer", profile="smoke", caption="c")
+    footer = fig.texts[-1]
+    assert footer.get_text().replace("\n", " | ") == long and "\n" in footer.get_text()  # broken between parts
+    assert drawn
+    for legend_box, footer_box in drawn:
+        assert footer_box.y1 < legend_box.y0  # below the legend, not over it
+    assert fig.texts[-1].get_window_extent().width <= fig.bbox.width
 
 
 def test_a_resumed_run_records_the_hardware_of_each_segment(run_store, mnist_ready):

@@ -142,13 +142,38 @@ def _record(
     return entry
 
 
+def _footer(fig, text: str) -> None:
+    """``text`` under everything the figure draws (legends below the axes too), right-aligned, in as many lines as
+    keep it within the figure's width (broken between its `` | `` parts)."""
+    fig.canvas.draw()  # the layout settles, then stays: the footer goes below what it placed
+    for legend in fig.legends:
+        # A figure legend sits on the figure's edge, which saving with bbox "tight" moves down past the footer;
+        # pinned to the figure's own coordinates it stays where the layout put it.
+        legend.set_bbox_to_anchor((0, 0, 1, 1), transform=fig.transFigure)
+    fig.set_layout_engine("none")
+    renderer = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(renderer)  # inches
+    width, height = fig.get_figwidth(), fig.get_figheight()
+    footer = fig.text(box.x1 / width, (box.y0 - 0.06) / height, "", ha="right", va="top", fontsize=7, color="0.45")
+    lines: list[str] = []
+    for part in text.split(" | "):
+        footer.set_text(f"{lines[-1]} | {part}" if lines else part)
+        if lines and footer.get_window_extent(renderer).width / fig.dpi > box.width:
+            lines.append(part)
+        elif lines:
+            lines[-1] = f"{lines[-1]} | {part}"
+        else:
+            lines.append(part)
+    footer.set_text("\n".join(lines))
+
+
 def save_figure(
     fig, name: str, *, chapter: str, reproduces: str, profile: str, caption: str, run_ids=(), extra: dict | None = None
 ):
     """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG for display."""
     from IPython.display import Image
 
-    fig.text(0.995, -0.01, stamp(profile, run_ids), ha="right", va="top", fontsize=7, color="0.45")
+    _footer(fig, stamp(profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
         atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))

@@ -309,7 +309,7 @@ def pipeline_split_figure(result: SpeedResult):
             ax.barh(y, values, left=left, color=SPLIT_COLORS[part], label=part, height=0.7)
             left += values
         ax.set(xlabel="seconds per 1,000 images", title=title)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="best", fontsize=8)  # where the bars leave room (the short depth-1 rows)
     axes[0].set_yticks(y, labels, fontsize=8)
     fig.suptitle("Where the time goes: producing batches (data) against the model's work (* = article 1 as run)")
     return figures.save_figure(

@@ -18,8 +18,6 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 from . import atomic, profiles
 from .paths import runs_dir
 from .records import RunStoreError, read_record, sha256, write_record
@@ -35,23 +33,14 @@ def _run_folders(store: Path) -> list[Path]:
 def _measured_plans(profile: str) -> list[RunConfig]:
     """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
     final runs follow from its stored hyperparameters (read, never optimised here)."""
-    from . import hpo
-    from .studies import bayes_opt, three_things, transfer
+    from .studies import three_things, transfer
 
-    planned = list(three_things.plan(profiles.settings("07_three_things", profile)))
     settings = profiles.settings("06_emnist_transfer", profile)
-    planned += transfer.plan(settings)
-    best = hpo.load_best(transfer.DATASET if settings.reoptimise else bayes_opt.DATASET, profile)
-    if best is not None:
-        hyper = pd.DataFrame(
-            [
-                {"model": m, "depth": settings.depth, "lr": best[m]["lr"], "batch_size": best[m]["batch_size"]}
-                for m in transfer.MODELS
-                if m in best
-            ]
-        )
-        planned += transfer._configs(hyper, settings)
-    return planned
+    return [
+        *three_things.plan(profiles.settings("07_three_things", profile)),
+        *transfer.plan(settings),
+        *transfer.stored_runs(settings),
+    ]
 
 
 def needed_weights(profile: str, store: Path | None = None) -> set[str]:

@@ -28,9 +28,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from . import engine
-from .bench import timing
 from .data import Batches
-from .system import machine_load
 
 #: The CPU's attention kernel has no batching rule, so vmap runs it once per member; it says so on every step.
 _NO_BATCH_RULE = "There is a performance drop because we have not yet implemented the batching rule"
@@ -177,32 +175,12 @@ def train_epoch(
     stack.gather_buffers()
     sums = torch.zeros(len(stack.members), device=device)
     seen = 0
-    fetching = timing.Intervals(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    start = timing.clock(device)
-    batches = _batches_in_step(train_data, generators, batch_size)
-    while True:
-        fetching.start()
-        try:
-            x, y = next(batches)
-        except StopIteration:
-            break
-        fetching.stop()
+    epoch = engine.TimedBatches(_batches_in_step(train_data, generators, batch_size), device, bar)
+    for x, y in epoch:
         sums += stack.step(x, y) * y.shape[1]
         seen += y.shape[1]
-        if bar is not None:
-            bar.update()
-    seconds = timing.clock(device) - start
     stack.scatter_buffers()
-    shared = {
-        "train_seconds": seconds,
-        "data_seconds": fetching.seconds(),
-        "stacked_runs": len(stack.members),
-        "cuda_graph": stack.graph is not None,
-        **engine.peak_memory(device),
-        **machine_load(),
-    }
+    shared = {**epoch.timings, "stacked_runs": len(stack.members), "cuda_graph": stack.graph is not None}
     return [{"train_loss": loss, **shared} for loss in (sums / max(seen, 1)).tolist()]
 
 

@@ -120,6 +120,10 @@ def _hyperparameters(
         best, where = bayes_opt.best_hyperparameters(settings.profile, deadline=deadline)
         origin = "chapter 04: MNIST (no augmentation), tuned at depth {depth}, {trials} trials"
         print(f"Hyperparameters: {where}.")
+    return _hyperparameter_table(best, settings, origin)
+
+
+def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -> pd.DataFrame:
     rows = [
         {
             "model": model,
@@ -140,6 +144,12 @@ def _hyperparameters(
         }
     )
     return pd.DataFrame(rows)
+
+
+def stored_runs(settings: TransferSettings) -> list[RunConfig]:
+    """The runs the stored hyperparameters lead to, nothing optimised here (none before the optimisation)."""
+    best = hpo.load_best(DATASET if settings.reoptimise else bayes_opt.DATASET, settings.profile)
+    return [] if best is None else _configs(_hyperparameter_table(best, settings, origin="stored"), settings)
 
 
 def hyperparameters(result: TransferResult) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image
 
-from vitbn_nb import runs
+from vitbn_nb import records, runs
 from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
 from vitbn_nb.data import load_mnist
 
@@ -79,18 +79,22 @@ def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="fin
     folder = store / name
     folder.mkdir(parents=True)
     (folder / "model.pt").write_bytes(b"")
+    epoch = {"epoch": 1, "test_acc": acc, "train_loss": 0.1, "diverged": status == "diverged"}
     record = {
         "run_id": name,
         "status": status,
         "train_images": images,
-        "epochs": [{"epoch": 1, "test_acc": acc}],
+        "epochs": [{**epoch, "train_seconds": 1.0, "test_seconds": 0.1}],
+        "hardware": {"device": "cpu", "cpu": "test", "cpu_cores": 2},
+        "checksums": {"model.pt": records.sha256(folder / "model.pt")} if status != "running" else {},
         "config": {
             "model": model,
             "dataset": dataset,
+            "epochs": 1,
             "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10},
         },
     }
-    (folder / "record.json").write_text(json.dumps(record))
+    records.write_record(folder / "record.json", record)
 
 
 def test_model_choice_prefers_a_good_augmented_run_then_the_most_accurate(tmp_path):

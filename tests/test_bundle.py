@@ -5,6 +5,8 @@ import tarfile
 
 import pandas as pd
 import pytest
+import torch
+from test_hostile_input import Payload
 
 from vitbn_nb import bundle, profiles, records, runs
 from vitbn_nb.__main__ import main
@@ -102,6 +104,12 @@ def test_a_smoke_bundle_renders_a_chapter_on_a_machine_that_trains_nothing(
     elsewhere = tmp_path / "rendering-store"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(elsewhere))
     assert main(["runs", "import", str(file)]) == 0
+    marker = tmp_path / "code-ran"
+    for model in elsewhere.glob("*/model.pt"):  # a stranger's bundle whose weights are pickled code
+        torch.save({"w": Payload(marker)}, model)
+        record = records.read_record(model.parent)
+        record["checksums"]["model.pt"] = records.sha256(model)
+        records.write_record(model.parent / "record.json", record)
     before = {p.name: (p / "record.json").read_bytes() for p in elsewhere.iterdir() if not p.name.startswith(".")}
     common = dict(
         profile="smoke",
@@ -114,5 +122,6 @@ def test_a_smoke_bundle_renders_a_chapter_on_a_machine_that_trains_nothing(
     build_book(chapters=["01"], **common)
     after = {p.name: (p / "record.json").read_bytes() for p in elsewhere.iterdir() if not p.name.startswith(".")}
     assert after == before  # rendered from the imported runs: nothing trained, nothing rewritten
+    assert not marker.exists()
     with pytest.raises(BookError, match=r"run \S+-s0-\w+: it is not finished .* training is off"):
         build_book(chapters=["05"], **common)  # chapter 05's runs were never trained: the first is named

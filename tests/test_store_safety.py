@@ -115,14 +115,21 @@ def test_runs_check_lists_every_damaged_run_with_its_file_and_fix(store_with_dam
     assert "record.json" in by_run.loc[store_with_damage["record"], "problem"]
     assert "model.pt" in by_run.loc[store_with_damage["model"], "problem"]
     assert "checkpoint.pt" in by_run.loc[store_with_damage["checkpoint"], "problem"]
-    assert all(fix.startswith("fix: python -m vitbn_nb runs retrain ") for fix in damaged["fix"])
+    fixes = by_run["fix"]
+    assert fixes[store_with_damage["model"]] == f"fix: python -m vitbn_nb runs retrain {store_with_damage['model']}"
+    assert fixes[store_with_damage["checkpoint"]].startswith("fix: python -m vitbn_nb runs retrain ")
+    # A record that no longer parses cannot say what to retrain: the fix deletes it and trains what is missing.
+    assert (
+        fixes[store_with_damage["record"]].startswith("fix: delete ")
+        and "vitbn_nb train" in fixes[store_with_damage["record"]]
+    )
     assert main(["runs", "check"]) == 1
     out = capsys.readouterr().out
     assert "3 damaged run(s)" in out and store_with_damage["model"] in out
 
 
 def test_damaged_files_are_named_in_every_error(store_with_damage, run_store):
-    with pytest.raises(RunStoreError, match=r"record\.json is damaged.*runs retrain"):
+    with pytest.raises(RunStoreError, match=r"record\.json cannot be read.*fix: delete"):
         runs.Run(run_store / store_with_damage["record"])
     with pytest.raises(RunStoreError, match=r"model\.pt does not match its checksum"):
         runs.Run(run_store / store_with_damage["model"]).load_model()
@@ -149,11 +156,16 @@ def test_an_edited_record_fails_its_checksum(run_store, mnist_ready):
         runs.Run(run.folder)
 
 
-def test_stale_temporary_files_are_cleaned_when_a_run_is_next_opened(run_store, mnist_ready):
-    run = runs.train(RunConfig(**TINY), progress=False)
+def test_stale_temporary_files_are_cleaned_when_a_run_is_next_written(run_store, mnist_ready):
+    run = runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
     stale = run.folder / ".checkpoint.pt.abc123.tmp"
     stale.write_bytes(b"left by a killed process")
-    runs.train(RunConfig(**TINY), progress=False)
+    runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
+    assert stale.exists()  # reading a finished run writes nothing (another process may be mid-write)
+    record = runs.read_record(run.folder)
+    record.update(status="running", epochs=record["epochs"][:1], checksums={})
+    runs.write_record(run.folder / "record.json", record)
+    runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)  # resumed under the run's lock: cleaned
     assert not stale.exists()
 
 

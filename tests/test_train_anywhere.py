@@ -55,8 +55,8 @@ def test_checkpoints_are_written_by_time_and_at_the_deadline(run_store, mnist_re
 def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
     """Move a finished CPU run to the id a CUDA machine would have given it, with a GPU in its record."""
     gpu_id = config.run_id("cuda")
+    record = runs.read_record(run.folder)
     folder = run.folder.rename(run.folder.parent / gpu_id)
-    record = runs.read_record(folder)
     gpu = {**record["hardware"], "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}
     record.update(run_id=gpu_id, hardware=gpu, segments=[{**record["segments"][0], "hardware": gpu}])
     write_record(folder / "record.json", record)

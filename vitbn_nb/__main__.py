@@ -1,9 +1,16 @@
-"""Command line: ``python -m vitbn_nb data | book | train | bench | readme | runs | colab-cell``."""
+"""Command line: ``python -m vitbn_nb data | book | train | bench | readme | runs | colab-cell``.
+
+Every failure prints one message naming the file or setting and the fix, with exit status 1; ``--debug`` (anywhere
+on the line) or ``VITBN_DEBUG=1`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+DEBUG_VARIABLE = "VITBN_DEBUG"
 
 
 def main(argv=None) -> int:
@@ -139,6 +146,13 @@ def main(argv=None) -> int:
             deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
             done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)
         except runs.DeadlineReached as stopped:
+            if not deadline.epochs_trained:  # running it again would stop at the same place
+                print(
+                    f"train: the deadline of {args.deadline:g} s left no room for one epoch ({stopped.run_id}); "
+                    "nothing was trained; fix: give a longer --deadline",
+                    file=sys.stderr,
+                )
+                return 1
             print(f"train: {stopped}", file=sys.stderr)
             return 75  # EX_TEMPFAIL: nothing is lost; the same command goes on from here
         except (ValueError, RunStoreError) as error:
@@ -171,12 +185,18 @@ def main(argv=None) -> int:
             return 0
         if args.runs_command == "check":
             damaged = records.check_store()
+            notes = "".join(f"\nnote: {note}" for note in records.store_notes())
             if damaged.empty:
-                print(f"run store {runs.runs_dir()}: every record and weight file is intact")
+                print(f"run store {runs.runs_dir()}: every record and weight file is intact{notes}")
                 return 0
-            print(f"run store {runs.runs_dir()}: {damaged['run'].nunique()} damaged run(s)")
+            state = damaged["run"] == records.STATE_FOLDER
+            print(
+                f"run store {runs.runs_dir()}: {damaged.loc[~state, 'run'].nunique()} damaged run(s)"
+                + (f", {state.sum()} damaged optimisation file(s)" if state.any() else "")
+            )
             for row in damaged.itertuples():
                 print(f"- {row.run} ({row.folder}): {row.problem}\n  {row.fix}")
+            print(notes.lstrip("\n"))
             return 1
         try:
             runs.retrain(args.run_id)
@@ -198,8 +218,27 @@ def main(argv=None) -> int:
     return 0
 
 
+def describe(error: BaseException) -> str:
+    """One line for a failure: the book's own errors say what and how to fix; anything else is named as a bug."""
+    from .records import RunStoreError
+    from .system import DeviceError
+
+    if isinstance(error, (ValueError, RunStoreError, DeviceError, OSError)):
+        text = str(error)
+        if isinstance(error, OSError) and getattr(error, "errno", None) == 28 and "fix:" not in text:
+            text += "; fix: free some disk space and run the same command again (nothing finished was lost)"
+        return text
+    return (
+        f"{type(error).__name__}: {error}; this is a bug in the book: please report it with the traceback "
+        f"({DEBUG_VARIABLE}=1 shows it)"
+    )
+
+
 def cli(argv=None) -> int:
-    """``main`` with Ctrl-C turned into one line that says how to go on."""
+    """``main`` with Ctrl-C turned into one line that says how to go on, and every error into one message."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get(DEBUG_VARIABLE, "").strip() not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     try:
         return main(argv)
     except KeyboardInterrupt:
@@ -208,6 +247,12 @@ def cli(argv=None) -> int:
             file=sys.stderr,
         )
         return 130
+    except Exception as error:
+        if debug:
+            raise
+        command = next((a for a in argv if not a.startswith("-")), "")
+        print(f"python -m vitbn_nb {command}: {describe(error)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Writes that never leave a half-written file: write a sibling temporary, then rename over."""
+"""Writes that never leave a half-written file: write a sibling temporary, then rename over.
+
+A write that fails (a full disk, a read-only folder) raises :class:`WriteError` naming the file, and the file
+it would have replaced is left as it was."""
 
 from __future__ import annotations
 
@@ -12,19 +15,32 @@ from typing import BinaryIO
 import torch
 
 
+class WriteError(OSError):
+    """A file could not be written; what it would have replaced is untouched."""
+
+
 def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """``write(file)`` into a temporary beside ``path``, synced, then renamed over ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as error:  # torch's zip writer reports a full disk as a RuntimeError
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
+        failure = WriteError(f"{path} could not be written ({reason}); it is unchanged")
+        failure.errno = getattr(error, "errno", None)
+        raise failure from error
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

@@ -4,26 +4,60 @@ A bundle is a ``.tar.gz`` of the run store's records, its optimisation state (``
 of unfinished runs (so training resumes on the other machine) and, with ``weights="needed"``, only the
 weights the other machine still loads (:func:`needed_weights`): what chapters 06 and 07 measure of
 their trained runs travels in the records (``runs.measured``), so their weights stay behind once
-measured. ``weights="all"`` takes every finished run's weights. Importing verifies every record and
-weight file, never overwrites a finished run with a different one (it names the conflict), and
-replaces an unfinished run only by the same run further on.
+measured. ``weights="all"`` takes every finished run's weights.
+
+A bundle comes from someone else's machine, so it is data, checked whole before anything is written
+(:func:`read_bundle`): only regular files at the places a bundle may hold (a run folder named by the run id
+its record's configuration gives, holding ``record.json`` and the weight files that record lists; the
+optimisation state's JSON files), every one listed in ``bundle.json`` with its SHA-256, every record whole
+(``records.record_problem``), every weight file loadable weights-only. Then it is imported all or nothing:
+a conflict with the store (a finished run that differs, say) is named and nothing is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import re
 import shutil
 import tarfile
-import tempfile
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import atomic, profiles
 from .paths import runs_dir
-from .records import RunStoreError, read_record, sha256, write_record
-from .runs import Run, RunConfig, run_lock
+from .records import (
+    ENDED,
+    STATE_FOLDER,
+    WEIGHT_FILES,
+    RunStoreError,
+    load_checkpoint,
+    load_weights,
+    read_record,
+    sha256,
+)
+from .runs import RunConfig, run_lock
 
 WEIGHTS = ("needed", "all")
+FORMAT = 2
+#: What a bundle may hold: a run's files, and the optimisation state (a study's three files, the chosen values).
+_RUN_FILE = re.compile(
+    r"^runs/(?P<run>[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})/(?P<file>record\.json|model\.pt|checkpoint\.pt)$"
+)
+_STATE_FILE = re.compile(
+    r"^runs/hpo/(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,150}/(?:ax_state|trials|study)\.json|best-[A-Za-z0-9_-]{1,80}\.json)$"
+)
+_FOLDERS = re.compile(r"^runs(?:/hpo|/[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})?(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,150})?$")
+#: A bundle larger than this unpacked is refused before anything is written (a paper store with every weight
+#: file is a few hundred MiB).
+MAX_BYTES = 16 * 2**30
+MAX_FILES = 100_000
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be imported; the message names the bundle, what is wrong and the fix."""
 
 
 def _run_folders(store: Path) -> list[Path]:
@@ -65,6 +99,38 @@ def needed_weights(profile: str, store: Path | None = None) -> set[str]:
     return needed
 
 
+def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]], dict]:
+    """The files a bundle of ``store`` takes (each verified now: a damaged one stops the export, naming its run)."""
+    members: list[tuple[Path, str]] = []
+    counts = {"runs": 0, "weights": 0, "checkpoints": 0}
+    for folder in _run_folders(store):
+        record = read_record(folder)
+        members.append((folder / "record.json", f"runs/{folder.name}/record.json"))
+        counts["runs"] += 1
+        checkpoint, model = folder / "checkpoint.pt", folder / "model.pt"
+        if record["status"] not in ENDED and checkpoint.is_file():
+            load_checkpoint(folder, record)
+            if sha256(checkpoint) != record["checksums"].get("checkpoint.pt"):
+                raise RunStoreError(
+                    folder.name,
+                    f"{checkpoint} is newer than its record (a kill during a save)",
+                    fix="fix: resume it once (python -m vitbn_nb train, or the chapter), then export again",
+                )
+            members.append((checkpoint, f"runs/{folder.name}/checkpoint.pt"))
+            counts["checkpoints"] += 1
+        elif record["status"] in ENDED and model.is_file() and (keep is None or record["run_id"] in keep):
+            load_weights(model, folder.name, record["checksums"]["model.pt"])
+            members.append((model, f"runs/{folder.name}/model.pt"))
+            counts["weights"] += 1
+    state = store / STATE_FOLDER
+    if state.is_dir():
+        for path in sorted(p for p in state.rglob("*") if p.is_file()):
+            name = f"runs/{STATE_FOLDER}/{path.relative_to(state).as_posix()}"
+            if _STATE_FILE.match(name):  # scratch files of an interrupted save stay behind
+                members.append((path, name))
+    return members, counts
+
+
 def export(
     file: str | Path, *, profile: str = "auto", weights: str = "needed", store: str | Path | None = None
 ) -> dict:
@@ -73,36 +139,173 @@ def export(
         raise ValueError(f"weights={weights!r} is not allowed; choose one of {', '.join(map(repr, WEIGHTS))}")
     store = Path(store) if store is not None else runs_dir()
     keep = needed_weights(profiles.resolve(profile), store) if weights == "needed" else None
-    members: list[tuple[Path, str]] = []
-    counts = {"runs": 0, "weights": 0, "checkpoints": 0}
-    for folder in _run_folders(store):
-        record = read_record(folder)  # a damaged record stops the export, naming the run
-        members.append((folder / "record.json", f"runs/{folder.name}/record.json"))
-        counts["runs"] += 1
-        checkpoint, model = folder / "checkpoint.pt", folder / "model.pt"
-        if checkpoint.is_file():
-            members.append((checkpoint, f"runs/{folder.name}/checkpoint.pt"))
-            counts["checkpoints"] += 1
-        elif model.is_file() and (keep is None or record["run_id"] in keep):
-            members.append((model, f"runs/{folder.name}/model.pt"))
-            counts["weights"] += 1
-    hpo = store / "hpo"
-    if hpo.is_dir():
-        members += [(p, f"runs/hpo/{p.relative_to(hpo)}") for p in sorted(hpo.rglob("*")) if p.is_file()]
+    members, counts = _members(store, keep)
+    listing = {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for path, name in members}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        manifest = json.dumps({**counts, "profile": profile, "weights": weights}).encode()
+        manifest = {"format": FORMAT, **counts, "profile": profile, "weights": weights, "files": listing}
+        data = json.dumps(manifest, indent=1).encode()
         info = tarfile.TarInfo("bundle.json")
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
         for path, name in members:
             tar.add(path, arcname=name, recursive=False)
     atomic.write_bytes(Path(file), buffer.getvalue())
     return {**counts, "bytes": len(buffer.getvalue()), "file": str(file)}
 
 
-def _same_run(a: Path, b: Path) -> bool:
-    return read_record(a).get("record_sha256") == read_record(b).get("record_sha256")
+# -- reading a bundle: everything checked before anything is written ------------------------------------------
+
+
+def _refuse(file: Path, problem: str, fix: str = "fix: export it again with `python -m vitbn_nb runs export`"):
+    raise BundleError(f"{file} {problem}; nothing was imported; {fix}")
+
+
+def _unpack(file: Path, tar: tarfile.TarFile, scratch: Path) -> dict[str, Path]:
+    """Every file of the bundle copied under ``scratch`` after its name and kind are checked; returns name -> path."""
+    members = tar.getmembers()
+    if len(members) > MAX_FILES:
+        _refuse(file, f"holds {len(members):,} entries (a bundle holds at most {MAX_FILES:,})")
+    files, total = {}, 0
+    for member in members:
+        name = member.name
+        if member.isdir():
+            if not _FOLDERS.match(name.rstrip("/")):
+                _refuse(file, f"holds a folder {name!r} that a bundle never has")
+            continue
+        if not member.isreg():
+            _refuse(file, f"holds {name!r}, which is not a regular file (a link or a device)")
+        run = _RUN_FILE.match(name)
+        if name != "bundle.json" and not ((run and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name)):
+            _refuse(file, f"holds {name!r}, which is neither a run's file nor the optimisation state")
+        if name in files:
+            _refuse(file, f"holds {name!r} twice")
+        total += member.size
+        if total > MAX_BYTES:
+            _refuse(file, f"unpacks to more than {MAX_BYTES / 2**30:.0f} GiB")
+        files[name] = member
+    free = shutil.disk_usage(scratch.parent).free
+    if total > free:
+        _refuse(
+            file,
+            f"needs {total / 2**20:.1f} MiB but {scratch.parent} has {free / 2**20:.1f} MiB free",
+            "fix: free some space and import again",
+        )
+    unpacked = {}
+    for name, member in files.items():
+        target = scratch / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        with open(target, "wb") as out:
+            shutil.copyfileobj(source, out)
+        if target.stat().st_size != member.size:
+            _refuse(file, f"is truncated at {name!r}")
+        unpacked[name] = target
+    return unpacked
+
+
+def _listing(file: Path, unpacked: dict[str, Path]) -> dict:
+    """The bundle's own list of files, checked against what it holds: nothing unlisted, missing or altered."""
+    if "bundle.json" not in unpacked:
+        _refuse(file, "has no bundle.json (its list of files)")
+    try:
+        manifest = json.loads(unpacked.pop("bundle.json").read_text())
+    except (OSError, ValueError) as error:
+        _refuse(file, f"has an unreadable bundle.json ({error})")
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(manifest.get("files"), dict)
+    ):
+        _refuse(file, "was written by another version of the book (no list of its files with checksums)")
+    listed = manifest["files"]
+    for name in sorted(set(unpacked) | set(listed)):
+        if name not in listed:
+            _refuse(file, f"holds {name!r}, which its bundle.json does not list")
+        if name not in unpacked:
+            _refuse(file, f"lists {name!r} but does not hold it")
+        entry = listed[name]
+        if not isinstance(entry, dict) or entry.get("sha256") != sha256(unpacked[name]):
+            _refuse(file, f"holds {name!r}, which does not match its checksum (damaged or altered)")
+    return manifest
+
+
+@dataclass
+class Bundle:
+    """A bundle unpacked into a scratch folder and checked whole: its runs' folders and its state files."""
+
+    file: Path
+    runs: dict[str, Path] = field(default_factory=dict)
+    records: dict[str, dict] = field(default_factory=dict)
+    state: dict[str, Path] = field(default_factory=dict)
+
+
+def _check_run(file: Path, folder: Path) -> dict:
+    """A run folder of the bundle: a whole record naming this folder through its configuration, and only the
+    weight files it lists, each matching its checksum and loadable weights-only."""
+    run_id = folder.name
+    if not (folder / "record.json").is_file():
+        _refuse(file, f"holds files of run {run_id} without its record.json")
+    try:
+        record = read_record(folder)
+        config = RunConfig(**record["config"])
+    except RunStoreError as error:
+        _refuse(file, f"holds a damaged record: {error.problem}")
+    except (TypeError, ValueError) as error:
+        _refuse(file, f"holds run {run_id}, whose configuration this code refuses ({error})")
+    if config.run_id(record["hardware"]["device"]) != run_id:
+        _refuse(file, f"holds a folder {run_id!r} whose record's configuration names another run")
+    for name in WEIGHT_FILES:
+        path = folder / name
+        if not path.exists():
+            continue
+        if name not in record["checksums"] or (name == "checkpoint.pt") == (record["status"] in ENDED):
+            _refuse(file, f"holds {run_id}/{name}, which its {record['status']} record does not list")
+        if sha256(path) != record["checksums"][name]:
+            _refuse(file, f"holds {run_id}/{name}, which does not match its record's checksum")
+        try:
+            load_checkpoint(folder, record) if name == "checkpoint.pt" else load_weights(path, run_id)
+        except RunStoreError as error:
+            _refuse(file, f"holds {run_id}/{name}, which is not plain weights ({error.problem})")
+    if record["status"] not in ENDED and not (folder / "checkpoint.pt").exists() and record["epochs"]:
+        _refuse(file, f"holds the unfinished run {run_id} without the checkpoint its epochs need")
+    return record
+
+
+def read_bundle(file: str | Path, scratch: Path) -> Bundle:
+    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem)."""
+    file = Path(file)
+    if not file.is_file():
+        raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
+    try:
+        with tarfile.open(file, "r:gz") as tar:
+            unpacked = _unpack(file, tar, scratch)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as error:
+        if isinstance(error, BundleError):
+            raise
+        _refuse(file, f"is not a readable bundle ({error})")
+    _listing(file, unpacked)
+    found = Bundle(file)
+    for name, path in unpacked.items():
+        if _STATE_FILE.match(name):
+            try:
+                if not isinstance(json.loads(path.read_text()), dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as error:
+                _refuse(file, f"holds optimisation state {name!r} that is not a JSON object ({error})")
+            found.state[name.removeprefix(f"runs/{STATE_FOLDER}/")] = path
+        else:
+            found.runs.setdefault(name.split("/")[1], path.parent)
+    for run_id, folder in sorted(found.runs.items()):
+        found.records[run_id] = _check_run(file, folder)
+    return found
+
+
+# -- importing: every action planned and every conflict found first, then applied all or nothing ---------------
+
+
+def _digest(record: dict) -> str:
+    return record["record_sha256"]
 
 
 def _same_but_measurements(a: dict, b: dict) -> bool:
@@ -111,76 +314,158 @@ def _same_but_measurements(a: dict, b: dict) -> bool:
     return strip(a) == strip(b)
 
 
-def _checked(folder: Path) -> dict:
-    """The record of an unpacked run, its weight files verified against their checksums."""
-    record = read_record(folder)
-    for name, expected in record.get("checksums", {}).items():
-        path = folder / name
-        if path.is_file() and sha256(path) != expected:
-            raise RunStoreError(folder.name, f"{name} in the bundle does not match its checksum (damaged bundle)")
-    return record
+def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
+    """(what to do, the conflict if any) for one run of the bundle against the store."""
+    target = store / run_id
+    if not target.exists():
+        return "add", None
+    try:
+        mine = read_record(target)
+    except RunStoreError as error:
+        return "", f"run {run_id} is damaged in the store ({error.problem}); {error.fix}"
+    if _digest(mine) == _digest(record):
+        missing = [n for n in WEIGHT_FILES if (folder / n).exists() and not (target / n).exists()]
+        return ("weights", None) if missing else ("unchanged", None)
+    if _same_but_measurements(record, mine):
+        return "measurements", None
+    if (
+        mine["status"] not in ENDED
+        and (record["status"] in ENDED or len(record["epochs"]) > len(mine["epochs"]))
+        and record["config"] == mine["config"]
+    ):
+        return "replace", None
+    return "", (
+        f"run {run_id}: the bundle's copy differs from the one in {store} ({record['status']} there, "
+        f"{mine['status']} here)"
+    )
+
+
+def _ledger(path: Path) -> dict:
+    try:
+        ledger = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return ledger if isinstance(ledger, dict) else {}
+
+
+def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
+    """For each study folder and each chosen-values file of the bundle: add, replace (the bundle's optimisation
+    went further: every trial here is in its ledger, the same), or keep; conflicting states are named."""
+    plans, conflicts = {}, []
+    studies = sorted({name.split("/")[0] for name in found.state if "/" in name})
+    for study in studies:
+        mine, theirs = store / STATE_FOLDER / study, found.state.get(f"{study}/trials.json")
+        if not mine.exists():
+            plans[study] = "add"
+            continue
+        same = all(
+            (mine / n.split("/")[1]).is_file() and (mine / n.split("/")[1]).read_bytes() == p.read_bytes()
+            for n, p in found.state.items()
+            if n.startswith(f"{study}/")
+        )
+        here, there = _ledger(mine / "trials.json"), _ledger(theirs) if theirs else {}
+        if same:
+            plans[study] = "unchanged"
+        elif here.items() <= there.items():
+            plans[study] = "replace"
+        elif there.items() <= here.items():
+            plans[study] = "unchanged"  # this store's optimisation went further
+        else:
+            conflicts.append(f"optimisation {study}: the bundle's trials and this store's differ")
+    for name, path in found.state.items():
+        if "/" in name:
+            continue
+        target = store / STATE_FOLDER / name
+        if not target.exists():
+            plans[name] = "add"
+        elif target.read_bytes() == path.read_bytes():
+            plans[name] = "unchanged"
+        else:
+            conflicts.append(f"{target} differs from the bundle's copy")
+    return plans, conflicts
 
 
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
-    """Unpack ``file`` into the run store; returns what was added, updated or already there."""
+    """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
     store = Path(store) if store is not None else runs_dir()
-    file = Path(file)
-    if not file.is_file():
-        raise ValueError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
-    done = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            with tarfile.open(file, "r:gz") as tar:
-                tar.extractall(scratch, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as error:
-            raise ValueError(f"{file} is not a readable bundle ({error})") from None
-        unpacked = Path(scratch) / "runs"
-        for folder in _run_folders(unpacked):
-            record = _checked(folder)
-            RunConfig(**record["config"])  # a record this code cannot read is refused now, not at render time
-            target = store / folder.name
-            with run_lock(folder.name, progress=False):
-                if (target / "record.json").is_file():
-                    if _same_run(folder, target):
-                        done["unchanged"] += 1
-                        continue
-                    mine = Run(target)
-                    if _same_but_measurements(record, mine.record):
-                        # Both kept: the bundle's measurements win where both took one (it comes from training).
-                        mine.record["measurements"] = {
-                            **mine.record.get("measurements", {}),
-                            **record.get("measurements", {}),
-                        }
-                        write_record(target / "record.json", mine.record)
-                        done["updated"] += 1
-                        continue
-                    if mine.status in ("finished", "diverged") or record["status"] not in ("finished", "diverged"):
-                        raise RunStoreError(
-                            folder.name,
-                            f"the bundle's copy differs from the one in {store} ({record['status']} there, "
-                            f"{mine.status} here); nothing of it was imported",
-                            fix="fix: keep one: delete the folder here and import again, or leave it as it is",
-                        )
-                    done["updated"] += 1
-                else:
-                    done["added"] += 1
-                staged = store / f".{folder.name}.import"
-                shutil.rmtree(staged, ignore_errors=True)
-                shutil.copytree(folder, staged)
-                if target.exists():
-                    shutil.rmtree(target)
-                staged.rename(target)
-        state = unpacked / "hpo"
-        for path in sorted(state.rglob("*")) if state.is_dir() else []:
-            if path.is_file():
-                target = store / "hpo" / path.relative_to(state)
-                if target.is_file() and target.read_bytes() != path.read_bytes():
-                    raise RunStoreError(
-                        "hpo",
-                        f"{target} differs from the bundle's copy; it was left as it is",
-                        fix="fix: delete one of them and import again",
-                    )
-                if not target.is_file():
-                    atomic.write_bytes(target, path.read_bytes())
-                    done["state files"] += 1
-    return done
+    store.mkdir(parents=True, exist_ok=True)
+    scratch = store / f".import-{uuid.uuid4().hex[:8]}"  # on the store's disk, so every move is a rename
+    try:
+        scratch.mkdir()
+        found = read_bundle(file, scratch / "new")
+        with contextlib.ExitStack() as locks:
+            for run_id in sorted(found.runs):
+                locks.enter_context(run_lock(run_id, progress=False))
+            plans = {
+                run_id: _plan_run(store, run_id, found.runs[run_id], found.records[run_id]) for run_id in found.runs
+            }
+            state_plans, conflicts = _plan_state(store, found)
+            conflicts = [c for _, c in plans.values() if c] + conflicts
+            if conflicts:
+                raise RunStoreError(
+                    "import",
+                    f"{file}: {len(conflicts)} conflict(s) with the store: "
+                    + "; ".join(conflicts)
+                    + "; nothing was imported",
+                    fix="fix: keep one copy of each: delete the store's folder named and import again, or leave the "
+                    "store as it is",
+                )
+            _apply(store, scratch, found, plans, state_plans)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    counts = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
+    for action, _ in plans.values():
+        counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
+    counts["state files"] = sum(action in ("add", "replace") for action in state_plans.values())
+    return counts
+
+
+def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
+    """Move every planned folder into the store; on any failure put everything back as it was."""
+    moves: list[tuple[Path, Path]] = []  # (new folder, its place in the store), prepared first
+    for run_id, (action, _) in sorted(plans.items()):
+        if action == "unchanged":
+            continue
+        new, target = found.runs[run_id], store / run_id
+        if action in ("measurements", "weights"):
+            merged = scratch / "merged" / run_id
+            shutil.copytree(target, merged)
+            if action == "weights":
+                for name in WEIGHT_FILES:
+                    if (new / name).exists() and not (merged / name).exists():
+                        shutil.copy2(new / name, merged / name)
+            else:
+                from .records import write_record
+
+                record = read_record(target)
+                # Both kept: the bundle's measurements win where both took one (it comes from training).
+                record["measurements"] = {
+                    **record.get("measurements", {}),
+                    **found.records[run_id].get("measurements", {}),
+                }
+                write_record(merged / "record.json", record)
+            new = merged
+        moves.append((new, target))
+    for name, action in sorted(state_plans.items()):
+        if action in ("add", "replace"):  # a study's folder, or a file of chosen values
+            moves.append((scratch / "new" / "runs" / STATE_FOLDER / name, store / STATE_FOLDER / name))
+    if moves:
+        (store / STATE_FOLDER).mkdir(exist_ok=True)
+    old = scratch / "old"
+    old.mkdir()
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for i, (new, target) in enumerate(moves):
+            aside = None
+            if target.exists():
+                aside = old / str(i)
+                target.rename(aside)
+            done.append((target, aside))
+            new.rename(target)
+    except BaseException:
+        for target, aside in reversed(done):
+            if target.exists():
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+            if aside is not None:
+                aside.rename(target)
+        raise

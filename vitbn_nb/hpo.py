@@ -372,4 +372,24 @@ def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
 def load_best(dataset: str, profile: str) -> dict | None:
     """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
     path = best_path(dataset, profile)
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    fix = f"fix: delete {path} and run the optimising chapter again, or import the bundle of the machine that optimised"
+    try:
+        best = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} cannot be read ({error}); {fix}") from None
+    whole = lambda entry: (
+        isinstance(entry, dict)
+        and isinstance(entry.get("lr"), (int, float))
+        and not isinstance(entry.get("lr"), bool)
+        and 0 < entry["lr"] < 10
+        and all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) for k in _BEST_COUNTS)
+    )
+    if not isinstance(best, dict) or not best or not all(whole(entry) for entry in best.values()):
+        raise ValueError(f"{path} does not hold each model's lr, {', '.join(_BEST_COUNTS)}; {fix}")
+    return best
+
+
+#: The counts every chosen-values entry carries (written by :func:`save_best`, read by chapters 04 and 06).
+_BEST_COUNTS = ("batch_size", "depth", "trials", "trial_epochs")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -19,9 +20,17 @@ class Deadline:
     at: float
     clock: Callable[[], float] = time.monotonic
     margin: float = 1.2
+    #: Epochs trained under this deadline: a stop after none is no reason to run the same command again.
+    epochs_trained: int = 0
 
     @classmethod
     def after(cls, seconds: float) -> Deadline:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (math.isfinite(seconds) and seconds > 0)
+        ):
+            raise ValueError(f"deadline={seconds!r} is not allowed; give a positive, finite number of seconds")
         return cls(time.monotonic() + seconds)
 
     def passed(self) -> bool:

@@ -1,10 +1,18 @@
 """The run store's files: each run's ``record.json`` (with a SHA-256 of itself) and its weight files (with
-theirs), read and written atomically and verified; :func:`check_store` lists every damaged run and its repair."""
+theirs), read and written atomically and verified.
+
+A record is trusted only when it is whole: its checksum present and matching, every key the book reads there
+with the right type (:func:`check_record`). Weight files are loaded weights-only (tensors and plain types, never
+code), so a file from elsewhere is data. :func:`check_store` lists every damaged run with a repair that works,
+and :func:`store_notes` what in the store is not a run or holds only its record.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +22,31 @@ import torch
 from . import atomic
 from .paths import runs_dir
 
+STATUSES = ("running", "finished", "diverged")
+ENDED = ("finished", "diverged")
+#: The files a run folder may hold besides its record; each is listed with its SHA-256 in the record.
+WEIGHT_FILES = ("model.pt", "checkpoint.pt")
+#: The optimisation state's folder in the store (``vitbn_nb.hpo``); not a run.
+STATE_FOLDER = "hpo"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
-def _fix(run_id: str) -> str:
+
+def retrain_fix(run_id: str) -> str:
     return f"fix: python -m vitbn_nb runs retrain {run_id}"
+
+
+def delete_fix(folder: Path) -> str:
+    return (
+        f"fix: delete {folder} (its configuration cannot be read, so nothing can retrain it in place), then "
+        "python -m vitbn_nb train (it trains every run the chapters lack)"
+    )
 
 
 class RunStoreError(RuntimeError):
     """A damaged or missing file of the run store; the message names the run, the file and the fix."""
 
     def __init__(self, run_id: str, problem: str, fix: str | None = None):
-        self.run_id, self.problem, self.fix = run_id, problem, fix or _fix(run_id)
+        self.run_id, self.problem, self.fix = run_id, problem, fix or retrain_fix(run_id)
         super().__init__(f"run {run_id}: {problem}; {self.fix}")
 
 
@@ -43,63 +66,275 @@ def write_record(path: Path, record: dict) -> None:
     atomic.write_json(path, record)
 
 
+# -- what a whole record holds ------------------------------------------------------------------------
+
+_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+_count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+_text = lambda v: isinstance(v, str)
+_maybe = lambda test: lambda v: v is None or test(v)
+_seconds = lambda v: _number(v) and (v >= 0 or math.isnan(v))
+_list_of = lambda test: lambda v: isinstance(v, list) and all(test(x) for x in v)
+_object = lambda v: isinstance(v, dict)
+
+#: key: (required, test, what it must be). The keys the book's code reads from every record.
+_RECORD_KEYS = {
+    "run_id": (True, _text, "a string"),
+    "config": (True, _object, "an object"),
+    "status": (True, lambda v: v in STATUSES, f"one of {', '.join(STATUSES)}"),
+    "epochs": (True, lambda v: isinstance(v, list), "a list"),
+    "hardware": (True, _object, "an object"),
+    "checksums": (True, _object, "an object"),
+    "record_sha256": (True, lambda v: isinstance(v, str) and bool(_HEX64.match(v)), "a SHA-256"),
+    "measurements": (False, _object, "an object"),
+    "segments": (False, _list_of(_object), "a list of objects"),
+    "resumed_at": (False, _list_of(_count), "a list of epoch numbers"),
+    "parameters": (False, _object, "an object"),
+    "train_images": (False, _count, "a count"),
+    "test_images": (False, _count, "a count"),
+    "started": (False, _maybe(_text), "a date"),
+    "finished": (False, _maybe(_text), "a date or null"),
+    "diverged_epoch": (False, _maybe(_count), "an epoch or null"),
+    "checkpoint_epoch": (False, _count, "an epoch"),
+    "versions": (False, _object, "an object"),
+}
+_EPOCH_KEYS = {
+    "epoch": (True, _count, "an epoch number"),
+    "train_loss": (True, _number, "a number"),
+    "test_acc": (True, _number, "a number"),
+    "diverged": (True, lambda v: isinstance(v, bool), "true or false"),
+    "train_seconds": (True, _seconds, "seconds"),
+    "test_seconds": (True, _seconds, "seconds"),
+    "class_acc": (False, _list_of(_number), "a list of numbers"),
+}
+_CONFIG_KEYS = {
+    "model": (True, _text, "a model name"),
+    "model_kwargs": (True, _object, "an object"),
+    "epochs": (True, lambda v: _count(v) and v >= 1, "a count >= 1"),
+}
+
+
+def _wrong_keys(obj: dict, keys: dict, where: str) -> str | None:
+    for key, (required, test, what) in keys.items():
+        if key not in obj:
+            if required:
+                return f"{where}{key!r} is missing"
+        elif not test(obj[key]):
+            return f"{where}{key!r} must be {what}, not {obj[key]!r:.60}"
+    return None
+
+
+def record_problem(record: Any, folder_name: str) -> str | None:
+    """What makes ``record`` untrustworthy (None when it is whole): its checksum, a key the book reads, or
+    a status its epochs and files do not bear out."""
+    if not isinstance(record, dict):
+        return f"holds a JSON {type(record).__name__}, not a run record"
+    if "record_sha256" not in record:
+        return "has no checksum (record_sha256), so an edit cannot be told from the run's own numbers"
+    if (problem := _wrong_keys(record, _RECORD_KEYS, "")) is not None:
+        return problem
+    if record["record_sha256"] != _record_digest(record):
+        return "does not match its checksum (edited or damaged)"
+    if record["run_id"] != folder_name:
+        return f"names run {record['run_id']!r} but lies in folder {folder_name!r}"
+    if (problem := _wrong_keys(record["config"], _CONFIG_KEYS, "config: ")) is not None:
+        return problem
+    if record["hardware"].get("device") not in ("cpu", "cuda"):
+        return "hardware: 'device' must be 'cpu' or 'cuda'"
+    for i, epoch in enumerate(record["epochs"], 1):
+        if not isinstance(epoch, dict):
+            return f"epoch {i} is not an object"
+        if (problem := _wrong_keys(epoch, _EPOCH_KEYS, f"epoch {i}: ")) is not None:
+            return problem
+        if epoch["epoch"] != i:
+            return f"epoch {i} is numbered {epoch['epoch']}"
+    for name, digest in record["checksums"].items():
+        if name not in WEIGHT_FILES or not (isinstance(digest, str) and _HEX64.match(digest)):
+            return f"checksums: {name!r} is not a weight file with a SHA-256"
+    for name, measurement in record.get("measurements", {}).items():
+        if not isinstance(measurement, dict) or "value" not in measurement:
+            return f"measurement {name!r} has no value"
+    epochs, status = record["epochs"], record["status"]
+    if status in ENDED:
+        if "model.pt" not in record["checksums"]:
+            return f"is {status} but lists no model.pt checksum"
+        if status == "finished" and len(epochs) != record["config"]["epochs"]:
+            return f"is finished after {len(epochs)} of {record['config']['epochs']} epochs"
+        if status == "diverged" and not (epochs and epochs[-1]["diverged"]):
+            return "is diverged but its last epoch did not diverge"
+    return None
+
+
 def read_record(folder: Path) -> dict:
-    """A run's record, verified; a damaged one raises :class:`RunStoreError` naming the file and the fix."""
+    """A run's record, verified (:func:`record_problem`); a damaged one raises :class:`RunStoreError` naming the
+    file and a fix that works."""
     path, run_id = Path(folder) / "record.json", Path(folder).name
     try:
         record = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RunStoreError(run_id, f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunStoreError(run_id, f"{path} is damaged ({error})") from None
-    if not isinstance(record, dict) or "config" not in record:
-        raise RunStoreError(run_id, f"{path} is not a run record")
-    stored = record.get("record_sha256")
-    if stored is not None and stored != _record_digest(record):
-        raise RunStoreError(run_id, f"{path} does not match its checksum (edited or damaged)")
+        raise RunStoreError(run_id, f"{path} is missing", fix=delete_fix(Path(folder))) from None
+    except (OSError, ValueError) as error:  # a folder in its place, unreadable, not JSON, not UTF-8
+        raise RunStoreError(run_id, f"{path} cannot be read ({error})", fix=repair_fix(Path(folder))) from None
+    if (problem := record_problem(record, run_id)) is not None:
+        raise RunStoreError(run_id, f"{path} {problem}", fix=repair_fix(Path(folder)))
     return record
 
 
-def load_weights(path: Path, run_id: str, expected: str | None = None, *, weights_only: bool = True) -> Any:
-    """``torch.load`` of a run's weight file to the CPU, its checksum verified; errors name the file and the fix."""
+def repair_fix(folder: Path) -> str:
+    """``runs retrain`` when the record still says what the run was (its JSON and configuration readable),
+    otherwise deleting the folder: the fix the error prints is one that works."""
+    from .runs import RunConfig  # the configuration's own checks; runs imports this module
+
+    try:
+        record = json.loads((Path(folder) / "record.json").read_text())
+        RunConfig(**record["config"])
+    except Exception:
+        return delete_fix(Path(folder))
+    return retrain_fix(Path(folder).name)
+
+
+def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
+    """A run's weight file (model or checkpoint) on the CPU, its checksum verified, loaded weights-only: tensors
+    and plain types, never code. Errors name the file and the fix."""
     path = Path(path)
     if not path.is_file():
         raise RunStoreError(run_id, f"{path} is missing")
     if expected is not None and sha256(path) != expected:
         raise RunStoreError(run_id, f"{path} does not match its checksum (truncated or damaged)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise RunStoreError(run_id, f"{path} cannot be read ({type(error).__name__}: {error})") from None
+        reason = str(error).splitlines()[0][:200]
+        raise RunStoreError(run_id, f"{path} cannot be read as weights ({type(error).__name__}: {reason})") from None
 
 
-def _problems(folder: Path) -> list[str]:
-    """What is wrong with one run folder (empty when nothing is)."""
+def load_checkpoint(folder: Path, record: dict) -> dict:
+    """An unfinished run's checkpoint, verified. A process killed between writing a checkpoint and the record that
+    holds its checksum leaves a whole (atomically written) checkpoint one save newer than the record knows: it is
+    the truth a resume reads, so it is taken when it loads and holds more epochs than the record's checkpoint."""
+    path, run_id = Path(folder) / "checkpoint.pt", Path(folder).name
+    try:
+        checkpoint = load_weights(path, run_id, record.get("checksums", {}).get("checkpoint.pt"))
+    except RunStoreError as mismatch:
+        try:
+            checkpoint = load_weights(path, run_id, None)
+        except RunStoreError:
+            raise mismatch from None
+        known = record.get("checkpoint_epoch", len(record.get("epochs", [])))
+        if not _whole_checkpoint(checkpoint) or len(checkpoint["epochs"]) <= known:
+            raise mismatch from None
+    if not _whole_checkpoint(checkpoint):
+        raise RunStoreError(run_id, f"{path} is not a checkpoint (model, optimizer and epochs)")
+    return checkpoint
+
+
+def _whole_checkpoint(checkpoint: Any) -> bool:
+    return (
+        isinstance(checkpoint, dict)
+        and isinstance(checkpoint.get("model"), dict)
+        and isinstance(checkpoint.get("optimizer"), dict)
+        and isinstance(checkpoint.get("epochs"), list)
+        and all(isinstance(e, dict) and _wrong_keys(e, _EPOCH_KEYS, "") is None for e in checkpoint["epochs"])
+    )
+
+
+# -- checking the whole store ---------------------------------------------------------------------------
+
+
+def _problems(folder: Path) -> list[tuple[str, str]]:
+    """What is wrong with one run folder, each with its fix (empty when nothing is)."""
     try:
         record = read_record(folder)
     except RunStoreError as error:
-        return [error.problem]
-    run_id, checksums, problems = record.get("run_id", folder.name), record.get("checksums", {}), []
-    files = (
-        ["model.pt"]
-        if record.get("status") in ("finished", "diverged")
-        else (["checkpoint.pt"] if (folder / "checkpoint.pt").exists() else [])
-    )
-    for name in files:
+        return [(error.problem, error.fix)]
+    problems = []
+    try:
+        from .runs import RunConfig
+
+        config = RunConfig(**record["config"])
+        if config.run_id(record["hardware"]["device"]) != folder.name:
+            problems.append((f"{folder / 'record.json'}: its configuration names another run", delete_fix(folder)))
+    except (TypeError, ValueError) as error:
+        problems.append((f"{folder / 'record.json'}: its configuration is not valid ({error})", delete_fix(folder)))
+    if record["status"] not in ENDED and (folder / "checkpoint.pt").exists():
         try:
-            load_weights(folder / name, run_id, checksums.get(name), weights_only=name == "model.pt")
+            load_checkpoint(folder, record)
         except RunStoreError as error:
-            problems.append(error.problem)
+            problems.append((error.problem, error.fix))
+    if record["status"] in ENDED and (folder / "model.pt").exists():  # absent: imported as its record alone
+        try:
+            load_weights(folder / "model.pt", folder.name, record["checksums"]["model.pt"])
+        except RunStoreError as error:
+            problems.append((error.problem, error.fix))
     return problems
 
 
+def _entries(store: Path) -> list[Path]:
+    return sorted(p for p in store.iterdir() if not p.name.startswith(".")) if store.is_dir() else []
+
+
 def check_store(store: str | Path | None = None) -> pd.DataFrame:
-    """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it."""
+    """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it. The
+    optimisation state (``hpo/``) is checked as what it is; anything else that is not a run is left to
+    :func:`store_notes`."""
     store = Path(store) if store is not None else runs_dir()
     rows = []
-    for folder in (
-        sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")) if store.is_dir() else []
-    ):
-        for problem in _problems(folder):
-            rows.append({"run": folder.name, "folder": str(folder), "problem": problem, "fix": _fix(folder.name)})
+    for entry in _entries(store):
+        if entry.name == STATE_FOLDER:
+            for path, problem in _state_problems(entry):
+                rows.append(
+                    {
+                        "run": STATE_FOLDER,
+                        "folder": str(path),
+                        "problem": problem,
+                        "fix": f"fix: delete {path} and run the optimising chapter again (04 or 06), or import the "
+                        "bundle of the machine that optimised",
+                    }
+                )
+        elif entry.is_dir() and (entry / "record.json").exists():
+            for problem, fix in _problems(entry):
+                rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
     return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
+
+
+def _state_problems(folder: Path) -> list[tuple[Path, str]]:
+    """The optimisation state's files that do not read as JSON objects."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix == ".json":
+            try:
+                if not isinstance(json.loads(path.read_text()), dict):
+                    found.append((path, "is not a JSON object"))
+            except (OSError, ValueError) as error:
+                found.append((path, f"cannot be read ({error})"))
+    return found
+
+
+def store_notes(store: str | Path | None = None) -> list[str]:
+    """What a store holds besides whole runs, none of it damage: folders and files that are not runs (left
+    alone), finished runs kept as records alone, and checkpoints left beside finished records."""
+    store = Path(store) if store is not None else runs_dir()
+    others, records_only, stale = [], 0, 0
+    for entry in _entries(store):
+        if entry.name == STATE_FOLDER and entry.is_dir():
+            continue
+        if not (entry.is_dir() and (entry / "record.json").exists()):
+            others.append(entry.name + ("/" if entry.is_dir() else ""))
+            continue
+        try:
+            record = read_record(entry)
+        except RunStoreError:
+            continue  # check_store reports it
+        if record["status"] in ENDED:
+            records_only += not (entry / "model.pt").exists()
+            stale += (entry / "checkpoint.pt").exists()
+    notes = []
+    if records_only:
+        notes.append(
+            f"{records_only} finished run(s) are kept as their records alone (imported without weights): the "
+            "chapters render from them; the app and fine-tuning need weights (export with --weights all)"
+        )
+    if stale:
+        notes.append(f"{stale} finished run(s) still hold a checkpoint.pt from before their final save (unused)")
+    if others:
+        notes.append(f"not runs, left alone: {', '.join(others)}")
+    return notes

@@ -42,7 +42,7 @@ from .models import VIT_FAMILY, build_model, model_kwargs
 from .models.norms import check_choice
 from .models.vit import pair as vit_pair
 from .paths import runs_dir
-from .records import RunStoreError, load_weights, read_record, sha256, write_record
+from .records import ENDED, RunStoreError, delete_fix, load_checkpoint, load_weights, read_record, sha256, write_record
 from .system import hardware, pick_device, versions
 from .system import label as system_label
 
@@ -179,7 +179,17 @@ class Run:
 
     run_id = property(lambda self: self.record["run_id"])
     status = property(lambda self: self.record["status"])
-    config = property(lambda self: RunConfig(**self.record["config"]))
+
+    @property
+    def config(self) -> RunConfig:
+        try:
+            return RunConfig(**self.record["config"])
+        except (TypeError, ValueError) as error:
+            raise RunStoreError(
+                self.folder.name,
+                f"{self.folder / 'record.json'} holds a configuration this code cannot train ({error})",
+                fix=f"fix: delete {self.folder} and train it again, or render it with the version that trained it",
+            ) from None
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -191,7 +201,7 @@ class Run:
         return epochs[-1]["test_acc"] if epochs else float("nan")
 
     def load_model(self, device: str | torch.device | None = None) -> nn.Module:
-        if self.status not in ("finished", "diverged"):
+        if self.status not in ENDED:
             raise RuntimeError(f"run {self.run_id} is {self.status}: it has no final model yet")
         model = build_model(self.record["config"]["model"], **self.record["config"]["model_kwargs"])
         state = load_weights(self.folder / "model.pt", self.run_id, self.record.get("checksums", {}).get("model.pt"))
@@ -231,22 +241,30 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _locks_dir() -> Path:
-    folder = runs_dir() / ".locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 @contextlib.contextmanager
 def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
-    """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go."""
-    lock = FileLock(str(_locks_dir() / f"{run_id}.lock"))
+    """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go.
+
+    Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
+    folder = runs_dir() / ".locks"
+    lock = FileLock(str(folder / f"{run_id}.lock"))
     try:
-        lock.acquire(timeout=0)
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # a TimeoutError, so an OSError: told apart first
+            if progress:
+                print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
+            lock.acquire()
     except Timeout:
-        if progress:
-            print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
-        lock.acquire()
+        raise
+    except OSError as error:
+        raise RunStoreError(
+            run_id,
+            f"the run store {runs_dir()} cannot be written ({error.strerror or error}), and this run needs writing "
+            "(training, resuming or a measurement it lacks)",
+            fix="fix: make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it",
+        ) from None
     try:
         yield
     finally:
@@ -279,11 +297,26 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         folder = runs_dir() / config.run_id(device_type)
-        if (folder / "record.json").is_file() and not (folder / "checkpoint.pt").exists():
+        if (folder / "record.json").is_file():
             with contextlib.suppress(RunStoreError):
-                if read_record(folder)["status"] in ("finished", "diverged"):
+                if read_record(folder)["status"] in ENDED:
                     return device_type
     return here
+
+
+def stored_run(folder: Path) -> Run | None:
+    """The finished (or diverged) run in ``folder``, its weights verified when they are there; None when it is
+    absent or unfinished. Reads only: no lock, nothing written. A finished record is final even beside a
+    checkpoint (a kill after the final save leaves one), and one imported without weights is whole."""
+    if not (folder / "record.json").exists():
+        return None
+    run = Run(folder)
+    if run.status not in ENDED:
+        return None
+    model = folder / "model.pt"
+    if model.exists() and sha256(model) != run.record["checksums"]["model.pt"]:
+        raise RunStoreError(run.run_id, f"{model} does not match its checksum (truncated or damaged)")
+    return run
 
 
 class _RunFiles:
@@ -297,16 +330,14 @@ class _RunFiles:
         self.last_checkpoint = time.monotonic()
 
     def finished(self, force: bool) -> Run | None:
-        """The stored run when it is finished (``force`` deletes it first), else None."""
+        """The stored run when it is finished (``force`` deletes it first), else None; called under the run's lock."""
         if force and self.folder.exists():
             shutil.rmtree(self.folder)
         if self.folder.exists():
             _remove_stale_temporaries(self.folder)
-        if self.record_path.exists() and not self.checkpoint_path.exists():
-            run = Run(self.folder)
-            if run.status in ("finished", "diverged"):
-                return run
-        return None
+        if (run := stored_run(self.folder)) is not None:
+            self.checkpoint_path.unlink(missing_ok=True)  # from before the final save
+        return run
 
     def start(self, model: nn.Module, train_images: int, test_images: int, trainable) -> dict | None:
         """Write the run's record (resumed from its checkpoint when there is one); returns the optimiser's state."""
@@ -335,8 +366,11 @@ class _RunFiles:
         optimizer_state = None
         if self.checkpoint_path.exists():
             previous = read_record(self.folder) if self.record_path.exists() else {}
-            checkpoint = self._checkpoint(previous)
-            model.load_state_dict(checkpoint["model"])
+            checkpoint = load_checkpoint(self.folder, previous)
+            try:
+                model.load_state_dict(checkpoint["model"])
+            except RuntimeError as error:
+                raise RunStoreError(self.run_id, f"{self.checkpoint_path} does not fit its model ({error})") from None
             optimizer_state = checkpoint["optimizer"]
             done = len(checkpoint["epochs"])
             segment["from_epoch"] = done
@@ -345,37 +379,20 @@ class _RunFiles:
                 epochs=checkpoint["epochs"],
                 resumed_at=[*previous.get("resumed_at", []), done],
                 segments=[*previous.get("segments", [])[: len(previous.get("resumed_at", [])) + 1], segment],
+                checksums={"checkpoint.pt": sha256(self.checkpoint_path)},
+                checkpoint_epoch=done,
             )
         self.folder.mkdir(parents=True, exist_ok=True)
         write_record(self.record_path, self.record)
         return optimizer_state
-
-    def _checkpoint(self, previous: dict) -> dict:
-        """The checkpoint, verified. A process killed between writing a checkpoint and the record that holds its
-        checksum leaves a whole (atomically written) checkpoint one save newer than the record knows: it is the
-        truth a resume reads, so it is taken when it loads and holds more epochs than the record's checkpoint."""
-        try:
-            return load_weights(
-                self.checkpoint_path,
-                self.run_id,
-                previous.get("checksums", {}).get("checkpoint.pt"),
-                weights_only=False,
-            )
-        except RunStoreError as mismatch:
-            try:
-                checkpoint = load_weights(self.checkpoint_path, self.run_id, None, weights_only=False)
-            except RunStoreError:
-                raise mismatch from None
-            known = previous.get("checkpoint_epoch", len(previous.get("epochs", [])))
-            if not isinstance(checkpoint, dict) or len(checkpoint.get("epochs", [])) <= known:
-                raise mismatch from None
-            return checkpoint
 
     def epoch_done(
         self, metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer, stopping: bool = False
     ) -> None:
         """Record the epoch; checkpoint when the interval has passed or training stops here (the deadline)."""
         self.record["epochs"].append(metrics)
+        if self.deadline is not None:
+            self.deadline.epochs_trained += 1
         last = metrics["epoch"] >= self.config.epochs or metrics["diverged"]  # model.pt follows at once
         due = stopping or time.monotonic() - self.last_checkpoint >= self.interval or self.stops(metrics)
         if due and not last:
@@ -471,6 +488,8 @@ def train(
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
     force = _check_force(force, off, config.run_id(device.type))
     run_id = config.run_id(device.type if force else stored_device_type(config, device))
+    if not force and (done := stored_run(runs_dir() / run_id)) is not None:
+        return _mirror(done, mlflow)  # read without the lock: a finished run never changes
     with run_lock(run_id, progress):
         files = _RunFiles(config, run_id, device, deadline)
         if (done := files.finished(force)) is not None:
@@ -524,6 +543,12 @@ def train_stack(
     ids = [c.run_id(device.type if force else stored_device_type(c, device)) for c in configs]
     force = _check_force(force, off, ids[0])
     found: dict[str, Run] = {}
+    if not force:
+        for run_id in ids:
+            if (done := stored_run(runs_dir() / run_id)) is not None:
+                found[run_id] = _mirror(done, mlflow)
+        if len(found) == len(set(ids)):
+            return [found[run_id] for run_id in ids]
     with contextlib.ExitStack() as locks:
         for run_id in sorted(set(ids)):  # one order for every process: no two wait on each other
             locks.enter_context(run_lock(run_id, progress))
@@ -746,7 +771,7 @@ def retrain(run_id: str, *, device: str | torch.device | None = None, progress: 
         raise RunStoreError(
             run_id,
             f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
-            fix=f"fix: delete {folder} and run the chapter that trains it again",
+            fix=delete_fix(folder),
         ) from None
     device = pick_device(device)
     if config.run_id(device.type) != run_id:

@@ -1,0 +1,414 @@
+"""Files from elsewhere are data: a bundle, a checkpoint or a record sent by a stranger can neither run code nor
+destroy results, every untrusted record is refused by name, and every failure is one message, not a traceback."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from vitbn_nb import atomic, bundle, records, runs
+from vitbn_nb.__main__ import cli, main
+from vitbn_nb.records import RunStoreError, sha256, write_record
+from vitbn_nb.runs import RunConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(model="DNN_d3", epochs=2, train_size=40, test_size=20)
+MARKER = "vitbn-pwned"
+
+
+class Payload:
+    """A pickle that writes a marker file when unpickled with ``weights_only=False``."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('code ran')",)
+
+
+def _poison(path: Path, marker: Path, *, checkpoint: bool = False) -> None:
+    """Replace a weight file by a malicious pickle and list its checksum in the record: only weights-only
+    loading stands between it and the machine."""
+    if checkpoint:
+        evil = {"model": {}, "optimizer": {}, "epochs": [], "payload": Payload(marker)}
+    else:
+        evil = {"weight": Payload(marker)}
+    torch.save(evil, path)
+    record = json.loads((path.parent / "record.json").read_text())
+    record["checksums"][path.name] = sha256(path)
+    write_record(path.parent / "record.json", record)
+
+
+@pytest.fixture
+def store(run_store, mnist_ready):
+    for seed in range(3):
+        runs.train(RunConfig(**TINY, seed=seed), progress=False)
+    return run_store
+
+
+def _ids():
+    return [RunConfig(**TINY, seed=seed).run_id("cpu") for seed in range(3)]
+
+
+def _unfinished(folder: Path) -> None:
+    """Turn a finished run back into one stopped after its first epoch (a real checkpoint, listed)."""
+    record = records.read_record(folder)
+    model = torch.load(folder / "model.pt", weights_only=True)
+    optimizer = torch.optim.Adam([torch.zeros(1)]).state_dict()
+    atomic.torch_save(
+        {"model": model, "optimizer": optimizer, "epochs": record["epochs"][:1]}, folder / "checkpoint.pt"
+    )
+    (folder / "model.pt").unlink()
+    record.update(status="running", epochs=record["epochs"][:1], checkpoint_epoch=1)
+    record["checksums"] = {"checkpoint.pt": sha256(folder / "checkpoint.pt")}
+    write_record(folder / "record.json", record)
+
+
+def _bundle(path: Path, files: dict[str, bytes], *, listed: dict[str, bytes] | None = None, extra=()) -> Path:
+    """A hand-made bundle: ``files`` packed and listed (``listed`` overrides what bundle.json lists)."""
+    listing = {
+        name: {"sha256": __import__("hashlib").sha256(data).hexdigest(), "bytes": len(data)}
+        for name, data in (files if listed is None else listed).items()
+    }
+    manifest = json.dumps({"format": bundle.FORMAT, "files": listing}).encode()
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in {"bundle.json": manifest, **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra:
+            tar.addfile(info)
+    return path
+
+
+def _exported(store: Path, tmp_path: Path) -> dict[str, bytes]:
+    """The files of a real bundle of ``store`` (every weight file), by name."""
+    file = tmp_path / "real.tar.gz"
+    bundle.export(file, weights="all", profile="smoke", store=store)
+    with tarfile.open(file) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile() and m.name != "bundle.json"}
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# -- nothing read can run code ------------------------------------------------------------------------------
+
+
+def test_a_malicious_model_file_is_refused_by_check_load_and_the_app(store, tmp_path, capsys):
+    marker = tmp_path / MARKER
+    folder = store / _ids()[0]
+    _poison(folder / "model.pt", marker)
+    assert main(["runs", "check"]) == 1
+    assert "cannot be read as weights" in capsys.readouterr().out
+    with pytest.raises(RunStoreError, match="cannot be read as weights"):
+        runs.Run(folder).load_model("cpu")
+    from vitbn_nb.app.server import load_model
+
+    served = runs.train(RunConfig(**{**TINY, "model": "ViTBNFFN", "model_kwargs": {"depth": 1}}), progress=False)
+    _poison(served.folder / "model.pt", marker)
+    with pytest.raises(SystemExit, match="cannot serve it.*cannot be read as weights"):
+        load_model(served.run_id, train_if_missing=False, log=lambda _: None)
+    assert not marker.exists()
+
+
+def test_a_malicious_checkpoint_is_refused_by_check_and_train(store, tmp_path, capsys):
+    marker = tmp_path / MARKER
+    folder = store / _ids()[0]
+    _unfinished(folder)
+    _poison(folder / "checkpoint.pt", marker, checkpoint=True)
+    assert main(["runs", "check"]) == 1
+    assert "checkpoint.pt cannot be read as weights" in capsys.readouterr().out
+    with pytest.raises(RunStoreError, match="checkpoint.pt cannot be read as weights"):
+        runs.train(RunConfig(**TINY, seed=0), progress=False)  # resuming reads the checkpoint
+    assert not marker.exists()
+
+
+def test_a_bundle_with_malicious_weights_is_refused_whole(store, tmp_path, monkeypatch):
+    marker = tmp_path / MARKER
+    files = _exported(store, tmp_path)
+    first, second = _ids()[:2]
+    _unfinished(store / second)
+    evil_model, evil_checkpoint = tmp_path / "model.pt", tmp_path / "checkpoint.pt"
+    torch.save({"weight": Payload(marker)}, evil_model)
+    torch.save({"model": {}, "optimizer": {}, "epochs": [], "x": Payload(marker)}, evil_checkpoint)
+    for name, evil in ((f"runs/{first}/model.pt", evil_model), (f"runs/{second}/checkpoint.pt", evil_checkpoint)):
+        run_id = name.split("/")[1]
+        record = json.loads(files[f"runs/{run_id}/record.json"])
+        if name.endswith("checkpoint.pt"):
+            record = json.loads((store / second / "record.json").read_text())
+            files.pop(f"runs/{run_id}/model.pt", None)
+        record["checksums"] = {Path(name).name: sha256(evil)}
+        body = {k: v for k, v in record.items() if k != "record_sha256"}
+        record["record_sha256"] = records._record_digest(body)
+        files[f"runs/{run_id}/record.json"] = json.dumps(record).encode()
+        files[name] = evil.read_bytes()
+        elsewhere = tmp_path / f"store-{run_id}"
+        monkeypatch.setenv("VITBN_RUNS_DIR", str(elsewhere))
+        file = _bundle(tmp_path / f"evil-{run_id}.tar.gz", files)
+        assert main(["runs", "import", str(file)]) == 1
+        assert not [p for p in elsewhere.iterdir() if not p.name.startswith(".")]  # nothing imported
+        files[name] = b""  # next round: only the other poisoned file
+        files.pop(name)
+    assert not marker.exists()
+
+
+def test_no_weight_file_is_ever_loaded_with_pickle_code_allowed():
+    """Every ``torch.load`` of the package is weights-only: the one place that loads a run's files has no switch."""
+    for path in (ROOT / "vitbn_nb").rglob("*.py"):
+        text = path.read_text()
+        assert "weights_only=False" not in text, path
+        for call in text.split("torch.load(")[1:]:
+            assert "weights_only=True" in call.split(")")[0] + call.split("\n")[0], path
+
+
+# -- a bundle holds only what a bundle may hold, all checked before anything is written ------------------------
+
+
+def test_a_bundle_cannot_replace_the_optimisation_state_or_the_locks(store, tmp_path):
+    state = store / "hpo" / "study-x"
+    state.mkdir(parents=True)
+    (state / "trials.json").write_text('{"0": {"lr": 0.001}}')
+    before = _tree(store / "hpo")
+    record = (store / _ids()[0] / "record.json").read_bytes()
+    for folder in ("hpo", ".locks", "..", "x/../hpo"):
+        file = _bundle(tmp_path / "b.tar.gz", {f"runs/{folder}/record.json": record})
+        with pytest.raises(bundle.BundleError, match="nothing was imported"):
+            bundle.import_bundle(file)
+    assert _tree(store / "hpo") == before
+
+
+def test_unlisted_or_altered_files_and_odd_members_refuse_the_bundle(store, tmp_path):
+    files = _exported(store, tmp_path)
+    run_id = _ids()[0]
+    cases = {
+        "not in bundle.json": dict(files={**files, f"runs/{run_id}/checkpoint.pt": b"x"}, listed=files),
+        "does not match its checksum": dict(files=files, listed={**files, f"runs/{run_id}/model.pt": b"other"}),
+        "neither a run's file": dict(files={**files, "runs/notes.txt": b"hi"}),
+        "does not list": dict(files={**files, f"runs/{run_id}/checkpoint.pt": b"x"}),
+    }
+    link = tarfile.TarInfo(f"runs/{run_id}/model.pt")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    before = _tree(store)
+    for expected, kwargs in cases.items():
+        file = _bundle(tmp_path / "b.tar.gz", **kwargs)
+        with pytest.raises(bundle.BundleError) as refused:
+            bundle.import_bundle(file)
+        text = str(refused.value)
+        assert "nothing was imported" in text and (expected in text or "does not list" in text), text
+    file = _bundle(tmp_path / "b.tar.gz", {}, extra=[link])
+    with pytest.raises(bundle.BundleError, match="not a regular file"):
+        bundle.import_bundle(file)
+    assert _tree(store) == before
+
+
+def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(store, tmp_path, capsys):
+    folder = store / _ids()[0]
+    original = json.loads((folder / "record.json").read_text())
+    edits = {
+        "has no checksum": lambda r: (
+            r.__setitem__("epochs", [{**e, "test_acc": 99.9} for e in r["epochs"]]),
+            r.pop("record_sha256"),
+        ),
+        "'status' is missing": lambda r: r.pop("status"),
+        "'epochs' must be a list": lambda r: r.__setitem__("epochs", "many"),
+        "'config' must be an object": lambda r: r.__setitem__("config", ["DNN"]),
+        "'test_acc' must be a number": lambda r: r["epochs"][0].__setitem__("test_acc", "97 %"),
+        "names run": lambda r: r.__setitem__("run_id", "another-run"),
+        "is finished after": lambda r: r.__setitem__("epochs", r["epochs"][:1]),
+    }
+    for expected, edit in edits.items():
+        record = json.loads(json.dumps(original))
+        edit(record)
+        if "record_sha256" in record:
+            record["record_sha256"] = records._record_digest(record)
+        (folder / "record.json").write_text(json.dumps(record))
+        assert main(["runs", "check"]) == 1
+        out = capsys.readouterr().out
+        assert expected in out and "record.json" in out and "fix:" in out, (expected, out)
+        with pytest.raises(RunStoreError, match="record.json"):
+            runs.train(RunConfig(**TINY, seed=0), progress=False)
+        with pytest.raises(RunStoreError, match="record.json"):
+            bundle.export(tmp_path / "out.tar.gz", profile="smoke")
+        assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1
+        assert "Traceback" not in capsys.readouterr().err
+
+
+def test_import_is_all_or_nothing_and_names_every_conflict(store, tmp_path, monkeypatch, capsys):
+    file = tmp_path / "all.tar.gz"
+    bundle.export(file, weights="all", profile="smoke")
+    other = tmp_path / "other"
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
+    runs.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
+    third = RunConfig(**TINY, seed=2).run_id("cpu")
+    (other / third).mkdir()
+    (other / third / "record.json").write_bytes((store / third / "record.json").read_bytes())
+    record = records.read_record(other / third)
+    record["finished"] = "another day"
+    write_record(other / third / "record.json", record)
+    before = {k: v for k, v in _tree(other).items() if not k.startswith(".locks")}
+    assert main(["runs", "import", str(file)]) == 1
+    err = capsys.readouterr().err
+    assert "1 conflict(s)" in err and third in err and "nothing was imported" in err
+    after = {k: v for k, v in _tree(other).items() if not k.startswith(".locks")}
+    assert after == before  # the first two runs were not imported either
+    assert not [p for p in other.iterdir() if p.name.startswith(".import")]
+
+
+def test_a_default_bundle_imports_as_records_that_check_as_intact(store, tmp_path, monkeypatch, capsys):
+    (store / "hpo").mkdir()
+    best = {"lr": 0.001, "batch_size": 100, "depth": 1, "trials": 2, "trial_epochs": 1}
+    (store / "hpo" / "best-mnist-nowhere.json").write_text(json.dumps({"ViT": best}))
+    file = tmp_path / "records.tar.gz"
+    assert main(["runs", "export", str(file), "--profile", "smoke"]) == 0
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
+    assert main(["runs", "import", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "3 added" in out and "1 optimisation file(s)" in out
+    (tmp_path / "other" / "notes").mkdir()
+    assert main(["runs", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "intact" in out and "3 finished run(s) are kept as their records alone" in out
+    assert "not runs, left alone: notes/" in out and "retrain" not in out
+
+
+def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_refused(store, tmp_path, monkeypatch):
+    study = store / "hpo" / "ViT-d1-mnist-e1-s0-0123456789"
+    study.mkdir(parents=True)
+    for name in ("ax_state.json", "study.json"):
+        (study / name).write_text('{"v": 2}')
+    (study / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 2}}')
+    file = tmp_path / "b.tar.gz"
+    bundle.export(file, profile="smoke")
+    other = tmp_path / "other" / "hpo" / study.name
+    other.mkdir(parents=True)
+    (other / "trials.json").write_text('{"0": {"a": 1}}')
+    (other / "ax_state.json").write_text('{"v": 1}')
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
+    assert bundle.import_bundle(file)["state files"] == 1
+    assert json.loads((other / "ax_state.json").read_text()) == {"v": 2}
+    (other / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 3}}')
+    with pytest.raises(RunStoreError, match="trials and this store's differ"):
+        bundle.import_bundle(file)
+
+
+# -- a read-only store renders; every failure is one message -------------------------------------------------
+
+
+def test_rendering_finished_runs_writes_nothing_to_the_store(store, monkeypatch):
+    import shutil
+
+    shutil.rmtree(store / ".locks")
+    before = _tree(store)
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    runs.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
+    assert sorted(p.name for p in store.iterdir()) == sorted(_ids())  # no lock folder, nothing new
+    assert _tree(store) == before
+
+
+def _read_only(folder: Path) -> list[str]:
+    """A command prefix that runs with ``folder`` mounted read-only (a private mount namespace; root or not)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces are not available here ({probe.stderr.decode().strip()})")
+    return ["unshare", "-rm", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', str(folder)]
+
+
+def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tmp_path):
+    import shutil
+
+    shutil.rmtree(store / ".locks")
+    code = (
+        "import pathlib, sys; from vitbn_nb import runs; "
+        "store = pathlib.Path(sys.argv[1]); "
+        "sys.exit('store is writable') if __import__('os').access(store, __import__('os').W_OK) else None; "
+        f"cfg = [runs.RunConfig(**{TINY!r}, seed=s) for s in range(3)]; "
+        "print(len(runs.train_all(cfg, progress=False))); "
+        f"runs.train(runs.RunConfig(**{{**{TINY!r}, 'epochs': 3}}), progress=False)"
+    )
+    done = subprocess.run(
+        [*_read_only(store), sys.executable, "-c", code, str(store)],
+        env={**os.environ, "VITBN_RUNS_DIR": str(store), "VITBN_PROGRESS": "0"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.strip().splitlines()[:1] == ["3"], done.stderr  # rendered from the read-only store
+    assert "cannot be written" in done.stderr and "writable copy" in done.stderr, done.stderr
+    assert sorted(p.name for p in store.iterdir()) == sorted(_ids())
+
+
+def test_a_full_disk_is_a_message_and_leaves_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "model.pt"
+    target.write_bytes(b"the old weights")
+
+    def full(*_args, **_kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(atomic.WriteError, match=r"model\.pt could not be written .*unchanged"):
+        atomic.torch_save({"w": torch.zeros(1)}, target)
+    assert target.read_bytes() == b"the old weights"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temporary left behind
+
+
+def test_command_failures_are_one_message_not_a_traceback(store, tmp_path, monkeypatch, capsys):
+    folder = store / _ids()[0]
+    (folder / "record.json").unlink()
+    (folder / "record.json").mkdir()  # a folder where the record should be
+    assert cli(["runs", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "record.json cannot be read" in out and "fix: delete" in out
+    monkeypatch.setenv("VITBN_DEVICE", "gpu")
+    assert cli(["train", "--profile", "smoke", "--chapters", "01"]) == 1
+    err = capsys.readouterr().err
+    assert "device='gpu' is not a device" in err and "Traceback" not in err
+    monkeypatch.setenv("VITBN_DEBUG", "1")
+    with pytest.raises(Exception, match="is not a device"):
+        cli(["train", "--profile", "smoke", "--chapters", "01"])
+
+
+@pytest.mark.parametrize("deadline", ["-5", "0", "nan", "inf"])
+def test_a_deadline_must_be_positive_and_finite(run_store, deadline, capsys):
+    assert main(["train", "--profile", "smoke", "--chapters", "01", f"--deadline={deadline}"]) == 1
+    assert "positive, finite number of seconds" in capsys.readouterr().err
+
+
+def test_a_deadline_that_leaves_no_room_for_an_epoch_is_not_retried(run_store, mnist_ready, capsys):
+    assert main(["train", "--profile", "smoke", "--chapters", "01", "--deadline", "1e-9"]) == 1
+    assert "left no room for one epoch" in capsys.readouterr().err
+    assert not list(run_store.glob("*/record.json"))
+
+
+# -- fixes that work ---------------------------------------------------------------------------------------
+
+
+def test_a_truncated_model_of_a_finished_run_is_not_reused_silently(store):
+    folder = store / _ids()[0]
+    data = (folder / "model.pt").read_bytes()
+    (folder / "model.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(RunStoreError, match="model.pt does not match its checksum.*runs retrain"):
+        runs.train(RunConfig(**TINY, seed=0), progress=False)
+    assert main(["runs", "retrain", _ids()[0]]) == 0
+    assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+
+
+def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store, monkeypatch, capsys):
+    folder = store / _ids()[0]
+    (folder / "checkpoint.pt").write_bytes((folder / "model.pt").read_bytes())  # a kill after the final save
+    assert main(["runs", "check"]) == 0
+    assert "still hold a checkpoint.pt" in capsys.readouterr().out
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"

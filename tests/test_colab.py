@@ -48,6 +48,12 @@ def test_settings_are_checked_and_give_the_pinned_source(tmp_path):
     pyproject.write_text('[tool.vitbn-book]\nrepository = "http://example.org/x"\n')
     with pytest.raises(ValueError, match="repository='http://example.org/x'.*pyproject.toml"):
         colab.settings(pyproject)
+    # A ref is pasted into every chapter's first cell: one that could close the string and add code is refused.
+    pyproject.write_text(
+        '[tool.vitbn-book]\nrepository = "https://github.com/a/b"\nref = "v1\\"\\nimport os\\nx = \\""\n'
+    )
+    with pytest.raises(ValueError, match="ref=.*is not allowed"):
+        colab.settings(pyproject)
 
 
 @pytest.fixture

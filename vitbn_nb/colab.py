@@ -45,6 +45,11 @@ def settings(pyproject=None) -> dict:
             "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
             "until the book is public"
         )
+    if ref and not re.fullmatch(r"[\w][\w.+/-]{0,99}", ref):
+        raise ValueError(
+            f"[tool.vitbn-book] ref={ref!r} in {path} is not allowed; give a tag, branch or commit (letters, digits "
+            "and . _ + / -), or leave it empty until the book is public"
+        )
     return {"repository": repository, "ref": ref}
 
 

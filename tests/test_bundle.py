@@ -80,7 +80,7 @@ def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, mo
     record = records.read_record(folder)
     record["finished"] = "another day"
     records.write_record(folder / "record.json", record)
-    with pytest.raises(records.RunStoreError, match="differs"):
+    with pytest.raises(bundle.BundleError, match="differs"):
         bundle.import_bundle(file)
     assert records.read_record(folder)["finished"] == "another day"  # left as it was
 

@@ -202,7 +202,8 @@ def test_unlisted_or_altered_files_and_odd_members_refuse_the_bundle(store, tmp_
         with pytest.raises(bundle.BundleError) as refused:
             bundle.import_bundle(file)
         text = str(refused.value)
-        assert "nothing was imported" in text and (expected in text or "does not list" in text), text
+        assert "nothing was imported" in text, text
+        assert expected in text or "does not list" in text or "of the wrong size" in text, text
     file = _bundle(tmp_path / "b.tar.gz", {}, extra=[link])
     with pytest.raises(bundle.BundleError, match="not a regular file"):
         bundle.import_bundle(file)
@@ -220,7 +221,7 @@ def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(
         "'status' is missing": lambda r: r.pop("status"),
         "'epochs' must be a list": lambda r: r.__setitem__("epochs", "many"),
         "'config' must be an object": lambda r: r.__setitem__("config", ["DNN"]),
-        "'test_acc' must be a number": lambda r: r["epochs"][0].__setitem__("test_acc", "97 %"),
+        "'test_acc' must be a percentage": lambda r: r["epochs"][0].__setitem__("test_acc", "97 %"),
         "names run": lambda r: r.__setitem__("run_id", "another-run"),
         "is finished after": lambda r: r.__setitem__("epochs", r["epochs"][:1]),
     }
@@ -282,20 +283,20 @@ def test_a_default_bundle_imports_as_records_that_check_as_intact(store, tmp_pat
 def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_refused(store, tmp_path, monkeypatch):
     study = store / "hpo" / "ViT-d1-mnist-e1-s0-0123456789"
     study.mkdir(parents=True)
-    for name in ("ax_state.json", "study.json"):
-        (study / name).write_text('{"v": 2}')
+    (study / "study.json").write_text('{"model": "ViT"}')
+    (study / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 2}')
     (study / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 2}}')
     file = tmp_path / "b.tar.gz"
     bundle.export(file, profile="smoke")
     other = tmp_path / "other" / "hpo" / study.name
     other.mkdir(parents=True)
     (other / "trials.json").write_text('{"0": {"a": 1}}')
-    (other / "ax_state.json").write_text('{"v": 1}')
+    (other / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 1}')
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
     assert bundle.import_bundle(file)["state files"] == 1
-    assert json.loads((other / "ax_state.json").read_text()) == {"v": 2}
+    assert json.loads((other / "ax_state.json").read_text())["v"] == 2
     (other / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 3}}')
-    with pytest.raises(RunStoreError, match="trials and this store's differ"):
+    with pytest.raises(bundle.BundleError, match="trials and this store.s differ"):
         bundle.import_bundle(file)
 
 
@@ -412,3 +413,198 @@ def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store
     assert "still hold a checkpoint.pt" in capsys.readouterr().out
     monkeypatch.setenv("VITBN_TRAIN", "never")
     assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+
+
+# -- what the hostile probe found beyond the issue's list ------------------------------------------------------
+
+
+def _rewrite(folder: Path, edit) -> None:
+    record = json.loads((folder / "record.json").read_text())
+    edit(record)
+    write_record(folder / "record.json", record)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda r: r["epochs"][-1].__setitem__("test_acc", 250.0), "'test_acc' must be a percentage"),
+        (lambda r: r["epochs"][-1].__setitem__("test_acc", float("nan")), "'test_acc' must be a percentage"),
+        (lambda r: r["epochs"][0].__setitem__("class_acc", [101.0] * 10), "'class_acc' must be"),
+        (lambda r: r["epochs"][0].__setitem__("train_seconds", -1.0), "'train_seconds' must be seconds"),
+        (lambda r: r["epochs"][0].__setitem__("train_loss", float("nan")), "'diverged' must say"),
+        (lambda r: r.__setitem__("segments", [{}]), "'segments' must be"),
+        (lambda r: r.__setitem__("hardware", {"device": "cpu"}), "'hardware' must be"),
+        (lambda r: r.__setitem__("measurements", {"m": {"value": "x"}}), "must hold a value of numbers"),
+    ],
+)
+def test_impossible_numbers_in_a_well_checksummed_record_are_refused(store, edit, expected):
+    """A checksum proves a record is whole, not who wrote it: what no run can produce is refused too."""
+    folder = store / _ids()[0]
+    _rewrite(folder, edit)
+    with pytest.raises(RunStoreError, match=expected):
+        records.read_record(folder)
+
+
+def test_a_record_nested_too_deeply_is_damaged_not_a_bug(store, capsys):
+    (store / _ids()[0] / "record.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert cli(["runs", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "nested too deeply" in out and "bug" not in out
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "hpo", ".locks", "../runs"])
+def test_retrain_refuses_what_is_not_a_run_and_never_offers_to_delete_the_store(store, name, capsys):
+    (store / "hpo").mkdir(exist_ok=True)
+    assert main(["runs", "retrain", name]) == 1
+    err = capsys.readouterr().err
+    assert "is not a run in the run store" in err and "delete" not in err
+
+
+def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monkeypatch):
+    records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
+    bundle.export(records_only, profile="smoke")
+    bundle.export(everything, weights="all", profile="smoke")
+    other = tmp_path / "other"
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
+    bundle.import_bundle(records_only)
+    before = {k: v for k, v in _tree(other).items() if not k.startswith(".")}
+    renames, real = [], Path.rename
+
+    def killed_after_one_move(self, target):
+        renames.append(self)
+        if len(renames) == 2:
+            raise KeyboardInterrupt  # stands for the SIGKILL: the in-process undo is switched off below
+        return real(self, target)
+
+    def killed_again(journal):
+        raise KeyboardInterrupt  # the kill also stops the in-process undo, as SIGKILL would
+
+    monkeypatch.setattr(bundle, "_undo", killed_again)
+    monkeypatch.setattr(Path, "rename", killed_after_one_move)
+    with pytest.raises(KeyboardInterrupt):
+        bundle.import_bundle(everything)
+    monkeypatch.undo()
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
+    assert len([p for p in other.iterdir() if not p.name.startswith(".")]) == 2  # one run moved aside
+    assert set(records.check_store()["problem"]) == {
+        "an import that was interrupted (runs moved aside there are not in the store)"
+    }
+    assert bundle.recover_imports(other)
+    assert {k: v for k, v in _tree(other).items() if not k.startswith(".")} == before
+    assert not list(other.glob(".import-*"))
+    assert bundle.import_bundle(everything)["updated"] == 3  # and the import then goes through
+
+
+def test_a_bundle_is_not_written_inside_the_store(store, capsys):
+    target = store / _ids()[0] / "model.pt"
+    before = target.read_bytes()
+    assert main(["runs", "export", str(target), "--weights", "all", "--profile", "smoke"]) == 1
+    assert "inside the run store" in capsys.readouterr().err and target.read_bytes() == before
+
+
+def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_path, monkeypatch, capsys):
+    study = store / "hpo" / "ViT-d1-mnist-e1-s0-0123456789"
+    study.mkdir(parents=True)
+    (study / "trials.json").write_text('{"0": 5}')
+    assert main(["runs", "check"]) == 1
+    assert "damaged optimisation file" in capsys.readouterr().out
+    (study / "trials.json").write_text('{"0": {"lr": 0.001}}')
+    (study / "ax_state.json").write_text("{}")
+    assert main(["runs", "check"]) == 1
+    assert "not an Ax snapshot" in capsys.readouterr().out
+    (study / "ax_state.json").unlink()
+    file = tmp_path / "b.tar.gz"
+    bundle.export(file, profile="smoke")
+    files = _exported(store, tmp_path)
+    files[f"runs/hpo/{study.name}/trials.json"] = b'{"0": {"accuracy": "high"}}'
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
+    with pytest.raises(bundle.BundleError, match="'accuracy' has the wrong type"):
+        bundle.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
+
+
+def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
+    configs = {
+        c.run_id("cpu")
+        for c in __import__("vitbn_nb.studies.batchnorm_intro").studies.batchnorm_intro.plan(
+            __import__("vitbn_nb.profiles").profiles.settings("01_batchnorm_intro", "smoke")
+        )
+    }
+    assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0
+    assert configs <= {p.name for p in store.iterdir()}
+    assert main(["train", "--profile", "smoke", "--chapters", "01", "--deadline", "1e-6"]) == 0
+
+
+def test_odd_things_in_place_of_a_run_folder_are_named_with_a_fix(store, tmp_path):
+    import shutil
+
+    folder = store / _ids()[0]
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    with pytest.raises(RunStoreError, match="is a file, where the run's folder belongs.*fix: move"):
+        runs.train(RunConfig(**TINY, seed=0), progress=False)
+    folder.unlink()
+    folder.symlink_to(tmp_path)
+    with pytest.raises(RunStoreError, match="is a link"):
+        runs.train(RunConfig(**TINY, seed=0), force=True, progress=False)
+    folder.unlink()
+    shutil.rmtree(store / ".locks", ignore_errors=True)
+    (store / ".locks").write_text("")
+    with pytest.raises(RunStoreError, match=r"\.locks is a file.*fix: delete"):
+        runs.train(RunConfig(**TINY, seed=0), progress=False)
+
+
+def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(store, tmp_path):
+    files = _exported(store, tmp_path)
+    name = next(n for n in files if n.endswith("model.pt"))
+    listed = {**files, name: files[name] + b"\0"}  # listed one byte longer than it is
+    with pytest.raises(bundle.BundleError, match="of the wrong size"):
+        bundle.import_bundle(_bundle(tmp_path / "b.tar.gz", files, listed=listed))
+    late = tmp_path / "late.tar.gz"
+    with tarfile.open(late, "w:gz") as tar:  # bundle.json not first: nothing is read before the list
+        for n, data in [("runs/x/record.json", b"{}"), ("bundle.json", b"{}")]:
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(bundle.BundleError, match="does not begin with bundle.json"):
+        bundle.import_bundle(late)
+
+
+def test_a_refused_pickle_never_suggests_loading_it_unsafely(store, tmp_path):
+    folder = store / _ids()[0]
+    _poison(folder / "model.pt", tmp_path / MARKER)
+    with pytest.raises(RunStoreError) as refused:
+        runs.Run(folder).load_model("cpu")
+    assert "weights_only" not in str(refused.value) and "never loads" in str(refused.value)
+
+
+def test_environment_variables_name_themselves_when_wrong(run_store, tmp_path, monkeypatch):
+    from vitbn_nb import paths
+
+    monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "")
+    assert runs.checkpoint_seconds() == 60  # empty means unset, like every other variable
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(afile))
+    with pytest.raises(ValueError, match="VITBN_RUNS_DIR=.*is a file"):
+        paths.runs_dir()
+
+
+def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monkeypatch):
+    file = tmp_path / "b.tar.gz"
+    bundle.export(file, profile="smoke")
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
+    bundle.import_bundle(file)
+    assert not (tmp_path / "other" / "hpo").exists()
+
+
+def test_an_unreachable_mlflow_server_warns_once_and_does_not_hold_up_training(store, monkeypatch):
+    from vitbn_nb import tracking
+
+    tracking.unreachable.cache_clear()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    with pytest.warns(UserWarning, match="not mirrored to MLflow.*does not answer") as caught:
+        runs.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
+    assert len([w for w in caught if "MLflow" in str(w.message)]) == 1
+    with pytest.raises(ConnectionError, match="does not answer"):
+        runs.train(RunConfig(**TINY, seed=0), progress=False, mlflow=True)
+    tracking.unreachable.cache_clear()

@@ -143,7 +143,7 @@ def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
     with pytest.raises(RunStoreError, match="configuration is unknown"):
         runs.retrain(store_with_damage["record"])
     assert set(records.check_store()["run"]) == {store_with_damage["record"]}
-    with pytest.raises(ValueError, match="not in the run store"):
+    with pytest.raises(ValueError, match="not a run in the run store"):
         runs.retrain("no-such-run")
 
 

@@ -17,12 +17,14 @@ a conflict with the store (a finished run that differs, say) is named and nothin
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import re
 import shutil
 import tarfile
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,9 @@ _FOLDERS = re.compile(r"^runs(?:/hpo|/[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})?(?:/[A-
 #: file is a few hundred MiB).
 MAX_BYTES = 16 * 2**30
 MAX_FILES = 100_000
+#: The largest file of each kind a bundle may hold: a record or a state file is KiB to a few MiB, the largest
+#: model's weights tens of MiB (with its optimiser state in a checkpoint, three times that).
+MAX_FILE_BYTES = {".json": 64 * 2**20, ".pt": 2**30}
 
 
 class BundleError(ValueError):
@@ -138,6 +143,8 @@ def export(
     if weights not in WEIGHTS:
         raise ValueError(f"weights={weights!r} is not allowed; choose one of {', '.join(map(repr, WEIGHTS))}")
     store = Path(store) if store is not None else runs_dir()
+    if Path(file).resolve().is_relative_to(store.resolve()):
+        raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
     keep = needed_weights(profiles.resolve(profile), store) if weights == "needed" else None
     members, counts = _members(store, keep)
     listing = {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for path, name in members}
@@ -161,14 +168,41 @@ def _refuse(file: Path, problem: str, fix: str = "fix: export it again with `pyt
     raise BundleError(f"{file} {problem}; nothing was imported; {fix}")
 
 
+def _read_listing(file: Path, tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict:
+    """The bundle's own list of files (its first member, ``bundle.json``), read before anything else."""
+    if first is None or first.name != "bundle.json" or not first.isreg():
+        _refuse(file, "does not begin with bundle.json (its list of files)")
+    if first.size > MAX_FILE_BYTES[".json"]:
+        _refuse(file, f"has a bundle.json of {first.size / 2**20:.0f} MiB")
+    try:
+        manifest = json.loads(tar.extractfile(first).read())
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        _refuse(file, f"has an unreadable bundle.json ({reason})")
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(manifest.get("files"), dict)
+    ):
+        _refuse(file, "was written by another version of the book (no list of its files with checksums)")
+    for name, entry in manifest["files"].items():
+        if not (
+            isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("bytes"), int)
+        ):
+            _refuse(file, f"lists {name!r} without its checksum and size")
+    return manifest["files"]
+
+
 def _unpack(file: Path, tar: tarfile.TarFile, scratch: Path) -> dict[str, Path]:
-    """Every file of the bundle copied under ``scratch`` after its name and kind are checked; returns name -> path."""
-    members = tar.getmembers()
-    if len(members) > MAX_FILES:
-        _refuse(file, f"holds {len(members):,} entries (a bundle holds at most {MAX_FILES:,})")
-    files, total = {}, 0
-    for member in members:
+    """Every file of the bundle copied under ``scratch``, each checked against the bundle's list (name, kind, size,
+    checksum) before and while it is written; returns name -> path. Nothing unlisted, missing or altered passes."""
+    listed = _read_listing(file, tar, tar.next())
+    unpacked, total, count = {}, 0, 0
+    while (member := tar.next()) is not None:
+        count += 1
         name = member.name
+        if count > MAX_FILES:
+            _refuse(file, f"holds more than {MAX_FILES:,} entries")
         if member.isdir():
             if not _FOLDERS.match(name.rstrip("/")):
                 _refuse(file, f"holds a folder {name!r} that a bundle never has")
@@ -176,58 +210,37 @@ def _unpack(file: Path, tar: tarfile.TarFile, scratch: Path) -> dict[str, Path]:
         if not member.isreg():
             _refuse(file, f"holds {name!r}, which is not a regular file (a link or a device)")
         run = _RUN_FILE.match(name)
-        if name != "bundle.json" and not ((run and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name)):
+        if not ((run and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name)):
             _refuse(file, f"holds {name!r}, which is neither a run's file nor the optimisation state")
-        if name in files:
+        if name in unpacked or name == "bundle.json":
             _refuse(file, f"holds {name!r} twice")
+        if name not in listed:
+            _refuse(file, f"holds {name!r}, which its bundle.json does not list")
+        limit = MAX_FILE_BYTES[Path(name).suffix]
+        if member.size != listed[name]["bytes"] or member.size > limit:
+            sizes = f"{member.size:,} bytes, {listed[name]['bytes']:,} listed, at most {limit:,}"
+            _refuse(file, f"holds {name!r} of the wrong size ({sizes})")
         total += member.size
         if total > MAX_BYTES:
             _refuse(file, f"unpacks to more than {MAX_BYTES / 2**30:.0f} GiB")
-        files[name] = member
-    free = shutil.disk_usage(scratch.parent).free
-    if total > free:
-        _refuse(
-            file,
-            f"needs {total / 2**20:.1f} MiB but {scratch.parent} has {free / 2**20:.1f} MiB free",
-            "fix: free some space and import again",
-        )
-    unpacked = {}
-    for name, member in files.items():
+        free = shutil.disk_usage(scratch.parent).free
+        if member.size > free:
+            _refuse(
+                file, f"needs more than the {free / 2**20:.1f} MiB free in {scratch.parent}", "fix: free some space"
+            )
         target = scratch / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = tar.extractfile(member)
+        digest, source = hashlib.sha256(), tar.extractfile(member)
         with open(target, "wb") as out:
-            shutil.copyfileobj(source, out)
-        if target.stat().st_size != member.size:
-            _refuse(file, f"is truncated at {name!r}")
-        unpacked[name] = target
-    return unpacked
-
-
-def _listing(file: Path, unpacked: dict[str, Path]) -> dict:
-    """The bundle's own list of files, checked against what it holds: nothing unlisted, missing or altered."""
-    if "bundle.json" not in unpacked:
-        _refuse(file, "has no bundle.json (its list of files)")
-    try:
-        manifest = json.loads(unpacked.pop("bundle.json").read_text())
-    except (OSError, ValueError) as error:
-        _refuse(file, f"has an unreadable bundle.json ({error})")
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != FORMAT
-        or not isinstance(manifest.get("files"), dict)
-    ):
-        _refuse(file, "was written by another version of the book (no list of its files with checksums)")
-    listed = manifest["files"]
-    for name in sorted(set(unpacked) | set(listed)):
-        if name not in listed:
-            _refuse(file, f"holds {name!r}, which its bundle.json does not list")
-        if name not in unpacked:
-            _refuse(file, f"lists {name!r} but does not hold it")
-        entry = listed[name]
-        if not isinstance(entry, dict) or entry.get("sha256") != sha256(unpacked[name]):
+            while chunk := source.read(2**20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != listed[name]["sha256"]:
             _refuse(file, f"holds {name!r}, which does not match its checksum (damaged or altered)")
-    return manifest
+        unpacked[name] = target
+    if missing := sorted(set(listed) - set(unpacked)):
+        _refuse(file, f"lists {missing[0]!r} but does not hold it")
+    return unpacked
 
 
 @dataclass
@@ -280,19 +293,21 @@ def read_bundle(file: str | Path, scratch: Path) -> Bundle:
     try:
         with tarfile.open(file, "r:gz") as tar:
             unpacked = _unpack(file, tar, scratch)
-    except (tarfile.TarError, EOFError, OSError, ValueError) as error:
+    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as error:
         if isinstance(error, BundleError):
             raise
         _refuse(file, f"is not a readable bundle ({error})")
-    _listing(file, unpacked)
     found = Bundle(file)
     for name, path in unpacked.items():
         if _STATE_FILE.match(name):
+            from .hpo import state_problem
+
             try:
-                if not isinstance(json.loads(path.read_text()), dict):
-                    raise ValueError("not a JSON object")
-            except (OSError, ValueError) as error:
-                _refuse(file, f"holds optimisation state {name!r} that is not a JSON object ({error})")
+                problem = state_problem(path.name, json.loads(path.read_text()))
+            except (OSError, ValueError, RecursionError) as error:
+                problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+            if problem:
+                _refuse(file, f"holds optimisation state {name!r} that {problem}")
             found.state[name.removeprefix(f"runs/{STATE_FOLDER}/")] = path
         else:
             found.runs.setdefault(name.split("/")[1], path.parent)
@@ -389,6 +404,7 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
     store = Path(store) if store is not None else runs_dir()
     store.mkdir(parents=True, exist_ok=True)
+    recover_imports(store)
     scratch = store / f".import-{uuid.uuid4().hex[:8]}"  # on the store's disk, so every move is a rename
     try:
         scratch.mkdir()
@@ -402,17 +418,15 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
             state_plans, conflicts = _plan_state(store, found)
             conflicts = [c for _, c in plans.values() if c] + conflicts
             if conflicts:
-                raise RunStoreError(
-                    "import",
-                    f"{file}: {len(conflicts)} conflict(s) with the store: "
-                    + "; ".join(conflicts)
-                    + "; nothing was imported",
-                    fix="fix: keep one copy of each: delete the store's folder named and import again, or leave the "
-                    "store as it is",
+                raise BundleError(
+                    f"{file}: {len(conflicts)} conflict(s) with the store: {'; '.join(conflicts)}; nothing was "
+                    "imported; fix: keep one copy of each (delete the store's folder named and import again, or "
+                    "leave the store as it is)"
                 )
             _apply(store, scratch, found, plans, state_plans)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if not _pending(scratch):  # moves not undone are left for recover_imports, never deleted with the scratch
+            shutil.rmtree(scratch, ignore_errors=True)
     counts = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
     for action, _ in plans.values():
         counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
@@ -420,9 +434,9 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     return counts
 
 
-def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
-    """Move every planned folder into the store; on any failure put everything back as it was."""
-    moves: list[tuple[Path, Path]] = []  # (new folder, its place in the store), prepared first
+def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> list[tuple[Path, Path]]:
+    """(ready folder or file, its place in the store) for every planned change, all built inside ``scratch``."""
+    moves: list[tuple[Path, Path]] = []
     for run_id, (action, _) in sorted(plans.items()):
         if action == "unchanged":
             continue
@@ -449,23 +463,66 @@ def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: 
     for name, action in sorted(state_plans.items()):
         if action in ("add", "replace"):  # a study's folder, or a file of chosen values
             moves.append((scratch / "new" / "runs" / STATE_FOLDER / name, store / STATE_FOLDER / name))
-    if moves:
+    return moves
+
+
+def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
+    """Move every planned change into the store. The moves are journalled first, so a failure here, or a kill
+    (undone by :func:`recover_imports` at the next import or ``train``), puts the store back as it was."""
+    moves = _prepared(store, scratch, found, plans, state_plans)
+    if any(target.parent.name == STATE_FOLDER for _, target in moves):
         (store / STATE_FOLDER).mkdir(exist_ok=True)
-    old = scratch / "old"
-    old.mkdir()
-    done: list[tuple[Path, Path | None]] = []
+    journal = [
+        {"new": str(new), "target": str(target), "aside": str(scratch / "old" / str(i)), "existed": target.exists()}
+        for i, (new, target) in enumerate(moves)
+    ]
+    (scratch / "old").mkdir()
+    atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": False})
     try:
-        for i, (new, target) in enumerate(moves):
-            aside = None
-            if target.exists():
-                aside = old / str(i)
-                target.rename(aside)
-            done.append((target, aside))
-            new.rename(target)
+        for move in journal:
+            if move["existed"]:
+                Path(move["target"]).rename(move["aside"])
+            Path(move["new"]).rename(move["target"])
     except BaseException:
-        for target, aside in reversed(done):
-            if target.exists():
-                shutil.rmtree(target) if target.is_dir() else target.unlink()
-            if aside is not None:
-                aside.rename(target)
+        _undo(journal)
+        atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})  # undone: nothing left to recover
         raise
+    atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
+
+
+JOURNAL = "journal.json"
+
+
+def _undo(journal: list[dict]) -> None:
+    """Put back what the journalled moves changed, in reverse order, from wherever they stopped."""
+    for move in reversed(journal):
+        new, target, aside = Path(move["new"]), Path(move["target"]), Path(move["aside"])
+        if not new.exists() and target.exists():  # the bundle's copy is in place: take it out
+            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        if move["existed"] and aside.exists():
+            aside.rename(target)
+
+
+def _pending(scratch: Path) -> list[dict] | None:
+    """The journalled moves of an import that neither finished nor was undone (None when there are none)."""
+    try:
+        state = json.loads((scratch / JOURNAL).read_text())
+    except (OSError, ValueError):
+        return None  # stopped before moving anything
+    return None if state.get("done") else state["moves"]
+
+
+def recover_imports(store: Path | None = None) -> list[str]:
+    """Undo any import a kill interrupted (its scratch folder ``.import-*`` in the store), and remove the scratch
+    folders of finished or never-started ones; returns what was undone."""
+    store = Path(store) if store is not None else runs_dir()
+    undone = []
+    for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
+        if (moves := _pending(scratch)) is not None:
+            with contextlib.ExitStack() as locks:
+                for move in moves:
+                    locks.enter_context(run_lock(Path(move["target"]).name, progress=False))
+                _undo(moves)
+            undone.append(scratch.name)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return undone

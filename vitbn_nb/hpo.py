@@ -165,7 +165,14 @@ def _new_client(study: Study):
 
 def _load_client(study: Study, path: Path):
     Client, _ = _ax()
-    client = Client.load_from_json_file(str(path))
+    try:
+        state = json.loads(path.read_text())
+        if problem := state_problem(path.name, state):
+            raise ValueError(problem)
+        client = Client.load_from_json_file(str(path))
+    except Exception as error:  # Ax raises what its decoder meets: any failure means this snapshot is unusable
+        reason = str(error)[:200]
+        raise ValueError(f"{path} cannot be read as Ax's state ({reason}); {state_fix(path.parent)}") from None
     # The JSON snapshot does not keep the client's seed; without it BoTorch's draws would differ.
     client._random_seed = study.seed
     return client
@@ -213,7 +220,7 @@ def optimise(
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state_path, ledger_path = folder / STATE_FILE, folder / LEDGER_FILE
-    ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
+    ledger = _read_ledger(ledger_path) if ledger_path.exists() else {}
     if not (folder / "study.json").exists():
         atomic.write_json(
             folder / "study.json", {**asdict(study), "device": device_type, "search_space": SEARCH_SPACE[study.model]}
@@ -292,7 +299,7 @@ def _stored_device_type(study: Study, here: str, trials: int) -> str:
     for device_type in (here, *(t for t in runs.DEVICE_TYPES if t != here)):
         ledger_path = study.folder(device_type) / LEDGER_FILE
         if ledger_path.exists():
-            done = sum("accuracy" in entry for entry in json.loads(ledger_path.read_text()).values())
+            done = sum("accuracy" in entry for entry in _read_ledger(ledger_path).values())
             if device_type == here or done >= trials:
                 return device_type
     return here
@@ -374,22 +381,74 @@ def load_best(dataset: str, profile: str) -> dict | None:
     path = best_path(dataset, profile)
     if not path.exists():
         return None
-    fix = f"fix: delete {path} and run the optimising chapter again, or import the bundle of the machine that optimised"
     try:
         best = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path} cannot be read ({error}); {fix}") from None
-    whole = lambda entry: (
-        isinstance(entry, dict)
-        and isinstance(entry.get("lr"), (int, float))
-        and not isinstance(entry.get("lr"), bool)
-        and 0 < entry["lr"] < 10
-        and all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) for k in _BEST_COUNTS)
-    )
-    if not isinstance(best, dict) or not best or not all(whole(entry) for entry in best.values()):
-        raise ValueError(f"{path} does not hold each model's lr, {', '.join(_BEST_COUNTS)}; {fix}")
+        problem = state_problem(path.name, best)
+    except (OSError, ValueError, RecursionError) as error:
+        problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+    if problem:
+        raise ValueError(f"{path} {problem}; {state_fix(path)}")
     return best
 
 
-#: The counts every chosen-values entry carries (written by :func:`save_best`, read by chapters 04 and 06).
-_BEST_COUNTS = ("batch_size", "depth", "trials", "trial_epochs")
+def state_fix(path: Path) -> str:
+    return (
+        f"fix: delete {path} and run the optimising chapter again, or import the bundle of the machine that optimised"
+    )
+
+
+_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+#: What each kind of trial-ledger entry and chosen-values entry must hold (key: test), as the code reads them.
+_LEDGER_ENTRY = {
+    "trial": _int,
+    "lr": lambda v: _num(v) and 0 < v < 10,
+    "batch_size": lambda v: _int(v) and v >= 2,
+    "run_id": lambda v: isinstance(v, str),
+    "generator": lambda v: isinstance(v, str),
+    "accuracy": lambda v: _num(v) and 0 <= v <= 100,
+    "suggest_seconds": lambda v: _num(v) and v >= 0,
+    "status": lambda v: isinstance(v, str),
+}
+_BEST_ENTRY = {**_LEDGER_ENTRY, "depth": _int, "trials": _int, "trial_epochs": _int}
+_BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
+
+
+def state_problem(name: str, state) -> str | None:
+    """What makes one file of the optimisation state unusable (None when it is whole): the trial ledger, Ax's
+    snapshot, the study's description, or a chosen-values file, checked as the code reads them back."""
+    if not isinstance(state, dict):
+        return "is not a JSON object"
+    if name == LEDGER_FILE:
+        for key, entry in state.items():
+            if not key.isdigit() or not isinstance(entry, dict):
+                return f"holds trial {key!r}, which is not a numbered trial"
+            if bad := [k for k, test in _LEDGER_ENTRY.items() if k in entry and not test(entry[k])]:
+                return f"trial {key}: {bad[0]!r} has the wrong type or range"
+    elif name == STATE_FILE:
+        if not isinstance(state.get("experiment"), dict) or not isinstance(state.get("generation_strategy"), dict):
+            return "is not an Ax snapshot (no experiment and generation strategy)"
+    elif name == "study.json":
+        if not isinstance(state.get("model"), str):
+            return "does not name the study's model"
+    elif name.startswith("best-"):
+        for model, entry in state.items():
+            if not isinstance(entry, dict) or any(k not in entry for k in _BEST_REQUIRED):
+                return f"does not hold {model}'s {', '.join(_BEST_REQUIRED)}"
+            if bad := [k for k, test in _BEST_ENTRY.items() if k in entry and not test(entry[k])]:
+                return f"{model}: {bad[0]!r} has the wrong type or range"
+        if not state:
+            return "holds no model"
+    return None
+
+
+def _read_ledger(path: Path) -> dict:
+    """The trial ledger, checked (:func:`state_problem`); a damaged one is named with its fix."""
+    try:
+        ledger = json.loads(path.read_text())
+        problem = state_problem(path.name, ledger)
+    except (OSError, ValueError, RecursionError) as error:
+        problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+    if problem:
+        raise ValueError(f"{path} {problem}; {state_fix(path.parent)}")
+    return ledger

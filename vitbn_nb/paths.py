@@ -24,7 +24,12 @@ def project_root() -> Path:
 
 def _location(variable: str, default: str) -> Path:
     path = Path(os.environ.get(variable) or project_root() / default)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"{variable}={str(path)!r} is a file; point it at a folder (or leave it unset)") from None
+    except OSError as error:
+        raise ValueError(f"{variable}={str(path)!r} cannot be made a folder ({error.strerror}); give another") from None
     return path
 
 

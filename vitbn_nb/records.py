@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,31 @@ _number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
 _count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
 _text = lambda v: isinstance(v, str)
 _maybe = lambda test: lambda v: v is None or test(v)
-_seconds = lambda v: _number(v) and (v >= 0 or math.isnan(v))
+_seconds = lambda v: _number(v) and math.isfinite(v) and v >= 0
+_percent = lambda v: _number(v) and math.isfinite(v) and 0 <= v <= 100
+
+
+def _hardware(v) -> bool:
+    """What every footer reads of a machine: its device type and a name (the GPU's, or the CPU's and its cores)."""
+    return (
+        isinstance(v, dict)
+        and v.get("device") in ("cpu", "cuda")
+        and (isinstance(v.get("gpu"), str) or (isinstance(v.get("cpu"), str) and _maybe(_count)(v.get("cpu_cores"))))
+    )
+
+
+def _plain_numbers(v, depth: int = 0) -> bool:
+    """A measurement's value: numbers (NaN where a quantity does not apply, as a GPU's peak memory on a CPU) or
+    null, alone or in lists and objects of them."""
+    if depth > 4:
+        return False
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _plain_numbers(x, depth + 1) for k, x in v.items())
+    if isinstance(v, list):
+        return all(_plain_numbers(x, depth + 1) for x in v)
+    return v is None or _number(v)
+
+
 _list_of = lambda test: lambda v: isinstance(v, list) and all(test(x) for x in v)
 _object = lambda v: isinstance(v, dict)
 
@@ -82,11 +107,15 @@ _RECORD_KEYS = {
     "config": (True, _object, "an object"),
     "status": (True, lambda v: v in STATUSES, f"one of {', '.join(STATUSES)}"),
     "epochs": (True, lambda v: isinstance(v, list), "a list"),
-    "hardware": (True, _object, "an object"),
+    "hardware": (True, _hardware, "a machine (device, and gpu or cpu and cpu_cores)"),
     "checksums": (True, _object, "an object"),
     "record_sha256": (True, lambda v: isinstance(v, str) and bool(_HEX64.match(v)), "a SHA-256"),
     "measurements": (False, _object, "an object"),
-    "segments": (False, _list_of(_object), "a list of objects"),
+    "segments": (
+        False,
+        _list_of(lambda v: isinstance(v, dict) and _hardware(v.get("hardware"))),
+        "segments with machines",
+    ),
     "resumed_at": (False, _list_of(_count), "a list of epoch numbers"),
     "parameters": (False, _object, "an object"),
     "train_images": (False, _count, "a count"),
@@ -100,11 +129,11 @@ _RECORD_KEYS = {
 _EPOCH_KEYS = {
     "epoch": (True, _count, "an epoch number"),
     "train_loss": (True, _number, "a number"),
-    "test_acc": (True, _number, "a number"),
+    "test_acc": (True, _percent, "a percentage (0 to 100)"),
     "diverged": (True, lambda v: isinstance(v, bool), "true or false"),
     "train_seconds": (True, _seconds, "seconds"),
     "test_seconds": (True, _seconds, "seconds"),
-    "class_acc": (False, _list_of(_number), "a list of numbers"),
+    "class_acc": (False, _list_of(_percent), "a list of percentages"),
 }
 _CONFIG_KEYS = {
     "model": (True, _text, "a model name"),
@@ -138,8 +167,6 @@ def record_problem(record: Any, folder_name: str) -> str | None:
         return f"names run {record['run_id']!r} but lies in folder {folder_name!r}"
     if (problem := _wrong_keys(record["config"], _CONFIG_KEYS, "config: ")) is not None:
         return problem
-    if record["hardware"].get("device") not in ("cpu", "cuda"):
-        return "hardware: 'device' must be 'cpu' or 'cuda'"
     for i, epoch in enumerate(record["epochs"], 1):
         if not isinstance(epoch, dict):
             return f"epoch {i} is not an object"
@@ -147,12 +174,19 @@ def record_problem(record: Any, folder_name: str) -> str | None:
             return problem
         if epoch["epoch"] != i:
             return f"epoch {i} is numbered {epoch['epoch']}"
+        diverged = not math.isfinite(epoch["train_loss"])
+        if epoch["diverged"] != diverged or (diverged and i < len(record["epochs"])):
+            return f"epoch {i}: 'diverged' must say whether train_loss is finite, and only the last epoch diverges"
+        if not epoch["diverged"] and epoch["train_loss"] < 0:
+            return f"epoch {i}: 'train_loss' cannot be negative"
     for name, digest in record["checksums"].items():
         if name not in WEIGHT_FILES or not (isinstance(digest, str) and _HEX64.match(digest)):
             return f"checksums: {name!r} is not a weight file with a SHA-256"
     for name, measurement in record.get("measurements", {}).items():
-        if not isinstance(measurement, dict) or "value" not in measurement:
-            return f"measurement {name!r} has no value"
+        if not isinstance(measurement, dict) or not _plain_numbers(measurement.get("value", "missing")):
+            return f"measurement {name!r} must hold a value of numbers"
+        if measurement.get("hardware") is not None and not _hardware(measurement["hardware"]):
+            return f"measurement {name!r} names no machine it was taken on"
     epochs, status = record["epochs"], record["status"]
     if status in ENDED:
         if "model.pt" not in record["checksums"]:
@@ -172,8 +206,9 @@ def read_record(folder: Path) -> dict:
         record = json.loads(path.read_text())
     except FileNotFoundError:
         raise RunStoreError(run_id, f"{path} is missing", fix=delete_fix(Path(folder))) from None
-    except (OSError, ValueError) as error:  # a folder in its place, unreadable, not JSON, not UTF-8
-        raise RunStoreError(run_id, f"{path} cannot be read ({error})", fix=repair_fix(Path(folder))) from None
+    except (OSError, ValueError, RecursionError) as error:  # a folder in its place, unreadable, not JSON, too deep
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise RunStoreError(run_id, f"{path} cannot be read ({reason})", fix=repair_fix(Path(folder))) from None
     if (problem := record_problem(record, run_id)) is not None:
         raise RunStoreError(run_id, f"{path} {problem}", fix=repair_fix(Path(folder)))
     return record
@@ -187,7 +222,7 @@ def repair_fix(folder: Path) -> str:
     try:
         record = json.loads((Path(folder) / "record.json").read_text())
         RunConfig(**record["config"])
-    except Exception:
+    except (Exception, RecursionError):
         return delete_fix(Path(folder))
     return retrain_fix(Path(folder).name)
 
@@ -202,6 +237,12 @@ def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
         raise RunStoreError(run_id, f"{path} does not match its checksum (truncated or damaged)")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise RunStoreError(
+            run_id,
+            f"{path} cannot be read as weights: it holds more than tensors and plain types (pickled objects "
+            "or code, which the book never loads)",
+        ) from None
     except Exception as error:
         reason = str(error).splitlines()[0][:200]
         raise RunStoreError(run_id, f"{path} cannot be read as weights ({type(error).__name__}: {reason})") from None
@@ -293,19 +334,31 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
         elif entry.is_dir() and (entry / "record.json").exists():
             for problem, fix in _problems(entry):
                 rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
+    for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
+        rows.append(
+            {
+                "run": scratch.name,
+                "folder": str(scratch),
+                "problem": "an import that was interrupted (runs moved aside there are not in the store)",
+                "fix": "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was",
+            }
+        )
     return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
 
 
 def _state_problems(folder: Path) -> list[tuple[Path, str]]:
-    """The optimisation state's files that do not read as JSON objects."""
+    """The optimisation state's files that do not hold what the optimisation reads back (``hpo.state_problem``)."""
+    from .hpo import state_problem
+
     found = []
     for path in sorted(folder.rglob("*")):
         if path.is_file() and path.suffix == ".json":
             try:
-                if not isinstance(json.loads(path.read_text()), dict):
-                    found.append((path, "is not a JSON object"))
-            except (OSError, ValueError) as error:
-                found.append((path, f"cannot be read ({error})"))
+                problem = state_problem(path.name, json.loads(path.read_text()))
+            except (OSError, ValueError, RecursionError) as error:
+                problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+            if problem:
+                found.append((path, problem))
     return found
 
 

@@ -42,7 +42,17 @@ from .models import VIT_FAMILY, build_model, model_kwargs
 from .models.norms import check_choice
 from .models.vit import pair as vit_pair
 from .paths import runs_dir
-from .records import ENDED, RunStoreError, delete_fix, load_checkpoint, load_weights, read_record, sha256, write_record
+from .records import (
+    ENDED,
+    STATE_FOLDER,
+    RunStoreError,
+    delete_fix,
+    load_checkpoint,
+    load_weights,
+    read_record,
+    sha256,
+    write_record,
+)
 from .system import hardware, pick_device, versions
 from .system import label as system_label
 
@@ -259,6 +269,10 @@ def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
     except Timeout:
         raise
     except OSError as error:
+        if folder.exists() and not folder.is_dir():
+            raise RunStoreError(
+                run_id, f"{folder} is a file; the store keeps its locks in that folder", fix=f"fix: delete {folder}"
+            ) from None
         raise RunStoreError(
             run_id,
             f"the run store {runs_dir()} cannot be written ({error.strerror or error}), and this run needs writing "
@@ -278,7 +292,7 @@ def _remove_stale_temporaries(folder: Path) -> None:
 
 
 def checkpoint_seconds() -> float:
-    value = os.environ.get(CHECKPOINT_VARIABLE, "60")
+    value = os.environ.get(CHECKPOINT_VARIABLE) or "60"
     try:
         seconds = float(value)
     except ValueError:
@@ -304,10 +318,33 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
     return here
 
 
+def is_run_name(name: str) -> bool:
+    """Whether ``name`` can be a run folder's: a plain name, not the store's own folders (hpo, .locks)."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and "/" not in name
+        and "\\" not in name
+        and not name.startswith(".")
+        and name != STATE_FOLDER
+    )
+
+
+def _check_folder(folder: Path) -> None:
+    """A file or a link where a run's folder belongs is named, never followed or deleted."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise RunStoreError(
+            folder.name,
+            f"{folder} is {'a link' if folder.is_symlink() else 'a file'}, where the run's folder belongs",
+            fix=f"fix: move {folder} out of the run store, then run the same command again",
+        )
+
+
 def stored_run(folder: Path) -> Run | None:
     """The finished (or diverged) run in ``folder``, its weights verified when they are there; None when it is
     absent or unfinished. Reads only: no lock, nothing written. A finished record is final even beside a
     checkpoint (a kill after the final save leaves one), and one imported without weights is whole."""
+    _check_folder(folder)
     if not (folder / "record.json").exists():
         return None
     run = Run(folder)
@@ -331,6 +368,7 @@ class _RunFiles:
 
     def finished(self, force: bool) -> Run | None:
         """The stored run when it is finished (``force`` deletes it first), else None; called under the run's lock."""
+        _check_folder(self.folder)
         if force and self.folder.exists():
             shutil.rmtree(self.folder)
         if self.folder.exists():
@@ -490,6 +528,8 @@ def train(
     run_id = config.run_id(device.type if force else stored_device_type(config, device))
     if not force and (done := stored_run(runs_dir() / run_id)) is not None:
         return _mirror(done, mlflow)  # read without the lock: a finished run never changes
+    if deadline is not None and deadline.passed():
+        raise DeadlineReached(run_id)
     with run_lock(run_id, progress):
         files = _RunFiles(config, run_id, device, deadline)
         if (done := files.finished(force)) is not None:
@@ -549,6 +589,8 @@ def train_stack(
                 found[run_id] = _mirror(done, mlflow)
         if len(found) == len(set(ids)):
             return [found[run_id] for run_id in ids]
+    if deadline is not None and deadline.passed():
+        raise DeadlineReached(next(i for i in ids if i not in found))
     with contextlib.ExitStack() as locks:
         for run_id in sorted(set(ids)):  # one order for every process: no two wait on each other
             locks.enter_context(run_lock(run_id, progress))
@@ -638,12 +680,17 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
         return run
     from . import tracking
 
+    if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
+        tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
+        return run
+
     try:
         tracking.mirror_run(run)
     except Exception as error:
         if mlflow:
             raise
-        warnings.warn(f"run {run.run_id} is stored but could not be mirrored to MLflow: {error}", stacklevel=3)
+        # once per cause: a dead server would otherwise warn for every run of the book
+        warnings.warn(f"runs are stored but not mirrored to MLflow: {error}", stacklevel=3)
     return run
 
 
@@ -678,8 +725,6 @@ def train_all(
         if progress and len(configs) > 1:
             together = f" (with {len(members) - 1} more, stacked)" if len(members) > 1 else ""
             print(f"[{i}/{len(configs)}] {config.label()}{together}", flush=True)
-        if deadline is not None and deadline.passed():
-            raise DeadlineReached(config.run_id(pick_device(device).type))
         trained = train_stack(members, **options) if config.stack_key() else [train(config, **options)]
         done.update(zip(map(key, members), trained))
     return [done[key(config)] for config in configs]
@@ -761,9 +806,9 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
     """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train)."""
-    folder = runs_dir() / run_id
-    if not folder.is_dir():
-        raise ValueError(f"run_id={run_id!r} is not in the run store {runs_dir()}")
+    folder = runs_dir() / str(run_id)
+    if not is_run_name(run_id) or not folder.is_dir() or folder.is_symlink():
+        raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
     try:  # no checksum check here: a record that fails it but still parses still says what to retrain
         record = json.loads((folder / "record.json").read_text())
         config = RunConfig(**record["config"])

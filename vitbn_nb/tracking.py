@@ -29,7 +29,10 @@ anew, so it gets a new MLflow run.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
+import socket
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -66,9 +69,34 @@ def _sqlite_path(uri: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+@functools.cache
+def unreachable(uri: str) -> str | None:
+    """Why the server of an http(s) ``uri`` cannot be reached (None when it answers, or for a local store).
+
+    Asked once per process: MLflow's client retries a dead server for minutes per call, so a book of hundreds of
+    runs would hang on it."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=5).close()
+    except OSError as error:
+        return f"{parsed.hostname}:{port} does not answer ({error.strerror or error})"
+    return None
+
+
+@functools.cache
+def warn_once(message: str) -> None:
+    """One warning per process for a cause that would repeat for every run (a dead server)."""
+    warnings.warn(message, stacklevel=4)
+
+
 def client(uri: str | None = None):
     """An ``MlflowClient`` for ``uri`` (see the module docstring for what works offline)."""
     uri = tracking_uri(uri)
+    if (why := unreachable(uri)) is not None:
+        raise ConnectionError(f"{URI_VARIABLE}={uri}: {why}; fix: start the server, or unset {URI_VARIABLE}")
     if _is_file_store(uri):
         # Naming a file store is the opt-in MLflow 3 asks for; without it the client raises.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")

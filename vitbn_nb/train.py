@@ -127,6 +127,10 @@ def train(
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
+    from .bundle import recover_imports
+
+    if undone := recover_imports():
+        log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
     trained = []
     for chapter in chapters(selected):
         module, settings = _module(chapter), profiles.settings(chapter, profile)

@@ -280,8 +280,6 @@ def _check_run(file: Path, folder: Path) -> dict:
             load_checkpoint(folder, record) if name == "checkpoint.pt" else load_weights(path, run_id)
         except RunStoreError as error:
             _refuse(file, f"holds {run_id}/{name}, which is not plain weights ({error.problem})")
-    if record["status"] not in ENDED and not (folder / "checkpoint.pt").exists() and record["epochs"]:
-        _refuse(file, f"holds the unfinished run {run_id} without the checkpoint its epochs need")
     return record
 
 

@@ -343,7 +343,7 @@ def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str
         return "measurements", None
     if (
         mine["status"] not in ENDED
-        and (record["status"] in ENDED or len(record["epochs"]) > len(mine["epochs"]))
+        and (record["status"] in ENDED or record.get("checkpoint_epoch", 0) > mine.get("checkpoint_epoch", 0))
         and record["config"] == mine["config"]
     ):
         return "replace", None

@@ -19,7 +19,9 @@ from PIL import Image
 
 from vitbn_nb import records, runs
 from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
+from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
+from vitbn_nb.models import build_model
 
 #: A few seconds of CPU: good enough to classify clear MNIST digits.
 TINY = runs.RunConfig(
@@ -75,10 +77,27 @@ def confident_digit(served):
 # -- which model ------------------------------------------------------------------------------
 
 
-def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="finished", image_size=28, images=60000):
+def fake_run(
+    store,
+    name,
+    *,
+    model="ViT",
+    dataset="mnist",
+    acc=95.0,
+    status="finished",
+    image_size=28,
+    images=60000,
+    weights=False,
+    extra=None,
+):
+    """A run record in ``store``; its model.pt is empty unless ``weights`` (an untrained model's, which loads)."""
     folder = store / name
     folder.mkdir(parents=True)
-    (folder / "model.pt").write_bytes(b"")
+    if weights:
+        shape = {"image_size": image_size, "channels": 1, "num_classes": 10, "depth": 1}
+        torch.save(build_model(model, **shape).state_dict(), folder / "model.pt")
+    else:
+        (folder / "model.pt").write_bytes(b"")
     epoch = {"epoch": 1, "test_acc": acc, "train_loss": 0.1, "diverged": status == "diverged"}
     record = {
         "run_id": name,
@@ -91,10 +110,17 @@ def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="fin
             "model": model,
             "dataset": dataset,
             "epochs": 1,
-            "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10},
+            "model_kwargs": {
+                "image_size": image_size,
+                "channels": 1,
+                "num_classes": 10,
+                **({"depth": 1} if weights else {}),
+            },
+            **(extra or {}),
         },
     }
     records.write_record(folder / "record.json", record)
+    return folder
 
 
 def test_model_choice_prefers_a_good_augmented_run_then_the_most_accurate(tmp_path):
@@ -124,6 +150,33 @@ def test_empty_store_refuses_with_a_clear_message_or_trains_the_fallback(run_sto
     assert not model.training
     _, run_again = load_model(log=lines.append)  # now the store has it: nothing is trained twice
     assert run_again.run_id == run.run_id and len(lines) == 3
+
+
+def test_a_run_whose_configuration_the_code_refuses_is_passed_over_or_refused_by_name(run_store):
+    fake_run(run_store, "plain", acc=95.0, weights=True)
+    fake_run(run_store, "odd-config", acc=99.0, weights=True, extra={"foo": 1})  # more accurate: it would win
+    lines = []
+    _, run = load_model(train_if_missing=False, log=lines.append)
+    assert run.run_id == "plain"
+    assert any(line.startswith("Passed over odd-config") and "configuration" in line for line in lines)
+    with pytest.raises(SystemExit, match="--run odd-config: cannot serve it: .*configuration"):
+        load_model("odd-config", log=lines.append)
+
+
+@pytest.mark.parametrize("name", ["../elsewhere/plain", "{outside}", ".", "..", ".hidden", "plain/", "a\\b"])
+def test_run_must_name_a_run_folder_in_the_store(run_store, tmp_path, name):
+    fake_run(run_store, "plain", weights=True)
+    outside = fake_run(tmp_path / "elsewhere", "plain", weights=True)  # a servable run outside the store
+    with pytest.raises(SystemExit, match="not a run folder name"):
+        load_model(name.format(outside=outside), log=lambda message: None)
+
+
+@pytest.mark.parametrize("port", ["0", "-1", "65536", "99999"])
+def test_a_port_outside_1_to_65535_is_refused_in_one_line(port, capsys, monkeypatch):
+    monkeypatch.setattr(app_main, "serve", lambda **kwargs: pytest.fail("the app started"))
+    assert app_main.main(["--port", port]) == 2
+    error = capsys.readouterr().err
+    assert f"--port {port}" in error and "1 to 65535" in error and len(error.strip().splitlines()) == 1
 
 
 # -- preprocessing -----------------------------------------------------------------------------

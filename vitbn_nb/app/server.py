@@ -100,6 +100,11 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
             continue
         if not _usable(run):
             continue
+        try:
+            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
+        except RunStoreError as error:
+            skipped.append(f"{run.run_id}: damaged ({error})")
+            continue
         if smoke_scale(run):
             skipped.append(
                 f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
@@ -128,11 +133,18 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     damaged stops the app with the reason.
     """
     if run_id is not None:
+        # A path would serve a run from outside the store, one nobody chose to publish.
+        if not run_id or run_id.startswith(".") or any(c in run_id for c in "/\\\0"):
+            raise SystemExit(
+                f"--run {run_id!r}: not a run folder name (no '/', no '..', not starting with '.'); give the "
+                f"name of a run folder in {runs_dir()}"
+            )
         folder = runs_dir() / run_id
         if not (folder / "record.json").is_file():
             raise SystemExit(f"--run {run_id}: no such run in {runs_dir()}")
         try:
             run = Run(folder)
+            run.config  # noqa: B018 -- refused here, with the reason, rather than as a traceback when logged
             if not _usable(run):
                 raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
             model = run.load_model("cpu")

@@ -1,5 +1,6 @@
 """The digit-drawing app: model choice, MNIST-style preprocessing, the HTTP API, and the page in Chromium."""
 
+import http.client
 import io
 import json
 import os
@@ -264,6 +265,81 @@ def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_servin
     got, answer = post(f"{served.url}/api/predict", body)
     assert got == status and message in answer["error"]
     assert post(f"{served.url}/api/predict", png(confident_digit[0]))[0] == 200
+
+
+@pytest.fixture(scope="module")
+def light():
+    """The app around an untrained linear model, served on a free port: for what does not need a good answer."""
+    from werkzeug.serving import make_server
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+    httpd = make_server("127.0.0.1", 0, create_app(model, None), threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_port
+    finally:
+        httpd.shutdown()
+
+
+def send(port: int, body: bytes, content_type: str = "image/png", *, chunked: bool = False):
+    """POST ``body`` to /api/predict; ``chunked`` sends it in 64 KiB chunks with no Content-Length."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        if chunked:
+            pieces = (body[i : i + 2**16] for i in range(0, len(body), 2**16))
+            connection.request(
+                "POST", "/api/predict", body=pieces, headers={"Content-Type": content_type}, encode_chunked=True
+            )
+        else:
+            connection.request("POST", "/api/predict", body=body, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def a_stroke() -> bytes:
+    drawing = np.zeros((280, 280), dtype=np.uint8)
+    drawing[40:240, 130:150] = 255
+    return png(drawing)
+
+
+def test_a_chunked_body_is_held_to_the_same_limit(light):
+    assert send(light, a_stroke(), chunked=True)[0] == 200
+    # an image that decodes from its first bytes, padded past the limit: refused, not read in part
+    status, answer = send(light, a_stroke() + bytes(server.MAX_BODY_BYTES), chunked=True)
+    assert status == 413 and "body too large" in answer["error"]
+    assert send(light, a_stroke() + bytes(server.MAX_BODY_BYTES))[0] == 413
+    assert send(light, a_stroke())[0] == 200
+
+
+def test_an_image_pil_opens_but_cannot_convert_is_a_400(light):
+    buffer = io.BytesIO()
+    Image.new("LAB", (28, 28)).save(buffer, "TIFF")
+    with pytest.raises(BadImage, match="LAB"):
+        preprocess(buffer.getvalue())
+    status, answer = send(light, buffer.getvalue(), "image/tiff")
+    assert status == 400 and "LAB" in answer["error"]
+
+
+def test_a_form_is_told_what_the_app_expects(light):
+    status, answer = send(light, b"image=abc", "application/x-www-form-urlencoded")
+    assert status == 400 and "empty body" not in answer["error"] and "form" in answer["error"]
+    assert 'file field named "image"' in answer["error"]
+    # curl --data-binary without -H labels an image as a form: its bytes are still the image
+    assert send(light, a_stroke(), "application/x-www-form-urlencoded")[0] == 200
+    boundary = "vitbn-test-boundary"
+    part = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="d.png"\r\n'
+        "Content-Type: image/png\r\n\r\n"
+    ).encode()
+    upload = part + a_stroke() + f"\r\n--{boundary}--\r\n".encode()
+    assert send(light, upload, f"multipart/form-data; boundary={boundary}")[0] == 200
+    status, answer = send(
+        light, upload.replace(b'name="image"', b'name="other"'), f"multipart/form-data; boundary={boundary}"
+    )
+    assert status == 400 and 'file field named "image"' in answer["error"]
 
 
 def test_wrong_method_and_unknown_route_are_json_too(served):

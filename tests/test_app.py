@@ -1,5 +1,6 @@
 """The digit-drawing app: model choice, MNIST-style preprocessing, the HTTP API, and the page in Chromium."""
 
+import http.client
 import io
 import json
 import os
@@ -19,7 +20,9 @@ from PIL import Image
 
 from vitbn_nb import records, runs
 from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
+from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
+from vitbn_nb.models import build_model
 
 #: A few seconds of CPU: good enough to classify clear MNIST digits.
 TINY = runs.RunConfig(
@@ -75,10 +78,27 @@ def confident_digit(served):
 # -- which model ------------------------------------------------------------------------------
 
 
-def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="finished", image_size=28, images=60000):
+def fake_run(
+    store,
+    name,
+    *,
+    model="ViT",
+    dataset="mnist",
+    acc=95.0,
+    status="finished",
+    image_size=28,
+    images=60000,
+    weights=False,
+    extra=None,
+):
+    """A run record in ``store``; its model.pt is empty unless ``weights`` (an untrained model's, which loads)."""
     folder = store / name
     folder.mkdir(parents=True)
-    (folder / "model.pt").write_bytes(b"")
+    if weights:
+        shape = {"image_size": image_size, "channels": 1, "num_classes": 10, "depth": 1}
+        torch.save(build_model(model, **shape).state_dict(), folder / "model.pt")
+    else:
+        (folder / "model.pt").write_bytes(b"")
     epoch = {"epoch": 1, "test_acc": acc, "train_loss": 0.1, "diverged": status == "diverged"}
     record = {
         "run_id": name,
@@ -91,10 +111,17 @@ def fake_run(store, name, *, model="ViT", dataset="mnist", acc=95.0, status="fin
             "model": model,
             "dataset": dataset,
             "epochs": 1,
-            "model_kwargs": {"image_size": image_size, "channels": 1, "num_classes": 10},
+            "model_kwargs": {
+                "image_size": image_size,
+                "channels": 1,
+                "num_classes": 10,
+                **({"depth": 1} if weights else {}),
+            },
+            **(extra or {}),
         },
     }
     records.write_record(folder / "record.json", record)
+    return folder
 
 
 def test_model_choice_prefers_a_good_augmented_run_then_the_most_accurate(tmp_path):
@@ -124,6 +151,33 @@ def test_empty_store_refuses_with_a_clear_message_or_trains_the_fallback(run_sto
     assert not model.training
     _, run_again = load_model(log=lines.append)  # now the store has it: nothing is trained twice
     assert run_again.run_id == run.run_id and len(lines) == 3
+
+
+def test_a_run_whose_configuration_the_code_refuses_is_passed_over_or_refused_by_name(run_store):
+    fake_run(run_store, "plain", acc=95.0, weights=True)
+    fake_run(run_store, "odd-config", acc=99.0, weights=True, extra={"foo": 1})  # more accurate: it would win
+    lines = []
+    _, run = load_model(train_if_missing=False, log=lines.append)
+    assert run.run_id == "plain"
+    assert any(line.startswith("Passed over odd-config") and "configuration" in line for line in lines)
+    with pytest.raises(SystemExit, match="--run odd-config: cannot serve it: .*configuration"):
+        load_model("odd-config", log=lines.append)
+
+
+@pytest.mark.parametrize("name", ["../elsewhere/plain", "{outside}", ".", "..", ".hidden", "plain/", "a\\b"])
+def test_run_must_name_a_run_folder_in_the_store(run_store, tmp_path, name):
+    fake_run(run_store, "plain", weights=True)
+    outside = fake_run(tmp_path / "elsewhere", "plain", weights=True)  # a servable run outside the store
+    with pytest.raises(SystemExit, match="not a run folder name"):
+        load_model(name.format(outside=outside), log=lambda message: None)
+
+
+@pytest.mark.parametrize("port", ["0", "-1", "65536", "99999"])
+def test_a_port_outside_1_to_65535_is_refused_in_one_line(port, capsys, monkeypatch):
+    monkeypatch.setattr(app_main, "serve", lambda **kwargs: pytest.fail("the app started"))
+    assert app_main.main(["--port", port]) == 2
+    error = capsys.readouterr().err
+    assert f"--port {port}" in error and "1 to 65535" in error and len(error.strip().splitlines()) == 1
 
 
 # -- preprocessing -----------------------------------------------------------------------------
@@ -211,6 +265,81 @@ def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_servin
     got, answer = post(f"{served.url}/api/predict", body)
     assert got == status and message in answer["error"]
     assert post(f"{served.url}/api/predict", png(confident_digit[0]))[0] == 200
+
+
+@pytest.fixture(scope="module")
+def light():
+    """The app around an untrained linear model, served on a free port: for what does not need a good answer."""
+    from werkzeug.serving import make_server
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+    httpd = make_server("127.0.0.1", 0, create_app(model, None), threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_port
+    finally:
+        httpd.shutdown()
+
+
+def send(port: int, body: bytes, content_type: str = "image/png", *, chunked: bool = False):
+    """POST ``body`` to /api/predict; ``chunked`` sends it in 64 KiB chunks with no Content-Length."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        if chunked:
+            pieces = (body[i : i + 2**16] for i in range(0, len(body), 2**16))
+            connection.request(
+                "POST", "/api/predict", body=pieces, headers={"Content-Type": content_type}, encode_chunked=True
+            )
+        else:
+            connection.request("POST", "/api/predict", body=body, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def a_stroke() -> bytes:
+    drawing = np.zeros((280, 280), dtype=np.uint8)
+    drawing[40:240, 130:150] = 255
+    return png(drawing)
+
+
+def test_a_chunked_body_is_held_to_the_same_limit(light):
+    assert send(light, a_stroke(), chunked=True)[0] == 200
+    # an image that decodes from its first bytes, padded past the limit: refused, not read in part
+    status, answer = send(light, a_stroke() + bytes(server.MAX_BODY_BYTES), chunked=True)
+    assert status == 413 and "body too large" in answer["error"]
+    assert send(light, a_stroke() + bytes(server.MAX_BODY_BYTES))[0] == 413
+    assert send(light, a_stroke())[0] == 200
+
+
+def test_an_image_pil_opens_but_cannot_convert_is_a_400(light):
+    buffer = io.BytesIO()
+    Image.new("LAB", (28, 28)).save(buffer, "TIFF")
+    with pytest.raises(BadImage, match="LAB"):
+        preprocess(buffer.getvalue())
+    status, answer = send(light, buffer.getvalue(), "image/tiff")
+    assert status == 400 and "LAB" in answer["error"]
+
+
+def test_a_form_is_told_what_the_app_expects(light):
+    status, answer = send(light, b"image=abc", "application/x-www-form-urlencoded")
+    assert status == 400 and "empty body" not in answer["error"] and "form" in answer["error"]
+    assert 'file field named "image"' in answer["error"]
+    # curl --data-binary without -H labels an image as a form: its bytes are still the image
+    assert send(light, a_stroke(), "application/x-www-form-urlencoded")[0] == 200
+    boundary = "vitbn-test-boundary"
+    part = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="d.png"\r\n'
+        "Content-Type: image/png\r\n\r\n"
+    ).encode()
+    upload = part + a_stroke() + f"\r\n--{boundary}--\r\n".encode()
+    assert send(light, upload, f"multipart/form-data; boundary={boundary}")[0] == 200
+    status, answer = send(
+        light, upload.replace(b'name="image"', b'name="other"'), f"multipart/form-data; boundary={boundary}"
+    )
+    assert status == 400 and 'file field named "image"' in answer["error"]
 
 
 def test_wrong_method_and_unknown_route_are_json_too(served):

@@ -54,3 +54,47 @@ def test_update_writes_only_when_something_changed(tmp_path):
     assert readme.update(target, FIGURES) is False
     target.write_text("x\n" + "\n".join(f"{start}\nstale\n{end}" for start, end in map(readme._markers, readme.BLOCKS)))
     assert readme.update(target, FIGURES) is True and "stale" not in target.read_text()
+
+
+@pytest.fixture
+def readme_copy(tmp_path, monkeypatch):
+    """``readme.main`` pointed at a copy of README.md, so no test touches the real one."""
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    monkeypatch.setattr(readme, "project_root", lambda: tmp_path)
+    return tmp_path / "README.md"
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["rewrite", "check"])
+@pytest.mark.parametrize("made", [False, True], ids=["missing", "no-manifest"])
+def test_a_figures_folder_without_a_manifest_is_refused_and_the_readme_left_alone(
+    readme_copy, tmp_path, capsys, check, made
+):
+    figures = tmp_path / "nowhere"
+    if made:
+        shutil.copytree(FIGURES, figures)
+        (figures / "manifest.json").unlink()
+    before = readme_copy.read_text()
+    assert readme.main(["--check"] * check + ["--figures", str(figures)]) == 1
+    said = capsys.readouterr()
+    assert str(figures) in said.err and "manifest.json" in said.err and "run `python -m" not in said.out
+    assert len(said.err.strip().splitlines()) == 1
+    assert readme_copy.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    ["[1, 2]", '{"outputs": 5}', '{"outputs": {"a": 3}}', '{"no outputs": {}}', "{not json"],
+    ids=["list", "outputs-number", "output-number", "no-outputs", "not-json"],
+)
+def test_a_manifest_of_the_wrong_shape_is_refused_by_name(readme_copy, tmp_path, capsys, manifest):
+    figures = tmp_path / "figures"
+    shutil.copytree(FIGURES, figures)
+    (figures / "manifest.json").write_text(manifest)
+    before = readme_copy.read_text()
+    for check in ([], ["--check"]):
+        assert readme.main([*check, "--figures", str(figures)]) == 1
+        said = capsys.readouterr().err
+        assert str(figures / "manifest.json") in said and len(said.strip().splitlines()) == 1
+    assert readme_copy.read_text() == before
+    with pytest.raises(ValueError, match="manifest.json"):
+        readme.results_block(figures)

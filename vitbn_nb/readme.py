@@ -10,6 +10,7 @@ and ``figures/`` agree (a test runs that check).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from . import atomic
@@ -46,15 +47,32 @@ def _markers(block: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------------------------
+def read_manifest(folder: Path) -> dict:
+    """``manifest.json``'s ``outputs`` (output name -> entry); a file of another shape raises ValueError naming it."""
+    path = Path(folder) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"{path} cannot be read as JSON ({error}); fix: run `make book` to write it again") from None
+    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
+    if not isinstance(outputs, dict) or not all(isinstance(entry, dict) for entry in outputs.values()):
+        raise ValueError(
+            f'{path} is not a manifest the book writes (expected an object whose "outputs" maps each output '
+            "to an object); fix: run `make book` to write it again"
+        )
+    return outputs
+
+
 def _provenance(folder: Path) -> str:
-    manifest_file = folder / "manifest.json"
-    if not manifest_file.is_file():
+    if not (folder / "manifest.json").is_file():
         return "`figures/` holds no manifest yet: run `make book` to fill it."
-    outputs = json.loads(manifest_file.read_text()).get("outputs", {})
-    profiles = sorted({e.get("profile") for e in outputs.values()})
-    hardware = sorted({e.get("hardware") for e in outputs.values() if e.get("hardware")})
-    dates = sorted({e.get("date") for e in outputs.values() if e.get("date")})
-    runs = sorted({e.get("book_run") for e in outputs.values() if e.get("book_run")})
+    outputs = read_manifest(folder)
+
+    def values(key: str) -> list[str]:
+        # a hand-edited entry may lack a field or hold a number: it is left out, not compared with strings
+        return sorted({entry[key] for entry in outputs.values() if isinstance(entry.get(key), str) and entry[key]})
+
+    profiles, hardware, dates, runs = values("profile"), values("hardware"), values("date"), values("book_run")
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "an unknown date"
     text = (
         f"`figures/` holds {len(outputs)} outputs of the **`{'`, `'.join(profiles)}`** profile "
@@ -147,7 +165,6 @@ def measure_setup(venv=None) -> dict:
     """What the environment costs on this machine: disk per kind of package and the recorded install time."""
     import datetime as dt
     import platform
-    import sys
 
     venv = Path(venv) if venv is not None else Path(sys.prefix)
     site = next(venv.glob("lib/python*/site-packages"), None)
@@ -249,16 +266,34 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     readme = project_root() / "README.md"
-    if args.measure_setup:
-        target = (Path(args.figures) if args.figures else book_figures_dir()) / "setup.json"
-        atomic.write_text(target, json.dumps(measure_setup(), indent=1) + "\n")
-        print(f"wrote {target}")
-    if args.check:
-        fresh = render(readme.read_text(), args.figures)
-        if fresh != readme.read_text():
-            print("README.md does not agree with figures/: run `python -m vitbn_nb readme`")
-            return 1
-        print("README.md agrees with figures/")
-        return 0
-    print("README.md rewritten from figures/" if update(readme, args.figures) else "README.md already agrees")
+    figures = Path(args.figures) if args.figures else book_figures_dir()
+    try:
+        # A folder without a manifest would render every results block empty: refused before anything is written.
+        if not figures.is_dir():
+            raise ValueError(
+                f"{figures} is not a folder, so it has no manifest.json of book outputs; fix: pass the book's "
+                "outputs folder (figures/) to --figures"
+            )
+        if not (figures / "manifest.json").is_file():
+            raise ValueError(
+                f"{figures} has no manifest.json, so it holds no book outputs; fix: run `make book` to fill it, "
+                "or pass the book's outputs folder to --figures"
+            )
+        read_manifest(figures)
+        if args.measure_setup:
+            target = figures / "setup.json"
+            atomic.write_text(target, json.dumps(measure_setup(), indent=1) + "\n")
+            print(f"wrote {target}")
+        if args.check:
+            fresh = render(readme.read_text(), figures)
+            if fresh != readme.read_text():
+                print("README.md does not agree with figures/: run `python -m vitbn_nb readme`")
+                return 1
+            print("README.md agrees with figures/")
+            return 0
+        changed = update(readme, figures)
+    except ValueError as error:
+        print(f"python -m vitbn_nb readme: {error}; README.md left as it is", file=sys.stderr)
+        return 1
+    print("README.md rewritten from figures/" if changed else "README.md already agrees")
     return 0

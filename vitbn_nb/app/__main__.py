@@ -20,6 +20,9 @@ def main(argv=None) -> int:
         help="refuse to start when the store has no model, instead of training a small one",
     )
     args = parser.parse_args(argv)
+    if not 1 <= args.port <= 65535:  # the socket layer would wrap 99999 to 16 bits and listen elsewhere
+        print(f"{parser.prog}: --port {args.port}: a port is a number from 1 to 65535", file=sys.stderr)
+        return 2
     serve(host=args.host, port=args.port, run_id=args.run, train_if_missing=args.train)
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,13 @@ FALLBACK = RunConfig(
     batch_size=100,
     train_size=20_000,
     test_size=2_000,
+)
+
+
+#: What a request to /api/predict must hold, for the messages that refuse one.
+EXPECTED = (
+    'send the image\'s bytes as the request body (curl --data-binary @digit.png -H "Content-Type: image/png"), '
+    'or as a multipart upload in a file field named "image"'
 )
 
 
@@ -100,6 +108,11 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
             continue
         if not _usable(run):
             continue
+        try:
+            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
+        except RunStoreError as error:
+            skipped.append(f"{run.run_id}: damaged ({error})")
+            continue
         if smoke_scale(run):
             skipped.append(
                 f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
@@ -128,11 +141,18 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     damaged stops the app with the reason.
     """
     if run_id is not None:
+        # A path would serve a run from outside the store, one nobody chose to publish.
+        if not run_id or run_id.startswith(".") or any(c in run_id for c in "/\\\0"):
+            raise SystemExit(
+                f"--run {run_id!r}: not a run folder name (no '/', no '..', not starting with '.'); give the "
+                f"name of a run folder in {runs_dir()}"
+            )
         folder = runs_dir() / run_id
         if not (folder / "record.json").is_file():
             raise SystemExit(f"--run {run_id}: no such run in {runs_dir()}")
         try:
             run = Run(folder)
+            run.config  # noqa: B018 -- refused here, with the reason, rather than as a traceback when logged
             if not _usable(run):
                 raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
             model = run.load_model("cpu")
@@ -182,7 +202,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 def read_image(data: bytes) -> np.ndarray:
     """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`."""
     if not data:
-        raise BadImage("empty body: POST the drawing as an image (PNG) in the request body")
+        raise BadImage(f"empty body: {EXPECTED}")
     try:
         image = Image.open(io.BytesIO(data))
         width, height = image.size  # read from the header, before any pixel is decoded
@@ -196,6 +216,16 @@ def read_image(data: bytes) -> np.ndarray:
         raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise BadImage(f"not an image: the body could not be read as PNG/JPEG/... ({type(error).__name__})") from None
+    try:
+        return _ink(image)
+    except ValueError as error:  # PIL opens modes (LAB, some TIFF layouts) that it cannot convert to grey or RGB
+        raise BadImage(
+            f"unreadable colours: an image in mode {image.mode} cannot be converted to grey levels ({error}); "
+            "send a greyscale, RGB or RGBA image (PNG)"
+        ) from None
+
+
+def _ink(image: Image.Image) -> np.ndarray:
     if "A" in image.getbands() or (image.mode == "P" and "transparency" in image.info):
         rgba = np.asarray(image.convert("RGBA"), dtype=np.float32) / 255
         alpha, luminance = rgba[..., 3], rgba[..., :3].mean(axis=-1)
@@ -269,6 +299,48 @@ def _png_data_url(digit: np.ndarray) -> str:
 # ---------------------------------------------------------------------------------------------
 # The Flask app
 # ---------------------------------------------------------------------------------------------
+def _too_large():
+    from werkzeug.wrappers import Response
+
+    message = json.dumps({"error": f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"})
+    return Response(message + "\n", status=413, mimetype="application/json")
+
+
+def _bounded_body(wsgi_app):
+    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413.
+
+    Flask checks MAX_CONTENT_LENGTH against the Content-Length header only: a chunked body has none, and
+    werkzeug cuts it at the limit without a word (a large image whose first bytes decode would pass). The
+    bytes actually read are counted instead.
+    """
+    from werkzeug.exceptions import HTTPException
+    from werkzeug.wsgi import get_input_stream
+
+    def bounded(environ, start_response):
+        try:
+            # one byte over the limit, so that a body longer than it is seen to be
+            stream = get_input_stream(environ, max_content_length=MAX_BODY_BYTES + 1)
+            body, size = [], 0
+            while size <= MAX_BODY_BYTES:
+                chunk = stream.read(MAX_BODY_BYTES + 1 - size)
+                if not chunk:
+                    break
+                body.append(chunk)
+                size += len(chunk)
+        except HTTPException as error:  # a Content-Length over the limit, or a client gone mid-body
+            if error.code != 413:
+                return error(environ, start_response)
+            size = MAX_BODY_BYTES + 1
+        if size > MAX_BODY_BYTES:
+            return _too_large()(environ, start_response)
+        for key in ("HTTP_TRANSFER_ENCODING", "wsgi.input_terminated"):
+            environ.pop(key, None)
+        environ.update({"wsgi.input": io.BytesIO(b"".join(body)), "CONTENT_LENGTH": str(size)})
+        return wsgi_app(environ, start_response)
+
+    return bounded
+
+
 def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_if_missing: bool = True):
     """The Flask app around one loaded model (loaded here, once, when not given)."""
     from flask import Flask, jsonify, request
@@ -279,6 +351,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     model = model.eval()
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.wsgi_app = _bounded_body(app.wsgi_app)
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
         config = run.config
@@ -301,9 +374,20 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
 
     @app.post("/api/predict")
     def predict_route():
-        upload = request.files.get("image")
-        data = upload.read() if upload is not None else request.get_data(cache=False)
-        digit = preprocess(data)
+        if request.mimetype == "multipart/form-data":
+            upload = request.files.get("image")
+            if upload is None:
+                raise BadImage(f'a multipart form without a file field named "image": {EXPECTED}')
+            data = upload.read()
+        else:
+            # Raw bytes whatever the label: curl --data-binary without -H calls a PNG a url-encoded form.
+            data = request.get_data(cache=False)
+        try:
+            digit = preprocess(data)
+        except BadImage as error:
+            if data and request.mimetype == "application/x-www-form-urlencoded" and str(error).startswith("not an"):
+                raise BadImage(f"a url-encoded form, not an image: {EXPECTED}") from None
+            raise
         return jsonify({**predict(model, digit), "input": _png_data_url(digit), "model": info["run_id"]})
 
     @app.errorhandler(BadImage)
@@ -312,7 +396,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
 
     @app.errorhandler(413)
     def too_large(error):
-        return jsonify(error=f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"), 413
+        return _too_large()
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):

@@ -17,7 +17,8 @@ parameters are listed once and stacked anew each step, so gradients flow back to
 On CUDA, with ``Adam(capturable=True)``, the whole step (forward, backward, optimiser) of a full batch is
 captured once as a CUDA graph and replayed; a short last batch runs the same step eagerly. A capture that
 fails is undone (the stream and the allocator as they were), warned about once, and the stack trains on
-eagerly: the same kernels, the same numbers.
+eagerly: the same kernels, the same numbers. An engine that ``python -m vitbn_nb check-device`` found wrong on
+this device is not used (:func:`train_models`), and the runs' records say why.
 """
 
 from __future__ import annotations
@@ -239,16 +240,59 @@ def train_models(
     evaluate: Callable[[nn.Module], dict],
     on_epoch_end: Callable[[list[dict]], bool],
     bar=None,
+    refused: dict[str, str] | None = None,
 ) -> None:
     """Train the members from ``start_epoch + 1`` to ``epochs``. After each epoch ``on_epoch_end(metrics per
     member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
-    stack there (its run records the divergence; the caller trains the others on without it)."""
-    stack = Stack(members, device)
+    stack there (its run records the divergence; the caller trains the others on without it).
+
+    An engine this device's check (:mod:`vitbn_nb.check_device`) found wrong is not used: without the stacked
+    engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
+    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) overrides the stored
+    verdict (the check itself trains through here).
+    """
+    if refused is None:
+        from . import check_device
+
+        refused = check_device.refused_engines(device)
+    if "stacked" in refused:
+        why = refused["stacked"]
+        _train_one_by_one(
+            members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why
+        )
+        return
+    graph = "graphed" not in refused
+    stack = Stack(members, device, graph=graph)
+    note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
     for epoch in range(start_epoch + 1, epochs + 1):
         generators = [torch.Generator(device=device).manual_seed(engine.epoch_seed(m.seed, epoch)) for m in members]
         per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
         for member, metrics in zip(members, per_member):
-            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]))
+            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), **note)
             metrics.update(evaluate(member.model))
+        if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
+            return
+
+
+def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why):
+    """``train_models`` with the eager engine: each member alone, on the data order and augmentation its run
+    would have had in the stack (both come from its own seed)."""
+    for epoch in range(start_epoch + 1, epochs + 1):
+        per_member = []
+        for i, member in enumerate(members):
+            seed = engine.epoch_seed(member.seed, epoch)
+            torch.manual_seed(seed)
+            metrics = engine.train_epoch(
+                member.model,
+                member.optimizer,
+                train_data,
+                batch_size=batch_size,
+                generator=torch.Generator(device=device).manual_seed(seed),
+                device=device,
+                bar=bar if i == 0 else None,  # the bar counts the stack's steps
+            )
+            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), engine_fallback=why)
+            metrics.update(evaluate(member.model))
+            per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return

@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import engine, profiles, runs
 from .data import IMAGE_SIZE
+from .limits import training_is_off
 
 #: The module of each chapter (chapter 07's plan covers its three parts).
 CHAPTER_MODULES = {
@@ -127,6 +128,10 @@ def train(
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
+    if not training_is_off():  # a device trains only after its check (vitbn_nb.check_device), stored once
+        from . import check_device
+
+        check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
     for chapter in chapters(selected):
         module, settings = _module(chapter), profiles.settings(chapter, profile)

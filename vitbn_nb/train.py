@@ -128,12 +128,13 @@ def train(
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
-    if not training_is_off():  # a device trains only after its check (vitbn_nb.check_device), stored once
-        from . import check_device
+    selected = chapters(selected)  # a misspelt chapter is refused before anything runs
+    if not training_is_off() and not (deadline is not None and deadline.passed()):
+        from . import check_device  # a device trains only after its check, stored once per device
 
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
-    for chapter in chapters(selected):
+    for chapter in selected:
         module, settings = _module(chapter), profiles.settings(chapter, profile)
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))

@@ -180,8 +180,8 @@ def describe(calibration: pd.DataFrame) -> str:
     from ..system import hardware_label
 
     lines = [
-        f"calibration on {hardware_label()} (seconds per training or test image, batch {BATCH}, ViT; the median "
-        "of the repeats, each a block of steps between two clock reads):",
+        f"calibration on {hardware_label()} (seconds per training image, or per test image where pass is test; "
+        f"batch {BATCH}, ViT; the median of the repeats, each a block of steps between two clock reads):",
         calibration.to_string(index=False),
     ]
     if (calibration["pipeline"] == "engine (compute only)").any():

@@ -109,6 +109,7 @@ class FakeCuda:
             "Stream": lambda device=None: FakeStream("side"),
             "stream": stream,
             "synchronize": lambda device=None: None,
+            "current_device": lambda: 0,
             "graph_pool_handle": lambda: (0, 7),
             "CUDAGraph": self.CUDAGraph,
             "graph": self.graph,

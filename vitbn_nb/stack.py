@@ -188,8 +188,9 @@ class Stack:
         one step's, stays reserved until the process ends)."""
         if torch.cuda.current_stream(self.device) != stream:
             torch.cuda.set_stream(stream)
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             with contextlib.suppress(RuntimeError):  # already ended where torch's exit got that far
-                torch.cuda.memory._cuda_endAllocateToPool(self.device.index or 0, pool)
+                torch.cuda.memory._cuda_endAllocateToPool(index, pool)
         torch.cuda.synchronize(self.device)
 
 

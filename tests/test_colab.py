@@ -130,22 +130,48 @@ def test_setup_asks_for_a_restart_when_the_install_changed_a_loaded_library(monk
     assert found["drive"] is None  # nothing else happens before the restart
 
 
+def flat_calibration(engine_cost: float, reference_cost: float):
+    """A calibration whose every row of a pipeline costs the same per image (test passes a tenth of that)."""
+    import pandas as pd
+
+    from vitbn_nb.bench.calibration import POINTS
+
+    rows = [dict(depth=d, image=s, pipeline=p, engine="eager", device="cpu", **{"pass": "train"}) for d, s, p in POINTS]
+    rows += [dict(row, image=28, **{"pass": "test"}) for row in rows[:4]]
+    cost = {"engine": engine_cost, "reference": reference_cost}
+    return pd.DataFrame(rows).assign(
+        seconds_per_image=[cost[r["pipeline"]] / (10 if r["pass"] == "test" else 1) for r in rows]
+    )
+
+
 def test_setup_keeps_files_on_drive_and_reports_accelerator_profile_and_estimate(stand_in_colab, monkeypatch):
-    monkeypatch.setattr(colab, "step_seconds", lambda device: 0.1)
+    from vitbn_nb.bench.calibration import estimate_seconds
+
+    frame = flat_calibration(1e-3, 5e-3)
+    monkeypatch.setattr(colab, "measure_calibration", lambda device, configs: frame)
     lines = []
     found = colab.setup("01_batchnorm_intro", keep_on_drive=True, log=lines.append)
     assert stand_in_colab == [str(colab.DRIVE_ROOT)]
     assert os.environ["VITBN_RUNS_DIR"] == str(colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "runs")
     assert (colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "figures").is_dir()
     assert found["accelerator"] == "none (CPU only)" and found["profile"] == "cpu"
-    assert found["estimate_minutes"] == pytest.approx(colab.planned_steps("01_batchnorm_intro", "cpu") * 0.1 / 60)
+    planned = colab.planned_configs("01_batchnorm_intro", "cpu")
+    assert found["estimate_minutes"] == pytest.approx(sum(estimate_seconds(c, frame) for c in planned) / 60)
     assert any("Estimated training time" in line for line in lines)
     unknown = colab.setup("04_bayes_opt", keep_on_drive=False, log=lines.append)
     assert "estimate_minutes" not in unknown and "depends on runs chosen while it runs" in lines[-1]
 
 
-def test_the_estimate_measures_a_real_training_step():
-    import torch
+def test_chapter_03_is_priced_through_article_1s_pipeline_not_the_engines_step(monkeypatch):
+    from vitbn_nb.bench import calibration
 
-    seconds = colab.step_seconds(torch.device("cpu"), steps=1)
-    assert seconds > 0 and seconds == seconds  # a measured, finite time
+    asked = []
+    monkeypatch.setattr(calibration, "calibrate", lambda device, **kwargs: asked.append(kwargs))
+    planned = colab.planned_configs("03_fixed_lr", "cpu")
+    colab.measure_calibration("cpu", planned)
+    assert asked[0]["points"] == ((1, 28, "reference"), (6, 28, "reference")) and not asked[0]["with_engines"]
+    monkeypatch.setattr(colab, "measure_calibration", lambda device, configs: flat_calibration(1e-3, 5e-3))
+    slow = colab.setup("03_fixed_lr", keep_on_drive=False, log=lambda line: None)["estimate_minutes"]
+    monkeypatch.setattr(colab, "measure_calibration", lambda device, configs: flat_calibration(1e-3, 1e-3))
+    fast = colab.setup("03_fixed_lr", keep_on_drive=False, log=lambda line: None)["estimate_minutes"]
+    assert slow == pytest.approx(5 * fast)  # every image of the chapter priced at article 1's pipeline's cost

@@ -53,21 +53,67 @@ def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_re
     from vitbn_nb.bench.calibration import POINTS, calibrate, estimate_seconds
 
     measured = calibrate("cpu", steps=1, warmup=0, repeats=1)
-    # The pipelines, then one run's step against a stack's (per run) at depths 1 and 6; no graph on a CPU.
-    assert len(measured) == len(POINTS) + 4 and (measured["seconds_per_image"] > 0).all()
-    assert list(measured["engine"].iloc[len(POINTS) :]) == ["eager", "stacked"] * 2
-    known = [1e-3, 6e-3, 2e-3, 7e-3, 24e-3, 1e-3, 2e-3, 6e-3, 12e-3]  # known costs: the arithmetic
-    flat = measured.assign(seconds_per_image=known)
+    # Training through both pipelines, test passes at 28 px, then one run's step against a stack's (per run) at
+    # depths 1 and 6; no graph on a CPU.
+    assert len(measured) == 2 * len(POINTS) - 1 + 4 and (measured["seconds_per_image"] > 0).all()
+    assert list(measured["pass"]) == ["train"] * len(POINTS) + ["test"] * 4 + ["train"] * 4
+    assert list(measured["engine"].iloc[-4:]) == ["eager", "stacked"] * 2
+    train = [1e-3, 6e-3, 2e-3, 7e-3, 24e-3]  # known costs: the arithmetic
+    test = [1e-4, 6e-4, 3e-2, 3.5e-2]  # article 1's test pass counts classes in a Python loop over the samples
+    flat = measured.assign(seconds_per_image=train + test + [1e-3, 2e-3, 6e-3, 12e-3])
     one = runs.RunConfig(model="ViT", model_kwargs={"depth": 1}, epochs=2, train_size=1000, test_size=300)
-    assert estimate_seconds(one, flat) == pytest.approx(2 * (1000 + 100) * 1e-3)
+    assert estimate_seconds(one, flat) == pytest.approx(2 * (1000 * 1e-3 + 300 * 1e-4))
     six = runs.RunConfig(model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300)
     assert estimate_seconds(six, flat) == pytest.approx(6 * estimate_seconds(one, flat))
     slow = runs.RunConfig(
         model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300, pipeline="reference"
     )
-    assert estimate_seconds(slow, flat) == pytest.approx(7 / 6 * estimate_seconds(six, flat))
+    assert estimate_seconds(slow, flat) == pytest.approx(2 * (1000 * 7e-3 + 300 * 3.5e-2))
     assert estimate_seconds(six, flat, epochs=1) == pytest.approx(estimate_seconds(six, flat) / 2)
     stacked = runs.RunConfig(
         model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300, engine="stacked"
     )
-    assert estimate_seconds(stacked, flat) == pytest.approx(2 * estimate_seconds(six, flat))  # half as fast per run
+    assert estimate_seconds(stacked, flat) == pytest.approx(2 * (1000 * 6e-3 * 2 + 300 * 6e-4))  # half as fast
+
+
+def test_the_calibration_times_blocks_of_steps_between_two_syncs(mnist_ready, monkeypatch):
+    import torch
+
+    from vitbn_nb.bench import calibration, timing
+
+    syncs = []
+    monkeypatch.setattr(timing, "synchronize", lambda device: syncs.append(1))
+    x, y = torch.rand(100, 1, 28, 28), torch.randint(0, 10, (100,))
+    runners = calibration._engine_runners(1, (x, y), torch.device("cpu"))
+    counted = []
+    for steps in (1, 3):
+        syncs.clear()
+        runners["eager"](steps)
+        counted.append(len(syncs))
+        syncs.clear()
+        calibration.calibrate("cpu", steps=steps, warmup=0, repeats=1, points=((1, 28, "engine"),), with_engines=False)
+        counted.append(len(syncs))
+    assert counted[0] == counted[2] == 2  # one clock read at each end of the block, however many steps
+    assert counted[1] == counted[3]  # the pipelines' rows too (and the test passes, which time themselves)
+
+
+def test_reference_runs_are_priced_with_the_reference_pipelines_train_and_test_rows():
+    import pandas as pd
+
+    from vitbn_nb.bench.calibration import POINTS, estimate_seconds
+
+    rows = [dict(depth=d, image=s, pipeline=p, engine="eager", device="cpu", **{"pass": "train"}) for d, s, p in POINTS]
+    rows += [
+        dict(depth=d, image=28, pipeline=p, engine="eager", device="cpu", **{"pass": "test"}) for d, _, p in POINTS[:4]
+    ]
+    cost = {
+        ("engine", "train"): 1e-3,
+        ("reference", "train"): 4e-3,
+        ("engine", "test"): 1e-4,
+        ("reference", "test"): 5e-2,
+    }
+    frame = pd.DataFrame(rows).assign(seconds_per_image=[cost[(r["pipeline"], r["pass"])] for r in rows])
+    article_1 = runs.RunConfig(
+        model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300, pipeline="reference"
+    )
+    assert estimate_seconds(article_1, frame) == pytest.approx(2 * (1000 * 4e-3 + 300 * 5e-2))

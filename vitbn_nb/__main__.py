@@ -1,4 +1,4 @@
-"""Command line: ``python -m vitbn_nb data | book | train | bench | readme | runs | colab-cell``.
+"""Command line: ``python -m vitbn_nb data | book | train | check-device | bench | readme | runs | colab-cell``.
 
 Every failure prints one message naming the file or setting and the fix, with exit status 1; ``--debug`` (anywhere
 on the line) or ``VITBN_DEBUG=1`` shows the traceback instead.
@@ -62,6 +62,11 @@ def main(argv=None) -> int:
     train.add_argument(
         "--dry-run", action="store_true", help="list each chapter's runs and training steps; train nothing"
     )
+    check = commands.add_parser(
+        "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
+    )
+    check.add_argument("--quick", action="store_true", help="tiny settings: every check in seconds (a smoke test)")
+    check.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: the device training picks)")
     store = commands.add_parser("runs", help="the run store: check it, retrain one run, export or import a bundle")
     store_commands = store.add_subparsers(dest="runs_command", required=True)
     store_commands.add_parser("check", help="verify every record and weight file; list damaged runs and the fix")
@@ -159,6 +164,18 @@ def main(argv=None) -> int:
             print(f"train: {error}", file=sys.stderr)
             return 1
         print(f"train: {len(done)} run(s) finished and stored in {runs_dir()}")
+    elif args.command == "check-device":
+        from . import check_device
+        from .system import DeviceError
+
+        try:
+            verdict = check_device.run(args.device, check_device.QUICK if args.quick else check_device.FULL)
+        except (DeviceError, ValueError) as error:
+            print(f"check-device: {error}", file=sys.stderr)
+            return 1
+        if not verdict["passed"]:
+            print(check_device.FAILED_HELP, file=sys.stderr)
+            return 1
     elif args.command == "runs":
         from . import records, runs
 

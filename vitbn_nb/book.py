@@ -43,6 +43,7 @@ from .book_chapters import (
     discover_chapters,
 )
 from .book_html import build_html, summary
+from .limits import training_is_off
 
 _LOCK_FILES = (".manifest.lock",)
 #: Larger profiles' results are not replaced by smaller ones without asking.
@@ -258,6 +259,10 @@ def build_book(
     for path in selected:
         check_parameters(path, parameters)
     _check_kernel()
+    if train and not training_is_off():  # a device trains only after its check, stored once in the run store
+        from . import check_device
+
+        check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
     book_run = new_book_run_id()
     # Each process stages and executes in folders of its own, so two book runs never collide; what a
     # killed process left behind is removed.

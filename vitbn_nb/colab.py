@@ -19,7 +19,6 @@ import math
 import os
 import re
 import sys
-import time
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -154,31 +153,17 @@ def use_drive(log=print) -> Path:
     return home
 
 
-def step_seconds(device, steps: int = 5) -> float:
-    """Median seconds of one training step of ViT depth 6 at batch 100 on ``device`` (a short measurement)."""
-    import torch
-    import torch.nn.functional as F
+def measure_calibration(device, configs):
+    """A short calibration of ``device`` at the points that price ``configs`` (each run through its own pipeline:
+    chapter 03's through article 1's, with its ``.item()`` per step and its per-sample test loop)."""
+    from .bench.calibration import calibrate, points_for
 
-    from .models import build_model
-    from .system import synchronize
-
-    model = build_model("ViT", depth=6).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y = torch.rand(100, 1, 28, 28, device=device), torch.randint(0, 10, (100,), device=device)
-    times = []
-    for _ in range(steps + 2):
-        synchronize(device)
-        start = time.perf_counter()
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return sorted(times[2:])[len(times[2:]) // 2]
+    points, with_engines = points_for(configs)
+    return calibrate(device, steps=3, warmup=1, repeats=3, points=points, with_engines=with_engines)
 
 
-def planned_steps(chapter: str, profile: str) -> int | None:
-    """Training steps of a chapter's runs under ``profile`` (chapters whose runs are known beforehand)."""
+def planned_configs(chapter: str, profile: str) -> list | None:
+    """The runs a chapter trains under ``profile`` (None for chapters whose runs are chosen while they run)."""
     from importlib import import_module
 
     from . import profiles
@@ -188,7 +173,14 @@ def planned_steps(chapter: str, profile: str) -> int | None:
     )
     if module is None:
         return None
-    configs = import_module(f".studies.{module}", __package__).plan(profiles.settings(chapter, profile))
+    return list(import_module(f".studies.{module}", __package__).plan(profiles.settings(chapter, profile)))
+
+
+def planned_steps(chapter: str, profile: str) -> int | None:
+    """Training steps of a chapter's runs under ``profile`` (chapters whose runs are known beforehand)."""
+    configs = planned_configs(chapter, profile)
+    if configs is None:
+        return None
     return sum(c.epochs * math.ceil((c.train_size or MNIST_TRAIN_IMAGES) / c.batch_size) for c in configs)
 
 
@@ -215,14 +207,17 @@ def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log
         f'Accelerator: {found["accelerator"]}. With profile = "auto" this chapter runs the `{found["profile"]}` '
         "profile" + (" (the articles' full protocols)." if found["profile"] == "paper" else " (reduced scale).")
     )
-    steps = planned_steps(chapter, found["profile"]) if measure else None
-    if steps:
-        seconds = step_seconds(device)
-        found["estimate_minutes"] = steps * seconds / 60
+    configs = planned_configs(chapter, found["profile"]) if measure else None
+    if configs:
+        from .bench.calibration import estimate_seconds
+
+        calibration = measure_calibration(device, configs)
+        found["estimate_minutes"] = sum(estimate_seconds(c, calibration) for c in configs) / 60
         log(
-            f"Estimated training time: at most about {found['estimate_minutes']:.0f} min ({steps:,} steps; one ViT "
-            f'depth-6 step, the largest model here, took {1e3 * seconds:.0f} ms just now). Set profile = "cpu" in '
-            "the parameters cell below for a shorter run."
+            f"Estimated training time: about {found['estimate_minutes']:.0f} min ({len(configs)} runs, "
+            f"{planned_steps(chapter, found['profile']):,} steps, priced from a short calibration of this machine "
+            'just now, each run through its own data pipeline). Set profile = "cpu" in the parameters cell below '
+            "for a shorter run."
         )
     else:
         log(

@@ -9,29 +9,42 @@ independent, so the gradient of their sum gives each member exactly its own grad
 equals the same runs trained one by one up to fp32 rounding (the batched matrix products round
 differently), which ``tests/test_stack.py`` checks.
 
-On CUDA, with ``Adam(capturable=True)``, the whole step (forward, backward, optimiser) is captured
-once as a CUDA graph and replayed; a capture that fails falls back to the eager step, which runs the
-same kernels and gives the same numbers.
+Attention runs on PyTorch's math backend inside the stack (:data:`ATTENTION_BACKENDS`). The members'
+parameters are listed once and stacked anew each step, so gradients flow back to each member's own leaves:
+``torch.func.stack_module_state`` would make the stacked copies the leaves, and then no member's own Adam
+(its learning rate, its state, its checkpoint) would own its parameters.
+
+On CUDA, with ``Adam(capturable=True)``, the whole step (forward, backward, optimiser) of a full batch is
+captured once as a CUDA graph and replayed; a short last batch runs the same step eagerly. A capture that
+fails is undone (the stream and the allocator as they were), warned about once, and the stack trains on
+eagerly: the same kernels, the same numbers. An engine that ``python -m vitbn_nb check-device`` found wrong on
+this device is not used (:func:`train_models`), and the runs' records say why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from . import engine
+from . import determinism, engine
 from .data import Batches
 
-#: The CPU's attention kernel has no batching rule, so vmap runs it once per member; it says so on every step.
-_NO_BATCH_RULE = "There is a performance drop because we have not yet implemented the batching rule"
+#: Attention under ``vmap`` uses the math backend on every device. Inside ``vmap`` a tensor reports
+#: ``requires_grad=False``, so on a GPU the fused-kernel choice can take memory-efficient attention without the
+#: log-sum-exp its backward needs (the backward then fails on builds without PyTorch's fix), and the CPU's fused
+#: kernel has no batching rule (``vmap`` would loop over the members). At 17 tokens the 17 x 17 score matrix is
+#: tiny: the fused kernels, made to avoid materialising it, buy next to nothing.
+ATTENTION_BACKENDS = [SDPBackend.MATH]
 
 
 def refusal(config) -> str | None:
@@ -62,6 +75,9 @@ class Stack:
         first = members[0].model
         self.skeleton = copy.deepcopy(first)  # only its structure is used: functional_call swaps every tensor
         self.parameter_names = [name for name, _ in first.named_parameters()]
+        # Listed once (rebuilding name -> tensor maps every step cost ~11 ms per member on a CPU): per name, every
+        # member's own parameter, stacked anew each step so that its gradient reaches that member's leaf.
+        self._parameters = list(zip(*([p for _, p in m.model.named_parameters()] for m in members)))
         self.buffers = {  # allocated once: a captured CUDA graph keeps reading and updating these very tensors
             name: torch.stack([dict(m.model.named_buffers())[name] for m in members])
             for name, _ in first.named_buffers()
@@ -70,6 +86,8 @@ class Stack:
         self.graph_failed: str | None = None if graph else "not asked for"
         self._static: tuple[Tensor, Tensor, Tensor] | None = None
         self._eager_steps = 0
+        self._full_shape: torch.Size | None = None
+        self._side_stream = None
 
     def gather_buffers(self) -> None:
         """Copy each member's BatchNorm statistics into the stacked ones (a resumed member brings its own)."""
@@ -89,13 +107,9 @@ class Stack:
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits ``[members, batch, classes]`` for inputs ``[members, batch, ...]`` (training mode)."""
-        parameters = {
-            name: torch.stack([dict(m.model.named_parameters())[name] for m in self.members])
-            for name in self.parameter_names
-        }
+        parameters = {name: torch.stack(tensors) for name, tensors in zip(self.parameter_names, self._parameters)}
         self.skeleton.train()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_NO_BATCH_RULE)
+        with sdpa_kernel(ATTENTION_BACKENDS):
             return vmap(lambda p, b, xi: functional_call(self.skeleton, (p, b), (xi,)), randomness="error")(
                 parameters, self.buffers, x
             )
@@ -112,59 +126,76 @@ class Stack:
         return losses.detach()
 
     def step(self, x: Tensor, y: Tensor) -> Tensor:
-        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up."""
+        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up.
+
+        Returns a tensor of its own: a replay writes its losses into the same tensor every time, so it is cloned
+        (three numbers) before a caller can keep it.
+        """
         if self.device.type != "cuda" or self.graph_failed is not None:
             return self.eager_step(x, y)
-        if self.graph is not None and self._static[0].shape == x.shape:
+        if self._full_shape is None:
+            self._full_shape = x.shape  # an epoch's first batch is a full one (or the whole, smaller, set)
+        if x.shape != self._full_shape:
+            return self.eager_step(x, y)  # a short last batch: the same kernels, eagerly; the graph keeps the full
+        if self.graph is not None:
             static_x, static_y, losses = self._static
             static_x.copy_(x)
             static_y.copy_(y)
             self.graph.replay()
-            return losses
-        if self.graph is not None or self._eager_steps < GRAPH_WARMUP_STEPS:
-            self._eager_steps += 1  # a warm-up step, or a short last batch: the same kernels, run eagerly
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                losses = self.eager_step(x, y)
-            torch.cuda.current_stream().wait_stream(stream)
-            return losses
+            return losses.clone()
+        if self._eager_steps < GRAPH_WARMUP_STEPS:
+            self._eager_steps += 1
+            return self._warm_up(x, y)
         return self._capture(x, y)
+
+    def _warm_up(self, x: Tensor, y: Tensor) -> Tensor:
+        """An eager step on a side stream, as PyTorch's recipe warms a graph up: what is created lazily (cuBLAS
+        handles and workspaces, the optimisers' state) is created there, before the capture."""
+        current = torch.cuda.current_stream(self.device)
+        if self._side_stream is None:
+            self._side_stream = torch.cuda.Stream(self.device)
+        self._side_stream.wait_stream(current)
+        with torch.cuda.stream(self._side_stream):
+            losses = self.eager_step(x, y)
+        current.wait_stream(self._side_stream)
+        return losses
 
     def _capture(self, x: Tensor, y: Tensor) -> Tensor:
         """Capture the step once (nothing runs while capturing), then replay it for this batch."""
+        stream = torch.cuda.current_stream(self.device)
+        pool = torch.cuda.graph_pool_handle()
+        static_x, static_y = x.clone(), y.clone()
+        graph = torch.cuda.CUDAGraph()
         try:
-            static_x, static_y = x.clone(), y.clone()
-            for member in self.members:
-                member.optimizer.zero_grad(set_to_none=True)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, pool=pool):
                 losses = self.eager_step(static_x, static_y)
         except Exception as error:  # an op that cannot be captured: train on eagerly, same kernels and numbers
+            self._abandon_capture(stream, pool)
             self.graph_failed = f"{type(error).__name__}: {error}"
             warnings.warn(
                 f"the stacked step could not be captured as a CUDA graph ({self.graph_failed}); training on without it",
                 stacklevel=2,
             )
-            torch.cuda.synchronize(self.device)
             return self.eager_step(x, y)
         self.graph, self._static = graph, (static_x, static_y, losses)
         graph.replay()
-        return losses
+        return losses.clone()
+
+    def _abandon_capture(self, stream, pool) -> None:
+        """Undo what a failed capture left behind. ``torch.cuda.graph`` ends the capture before it restores the
+        stream, so when ending raised, its capture stream is still current and the caching allocator still sends
+        that stream's allocations to the graph's private pool: both are put back as they were (the pool's memory,
+        one step's, stays reserved until the process ends)."""
+        if torch.cuda.current_stream(self.device) != stream:
+            torch.cuda.set_stream(stream)
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            with contextlib.suppress(RuntimeError):  # already ended where torch's exit got that far
+                torch.cuda.memory._cuda_endAllocateToPool(index, pool)
+        torch.cuda.synchronize(self.device)
 
 
 #: Eager steps before the capture: the allocator, the optimisers' state and cuBLAS's workspace settle first.
 GRAPH_WARMUP_STEPS = 3
-
-
-def _batches_in_step(
-    train_data: Batches, generators: list[torch.Generator], batch_size: int
-) -> Iterator[tuple[Tensor, Tensor]]:
-    """Each member's own batch of ``train_data`` side by side: ``[members, batch, ...]`` images and
-    ``[members, batch]`` labels."""
-    streams = [iter(train_data.batches(batch_size, generator=g, shuffle=True, min_batch=2)) for g in generators]
-    for parts in zip(*streams):
-        yield torch.stack([x for x, _ in parts]), torch.stack([y for _, y in parts])
 
 
 def train_epoch(
@@ -175,18 +206,28 @@ def train_epoch(
     stack.gather_buffers()
     sums = torch.zeros(len(stack.members), device=device)
     seen = 0
-    epoch = engine.TimedBatches(_batches_in_step(train_data, generators, batch_size), device, bar)
-    for x, y in epoch:
-        sums += stack.step(x, y) * y.shape[1]
-        seen += y.shape[1]
+    epoch = engine.TimedBatches(train_data.stacked_batches(batch_size, generators, min_batch=2), device, bar)
+    with determinism.watch():
+        for x, y in epoch:
+            sums += stack.step(x, y) * y.shape[1]
+            seen += y.shape[1]
     stack.scatter_buffers()
-    shared = {**epoch.timings, "stacked_runs": len(stack.members), "cuda_graph": stack.graph is not None}
+    shared = {
+        **epoch.timings,
+        "stacked_runs": len(stack.members),
+        "cuda_graph": stack.graph is not None,
+        **determinism.recorded(),
+    }
+    if stack.graph_failed not in (None, "not asked for"):
+        shared["cuda_graph_failed"] = stack.graph_failed[:300]
     return [{"train_loss": loss, **shared} for loss in (sums / max(seen, 1)).tolist()]
 
 
 def optimizer_for(model: nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
-    """A member's Adam: capturable on a GPU, so its step can live inside a CUDA graph."""
-    return torch.optim.Adam(model.parameters(), lr=lr, capturable=device.type == "cuda")
+    """A member's Adam: fused (one kernel per step; on this book's 2-core CPU three members' Adam steps took
+    1.0 ms fused against 3.5 ms with the default for-loop at ViT depth 1, 3.0 against 12.2 ms at depth 6) and, on
+    a GPU, capturable, which torch requires before it captures an optimiser's step in a CUDA graph."""
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=True, capturable=device.type == "cuda")
 
 
 def train_models(
@@ -200,17 +241,59 @@ def train_models(
     evaluate: Callable[[nn.Module], dict],
     on_epoch_end: Callable[[list[dict]], bool],
     bar=None,
+    refused: dict[str, str] | None = None,
 ) -> None:
     """Train the members from ``start_epoch + 1`` to ``epochs``. After each epoch ``on_epoch_end(metrics per
     member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
-    stack there (its run records the divergence; the caller trains the others on without it)."""
-    stack = Stack(members, device)
+    stack there (its run records the divergence; the caller trains the others on without it).
+
+    An engine this device's check (:mod:`vitbn_nb.check_device`) found wrong is not used: without the stacked
+    engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
+    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) overrides the stored
+    verdict (the check itself trains through here).
+    """
+    if refused is None:
+        from . import check_device
+
+        refused = check_device.refused_engines(device)
+    if "stacked" in refused:
+        why = refused["stacked"]
+        _train_one_by_one(
+            members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why
+        )
+        return
+    graph = "graphed" not in refused
+    stack = Stack(members, device, graph=graph)
+    note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
     for epoch in range(start_epoch + 1, epochs + 1):
         generators = [torch.Generator(device=device).manual_seed(engine.epoch_seed(m.seed, epoch)) for m in members]
         per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
         for member, metrics in zip(members, per_member):
-            metrics["epoch"] = epoch
-            metrics["diverged"] = not math.isfinite(metrics["train_loss"])
+            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), **note)
             metrics.update(evaluate(member.model))
+        if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
+            return
+
+
+def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why):
+    """``train_models`` with the eager engine: each member alone, on the data order and augmentation its run
+    would have had in the stack (both come from its own seed)."""
+    for epoch in range(start_epoch + 1, epochs + 1):
+        per_member = []
+        for i, member in enumerate(members):
+            seed = engine.epoch_seed(member.seed, epoch)
+            torch.manual_seed(seed)
+            metrics = engine.train_epoch(
+                member.model,
+                member.optimizer,
+                train_data,
+                batch_size=batch_size,
+                generator=torch.Generator(device=device).manual_seed(seed),
+                device=device,
+                bar=bar if i == 0 else None,  # the bar counts the stack's steps
+            )
+            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), engine_fallback=why)
+            metrics.update(evaluate(member.model))
+            per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return

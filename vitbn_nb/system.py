@@ -10,15 +10,15 @@ from importlib import metadata
 
 import torch
 
+from . import determinism
+
 #: Names the training device outright (``cpu``, ``cuda``, ``cuda:1``), over the automatic choice.
 DEVICE_VARIABLE = "VITBN_DEVICE"
 #: The determinism claim every GPU record makes (CPU runs repeat exactly on any machine with the same software).
 DETERMINISM = (
     "deterministic algorithms on (cuDNN deterministic, no autotuning, no TF32); a run repeats bit for bit on "
-    "the same GPU model and software"
+    "the same GPU model and software, unless its epochs list a kernel torch called nondeterministic"
 )
-#: cuBLAS reads its workspace setting when it starts, so it is set on import, before any CUDA work.
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 class DeviceError(RuntimeError):
@@ -43,12 +43,7 @@ def _check_cuda(index: int | None) -> None:
             else "torch.cuda.is_available() is False (driver missing, too old, or no visible device)"
         )
         raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    # warn_only: an op without a deterministic CUDA kernel warns (naming itself) instead of stopping a run.
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    determinism.use()  # the choices and why: vitbn_nb/determinism.py
     try:
         torch.zeros(1, device=torch.device("cuda", index)).add_(1).cpu()
     except Exception as error:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import engine, profiles, runs
 from .data import IMAGE_SIZE
+from .limits import training_is_off
 
 #: The module of each chapter (chapter 07's plan covers its three parts).
 CHAPTER_MODULES = {
@@ -127,12 +128,17 @@ def train(
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
+    selected = chapters(selected)  # a misspelt chapter is refused before anything runs
     from .bundle import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
+    if not training_is_off() and not (deadline is not None and deadline.passed()):
+        from . import check_device  # a device trains only after its check, stored once per device
+
+        check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
-    for chapter in chapters(selected):
+    for chapter in selected:
         module, settings = _module(chapter), profiles.settings(chapter, profile)
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))

@@ -2,20 +2,24 @@
 
 ``calibrate`` times ViT training steps at batch 100 on MNIST through both pipelines at depths 1 and
 6, and at depth 6 on the 56-pixel images, with the bench's runners (the median of a few repeats
-after a warm-up). ``estimate_seconds`` turns it into a run's time: the time per training image at
-the run's depth (linear in depth through the two measured depths), pipeline and image size, times
-the images it trains on, plus its test passes counted at a third of a training image each (a
-forward pass, no backward). The DNNs and the CNN are priced as a depth-1 ViT, which they are not
-slower than. It is an estimate for planning, said as such wherever it is shown.
+after a warm-up, each repeat a block of steps between two clock reads, as an epoch runs them), and a
+pass over test images through each pipeline at depths 1 and 6 (article 1's counts its classes in a
+Python loop over the samples, three ``.item()`` each). ``estimate_seconds`` turns it into a run's time:
+the time per training image and per test image at the run's depth (linear in depth through the two
+measured depths), pipeline and image size, times the images it trains and tests on. The DNNs and the
+CNN are priced as a depth-1 ViT, which they are not slower than. It is an estimate for planning, said
+as such wherever it is shown.
 
 ``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
 (``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.stack``, eagerly), and on a
-GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run.
+GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run, and is what ``make bench``
+reports as stacking's speed per run against one run alone.
 """
 
 from __future__ import annotations
 
 import functools
+import statistics
 
 import pandas as pd
 import torch
@@ -30,52 +34,77 @@ from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
 POINTS = ((1, 28, "engine"), (6, 28, "engine"), (1, 28, "reference"), (6, 28, "reference"), (6, 56, "engine"))
-#: A test image costs about a third of a training image (forward only).
-TEST_SHARE = 1 / 3
 TRAIN_IMAGES, TEST_IMAGES = 60_000, 10_000
+#: Test images per timed test pass.
+TEST_PASS_IMAGES = 500
 #: Runs in the calibrated stack (a configuration's three random seeds).
 STACK_MEMBERS = 3
 BATCH = 100
 
 
 def calibrate(
-    device: str | torch.device | None = None, *, steps: int = 5, warmup: int = 2, repeats: int = 3
+    device: str | torch.device | None = None,
+    *,
+    steps: int = 5,
+    warmup: int = 2,
+    repeats: int = 3,
+    points: tuple = POINTS,
+    with_engines: bool = True,
 ) -> pd.DataFrame:
-    """Seconds per training image at each point of :data:`POINTS` on ``device`` (one row each)."""
+    """Seconds per training image at each of ``points`` on ``device`` (``pass`` "train"), seconds per test image
+    at those of 28 pixels (``pass`` "test"), then the engines' rows (:func:`engines`) when ``with_engines``."""
     device = pick_device(device)
-    settings = SpeedSettings(profile="smoke", batch_size=100, steps=steps, warmup=warmup, repeats=repeats)
-    variants = {}
-    for depth, side, pipeline in POINTS:
+    settings = SpeedSettings(profile="smoke", batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats)
+    variants, tests = {}, {}
+    for depth, side, pipeline in points:
         dataset = "mnist" if side == 28 else "mnist56"
         sets = (data.image_sets if pipeline == "engine" else data.reference_sets)(
-            dataset, 1000, 100, str(device) if pipeline == "engine" else device
+            dataset, 1000, TEST_PASS_IMAGES, str(device) if pipeline == "engine" else device
         )
         model = _build("ViT", depth, 0, device, image_size=side)
         variants[(depth, side, pipeline)] = (model, sets[0], pipeline)
-    timed = time_training_many(variants, settings=settings, device=device)
-    pipelines = pd.DataFrame(
-        [
-            {
-                "depth": d,
-                "image": s,
-                "pipeline": p,
-                "engine": "eager",
-                "seconds_per_image": timed[(d, s, p)]["step_seconds"] / BATCH,
-                "device": device.type,
-            }
-            for d, s, p in POINTS
-        ]
+        if side == 28:
+            tests[(depth, side, pipeline)] = (model, sets[1])
+    timed = time_training_many(variants, settings=settings, device=device, split=False)
+    row = lambda key, kind, seconds: (
+        dict(zip(("depth", "image", "pipeline"), key), engine="eager", seconds_per_image=seconds, device=device.type)
+        | {"pass": kind}
     )
-    return pd.concat([pipelines, engines(device, steps=steps, warmup=warmup, repeats=repeats)], ignore_index=True)
+    rows = [row(key, "train", timed[key]["step_seconds"] / BATCH) for key in variants]
+    rows += [row(key, "test", _test_seconds(*tests[key], key[2], device, repeats)) for key in tests]
+    frames = [pd.DataFrame(rows)]
+    if with_engines:
+        frames.append(engines(device, steps=steps, warmup=warmup, repeats=repeats).assign(**{"pass": "train"}))
+    return pd.concat(frames, ignore_index=True)
 
 
-def engines(device: torch.device, *, steps: int, warmup: int, repeats: int) -> pd.DataFrame:
+def _test_seconds(model, test_set, pipeline: str, device: torch.device, repeats: int) -> float:
+    """Seconds per image of a test pass as a run makes it (one warm-up pass, then the median of ``repeats``)."""
+    passes = [
+        engine.evaluate(model, test_set, batch_size=TEST_PASS_IMAGES, device=device, per_sample=pipeline == "reference")
+        for _ in range(repeats + 1)
+    ]
+    return statistics.median(p["test_seconds"] for p in passes[1:]) / len(test_set)
+
+
+def points_for(configs: list[RunConfig]) -> tuple[tuple, bool]:
+    """The :data:`POINTS` that price ``configs``, and whether the engines' rows are needed (a stacked run)."""
+    wanted = {(d, 28, c.pipeline) for c in configs for d in (1, 6)}
+    if any(data.IMAGE_SIZE[c.dataset] == 56 for c in configs):
+        wanted |= {(6, 28, "engine"), (6, 56, "engine")}
+    return tuple(p for p in POINTS if p in wanted), any(c.engine == "stacked" for c in configs)
+
+
+def engines(
+    device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6)
+) -> pd.DataFrame:
     """Seconds per training image of one run on one batch already on the device (compute only), by engine:
-    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``."""
+    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
+    Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
     batch = next(iter(train_set.batches(BATCH)))
     rows = []
-    for depth in (1, 6):
+    for depth in depths:
         runners = _engine_runners(depth, batch, device)
         timings = timing.interleave(runners, warmup=warmup + stack.GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
         for name, repeats_ in timings.items():
@@ -94,7 +123,7 @@ def engines(device: torch.device, *, steps: int, warmup: int, repeats: int) -> p
 
 
 def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
-    """``run(n)`` per engine: ``n`` training steps, their median seconds per step."""
+    """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
     x, y = batch
     models = [_build("ViT", depth, seed, device) for seed in range(STACK_MEMBERS)]
     alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)
@@ -105,9 +134,7 @@ def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
     if device.type == "cuda":
         steps["graphed"] = functools.partial(stack.Stack(members, device).step, xs, ys)
     return {
-        name: functools.partial(
-            lambda n, f: {"seconds": timing.repeat(f, repeats=n, device=device, warmup=0).seconds}, f=fn
-        )
+        name: functools.partial(lambda n, f: {"seconds": timing.block(f, calls=n, device=device)}, f=fn)
         for name, fn in steps.items()
     }
 
@@ -119,13 +146,18 @@ def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
     return table.rdiv(table["eager"], axis=0).round(2)
 
 
-def _per_image(calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager") -> float:
-    table = calibration[calibration["engine"] == "eager"].set_index(["depth", "image", "pipeline"])["seconds_per_image"]
+def _per_image(
+    calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager", kind: str = "train"
+) -> float:
+    rows = calibration[(calibration["engine"] == "eager") & (calibration["pass"] == kind)]
+    table = rows.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
     one, six = table[(1, 28, pipeline)], table[(6, 28, pipeline)]
     at_depth = one + (six - one) * (depth - 1) / 5
     if side == 56:
-        at_depth *= table[(6, 56, "engine")] / table[(6, 28, "engine")]
-    if engine_kind == "stacked":
+        train = calibration[(calibration["engine"] == "eager") & (calibration["pass"] == "train")]
+        train = train.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
+        at_depth *= train[(6, 56, "engine")] / train[(6, 28, "engine")]
+    if engine_kind == "stacked" and kind == "train":
         speedups = engine_speedups(calibration)
         best = speedups["graphed"] if "graphed" in speedups else speedups["stacked"]  # a GPU stack replays a graph
         at_depth /= best[1] + (best[6] - best[1]) * (min(depth, 6) - 1) / 5
@@ -133,25 +165,31 @@ def _per_image(calibration: pd.DataFrame, depth: int, side: int, pipeline: str, 
 
 
 def estimate_seconds(config: RunConfig, calibration: pd.DataFrame, *, epochs: int | None = None) -> float:
-    """The estimated time of training ``config`` (``epochs`` of it when given) on the calibrated device."""
+    """The estimated time of training ``config`` (``epochs`` of it when given) on the calibrated device: its
+    training images and its test pass after every epoch, each priced through the run's own pipeline."""
     kwargs = config.model_kwargs
     depth = kwargs.get("depth", 1) * kwargs.get("branches", 1) if config.model in VIT_FAMILY else 1
     side = data.IMAGE_SIZE[config.dataset]
-    per_image = _per_image(calibration, depth, side, config.pipeline, config.engine)
-    images = (config.train_size or TRAIN_IMAGES) + TEST_SHARE * (config.test_size or TEST_IMAGES)
-    return (config.epochs if epochs is None else epochs) * images * per_image
+    train = (config.train_size or TRAIN_IMAGES) * _per_image(calibration, depth, side, config.pipeline, config.engine)
+    test = (config.test_size or TEST_IMAGES) * _per_image(calibration, depth, side, config.pipeline, kind="test")
+    return (config.epochs if epochs is None else epochs) * (train + test)
 
 
 def describe(calibration: pd.DataFrame) -> str:
     """The calibration as ``train --dry-run`` and ``make bench`` print it: the table, then the engines' ratios."""
     from ..system import hardware_label
 
-    speedups = engine_speedups(calibration)
     lines = [
-        f"calibration on {hardware_label()} (seconds per training image, batch {BATCH}, ViT, median of the repeats):",
+        f"calibration on {hardware_label()} (seconds per training image, or per test image where pass is test; "
+        f"batch {BATCH}, ViT; the median of the repeats, each a block of steps between two clock reads):",
         calibration.to_string(index=False),
-        f"per run, times as fast as one run trained alone (a stack of {STACK_MEMBERS} runs; the graphed engine "
-        "only on a GPU), measured in this one calibration:",
-        speedups.to_string(),
     ]
+    if (calibration["pipeline"] == "engine (compute only)").any():
+        speedups = engine_speedups(calibration)
+        lines += [
+            f"stacking: each run's speed in a stack of {STACK_MEMBERS} runs against one run trained alone (x; "
+            "> 1 pays), per depth, the engines' repeats interleaved in this one calibration (the graphed engine "
+            "only on a GPU):",
+            speedups.to_string(),
+        ]
     return "\n".join(lines)

@@ -57,14 +57,28 @@ def endless_test(test_data, batch_size: int) -> Iterator:
         yield from test_data.batches(batch_size)
 
 
-def training_runner(model: nn.Module, train_data, pipeline: str, settings: SpeedSettings, device: torch.device):
-    """``run(n)``: ``n`` training steps of ``model`` through ``pipeline``, clocked into data and compute."""
+def training_runner(
+    model: nn.Module, train_data, pipeline: str, settings: SpeedSettings, device: torch.device, split: bool = True
+):
+    """``run(n)``: ``n`` training steps of ``model`` through ``pipeline``, clocked into data and compute; with
+    ``split=False`` clocked only at the two ends of the ``n`` steps, as a training epoch runs them (the split's
+    clock reads synchronise the device three times a step, which a GPU's step time would include)."""
     if pipeline not in PIPELINES:
         raise ValueError(f"pipeline={pipeline!r} is not allowed; choose one of {', '.join(PIPELINES)}")
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     step: Callable = reference_step if pipeline == "reference" else engine.train_step
     batches = endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+
+    def run_block(steps: int) -> dict:
+        images = 0
+        start = timing.clock(device)
+        for _ in range(steps):
+            x, y = next(batches)
+            step(model, optimizer, x, y)
+            images += len(y)
+        seconds = timing.clock(device) - start
+        return {"seconds": seconds, "data": float("nan"), "compute": float("nan"), "images": images}
 
     def run(steps: int) -> dict:
         data = compute = 0.0
@@ -79,7 +93,7 @@ def training_runner(model: nn.Module, train_data, pipeline: str, settings: Speed
             data, compute, images = data + t1 - t0, compute + t2 - t1, images + len(y)
         return {"seconds": timing.clock(device) - start, "data": data, "compute": compute, "images": images}
 
-    return run
+    return run if split else run_block
 
 
 def _training_row(repeats: list[dict], steps: int) -> dict:
@@ -94,11 +108,12 @@ def _training_row(repeats: list[dict], steps: int) -> dict:
     }
 
 
-def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch.device) -> dict:
+def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch.device, split: bool = True) -> dict:
     """Training throughput of several ``key: (model, train_data, pipeline)`` variants, their
-    ``repeats`` x ``steps`` steps interleaved after ``warmup`` steps each; one row per key."""
+    ``repeats`` x ``steps`` steps interleaved after ``warmup`` steps each; one row per key (``split``: see
+    :func:`training_runner`)."""
     runners = {
-        key: training_runner(model, data_, pipeline, settings, device)
+        key: training_runner(model, data_, pipeline, settings, device, split)
         for key, (model, data_, pipeline) in variants.items()
     }
     timings = timing.interleave(runners, warmup=settings.warmup, repeats=settings.repeats, length=settings.steps)

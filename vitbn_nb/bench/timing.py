@@ -90,6 +90,18 @@ def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warm
     return Timing(tuple(samples))
 
 
+def block(fn: Callable[[], object], *, calls: int, device: torch.device) -> float:
+    """Seconds per call of ``calls`` calls in a row, the device synchronised only before and after the block: what
+    a training loop, which never waits for the device inside an epoch, pays per step (a sync around every step
+    would add the device's idle gaps to it)."""
+    if calls < 1:
+        raise ValueError(f"calls={calls!r} is not allowed; time at least one call")
+    start = clock(device)
+    for _ in range(calls):
+        fn()
+    return (clock(device) - start) / calls
+
+
 def autorange(fn: Callable[[], object], *, min_run_time: float = 0.2) -> Timing:
     """``torch.utils.benchmark.Timer.blocked_autorange``: blocks of calls until ``min_run_time`` seconds, with
     the process's thread count (the Timer's default is one thread); one sample per block, per call."""

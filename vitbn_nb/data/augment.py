@@ -55,7 +55,11 @@ def _sample_params(batch: int, generator: torch.Generator, device) -> dict[str, 
     RandomAffine tx = round(U(-0.2*W, 0.2*W)) (img_size is [W, H]); RandomZoomOut applies when
     rand < p, canvas = int(28 * r), r ~ U(2, 3) in float32, left = int((canvas - 28) * u).
     """
-    u = torch.rand(batch, 7, generator=generator, device=device)
+    return _params_from(torch.rand(batch, 7, generator=generator, device=device))
+
+
+def _params_from(u: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The random choices of :func:`_sample_params` from its uniform draws ``u`` ``[B, 7]`` (row by row)."""
     max_shift = TRANSLATE_FRAC * _SIZE
     canvas = torch.floor(_SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
     return {
@@ -184,3 +188,24 @@ def augment_batch(images: torch.Tensor, generator: torch.Generator) -> torch.Ten
     if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, _SIZE, _SIZE):
         raise ValueError(f"augment_batch takes uint8 [B,1,28,28], got {images.dtype} {tuple(images.shape)}")
     return _apply_params(images, _sample_params(images.shape[0], generator, images.device))
+
+
+def augment_members(images: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
+    """:func:`augment_batch` for the members of a stack at once: uint8 ``[M, B, 1, 28, 28]`` -> float.
+
+    Member ``i``'s samples draw from ``generators[i]`` exactly as ``augment_batch(images[i], generators[i])``
+    would (one ``rand`` each); everything after the draws works sample by sample, so one batched pass over all
+    ``M * B`` images gives each member what its own call gives, bit for bit, with one set of kernels instead of
+    ``M`` (``tests/test_gpu_paths.py`` checks it).
+    """
+    if images.ndim != 5 or len(generators) != images.shape[0]:
+        raise ValueError(
+            f"augment_members takes uint8 [M,B,1,28,28] and M generators, got {tuple(images.shape)} and "
+            f"{len(generators)} generator(s)"
+        )
+    members, batch = images.shape[:2]
+    flat = images.flatten(0, 1)
+    if flat.dtype != torch.uint8 or flat.shape[1:] != (1, _SIZE, _SIZE):
+        raise ValueError(f"augment_members takes uint8 [M,B,1,28,28], got {images.dtype} {tuple(images.shape)}")
+    draws = torch.cat([torch.rand(batch, 7, generator=g, device=images.device) for g in generators])
+    return _apply_params(flat, _params_from(draws)).view(members, batch, 1, _SIZE, _SIZE)

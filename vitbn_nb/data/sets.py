@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .augment import augment_batch, reference_dataset, to_float
+from .augment import augment_batch, augment_members, reference_dataset, to_float
 from .files import load_mnist
 
 DATASETS = ("mnist", "mnist_aug", "mnist56")
@@ -52,6 +52,21 @@ class ImageSet:
                 return
             yield (augment_batch(x, generator) if self.augment else to_float(x)), y
 
+    def stacked_batches(
+        self, batch_size: int, generators: list[torch.Generator], *, min_batch: int = 1
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Shuffled training batches of a stack's members side by side (``[M, B, ...]`` images, ``[M, B]``
+        labels): member ``i``'s are those of ``batches(batch_size, generator=generators[i], shuffle=True)``,
+        cut and augmented for all members at once."""
+        n = len(self.labels)
+        orders = torch.stack([torch.randperm(n, generator=g, device=self.labels.device) for g in generators])
+        for start in range(0, n, batch_size):
+            index = orders[:, start : start + batch_size]
+            if index.shape[1] < min_batch:
+                return
+            x, y = self.images[index], self.labels[index]
+            yield (augment_members(x, generators) if self.augment else to_float(x)), y
+
 
 @dataclass
 class ReferenceSet:
@@ -80,6 +95,14 @@ class ReferenceSet:
             if len(y) < min_batch:
                 return
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+    def stacked_batches(
+        self, batch_size: int, generators: list[torch.Generator], *, min_batch: int = 1
+    ) -> Iterator[tuple[Tensor, Tensor]]:
+        """Each member's own shuffled batches side by side (a DataLoader per member, as its run alone has)."""
+        streams = [self.batches(batch_size, generator=g, shuffle=True, min_batch=min_batch) for g in generators]
+        for parts in zip(*streams):
+            yield torch.stack([x for x, _ in parts]), torch.stack([y for _, y in parts])
 
 
 #: What the engine trains and tests on: either pipeline's set.

@@ -1,0 +1,350 @@
+"""``python -m vitbn_nb check-device``: does this device train the book's engines right? A few minutes at most.
+
+No GPU ran this book before its readers' did, so every device checks itself before it trains (``train`` and
+the book runner run the check where no verdict is stored; on a GPU the stacked engine does too). It trains,
+on the device :func:`vitbn_nb.system.pick_device` chooses:
+
+* one eager run twice: the per-epoch loss and accuracies must be identical (the book's determinism claim);
+* a stack of 3 runs (two random seeds, two learning rates) and the same runs one by one, for a ViT and a DNN:
+  per-epoch loss within a relative 1e-4 and accuracy within one test image (``tests/test_stack.py``'s rule);
+* on CUDA only: the graphed stack against the eager stack over the same epochs (same rule), the step without
+  a single host sync (``torch.cuda.set_sync_debug_mode("error")``: a replay, an eager stacked step, an eager
+  step and a batch fetch), and the stack's peak memory;
+* the step times of the eager, stacked and (on CUDA) graphed engines (:func:`vitbn_nb.bench.calibration.engines`).
+
+It prints one table and keeps the verdict in the run store (``.device-checks/``), one small JSON per device
+model, driver and library versions. An engine whose check failed is not used on that device
+(:func:`refused_engines`): the stacked runs train one by one with the eager engine, or their stack runs
+without the graph, and their records say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import __version__, atomic, data, engine, stack, system
+from .models import build_model
+from .paths import runs_dir
+
+FOLDER = ".device-checks"
+#: ``tests/test_stack.py``'s rule: per-epoch loss within this relative difference, accuracy within one image.
+LOSS_TOLERANCE = 1e-4
+#: What the command says when a check failed.
+FAILED_HELP = (
+    "check-device: a check FAILED. Training still works: an engine that failed is not used on this device "
+    "(the runs' records say so). Please send the table above, the verdict file named above (JSON, a few KB) and "
+    "the output of `nvidia-smi` and `pip freeze | grep -i -e torch -e nvidia` to the book's issue tracker."
+)
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """How much the check trains. ``FULL`` is meaningful on a GPU (seconds there); ``QUICK`` runs every check
+    in seconds on a CPU (the smoke profile and the tests use it)."""
+
+    name: str
+    train_size: int
+    test_size: int
+    epochs: int
+    batch_size: int
+    vit_depth: int
+    timing_depths: tuple[int, ...]
+    timing_steps: int
+    timing_warmup: int
+    timing_repeats: int
+    vit: str = "ViTBNFFN"  # BatchNorm in the encoder: each member's own running statistics are part of the check
+    dnn: str = "DNNBN_d3"
+    dataset: str = "mnist_aug"  # each member's own augmentation stream is part of the check
+    #: The stack's members as (random seed, learning rate): two seeds, two learning rates.
+    members: tuple[tuple[int, float], ...] = ((0, 1e-3), (1, 1e-3), (0, 3e-3))
+
+
+FULL = CheckSettings("full", 4000, 1000, 3, 100, 2, (1, 6), 10, 3, 5)
+QUICK = CheckSettings("quick", 120, 60, 2, 50, 1, (1,), 1, 0, 1)
+
+
+def device_key(device: torch.device) -> dict:
+    """What a verdict holds for: the device model, its driver and the libraries that run on it."""
+    info = system.hardware(device)
+    key = {"device": system.label(info), "driver": info.get("driver"), "torch": torch.__version__}
+    if device.type == "cuda":
+        key.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    return {**key, "vitbn_nb": __version__}
+
+
+def verdict_path(device: torch.device, store: Path | None = None) -> Path:
+    key = device_key(device)
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", key["device"]).strip("-")[:60]
+    return Path(store or runs_dir()) / FOLDER / f"{slug}-{digest}.json"
+
+
+def stored(device: torch.device, store: Path | None = None) -> dict | None:
+    """This device's stored verdict, or None (none yet, or unreadable: then it is checked anew)."""
+    path = verdict_path(device, store)
+    with contextlib.suppress(OSError, json.JSONDecodeError):
+        found = json.loads(path.read_text())
+        if isinstance(found, dict) and isinstance(found.get("refused"), dict):
+            return found
+    return None
+
+
+def refused_engines(device: torch.device) -> dict[str, str]:
+    """Engines this device's verdict refuses, each with why. On a GPU with no verdict the check runs first; a
+    CPU with none refuses nothing (its engines are the ones the test-suite checks)."""
+    verdict = stored(device)
+    if verdict is None and device.type == "cuda":
+        verdict = ensure(device)
+    return dict(verdict["refused"]) if verdict else {}
+
+
+def ensure(
+    device: str | torch.device | None = None,
+    *,
+    quick: bool = False,
+    store: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """The stored verdict for this device, after running the check when there is none (or only a quick one and a
+    full one is wanted)."""
+    device = system.pick_device(device)
+    found = stored(device, store)
+    if found is not None and (quick or found.get("settings") == FULL.name):
+        log(f"device check: {summary(found)} (stored {found['checked']}; python -m vitbn_nb check-device redoes it)")
+        return found
+    log(f"device check: no verdict stored for {system.hardware_label(device)} and these libraries; checking it now")
+    return run(device, QUICK if quick else FULL, store=store, log=log)
+
+
+def run(
+    device: str | torch.device | None = None,
+    settings: CheckSettings = FULL,
+    *,
+    store: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Run every check on ``device``, print the table, store the verdict and return it."""
+    device = system.pick_device(device)
+    start = time.perf_counter()
+    log(f"checking {system.hardware_label(device)} ({settings.name} settings) ...")
+    rows = _checks(device, settings)
+    failed = lambda engine_: [r for r in rows if r["engine"] == engine_ and r["result"] == "FAIL"]
+    refused = {
+        name: f"check-device on this device failed: {failed(name)[0]['check']} ({failed(name)[0]['detail']})"
+        for name in ("stacked", "graphed")
+        if failed(name)
+    }
+    if "stacked" in refused and device.type == "cuda":
+        refused.setdefault("graphed", refused["stacked"])
+    verdict = {
+        "key": device_key(device),
+        "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "settings": settings.name,
+        "seconds": round(time.perf_counter() - start, 1),
+        "passed": not any(r["result"] == "FAIL" for r in rows),
+        "refused": refused,
+        "rows": rows,
+        "settings_used": asdict(settings),
+    }
+    path = verdict_path(device, store)
+    atomic.write_json(path, verdict)
+    log(table(verdict))
+    log(f"verdict stored in {path}")
+    return verdict
+
+
+def summary(verdict: dict) -> str:
+    if verdict["passed"]:
+        return f"every check passed on {verdict['key']['device']}"
+    used = "; ".join(f"{name} engine not used: {why}" for name, why in verdict["refused"].items())
+    return f"a check FAILED on {verdict['key']['device']}" + (f" ({used})" if used else "")
+
+
+def table(verdict: dict) -> str:
+    """The check's one table, and what it means."""
+    width = max(len(r["check"]) for r in verdict["rows"]) + 2
+    lines = [f"{'check':<{width}}{'result':<8}detail"]
+    lines += [f"{r['check']:<{width}}{r['result']:<8}{r['detail']}" for r in verdict["rows"]]
+    lines.append(f"verdict: {summary(verdict)} ({verdict['seconds']:.0f} s, {verdict['settings']} settings)")
+    if any(r["result"] == "FAIL" and r["engine"] == "eager" for r in verdict["rows"]):
+        lines.append("runs on this device do not repeat bit for bit: their records say so (nondeterministic)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the checks
+# ---------------------------------------------------------------------------------------------
+def _row(check: str, engine_: str | None, result: str, detail: str) -> dict:
+    return {"check": check, "engine": engine_, "result": result, "detail": detail}
+
+
+def _checks(device: torch.device, s: CheckSettings) -> list[dict]:
+    train_set, test_set = data.image_sets(s.dataset, s.train_size, s.test_size, str(device))
+    cuda = device.type == "cuda"
+    rows = [_repeat_check(device, s, train_set, test_set)]
+    stacks, without_graph = {}, {"graphed": "the stacked engine is checked on its own"}
+    for name, kwargs in ((s.vit, {"depth": s.vit_depth}), (s.dnn, {})):
+        label = f"{name}{f' d{s.vit_depth}' if kwargs else ''}"
+        alone = [_train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) for seed, lr in s.members]
+        stacks[name] = _train_stack(name, kwargs, s, train_set, test_set, device, refused=without_graph)
+        rows.append(_compare(f"stack of 3 = one by one ({label})", "stacked", alone, stacks[name], s))
+    if cuda:
+        graphed = _train_stack(s.vit, {"depth": s.vit_depth}, s, train_set, test_set, device, refused={})
+        row = _compare(f"graphed stack = eager stack ({s.vit} d{s.vit_depth})", "graphed", stacks[s.vit], graphed, s)
+        failure = next((e["cuda_graph_failed"] for m in graphed for e in m if "cuda_graph_failed" in e), None)
+        if failure or not any(e["cuda_graph"] for m in graphed for e in m):
+            row.update(result="FAIL", detail=f"the step was not captured ({failure or 'too few full batches'})")
+        rows.append(row)
+        rows.append(_sync_check(device, s, train_set))
+        peak = max(e["peak_memory_mib"] or 0 for m in graphed for e in m)
+        rows.append(_row(f"peak memory, stack of 3 ({s.vit} d{s.vit_depth})", None, "info", f"{peak:.0f} MiB"))
+    else:
+        rows += [
+            _row(check, "graphed", "n/a", "CUDA only")
+            for check in ("graphed stack = eager stack", "no host sync in the step", "peak memory")
+        ]
+    rows += _timing_rows(device, s)
+    return rows
+
+
+def _model(name: str, kwargs: dict, seed: int, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(seed)  # as the run store builds a run's model
+    return build_model(name, **kwargs).to(device)
+
+
+def _train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) -> list[dict]:
+    history = engine.train_model(
+        _model(name, kwargs, seed, device),
+        train_set,
+        test_set,
+        epochs=s.epochs,
+        lr=lr,
+        batch_size=s.batch_size,
+        test_batch_size=s.test_size,
+        seed=seed,
+        device=device,
+        progress=False,
+    )
+    return history
+
+
+def _train_stack(name, kwargs, s, train_set, test_set, device, refused: dict) -> list[list[dict]]:
+    members = []
+    for seed, lr in s.members:
+        model = _model(name, kwargs, seed, device)
+        members.append(stack.Member(model, stack.optimizer_for(model, lr, device), seed))
+    history: list[list[dict]] = [[] for _ in members]
+
+    def epoch_end(per_member: list[dict]) -> bool:
+        for mine, metrics in zip(history, per_member):
+            mine.append(metrics)
+        return False
+
+    stack.train_models(
+        members,
+        train_set,
+        epochs=s.epochs,
+        start_epoch=0,
+        batch_size=s.batch_size,
+        device=device,
+        evaluate=lambda model: engine.evaluate(model, test_set, batch_size=s.test_size, device=device),
+        on_epoch_end=epoch_end,
+        refused=refused,
+    )
+    return history
+
+
+def _repeat_check(device, s: CheckSettings, train_set, test_set) -> dict:
+    seed, lr = s.members[0]
+    kwargs = {"depth": s.vit_depth}
+    first, second = (_train_alone(s.vit, kwargs, seed, lr, s, train_set, test_set, device) for _ in range(2))
+    keys = ("train_loss", "test_acc", "class_acc")
+    same = [{k: e[k] for k in keys} for e in first] == [{k: e[k] for k in keys} for e in second]
+    worst = max(abs(a["train_loss"] - b["train_loss"]) for a, b in zip(first, second))
+    alerts = first[-1].get("nondeterministic") or second[-1].get("nondeterministic")
+    detail = f"{s.epochs} epochs of {s.vit} d{s.vit_depth}: " + (
+        "identical loss and accuracies" if same else f"they differ (loss by up to {worst:.2e})"
+    )
+    if alerts:
+        detail += f"; torch warned: {alerts[0][:80]}"
+    return _row("eager run trained twice", "eager", "pass" if same else "FAIL", detail)
+
+
+def _compare(check: str, engine_: str, expected: list, found: list, s: CheckSettings) -> dict:
+    """Per member and epoch: loss within :data:`LOSS_TOLERANCE` (relative), accuracy within one test image."""
+    loss = acc = 0.0
+    for mine, theirs in zip(expected, found, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            scale = max(abs(a["train_loss"]), 1e-12)
+            difference = abs(a["train_loss"] - b["train_loss"]) / scale
+            loss = max(loss, difference) if math.isfinite(difference) else math.inf
+            acc = max(acc, abs(a["test_acc"] - b["test_acc"]))
+    ok = loss <= LOSS_TOLERANCE and acc <= 100 / s.test_size + 1e-9
+    detail = (
+        f"loss differs by {loss:.1e} relative (<= {LOSS_TOLERANCE:g}), accuracy by {acc:.2f} points "
+        f"(<= {100 / s.test_size:.2f}: one test image)"
+    )
+    return _row(check, engine_, "pass" if ok else "FAIL", detail)
+
+
+def _sync_check(device: torch.device, s: CheckSettings, train_set) -> dict:
+    """A replay, an eager stacked step, an eager step and a batch fetch with host syncs turned into errors."""
+    members = [stack.Member(m, stack.optimizer_for(m, 1e-3, device), seed) for seed, m in _models(s, device)]
+    generators = [torch.Generator(device=device).manual_seed(seed) for seed, _ in s.members]
+    x, y = next(iter(train_set.stacked_batches(s.batch_size, generators, min_batch=2)))
+    graphed, eager_stack = stack.Stack(members, device), stack.Stack(members, device, graph=False)
+    for _ in range(stack.GRAPH_WARMUP_STEPS + 1):
+        graphed.step(x, y)  # warm-up, then the capture
+    alone = members[0]
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.synchronize(device)
+    try:
+        torch.cuda.set_sync_debug_mode("error")
+        sums = torch.zeros(len(members), device=device)
+        batches = iter(train_set.stacked_batches(s.batch_size, generators, min_batch=2))
+        x, y = next(batches)
+        sums += graphed.step(x, y) * y.shape[1]
+        sums += eager_stack.step(x, y) * y.shape[1]
+        engine.train_step(alone.model, alone.optimizer, x[0], y[0])
+        done = "a replay, an eager stacked step, an eager step and a batch fetch: no sync"
+        result = "pass" if graphed.graph is not None else "FAIL"
+        detail = done if result == "pass" else f"the step was not captured ({graphed.graph_failed})"
+    except RuntimeError as error:
+        result, detail = "FAIL", f"a host sync: {str(error).splitlines()[0][:120]}"
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    return _row("no host sync in the step", "graphed", result, detail)
+
+
+def _models(s: CheckSettings, device: torch.device) -> list[tuple[int, torch.nn.Module]]:
+    return [(seed, _model(s.vit, {"depth": s.vit_depth}, seed, device)) for seed, _ in s.members]
+
+
+def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
+    from .bench.calibration import STACK_MEMBERS, engines
+
+    timed = engines(
+        device, steps=s.timing_steps, warmup=s.timing_warmup, repeats=s.timing_repeats, depths=s.timing_depths
+    )
+    rows = []
+    for depth, group in timed.groupby("depth"):
+        per_run = {r.engine: r.seconds_per_image * 100 for r in group.itertuples()}  # ms per run-step of 100 images
+        parts = [f"eager {1e3 * per_run['eager']:.1f} ms"] + [
+            f"{name} {1e3 * seconds:.1f} ms ({per_run['eager'] / seconds:.2f}x)"
+            for name, seconds in per_run.items()
+            if name != "eager"
+        ]
+        detail = ", ".join(parts) + f" per run and step (batch 100, a stack of {STACK_MEMBERS})"
+        rows.append(_row(f"step time, ViT d{depth}", None, "info", detail))
+    return rows

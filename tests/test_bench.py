@@ -67,8 +67,7 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     code, _, folder = quick_run
     assert code == 0
     [dated] = list((folder / "build").glob("bench-*.json"))
-    copy = folder / "figures" / "bench.json"
-    assert copy.read_text() == dated.read_text()
+    assert not (folder / "figures" / "bench.json").exists()  # a smoke run's timings never become the book's
     results = json.loads(dated.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert results["profile"] == "smoke" and results["device"] == "cpu" and results["schema"] == 1
     assert {

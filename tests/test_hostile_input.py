@@ -608,3 +608,22 @@ def test_an_unreachable_mlflow_server_warns_once_and_does_not_hold_up_training(s
     with pytest.raises(ConnectionError, match="does not answer"):
         runs.train(RunConfig(**TINY, seed=0), progress=False, mlflow=True)
     tracking.unreachable.cache_clear()
+
+
+def test_a_quick_or_smaller_bench_never_replaces_the_books_bench_json(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from vitbn_nb.bench import report
+
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
+    (figures / "bench.json").write_text('{"profile": "cpu", "kept": true}')
+    for profile in ("smoke", "cpu"):
+        result = SimpleNamespace(meta={"profile": profile}, to_dict=lambda p=profile: {"profile": p})
+        written = report.write(result, tmp_path / "out")
+        assert (figures / "bench.json" in written) == (profile == "cpu")
+    assert json.loads((figures / "bench.json").read_text()) == {"profile": "cpu"}
+    (figures / "bench.json").write_text('{"profile": "paper"}')
+    result = SimpleNamespace(meta={"profile": "cpu"}, to_dict=lambda: {"profile": "cpu"})
+    assert figures / "bench.json" not in report.write(result, tmp_path / "out")

@@ -93,7 +93,7 @@ def verdict_path(device: torch.device, store: Path | None = None) -> Path:
 def stored(device: torch.device, store: Path | None = None) -> dict | None:
     """This device's stored verdict, or None (none yet, or unreadable: then it is checked anew)."""
     path = verdict_path(device, store)
-    with contextlib.suppress(OSError, json.JSONDecodeError):
+    with contextlib.suppress(OSError, ValueError, RecursionError):
         found = json.loads(path.read_text())
         if isinstance(found, dict) and isinstance(found.get("refused"), dict):
             return found

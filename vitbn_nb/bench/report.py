@@ -261,11 +261,29 @@ def write(result: BenchResult, out_dir=None, copy_to_figures: bool = True) -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(_finite(result.to_dict()), indent=1, allow_nan=False)
     paths = [out_dir / f"bench-{dt.date.today().isoformat()}.json"]
-    if copy_to_figures:
+    if copy_to_figures and (why := _not_for_the_book(result.meta.get("profile"))) is not None:
+        print(f"figures/bench.json left as it is: {why}")
+    elif copy_to_figures:
         paths.append(book_figures_dir() / "bench.json")
     for path in paths:
         atomic.write_text(path, text)
     return paths
+
+
+def _not_for_the_book(profile: str | None) -> str | None:
+    """Why a result of ``profile`` must not replace the book's ``figures/bench.json`` (None: it may): the smoke
+    profile's numbers mean nothing, and a smaller profile never replaces a larger one's (as with ``make book``)."""
+    from ..book import PROFILE_SIZE
+
+    if profile not in PROFILE_SIZE or PROFILE_SIZE[profile] == 0:
+        return f"a {profile} run's timings prove only that the code runs"
+    try:
+        held = json.loads((book_figures_dir() / "bench.json").read_text()).get("profile")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if PROFILE_SIZE.get(held, -1) > PROFILE_SIZE[profile]:
+        return f"it holds a {held} run, larger than this {profile} one"
+    return None
 
 
 def write_text(text: str, out_dir=None, name: str = "calibration") -> Path:

@@ -298,13 +298,9 @@ def read_bundle(file: str | Path, scratch: Path) -> Bundle:
     found = Bundle(file)
     for name, path in unpacked.items():
         if _STATE_FILE.match(name):
-            from .hpo import state_problem
+            from .hpo import state_file_problem
 
-            try:
-                problem = state_problem(path.name, json.loads(path.read_text()))
-            except (OSError, ValueError, RecursionError) as error:
-                problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
-            if problem:
+            if problem := state_file_problem(path):
                 _refuse(file, f"holds optimisation state {name!r} that {problem}")
             found.state[name.removeprefix(f"runs/{STATE_FOLDER}/")] = path
         else:

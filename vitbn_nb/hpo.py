@@ -379,16 +379,7 @@ def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
 def load_best(dataset: str, profile: str) -> dict | None:
     """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
     path = best_path(dataset, profile)
-    if not path.exists():
-        return None
-    try:
-        best = json.loads(path.read_text())
-        problem = state_problem(path.name, best)
-    except (OSError, ValueError, RecursionError) as error:
-        problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
-    if problem:
-        raise ValueError(f"{path} {problem}; {state_fix(path)}")
-    return best
+    return read_state(path, state_fix(path)) if path.exists() else None
 
 
 def state_fix(path: Path) -> str:
@@ -442,13 +433,20 @@ def state_problem(name: str, state) -> str | None:
     return None
 
 
-def _read_ledger(path: Path) -> dict:
-    """The trial ledger, checked (:func:`state_problem`); a damaged one is named with its fix."""
+def state_file_problem(path: Path) -> str | None:
+    """What makes a file of the optimisation state unusable (:func:`state_problem`), unreadable JSON included."""
     try:
-        ledger = json.loads(path.read_text())
-        problem = state_problem(path.name, ledger)
+        return state_problem(path.name, json.loads(path.read_text()))
     except (OSError, ValueError, RecursionError) as error:
-        problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
-    if problem:
-        raise ValueError(f"{path} {problem}; {state_fix(path.parent)}")
-    return ledger
+        return f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+
+
+def read_state(path: Path, fix: str) -> dict:
+    """A file of the optimisation state, checked; a damaged one is named with ``fix``."""
+    if problem := state_file_problem(path):
+        raise ValueError(f"{path} {problem}; {fix}")
+    return json.loads(path.read_text())
+
+
+def _read_ledger(path: Path) -> dict:
+    return read_state(path, state_fix(path.parent))

@@ -348,18 +348,9 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
 
 def _state_problems(folder: Path) -> list[tuple[Path, str]]:
     """The optimisation state's files that do not hold what the optimisation reads back (``hpo.state_problem``)."""
-    from .hpo import state_problem
+    from .hpo import state_file_problem
 
-    found = []
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.suffix == ".json":
-            try:
-                problem = state_problem(path.name, json.loads(path.read_text()))
-            except (OSError, ValueError, RecursionError) as error:
-                problem = f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
-            if problem:
-                found.append((path, problem))
-    return found
+    return [(p, problem) for p in sorted(folder.rglob("*.json")) if p.is_file() and (problem := state_file_problem(p))]
 
 
 def store_notes(store: str | Path | None = None) -> list[str]:

@@ -35,6 +35,7 @@ from .records import (
     STATE_FOLDER,
     WEIGHT_FILES,
     RunStoreError,
+    identity_problem,
     load_checkpoint,
     load_weights,
     read_record,
@@ -261,13 +262,10 @@ def _check_run(file: Path, folder: Path) -> dict:
         _refuse(file, f"holds files of run {run_id} without its record.json")
     try:
         record = read_record(folder)
-        config = RunConfig(**record["config"])
     except RunStoreError as error:
         _refuse(file, f"holds a damaged record: {error.problem}")
-    except (TypeError, ValueError) as error:
-        _refuse(file, f"holds run {run_id}, whose configuration this code refuses ({error})")
-    if config.run_id(record["hardware"]["device"]) != run_id:
-        _refuse(file, f"holds a folder {run_id!r} whose record's configuration names another run")
+    if (problem := identity_problem(record, run_id)) is not None:
+        _refuse(file, f"holds run {run_id}, whose record is refused: {problem}")
     for name in WEIGHT_FILES:
         path = folder / name
         if not path.exists():

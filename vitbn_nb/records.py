@@ -227,6 +227,19 @@ def repair_fix(folder: Path) -> str:
     return retrain_fix(Path(folder).name)
 
 
+def identity_problem(record: dict, folder_name: str) -> str | None:
+    """Whether a whole record's configuration is one this code accepts and gives the run id of its folder."""
+    from .runs import RunConfig  # the configuration's own checks; runs imports this module
+
+    try:
+        config = RunConfig(**record["config"])
+    except (TypeError, ValueError) as error:
+        return f"its configuration is not valid ({error})"
+    if config.run_id(record["hardware"]["device"]) != folder_name:
+        return "its configuration names another run"
+    return None
+
+
 def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
     """A run's weight file (model or checkpoint) on the CPU, its checksum verified, loaded weights-only: tensors
     and plain types, never code. Errors name the file and the fix."""
@@ -288,14 +301,8 @@ def _problems(folder: Path) -> list[tuple[str, str]]:
     except RunStoreError as error:
         return [(error.problem, error.fix)]
     problems = []
-    try:
-        from .runs import RunConfig
-
-        config = RunConfig(**record["config"])
-        if config.run_id(record["hardware"]["device"]) != folder.name:
-            problems.append((f"{folder / 'record.json'}: its configuration names another run", delete_fix(folder)))
-    except (TypeError, ValueError) as error:
-        problems.append((f"{folder / 'record.json'}: its configuration is not valid ({error})", delete_fix(folder)))
+    if (problem := identity_problem(record, folder.name)) is not None:
+        problems.append((f"{folder / 'record.json'}: {problem}", delete_fix(folder)))
     if record["status"] not in ENDED and (folder / "checkpoint.pt").exists():
         try:
             load_checkpoint(folder, record)

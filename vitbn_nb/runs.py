@@ -325,6 +325,7 @@ def is_run_name(name: str) -> bool:
         and bool(name)
         and "/" not in name
         and "\\" not in name
+        and "\0" not in name
         and not name.startswith(".")
         and name != STATE_FOLDER
     )

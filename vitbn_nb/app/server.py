@@ -22,7 +22,7 @@ from torch import nn
 
 from ..models import VIT_FAMILY
 from ..paths import runs_dir
-from ..runs import Run, RunConfig, RunStoreError, train
+from ..runs import Run, RunConfig, RunStoreError, is_run_name, train
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
@@ -142,7 +142,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     """
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
-        if not run_id or run_id.startswith(".") or any(c in run_id for c in "/\\\0"):
+        if not is_run_name(run_id):
             raise SystemExit(
                 f"--run {run_id!r}: not a run folder name (no '/', no '..', not starting with '.'); give the "
                 f"name of a run folder in {runs_dir()}"

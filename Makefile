@@ -48,10 +48,13 @@ lock: $(VENV)/.installed
 data: $(VENV)/.installed
 	$(PY) -m vitbn_nb data
 
-# TRAIN=never renders from the run store only (runs trained elsewhere and imported): a missing run is named.
+# By default a run is read from the run store, else from the records committed in figures/records/, and only a
+# run neither holds is trained. FROM=scratch leaves the committed records out (a reproduction: trains every run the
+# store lacks); TRAIN=never trains nothing and names a missing run.
 TRAIN ?=
+FROM ?=
 book: data
-	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(ARGS)
+	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(if $(filter scratch,$(FROM)),--from-scratch) $(ARGS)
 
 test: $(VENV)/.installed
 	@# the browser tests drive Debian's Chromium; where it cannot be installed they are skipped

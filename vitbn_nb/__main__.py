@@ -11,6 +11,9 @@ import os
 import sys
 
 DEBUG_VARIABLE = "VITBN_DEBUG"
+FROM_SCRATCH_HELP = (
+    "ignore the records committed in figures/records/: train every run the run store lacks (a reproduction)"
+)
 
 
 def main(argv=None) -> int:
@@ -27,6 +30,7 @@ def main(argv=None) -> int:
         action="store_false",
         help="render from the run store only: a missing run fails its chapter, naming the run",
     )
+    book.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
     book.add_argument("--no-html", dest="html", action="store_false", help="execute the chapters only")
     book.add_argument("--output", metavar="DIR", help="build folder (default: build/)")
     book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
@@ -56,6 +60,7 @@ def main(argv=None) -> int:
     train.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
     train.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
     train.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    train.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
     train.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="stop at the last epoch boundary before this many seconds"
     )
@@ -90,6 +95,10 @@ def main(argv=None) -> int:
         "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
     )
     args = parser.parse_args(argv)
+    if getattr(args, "from_scratch", False):  # the kernels papermill starts inherit it
+        from .paths import COMMITTED_VARIABLE
+
+        os.environ[COMMITTED_VARIABLE] = "ignore"
 
     if args.command == "data":
         from .data import prepare

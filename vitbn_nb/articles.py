@@ -8,6 +8,8 @@ source of chapter 07's claims. A chapter imports these; none types an article's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 #: Article 2 describes Figures 1-3 in words only (it gives no accuracies); quoted, in translation.
 ARTICLE2_DNN = {
     "article2/fig1": "lr 0.01: with BatchNorm the network converges faster; DNNBN_d3 reaches a higher test "
@@ -132,3 +134,282 @@ TOUVRON = {
     "hmlp_flops": "less than 1 % more FLOPs than a linear projection for ViT-B (17.73 GFLOPs)",
     "hmlp_patches": "each 16x16 patch is processed on its own",
 }
+
+
+# -- the claims the book judges, each once, with its direction and kind ---------------------------------------
+
+#: The kinds of claim, which decide how the one rule (:mod:`vitbn_nb.verdicts`) applies.
+DIFFERENCE = "difference"  # between two models, from paired per-seed values
+CURVE = "curve"  # about a whole curve (converges faster, becomes unstable), from a per-seed number read off it
+ABSOLUTE = "absolute"  # a number at the article's protocol: judged only where the runs reached it
+RATIO = "ratio"  # a timing ratio on the article's hardware: judged on the article's qualitative claim
+KINDS = (DIFFERENCE, CURVE, ABSOLUTE, RATIO)
+
+#: The article's wording, encoded once: the same words give the same direction wherever they occur. "X slightly
+#: better" and "X clearly better" both point to X (how large a lead is, the interval shows); "comparable" and "almost
+#: no difference" point nowhere (0).
+WORDING = {
+    "comparable": 0,
+    "almost no difference": 0,
+    "affected much the same": 0,
+    "slightly better": +1,
+    "slightly exceeds": +1,
+    "slightly higher": +1,
+    "significantly better": +1,
+    "clearly better": +1,
+    "milder": +1,
+}
+
+#: The articles' protocols in training steps (batch 100 on 60,000 images: 600 steps an epoch).
+STEPS_PER_EPOCH = 600
+ARTICLE_STEPS = {"article 1, Experiment 1": 30 * STEPS_PER_EPOCH, "article 2": 10 * STEPS_PER_EPOCH}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One finding of a source, as the book judges it.
+
+    ``measure`` names the per-seed quantity (oriented: ``direction`` +1 means the source says it is positive,
+    -1 negative, 0 "no difference"); ``level`` is the threshold of a ratio claim (a gain in %) or the value of an
+    absolute one; ``epochs`` the article's epochs behind an absolute number.
+    """
+
+    key: str
+    source: str
+    says: str
+    kind: str
+    measure: str
+    direction: int = 0
+    level: float | None = None
+    epochs: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {KINDS}")
+        if self.direction not in (-1, 0, 1):
+            raise ValueError(f"{self.key}: direction={self.direction!r} is not +1, -1 or 0")
+
+
+def _worded(lead: str, words: str) -> int:
+    """The direction of "``lead`` ``words``" for the measure "ViTBNFFN − ViT" (ViT leading points the other way)."""
+    return WORDING[words] * (-1 if lead == "ViT" else 1)
+
+
+def _depth_claims() -> list[Claim]:
+    claims = []
+    for (lr, depth), (where, said, lead, words) in ARTICLE2_DEPTH_WORDING.items():
+        claims.append(
+            Claim(
+                f"article2/depth/lr{lr:g}/d{depth}",
+                f"article 2, {where}",
+                said,
+                DIFFERENCE,
+                f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {lr:g} (pt)",
+                _worded(lead, words),
+            )
+        )
+    for depth, (said, words) in ARTICLE2_FIG10_WORDING.items():
+        claims.append(
+            Claim(
+                f"article2/fig10/d{depth}",
+                "article 2, Fig 10",
+                said,
+                DIFFERENCE,
+                f"ViT's fall − ViTBNFFN's fall in final accuracy, lr 0.003 → 0.005, d = {depth} (pt)",
+                WORDING[words],
+            )
+        )
+    return claims
+
+
+#: Article 2's words per (lr, depth) of Figs 8-9: (where, what it says, who leads, the words), from its text.
+ARTICLE2_DEPTH_WORDING = {
+    (0.003, 2): ("Fig 8 text", "accuracies stay comparable for d < 4", "", "comparable"),
+    (0.003, 3): ("Fig 8 text", "accuracies stay comparable for d < 4", "", "comparable"),
+    (0.003, 4): ("Fig 8", "comparable; ViT slightly better", "ViT", "slightly better"),
+    (0.003, 5): ("Fig 8", "comparable; ViTBNFFN slightly exceeds ViT", "ViTBNFFN", "slightly exceeds"),
+    (0.003, 6): ("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN", "significantly better"),
+    (0.003, 7): ("Fig 8", "ViTBNFFN significantly better (and for any d ≥ 6)", "ViTBNFFN", "significantly better"),
+    (0.005, 1): ("Fig 9", "comparable; ViT slightly better", "ViT", "slightly better"),
+    (0.005, 2): ("Fig 9", "comparable; almost no difference", "", "almost no difference"),
+    (0.005, 3): ("Fig 9", "ViTBNFFN's accuracy slightly higher than ViT's", "ViTBNFFN", "slightly higher"),
+    (0.005, 4): ("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN", "clearly better"),
+}
+#: Fig 10: per depth, what the article says of the fall in accuracy when lr goes 0.003 -> 0.005, and its words.
+ARTICLE2_FIG10_WORDING = {
+    2: (ARTICLE2_FIG10[2][0], "affected much the same"),
+    3: (ARTICLE2_FIG10[3][0], "milder"),
+    4: (ARTICLE2_FIG10[4][0], "milder"),
+}
+
+
+def _dnn_claims() -> list[Claim]:
+    return [
+        Claim(
+            "article2/fig1/converges",
+            "article 2, Fig 1",
+            ARTICLE2_DNN["article2/fig1"],
+            CURVE,
+            "DNNBN_d3 − DNN_d3 mean test accuracy over the epochs, lr 0.01 (pt)",
+            +1,
+        ),
+        Claim(
+            "article2/fig1/final",
+            "article 2, Fig 1",
+            ARTICLE2_DNN["article2/fig1"],
+            DIFFERENCE,
+            "DNNBN_d3 − DNN_d3 final test accuracy, lr 0.01 (pt)",
+            +1,
+        ),
+        Claim(
+            "article2/fig2/stable",
+            "article 2, Fig 2",
+            ARTICLE2_DNN["article2/fig2"],
+            CURVE,
+            "DNN_d3 − DNNBN_d3 largest fall below the best accuracy so far, lr 0.1 (pt)",
+            +1,
+        ),
+        Claim(
+            "article2/fig3/cost",
+            "article 2, Fig 3",
+            ARTICLE2_DNN["article2/fig3"],
+            DIFFERENCE,
+            "DNN_d3's fall − DNNBN_d3's fall in final accuracy, lr 0.01 → 0.1 (pt)",
+            +1,
+        ),
+    ]
+
+
+def _experiment1_claims() -> list[Claim]:
+    claims = []
+    for lr, quoted in ARTICLE1_EXPERIMENT1.items():
+        where = f"article 1, {quoted['figure']}"
+        for model, value in quoted["accuracy"].items():
+            claims.append(
+                Claim(
+                    f"article1/lr{lr:g}/accuracy/{model}",
+                    where,
+                    f"{model} ≈ {value:g} % after 30 epochs",
+                    ABSOLUTE,
+                    f"{model} final test accuracy, lr {lr:g} (%)",
+                    level=value,
+                    epochs=30,
+                )
+            )
+        for model, value in quoted["accuracy_above"].items():
+            claims.append(
+                Claim(
+                    f"article1/lr{lr:g}/accuracy/{model}",
+                    where,
+                    f"{model} above {value:g} % after 30 epochs",
+                    ABSOLUTE,
+                    f"{model} final test accuracy, lr {lr:g} (%)",
+                    +1,
+                    level=value,
+                    epochs=30,
+                )
+            )
+        for model in ("ViTBNFFN", "ViTBN"):
+            for kind, key in (("training", "r_t"), ("inference", "r_v")):
+                claims.append(
+                    Claim(
+                        f"article1/lr{lr:g}/{key}/{model}",
+                        f"article 1, {quoted['figure']} and conclusion",
+                        f"{kind} time per epoch sped up by at least 60 % (its {key} = {quoted[key][model]:g} on an "
+                        "NVIDIA L4)",
+                        RATIO,
+                        f"{model} {kind} gain g = 1 − T({model}) / T(ViT), lr {lr:g} (%)",
+                        +1,
+                        level=60.0,
+                    )
+                )
+    claims.append(
+        Claim(
+            "article1/lr0.0005/converges",
+            "article 1, Fig 3",
+            "the standard ViT converges in fewer epochs than the other models",
+            CURVE,
+            "ViT − BatchNorm model mean test accuracy over the epochs, lr 0.0005 (pt)",
+            +1,
+        )
+    )
+    claims.append(
+        Claim(
+            "article1/lr0.01/breakdown",
+            "article 1, Fig 5",
+            "ViT becomes unstable, its accuracy plummeting near epoch 15; ViTBNFFN and ViTBN remain stable",
+            ABSOLUTE,
+            "ViT − BatchNorm model largest fall below the best accuracy so far, lr 0.01 (pt)",
+            +1,
+            level=float(ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"]),
+            epochs=ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"],
+        )
+    )
+    return claims
+
+
+def _experiment2_claims() -> list[Claim]:
+    claims = [
+        Claim(
+            f"article1/optimised/accuracy/{model}",
+            "article 1, text on Fig 8",
+            f"{model} {value:g} % after 30 epochs with the optimised settings",
+            ABSOLUTE,
+            f"{model} final test accuracy, optimised (%)",
+            level=value,
+            epochs=30,
+        )
+        for model, value in ARTICLE1_EXPERIMENT2["accuracy"].items()
+    ]
+    for model in ("ViTBNFFN", "ViTBN"):
+        for kind, key, level, words in (
+            ("training", "r_t", 70.0, "above 70 %"),
+            ("inference", "r_v", 60.0, "a little above 60 %"),
+        ):
+            claims.append(
+                Claim(
+                    f"article1/optimised/{key}/{model}",
+                    "article 1, text on Fig 8 and conclusion",
+                    f"gain in {kind} time per epoch {words} (its {key} = {ARTICLE1_EXPERIMENT2[key][model]:g} on an "
+                    "NVIDIA L4)",
+                    RATIO,
+                    f"{model} {kind} gain, optimised (%)",
+                    +1,
+                    level=level,
+                )
+            )
+    claims.append(
+        Claim(
+            "article1/optimised/converges",
+            "article 1, text on Fig 8",
+            "ViT converges in fewer epochs than ViTBNFFN and ViTBN",
+            CURVE,
+            "ViT − BatchNorm model mean test accuracy over the epochs, optimised (pt)",
+            +1,
+        )
+    )
+    return claims
+
+
+def _transfer_claims() -> list[Claim]:
+    return [
+        Claim(
+            f"article1/transfer/{model}",
+            "article 1, on the series' transfer article",
+            ARTICLE1_TRANSFER["bn_faster"],
+            RATIO,
+            f"{model} inference gain over ViT on the transfer set, at equal depth 6 (%)",
+            +1,
+            level=0.0,
+        )
+        for model in ("ViTBNFFN", "ViTBN")
+    ]
+
+
+def claims() -> list[Claim]:
+    """Every claim the book judges, in chapter order; each key once."""
+    found = [*_dnn_claims(), *_experiment1_claims(), *_experiment2_claims(), *_depth_claims(), *_transfer_claims()]
+    keys = [c.key for c in found]
+    if len(keys) != len(set(keys)):
+        raise ValueError(f"claim keys repeat: {sorted({k for k in keys if keys.count(k) > 1})}")
+    return found

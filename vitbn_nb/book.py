@@ -28,7 +28,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import bundle, paths, profiles
+from . import bundle, committed, paths, profiles
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -304,6 +304,8 @@ def build_book(
     timings = {"execute": time.perf_counter() - start}
 
     publish_start = time.perf_counter()
+    if missing := committed.stage(staging, runs):
+        _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)
     timings["publish"] = time.perf_counter() - publish_start

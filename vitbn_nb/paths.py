@@ -41,6 +41,38 @@ def runs_dir() -> Path:
     return _location("VITBN_RUNS_DIR", "runs")
 
 
+#: ``ignore``: leave the records committed beside ``figures/`` out of every lookup (a reproduction from scratch).
+COMMITTED_VARIABLE = "VITBN_COMMITTED_RECORDS"
+#: The committed records' folder inside ``figures/``: a run store without weight files.
+RECORDS_FOLDER = "records"
+
+
+def committed_records_dir() -> Path | None:
+    """``figures/records/``: the record of every run behind the committed figures and the optimisation state
+    (no weights), read beneath the run store so that a fresh clone renders the book without training; None when
+    ``VITBN_COMMITTED_RECORDS=ignore``."""
+    if os.environ.get(COMMITTED_VARIABLE, "").strip().lower() == "ignore":
+        return None
+    return book_figures_dir() / RECORDS_FOLDER
+
+
+def stored_path(name: str | os.PathLike) -> Path:
+    """Where the store's entry ``name`` (a run id, ``hpo/best-mnist-cpu.json`` ...) is read: the run store's own,
+    or the committed record's when only that exists. Everything is written to the run store alone."""
+    own = runs_dir() / name
+    committed = committed_records_dir()
+    if own.exists() or own.is_symlink() or committed is None:
+        return own
+    candidate = committed / name
+    return candidate if candidate.exists() and not candidate.is_symlink() else own
+
+
+def is_committed(path: Path) -> bool:
+    """Whether ``path`` lies among the committed records (read-only: never written, never trained into)."""
+    committed = committed_records_dir()
+    return committed is not None and Path(path).resolve().is_relative_to(committed.resolve())
+
+
 def book_figures_dir() -> Path:
     """``figures/``: the book's results, which only a complete cpu or paper book run replaces."""
     return _location("VITBN_BOOK_FIGURES_DIR", "figures")

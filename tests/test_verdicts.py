@@ -1,0 +1,89 @@
+"""The one decision rule, on made-up numbers: each outcome, too few seeds, an untestable scale."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from vitbn_nb import verdicts
+
+
+def test_an_interval_on_the_articles_side_agrees():
+    judged = verdicts.difference("c", [1.0, 1.5, 2.0], +1)
+    assert judged.outcome == verdicts.AGREES
+    assert judged.low > 0 and judged.seeds == 3
+    assert math.isclose(judged.estimate, 1.5)
+
+
+def test_an_interval_on_the_other_side_disagrees():
+    assert verdicts.difference("c", [-1.0, -1.5, -2.0], +1).outcome == verdicts.DISAGREES
+    assert verdicts.difference("c", [1.0, 1.5, 2.0], -1).outcome == verdicts.DISAGREES
+
+
+def test_an_interval_holding_zero_is_within_noise():
+    judged = verdicts.difference("c", [1.0, -0.8, 0.5], +1)
+    assert judged.outcome == verdicts.NOISE
+    assert judged.low < 0 < judged.high
+
+
+def test_a_comparable_claim_is_within_noise_or_disagrees():
+    assert verdicts.difference("c", [0.2, -0.3, 0.1], 0).outcome == verdicts.NOISE
+    assert verdicts.difference("c", [3.0, 3.2, 2.9], 0).outcome == verdicts.DISAGREES
+
+
+@pytest.mark.parametrize("values", [[5.0], [5.0, 6.0]])
+def test_fewer_than_three_seeds_are_shown_not_judged(values):
+    judged = verdicts.difference("c", values, +1)
+    assert judged.outcome == verdicts.NOT_JUDGED
+    assert "not judged" in judged.text
+    assert ("one seed" in judged.text) == (len(values) == 1)
+
+
+def test_no_runs_is_not_run_and_nan_values_do_not_count():
+    assert verdicts.difference("c", [], +1).outcome == verdicts.NOT_RUN
+    assert verdicts.difference("c", [1.0, float("nan"), 2.0], +1).seeds == 2
+
+
+def test_the_interval_is_students_t_at_95_percent():
+    mean, low, high, n = verdicts.interval([1.0, 2.0, 3.0])
+    # t(0.975, 2) = 4.303; sd = 1; half width = 4.303 / sqrt(3)
+    assert n == 3 and mean == 2.0
+    assert math.isclose(high - mean, 4.302652729749464 / math.sqrt(3), rel_tol=1e-9)
+
+
+def test_an_untestable_scale_says_how_much_was_reached():
+    judged = verdicts.untestable("c", 1_000, 18_000)
+    assert judged.outcome == verdicts.UNTESTABLE
+    assert judged.text == "not testable at this scale (1,000 of the article's 18,000 steps)"
+
+
+def test_above_judges_a_level_and_shows_the_measured_value():
+    judged = verdicts.above("gain", [76.0, 78.0, 79.0], 60.0, unit="%")
+    assert judged.outcome == verdicts.AGREES and judged.low > 60
+    assert verdicts.above("gain", [40.0, 42.0, 41.0], 60.0, unit="%").outcome == verdicts.DISAGREES
+
+
+def test_a_bad_direction_or_outcome_is_refused():
+    with pytest.raises(ValueError, match="direction"):
+        verdicts.difference("c", [1.0], 2)
+    with pytest.raises(ValueError, match="outcome"):
+        verdicts.Verdict("c", "maybe")
+
+
+def test_curves_are_read_whole():
+    steady = pd.DataFrame({"epoch": [1, 2, 3], "test_acc": [50.0, 70.0, 80.0], "diverged": False})
+    broken = pd.DataFrame({"epoch": [1, 2, 3], "test_acc": [60.0, 75.0, 30.0], "diverged": False})
+    assert verdicts.largest_fall(steady) == 0.0
+    assert verdicts.largest_fall(broken) == 45.0
+    assert verdicts.mean_accuracy(steady) == pytest.approx(200 / 3)
+
+
+def test_paired_differences_follow_the_seeds():
+    rows = [
+        {"model": m, "seed": s, "epoch": e, "test_acc": acc + (5 if m == "B" else 0)}
+        for m in ("A", "B")
+        for s, acc in ((0, 50.0), (1, 60.0), (2, 70.0))
+        for e in (1, 2)
+    ]
+    diffs = verdicts.paired(pd.DataFrame(rows), {"model": "B"}, {"model": "A"}, verdicts.mean_accuracy)
+    assert list(diffs) == [5.0, 5.0, 5.0]

@@ -1,0 +1,98 @@
+"""The records behind ``figures/``, committed beside them in ``figures/records/``.
+
+A run store without weight files: every run's ``record.json`` (its configuration, per-epoch numbers, status,
+hardware and stored measurements) that an output in the manifest names, the runs those started from, and the
+optimisation state of chapter 04. They are read beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a
+fresh clone renders every chapter without training, and every number leads to its run in one hop. The book runner
+stages them with the figures (:func:`stage`), so they are replaced together, by a complete run only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from .paths import RECORDS_FOLDER, committed_records_dir
+from .records import STATE_FOLDER
+
+#: The optimisation state's files (``vitbn_nb.hpo``): JSON only, never weights.
+_STATE_SUFFIX = ".json"
+
+
+def _manifest_outputs(folder: Path) -> dict:
+    manifest = folder / "manifest.json"
+    return json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
+
+
+def _first_existing(name: str, sources: list[Path]) -> Path | None:
+    for source in sources:
+        candidate = source / name
+        if candidate.exists() and not candidate.is_symlink():
+            return candidate
+    return None
+
+
+def _with_starting_runs(run_ids: set[str], sources: list[Path]) -> set[str]:
+    """``run_ids`` and every run a fine-tuned one among them started from (``init_from``), transitively."""
+    wanted, todo = set(run_ids), list(run_ids)
+    while todo:
+        record = _first_existing(f"{todo.pop()}/record.json", sources)
+        start = json.loads(record.read_text()).get("config", {}).get("init_from") if record else None
+        if start and start not in wanted:
+            wanted.add(start)
+            todo.append(start)
+    return wanted
+
+
+def _studies(sources: list[Path], run_ids: set[str]) -> dict[str, Path]:
+    """The optimisation studies (folders under ``hpo/``) one of whose trials is among ``run_ids``."""
+    found: dict[str, Path] = {}
+    for source in sources:
+        for ledger in sorted((source / STATE_FOLDER).glob("*/trials.json")):
+            study = ledger.parent
+            if study.name in found or study.is_symlink():
+                continue
+            trials = json.loads(ledger.read_text())
+            if any(entry.get("run_id") in run_ids for entry in trials.values()):
+                found[study.name] = study
+    return found
+
+
+def stage(staging: Path, store: Path) -> list[str]:
+    """Write ``staging/records/``: the record of every run the staged manifest names (read from ``store``, else
+    from the records staged or committed before), the runs they started from, and the optimisation state behind
+    them, weights left out. Returns the run ids no source holds (an output carried over from an earlier run)."""
+    outputs = _manifest_outputs(staging)
+    sources = [store, staging / RECORDS_FOLDER]
+    if (committed := committed_records_dir()) is not None:
+        sources.append(committed)
+    named = {run_id for entry in outputs.values() for run_id in entry.get("run_ids", [])}
+    wanted = _with_starting_runs(named, sources)
+    fresh = staging / f".{RECORDS_FOLDER}.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    missing = []
+    for run_id in sorted(wanted):
+        record = _first_existing(f"{run_id}/record.json", sources)
+        if record is None:
+            missing.append(run_id)
+            continue
+        (fresh / run_id).mkdir()
+        shutil.copyfile(record, fresh / run_id / "record.json")
+    profiles = {entry.get("profile") for entry in outputs.values()}
+    for name, study in _studies(sources, wanted).items():
+        shutil.copytree(study, fresh / STATE_FOLDER / name, ignore=_not_state)
+    for source in reversed(sources):  # the store's own copy wins
+        for best in (source / STATE_FOLDER).glob("best-*.json"):
+            if best.stem.rsplit("-", 1)[-1] in profiles:
+                (fresh / STATE_FOLDER).mkdir(exist_ok=True)
+                shutil.copyfile(best, fresh / STATE_FOLDER / best.name)
+    shutil.rmtree(staging / RECORDS_FOLDER, ignore_errors=True)
+    fresh.rename(staging / RECORDS_FOLDER)
+    return missing
+
+
+def _not_state(folder: str, files: list[str]) -> list[str]:
+    """What a study's folder may hold besides its JSON state: nothing is copied but plain JSON files."""
+    return [name for name in files if not name.endswith(_STATE_SUFFIX) or (Path(folder) / name).is_symlink()]

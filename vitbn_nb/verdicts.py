@@ -1,0 +1,195 @@
+"""The book's one decision rule: every verdict in the chapters and the README comes from here.
+
+A claim about a difference between two models is judged from the **paired per-seed differences** (the two runs
+of a seed share their data order and initial weights' seed) and their **95 % interval** (Student's t, n − 1
+degrees of freedom):
+
+- the interval excludes zero on the article's side: **agrees**; on the other side: **disagrees**;
+- the interval contains zero: **within noise** (for an article's "comparable", that is what it says);
+- fewer than :data:`MIN_SEEDS` seeds: no verdict at all, **shown, not judged** (one or two runs cannot say how
+  large the seed-to-seed noise is).
+
+Curves are judged as curves: a per-seed number read from the whole curve (the mean accuracy over epochs for
+"converges faster", the largest fall below the best accuracy so far for "becomes unstable") is differenced and
+judged by the same rule. A claim about an absolute number at the article's protocol is judged only when the runs
+reached that protocol, otherwise **not testable at this scale** (with how many of the article's steps were
+reached). A timing ratio measured on other hardware is shown beside the article's and judged on the article's
+qualitative claim (a gain above a stated level), with the hardware named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+#: Fewer seeds than this give no verdict.
+MIN_SEEDS = 3
+#: The interval's coverage.
+LEVEL = 0.95
+
+AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
+NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
+OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
+#: Where a reader finds the rule from every verdict.
+RULE_SECTION = "the book's decision rule (chapter 1, 'How this book judges a claim')"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim judged: the estimate (mean of the per-seed values), its 95 % interval, the seeds, the outcome."""
+
+    claim: str
+    outcome: str
+    estimate: float = float("nan")
+    low: float = float("nan")
+    high: float = float("nan")
+    seeds: int = 0
+    unit: str = "pt"
+    scale: str = ""
+    #: What each value is: a seed (a run), or an epoch of a run for a time (epochs as repeated measurements).
+    each: str = "seed"
+    #: Which runs were compared (a model, a depth, a configuration), when a claim is judged more than once.
+    condition: str = ""
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome={self.outcome!r} is not one of {OUTCOMES}")
+
+    @property
+    def shown(self) -> str:
+        """The estimate as a reader sees it: ``+1.2 pt [−0.3, +2.7] (3 seeds)``; one seed shows its value alone."""
+        if not math.isfinite(self.estimate):
+            return "—"
+        digits = 2 if self.unit == "×" else 1
+        value = f"{self.estimate:+.{digits}f}" if self.unit != "×" else f"{self.estimate:.{digits}f}"
+        interval = (
+            f" [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
+            if math.isfinite(self.low) and self.unit != "×"
+            else (f" [{self.low:.{digits}f}, {self.high:.{digits}f}]" if math.isfinite(self.low) else "")
+        )
+        return f"{value} {self.unit}{interval} ({self.count})"
+
+    @property
+    def count(self) -> str:
+        return f"{self.seeds} {self.each}{'s' * (self.seeds != 1)}"
+
+    @property
+    def text(self) -> str:
+        if self.outcome == NOT_JUDGED:
+            words = f"{'one ' + self.each if self.seeds == 1 else self.count}: {NOT_JUDGED}"
+        else:
+            words = self.outcome
+        return f"{words} ({self.scale})" if self.scale and self.outcome != NOT_RUN else words
+
+    def row(self) -> dict:
+        return {**asdict(self), "shown": self.shown, "verdict": self.text}
+
+
+def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the finite ``values``: the mean with its Student-t interval (nan bounds when n < 2)."""
+    from scipy import stats
+
+    finite = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    n = len(finite)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    mean = float(finite.mean())
+    if n < 2:
+        return mean, float("nan"), float("nan"), n
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * finite.std(ddof=1) / math.sqrt(n))
+    return mean, mean - half, mean + half, n
+
+
+def difference(
+    claim: str,
+    values: Sequence[float],
+    direction: int,
+    *,
+    unit: str = "pt",
+    scale: str = "",
+    each: str = "seed",
+    condition: str = "",
+) -> Verdict:
+    """Judge per-seed paired differences (oriented so that ``direction`` > 0 is the article's side; 0 for an
+    article's "comparable"), by the rule above."""
+    if direction not in (-1, 0, 1):
+        raise ValueError(f"direction={direction!r} is not allowed; it is +1, -1 or 0 (comparable)")
+    mean, low, high, n = interval(values)
+    common = dict(unit=unit, scale=scale, each=each, condition=condition)
+    if n == 0:
+        return Verdict(claim, NOT_RUN, **common)
+    if n < MIN_SEEDS:
+        return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
+    side = 1 if low > 0 else -1 if high < 0 else 0
+    if side == 0:
+        outcome = NOISE
+    else:
+        outcome = AGREES if side == direction else DISAGREES
+    return Verdict(claim, outcome, mean, low, high, n, **common)
+
+
+def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
+    """Judge "the value exceeds ``level``" (a gain above 60 %, a ratio above 1) from per-seed (or per-epoch)
+    values; the estimate and interval are shown as measured, not as distances from ``level``."""
+    judged = difference(claim, [v - level for v in values], +1, **shown)
+    return dataclasses.replace(
+        judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
+    )
+
+
+def untestable(claim: str, reached_steps: int, article_steps: int, *, unit: str = "pt", condition: str = "") -> Verdict:
+    """A claim about an absolute number at the article's protocol, where the runs did not reach it."""
+    return Verdict(claim, UNTESTABLE, unit=unit, scale=scale_note(reached_steps, article_steps), condition=condition)
+
+
+def scale_note(reached_steps: int, article_steps: int | None) -> str:
+    """How much of the article's protocol a run covered, for a verdict's scale."""
+    if not article_steps:
+        return f"{reached_steps:,} steps"
+    return f"{reached_steps:,} of the article's {article_steps:,} steps"
+
+
+def frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """Verdicts as a table of numbers (one row each): what chapters save and the README reads."""
+    return pd.DataFrame([v.row() for v in verdicts])
+
+
+# -- numbers read from whole curves, per run ---------------------------------------------------------------------
+
+
+def mean_accuracy(curve: pd.DataFrame) -> float:
+    """The mean test accuracy over a run's epochs (the area under its accuracy curve per epoch): higher when it
+    converges faster, at equal final accuracy."""
+    return float(curve.sort_values("epoch")["test_acc"].mean())
+
+
+def largest_fall(curve: pd.DataFrame) -> float:
+    """The largest fall of a run's test accuracy below its best so far (points); a run that diverged (NaN loss)
+    falls to chance from its best."""
+    curve = curve.sort_values("epoch")
+    accuracy = curve["test_acc"].astype(float)
+    if "diverged" in curve and curve["diverged"].astype(bool).any():
+        return float(accuracy.max() - 10.0)
+    return float((accuracy.cummax() - accuracy).max())
+
+
+def per_seed(table: pd.DataFrame, statistic) -> pd.Series:
+    """``statistic`` of each run's curve, indexed by seed (a table of one configuration)."""
+    return table.groupby("seed").apply(statistic, include_groups=False).sort_index()
+
+
+def paired(table: pd.DataFrame, first: dict, second: dict, statistic) -> pd.Series:
+    """``statistic(first) − statistic(second)`` per seed, for two configurations given as column filters."""
+
+    def select(where: dict) -> pd.DataFrame:
+        keep = np.ones(len(table), dtype=bool)
+        for column, value in where.items():
+            keep &= np.isclose(table[column], value) if isinstance(value, float) else (table[column] == value)
+        return table[keep]
+
+    return (per_seed(select(first), statistic) - per_seed(select(second), statistic)).dropna()

@@ -61,20 +61,13 @@
 # 1's speed-up the difference in depth explains.
 
 # %%
-# On Colab: install the book's package once per runtime; elsewhere nothing happens.
-KEEP_ON_DRIVE = True  # data, runs and figures on Google Drive: a disconnect loses nothing and a rerun resumes
-import sys
+# On Colab: install the book's package once per runtime, then set it up; elsewhere nothing happens.
+import importlib.util, subprocess, sys
 if "google.colab" in sys.modules:
-    import importlib.util, subprocess
-    SOURCE = ""  # from [tool.vitbn-book] in pyproject.toml (python -m vitbn_nb colab-cell)
     if importlib.util.find_spec("vitbn_nb") is None:
-        if not SOURCE:
-            raise SystemExit("This book has no public repository yet: set repository (the https address of its GitHub "
-                             "repository) and ref (a tag or commit) under [tool.vitbn-book] in pyproject.toml, run "
-                             "`python -m vitbn_nb colab-cell`, push, and open the chapter again.")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", SOURCE], check=True)
+        raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")
     from vitbn_nb import colab
-    colab.setup("03_fixed_lr", keep_on_drive=KEEP_ON_DRIVE)
+    colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only
 
 # %% tags=["parameters"]
 profile = "auto"

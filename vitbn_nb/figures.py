@@ -2,16 +2,22 @@
 
 Every figure carries a footer with the profile, hardware and date that produced it; every
 figure and table is listed in ``figures/manifest.json`` with the chapter, what it
-reproduces (``article1/fig3``, ``new/...``), profile, hardware, date and the run ids behind it.
+reproduces (``article1/fig3``, ``new/...``), profile, hardware, date, the run ids behind it and
+the function that drew it (``drawn_by``). Under each, the notebook shows one line naming that
+function and the run records it read (``figures/records/<run id>/record.json`` in the repository),
+so that every number is one hop from its source.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import html
 import json
 import os
+import sys
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -21,6 +27,7 @@ import seaborn as sns
 
 from . import atomic
 from .paths import figures_dir
+from .results import run_ids_of
 from .system import hardware, hardware_label, versions
 
 MODEL_COLORS = {
@@ -38,6 +45,10 @@ METRIC_LABELS = {
     "test_acc": "test accuracy (%)",
     "data_seconds": "data time per epoch (s)",
 }
+#: Where the repository keeps a copy of each run's record, ``<run id>/record.json``, beside the outputs it drew.
+RECORDS = "figures/records"
+#: More run records than this fold under their line (opened with a click), which alone stays in view.
+SHOWN_RECORDS = 6
 
 
 def use_style() -> None:
@@ -111,26 +122,28 @@ def _record(
     files: list[Path],
     *,
     kind: str,
-    chapter: str,
+    result,
     reproduces: str,
-    profile: str,
     caption: str,
-    run_ids,
+    run_ids: list[str],
+    reads: str,
     extra: dict | None,
 ) -> dict:
     entry = {
         "kind": kind,
         "files": [f.name for f in files],
-        "chapter": chapter,
+        "chapter": result.chapter,
         "reproduces": reproduces,
         "caption": caption,
-        "profile": profile,
+        "profile": result.profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
         "trained_on": trained_on(run_ids),
         "date": today(),
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
+        "drawn_by": drawer(),
+        **({"reads": reads} if reads else {}),
         "book_run": os.environ.get("VITBN_BOOK_RUN"),
         **(extra or {}),
     }
@@ -140,6 +153,101 @@ def _record(
         manifest["outputs"] = dict(sorted(manifest["outputs"].items()))
         atomic.write_json(manifest_path(), manifest)
     return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# the line under every output: who drew it, from which records
+# ---------------------------------------------------------------------------------------------
+def drawer() -> str:
+    """``module.function`` of the function that drew the output being saved: the first caller of this module whose
+    name is not private, so that a helper (``depth._accuracy_grid``) names the function a chapter calls
+    (``depth.fig8_figure``); a notebook cell is named by its module (``__main__``)."""
+    frame = sys._getframe(1)
+    while frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    caller = frame
+    while frame is not None and frame.f_code.co_name.startswith(("_", "<")) and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    frame = frame or caller
+    module, name = frame.f_globals.get("__name__", "?"), frame.f_code.co_qualname
+    return module if name == "<module>" else f"{module}.{name}"
+
+
+def record_path(run_id: str) -> str:
+    return f"{RECORDS}/{run_id}/record.json"
+
+
+def records_address() -> str:
+    """Where a reader opens the records: the repository's files on GitHub when ``[tool.vitbn-book]`` names the
+    repository; empty otherwise (the lines then give the paths in the repository)."""
+    from . import colab
+
+    try:
+        repository = colab.settings()["repository"]
+    except FileNotFoundError:  # an installed package (Colab) has no pyproject.toml to read
+        return ""
+    return f"{repository}/blob/main" if repository else ""
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """The line under a saved figure or table, from its manifest entry: the function that drew it and the run records
+    it read (links into the repository, or their paths), or what it was computed from when it read no run."""
+
+    drawn_by: str
+    run_ids: tuple[str, ...]
+    reads: str = ""
+    address: str = ""
+
+    @classmethod
+    def of(cls, entry: dict) -> SourceLine:
+        return cls(entry["drawn_by"], tuple(entry["run_ids"]), entry.get("reads", ""), records_address())
+
+    def _head(self, code) -> str:
+        count = len(self.run_ids)
+        if not count:
+            return f"Drawn by {code(self.drawn_by)} from " + (f"{self.reads} (no runs)" if self.reads else "no runs")
+        also = f"{self.reads} and " if self.reads else ""
+        return f"Drawn by {code(self.drawn_by)} from {also}{count} run record{'s' * (count != 1)}"
+
+    def _records(self, link, code) -> str:
+        """Each record as a link labelled with its run id, or, with no repository to link to, as its path."""
+        if self.address:
+            return ", ".join(link(f"{self.address}/{record_path(i)}", i) for i in self.run_ids)
+        return ", ".join(code(record_path(i)) for i in self.run_ids)
+
+    def __str__(self) -> str:
+        head = self._head(lambda text: f"`{text}`")
+        if not self.run_ids:
+            return head + "."
+        return f"{head}: {self._records(lambda url, label: f'[{label}]({url})', lambda text: f'`{text}`')}."
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        style = 'style="font-size: 85%; color: #555; margin: 0.2em 0 1em"'
+        code = lambda text: f"<code>{html.escape(text)}</code>"
+        head = replace(self, reads=html.escape(self.reads))._head(code)
+        if not self.run_ids:
+            return f'<p class="vitbn-source" {style}>{head}.</p>'
+        records = self._records(lambda url, label: f'<a href="{html.escape(url)}">{html.escape(label)}</a>', code)
+        if len(self.run_ids) <= SHOWN_RECORDS:
+            return f'<p class="vitbn-source" {style}>{head}: {records}.</p>'
+        return f'<details class="vitbn-source" {style}><summary>{head}</summary>{records}.</details>'
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A saved figure or table as a notebook shows it: the output (the PNG, or the styled table whose caption
+    carries the stamp), and under it the line naming the function that drew it and the records it read."""
+
+    output: object
+    source: SourceLine
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.output, self.source)
 
 
 def _footer(fig, text: str) -> None:
@@ -168,59 +276,73 @@ def _footer(fig, text: str) -> None:
 
 
 def save_figure(
-    fig, name: str, *, chapter: str, reproduces: str, profile: str, caption: str, run_ids=(), extra: dict | None = None
-):
-    """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG for display."""
+    fig,
+    name: str,
+    result,
+    *,
+    reproduces: str,
+    caption: str,
+    runs=None,
+    reads: str = "",
+    extra: dict | None = None,
+) -> Saved:
+    """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG with its source line, for display.
+
+    ``result`` is the chapter's result (:class:`vitbn_nb.results.ChapterResult`, or anything with ``chapter``,
+    ``profile`` and ``run_ids``); ``runs`` the runs the figure used when not all of the result's (a run table or
+    ids); ``reads`` what else it was computed from, in words (for a figure of no runs, all it read)."""
     from IPython.display import Image
 
-    _footer(fig, stamp(profile, run_ids))
+    run_ids = result.run_ids if runs is None else run_ids_of(runs)
+    _footer(fig, stamp(result.profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
         atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
     plt.close(fig)
-    _record(
+    entry = _record(
         name,
         files,
         kind="figure",
-        chapter=chapter,
+        result=result,
         reproduces=reproduces,
-        profile=profile,
         caption=caption,
         run_ids=run_ids,
+        reads=reads,
         extra=extra,
     )
-    return Image(filename=str(files[0]))
+    return Saved(Image(filename=str(files[0])), SourceLine.of(entry))
 
 
 def save_table(
     table: pd.DataFrame,
     name: str,
+    result,
     *,
-    chapter: str,
     reproduces: str,
-    profile: str,
     caption: str,
-    run_ids=(),
+    runs=None,
+    reads: str = "",
     extra: dict | None = None,
     precision: int = 2,
-):
-    """Save as CSV, list in the manifest; returns a styled table whose caption carries the stamp."""
+) -> Saved:
+    """Save as CSV, list in the manifest; returns the table styled with the stamp in its caption, and its source line
+    (``result``, ``runs`` and ``reads`` as for :func:`save_figure`)."""
+    run_ids = result.run_ids if runs is None else run_ids_of(runs)
     path = figures_dir() / f"{name}.csv"
     atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
-    _record(
+    entry = _record(
         name,
         [path],
         kind="table",
-        chapter=chapter,
+        result=result,
         reproduces=reproduces,
-        profile=profile,
         caption=caption,
         run_ids=run_ids,
+        reads=reads,
         extra=extra,
     )
-    return (
-        table.style.format(precision=precision).hide(axis="index").set_caption(f"{caption} ({stamp(profile, run_ids)})")
-    )
+    styled = table.style.format(precision=precision).hide(axis="index")
+    return Saved(styled.set_caption(f"{caption} ({stamp(result.profile, run_ids)})"), SourceLine.of(entry))
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

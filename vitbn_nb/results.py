@@ -1,4 +1,5 @@
-"""Summaries of run tables: final accuracies with their spread, and article 1's speed ratios.
+"""What a chapter's results share, and summaries of run tables: final accuracies with their spread, and article 1's
+speed ratios.
 
 The articles report single runs; the book reports the mean and standard deviation over seeds
 (``n`` says how many), so a claim such as "ViTBNFFN beats ViT" can be read against the spread.
@@ -6,8 +7,45 @@ The articles report single runs; the book reports the mean and standard deviatio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+
+from .profiles import SETTINGS, ChapterSettings
+
+
+@dataclass(frozen=True)
+class ChapterResult:
+    """What every chapter's result holds first, its settings, and what each figure and table it draws names as its
+    source: the chapter and profile (from the settings) and the runs behind it (``run_ids``, from its run table
+    ``table`` where it has one). On its own, ``ChapterResult(settings)`` stands for outputs drawn from no runs."""
+
+    settings: ChapterSettings
+
+    @property
+    def chapter(self) -> str:
+        for chapter, kind in SETTINGS.items():
+            if type(self.settings) is kind:
+                return chapter
+        raise ValueError(f"{type(self.settings).__name__} is no chapter's settings; build them with profiles.settings")
+
+    @property
+    def profile(self) -> str:
+        return self.settings.profile
+
+    @property
+    def run_ids(self) -> list[str]:
+        return run_ids_of(getattr(self, "table", None))
+
+
+def run_ids_of(runs) -> list[str]:
+    """The run ids of a run table (its ``run_id`` column) or of a list of ids, each once, in order; none of None."""
+    if runs is None:
+        return []
+    if isinstance(runs, pd.DataFrame):
+        runs = runs["run_id"] if "run_id" in runs.columns else []
+    return list(dict.fromkeys(runs))
 
 
 def mean_sd(values, digits: int = 1) -> str:

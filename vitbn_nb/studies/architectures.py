@@ -21,6 +21,7 @@ from .. import data, figures
 from ..models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ..models.norms import check_choice
 from ..profiles import ModelsSettings
+from ..results import ChapterResult
 from .model_sizes import model_sizes
 
 CHAPTER = "02_models"
@@ -258,7 +259,7 @@ def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float =
 
 def running_stats_figure(result: ModelsResult):
     """The running-mean trace on a log scale, with the geometric envelope it should follow."""
-    trace, settings = result.trace, result.settings
+    trace = result.trace
     figures.use_style()
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(
@@ -286,16 +287,16 @@ def running_stats_figure(result: ModelsResult):
     return figures.save_figure(
         fig,
         "02_running_stats",
-        chapter=CHAPTER,
+        result,
         reproduces="new/running_stats",
-        profile=settings.profile,
         caption="Largest error of BatchNorm's running mean (49 patch pixels of MNIST training batches) against "
         "the training-set mean, per step; no model is trained.",
+        reads="MNIST training batches",
     )
 
 
 @dataclass(frozen=True)
-class ModelsResult:
+class ModelsResult(ChapterResult):
     """Chapter 02's measurements: the running-mean trace and every configuration's size (nothing is trained)."""
 
     settings: ModelsSettings

@@ -25,12 +25,17 @@ MODES = {"full": "all", "attention only": "attention"}
 
 
 @dataclass(frozen=True)
-class FinetuneResult:
+class FinetuneResult(results.ChapterResult):
     """(b)'s fine-tuning runs (``table``: one row per run and epoch) and one row per run of measurements."""
 
     settings: ThreeThingsSettings
     table: pd.DataFrame
     per_run: pd.DataFrame
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The fine-tuning runs and the runs they started from."""
+        return results.run_ids_of([*self.per_run["run_id"], *self.per_run["source"]])
 
 
 def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
@@ -192,11 +197,9 @@ def finetune_figure(result: FinetuneResult):
     return figures.save_figure(
         fig,
         "07_attention_finetune",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/attention_finetune",
-        profile=settings.profile,
         caption=caption,
-        run_ids=list(per_run["run_id"]) + list(per_run["source"]),
     )
 
 
@@ -226,10 +229,8 @@ def finetune_table(result: FinetuneResult):
     return figures.save_table(
         out,
         "07_attention_finetune_table",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/attention_finetune_table",
-        profile=settings.profile,
-        run_ids=list(per_run["run_id"]) + list(per_run["source"]),
         caption="Full vs attention-only fine-tuning at 56x56 (memory: one Adam step, batch "
         f"{settings.batch_size}; step time: training compute without the data pipeline)",
     )

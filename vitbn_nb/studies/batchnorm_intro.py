@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -28,7 +28,7 @@ CHANCE_LEVEL = 20.0
 
 
 @dataclass(frozen=True)
-class IntroResult:
+class IntroResult(results.ChapterResult):
     """Chapter 01's runs: one row per run and epoch (``table``), and the settings that trained them."""
 
     settings: IntroSettings
@@ -91,7 +91,7 @@ def _reproduces(lr: float) -> str:
 
 def accuracy_loss_figure(result: IntroResult, lr: float):
     """Article 2's Figure 1 (lr 0.01) or 2 (lr 0.1): test accuracy and training loss per epoch, both models."""
-    table, settings = result.table, result.settings
+    table = result.table
     chosen = _select(table, lr=lr)
     figures.use_style()
     fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -115,18 +115,17 @@ def accuracy_loss_figure(result: IntroResult, lr: float):
     return figures.save_figure(
         fig,
         f"01_dnn_lr{lr:g}",
-        chapter=CHAPTER,
+        result,
         reproduces=reproduces,
-        profile=settings.profile,
         caption=f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented "
         f"MNIST; mean over seeds with a min-max band (article 2, {reproduces.split('/')[-1]}).",
-        run_ids=chosen["run_id"],
+        runs=chosen,
     )
 
 
 def lr_comparison_figure(result: IntroResult):
     """Article 2's Figure 3: each model's accuracy curve at every learning rate (DNN_d3 | DNNBN_d3)."""
-    table, settings = result.table, result.settings
+    table = result.table
     figures.use_style()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
     lrs = sorted(table["lr"].unique())
@@ -157,12 +156,10 @@ def lr_comparison_figure(result: IntroResult):
     return figures.save_figure(
         fig,
         "01_dnn_both_lrs",
-        chapter=CHAPTER,
+        result,
         reproduces="article2/fig3",
-        profile=settings.profile,
         caption="Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
         "mean over seeds with a min-max band (article 2, fig3).",
-        run_ids=table["run_id"],
     )
 
 
@@ -259,15 +256,14 @@ def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
 
 
 def summary_table(result: IntroResult):
-    """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption."""
+    """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption;
+    shown with its verdicts under it, then its source line."""
     found = summary(result)
-    figures.save_table(
+    saved = figures.save_table(
         found.table,
         "01_dnn_final_accuracy",
-        chapter=CHAPTER,
+        result,
         reproduces="article2/fig3",
-        profile=result.settings.profile,
         caption=" ".join(found.verdicts[1:]),
-        run_ids=result.table["run_id"].unique(),
     )
-    return found
+    return replace(saved, output=found)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .. import figures, hpo, profiles, results, runs
+from .. import figures, hpo, profiles, records, results, runs
 from ..models import AS_RUN_DEPTH
 from ..profiles import BayesOptSettings, TransferSettings
 from ..runs import RunConfig
@@ -35,6 +35,8 @@ from .bayes_opt_numbers import (
 )
 
 CHAPTER = "04_bayes_opt"
+#: What the outputs drawn from the trials read besides the trials' runs (the repository keeps a copy of it).
+OPTIMISATION_STATE = f"the optimisation state ({figures.RECORDS}/{records.STATE_FOLDER}/)"
 DATASET = "mnist"
 
 #: The 30-epoch retrains are timed through article 1's own pipeline (chapter 3 says why).
@@ -85,13 +87,17 @@ def overview(settings: BayesOptSettings) -> pd.DataFrame:
 # the optimisation and the final trainings
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class BayesOptResult:
+class BayesOptResult(results.ChapterResult):
     """Chapter 04's optimisation (``trials``: one row per trial) and final trainings (``table``: one row per run
     and epoch), and the settings that produced them."""
 
     settings: BayesOptSettings
     trials: pd.DataFrame
     table: pd.DataFrame
+
+    @property
+    def run_ids(self) -> list[str]:
+        return results.run_ids_of([*self.trials["run_id"], *self.table["run_id"]])
 
 
 def plan(settings: BayesOptSettings) -> Plan:
@@ -207,11 +213,10 @@ def best_settings_table(result: BayesOptResult):
     return figures.save_table(
         best_settings(trials, table),
         "article1_table2",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/table2",
-        profile=settings.profile,
         caption=caption,
-        run_ids=[*trials["run_id"], *table["run_id"].unique()],
+        reads=OPTIMISATION_STATE,
     )
 
 
@@ -245,17 +250,16 @@ def fig8_figure(result: BayesOptResult):
     return figures.save_figure(
         fig,
         "article1_fig8",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/fig8",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
+        runs=table,
     )
 
 
 def ratios_table(result: BayesOptResult):
     """Article 1's Table 3 (saved), with the article's ratios and the gains they imply."""
-    table, settings = result.table, result.settings
+    table = result.table
     frame = speedups(table)
     found = "; ".join(f"{r['model']}: r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows())
     caption = (
@@ -265,11 +269,10 @@ def ratios_table(result: BayesOptResult):
     return figures.save_table(
         frame,
         "article1_table3",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/table3",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
+        runs=table,
     )
 
 
@@ -286,9 +289,8 @@ def comparison_table(result: BayesOptResult):
     return figures.save_table(
         frame,
         "article1_experiment2_vs_article",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/fig8",
-        profile=settings.profile,
         caption=caption,
-        run_ids=[*trials["run_id"], *table["run_id"].unique()],
+        reads=OPTIMISATION_STATE,
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import figures, hpo
-from .bayes_opt import CHAPTER, BayesOptResult
+from .bayes_opt import OPTIMISATION_STATE, BayesOptResult
 from .bayes_opt_numbers import (
     MODELS,
     _epochs,
@@ -156,11 +156,11 @@ def fig7_figure(result: BayesOptResult):
     return figures.save_figure(
         fig,
         "article1_fig7",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/fig7",
-        profile=settings.profile,
         caption=caption,
-        run_ids=trials["run_id"],
+        runs=trials,
+        reads=OPTIMISATION_STATE,
     )
 
 

@@ -42,7 +42,7 @@ CHAPTER = "05_depth_study"
 # runs
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DepthResult:
+class DepthResult(results.ChapterResult):
     """Chapter 05's runs: one row per run and epoch (``table``), and the settings that trained them."""
 
     settings: DepthSettings
@@ -154,11 +154,10 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     return figures.save_figure(
         fig,
         spec["name"],
-        chapter=CHAPTER,
+        result,
         reproduces=spec["reproduces"],
-        profile=settings.profile,
         caption=caption,
-        run_ids=used["run_id"].unique(),
+        runs=used,
     )
 
 
@@ -173,17 +172,16 @@ def fig9_figure(result: DepthResult):
 
 
 def _verdict_table(result: DepthResult, spec: dict):
-    table, settings = result.table, result.settings
+    table = result.table
     frame = verdicts(table, spec["lr"], spec["depths"])
     used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
     return figures.save_table(
         frame,
         f"{spec['name']}_vs_article",
-        chapter=CHAPTER,
+        result,
         reproduces=spec["reproduces"],
-        profile=settings.profile,
         caption=_statement(frame, f"{spec['label']} (lr {spec['lr']:g})"),
-        run_ids=used["run_id"].unique(),
+        runs=used,
     )
 
 
@@ -257,17 +255,16 @@ def fig10_figure(result: DepthResult):
     return figures.save_figure(
         fig,
         FIG10["name"],
-        chapter=CHAPTER,
+        result,
         reproduces=FIG10["reproduces"],
-        profile=settings.profile,
         caption=caption,
-        run_ids=used["run_id"].unique(),
+        runs=used,
     )
 
 
 def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
-    table, settings = result.table, result.settings
+    table = result.table
     frame = lr_effect(table)
     judged = frame[frame["agrees"].isin(["yes", "no"])]
     agree = judged.loc[judged["agrees"] == "yes", "depth"].tolist()
@@ -281,17 +278,16 @@ def fig10_table(result: DepthResult):
     return figures.save_table(
         frame,
         f"{FIG10['name']}_vs_article",
-        chapter=CHAPTER,
+        result,
         reproduces=FIG10["reproduces"],
-        profile=settings.profile,
         caption=caption,
-        run_ids=used["run_id"].unique(),
+        runs=used,
     )
 
 
 def depth_summary_figure(result: DepthResult):
     """The book's summary: final accuracy vs depth, per model, one panel per lr (mean, min-max error bars)."""
-    table, settings = result.table, result.settings
+    table = result.table
     figures.use_style()
     frame = summary(table)
     lrs = sorted(frame["lr"].unique())
@@ -327,17 +323,15 @@ def depth_summary_figure(result: DepthResult):
     return figures.save_figure(
         fig,
         "new_depth_summary",
-        chapter=CHAPTER,
+        result,
         reproduces="new/depth_summary",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
     )
 
 
 def depth_summary_table(result: DepthResult):
     """The summary's numbers, with ViTBNFFN − ViT and our call per lr and depth, saved."""
-    table, settings = result.table, result.settings
+    table = result.table
     frame = summary(table)
     wide = frame.pivot_table(index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first")
     wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
@@ -360,9 +354,7 @@ def depth_summary_table(result: DepthResult):
     return figures.save_table(
         wide,
         "new_depth_summary_table",
-        chapter=CHAPTER,
+        result,
         reproduces="new/depth_summary",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
     )

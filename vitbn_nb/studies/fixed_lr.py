@@ -60,7 +60,7 @@ CONFIGURATION_TEXT = {
 # runs
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FixedLrResult:
+class FixedLrResult(results.ChapterResult):
     """Chapter 03's runs: one row per run and epoch (``table``), and the settings that trained them."""
 
     settings: FixedLrSettings
@@ -148,7 +148,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
 
     As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
     """
-    table, settings = result.table, result.settings
+    table = result.table
     figures.use_style()
     subset = configuration(_at_lr(table, lr), which)
     if subset.empty:
@@ -181,42 +181,39 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     return figures.save_figure(
         fig,
         name,
-        chapter=CHAPTER,
+        result,
         reproduces=reproduces,
-        profile=settings.profile,
         caption=caption,
-        run_ids=subset["run_id"].unique(),
+        runs=subset,
     )
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    table, settings = result.table, result.settings
+    table = result.table
     name, reproduces = _names(lr)
     subset = _at_lr(table, lr)
     return figures.save_table(
         comparison(subset, lr),
         f"{name}_vs_article",
-        chapter=CHAPTER,
+        result,
         reproduces=reproduces,
-        profile=settings.profile,
         caption=statement(subset, lr),
-        run_ids=subset["run_id"].unique(),
+        runs=subset,
     )
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    table, settings = result.table, result.settings
+    table = result.table
     name, reproduces = _names(lr)
     subset = _at_lr(table, lr)
     return figures.save_table(
         this_run(subset, lr),
         f"{name}_numbers",
-        chapter=CHAPTER,
+        result,
         reproduces=reproduces,
-        profile=settings.profile,
-        run_ids=subset["run_id"].unique(),
+        runs=subset,
         caption=(
             f"This run at lr {lr:g}: mean ± sd over seeds; ratios r = T(ViT d6) / T(model) "
             "within each configuration (as run: BN models d1; as written: d6); timed "
@@ -233,7 +230,7 @@ def _lr_styles(lrs) -> dict:
 
 def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
-    table, settings = result.table, result.settings
+    table = result.table
     figures.use_style()
     table = configuration(table, "as run")
     lrs = sorted(table["lr"].unique())
@@ -271,33 +268,29 @@ def time_per_lr_figure(result: FixedLrResult):
     return figures.save_figure(
         fig,
         "article1_fig6",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/fig6",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
     )
 
 
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
-    table, settings = result.table, result.settings
+    table = result.table
     table = configuration(table, "as run")
     return figures.save_table(
         lr_variation(table),
         "article1_fig6_numbers",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/fig6",
-        profile=settings.profile,
         caption=time_per_lr_statement(table),
-        run_ids=table["run_id"].unique(),
         precision=3,
     )
 
 
 def ratios_table(result: FixedLrResult):
     """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
-    table, settings = result.table, result.settings
+    table = result.table
     busy = results.contention(table)
     warning = (
         f" WARNING: {busy} were timed while the machine had more work than cores; their ratios are suspect."
@@ -312,42 +305,47 @@ def ratios_table(result: FixedLrResult):
     return figures.save_table(
         speedups(table),
         "article1_table1",
-        chapter=CHAPTER,
+        result,
         reproduces="article1/table1",
-        profile=settings.profile,
         caption=caption,
-        run_ids=table["run_id"].unique(),
     )
 
 
-def audit_table(reference: audit.ReferenceAudit, settings: dict):
+def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_audit``: per reference checkpoint, which encoder blocks ever trained."""
     frame = reference.summary()
     return figures.save_table(
         frame,
         "new_reference_checkpoint_audit",
-        chapter=CHAPTER,
+        results.ChapterResult(settings),
         reproduces="new/reference_checkpoint_audit",
-        profile=settings.profile,
         caption=(
             f"Reference checkpoints audited with vitbn_nb.audit.block_usage: a block whose "
             f"norms hold their initial values and whose BatchNorm counted 0 steps never "
             f"trained; source: {reference.source}"
         ),
+        reads=_audited(reference),
     )
 
 
-def audit_scores_table(reference: audit.ReferenceAudit, settings: dict):
+def audit_scores_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_scores``: the reference checkpoints scored on MNIST with the book's classes."""
     return figures.save_table(
         reference.scores,
         "new_reference_checkpoint_scores",
-        chapter=CHAPTER,
+        results.ChapterResult(settings),
         reproduces="new/reference_checkpoint_scores",
-        profile=settings.profile,
         caption=(
             "Reference checkpoints loaded into the book's models (qkv_bias where they have "
             "one; 'blocks loaded' = the depth built) and scored on the 10,000 MNIST test "
             f"images, eval mode, ToTensor scaling; source: {reference.source}"
         ),
+        reads=_audited(reference),
     )
+
+
+def _audited(reference: audit.ReferenceAudit) -> str:
+    """What the audit's tables read: the reference checkpoints themselves, or the audit recorded from them."""
+    if reference.live:
+        return f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
+    return f"the audit recorded from the reference checkpoints (vitbn_nb/{audit.RECORDED.name})"

@@ -24,7 +24,7 @@ STYLES = {"linear": "-", "hmlp": "--"}
 
 
 @dataclass(frozen=True)
-class StemResult:
+class StemResult(results.ChapterResult):
     """(c)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
 
     settings: ThreeThingsSettings
@@ -139,18 +139,16 @@ def stem_figure(result: StemResult):
     return figures.save_figure(
         fig,
         "07_hmlp_stem",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/hmlp_stem",
-        profile=settings.profile,
         caption="The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
         "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters.",
-        run_ids=per_run["run_id"],
     )
 
 
 def stem_table(result: StemResult):
     """Per model and stem: parameters, FLOPs, final accuracy, training time, patch mixing; saved."""
-    per_run, settings = result.per_run, result.settings
+    per_run = result.per_run
     rows = []
     for (model, variant), group in per_run.groupby(["model", "variant"], sort=False):
         rows.append(
@@ -169,10 +167,8 @@ def stem_table(result: StemResult):
     return figures.save_table(
         pd.DataFrame(rows),
         "07_hmlp_stem_table",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/hmlp_stem_table",
-        profile=settings.profile,
-        run_ids=per_run["run_id"],
         caption="Linear patch embedding vs hMLP stem (FLOPs: torch's FlopCounterMode, one forward pass; patch "
         "mixing: eval mode, one patch's pixels redrawn)",
     )

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from .architectures import ModelsResult
 
 CHAPTER = "02_models"
+#: What the size table and figure are computed from: no run, the models as the package builds them.
+DEFINITIONS = "the model definitions in vitbn_nb.models"
 
 
 DEPTHS = tuple(range(1, 8))
@@ -98,24 +100,24 @@ def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:
 
 def model_table(result: ModelsResult):
     """Save the size table (CSV + manifest, ``new/model_table``); returns it styled with its stamp."""
-    sizes, settings = result.sizes, result.settings
+    sizes = result.sizes
     shown = sizes.copy()
     shown["depth"] = shown["depth"].astype(object).where(shown["depth"].notna(), "–")
     return figures.save_table(
         shown,
         "02_model_table",
-        chapter=CHAPTER,
+        result,
         reproduces="new/model_table",
-        profile=settings.profile,
         caption="Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per "
         "multiply-add; norms and softmax not counted) of every configuration in the book",
+        reads=DEFINITIONS,
         precision=2,
     )
 
 
 def model_size_figure(result: ModelsResult):
     """Parameters and FLOPs against depth per ViT family; the depth-free models as reference lines."""
-    sizes, settings = result.sizes, result.settings
+    sizes = result.sizes
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     columns = (("parameters", 1e3, "parameters (thousands)"), ("MFLOPs per image", 1, "forward MFLOPs per image"))
@@ -168,11 +170,11 @@ def model_size_figure(result: ModelsResult):
     return figures.save_figure(
         fig,
         "02_model_sizes",
-        chapter=CHAPTER,
+        result,
         reproduces="new/model_sizes",
-        profile=settings.profile,
         caption="Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as "
         "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).",
+        reads=DEFINITIONS,
     )
 
 

@@ -24,7 +24,7 @@ STYLES = {"sequential": "-", "parallel": "--"}
 
 
 @dataclass(frozen=True)
-class ParallelResult:
+class ParallelResult(results.ChapterResult):
     """(a)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
 
     settings: ThreeThingsSettings
@@ -121,13 +121,11 @@ def blocks_figure(result: ParallelResult):
     return figures.save_figure(
         fig,
         "07_parallel_blocks",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/parallel_blocks",
-        profile=settings.profile,
         caption="Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
         "(solid sequential, dashed parallel), training time per epoch (median over epochs) and inference "
         f"latency at batch 1 ({timing.TIMING_NOTE}).",
-        run_ids=per_run["run_id"],
     )
 
 
@@ -151,10 +149,8 @@ def blocks_table(result: ParallelResult):
     return figures.save_table(
         pd.DataFrame(rows),
         "07_parallel_blocks_table",
-        chapter=shared.CHAPTER,
+        result,
         reproduces="new/parallel_blocks_table",
-        profile=settings.profile,
-        run_ids=per_run["run_id"],
         caption=f"Sequential vs parallel blocks at equal parameters (latency: eval-mode forward pass, "
         f"{timing.TIMING_NOTE}, {settings.latency_repeats} repeats)",
     )

@@ -25,15 +25,18 @@ from matplotlib.patches import Patch
 
 from .. import bench, figures
 from ..profiles import SpeedSettings
+from ..results import ChapterResult
 
 CHAPTER = "08_where_the_speed_comes_from"
+#: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs.
+TIMED = "fresh models timed by vitbn_nb.bench as the chapter ran"
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline"}
 
 
 @dataclass(frozen=True)
-class SpeedResult:
+class SpeedResult(ChapterResult):
     """Chapter 08's measurements (a :class:`vitbn_nb.bench.BenchResult`), and the settings they were taken with."""
 
     settings: SpeedSettings
@@ -232,12 +235,12 @@ def equal_depth_figure(result: SpeedResult):
     return figures.save_figure(
         fig,
         "new_equal_depth_timing",
-        chapter=CHAPTER,
+        result,
         reproduces="new/equal_depth_timing",
-        profile=result.settings.profile,
         caption="Training and inference time per 1,000 images of ViT, ViTBNFFN and ViTBN at depths 1 and 6, "
         "through the book's engine (solid) and article 1's per-sample pipeline (hatched); * marks the "
         "configurations article 1 compared (ViT depth 6, BatchNorm models depth 1).",
+        reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label},
     )
 
@@ -315,13 +318,13 @@ def pipeline_split_figure(result: SpeedResult):
     return figures.save_figure(
         fig,
         "new_pipeline_split",
-        chapter=CHAPTER,
+        result,
         reproduces="new/pipeline_split",
-        profile=result.settings.profile,
         caption="Time per 1,000 MNIST images split into producing batches (data: loading, converting, "
         "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
         "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
         "pipeline and the book's engine.",
+        reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label},
     )
 
@@ -398,12 +401,12 @@ def folding_figure(result: SpeedResult):
     return figures.save_figure(
         fig,
         "new_bn_folding",
-        chapter=CHAPTER,
+        result,
         reproduces="new/bn_folding",
-        profile=result.settings.profile,
         caption="Inference throughput of ViTBNFFN and ViTBN before and after folding every eval-mode BatchNorm "
         "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
         "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
         "which cannot fold, costs.",
+        reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label},
     )

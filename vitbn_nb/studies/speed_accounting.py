@@ -11,8 +11,8 @@ from IPython.display import Markdown
 from .. import articles, figures
 from .speed import (
     BN_MODELS,
-    CHAPTER,
     PIPELINE_LABELS,
+    TIMED,
     SpeedResult,
     name,
     pct,
@@ -125,12 +125,12 @@ def accounting_table(result: SpeedResult):
     return figures.save_table(
         accounting_summary(result),
         "new_speedup_accounting",
-        chapter=CHAPTER,
+        result,
         reproduces="new/speedup_accounting",
-        profile=result.settings.profile,
         caption="The published speed-up and what explains it on this machine: r(as run) = r(depth) × "
         "r(normalisation at depth 1), exactly; shares are of ln r; the data pipeline's share of time in "
         "each pipeline",
+        reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label, "published": articles.ARTICLE1_RATIOS_SETUP},
     )
 
@@ -273,11 +273,11 @@ def norm_forms_table(result: SpeedResult):
     return figures.save_table(
         norm_forms(result),
         "new_batchnorm_forms",
-        chapter=CHAPTER,
+        result,
         reproduces="new/batchnorm_forms",
-        profile=result.settings.profile,
         caption="BatchNorm on (batch, tokens, features): article 1's BatchNorm1d over b d n, article 2's "
         "BatchNorm2d over b d n 1 and the book's flattened (b n) d BatchNorm1d, median time per call",
+        reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label},
     )
 

@@ -62,7 +62,7 @@ def transfer_note():
 # hyperparameters and training
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TransferResult:
+class TransferResult(results.ChapterResult):
     """Chapter 06: the hyperparameters used (``hyper``), the training runs (``table``: one row per run and epoch)
     and the measurements on the transfer set (``measured``: one row per run)."""
 
@@ -269,11 +269,9 @@ def transfer_table(result: TransferResult):
     return figures.save_table(
         frame,
         "emnist_transfer_table",
-        chapter=CHAPTER,
+        result,
         reproduces="new/emnist_transfer_table",
-        profile=settings.profile,
         caption=caption,
-        run_ids=measured["run_id"],
         extra={"transfer_set": source},
         precision=3,
     )
@@ -340,11 +338,9 @@ def transfer_figure(result: TransferResult):
     return figures.save_figure(
         fig,
         "emnist_transfer_figure",
-        chapter=CHAPTER,
+        result,
         reproduces="new/emnist_transfer_figure",
-        profile=settings.profile,
         caption=caption,
-        run_ids=measured["run_id"],
         extra={"transfer_set": source},
     )
 
@@ -383,25 +379,23 @@ def samples_figure(settings: TransferSettings, n: int = 10):
     return figures.save_figure(
         fig,
         "new_transfer_samples",
-        chapter=CHAPTER,
+        results.ChapterResult(settings),
         reproduces="new/transfer_samples",
-        profile=settings.profile,
         caption=f"Digits the models trained on and the transfer set ({source})",
+        reads=f"the augmented MNIST test set and the transfer set ({source})",
         extra={"transfer_set": source},
     )
 
 
 def comparison_table(result: TransferResult):
-    measured, settings = result.measured, result.settings
+    measured = result.measured
     source = measured["transfer_set"].iloc[0]
     return figures.save_table(
         comparison(measured),
         "emnist_transfer_vs_article",
-        chapter=CHAPTER,
+        result,
         reproduces="new/emnist_transfer_vs_article",
-        profile=settings.profile,
         caption=f"Article 1's statements about the transfer experiment beside this run "
         f"(transfer set: {source}). {findings(measured)}",
-        run_ids=measured["run_id"],
         extra={"transfer_set": source},
     )

@@ -1,0 +1,120 @@
+"""Every number one hop from its source: under each saved figure and table a line names the function that drew it
+and the run records it read, the manifest records the same, and the HTML book leaves papermill's cell out."""
+
+import types
+
+import nbformat
+import pandas as pd
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from vitbn_nb import audit, book_html, figures, profiles, results
+from vitbn_nb.figures import read_manifest
+from vitbn_nb.studies import depth, fixed_lr
+
+DEPTH = profiles.settings("05_depth_study", "smoke")
+
+
+def depth_table() -> pd.DataFrame:
+    """Figure 8's runs (lr 0.003, depths 4-7, both models) and one run it does not use (lr 0.005)."""
+    rows = [
+        dict(run_id=f"{model}-d{d}-lr{lr}-s0", status="finished", model=model, depth=d, lr=lr, seed=0, epoch=epoch)
+        for lr, depths in ((0.003, (4, 5, 6, 7)), (0.005, (1,)))
+        for d in depths
+        for model in ("ViT", "ViTBNFFN")
+        for epoch in (1, 2)
+    ]
+    return pd.DataFrame(rows).assign(test_acc=90.0, train_loss=0.3, diverged=False)
+
+
+def test_a_result_names_its_chapter_profile_and_runs():
+    result = depth.DepthResult(DEPTH, depth_table())
+    assert (result.chapter, result.profile, len(result.run_ids)) == ("05_depth_study", "smoke", 10)
+    assert results.ChapterResult(DEPTH).run_ids == []  # outputs drawn before any run
+    assert results.run_ids_of(["b", "a", "b"]) == ["b", "a"]
+
+
+def test_a_figure_names_the_function_a_chapter_calls_and_each_record_it_read(figures_store):
+    table = depth_table()
+    saved = depth.fig8_figure(depth.DepthResult(DEPTH, table))
+    used = sorted(table.loc[table["lr"] == 0.003, "run_id"].unique())
+    entry = read_manifest()["outputs"]["article2_fig8"]
+    # drawn through the private depth._accuracy_grid: the line names the public function the notebook calls
+    assert entry["drawn_by"] == saved.source.drawn_by == "vitbn_nb.studies.depth.fig8_figure"
+    assert entry["run_ids"] == list(saved.source.run_ids) == used  # only the runs the figure used
+    line = str(saved.source)
+    assert line.startswith("Drawn by `vitbn_nb.studies.depth.fig8_figure` from 8 run records: ")
+    for run_id in used:
+        assert f"`figures/records/{run_id}/record.json`" in line and f"figures/records/{run_id}/record.json" in (
+            saved.source._repr_html_()
+        )
+    assert "lr0.005" not in line
+    assert saved.source._repr_html_().startswith('<details class="vitbn-source"')  # eight records fold
+
+
+def test_a_table_gets_the_line_under_its_stamped_caption(figures_store):
+    saved = depth.fig8_table(depth.DepthResult(DEPTH, depth_table()))
+    assert "profile: smoke" in saved.output.caption
+    assert read_manifest()["outputs"]["article2_fig8_vs_article"]["drawn_by"] == "vitbn_nb.studies.depth.fig8_table"
+    assert str(saved.source).startswith("Drawn by `vitbn_nb.studies.depth.fig8_table` from 8 run records: ")
+
+
+def test_with_a_public_repository_the_records_are_links_to_it(figures_store, monkeypatch):
+    from vitbn_nb import colab
+
+    public = {"repository": "https://github.com/someone/vitbn-book", "ref": "v1.2.3"}
+    monkeypatch.setattr(colab, "settings", lambda: public)
+    result = types.SimpleNamespace(chapter="05_depth_study", profile="smoke", run_ids=["ViT-d6-s0"])
+    saved = figures.save_table(pd.DataFrame({"x": [1]}), "one_run", result, reproduces="new/one", caption="c")
+    url = "https://github.com/someone/vitbn-book/blob/main/figures/records/ViT-d6-s0/record.json"
+    assert f"[ViT-d6-s0]({url})" in str(saved.source)
+    assert f'<a href="{url}">ViT-d6-s0</a>' in saved.source._repr_html_()
+    assert saved.source._repr_html_().startswith('<p class="vitbn-source"')  # one record: in the line itself
+    assert (
+        read_manifest()["outputs"]["one_run"]["drawn_by"]
+        == f"{__name__}.{test_with_a_public_repository_the_records_are_links_to_it.__name__}"
+    )
+
+
+def test_an_output_of_no_runs_says_what_it_was_computed_from(figures_store):
+    reference = audit.reference_audit(live=False)
+    saved = fixed_lr.audit_table(reference, profiles.settings("03_fixed_lr", "smoke"))
+    entry = read_manifest()["outputs"]["new_reference_checkpoint_audit"]
+    assert entry["chapter"] == "03_fixed_lr" and entry["run_ids"] == []
+    assert (
+        entry["drawn_by"] == "vitbn_nb.studies.fixed_lr.audit_table"
+        and "recorded_reference_audit.json" in entry["reads"]
+    )
+    assert str(saved.source) == (
+        "Drawn by `vitbn_nb.studies.fixed_lr.audit_table` from the audit recorded from the reference checkpoints "
+        "(vitbn_nb/recorded_reference_audit.json) (no runs)."
+    )
+
+
+def test_a_notebook_shows_the_output_then_its_line(figures_store, monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects: shown.extend(objects))
+    saved = depth.fig8_figure(depth.DepthResult(DEPTH, depth_table()))
+    saved._ipython_display_()
+    assert shown == [saved.output, saved.source] and isinstance(saved.output, IPython.display.Image)
+
+
+def test_a_result_of_unknown_settings_is_refused_by_name():
+    with pytest.raises(ValueError, match="SimpleNamespace is no chapter's settings"):
+        _ = results.ChapterResult(types.SimpleNamespace(profile="smoke")).chapter
+
+
+def test_the_book_leaves_out_papermills_injected_cell_and_keeps_the_chapters_own(tmp_path):
+    own = new_code_cell('profile = "auto"\nforce = False', metadata={"tags": ["parameters"]})
+    injected = new_code_cell('profile = "smoke"\nforce = False', metadata={"tags": ["injected-parameters"]})
+    executed = tmp_path / "executed.ipynb"
+    nbformat.write(new_notebook(cells=[own, injected, new_code_cell("1 + 1")]), executed)
+    book_html.copy_chapter(executed, tmp_path / "page.ipynb")
+    cells = nbformat.read(tmp_path / "page.ipynb", as_version=4).cells
+    assert [c.metadata.get("tags", []) for c in cells] == [
+        ["parameters"],
+        ["injected-parameters", "remove-cell"],
+        [],
+    ]

@@ -102,6 +102,7 @@ def copy_chapter(executed: Path, target: Path) -> None:
 
 def build_html(result: BookBuild) -> Path:
     """Render the executed chapters of ``result`` with Jupyter Book; returns the absolute index.html."""
+    from . import verdicts
     from .system import hardware_label, versions
 
     templates = template_dir()
@@ -137,6 +138,7 @@ def build_html(result: BookBuild) -> Path:
         torch=versions().get("torch", "?"),
         python=versions().get("python", "?"),
         chapters=chapter_list,
+        rule=verdicts.rule_markdown(),
         outputs=_manifest_rows(result.figures_dir, result.book_run),
         total=_format_seconds(sum(c.seconds for c in result.chapters)),
     )

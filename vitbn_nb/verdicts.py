@@ -1,7 +1,7 @@
 """The book's one decision rule: every verdict in the chapters and the README comes from here.
 
 A claim about a difference between two models is judged from the **paired per-seed differences** (the two runs
-of a seed share their data order and initial weights' seed) and their **95 % interval** (Student's t, n − 1
+of a seed see the same data in the same order) and their **95 % interval** (Student's t, n − 1
 degrees of freedom):
 
 - the interval excludes zero on the article's side: **agrees**; on the other side: **disagrees**;
@@ -35,8 +35,27 @@ LEVEL = 0.95
 AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
 NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
 OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
-#: Where a reader finds the rule from every verdict.
-RULE_SECTION = "the book's decision rule (chapter 1, 'How this book judges a claim')"
+#: Where a reader finds the rule from every verdict: a section of the book's front page (and of the README).
+RULE_TITLE = "How this book judges a claim"
+RULE_LINK = "intro.html#how-this-book-judges-a-claim"
+
+
+def rule_markdown() -> str:
+    """The rule as the book's front page and the README state it (from the constants above, not retyped)."""
+    return (
+        f"Every verdict in the book and the README comes from one rule ({__name__}). A claim that one model "
+        "beats another is judged from the **paired per-seed differences** (the two runs of a seed see the same "
+        f"data in the same order) and their **{LEVEL:.0%} interval** (Student's t): **{AGREES}** when "
+        f"the interval excludes zero on the article's side, **{DISAGREES}** when it excludes zero on the other "
+        f"side, **{NOISE}** when it holds zero (for an article's \"comparable\", that is what it says). With fewer "
+        f"than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about a curve (\"converges "
+        "faster\", \"becomes unstable\") is judged from a number read off each seed's whole curve: the mean "
+        "accuracy over the epochs, or the largest fall below the best accuracy so far. A claim about an absolute "
+        f"number at the article's protocol is judged only where the runs reached it, otherwise **{UNTESTABLE}** "
+        "(with how many of the article's steps were reached). A timing ratio from other hardware is shown beside "
+        "the article's and judged on the article's own qualitative claim (a gain of at least 60 %, say), with "
+        "each epoch of a run as a repeated measurement and both machines named."
+    )
 
 
 @dataclass(frozen=True)

@@ -352,7 +352,7 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
 
 
 def _state_problems(folder: Path) -> list[tuple[Path, str]]:
-    """The optimisation state's files that do not hold what the optimisation reads back (``hpo_state.state_problem``)."""
+    """The optimisation state's files that do not hold what the code reads back (``hpo_state.state_problem``)."""
     return [(p, problem) for p in sorted(folder.rglob("*.json")) if p.is_file() and (problem := state_file_problem(p))]
 
 

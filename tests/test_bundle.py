@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_hostile_input import Payload
 
-from vitbn_nb import bundle, profiles, records, runs
+from vitbn_nb import bundle, bundle_import, profiles, records, runs
 from vitbn_nb.__main__ import main
 from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
@@ -81,7 +81,7 @@ def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, mo
     record["finished"] = "another day"
     records.write_record(folder / "record.json", record)
     with pytest.raises(bundle.BundleError, match="differs"):
-        bundle.import_bundle(file)
+        bundle_import.import_bundle(file)
     assert records.read_record(folder)["finished"] == "another day"  # left as it was
 
 

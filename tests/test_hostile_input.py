@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vitbn_nb import atomic, bundle, records, runs
+from vitbn_nb import atomic, bundle, bundle_import, records, run_folder, runs
 from vitbn_nb.__main__ import cli, main
 from vitbn_nb.records import RunStoreError, sha256, write_record
 from vitbn_nb.runs import RunConfig
@@ -181,7 +181,7 @@ def test_a_bundle_cannot_replace_the_optimisation_state_or_the_locks(store, tmp_
     for folder in ("hpo", ".locks", "..", "x/../hpo"):
         file = _bundle(tmp_path / "b.tar.gz", {f"runs/{folder}/record.json": record})
         with pytest.raises(bundle.BundleError, match="nothing was imported"):
-            bundle.import_bundle(file)
+            bundle_import.import_bundle(file)
     assert _tree(store / "hpo") == before
 
 
@@ -200,13 +200,13 @@ def test_unlisted_or_altered_files_and_odd_members_refuse_the_bundle(store, tmp_
     for expected, kwargs in cases.items():
         file = _bundle(tmp_path / "b.tar.gz", **kwargs)
         with pytest.raises(bundle.BundleError) as refused:
-            bundle.import_bundle(file)
+            bundle_import.import_bundle(file)
         text = str(refused.value)
         assert "nothing was imported" in text, text
         assert expected in text or "does not list" in text or "of the wrong size" in text, text
     file = _bundle(tmp_path / "b.tar.gz", {}, extra=[link])
     with pytest.raises(bundle.BundleError, match="not a regular file"):
-        bundle.import_bundle(file)
+        bundle_import.import_bundle(file)
     assert _tree(store) == before
 
 
@@ -293,11 +293,11 @@ def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_r
     (other / "trials.json").write_text('{"0": {"a": 1}}')
     (other / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 1}')
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
-    assert bundle.import_bundle(file)["state files"] == 1
+    assert bundle_import.import_bundle(file)["state files"] == 1
     assert json.loads((other / "ax_state.json").read_text())["v"] == 2
     (other / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 3}}')
     with pytest.raises(bundle.BundleError, match="trials and this store.s differ"):
-        bundle.import_bundle(file)
+        bundle_import.import_bundle(file)
 
 
 # -- a read-only store renders; every failure is one message -------------------------------------------------
@@ -466,7 +466,7 @@ def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monk
     bundle.export(everything, weights="all", profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
-    bundle.import_bundle(records_only)
+    bundle_import.import_bundle(records_only)
     before = {k: v for k, v in _tree(other).items() if not k.startswith(".")}
     renames, real = [], Path.rename
 
@@ -479,20 +479,20 @@ def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monk
     def killed_again(journal):
         raise KeyboardInterrupt  # the kill also stops the in-process undo, as SIGKILL would
 
-    monkeypatch.setattr(bundle, "_undo", killed_again)
+    monkeypatch.setattr(bundle_import, "_undo", killed_again)
     monkeypatch.setattr(Path, "rename", killed_after_one_move)
     with pytest.raises(KeyboardInterrupt):
-        bundle.import_bundle(everything)
+        bundle_import.import_bundle(everything)
     monkeypatch.undo()
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     assert len([p for p in other.iterdir() if not p.name.startswith(".")]) == 2  # one run moved aside
     assert set(records.check_store()["problem"]) == {
         "an import that was interrupted (runs moved aside there are not in the store)"
     }
-    assert bundle.recover_imports(other)
+    assert bundle_import.recover_imports(other)
     assert {k: v for k, v in _tree(other).items() if not k.startswith(".")} == before
     assert not list(other.glob(".import-*"))
-    assert bundle.import_bundle(everything)["updated"] == 3  # and the import then goes through
+    assert bundle_import.import_bundle(everything)["updated"] == 3  # and the import then goes through
 
 
 def test_a_bundle_is_not_written_inside_the_store(store, capsys):
@@ -519,7 +519,7 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
     files[f"runs/hpo/{study.name}/trials.json"] = b'{"0": {"accuracy": "high"}}'
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
     with pytest.raises(bundle.BundleError, match="'accuracy' has the wrong type"):
-        bundle.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
+        bundle_import.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
 
 
 def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
@@ -558,7 +558,7 @@ def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(s
     name = next(n for n in files if n.endswith("model.pt"))
     listed = {**files, name: files[name] + b"\0"}  # listed one byte longer than it is
     with pytest.raises(bundle.BundleError, match="of the wrong size"):
-        bundle.import_bundle(_bundle(tmp_path / "b.tar.gz", files, listed=listed))
+        bundle_import.import_bundle(_bundle(tmp_path / "b.tar.gz", files, listed=listed))
     late = tmp_path / "late.tar.gz"
     with tarfile.open(late, "w:gz") as tar:  # bundle.json not first: nothing is read before the list
         for n, data in [("runs/x/record.json", b"{}"), ("bundle.json", b"{}")]:
@@ -566,7 +566,7 @@ def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(s
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     with pytest.raises(bundle.BundleError, match="does not begin with bundle.json"):
-        bundle.import_bundle(late)
+        bundle_import.import_bundle(late)
 
 
 def test_a_refused_pickle_never_suggests_loading_it_unsafely(store, tmp_path):
@@ -581,7 +581,7 @@ def test_environment_variables_name_themselves_when_wrong(run_store, tmp_path, m
     from vitbn_nb import paths
 
     monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "")
-    assert runs.checkpoint_seconds() == 60  # empty means unset, like every other variable
+    assert run_folder.checkpoint_seconds() == 60  # empty means unset, like every other variable
     afile = tmp_path / "afile"
     afile.write_text("")
     monkeypatch.setenv("VITBN_RUNS_DIR", str(afile))
@@ -593,7 +593,7 @@ def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monk
     file = tmp_path / "b.tar.gz"
     bundle.export(file, profile="smoke")
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
-    bundle.import_bundle(file)
+    bundle_import.import_bundle(file)
     assert not (tmp_path / "other" / "hpo").exists()
 
 

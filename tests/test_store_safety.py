@@ -101,10 +101,10 @@ def store_with_damage(run_store, mnist_ready):
     (record_run.folder / "record.json").write_text(text[: len(text) // 2])
     data = (model_run.folder / "model.pt").read_bytes()
     (model_run.folder / "model.pt").write_bytes(data[: len(data) // 2])
-    record = runs.read_record(checkpoint_run.folder)
+    record = records.read_record(checkpoint_run.folder)
     (checkpoint_run.folder / "checkpoint.pt").write_bytes(b"\x80truncated")
     record.update(status="running", checksums={"checkpoint.pt": "0" * 64})
-    runs.write_record(checkpoint_run.folder / "record.json", record)
+    records.write_record(checkpoint_run.folder / "record.json", record)
     return {"record": record_run.run_id, "model": model_run.run_id, "checkpoint": checkpoint_run.run_id}
 
 
@@ -162,9 +162,9 @@ def test_stale_temporary_files_are_cleaned_when_a_run_is_next_written(run_store,
     stale.write_bytes(b"left by a killed process")
     runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
     assert stale.exists()  # reading a finished run writes nothing (another process may be mid-write)
-    record = runs.read_record(run.folder)
+    record = records.read_record(run.folder)
     record.update(status="running", epochs=record["epochs"][:1], checksums={})
-    runs.write_record(run.folder / "record.json", record)
+    records.write_record(run.folder / "record.json", record)
     runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)  # resumed under the run's lock: cleaned
     assert not stale.exists()
 

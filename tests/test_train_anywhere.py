@@ -6,7 +6,7 @@ import types
 import pytest
 import torch
 
-from vitbn_nb import atomic, figures, runs, system
+from vitbn_nb import atomic, figures, records, runs, system
 from vitbn_nb.records import write_record
 
 TINY = dict(model="DNN_d3", epochs=3, train_size=40, test_size=20)
@@ -47,7 +47,7 @@ def test_checkpoints_are_written_by_time_and_at_the_deadline(run_store, mnist_re
     with pytest.raises(runs.DeadlineReached):
         runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
     assert saved == ["checkpoint.pt"]  # written at the deadline although the hour had not passed
-    assert runs.read_record(run_store / config.run_id("cpu"))["checkpoint_epoch"] == 1
+    assert records.read_record(run_store / config.run_id("cpu"))["checkpoint_epoch"] == 1
 
     with pytest.raises(ValueError, match="VITBN_CHECKPOINT_SECONDS='soon'"):
         monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "soon")
@@ -57,7 +57,7 @@ def test_checkpoints_are_written_by_time_and_at_the_deadline(run_store, mnist_re
 def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
     """Move a finished CPU run to the id a CUDA machine would have given it, with a GPU in its record."""
     gpu_id = config.run_id("cuda")
-    record = runs.read_record(run.folder)
+    record = records.read_record(run.folder)
     folder = run.folder.rename(run.folder.parent / gpu_id)
     gpu = {**record["hardware"], "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}
     record.update(run_id=gpu_id, hardware=gpu, segments=[{**record["segments"][0], "hardware": gpu}])

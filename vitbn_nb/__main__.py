@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         from . import records, runs
 
         if args.runs_command in ("export", "import"):
-            from . import bundle
+            from . import bundle, bundle_import
 
             try:
                 if args.runs_command == "export":
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
                         f"{done['bytes'] / 2**20:.1f} MiB in {args.file}"
                     )
                 else:
-                    done = bundle.import_bundle(args.file)
+                    done = bundle_import.import_bundle(args.file)
                     print(
                         f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
                         f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"

@@ -28,7 +28,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import bundle, committed, paths, profiles
+from . import bundle_import, committed, paths, profiles
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -249,7 +249,7 @@ def build_book(
         )
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
-    if undone := bundle.recover_imports(runs):
+    if undone := bundle_import.recover_imports(runs):
         _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)

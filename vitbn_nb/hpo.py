@@ -8,9 +8,10 @@ size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.
 
 The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
 every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
-every suggestion and every completion. Calling :func:`optimise` again loads it, finishes the
-trials that were suggested but never completed (their runs resume from the store), and asks
-Ax for new ones until the requested number of trials is complete. The study key names
+every suggestion and every completion (those files, and the checks they pass when read back:
+``vitbn_nb.hpo_state``). Calling :func:`optimise` again loads it, finishes the trials that
+were suggested but never completed (their runs resume from the store), and asks Ax for new
+ones until the requested number of trials is complete. The study key names
 everything that changes a trial's number (model and its configuration, dataset, subsets,
 epochs per trial, test batch, seed, device type) but not the trial count, so asking for more
 trials extends a study, and asking for fewer reads its first trials. Ax is seeded
@@ -41,9 +42,16 @@ import pandas as pd
 import torch
 
 from . import atomic, profiles, runs, tracking
+from .hpo_state import LEDGER_FILE, STATE_FILE, read_ledger, state_fix, state_problem
+
+# The chapters call the chosen values' functions as hpo.*:
+from .hpo_state import best_path as best_path
+from .hpo_state import best_trial as best_trial
+from .hpo_state import load_best as load_best
+from .hpo_state import save_best as save_best
 from .models import model_kwargs as full_model_kwargs
 from .paths import runs_dir
-from .runs import RunConfig
+from .run_config import DEVICE_TYPES, RunConfig
 from .system import pick_device
 
 #: Article 1, Experiment 2: the search space per model.
@@ -56,8 +64,6 @@ OBJECTIVE = "accuracy"
 #: Trials Ax's default strategy spends on initialisation (centre + Sobol) before BoTorch proposes.
 INITIAL_TRIALS = 5
 GENERATOR_NAMES = {"CenterOfSearchSpace": "centre", "Sobol": "Sobol", "MBM": "BoTorch"}
-STATE_FILE = "ax_state.json"
-LEDGER_FILE = "trials.json"
 
 #: Seconds the last Ax import took in this process (None until Ax is imported here).
 ax_import_seconds: float | None = None
@@ -220,7 +226,7 @@ def optimise(
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state_path, ledger_path = folder / STATE_FILE, folder / LEDGER_FILE
-    ledger = _read_ledger(ledger_path) if ledger_path.exists() else {}
+    ledger = read_ledger(ledger_path) if ledger_path.exists() else {}
     if not (folder / "study.json").exists():
         atomic.write_json(
             folder / "study.json", {**asdict(study), "device": device_type, "search_space": SEARCH_SPACE[study.model]}
@@ -296,10 +302,10 @@ def optimise(
 def _stored_device_type(study: Study, here: str, trials: int) -> str:
     """The device type whose study this is: this device's, unless only another device completed ``trials``
     trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
-    for device_type in (here, *(t for t in runs.DEVICE_TYPES if t != here)):
+    for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         ledger_path = study.folder(device_type) / LEDGER_FILE
         if ledger_path.exists():
-            done = sum("accuracy" in entry for entry in _read_ledger(ledger_path).values())
+            done = sum("accuracy" in entry for entry in read_ledger(ledger_path).values())
             if device_type == here or done >= trials:
                 return device_type
     return here
@@ -336,117 +342,3 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
     if not table.empty:
         table["best_so_far"] = table["accuracy"].cummax()
     return table
-
-
-def best_trial(table: pd.DataFrame) -> pd.Series:
-    """The trial with the highest accuracy (the earliest of equals) of one model's trial table."""
-    if table.empty:
-        raise ValueError("the trial table is empty: run the optimisation first")
-    if table["model"].nunique() != 1:
-        raise ValueError(f"best_trial takes one model's trials; this table holds {sorted(table['model'].unique())}")
-    return table.sort_values(["accuracy", "trial"], ascending=[False, True]).iloc[0]
-
-
-def best_path(dataset: str, profile: str) -> Path:
-    """Where the optimised hyperparameters of ``dataset`` under ``profile`` are kept."""
-    return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
-
-
-def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
-    """Write each model's best trial (lr, batch size, accuracy, trial, depth ...) as JSON; return the path."""
-    best = {}
-    for model, trials in table.groupby("model", sort=False):
-        row = best_trial(trials)
-        best[model] = {
-            "lr": float(row["lr"]),
-            "batch_size": int(row["batch_size"]),
-            "accuracy": float(row["accuracy"]),
-            "trial": int(row["trial"]),
-            "trials": len(trials),
-            "depth": int(row["depth"]),
-            "trial_epochs": int(row["trial_epochs"]),
-            "generator": row["generator"],
-            "run_id": row["run_id"],
-            "study": row["study"],
-            "dataset": dataset,
-            "profile": profile,
-        }
-    path = best_path(dataset, profile)
-    atomic.write_json(path, best)
-    return path
-
-
-def load_best(dataset: str, profile: str) -> dict | None:
-    """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
-    path = best_path(dataset, profile)
-    return read_state(path, state_fix(path)) if path.exists() else None
-
-
-def state_fix(path: Path) -> str:
-    return (
-        f"fix: delete {path} and run the optimising chapter again, or import the bundle of the machine that optimised"
-    )
-
-
-_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
-#: What each kind of trial-ledger entry and chosen-values entry must hold (key: test), as the code reads them.
-_LEDGER_ENTRY = {
-    "trial": _int,
-    "lr": lambda v: _num(v) and 0 < v < 10,
-    "batch_size": lambda v: _int(v) and v >= 2,
-    "run_id": lambda v: isinstance(v, str),
-    "generator": lambda v: isinstance(v, str),
-    "accuracy": lambda v: _num(v) and 0 <= v <= 100,
-    "suggest_seconds": lambda v: _num(v) and v >= 0,
-    "status": lambda v: isinstance(v, str),
-}
-_BEST_ENTRY = {**_LEDGER_ENTRY, "depth": _int, "trials": _int, "trial_epochs": _int}
-_BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
-
-
-def state_problem(name: str, state) -> str | None:
-    """What makes one file of the optimisation state unusable (None when it is whole): the trial ledger, Ax's
-    snapshot, the study's description, or a chosen-values file, checked as the code reads them back."""
-    if not isinstance(state, dict):
-        return "is not a JSON object"
-    if name == LEDGER_FILE:
-        for key, entry in state.items():
-            if not key.isdigit() or not isinstance(entry, dict):
-                return f"holds trial {key!r}, which is not a numbered trial"
-            if bad := [k for k, test in _LEDGER_ENTRY.items() if k in entry and not test(entry[k])]:
-                return f"trial {key}: {bad[0]!r} has the wrong type or range"
-    elif name == STATE_FILE:
-        if not isinstance(state.get("experiment"), dict) or not isinstance(state.get("generation_strategy"), dict):
-            return "is not an Ax snapshot (no experiment and generation strategy)"
-    elif name == "study.json":
-        if not isinstance(state.get("model"), str):
-            return "does not name the study's model"
-    elif name.startswith("best-"):
-        for model, entry in state.items():
-            if not isinstance(entry, dict) or any(k not in entry for k in _BEST_REQUIRED):
-                return f"does not hold {model}'s {', '.join(_BEST_REQUIRED)}"
-            if bad := [k for k, test in _BEST_ENTRY.items() if k in entry and not test(entry[k])]:
-                return f"{model}: {bad[0]!r} has the wrong type or range"
-        if not state:
-            return "holds no model"
-    return None
-
-
-def state_file_problem(path: Path) -> str | None:
-    """What makes a file of the optimisation state unusable (:func:`state_problem`), unreadable JSON included."""
-    try:
-        return state_problem(path.name, json.loads(path.read_text()))
-    except (OSError, ValueError, RecursionError) as error:
-        return f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
-
-
-def read_state(path: Path, fix: str) -> dict:
-    """A file of the optimisation state, checked; a damaged one is named with ``fix``."""
-    if problem := state_file_problem(path):
-        raise ValueError(f"{path} {problem}; {fix}")
-    return json.loads(path.read_text())
-
-
-def _read_ledger(path: Path) -> dict:
-    return read_state(path, state_fix(path.parent))

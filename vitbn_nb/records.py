@@ -21,7 +21,9 @@ import pandas as pd
 import torch
 
 from . import atomic
+from .hpo_state import state_file_problem
 from .paths import runs_dir
+from .run_config import RunConfig
 
 STATUSES = ("running", "finished", "diverged")
 ENDED = ("finished", "diverged")
@@ -217,8 +219,6 @@ def read_record(folder: Path) -> dict:
 def repair_fix(folder: Path) -> str:
     """``runs retrain`` when the record still says what the run was (its JSON and configuration readable),
     otherwise deleting the folder: the fix the error prints is one that works."""
-    from .runs import RunConfig  # the configuration's own checks; runs imports this module
-
     try:
         record = json.loads((Path(folder) / "record.json").read_text())
         RunConfig(**record["config"])
@@ -229,8 +229,6 @@ def repair_fix(folder: Path) -> str:
 
 def identity_problem(record: dict, folder_name: str) -> str | None:
     """Whether a whole record's configuration is one this code accepts and gives the run id of its folder."""
-    from .runs import RunConfig  # the configuration's own checks; runs imports this module
-
     try:
         config = RunConfig(**record["config"])
     except (TypeError, ValueError) as error:
@@ -354,9 +352,7 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
 
 
 def _state_problems(folder: Path) -> list[tuple[Path, str]]:
-    """The optimisation state's files that do not hold what the optimisation reads back (``hpo.state_problem``)."""
-    from .hpo import state_file_problem
-
+    """The optimisation state's files that do not hold what the code reads back (``hpo_state.state_problem``)."""
     return [(p, problem) for p in sorted(folder.rglob("*.json")) if p.is_file() and (problem := state_file_problem(p))]
 
 

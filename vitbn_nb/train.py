@@ -129,7 +129,7 @@ def train(
     """
     profile = profiles.resolve(profile)
     selected = chapters(selected)  # a misspelt chapter is refused before anything runs
-    from .bundle import recover_imports
+    from .bundle_import import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")

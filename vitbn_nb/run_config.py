@@ -1,0 +1,143 @@
+"""What names a run: its configuration, checked whole when it is made, and the run id it gives with the device
+type it ran on (the run's folder in the store, ``vitbn_nb.run_folder``).
+
+The id is a digest of :meth:`RunConfig.to_dict`, so a field added with a default, or a pipeline renamed, must
+leave that dictionary as it was for every run already stored: otherwise those runs would train again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from . import profiles, stack
+from .data import DATASETS, IMAGE_SIZE
+from .models import VIT_FAMILY, build_model, model_kwargs
+from .models.norms import check_choice
+from .models.vit import pair as vit_pair
+
+PIPELINES = ("engine", "reference")
+ENGINES = profiles.ENGINES
+#: Device types a run id can name; a finished run of either is reused wherever the book renders.
+DEVICE_TYPES = ("cpu", "cuda")
+#: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record
+#: read back says "engine" again. Keeping the spelling keeps every run id, so no run trains twice.
+_STORED_AS = {"engine": "fast"}
+_READ_AS = {name: pipeline for pipeline, name in _STORED_AS.items()}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's numbers (with the device type)."""
+
+    model: str
+    model_kwargs: dict = field(default_factory=dict)
+    dataset: str = "mnist"
+    epochs: int = 30
+    lr: float = 5e-4
+    batch_size: int = 100
+    test_batch_size: int = 5000
+    seed: int = 0
+    train_size: int | None = None
+    test_size: int | None = None
+    pipeline: str = "engine"
+    #: Fine-tuning: the run id of a finished run whose weights start this one (position embedding
+    #: interpolated when the patch grid differs), and which weights train ("all" | "attention").
+    init_from: str | None = None
+    trainable: str = "all"
+    #: ``"eager"`` trains the run alone; ``"stacked"`` trains it with the other stacked runs of its kind (same
+    #: everything but seed and lr) as one model (``vitbn_nb.stack``): equal up to fp32 rounding, so another id.
+    engine: str = "eager"
+
+    def __post_init__(self):
+        object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
+        with torch.device("meta"):  # refuse a bad model configuration now, not hours into a sweep
+            build_model(self.model, **self.model_kwargs)
+        check_choice("dataset", self.dataset, DATASETS)
+        object.__setattr__(self, "pipeline", _READ_AS.get(self.pipeline, self.pipeline))
+        check_choice("pipeline", self.pipeline, PIPELINES)
+        for name in ("epochs", "batch_size", "test_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size={self.batch_size!r} is not allowed; training batches need >= 2 images")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
+            raise ValueError(f"lr={self.lr!r} is not allowed; it must be a number in (0, 10)")
+        for name in ("train_size", "test_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 2):
+                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+        check_choice("trainable", self.trainable, ("all", "attention"))
+        check_choice("engine", self.engine, ENGINES)
+        if self.engine == "stacked" and (why := stack.refusal(self)):
+            raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
+        if self.trainable == "attention" and self.model not in VIT_FAMILY:
+            raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
+        image_size = self.model_kwargs.get("image_size", 28)
+        if (
+            vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size)
+            != (IMAGE_SIZE[self.dataset],) * 2
+        ):
+            raise ValueError(
+                f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
+                f"image_size={image_size!r} must match"
+            )
+        if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
+            raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
+
+    #: The fields a chapter's settings supply to every run it plans (when the settings have them).
+    FROM_SETTINGS: ClassVar[tuple[str, ...]] = (
+        "epochs",
+        "batch_size",
+        "test_batch_size",
+        "train_size",
+        "test_size",
+        "engine",
+    )
+
+    @classmethod
+    def from_settings(cls, settings: object, **fields: Any) -> RunConfig:
+        """A run of a chapter: ``FROM_SETTINGS`` taken from ``settings``, then ``fields`` (which win)."""
+        given = {name: getattr(settings, name) for name in cls.FROM_SETTINGS if hasattr(settings, name)}
+        return cls(**{**given, **fields})
+
+    def to_dict(self) -> dict:
+        # The fine-tuning fields appear only when set, so every earlier run keeps its id.
+        config = dataclasses.asdict(self)
+        for name in ("init_from", "trainable", "engine"):
+            if config[name] == RunConfig.__dataclass_fields__[name].default:
+                del config[name]
+        config["pipeline"] = _STORED_AS.get(self.pipeline, self.pipeline)
+        return config
+
+    def run_id(self, device_type: str) -> str:
+        key = json.dumps({**self.to_dict(), "device": device_type}, sort_keys=True)
+        digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+        depth = self.model_kwargs.get("depth")
+        tune = "" if self.init_from is None else f"-ft{self.trainable}"
+        return (
+            f"{self.model}{'' if depth is None else f'-d{depth}'}{tune}-lr{self.lr:g}-bs{self.batch_size}"
+            f"-s{self.seed}-{digest}"
+        )
+
+    def stack_key(self) -> str | None:
+        """What the runs trained together as one stack share (everything but seed and lr); None: trained alone."""
+        if self.engine != "stacked":
+            return None
+        return json.dumps({k: v for k, v in self.to_dict().items() if k not in ("seed", "lr")}, sort_keys=True)
+
+    def label(self) -> str:
+        depth = self.model_kwargs.get("depth")
+        tune = "" if self.init_from is None else f" fine-tune({self.trainable}) on {self.dataset}"
+        return (
+            f"{self.model}{'' if depth is None else f' d{depth}'}{tune} lr={self.lr:g} bs={self.batch_size} "
+            f"seed={self.seed}"
+        )

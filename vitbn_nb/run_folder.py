@@ -1,0 +1,313 @@
+"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), and
+locked while anything writes it.
+
+The folder ``runs_dir()/<run id>`` holds ``record.json`` (config, per-epoch metrics, status, hardware, library
+versions, a SHA-256 of itself and of its weight files), ``checkpoint.pt`` while the run is unfinished
+(``{"model", "optimizer", "epochs"}``: weights, optimiser state and metrics so far; rewritten atomically every
+``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop) and ``model.pt`` once it is done. A run resumes from its
+checkpoint's last epoch. One process at a time writes a run: an OS file lock per run (``runs/.locks/<id>.lock``,
+gone with its process) makes a second process wait, then reuse what the first finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import torch
+from filelock import FileLock, Timeout
+from torch import nn
+
+from . import atomic
+from .limits import Deadline, DeadlineReached
+from .models import build_model
+from .paths import runs_dir
+from .records import (
+    ENDED,
+    STATE_FOLDER,
+    RunStoreError,
+    load_checkpoint,
+    load_weights,
+    read_record,
+    sha256,
+    write_record,
+)
+from .run_config import DEVICE_TYPES, RunConfig
+from .system import hardware, pick_device, versions
+
+#: Seconds between checkpoints of an unfinished run (also written at a deadline stop); 0 writes one every epoch.
+CHECKPOINT_VARIABLE = "VITBN_CHECKPOINT_SECONDS"
+
+
+class Run:
+    """A stored run: its record, its per-epoch metrics and its trained model."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.record = read_record(self.folder)
+
+    run_id = property(lambda self: self.record["run_id"])
+    status = property(lambda self: self.record["status"])
+
+    @property
+    def config(self) -> RunConfig:
+        try:
+            return RunConfig(**self.record["config"])
+        except (TypeError, ValueError) as error:
+            raise RunStoreError(
+                self.folder.name,
+                f"{self.folder / 'record.json'} holds a configuration this code cannot train ({error})",
+                fix=f"fix: delete {self.folder} and train it again, or render it with the version that trained it",
+            ) from None
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        return pd.DataFrame(self.record["epochs"])
+
+    @property
+    def final_accuracy(self) -> float:
+        epochs = self.record["epochs"]
+        return epochs[-1]["test_acc"] if epochs else float("nan")
+
+    def load_model(self, device: str | torch.device | None = None) -> nn.Module:
+        if self.status not in ENDED:
+            raise RuntimeError(f"run {self.run_id} is {self.status}: it has no final model yet")
+        model = build_model(self.record["config"]["model"], **self.record["config"]["model_kwargs"])
+        state = load_weights(self.folder / "model.pt", self.run_id, self.record.get("checksums", {}).get("model.pt"))
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as error:
+            raise RunStoreError(self.run_id, f"{self.folder / 'model.pt'} does not fit its model ({error})") from None
+        return model.to(pick_device(device)).eval()
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r}, status={self.status!r}, epochs={len(self.record['epochs'])})"
+
+
+def timestamp() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
+    """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go.
+
+    Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
+    folder = runs_dir() / ".locks"
+    lock = FileLock(str(folder / f"{run_id}.lock"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # a TimeoutError, so an OSError: told apart first
+            if progress:
+                print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
+            lock.acquire()
+    except Timeout:
+        raise
+    except OSError as error:
+        if folder.exists() and not folder.is_dir():
+            raise RunStoreError(
+                run_id, f"{folder} is a file; the store keeps its locks in that folder", fix=f"fix: delete {folder}"
+            ) from None
+        raise RunStoreError(
+            run_id,
+            f"the run store {runs_dir()} cannot be written ({error.strerror or error}), and this run needs writing "
+            "(training, resuming or a measurement it lacks)",
+            fix="fix: make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it",
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Temporary files of atomic writes a killed process left behind (safe: this process holds the run's lock)."""
+    for leftover in folder.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+
+
+def checkpoint_seconds() -> float:
+    value = os.environ.get(CHECKPOINT_VARIABLE) or "60"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
+    return seconds
+
+
+def stored_device_type(config: RunConfig, device: torch.device) -> str:
+    """The device type whose id names ``config`` here: this device's, unless only another device finished it.
+
+    A store trained on a GPU and rendered on a laptop (or the reverse) reuses the finished runs; what trained
+    each one stays in its record (``hardware``, ``segments``) and in every figure's footer.
+    """
+    here = device.type
+    for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
+        folder = runs_dir() / config.run_id(device_type)
+        if (folder / "record.json").is_file():
+            with contextlib.suppress(RunStoreError):
+                if read_record(folder)["status"] in ENDED:
+                    return device_type
+    return here
+
+
+def is_run_name(name: str) -> bool:
+    """Whether ``name`` can be a run folder's: a plain name, not the store's own folders (hpo, .locks)."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and not name.startswith(".")
+        and name != STATE_FOLDER
+    )
+
+
+def _check_folder(folder: Path) -> None:
+    """A file or a link where a run's folder belongs is named, never followed or deleted."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise RunStoreError(
+            folder.name,
+            f"{folder} is {'a link' if folder.is_symlink() else 'a file'}, where the run's folder belongs",
+            fix=f"fix: move {folder} out of the run store, then run the same command again",
+        )
+
+
+def stored_run(folder: Path) -> Run | None:
+    """The finished (or diverged) run in ``folder``, its weights verified when they are there; None when it is
+    absent or unfinished. Reads only: no lock, nothing written. A finished record is final even beside a
+    checkpoint (a kill after the final save leaves one), and one imported without weights is whole."""
+    _check_folder(folder)
+    if not (folder / "record.json").exists():
+        return None
+    run = Run(folder)
+    if run.status not in ENDED:
+        return None
+    model = folder / "model.pt"
+    if model.exists() and sha256(model) != run.record["checksums"]["model.pt"]:
+        raise RunStoreError(run.run_id, f"{model} does not match its checksum (truncated or damaged)")
+    return run
+
+
+class RunFiles:
+    """One run's folder while it trains: its record, its checkpoint (written by time) and its final weights."""
+
+    def __init__(self, config: RunConfig, run_id: str, device: torch.device, deadline: Deadline | None):
+        self.config, self.run_id, self.device, self.deadline = config, run_id, device, deadline
+        self.folder = runs_dir() / run_id
+        self.record_path, self.checkpoint_path = self.folder / "record.json", self.folder / "checkpoint.pt"
+        self.interval = checkpoint_seconds()
+        self.last_checkpoint = time.monotonic()
+
+    def finished(self, force: bool) -> Run | None:
+        """The stored run when it is finished (``force`` deletes it first), else None; called under the run's lock."""
+        _check_folder(self.folder)
+        if force and self.folder.exists():
+            shutil.rmtree(self.folder)
+        if self.folder.exists():
+            _remove_stale_temporaries(self.folder)
+        if (run := stored_run(self.folder)) is not None:
+            self.checkpoint_path.unlink(missing_ok=True)  # from before the final save
+        return run
+
+    def start(self, model: nn.Module, train_images: int, test_images: int, trainable) -> dict | None:
+        """Write the run's record (resumed from its checkpoint when there is one); returns the optimiser's state."""
+        segment = {"from_epoch": 0, "started": timestamp(), "hardware": hardware(self.device), "versions": versions()}
+        self.record = {
+            "run_id": self.run_id,
+            "config": self.config.to_dict(),
+            "status": "running",
+            "epochs": [],
+            "resumed_at": [],
+            "started": segment["started"],
+            "finished": None,
+            "hardware": segment["hardware"],
+            "versions": segment["versions"],
+            "segments": [segment],
+            "train_images": train_images,
+            "test_images": test_images,
+            "parameters": {"trainable": trainable.trainable, "total": trainable.total},
+            "timing": "train_seconds includes the data pipeline (data_seconds is that part); test_seconds is one "
+            "full pass over the test set; the device is synchronised at each end of an epoch, and on a GPU the "
+            "data time is read from CUDA events; load_1min and busy_processes say how busy the machine was at "
+            "each epoch's end; peak_memory_mib is the GPU's peak during the epoch; stacked_runs, when present, "
+            "is the number of runs trained together, whose shared time train_seconds is",
+            "checksums": {},
+        }
+        optimizer_state = None
+        if self.checkpoint_path.exists():
+            previous = read_record(self.folder) if self.record_path.exists() else {}
+            checkpoint = load_checkpoint(self.folder, previous)
+            try:
+                model.load_state_dict(checkpoint["model"])
+            except RuntimeError as error:
+                raise RunStoreError(self.run_id, f"{self.checkpoint_path} does not fit its model ({error})") from None
+            optimizer_state = checkpoint["optimizer"]
+            done = len(checkpoint["epochs"])
+            segment["from_epoch"] = done
+            self.record.update(
+                started=previous.get("started", self.record["started"]),
+                epochs=checkpoint["epochs"],
+                resumed_at=[*previous.get("resumed_at", []), done],
+                segments=[*previous.get("segments", [])[: len(previous.get("resumed_at", [])) + 1], segment],
+                checksums={"checkpoint.pt": sha256(self.checkpoint_path)},
+                checkpoint_epoch=done,
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_record(self.record_path, self.record)
+        return optimizer_state
+
+    def epoch_done(
+        self, metrics: dict, model: nn.Module, optimizer: torch.optim.Optimizer, stopping: bool = False
+    ) -> None:
+        """Record the epoch; checkpoint when the interval has passed or training stops here (the deadline)."""
+        self.record["epochs"].append(metrics)
+        if self.deadline is not None:
+            self.deadline.epochs_trained += 1
+        last = metrics["epoch"] >= self.config.epochs or metrics["diverged"]  # model.pt follows at once
+        due = stopping or time.monotonic() - self.last_checkpoint >= self.interval or self.stops(metrics)
+        if due and not last:
+            # The checkpoint is the truth a resume reads; the record mirrors it (and may run ahead of it).
+            atomic.torch_save(
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epochs": self.record["epochs"]},
+                self.checkpoint_path,
+            )
+            self.record["checksums"]["checkpoint.pt"] = sha256(self.checkpoint_path)
+            self.record["checkpoint_epoch"] = metrics["epoch"]
+            self.last_checkpoint = time.monotonic()
+        write_record(self.record_path, self.record)
+
+    def stops(self, metrics: dict) -> bool:
+        """Whether the deadline leaves no room for another epoch like this one."""
+        return self.deadline is not None and self.deadline.no_room_for(
+            metrics["train_seconds"] + metrics["test_seconds"]
+        )
+
+    def finish(self, model: nn.Module) -> Run:
+        """Store the final weights, or raise :class:`DeadlineReached` when training stopped early."""
+        epochs = self.record["epochs"]
+        diverged = bool(epochs) and epochs[-1]["diverged"]
+        if not diverged and len(epochs) < self.config.epochs:
+            raise DeadlineReached(self.run_id, len(epochs), self.config.epochs)
+        self.record.update(
+            status="diverged" if diverged else "finished",
+            finished=timestamp(),
+            diverged_epoch=epochs[-1]["epoch"] if diverged else None,
+        )
+        self.record.pop("checkpoint_epoch", None)
+        atomic.torch_save(model.state_dict(), self.folder / "model.pt")
+        self.record["checksums"] = {"model.pt": sha256(self.folder / "model.pt")}
+        write_record(self.record_path, self.record)
+        self.checkpoint_path.unlink(missing_ok=True)
+        return Run(self.folder)

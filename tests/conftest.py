@@ -8,6 +8,8 @@ os.environ.setdefault("VITBN_PROGRESS", "0")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Tests kill and resume runs at epoch boundaries: a checkpoint every epoch (the book default is every 60 s).
 os.environ.setdefault("VITBN_CHECKPOINT_SECONDS", "0")
+# A test trains into its own store: the records committed beside figures/ stay out unless a test brings them in.
+os.environ.setdefault("VITBN_COMMITTED_RECORDS", "ignore")
 
 
 @pytest.fixture(scope="session")

@@ -104,7 +104,7 @@ def hardware_of(table: pd.DataFrame) -> str:
 
 def dnn(table: pd.DataFrame) -> list[Verdict]:
     plain, bn = dict(model="DNN_d3"), dict(model="DNNBN_d3")
-    at = lambda lr, which: _select(table, lr=lr, **which)  # noqa: E731
+    at = lambda lr, which: _select(table, lr=lr, **which)
     scale = _scale(table, 15)
     found = []
     claim = _claim("article2/fig1/converges")
@@ -126,7 +126,7 @@ def dnn(table: pd.DataFrame) -> list[Verdict]:
         )
     )
     claim = _claim("article2/fig3/cost")
-    fall = lambda which: final_accuracy(at(0.01, which)) - final_accuracy(at(0.1, which))  # noqa: E731
+    fall = lambda which: final_accuracy(at(0.01, which)) - final_accuracy(at(0.1, which))
     found.append(_difference(claim, _paired(fall(plain), fall(bn)), scale))
     return found
 
@@ -231,7 +231,7 @@ def depth(table: pd.DataFrame) -> list[Verdict]:
     for claim in (c for c in articles.claims() if c.key.startswith("article2/fig10/")):
         d = int(claim.key.split("/")[-1][1:])
 
-        def fall(model: str) -> pd.Series:
+        def fall(model: str, d: int = d) -> pd.Series:
             low = final_accuracy(_select(table, lr=0.003, depth=d, model=model))
             high = final_accuracy(_select(table, lr=0.005, depth=d, model=model))
             return low - high

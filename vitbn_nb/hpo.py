@@ -50,7 +50,7 @@ from .hpo_state import best_trial as best_trial
 from .hpo_state import load_best as load_best
 from .hpo_state import save_best as save_best
 from .models import model_kwargs as full_model_kwargs
-from .paths import runs_dir
+from .paths import is_committed, runs_dir, stored_path
 from .run_config import DEVICE_TYPES, RunConfig
 from .system import pick_device
 
@@ -149,7 +149,7 @@ class Study:
         return f"{self.model}-d{self.depth}-{self.dataset}-e{self.trial_epochs}-s{self.seed}-{digest}"
 
     def folder(self, device_type: str) -> Path:
-        return runs_dir() / "hpo" / self.key(device_type)
+        return stored_path(f"hpo/{self.key(device_type)}")
 
 
 def _save_state(client, path: Path) -> None:
@@ -220,8 +220,14 @@ def optimise(
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
-    device_type = device.type if force else _stored_device_type(study, device.type, trials)
+    device_type = device.type if force else study_device_type(study, device.type, trials)
     folder = study.folder(device_type)
+    if is_committed(folder) and (force or completed_trials(folder) < trials):
+        # The committed state is read, never written: a study that goes on (or starts again) does so in the store.
+        own = runs_dir() / "hpo" / folder.name
+        if not force and not own.exists():
+            shutil.copytree(folder, own)
+        folder = own
     if force and folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -299,7 +305,12 @@ def optimise(
     return trial_table(study, client.summarize(), ledger, trials, device_type)
 
 
-def _stored_device_type(study: Study, here: str, trials: int) -> str:
+def completed_trials(folder: Path) -> int:
+    ledger = folder / LEDGER_FILE
+    return sum("accuracy" in entry for entry in read_ledger(ledger).values()) if ledger.exists() else 0
+
+
+def study_device_type(study: Study, here: str, trials: int) -> str:
     """The device type whose study this is: this device's, unless only another device completed ``trials``
     trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
@@ -317,7 +328,7 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
     for _, row in done.iterrows():
         index = int(row["trial_index"])
         config = study.trial_config(row["lr"], row["batch_size"])
-        run = runs.Run(runs_dir() / config.run_id(device_type))
+        run = runs.Run(stored_path(config.run_id(device_type)))
         epochs = run.record["epochs"]
         entry = ledger.get(str(index), {})
         rows.append(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import atomic
-from .paths import runs_dir
+from .paths import runs_dir, stored_path
 
 STATE_FILE = "ax_state.json"
 LEDGER_FILE = "trials.json"
@@ -129,5 +129,5 @@ def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
 
 def load_best(dataset: str, profile: str) -> dict | None:
     """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
-    path = best_path(dataset, profile)
+    path = stored_path(best_path(dataset, profile).relative_to(runs_dir()))
     return read_state(path, state_fix(path)) if path.exists() else None

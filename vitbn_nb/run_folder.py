@@ -27,7 +27,7 @@ from torch import nn
 from . import atomic
 from .limits import Deadline, DeadlineReached
 from .models import build_model
-from .paths import runs_dir
+from .paths import runs_dir, stored_path
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -153,7 +153,7 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
     """
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
-        folder = runs_dir() / config.run_id(device_type)
+        folder = stored_path(config.run_id(device_type))
         if (folder / "record.json").is_file():
             with contextlib.suppress(RunStoreError):
                 if read_record(folder)["status"] in ENDED:

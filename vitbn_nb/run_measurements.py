@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .paths import runs_dir
+from .paths import is_committed, stored_path
 from .records import read_record, write_record
 from .run_folder import Run, run_lock, timestamp
 from .system import hardware
@@ -30,7 +30,7 @@ def timed_on(run_ids: Iterable[str]) -> dict[str, int]:
 def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
     counts: dict[str, int] = {}
     for run_id in sorted(set(run_ids)):
-        folder = runs_dir() / run_id
+        folder = stored_path(run_id)
         if not (folder / "record.json").is_file():
             continue
         for name in {system_label(info) for info in hardware_of(read_record(folder))}:
@@ -50,6 +50,11 @@ def measured(run: Run, name: str, measure: Callable[[], Any], device: torch.devi
     stored = run.record.get("measurements", {}).get(name)
     if stored is not None:
         return stored["value"]
+    if is_committed(run.folder):
+        raise ValueError(
+            f"run {run.run_id}: its committed record ({run.folder}) lacks the measurement {name!r}, which needs its "
+            "weights; train the run here (python -m vitbn_nb train --from-scratch) to take it"
+        )
     value = measure()
     taken_on = hardware(device) if device is not None else None
     with run_lock(run.run_id, progress=False):

@@ -26,7 +26,7 @@ from .data import image_sets, reference_sets
 from .limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
 from .models import build_model
 from .models.vit import pair as vit_pair
-from .paths import runs_dir
+from .paths import is_committed, runs_dir, stored_path
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
@@ -40,9 +40,13 @@ from .system import pick_device
 
 def _initialise_from(model: nn.Module, config: RunConfig) -> None:
     """Start ``model`` from the finished run ``config.init_from`` (its position embedding resized to this grid)."""
-    folder = runs_dir() / config.init_from
+    folder = stored_path(config.init_from)
     if not (folder / "record.json").is_file() or not (folder / "model.pt").is_file():
-        raise ValueError(f"init_from={config.init_from!r} is not allowed: no finished run with that id in {runs_dir()}")
+        held = " (its committed record has no weights: train it with --from-scratch)" if is_committed(folder) else ""
+        raise ValueError(
+            f"init_from={config.init_from!r} is not allowed: no finished run with that id and its weights in "
+            f"{runs_dir()}{held}"
+        )
     source = Run(folder)
     if source.config.model != config.model:
         raise ValueError(
@@ -119,7 +123,7 @@ def train(
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
     force = check_force(force, off, config.run_id(device.type))
     run_id = config.run_id(device.type if force else stored_device_type(config, device))
-    if not force and (done := stored_run(runs_dir() / run_id)) is not None:
+    if not force and (done := stored_run(stored_path(run_id))) is not None:
         return mirror(done, mlflow)  # read without the lock: a finished run never changes
     if deadline is not None and deadline.passed():
         raise DeadlineReached(run_id)

@@ -13,7 +13,7 @@ from torch import nn
 
 from . import engine, stack
 from .limits import Deadline, DeadlineReached, training_is_off
-from .paths import runs_dir
+from .paths import stored_path
 from .run_config import RunConfig
 from .run_folder import Run, RunFiles, run_lock, stored_device_type, stored_run
 from .runs import check_force, mirror, new_model, refuse_when_off, training_sets
@@ -43,7 +43,7 @@ def train_stack(
     found: dict[str, Run] = {}
     if not force:
         for run_id in ids:
-            if (done := stored_run(runs_dir() / run_id)) is not None:
+            if (done := stored_run(stored_path(run_id))) is not None:
                 found[run_id] = mirror(done, mlflow)
         if len(found) == len(set(ids)):
             return [found[run_id] for run_id in ids]

@@ -17,6 +17,9 @@ import pandas as pd
 from . import engine, profiles, runs
 from .data import IMAGE_SIZE
 from .limits import training_is_off
+from .paths import stored_path
+from .run_folder import stored_device_type, stored_run
+from .system import pick_device
 
 #: The module of each chapter (chapter 07's plan covers its three parts).
 CHAPTER_MODULES = {
@@ -112,6 +115,28 @@ def plan_table(
             row["estimated minutes"] = round(seconds / 60, 1)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
+    """What the selected chapters would train under ``profile``: their planned runs and optimisations that neither
+    the run store nor the committed records hold (an optimisation's final runs follow its state, kept with it)."""
+    from .hpo import completed_trials, study_device_type
+
+    profile, device = profiles.resolve(profile), pick_device(None)
+    missing = []
+    for chapter in chapters(selected):
+        settings = profiles.settings(chapter, profile)
+        planned = _module(chapter).plan(settings)
+        for config in planned:
+            run_id = config.run_id(stored_device_type(config, device))
+            if stored_run(stored_path(run_id)) is None:
+                missing.append(run_id)
+        trials = getattr(settings, "trials", 1)
+        for study in getattr(planned, "optimisations", []):
+            folder = study.folder(study_device_type(study, device.type, trials))
+            if completed_trials(folder) < trials:
+                missing.append(f"the optimisation {folder.name}")
+    return missing
 
 
 def train(

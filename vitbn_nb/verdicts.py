@@ -47,9 +47,9 @@ def rule_markdown() -> str:
         "beats another is judged from the **paired per-seed differences** (the two runs of a seed see the same "
         f"data in the same order) and their **{LEVEL:.0%} interval** (Student's t): **{AGREES}** when "
         f"the interval excludes zero on the article's side, **{DISAGREES}** when it excludes zero on the other "
-        f"side, **{NOISE}** when it holds zero (for an article's \"comparable\", that is what it says). With fewer "
-        f"than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about a curve (\"converges "
-        "faster\", \"becomes unstable\") is judged from a number read off each seed's whole curve: the mean "
+        f'side, **{NOISE}** when it holds zero (for an article\'s "comparable", that is what it says). With fewer '
+        f'than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about a curve ("converges '
+        'faster", "becomes unstable") is judged from a number read off each seed\'s whole curve: the mean '
         "accuracy over the epochs, or the largest fall below the best accuracy so far. A claim about an absolute "
         f"number at the article's protocol is judged only where the runs reached it, otherwise **{UNTESTABLE}** "
         "(with how many of the article's steps were reached). A timing ratio from other hardware is shown beside "

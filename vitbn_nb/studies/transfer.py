@@ -24,7 +24,7 @@ import pandas as pd
 
 from .. import data, figures, hpo, results, runs
 from ..models import build_model, count_parameters
-from ..paths import runs_dir
+from ..paths import stored_path
 from ..profiles import TransferSettings
 from ..runs import RunConfig
 from ..system import pick_device
@@ -218,7 +218,7 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     last = results.final_epochs(table)
     rows = []
     for _, run_row in last.iterrows():
-        run = runs.Run(runs_dir() / run_row["run_id"])
+        run = runs.Run(stored_path(run_row["run_id"]))
         timing = runs.measured(
             run,
             f"transfer passes: {source}, {len(labels)} images, batch {settings.test_batch_size}, "

@@ -54,11 +54,13 @@ profile = "auto"
 force = False
 
 # %% [markdown]
-# The profile sets how long each measurement runs: `paper` (on a GPU) times 5 repeats of 50
-# training steps and 2 test batches of 5,000 images over the full splits; `cpu` 3 repeats of
-# 10 steps and one test batch, about three minutes on two quiet cores; `smoke` runs every
-# measurement on tiny batches, and its numbers mean nothing. Timings are taken afresh on every
-# run (nothing is read from an earlier run or bench file), so `force` has nothing to retrain.
+# **This is the one chapter measured on the machine that renders it.** Every other chapter reads
+# its numbers from the runs' records (committed in `figures/records/`); this one times fresh
+# models, reads no run, and its numbers change with the machine and its load: the committed
+# figures name the machine and date that measured them. The profile sets how long each
+# measurement runs (the settings below: repeats, training steps, test batches); `smoke` runs
+# every measurement on tiny batches, and its numbers mean nothing. Nothing is read from an
+# earlier run or bench file, so `force` has nothing to retrain.
 
 # %%
 from vitbn_nb import profiles

@@ -19,23 +19,47 @@ def test_readme_agrees_with_the_committed_figures():
     )
 
 
-def test_every_result_line_is_computed_from_an_output(tmp_path):
-    results = readme.results_block(FIGURES)
-    # the provenance line names the profile the manifest records, and the table has its claims
-    assert "figures/manifest.json" in results and "| claim | this run | reproduced? |" in results
-    assert "as article 1 ran it" in results and "as article 1 wrote it" in results
+def _claims_csv(folder, rows):
+    """A chapter's judged claims, as ``claims.table`` writes them."""
+    from vitbn_nb import claims, verdicts
+
+    found = [verdicts.difference(key, values, +1, condition=condition) for key, values, condition in rows]
+    claims.table(found).to_csv(folder / "05_claims.csv", index=False)
 
 
-def test_a_changed_output_changes_the_readme(tmp_path):
+def test_the_results_table_lists_every_saved_claim_with_the_rules_verdict(tmp_path):
     copy = tmp_path / "figures"
     shutil.copytree(FIGURES, copy)
+    _claims_csv(
+        copy,
+        [
+            ("article2/depth/lr0.003/d6", [2.0, 3.0, 2.5], ""),
+            ("article2/depth/lr0.003/d7", [1.0], ""),
+            ("article2/fig10/d3", [-1.0, 1.0, 0.2], "both at depth 3"),
+        ],
+    )
+    results = readme.results_block(copy)
+    table = [line for line in results.splitlines() if line.startswith("| article 2")]
+    assert len(table) == 3
+    assert "agrees" in table[0] and "+2.5 pt" in table[0]
+    assert "one seed: shown, not judged" in table[1]
+    assert "within noise" in table[2] and "(both at depth 3)" in table[2]
+    assert "figures/manifest.json" in results and "the one rule" in results
+
+
+def test_a_changed_claims_file_changes_the_readme(tmp_path):
+    copy = tmp_path / "figures"
+    shutil.copytree(FIGURES, copy)
+    _claims_csv(copy, [("article2/depth/lr0.003/d6", [2.0, 3.0, 2.5], "")])
     text = readme.render((ROOT / "README.md").read_text(), copy)
-    table = pd.read_csv(copy / "article1_table1.csv", dtype=str, keep_default_na=False)
-    column = next(c for c in table.columns if c.startswith("r_t as run"))
-    table[column] = "7.77"
-    table.to_csv(copy / "article1_table1.csv", index=False)
+    _claims_csv(copy, [("article2/depth/lr0.003/d6", [-2.0, -3.0, -2.5], "")])
     changed = readme.render(text, copy)
-    assert changed != text and "r_t 7.8" in changed
+    assert changed != text and "disagrees" in changed
+
+
+def test_the_performance_block_reports_ratios_and_ceilings_without_targets():
+    block = readme.performance_block(FIGURES)
+    assert "ceiling" in block and "target" not in block and "met" not in block.replace("measure", "")
 
 
 def test_an_empty_figures_folder_says_so(tmp_path):
@@ -44,7 +68,7 @@ def test_an_empty_figures_folder_says_so(tmp_path):
 
 
 def test_a_readme_without_markers_is_refused_by_name(tmp_path):
-    with pytest.raises(ValueError, match="lacks the results markers"):
+    with pytest.raises(ValueError, match="lacks the rule markers"):
         readme.render("# a README\n", FIGURES)
 
 

@@ -13,23 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-from . import atomic
-from .paths import book_figures_dir, project_root
-from .readme_rows import (
-    accounting_rows,
-    accuracy_rows,
-    audit_rows,
-    bench_results,
-    depth_rows,
-    dnn_rows,
-    folding_rows,
-    optimised_rows,
-    span,
-    table1_rows,
-    transfer_rows,
-)
+import pandas as pd
 
-BLOCKS = ("results", "performance", "setup")
+from . import atomic, verdicts
+from .paths import book_figures_dir, project_root
+
+BLOCKS = ("rule", "results", "performance", "setup")
 
 
 def _markers(block: str) -> tuple[str, str]:
@@ -100,64 +89,110 @@ def _provenance(folder: Path) -> str:
     return text
 
 
+CLAIMS_SUFFIX = "_claims.csv"
+
+
+def claim_rows(folder: Path) -> pd.DataFrame:
+    """Every judged claim the chapters saved (``NN_claims.csv``), in chapter order, as numbers and verdicts."""
+    frames = [pd.read_csv(path, keep_default_na=False) for path in sorted(folder.glob(f"*{CLAIMS_SUFFIX}"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def audit_line(folder: Path) -> str:
+    """Chapter 3's audit of the reference checkpoints, from its table: which BatchNorm checkpoints trained one block."""
+    path = folder / "new_reference_checkpoint_audit.csv"
+    if not path.is_file():
+        return ""
+    audit = pd.read_csv(path, dtype=str, keep_default_na=False)
+    one_block = audit[(audit["model"] != "ViT") & (audit["trained"] == "1")]
+    if one_block.empty:
+        return ""
+    names = ", ".join(f"`{name}`" for name in one_block["checkpoint"])
+    return (
+        f"Article 1 says its BatchNorm models have depth 6; the reference checkpoints {names} trained 1 of "
+        f"{one_block['blocks'].iloc[0]} blocks, blocks 2+ at their initial weights with 0 BatchNorm steps (chapter 3's "
+        "audit, `figures/new_reference_checkpoint_audit.csv`): the reference code's early return."
+    )
+
+
 def results_block(folder=None) -> str:
     folder = Path(folder) if folder is not None else book_figures_dir()
-    rows = []
-    for make in (
-        audit_rows,
-        dnn_rows,
-        table1_rows,
-        accounting_rows,
-        accuracy_rows,
-        optimised_rows,
-        depth_rows,
-        transfer_rows,
-        folding_rows,
-    ):
-        try:
-            rows += make(folder)
-        except (KeyError, ValueError, IndexError):  # an output of an older layout: its line is left out, not guessed
-            continue
     lines = [_provenance(folder), ""]
-    if rows:
-        lines += ["| claim | this run | reproduced? |", "| --- | --- | --- |"]
-        lines += [f"| {claim} | {ours} | {verdict} |" for claim, ours, verdict in rows]
+    claims = claim_rows(folder)
+    if claims.empty:
+        lines.append("No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`.")
+    else:
+        counts = claims["outcome"].value_counts()
+        tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
+        lines += [
+            f"Every claim the book encodes (`vitbn_nb/articles.py`), judged by [the one rule]"
+            f"(#{verdicts.RULE_TITLE.lower().replace(' ', '-')}) from the chapters' `figures/NN_claims.csv` "
+            f"({len(claims)} rows: {tally}):",
+            "",
+            "| source: claim | kind | measured (runs compared) | verdict |",
+            "| --- | --- | --- | --- |",
+        ]
+        for row in claims.itertuples(index=False):
+            measured = f"{row.measure}: {row.shown}" + (f" ({row.condition})" if row.condition else "")
+            lines.append(
+                f"| {_cell(row.source)}: {_cell(row.says)} | {row.kind} | {_cell(measured)} | {_cell(row.verdict)} |"
+            )
+    if audit := audit_line(folder):
+        lines += ["", audit]
     return "\n".join(lines)
 
 
+def rule_block(folder=None) -> str:
+    return verdicts.rule_markdown()
+
+
+def _span(values, digits: int = 2) -> str:
+    values = [v for v in values if v is not None and v == v]
+    if not values:
+        return "n/a"
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}–{high:.{digits}f}"
+
+
 def performance_block(folder=None) -> str:
+    """``make bench``'s ratios and the ceiling a data pipeline can reach on that machine; no targets (chapter 8
+    shows what a CPU allows)."""
     folder = Path(folder) if folder is not None else book_figures_dir()
-    bench = bench_results(folder)
-    if bench is None:
+    path = folder / "bench.json"
+    if not path.is_file():
         return "`make bench` has not written `figures/bench.json` yet."
-    names = {
-        "train_engine_over_reference_min": "training images/s, engine ÷ article 1's pipeline (least)",
-        "eval_engine_over_reference_min": "inference images/s, engine ÷ article 1's pipeline (least)",
-        "train_mfu_vit_d6": "training MFU, ViT depth 6 (of the measured fp32 matmul peak)",
-        "folded_vitbn_over_unfolded_min": "folded ViTBN ÷ unfolded, inference (least)",
-    }
+    bench = json.loads(path.read_text())
+    ratios, folding = bench.get("ratios", []), bench.get("folding", [])
     peak = bench["matmul_peak"]
+    rows = [
+        (
+            "training images/s, book's engine ÷ article 1's pipeline",
+            [r.get("train_engine_over_reference") for r in ratios],
+        ),
+        (
+            "… the most any pipeline could reach here (the ceiling: step time over compute time)",
+            [r.get("train_ceiling_without_data") for r in ratios],
+        ),
+        (
+            "inference images/s, book's engine ÷ article 1's pipeline",
+            [r.get("eval_engine_over_reference") for r in ratios],
+        ),
+        ("… the ceiling for inference", [r.get("eval_ceiling_without_data_and_loop") for r in ratios]),
+        ("folded BatchNorm ÷ unfolded, inference images/s", [r.get("folded_over_unfolded") for r in folding]),
+    ]
     lines = [
-        f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, "
-        f"medians over repeats in one run; fp32 matmul peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s):",
+        f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, medians "
+        f"over repeats in one run; fp32 matmul peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and "
+        "depth it times:",
         "",
-        "| measure | measured | target |",
-        "| --- | --- | --- |",
+        "| measure | range over the models |",
+        "| --- | --- |",
+        *(f"| {name} | {_span(values)}× |" for name, values in rows),
     ]
-    for key, target in bench.get("targets", {}).items():
-        percent = key.endswith("mfu_vit_d6")
-        value = f"{100 * target['value']:.0f} %" if percent else f"{target['value']:.2f}×"
-        goal = f"≥ {100 * target['target']:.0f} %" if percent else f"≥ {target['target']:g}×"
-        lines.append(f"| {names.get(key, key)} | {value} | {goal}: {'met' if target['met'] else 'not met'} |")
-    ceilings = [
-        r.get("train_ceiling_without_data") for r in bench.get("ratios", []) if r.get("train_ceiling_without_data")
-    ]
-    if ceilings:
-        lines += [
-            "",
-            f"No pipeline can train more than {span(ceilings, 2)}× faster than article 1's here: that is "
-            "the ceiling set by the share of a step its data loading takes (chapter 8).",
-        ]
     return "\n".join(lines)
 
 
@@ -234,6 +269,7 @@ def render(readme_text: str, folder=None) -> str:
         if start not in readme_text or end not in readme_text:
             raise ValueError(f"README.md lacks the {block} markers:\n  {start}\n  {end}")
     for block, body in (
+        ("rule", rule_block(folder)),
         ("results", results_block(folder)),
         ("performance", performance_block(folder)),
         ("setup", setup_block(folder)),

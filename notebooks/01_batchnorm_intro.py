@@ -165,12 +165,23 @@ batchnorm_intro.lr_comparison_figure(result)
 batchnorm_intro.summary_table(result)
 
 # %% [markdown]
+# ## The claims, judged by the book's rule
+#
+# Every one of article 2's claims about its DNNs (Figures 1–3) that this chapter can test, with the measured value, its 95 % interval
+# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
+# this scale" for a number the article reached at a protocol these runs did not.
+
+# %%
+batchnorm_intro.claims_table(result)
+
+# %% [markdown]
 # ## What to take from this
 #
 # The verdicts above are computed from this run; read them with the profile in mind. Under
 # `smoke` the networks see a few hundred images for two epochs and nothing can be concluded.
-# Under `cpu` and `paper` (full MNIST, 15 epochs, three seeds) the band and the standard
-# deviation say whether a difference is larger than the seed-to-seed noise.
+# Under `cpu` and `paper` (full MNIST, 15 epochs, three seeds) the book's rule weighs each
+# difference against the seed-to-seed noise, through its 95 % interval.
 #
 # The mechanism is what carries over to the Vision Transformer: BatchNorm rescales every
 # feature by statistics of the batch, which makes the layer insensitive to the scale of the

@@ -300,6 +300,17 @@ fixed_lr.article_reported()
 fixed_lr.ratios_table(result)
 
 # %% [markdown]
+# ## The claims, judged by the book's rule
+#
+# Every one of article 1's Experiment 1 claims, in both configurations that this chapter can test, with the measured value, its 95 % interval
+# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
+# this scale" for a number the article reached at a protocol these runs did not.
+
+# %%
+fixed_lr.claims_table(result)
+
+# %% [markdown]
 # ## What to take from this
 #
 # Read the verdicts with the profile in mind: under `smoke` nothing can be concluded; under

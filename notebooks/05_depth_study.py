@@ -167,6 +167,17 @@ depth.depth_summary_figure(result)
 depth.depth_summary_table(result)
 
 # %% [markdown]
+# ## The claims, judged by the book's rule
+#
+# Every one of article 2's depth-study claims (Figures 8–10) that this chapter can test, with the measured value, its 95 % interval
+# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
+# this scale" for a number the article reached at a protocol these runs did not.
+
+# %%
+depth.claims_table(result)
+
+# %% [markdown]
 # ## What to take from this
 #
 # Read the verdicts with the profile in mind. Under `smoke` nothing can be concluded. Under

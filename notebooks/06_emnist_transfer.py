@@ -140,6 +140,17 @@ transfer.transfer_table(result)
 transfer.transfer_figure(result)
 
 # %% [markdown]
+# ## The claims, judged by the book's rule
+#
+# Every one of article 1's claim about the transfer set that this chapter can test, with the measured value, its 95 % interval
+# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
+# this scale" for a number the article reached at a protocol these runs did not.
+
+# %%
+transfer.claims_table(result)
+
+# %% [markdown]
 # ## This run against the article
 #
 # Each claim beside what this run measured. A "significant" gain is read here as a pass at

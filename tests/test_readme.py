@@ -3,7 +3,6 @@
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from vitbn_nb import readme

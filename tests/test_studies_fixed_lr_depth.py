@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import claims, profiles, verdicts
 from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import REFERENCE_VIT
 from vitbn_nb.studies import (
@@ -166,15 +166,13 @@ def test_ratio_table_gives_known_ratios_and_gains_in_both_configurations():
     assert frame.loc["ViTBN", "g_t (%) as run (d1)"].startswith("50")
     assert frame.loc["ViTBNFFN", "r_t as written (d6)"].startswith("1.00")
     assert frame.loc["ViTBN", "r_t as written (d6)"].startswith("1.50")
-    # the article's r at lr 0.005: 3.6 / 2.5 (ViTBNFFN), 3.5 / 2.5 (ViTBN); ± 20 % decides
-    assert frame.loc["ViTBNFFN", "r_t as run: verdict"] == "within ± 20 %"  # 3.0 / 3.6 = 0.83
-    assert frame.loc["ViTBNFFN", "r_v as run: verdict"] == "within ± 20 %"  # 2.5 / 2.5
-    assert frame.loc["ViTBN", "r_t as run: verdict"] == "outside ± 20 %"  # 2.0 / 3.5 = 0.57
-    assert frame.loc["ViTBNFFN", "r_t as written: verdict"] == "outside ± 20 %"  # 1.0 / 3.6
+    # the rule judges the gains against article 1's "at least 60 %", each epoch a repeated measurement:
+    # ViTBNFFN as run trains with g = 67 % every epoch, ViTBN with 50 %, as written ViTBNFFN gains nothing
+    assert frame.loc["ViTBNFFN", "r_t as run: verdict"].startswith("agrees")
+    assert frame.loc["ViTBN", "r_t as run: verdict"].startswith("disagrees")
+    assert frame.loc["ViTBNFFN", "r_t as written: verdict"].startswith("disagrees")
     assert frame.loc["ViTBNFFN", "r_t article 1"] == "3.6" and frame.loc["ViTBNFFN", "g_t (%) article 1"] == "72"
-    statement = fixed_lr_numbers.speedups_statement(table)
-    # as run: ViTBNFFN 3.0/3.6 and 2.5/2.5 within, ViTBN 2.0/3.5 outside and 2.0/2.5 (-20 %) within
-    assert "as run, 3/4 ratios within ± 20%" in statement and "as written, 0/4 ratios within ± 20%" in statement
+    assert "the BN models train" in fixed_lr_numbers.speedups_statement(table)
 
 
 def test_divergence_and_instability_are_detected_and_reported():
@@ -188,11 +186,13 @@ def test_divergence_and_instability_are_detected_and_reported():
     assert fixed_lr_numbers.stability(table, "ViTBN")["diverged"] == []
     compared = fixed_lr_numbers.comparison(table, 0.01).set_index(["model", "quantity"])
     assert compared.loc[("ViT d6", "diverged (NaN loss)"), "this run"] == "yes (1/1, at epoch 3)"
-    assert compared.loc[("ViTBNFFN d1", "final accuracy (%)"), "verdict"] == "above 97 %: no"
-    # a breakdown at epoch 3 is reported against the article's ~15, not called a reproduction
+    # 3 epochs on 60,000 images: the article's 30-epoch accuracy and its epoch-15 breakdown are out of reach
+    verdict = compared.loc[("ViTBNFFN d1", "final accuracy (%)"), "verdict"]
+    assert verdict == "not testable at this scale (1,800 of the article's 18,000 steps)"
     verdict = compared.loc[("ViT d6", "breakdown (acc drops > 10 pt)"), "verdict"]
-    assert "epoch 3 against the article's ≈ 15" in verdict and "not where the article saw it" in verdict
-    assert "ViT breakdown: first breakdown at epoch 3" in fixed_lr_numbers.statement(table, 0.01)
+    assert verdict == "not testable at this scale (1,800 of the article's 9,000 steps)"
+    assert compared.loc[("ViT d6", "breakdown (acc drops > 10 pt)"), "this run"] == "yes (1/1, at epoch 3)"
+    assert "not testable at this scale" in fixed_lr_numbers.statement(table, 0.01)
     # a collapse without NaN: accuracy more than 10 points below the best so far
     quiet = pd.DataFrame(
         {
@@ -206,25 +206,30 @@ def test_divergence_and_instability_are_detected_and_reported():
     assert fixed_lr_numbers.unstable_epoch(quiet.iloc[:3]) is None
 
 
-def test_a_breakdown_beyond_the_trained_epochs_is_not_called_absent():
-    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e, 0.3) for e in range(1, 11)]
-    rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3) for m in ("ViTBNFFN", "ViTBN") for e in range(1, 11)]
-    ours, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
-    assert ours == "no (0/1)" and verdict.startswith("cannot be tested at this scale: 10 epochs trained")
-    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e if e < 16 else 30.0, 0.3) for e in range(1, 21)]
-    _, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
-    assert "epoch 16 against the article's ≈ 15: reproduced" in verdict
-    rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, 90.0 + e / 10, 0.3) for e in range(1, 21)]
-    _, verdict = fixed_lr_numbers.breakdown_verdict(synthetic(rows), 0.01)
-    assert verdict.startswith("not reproduced: no breakdown in 20 epochs")
+def test_the_breakdown_is_judged_only_at_the_articles_scale_and_then_from_the_whole_curve():
+    rows = [("ViT", 6, 0.01, s, e, 6.0, 5.0, 90.0 + e, 0.3) for s in range(3) for e in range(1, 11)]
+    rows += [
+        (m, 1, 0.01, s, e, 2.0, 2.0, 90.0 + e, 0.3)
+        for m in ("ViTBNFFN", "ViTBN")
+        for s in range(3)
+        for e in range(1, 11)
+    ]
+    found = {(v.claim, v.condition) for v in claims.experiment1(synthetic(rows)) if v.outcome == verdicts.UNTESTABLE}
+    assert ("article1/lr0.01/breakdown", "") in found
+    # 20 epochs on 60,000 images reach the article's epoch 15: ViT falls 60 points from epoch 16, the others never
+    rows = [("ViT", 6, 0.01, s, e, 6.0, 5.0, 90.0 + s if e < 16 else 30.0, 0.3) for s in range(3) for e in range(1, 21)]
+    rows += [
+        (m, 1, 0.01, s, e, 2.0, 2.0, 90.0 + e / 10, 0.3)
+        for m in ("ViTBNFFN", "ViTBN")
+        for s in range(3)
+        for e in range(1, 21)
+    ]
+    judged = [v for v in claims.experiment1(synthetic(rows)) if v.claim == "article1/lr0.01/breakdown"]
+    as_run = [v for v in judged if v.condition.startswith("as run")]
+    assert len(as_run) == 2 and all(v.outcome == verdicts.AGREES for v in as_run)
 
 
-def test_depth_calls_weigh_the_difference_against_the_seed_spread():
-    assert depth_numbers.call([2.0, 3.0, 2.5]) == "ViTBNFFN better"
-    assert depth_numbers.call([1.5, -1.0, 0.5]) == "within spread"  # mean 0.33 < sd 1.26
-    assert depth_numbers.call([-4.0, -3.0, -5.0]) == "ViT better"
-    assert depth_numbers.call([0.5]) == "comparable"  # one seed: no spread, only the 1-point rule
-    assert depth_numbers.call([]) == "not run"
+def test_depth_verdicts_come_from_the_rule():
     rows = []
     for seed, (vit, bn) in enumerate([(80.0, 85.0), (81.0, 87.0), (79.0, 84.0)]):
         rows += [("ViT", 6, 0.003, seed, 1, 1.0, 1.0, vit, 0.5), ("ViTBNFFN", 6, 0.003, seed, 1, 1.0, 1.0, bn, 0.5)]
@@ -232,28 +237,29 @@ def test_depth_calls_weigh_the_difference_against_the_seed_spread():
             ("ViT", 4, 0.003, seed, 1, 1.0, 1.0, 80.0 + seed, 0.5),
             ("ViTBNFFN", 4, 0.003, seed, 1, 1.0, 1.0, 81.0 - seed, 0.5),
         ]
+    rows += [("ViT", 7, 0.003, 0, 1, 1.0, 1.0, 70.0, 0.5), ("ViTBNFFN", 7, 0.003, 0, 1, 1.0, 1.0, 80.0, 0.5)]
     table = synthetic(rows)
     assert list(depth_numbers.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
-    frame = depth_numbers.verdicts(table, 0.003, (4, 5, 6)).set_index("depth")
-    assert frame.loc[6, "this run"] == "ViTBNFFN better" and frame.loc[6, "agrees"] == "yes"
-    assert frame.loc[4, "this run"] == "within spread" and frame.loc[4, "agrees"] == "yes"  # article: comparable
-    assert frame.loc[5, "this run"] == "not run" and frame.loc[5, "agrees"] == "—"
-    assert frame.loc[6, "ViTBNFFN − ViT (pt)"] == "5.3 ± 0.6"
+    frame = depth_numbers.verdicts(table, 0.003, (4, 5, 6, 7)).set_index("depth")
+    assert frame.loc[6, "verdict"].startswith("agrees")  # the article: ViTBNFFN significantly better
+    assert frame.loc[4, "verdict"].startswith("within noise")  # the article: ViT slightly better
+    assert frame.loc[5, "verdict"] == "not run"
+    assert frame.loc[7, "verdict"].startswith("one seed: shown, not judged")  # +10 points, but one seed
+    assert frame.loc[6, "ViTBNFFN − ViT (pt)"].startswith("+5.3 pt [")
 
 
 def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
     rows = []
-    for seed in (0, 1):
+    for seed in (0, 1, 2):
         rows += [
             ("ViT", 3, 0.003, seed, 10, 1.0, 1.0, 91.0 + seed, 0.3),
             ("ViT", 3, 0.005, seed, 10, 1.0, 1.0, 78.0 - seed, 0.6),
             ("ViTBNFFN", 3, 0.003, seed, 10, 1.0, 1.0, 92.0, 0.3),
-            ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed, 0.3),
+            ("ViTBNFFN", 3, 0.005, seed, 10, 1.0, 1.0, 90.0 + seed / 2, 0.3),
         ]
     frame = depth_numbers.lr_effect(synthetic(rows), depths=(3,)).set_index("depth")
-    assert frame.loc[3, "ViT drop (pt)"] == "14.0 ± 1.4"
-    assert frame.loc[3, "ViTBNFFN drop (pt)"] == "1.5 ± 0.7"
-    assert frame.loc[3, "this run"] == "ViTBNFFN milder" and frame.loc[3, "agrees"] == "yes"
+    assert frame.loc[3, "ViT drop (pt)"] == "15.0 ± 2.0"
+    assert frame.loc[3, "verdict"].startswith("agrees")  # ViTBNFFN milder, as the article says
 
 
 def test_seed_reported_tables_quote_the_articles():
@@ -358,6 +364,6 @@ def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
     # Fig 8 (depths 4-7) has no run here and says so rather than failing; Fig 10 has depth 2 at both lrs
     assert outputs["article2_fig8"]["run_ids"] == []
     assert len(outputs["article2_fig10"]["run_ids"]) == 4
-    verdicts = pd.read_csv(figures_store / "article2_fig9_vs_article.csv")
-    assert verdicts.loc[verdicts["depth"] == 2, "this run"].iloc[0] in ("comparable", "ViTBNFFN better", "ViT better")
-    assert (verdicts.loc[verdicts["depth"] != 2, "this run"] == "not run").all()
+    found = pd.read_csv(figures_store / "article2_fig9_vs_article.csv")
+    assert "not judged" in found.loc[found["depth"] == 2, "verdict"].iloc[0]  # smoke: one seed
+    assert (found.loc[found["depth"] != 2, "verdict"] == "not run").all()

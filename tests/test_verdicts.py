@@ -45,7 +45,7 @@ def test_no_runs_is_not_run_and_nan_values_do_not_count():
 
 
 def test_the_interval_is_students_t_at_95_percent():
-    mean, low, high, n = verdicts.interval([1.0, 2.0, 3.0])
+    mean, _low, high, n = verdicts.interval([1.0, 2.0, 3.0])
     # t(0.975, 2) = 4.303; sd = 1; half width = 4.303 / sqrt(3)
     assert n == 3 and mean == 2.0
     assert math.isclose(high - mean, 4.302652729749464 / math.sqrt(3), rel_tol=1e-9)

@@ -50,7 +50,7 @@ def reached_steps(table: pd.DataFrame) -> int:
         return 0
     steps = []
     for _, run in table.groupby("run_id"):
-        images = run["train_size"].iloc[0]
+        images = run["train_size"].iloc[0] if "train_size" in run else None
         images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
         steps.append(int(run["epoch"].max()) * engine.steps_per_epoch(images, int(run["batch_size"].iloc[0])))
     return min(steps)
@@ -282,3 +282,17 @@ def table(found: list[Verdict]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def save(result, found: list[Verdict]):
+    """Save a chapter's judged claims as ``NN_claims`` (numbers, not formatted text) and show them."""
+    from . import figures
+
+    kept = table(found)
+    judged = kept["outcome"].value_counts()
+    tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
+    caption = (
+        f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
+        f"page): the measured value, its 95 % interval over seeds (over epochs for a time), the verdict ({tally})"
+    )
+    return figures.save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="claims", caption=caption)

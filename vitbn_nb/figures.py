@@ -409,3 +409,18 @@ def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: mo
     axes[0, 0].legend()
     fig.suptitle(title)
     return fig
+
+
+def spread_label(table: pd.DataFrame, spread: str = "band") -> str:
+    """What a curve or bar shows, true to the runs behind it, and their scale: 'mean over 3 seeds, band = min-max'
+    or 'one seed (no spread)', then 'images x epochs' (the training images each run saw per epoch, and its epochs)."""
+    seeds = int(table.groupby("run_id", sort=False)["seed"].first().value_counts().max()) if len(table) else 0
+    shown = f"mean over {seeds} seeds, {spread} = min-max" if seeds > 1 else "one seed per curve (no spread)"
+    if not len(table):
+        return shown
+    sized = table.assign(train_size=table.get("train_size", None))
+    sizes = sized.groupby("run_id", sort=False)[["train_size", "epoch"]].max()
+    images = sorted({60_000 if pd.isna(size) else int(size) for size in sizes["train_size"]})
+    epochs = sorted({int(e) for e in sizes["epoch"]})
+    span = lambda values: f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}–{values[-1]:,}"
+    return f"{shown}; {span(images)} training images × {span(epochs)} epochs"

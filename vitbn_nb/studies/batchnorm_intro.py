@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import articles, figures, results, runs
+from .. import articles, claims, figures, results, runs
 from ..profiles import IntroSettings
 
 CHAPTER = "01_batchnorm_intro"
@@ -118,7 +118,7 @@ def accuracy_loss_figure(result: IntroResult, lr: float):
         result,
         reproduces=reproduces,
         caption=f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented "
-        f"MNIST; mean over seeds with a min-max band (article 2, {reproduces.split('/')[-1]}).",
+        f"MNIST; {figures.spread_label(chosen)} (article 2, {reproduces.split('/')[-1]}).",
         runs=chosen,
     )
 
@@ -159,7 +159,7 @@ def lr_comparison_figure(result: IntroResult):
         result,
         reproduces="article2/fig3",
         caption="Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
-        "mean over seeds with a min-max band (article 2, fig3).",
+        f"{figures.spread_label(result.table)} (article 2, fig3).",
     )
 
 
@@ -198,24 +198,31 @@ def _final(table: pd.DataFrame) -> pd.DataFrame:
     return summary.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
 
 
-def _gap_verdict(final: pd.DataFrame, lr: float) -> str:
+#: Which of article 2's DNN claims each figure's summary shows (their verdicts are the book's one rule's).
+CLAIMS_OF = {
+    "article2/fig1": ("article2/fig1/converges", "article2/fig1/final"),
+    "article2/fig2": ("article2/fig2/stable",),
+    "article2/fig3": ("article2/fig3/cost",),
+}
+
+
+def _rule_lines(table: pd.DataFrame, reproduces: str) -> list[str]:
+    measures = {c.key: c.measure for c in articles.claims()}
+    return [
+        f"{measures[v.claim]}: {v.shown}; by the book's rule: {v.text}."
+        for v in claims.dnn(table)
+        if v.claim in CLAIMS_OF.get(reproduces, ())
+    ]
+
+
+def _stuck(final: pd.DataFrame, lr: float) -> str | None:
     at_lr = final[(final["lr"] - lr).abs() < 1e-12].set_index("model")
-    if not set(MODELS) <= set(at_lr.index):
-        return f"lr {lr:g}: not every model has a run here, so there is nothing to compare."
-    plain, bn = at_lr.loc["DNN_d3"], at_lr.loc["DNNBN_d3"]
-    gap = bn["mean"] - plain["mean"]
-    spread = max(plain["sd"], bn["sd"])
-    words = f"lr {lr:g}: DNNBN_d3 ends {abs(gap):.1f} points {'above' if gap >= 0 else 'below'} DNN_d3"
-    if math.isnan(spread):
-        words += " (one seed per model, so there is no spread to weigh the gap against)"
-    elif abs(gap) > 2 * spread:
-        words += f", more than twice the larger seed-to-seed sd ({spread:.1f})"
-    else:
-        words += f", within twice the larger seed-to-seed sd ({spread:.1f}): not a clear difference"
-    stuck = [m for m in MODELS if at_lr.loc[m, "mean"] < CHANCE_LEVEL or at_lr.loc[m, "diverged"]]
-    if stuck:
-        words += f"; {' and '.join(stuck)} did not learn (final accuracy below {CHANCE_LEVEL:g} % or diverged)"
-    return words + "."
+    stuck = [
+        m for m in MODELS if m in at_lr.index and (at_lr.loc[m, "mean"] < CHANCE_LEVEL or at_lr.loc[m, "diverged"])
+    ]
+    if not stuck:
+        return None
+    return f"lr {lr:g}: {' and '.join(stuck)} did not learn (final accuracy below {CHANCE_LEVEL:g} % or diverged)."
 
 
 def summary(result: IntroResult, lr: float | None = None) -> Summary:
@@ -240,7 +247,8 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
         f"{articles.ARTICLE2_DNN.get(reproduces, 'no such figure in article 2')}"
     ]
     lrs = [lr] if lr is not None else sorted(final["lr"].unique())
-    verdicts += [_gap_verdict(final, value) for value in lrs]
+    verdicts += _rule_lines(table, reproduces)
+    verdicts += [line for line in (_stuck(final, value) for value in lrs) if line]
     if lr is None and len(lrs) >= 2:
         verdicts.append(_lr_cost(final, lrs[0], lrs[-1]))
     return Summary(shown.reset_index(drop=True), verdicts)
@@ -267,3 +275,8 @@ def summary_table(result: IntroResult):
         caption=" ".join(found.verdicts[1:]),
     )
     return replace(saved, output=found)
+
+
+def claims_table(result):
+    """Article 2's claims about its DNNs (Figures 1-3), judged by the book's one rule; saved as ``NN_claims``."""
+    return claims.save(result, claims.dnn(result.table))

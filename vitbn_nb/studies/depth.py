@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import figures, results, runs
+from .. import claims, figures, results, runs
 from ..profiles import DepthSettings
 from ..runs import RunConfig
 from .depth_numbers import (
@@ -25,12 +25,12 @@ from .depth_numbers import (
     FIG9,
     FIG10,
     MODELS,
-    _select,
-    _statement,
-    call,
     difference,
     final_accuracy,
     lr_effect,
+    rule_verdicts,
+    select,
+    statement,
     summary,
     verdicts,
 )
@@ -104,13 +104,14 @@ def _missing(ax, text: str) -> None:
     ax.grid(False)
 
 
-def _delta_note(ax, deltas: pd.Series) -> None:
+def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     if deltas.empty:
         return
+    note = f"{judged.shown}\n{judged.text}" if judged is not None else f"{results.mean_sd(deltas)} pt"
     ax.text(
         0.97,
         0.05,
-        f"final ViTBNFFN − ViT: {results.mean_sd(deltas)} pt\n{call(deltas)}",
+        f"final ViTBNFFN − ViT: {note}",
         transform=ax.transAxes,
         ha="right",
         va="bottom",
@@ -125,9 +126,10 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     figures.use_style()
     lr, depths = spec["lr"], spec["depths"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
+    rule = rule_verdicts(table)
     legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
-        rows = _select(table, lr, depth)
+        rows = select(table, lr, depth)
         ax.set_title(f"depth {depth}")
         if rows.empty:
             _missing(ax, f"depth {depth} at lr {lr:g}\nnot run under profile '{settings.profile}'")
@@ -136,20 +138,20 @@ def _accuracy_grid(result: DepthResult, spec: dict):
             one = rows[rows["model"] == model]
             if not one.empty:
                 figures.mean_band(ax, one, x="epoch", y="test_acc", label=model, color=figures.color(model), marker="o")
-        _delta_note(ax, difference(table, lr, depth))
+        _delta_note(ax, difference(table, lr, depth), rule.get(f"article2/depth/lr{lr:g}/d{depth}"))
         ax.set(xlabel="epoch", ylabel="test accuracy (%)")
         figures.integer_epochs(ax)
         if not legend_drawn:  # one legend: the colours mean the same model in every panel
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
             legend_drawn = True
+    used = table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
     fig.suptitle(
         f"Article 2 {spec['label']} · augmented MNIST, lr = {lr:g}: ViT vs ViTBNFFN at the same depth\n"
-        "mean over seeds, band = min-max"
+        + figures.spread_label(used)
     )
-    used = table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
     caption = (
         f"Test accuracy per epoch of ViT and ViTBNFFN at equal depth d = {', '.join(map(str, depths))}, "
-        f"lr {lr:g}, augmented MNIST; mean over seeds with min-max band"
+        f"lr {lr:g}, augmented MNIST; {figures.spread_label(used)}"
     )
     return figures.save_figure(
         fig,
@@ -180,7 +182,7 @@ def _verdict_table(result: DepthResult, spec: dict):
         f"{spec['name']}_vs_article",
         result,
         reproduces=spec["reproduces"],
-        caption=_statement(frame, f"{spec['label']} (lr {spec['lr']:g})"),
+        caption=statement(frame, f"{spec['label']} (lr {spec['lr']:g})"),
         runs=used,
     )
 
@@ -208,7 +210,7 @@ def fig10_figure(result: DepthResult):
             ax.set_title(f"{model}_d{depth}")
             plotted = []
             for lr in lrs:
-                one = _select(table, lr, depth, model)
+                one = select(table, lr, depth, model)
                 if one.empty:
                     continue
                 linestyle, marker, dark = styles[lr]
@@ -243,14 +245,14 @@ def fig10_figure(result: DepthResult):
             ax.set(xlabel="epoch" if row == len(depths) - 1 else "", ylabel="test accuracy (%)" if col == 0 else "")
             figures.integer_epochs(ax)
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
+    used = table[table["depth"].isin(depths) & table["lr"].apply(lambda v: any(np.isclose(v, lrs)))]
     fig.suptitle(
         "Article 2 Fig 10 · augmented MNIST: each model at lr 0.003 and 0.005\n"
-        "rows = depth 2, 3, 4 (same depth for both models); mean over seeds, band = min-max"
+        f"rows = depth 2, 3, 4 (same depth for both models); {figures.spread_label(used)}"
     )
-    used = table[table["depth"].isin(depths) & table["lr"].apply(lambda v: any(np.isclose(v, lrs)))]
     caption = (
         "Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr 0.003 (solid) and 0.005 (dashed), "
-        "depths 2, 3, 4; mean over seeds with min-max band"
+        f"depths 2, 3, 4; {figures.spread_label(used)}"
     )
     return figures.save_figure(
         fig,
@@ -266,13 +268,10 @@ def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
     table = result.table
     frame = lr_effect(table)
-    judged = frame[frame["agrees"].isin(["yes", "no"])]
-    agree = judged.loc[judged["agrees"] == "yes", "depth"].tolist()
     caption = (
-        f"Fig 10 (lr 0.003 → 0.005; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3): "
-        f"this run agrees at {len(agree)}/{len(judged)} depths"
-        f"{' (d = ' + ', '.join(map(str, agree)) + ')' if agree else ''}; "
-        "'drop' = final accuracy at lr 0.003 minus at lr 0.005, paired by seed"
+        "Fig 10 (lr 0.003 → 0.005; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
+        + statement(frame, "Fig 10")
+        + " 'drop' = final accuracy at lr 0.003 minus at lr 0.005, paired by seed"
     )
     used = table[table["depth"].isin(FIG10["depths"])]
     return figures.save_table(
@@ -314,11 +313,11 @@ def depth_summary_figure(result: DepthResult):
         ax.legend()
     epochs = int(table["epoch"].max())
     fig.suptitle(
-        f"Depth study summary · augmented MNIST, accuracy after {epochs} epochs\nmean over seeds, bars = min-max"
+        f"Depth study summary · augmented MNIST, accuracy after {epochs} epochs\n" + figures.spread_label(table, "bars")
     )
     caption = (
         f"Final test accuracy (epoch {epochs}) of ViT and ViTBNFFN at equal depth, per lr; "
-        "mean over seeds with min-max bars"
+        + figures.spread_label(table, "bars")
     )
     return figures.save_figure(
         fig,
@@ -340,15 +339,14 @@ def depth_summary_table(result: DepthResult):
     wide["ViTBNFFN − ViT (pt)"] = [
         results.mean_sd(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])
     ]
-    wide["this run"] = [call(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])]
-    parts = []
-    for lr, rows in wide.groupby("lr"):
-        better = rows.loc[rows["this run"] == "ViTBNFFN better", "depth"].tolist()
-        parts.append(f"lr {lr:g}: at d = {', '.join(map(str, better))}" if better else f"lr {lr:g}: at no depth")
+    rule = rule_verdicts(table)
+    wide["verdict"] = [
+        rule[key].text if (key := f"article2/depth/lr{lr:g}/d{d}") in rule else "not a claim of article 2"
+        for lr, d in zip(wide["lr"], wide["depth"])
+    ]
     caption = (
-        "ViTBNFFN better than ViT in this run -- "
-        + "; ".join(parts)
-        + " (article 2: clearly better from d = 6 at lr 0.003 and from d = 4 at lr 0.005)"
+        "Final accuracy per depth and lr, ViTBNFFN − ViT paired by seed, and the book's rule's verdict on "
+        "article 2's claim at each (lr, depth) it makes one"
     )
     wide["lr"] = wide["lr"].map(lambda lr: f"{lr:g}")
     return figures.save_table(
@@ -358,3 +356,8 @@ def depth_summary_table(result: DepthResult):
         reproduces="new/depth_summary",
         caption=caption,
     )
+
+
+def claims_table(result):
+    """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
+    return claims.save(result, claims.depth(result.table))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import articles, results
+from .. import articles, claims, results
 
 MODELS = ("ViT", "ViTBNFFN")
 
@@ -21,11 +21,7 @@ FIG9 = dict(name="article2_fig9", reproduces="article2/fig9", lr=0.005, depths=(
 FIG10 = dict(name="article2_fig10", reproduces="article2/fig10", lrs=(0.003, 0.005), depths=(2, 3, 4), label="Fig 10")
 
 
-#: Final accuracies closer than this (points) count as "comparable", the article's word; the article gives no threshold.
-COMPARABLE_POINTS = 1.0
-
-
-def _select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None) -> pd.DataFrame:
+def select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None) -> pd.DataFrame:
     keep = np.isclose(table["lr"], lr) & (table["depth"] == depth)
     if model is not None:
         keep &= table["model"] == model
@@ -34,7 +30,7 @@ def _select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None
 
 def final_accuracy(table: pd.DataFrame, lr: float, depth: int, model: str) -> pd.Series:
     """Final test accuracy per seed (a diverged run's is at the epoch it diverged)."""
-    last = results.final_epochs(_select(table, lr, depth, model))
+    last = results.final_epochs(select(table, lr, depth, model))
     return last.set_index("seed")["test_acc"].sort_index()
 
 
@@ -43,75 +39,45 @@ def difference(table: pd.DataFrame, lr: float, depth: int) -> pd.Series:
     return (final_accuracy(table, lr, depth, "ViTBNFFN") - final_accuracy(table, lr, depth, "ViT")).dropna()
 
 
-def call(deltas: pd.Series, comparable: float = COMPARABLE_POINTS) -> str:
-    """Our reading of per-seed differences ViTBNFFN − ViT: 'within spread', 'comparable', or who is better.
-
-    "Within spread" when the mean difference is no larger than its standard deviation over
-    seeds; with one seed there is no spread, and only the ``comparable`` threshold applies.
-    """
-    deltas = pd.Series(deltas, dtype=float).dropna()
-    if deltas.empty:
-        return "not run"
-    mean = deltas.mean()
-    if len(deltas) > 1 and abs(mean) <= deltas.std(ddof=1):
-        return "within spread"
-    if abs(mean) < comparable:
-        return "comparable"
-    return "ViTBNFFN better" if mean > 0 else "ViT better"
-
-
-def _agrees(ours: str, expected: str, deltas=None) -> str:
-    if ours == "not run":
-        return "—"
-    if expected == "ViTBNFFN ahead":
-        mean = pd.Series(deltas, dtype=float).mean() if deltas is not None else float("nan")
-        same = ours == "ViTBNFFN better" or (ours == "comparable" and mean > 0)
-    else:
-        same = ours in ("within spread", "comparable") if expected == "comparable" else ours == expected
-    return "yes" if same else "no"
+def rule_verdicts(table: pd.DataFrame) -> dict[str, object]:
+    """The one rule's verdict on each of article 2's depth claims, by claim key."""
+    return {v.claim: v for v in claims.depth(table)}
 
 
 def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
-    """Per depth at ``lr``: final accuracies (mean ± sd), ViTBNFFN − ViT, our call, the article's, agreement."""
+    """Per depth at ``lr``: final accuracies, ViTBNFFN − ViT, the article's words, the book's rule's verdict."""
+    rule = rule_verdicts(table)
     rows = []
     for depth in depths:
         deltas = difference(table, lr, depth)
-        where, said, expected = articles.ARTICLE2_DEPTH.get((lr, depth), ("—", "not reported", ""))
-        ours = call(deltas)
+        where, said, _ = articles.ARTICLE2_DEPTH.get((lr, depth), ("—", "not reported", ""))
+        judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
         rows.append(
             {
                 "lr": f"{lr:g}",
                 "depth": depth,
                 "ViT (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViT")),
                 "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViTBNFFN")),
-                "ViTBNFFN − ViT (pt)": results.mean_sd(deltas),
-                "this run": ours,
-                "article 2": f"{said} ({where})" if expected else said,
-                "agrees": _agrees(ours, expected, deltas) if expected else "—",
+                "ViTBNFFN − ViT (pt)": judged.shown if judged is not None else results.mean_sd(deltas),
+                "article 2": f"{said} ({where})",
+                "verdict": judged.text if judged is not None else "not a claim of article 2",
+                "outcome": judged.outcome if judged is not None else "",
                 "seeds": len(deltas),
             }
         )
     return pd.DataFrame(rows)
 
 
-def _statement(frame: pd.DataFrame, what: str) -> str:
-    judged = frame[frame["agrees"].isin(["yes", "no"])]
-    if judged.empty:
-        return f"{what}: nothing to compare under this profile."
-    agree = judged.loc[judged["agrees"] == "yes", "depth"].tolist()
-    differ = judged.loc[judged["agrees"] == "no", "depth"].tolist()
-    seeds = int(judged["seeds"].min())
-    spread = "one seed, so no spread" if seeds < 2 else f"{seeds} seeds; 'within spread' = |mean| ≤ sd"
-    return (
-        f"{what}: agrees with article 2 at {len(agree)}/{len(judged)} depths"
-        f"{' (d = ' + ', '.join(map(str, agree)) + ')' if agree else ''}"
-        f"{'; differs at d = ' + ', '.join(map(str, differ)) if differ else ''} ({spread})."
-    )
+def statement(frame: pd.DataFrame, what: str) -> str:
+    """How the rule judged the article's claims in ``frame`` (a table of :func:`verdicts` or :func:`lr_effect`)."""
+    counts = frame.loc[frame["outcome"] != "", "outcome"].value_counts()
+    return f"{what}, article 2's claims by the book's rule: " + ", ".join(f"{n} {o}" for o, n in counts.items()) + "."
 
 
 def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> pd.DataFrame:
     """Fig 10's question per depth: how far each model's final accuracy falls when lr goes up, and who is hit less."""
     low, high = lrs
+    rule = rule_verdicts(table)
     rows = []
     for depth in depths:
         row = {"depth": depth}
@@ -124,23 +90,15 @@ def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> 
             row[f"{model} drop (pt)"] = results.mean_sd(drops[model])
         # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
         relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()
-        said, expected = articles.ARTICLE2_FIG10.get(depth, ("not reported", ""))
-        if relief.empty:
-            ours = "not run"
-        elif len(relief) > 1 and abs(relief.mean()) <= relief.std(ddof=1):
-            ours = "similar (within spread)"
-        elif abs(relief.mean()) < COMPARABLE_POINTS:
-            ours = "similar"
-        else:
-            ours = "ViTBNFFN milder" if relief.mean() > 0 else "ViT milder"
+        said, _ = articles.ARTICLE2_FIG10.get(depth, ("not reported", ""))
+        judged = rule.get(f"article2/fig10/d{depth}")
         row.update(
             {
-                "this run": ours,
+                "ViT drop − ViTBNFFN drop (pt)": judged.shown if judged is not None else results.mean_sd(relief),
                 "article 2": said,
+                "verdict": judged.text if judged is not None else "not a claim of article 2",
+                "outcome": judged.outcome if judged is not None else "",
                 "seeds": len(relief),
-                "agrees": "—"
-                if ours == "not run" or not expected
-                else ("yes" if ours.split(" (")[0] == expected else "no"),
             }
         )
         rows.append(row)

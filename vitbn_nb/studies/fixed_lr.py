@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import audit, figures, results, runs
+from .. import audit, claims, figures, results, runs
 from ..models import AS_RUN_DEPTH, CONFIGURATIONS
 from ..profiles import FixedLrSettings
 from ..runs import RunConfig
@@ -176,7 +176,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
             fontsize=9,
         )
     caption = (
-        f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; mean over seeds, band = min-max; × marks a diverged run"
+        f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
     )
     return figures.save_figure(
         fig,
@@ -263,7 +263,7 @@ def time_per_lr_figure(result: FixedLrResult):
     )
     caption = (
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
-        f"{_footer_text('as run')}; mean over seeds, band = min-max"
+        f"{_footer_text('as run')}; {figures.spread_label(table)}"
     )
     return figures.save_figure(
         fig,
@@ -349,3 +349,8 @@ def _audited(reference: audit.ReferenceAudit) -> str:
     if reference.live:
         return f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
     return f"the audit recorded from the reference checkpoints (vitbn_nb/{audit.RECORDED.name})"
+
+
+def claims_table(result):
+    """Article 1's Experiment 1 claims (both configurations), judged by the book's one rule; saved as NN_claims."""
+    return claims.save(result, claims.experiment1(result.table))

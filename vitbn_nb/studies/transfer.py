@@ -22,14 +22,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import data, figures, hpo, results, runs
+from .. import claims, data, figures, hpo, results, runs
 from ..models import build_model, count_parameters
 from ..paths import stored_path
 from ..profiles import TransferSettings
 from ..runs import RunConfig
 from ..system import pick_device
 from . import Plan, bayes_opt
-from .transfer_numbers import ALL_MODELS, MODELS, REFERENCE, comparison, findings, summary, time_passes
+from .transfer_numbers import ALL_MODELS, MODELS, REFERENCE, comparison, findings, rule_verdicts, summary, time_passes
 
 CHAPTER = "06_emnist_transfer"
 DATASET = "mnist_aug"
@@ -399,3 +399,8 @@ def comparison_table(result: TransferResult):
         f"(transfer set: {source}). {findings(measured)}",
         extra={"transfer_set": source},
     )
+
+
+def claims_table(result: TransferResult):
+    """Article 1's claim about the transfer set, judged by the book's one rule; saved as ``NN_claims``."""
+    return claims.save(result, rule_verdicts(result.measured))

@@ -119,7 +119,9 @@ build_model("ViTBNFFN")
 # - **BatchNorm** (in the form of articles 1 and 2: BatchNorm1d over `b d n`) normalises each
 #   feature **over the batch and the tokens**: $\mu_i = \frac{1}{bn} \sum_{a, \alpha} z^{a\alpha}_i$,
 #   so there are $d$ means, each of $b \cdot n$ numbers. (The book computes it on a `(b·n, d)`
-#   view: the same statistics without a transposed copy.)
+#   view: the same statistics without a transposed copy. That is not the fastest form in every
+#   mode: chapter 8's `new_batchnorm_forms` table times each form, and in evaluation the
+#   flattened view can be several times slower than `BatchNorm2d`.)
 #
 # On a small batch with $b = 4$ images, $n = 5$ tokens and $d = 6$ features, whose features have
 # very different offsets and scales (as real activations do), the outputs are zero-mean with

@@ -48,15 +48,16 @@
 # So the comparison article 1 **ran** is a depth-6 ViT against ViTBNFFN and ViTBN that computed
 # one block, and the comparison it **wrote** is all three at depth 6. This chapter trains both:
 #
-# - **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1. This is the configuration that
-#   reproduces article 1's numbers, and the one of its Figures 3–6 and Table 1;
+# - **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1. This is the configuration article 1
+#   ran (its Figures 3–6 and Table 1 come from it); how close this run's numbers come to the
+#   article's, the claims table at the end of the chapter says;
 # - **as written**: all three at depth 6. ViT's runs are the same; the BatchNorm models at
 #   depth 6 are new runs.
 #
 # What this means for the rest of the book: article 1's **Experiment 2** (chapter 4) and the
-# series' **transfer checkpoints** (chapter 6) were trained before the fix, so they too compare
-# a 6-block ViT with 1-block BatchNorm models; chapter 4 reproduces that configuration and says
-# so. **Article 2's depth study** (chapter 5) came after the fix: its ViTBNFFN of depth $d$ ran
+# series' **transfer checkpoints** were trained before the fix, so they too compare a 6-block
+# ViT with 1-block BatchNorm models; chapter 4 reproduces that configuration and says so, while
+# chapter 6 (like chapter 2) runs all three models at depth 6. **Article 2's depth study** (chapter 5) came after the fix: its ViTBNFFN of depth $d$ ran
 # $d$ blocks, and its comparisons are at equal depth. Chapter 8 separates how much of article
 # 1's speed-up the difference in depth explains.
 

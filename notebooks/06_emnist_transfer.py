@@ -19,8 +19,9 @@
 # # 6. Digits the models never saw: the EMNIST transfer
 #
 # The second article of the series takes the optimised models out of their training
-# distribution. It trains ViT, ViTBNFFN and ViTBN on **augmented MNIST** (rotations, shifts and
-# zoom-outs, chapter 1) with optimised learning rates and batch sizes, for the same number of
+# distribution. Article 1 says the series trains ViT, ViTBNFFN and ViTBN on MNIST with "certain
+# image augmentations" (this book uses article 2's, chapter 1) with optimised learning rates and
+# batch sizes, for the same number of
 # epochs, and then tests them on **EMNIST digits**, handwriting collected differently from
 # MNIST's. It compares two things there: how accurate the models are, and how long a pass over
 # the new set takes. Article 1 summarises the result: *the models with BatchNorm register a
@@ -34,7 +35,7 @@
 # **All three transformers have 6 encoder blocks here**, and all six compute, so unlike
 # chapters 3 and 4 the speed comparison is at equal depth: whatever the BatchNorm models gain
 # at inference, they gain it from the norm, not from being shallower. The reference
-# repository's transfer checkpoints (`FinOptAug1_*_30.pth`, 2024-08-08) are depth 6 by name,
+# repository's transfer checkpoints (`FinOptAug1_*_30.pth`, trained on augmented MNIST) are depth 6 by name,
 # but they were trained before the early return of the encoder was fixed: the audit in
 # chapter 3 shows blocks 2-6 of their BatchNorm models never trained, so the series' transfer
 # experiment, like article 1's, compared a 6-block ViT with BatchNorm models of one block.

@@ -20,7 +20,8 @@
 #
 # Touvron, Cord, El-Nouby, Verbeek and Jégou's *Three things everyone should know about Vision
 # Transformers* (2022) makes three practical claims about the standard ViT, all measured on
-# ImageNet with LayerNorm models of 22–300 million parameters:
+# ImageNet with LayerNorm models from ViT-Ti to ViT-L (the summary among this book's sources
+# names those models; it gives no parameter counts):
 #
 # 1. **Parallel blocks.** Two multi-head self-attention (MHSA) branches and two feed-forward
 #    (FFN) branches per block, at half the depth, have the same parameters and compute, train
@@ -171,8 +172,9 @@ attention_finetune.claims(tuned)
 # The standard patch embedding flattens each $p \times p$ patch and applies one linear map (the
 # book's models normalise before and after it). Touvron et al.'s hierarchical MLP stem processes
 # a 16 × 16 patch in three stages, each a convolution whose kernel equals its stride:
-# 4 × 4 → norm → GELU → 2 × 2 → norm → GELU → 2 × 2 → norm, with widths $d/4$, $d/4$, $d$. Because
-# kernel = stride, no output ever sees two patches.
+# 4 × 4 → norm → GELU → 2 × 2 → norm → GELU → 2 × 2 → norm (the summary among the sources gives
+# the stages; the widths $d/4$, $d/4$, $d$ are the book's choice). Because kernel = stride, no
+# output ever sees two patches.
 #
 # Our patches are 7 × 7 and 7 is prime, so the hierarchy cannot be cut the same way. The rule of
 # `models.vit.hmlp_kernels` moves the smallest prime factor of the first stage's kernel to a later

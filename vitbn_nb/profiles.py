@@ -149,8 +149,8 @@ class FixedLrSettings(ChapterSettings):
 
 @dataclass(frozen=True)
 class BayesOptSettings(ChapterSettings):
-    """Chapter 04: 20 trials per model (article 1), each 3 epochs (the default ``n_epochs`` of the reference
-    repository's ``hypopt_train.py``), then 30 epochs with the best lr and batch size."""
+    """Chapter 04: 20 trials per model (article 1), each 3 epochs (the book's choice: article 1 does not say how
+    long a trial trains), then 30 epochs with the best lr and batch size."""
 
     seeds: int = 3
     trials: int = 20

@@ -28,6 +28,7 @@ from .bayes_opt_numbers import (
     best_trials,
     comparison,
     epochs_text,
+    model_label,
     speedups,
 )
 
@@ -166,7 +167,7 @@ def trial_summary(result: BayesOptResult) -> pd.DataFrame:
 
 def final_runs(result: BayesOptResult) -> pd.DataFrame:
     """One row per final run: its model, lr, batch size, random seed, epochs and final accuracy."""
-    last = results.finalepochs_text(result.table)
+    last = results.final_epochs(result.table)
     return last[["run_id", "model", "depth", "lr", "batch_size", "seed", "epoch", "test_acc"]].reset_index(drop=True)
 
 
@@ -227,7 +228,7 @@ def fig8_figure(result: BayesOptResult):
 
     def label(model, group):
         return (
-            f"{label(model, group['depth'].iloc[0])}, lr {group['lr'].iloc[0]:.2g}, "
+            f"{model_label(model, group['depth'].iloc[0])}, lr {group['lr'].iloc[0]:.2g}, "
             f"batch {int(group['batch_size'].iloc[0])}"
         )
 

@@ -24,7 +24,7 @@ def epochs_text(n: int) -> str:
     return f"{n} epoch{'' if n == 1 else 's'}"
 
 
-def label(model: str, depth) -> str:
+def model_label(model: str, depth) -> str:
     return f"{model} (depth {int(depth)})"
 
 

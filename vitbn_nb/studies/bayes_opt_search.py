@@ -11,8 +11,8 @@ from .. import figures, hpo
 from .bayes_opt import OPTIMISATION_STATE, BayesOptResult
 from .bayes_opt_numbers import (
     MODELS,
-    _epochs,
-    _label,
+    epochs_text,
+    model_label,
 )
 
 _MARKERS = {"centre": "D", "Sobol": "o", "BoTorch": "*"}
@@ -48,7 +48,7 @@ def fig7_figure(result: BayesOptResult):
             where="post",
             color=colour,
             linewidth=2.2,
-            label=f"{_label(model, one['depth'].iloc[0])}: best so far",
+            label=f"{model_label(model, one['depth'].iloc[0])}: best so far",
         )
         for generator, marker in _MARKERS.items():
             points = one[one["generator"] == generator]
@@ -78,7 +78,7 @@ def fig7_figure(result: BayesOptResult):
         )
     top.set(
         xlabel="trial",
-        ylabel=f"test accuracy after {_epochs(settings.trial_epochs)} (%)",
+        ylabel=f"test accuracy after {epochs_text(settings.trial_epochs)} (%)",
         title="best-so-far accuracy per trial (dots: each trial; ◆ centre, ● Sobol, ★ BoTorch)",
     )
     figures.integer_epochs(top)
@@ -134,7 +134,7 @@ def fig7_figure(result: BayesOptResult):
         ax.set(
             xlabel="learning rate (log scale)",
             ylabel="batch size",
-            title=f"{_label(model, one['depth'].iloc[0])}: where the trials went",
+            title=f"{model_label(model, one['depth'].iloc[0])}: where the trials went",
         )
         ax.legend(loc="upper left", fontsize=8)
     fig.colorbar(
@@ -146,7 +146,7 @@ def fig7_figure(result: BayesOptResult):
     )
     fig.suptitle(
         f"Article 1 Fig 7 · Bayesian optimisation (Ax + BoTorch), {settings.trials} trials per model, "
-        f"MNIST ({_epochs(settings.trial_epochs)} per trial)\nthe article showed ViTBNFFN only; here every "
+        f"MNIST ({epochs_text(settings.trial_epochs)} per trial)\nthe article showed ViTBNFFN only; here every "
         "model (article 1 as run: ViT depth 6, BN models depth 1)"
     )
     caption = (

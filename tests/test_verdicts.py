@@ -87,3 +87,28 @@ def test_paired_differences_follow_the_seeds():
     ]
     diffs = verdicts.paired(pd.DataFrame(rows), {"model": "B"}, {"model": "A"}, verdicts.mean_accuracy)
     assert list(diffs) == [5.0, 5.0, 5.0]
+
+
+def test_no_verdict_in_the_committed_figures_is_issued_outside_the_rule():
+    """Every cell of a 'verdict' column in figures/ is the rule's wording, or says it is not a claim."""
+    from pathlib import Path
+
+    figures = Path(__file__).resolve().parent.parent / "figures"
+    checked = 0
+    for path in sorted(figures.glob("*.csv")):
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        for column in (c for c in table.columns if "verdict" in c):
+            for text in table[column]:
+                if text in ("", "—") or text.startswith("not a claim"):
+                    continue
+                assert verdicts.is_rule_text(text), f"{path.name}, column {column!r}: {text!r} is not the rule's"
+                checked += 1
+    assert checked > 0
+
+
+def test_the_rule_text_check_tells_the_rules_words_from_others():
+    assert verdicts.is_rule_text(verdicts.difference("c", [1.0], +1, scale="x").text)
+    assert verdicts.is_rule_text(verdicts.difference("c", [1.0, 2.0, 3.0], +1).text)
+    assert verdicts.is_rule_text(verdicts.untestable("c", 1, 2).text)
+    assert not verdicts.is_rule_text("within ± 20 %")
+    assert not verdicts.is_rule_text("ViTBNFFN better")

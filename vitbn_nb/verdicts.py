@@ -109,6 +109,13 @@ class Verdict:
         return {**asdict(self), "shown": self.shown, "verdict": self.text}
 
 
+def is_rule_text(text: str) -> bool:
+    """Whether ``text`` is a verdict as :class:`Verdict` words it (what a test checks every saved verdict against)."""
+    import re
+
+    return bool(re.match(rf"^((one|\d+) (seed|epoch)s?: {NOT_JUDGED}|{'|'.join(OUTCOMES)})( \(|;|$)", str(text)))
+
+
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
     """(mean, low, high, n) of the finite ``values``: the mean with its Student-t interval (nan bounds when n < 2)."""
     from scipy import stats

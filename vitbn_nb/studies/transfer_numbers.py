@@ -95,7 +95,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
                 "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["cnn"],
                 "model": REFERENCE,
                 "this run": f"T_ViT / T_CNN = {frame.loc[REFERENCE, 'speed-up vs ViT (T_ViT / T)']}",
-                "verdict": "a reference, not a claim: article 1 gives no number for the CNN",
+                "verdict": "not a claim: a reference, for which article 1 gives no number",
             }
         )
     rows.append(
@@ -103,7 +103,8 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
             "claim (article 1, on the transfer article)": "evaluated on EMNIST digits (40,000 images)",
             "model": "all",
             "this run": f"{source} ({int(measured['images'].iloc[0]):,} images)",
-            "verdict": "same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)",
+            "verdict": "not a claim: "
+            + ("the same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"),
         }
     )
     return pd.DataFrame(rows)

@@ -161,9 +161,10 @@ def _record(
 def drawer() -> str:
     """``module.function`` of the function that drew the output being saved: the first caller of this module whose
     name is not private, so that a helper (``depth._accuracy_grid``) names the function a chapter calls
-    (``depth.fig8_figure``); a notebook cell is named by its module (``__main__``)."""
+    (``depth.fig8_figure``), and the savers (this module, ``claims.save``) name their caller; a notebook cell is
+    named by its module (``__main__``)."""
     frame = sys._getframe(1)
-    while frame.f_globals.get("__name__") == __name__:
+    while frame.f_globals.get("__name__") in (__name__, f"{__package__}.claims"):
         frame = frame.f_back
     caller = frame
     while frame is not None and frame.f_code.co_name.startswith(("_", "<")) and frame.f_code.co_name != "<module>":
@@ -424,3 +425,9 @@ def spread_label(table: pd.DataFrame, spread: str = "band") -> str:
     epochs = sorted({int(e) for e in sizes["epoch"]})
     span = lambda values: f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}–{values[-1]:,}"
     return f"{shown}; {span(images)} training images × {span(epochs)} epochs"
+
+
+def sd_label(table: pd.DataFrame) -> str:
+    """'mean ± sd over 3 seeds', or 'one seed (no sd)', true to the runs of ``table`` (a seed column)."""
+    seeds = int(table["seed"].nunique()) if len(table) else 0
+    return f"mean ± sd over {seeds} seeds" if seeds > 1 else "one seed (no sd)"

@@ -205,7 +205,7 @@ def best_settings_table(result: BayesOptResult):
     caption = (
         f"Best of {settings.trials} Ax trials per model ({epochs_text(settings.trial_epochs)} each; the "
         f"objective is the test accuracy, as in the article), and the accuracy after {settings.epochs} "
-        "epochs with those settings (mean ± sd over seeds). Article 1's Table 2 values are not in its text; "
+        f"epochs with those settings ({figures.sd_label(table)}). Article 1's Table 2 values are not in its text; "
         "only its 30-epoch accuracies are quoted"
     )
     return figures.save_table(
@@ -261,8 +261,8 @@ def ratios_table(result: BayesOptResult):
     frame = speedups(table)
     found = "; ".join(f"{r['model']}: r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows())
     caption = (
-        f"Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r (mean ± sd over "
-        f"seeds). This run: {found}. The article's g are derived from its quoted r (its Table 3 is an image)"
+        f"Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r ({figures.sd_label(table)}"
+        f"). This run: {found}. The article's g are derived from its quoted r (its Table 3 is an image)"
     )
     return figures.save_table(
         frame,

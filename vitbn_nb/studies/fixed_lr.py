@@ -215,7 +215,7 @@ def numbers_table(result: FixedLrResult, lr: float):
         reproduces=reproduces,
         runs=subset,
         caption=(
-            f"This run at lr {lr:g}: mean ± sd over seeds; ratios r = T(ViT d6) / T(model) "
+            f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
             "within each configuration (as run: BN models d1; as written: d6); timed "
             "through article 1's pipeline"
         ),

@@ -263,7 +263,7 @@ def transfer_table(result: TransferResult):
     caption = (
         f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
         f"MNIST for {_epochs(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
-        f"(batch {settings.test_batch_size}, eval mode, device synchronised), mean ± sd over seeds. "
+        f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.sd_label(measured)}. "
         + findings(measured)
     )
     return figures.save_table(

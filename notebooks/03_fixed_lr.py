@@ -255,6 +255,14 @@ fixed_lr.comparison_table(result, 0.01)
 fixed_lr.numbers_table(result, 0.01)
 
 # %% [markdown]
+# Which runs broke down at this scale, computed from their curves (the same criterion as the
+# tables); article 1 saw only ViT break down, and only as it wrote the models did the BatchNorm
+# models have six blocks:
+
+# %%
+fixed_lr.instability_note(result)
+
+# %% [markdown]
 # ## Figure 6: training time at each learning rate
 #
 # The runs as article 1 ran them, grouped by model: `model_i` is the model at the $i$-th

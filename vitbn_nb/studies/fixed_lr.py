@@ -33,13 +33,14 @@ from .fixed_lr_numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
-    _at_lr,
     article_reported,
+    at_lr,
     comparison,
     configuration,
     lr_variation,
     speedups,
     speedups_statement,
+    stability,
     statement,
     this_run,
     time_per_lr_statement,
@@ -150,7 +151,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     """
     table = result.table
     figures.use_style()
-    subset = configuration(_at_lr(table, lr), which)
+    subset = configuration(at_lr(table, lr), which)
     if subset.empty:
         raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
     name, reproduces = _names(lr, which)
@@ -192,7 +193,7 @@ def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
     table = result.table
     name, reproduces = _names(lr)
-    subset = _at_lr(table, lr)
+    subset = at_lr(table, lr)
     return figures.save_table(
         comparison(subset, lr),
         f"{name}_vs_article",
@@ -207,7 +208,7 @@ def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
     table = result.table
     name, reproduces = _names(lr)
-    subset = _at_lr(table, lr)
+    subset = at_lr(table, lr)
     return figures.save_table(
         this_run(subset, lr),
         f"{name}_numbers",
@@ -354,3 +355,30 @@ def _audited(reference: audit.ReferenceAudit) -> str:
 def claims_table(result):
     """Article 1's Experiment 1 claims (both configurations), judged by the book's one rule; saved as NN_claims."""
     return claims.save(result, claims.experiment1(result.table))
+
+
+def instability_note(result: FixedLrResult):
+    """Which runs broke down (accuracy more than 10 points below its best so far, or a NaN loss), at which epoch,
+    per model, depth and lr: computed, and with one seed shown, not judged."""
+    from IPython.display import Markdown
+
+    from .fixed_lr_numbers import UNSTABLE_DROP
+
+    found = []
+    for (model, depth, lr), runs_ in result.table.groupby(["model", "depth", "lr"]):
+        info = stability(runs_, model)
+        if info["unstable"]:
+            epochs = ", ".join(map(str, info["unstable"]))
+            found.append(
+                f"**{model} d{depth} at lr {lr:g}**: from epoch {epochs} ({len(info['unstable'])}/{info['runs']} runs)"
+            )
+    seeds = int(result.table["seed"].nunique())
+    if not found:
+        return Markdown(f"No run fell more than {UNSTABLE_DROP:g} points below its best accuracy at this scale.")
+    return Markdown(
+        f"Runs whose test accuracy fell more than {UNSTABLE_DROP:g} points below their best so far: "
+        + "; ".join(found)
+        + f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is "
+        + ("shown, not judged (the book's rule needs three); " if seeds < 3 else "")
+        + "article 1 reports a breakdown of ViT near epoch 15 and says nothing of BatchNorm models at depth 6."
+    )

@@ -35,7 +35,7 @@ def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
     return table[table["depth"] == table["model"].map(depths)]
 
 
-def _at_lr(table: pd.DataFrame, lr: float) -> pd.DataFrame:
+def at_lr(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     subset = table[np.isclose(table["lr"], lr)]
     if subset.empty:
         raise ValueError(f"lr={lr!r} has no runs in this table; it holds lr {sorted(table['lr'].unique())}")
@@ -98,7 +98,7 @@ def _which(model: str, depth: int) -> str:
 
 def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """This run's numbers at ``lr`` per model and depth: final accuracy, time per epoch, ratios to ViT depth 6."""
-    subset = _at_lr(table, lr)
+    subset = at_lr(table, lr)
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
     rows = []
@@ -174,7 +174,7 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """The article's number beside ours in each configuration (mean ± sd over seeds), with the rule's verdict."""
-    subset = _at_lr(table, lr)
+    subset = at_lr(table, lr)
     article = _article_at(lr)
     rule = rule_verdicts(subset)
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
@@ -255,7 +255,7 @@ def _article_at(lr: float) -> dict:
 
 def statement(table: pd.DataFrame, lr: float) -> str:
     """One line: how the rule judged article 1's claims at ``lr`` (each verdict is in the claims table)."""
-    return f"lr {lr:g}, article 1's claims by the book's rule: {outcome_counts(_at_lr(table, lr), lr)}."
+    return f"lr {lr:g}, article 1's claims by the book's rule: {outcome_counts(at_lr(table, lr), lr)}."
 
 
 def lr_variation(table: pd.DataFrame) -> pd.DataFrame:

@@ -261,12 +261,14 @@ def build_book(
     _check_kernel()
     if train and not training_is_off():  # a device trains only after its check, stored once in the run store
         from . import check_device
-        from .train import untrained
+        from .train import CHAPTER_MODULES, untrained
 
+        known = [p.stem for p in selected if p.stem in CHAPTER_MODULES]
         with _environment(VITBN_RUNS_DIR=runs):
-            to_train = untrained(resolved, [p.stem for p in selected])
-        if force or to_train:
-            _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
+            to_train = untrained(resolved, known) if known else []
+        if force or to_train or len(known) < len(selected):  # a chapter the runner cannot plan may train
+            if to_train:
+                _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
             check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
         else:
             _log("  nothing to train: every run is in the run store or the committed records")

@@ -24,7 +24,7 @@ def depth_table() -> pd.DataFrame:
         for model in ("ViT", "ViTBNFFN")
         for epoch in (1, 2)
     ]
-    return pd.DataFrame(rows).assign(test_acc=90.0, train_loss=0.3, diverged=False)
+    return pd.DataFrame(rows).assign(test_acc=90.0, train_loss=0.3, diverged=False, batch_size=100)
 
 
 def test_a_result_names_its_chapter_profile_and_runs():

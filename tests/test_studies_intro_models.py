@@ -104,13 +104,18 @@ def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
 
 
 def test_the_verdict_weighs_the_gap_against_the_spread():
-    clear = synthetic({("DNN_d3", 0.1): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.1): [90.0, 91.0, 89.0]})
-    verdict = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, clear), 0.1).verdicts[1]
-    assert "80.0 points above" in verdict and "more than twice" in verdict and "DNN_d3 did not learn" in verdict
-    noisy = synthetic({("DNN_d3", 0.01): [80.0, 90.0, 85.0], ("DNNBN_d3", 0.01): [86.0, 84.0, 88.0]})
-    assert (
-        "not a clear difference" in batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, noisy), 0.01).verdicts[1]
+    clear = synthetic({("DNN_d3", 0.01): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.01): [90.0, 91.0, 89.0]})
+    lines = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, clear), 0.01).verdicts
+    assert "final test accuracy, lr 0.01 (pt): +80.0 pt [+77.2, +82.8] (3 seeds); by the book's rule: agrees" in " ".join(
+        lines
     )
+    assert "lr 0.01: DNN_d3 did not learn" in lines[-1]
+    noisy = synthetic({("DNN_d3", 0.01): [80.0, 90.0, 85.0], ("DNNBN_d3", 0.01): [86.0, 84.0, 88.0]})
+    lines = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, noisy), 0.01).verdicts
+    assert "final test accuracy, lr 0.01 (pt): +1.0 pt [-14.5, +16.5] (3 seeds); by the book's rule: within noise" in (
+        " ".join(lines)
+    )
+    assert not any("did not learn" in line for line in lines)
 
 
 # --- chapter 02 -------------------------------------------------------------------------------

@@ -295,4 +295,4 @@ def save(result, found: list[Verdict]):
         f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
         f"page): the measured value, its 95 % interval over seeds (over epochs for a time), the verdict ({tally})"
     )
-    return figures.save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="claims", caption=caption)
+    return figures.save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="new/claims", caption=caption)

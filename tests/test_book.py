@@ -371,7 +371,14 @@ def test_full_book_outputs_all_come_from_this_run(full_book):
             assert (full_book.figures_dir / file).stat().st_size > 0, f"{name}: {file} is empty"
         listed.update(entry["files"])
     on_disk = {p.name for p in full_book.figures_dir.iterdir() if not p.name.startswith(".")}
-    assert on_disk <= listed, f"files no manifest entry lists: {sorted(on_disk - listed)}"
+    assert on_disk <= listed | {"records"}, f"files no manifest entry lists: {sorted(on_disk - listed)}"
+    # the records behind the outputs are published with them (issue 22): one folder per run id, no weights
+    records = full_book.figures_dir / "records"
+    run_ids = {run_id for entry in manifest.values() for run_id in entry.get("run_ids", [])}
+    assert run_ids, "no output names the runs behind it"
+    for run_id in run_ids:
+        assert (records / run_id / "record.json").is_file(), f"{run_id}: its record was not published"
+    assert not [p for p in records.rglob("*") if p.suffix in (".pt", ".pth")], "weights were published"
     silent = [n for n in names if not any(_chapter_of(e, names) == n for e in manifest.values())]
     assert not silent, f"chapters that saved no figure or table: {silent}"
 

@@ -106,8 +106,9 @@ def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
 def test_the_verdict_weighs_the_gap_against_the_spread():
     clear = synthetic({("DNN_d3", 0.01): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.01): [90.0, 91.0, 89.0]})
     lines = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, clear), 0.01).verdicts
-    assert "final test accuracy, lr 0.01 (pt): +80.0 pt [+77.2, +82.8] (3 seeds); by the book's rule: agrees" in " ".join(
-        lines
+    assert (
+        "final test accuracy, lr 0.01 (pt): +80.0 pt [+77.2, +82.8] (3 seeds); by the book's rule: agrees"
+        in " ".join(lines)
     )
     assert "lr 0.01: DNN_d3 did not learn" in lines[-1]
     noisy = synthetic({("DNN_d3", 0.01): [80.0, 90.0, 85.0], ("DNNBN_d3", 0.01): [86.0, 84.0, 88.0]})

@@ -112,3 +112,35 @@ def test_the_rule_text_check_tells_the_rules_words_from_others():
     assert verdicts.is_rule_text(verdicts.untestable("c", 1, 2).text)
     assert not verdicts.is_rule_text("within ± 20 %")
     assert not verdicts.is_rule_text("ViTBNFFN better")
+
+
+# -- speed ratios measured here: interleaved rounds -----------------------------------------------------------
+
+
+def test_a_speed_ratio_is_judged_from_its_rounds_each_way():
+    faster = verdicts.speed_ratio("x", [110, 112, 111, 109], [100, 101, 100, 99])
+    assert faster.outcome == verdicts.AGREES and faster.low > 1 and faster.each == "round"
+    assert verdicts.speed_text(faster).startswith("a speed-up of 1.10× [")
+    slower = verdicts.speed_ratio("x", [90, 91, 92], [100, 100, 101])
+    assert verdicts.speed_text(slower).startswith("no speed-up: 0.91× [") and slower.high < 1
+    noisy = verdicts.speed_ratio("x", [100, 105, 95], [101, 99, 100])
+    assert verdicts.speed_text(noisy).startswith("within noise: ") and noisy.low < 1 < noisy.high
+    few = verdicts.speed_ratio("x", [110, 120], [100, 100])
+    assert verdicts.speed_text(few) == "2 rounds: shown, not judged: 1.15×"
+    for verdict in (faster, slower, noisy, few):
+        assert verdicts.is_rule_text(verdicts.speed_text(verdict))
+
+
+def test_a_busy_spell_common_to_both_timings_of_a_round_cancels():
+    """Round 2 ran on a machine twice as busy: alone it would look like noise, paired it does not."""
+    model, baseline = [110, 55, 111], [100, 50, 101]
+    paired = verdicts.speed_ratio("x", model, baseline)
+    assert paired.outcome == verdicts.AGREES and abs(paired.estimate - 1.1) < 0.01
+    # the same numbers unpaired (the model's round 2 against the baseline's round 1) are not a clear speed-up
+    shuffled = verdicts.speed_ratio("x", model, [50, 100, 101])
+    assert shuffled.outcome == verdicts.NOISE
+
+
+def test_rounds_that_do_not_pair_up_are_refused():
+    with pytest.raises(ValueError, match="must pair up"):
+        verdicts.speed_ratio("x", [1, 2, 3], [1, 2])

@@ -158,40 +158,94 @@ def _span(values, digits: int = 2) -> str:
     return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}–{high:.{digits}f}"
 
 
+def _by_rule(texts) -> str:
+    """How many of the ratios the rule judged a speed-up, no speed-up, within noise or could not judge."""
+    words = (
+        (verdicts.SPEEDUP, "a speed-up"),
+        (verdicts.SLOWER, "no speed-up"),
+        (verdicts.NOISE, "within noise"),
+        ("round", "not judged (too few rounds)"),
+    )
+    texts = [t for t in texts if t]
+    counts = [(label, sum(_judged_as(t, word) for t in texts)) for word, label in words]
+    return ", ".join(f"{label} in {n} of {len(texts)}" for label, n in counts if n) or "n/a"
+
+
+def _judged_as(text: str, word: str) -> bool:
+    return verdicts.NOT_JUDGED in text if word == "round" else text.startswith(word)
+
+
 def performance_block(folder=None) -> str:
-    """``make bench``'s ratios and the ceiling a data pipeline can reach on that machine; no targets (chapter 8
-    shows what a CPU allows)."""
+    """``make bench``'s ratios, each judged by the book's rule from its interleaved rounds, and the ceiling a data
+    pipeline can reach on that machine; no targets (chapter 8 shows what a CPU allows)."""
+    from .bench.report import BenchResult
+
     folder = Path(folder) if folder is not None else book_figures_dir()
     path = folder / "bench.json"
     if not path.is_file():
         return "`make bench` has not written `figures/bench.json` yet."
     bench = json.loads(path.read_text())
-    ratios, folding = bench.get("ratios", []), bench.get("folding", [])
+    measured = BenchResult.from_dict(bench)
+    ratios, folding = measured.ratios.to_dict("records"), measured.folding.to_dict("records")
     peak = bench["matmul_peak"]
+    pairs = [(r["model"], r["depth"]) for r in ratios if r["model"] != "ViT"]
+    equal_depth = {
+        kind: [
+            measured.speed(
+                kind, dict(model=m, depth=d, pipeline="engine"), dict(model="ViT", depth=d, pipeline="engine")
+            )
+            for m, d in pairs
+        ]
+        for kind in ("training", "inference")
+    }
     rows = [
         (
             "training images/s, book's engine ÷ article 1's pipeline",
-            [r.get("train_engine_over_reference") for r in ratios],
+            [r["train_engine_over_reference"] for r in ratios],
+            [r["train_engine_over_reference_rule"] for r in ratios],
         ),
         (
             "… the most any pipeline could reach here (the ceiling: step time over compute time)",
-            [r.get("train_ceiling_without_data") for r in ratios],
+            [r["train_ceiling_without_data"] for r in ratios],
+            [],
         ),
         (
             "inference images/s, book's engine ÷ article 1's pipeline",
-            [r.get("eval_engine_over_reference") for r in ratios],
+            [r["eval_engine_over_reference"] for r in ratios],
+            [r["eval_engine_over_reference_rule"] for r in ratios],
         ),
-        ("… the ceiling for inference", [r.get("eval_ceiling_without_data_and_loop") for r in ratios]),
-        ("folded BatchNorm ÷ unfolded, inference images/s", [r.get("folded_over_unfolded") for r in folding]),
+        ("… the ceiling for inference", [r["eval_ceiling_without_data_and_loop"] for r in ratios], []),
+        *(
+            (
+                f"{kind} images/s, BatchNorm model ÷ ViT of the same depth",
+                [v.estimate for v in judged],
+                [verdicts.speed_text(v) for v in judged],
+            )
+            for kind, judged in equal_depth.items()
+        ),
+        (
+            "folded BatchNorm ÷ unfolded, inference images/s",
+            [r["folded_over_unfolded"] for r in folding],
+            [r["folded_over_unfolded_rule"] for r in folding],
+        ),
+        (
+            "ViT without its LayerNorms ÷ ViT, inference images/s",
+            [],
+            [r["vit_without_layernorm_over_vit_rule"] for r in {r["depth"]: r for r in folding}.values()],
+        ),
     ]
     lines = [
-        f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, medians "
-        f"over repeats in one run; fp32 matmul peak {peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and "
-        "depth it times:",
+        f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, "
+        f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
+        f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times; each ratio is judged by "
+        "the book's rule from its rounds (the 95 % interval of the per-round ratio):",
         "",
-        "| measure | range over the models |",
-        "| --- | --- |",
-        *(f"| {name} | {_span(values)}× |" for name, values in rows),
+        "| measure | ratios, range over the models | by the rule |",
+        "| --- | --- | --- |",
+        *(
+            f"| {name} | {_span(values) + '×' if values else '—'} | {_by_rule(judged) if judged else '—'} |"
+            for name, values, judged in rows
+        ),
     ]
     return "\n".join(lines)
 

@@ -14,7 +14,10 @@ Curves are judged as curves: a per-seed number read from the whole curve (the me
 judged by the same rule. A claim about an absolute number at the article's protocol is judged only when the runs
 reached that protocol, otherwise **not testable at this scale** (with how many of the article's steps were
 reached). A timing ratio measured on other hardware is shown beside the article's and judged on the article's
-qualitative claim (a gain above a stated level), with the hardware named.
+qualitative claim (a gain above a stated level), with the hardware named. A speed ratio the book measures itself
+(one model against another, folded against unfolded) is judged from interleaved rounds of timings: per round the
+log of the ratio of the two throughputs measured back to back, its interval by the same rule, shown back as a
+ratio: **a speed-up of x [low, high]**, **no speed-up** (slower), or **within noise**.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
 NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
 OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
 #: Where a reader finds the rule from every verdict: a section of the book's front page (and of the README).
+#: The words of a speed ratio's verdict (:func:`speed_text`).
+SPEEDUP, SLOWER = "a speed-up of", "no speed-up"
 RULE_TITLE = "How this book judges a claim"
 RULE_LINK = "intro.html#how-this-book-judges-a-claim"
 
@@ -54,7 +59,10 @@ def rule_markdown() -> str:
         f"number at the article's protocol is judged only where the runs reached it, otherwise **{UNTESTABLE}** "
         "(with how many of the article's steps were reached). A timing ratio from other hardware is shown beside "
         "the article's and judged on the article's own qualitative claim (a gain of at least 60 %, say), with "
-        "each epoch of a run as a repeated measurement and both machines named."
+        "each epoch of a run as a repeated measurement and both machines named. A speed ratio measured here (one "
+        "model against another on the same machine) is judged from rounds of interleaved timings, the two measured "
+        "back to back in each round: the interval of the per-round log ratio, shown as a ratio, says "
+        f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER}** when below, **{NOISE}** when it holds 1."
     )
 
 
@@ -113,7 +121,8 @@ def is_rule_text(text: str) -> bool:
     """Whether ``text`` is a verdict as :class:`Verdict` words it (what a test checks every saved verdict against)."""
     import re
 
-    return bool(re.match(rf"^((one|\d+) (seed|epoch)s?: {NOT_JUDGED}|{'|'.join(OUTCOMES)})( \(|;|$)", str(text)))
+    outcomes = "|".join((*OUTCOMES, SPEEDUP, SLOWER))
+    return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|$| \d)", str(text)))
 
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
@@ -166,6 +175,39 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
     return dataclasses.replace(
         judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
     )
+
+
+def speed_ratio(
+    claim: str, rates: Sequence[float], baseline_rates: Sequence[float], *, scale: str = "", condition: str = ""
+) -> Verdict:
+    """How many times as fast a model is as a baseline, from throughputs (images/s) measured in interleaved
+    rounds: round i of ``rates`` and of ``baseline_rates`` were timed back to back, so a busy spell that slows both
+    cancels in their ratio. The rule judges the per-round log ratios (+1: faster); the estimate and interval are
+    shown as ratios (× 1 = as fast)."""
+    if len(rates) != len(baseline_rates):
+        raise ValueError(f"{claim}: {len(rates)} rounds against {len(baseline_rates)}; the rounds must pair up")
+    logs = [math.log(a / b) for a, b in zip(rates, baseline_rates) if a and b and a > 0 and b > 0]
+    judged = difference(claim, logs, +1, unit="×", scale=scale, each="round", condition=condition)
+    return dataclasses.replace(
+        judged, estimate=math.exp(judged.estimate), low=math.exp(judged.low), high=math.exp(judged.high)
+    )
+
+
+def speed_text(verdict: Verdict) -> str:
+    """A speed ratio's verdict in words: ``a speed-up of 1.13× [1.08, 1.18] (6 rounds)``, ``no speed-up: 0.93×
+    [0.90, 0.96] (6 rounds)``, ``within noise: 0.99× [0.95, 1.03] (6 rounds)``, or shown, not judged."""
+    v = verdict
+    if v.outcome == NOT_RUN:
+        return NOT_RUN
+    interval = f" [{v.low:.2f}, {v.high:.2f}]" if math.isfinite(v.low) else ""
+    value = f"{v.estimate:.2f}×{interval} ({v.count})"
+    if v.outcome == NOT_JUDGED:
+        return f"{v.count}: {NOT_JUDGED}: {v.estimate:.2f}×"
+    if v.outcome == AGREES:
+        return f"{SPEEDUP} {value}"
+    if v.outcome == DISAGREES:
+        return f"{SLOWER}: {value}"
+    return f"{NOISE}: {value}"
 
 
 def untestable(claim: str, reached_steps: int, article_steps: int, *, unit: str = "pt", condition: str = "") -> Verdict:

@@ -23,7 +23,7 @@ import pandas as pd
 from IPython.display import Markdown
 from matplotlib.patches import Patch
 
-from .. import bench, figures
+from .. import bench, figures, verdicts
 from ..profiles import SpeedSettings
 from ..results import ChapterResult
 
@@ -156,11 +156,20 @@ def equal_depth(result: SpeedResult) -> pd.DataFrame:
                     ips = result.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
                     row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
                 short = "r_t" if kind == "training" else "r_v"
-                row[f"{short} = T(ViT) / T(model), same depth, engine"] = round(
-                    seconds_per_image(result, kind, "ViT", depth) / seconds_per_image(result, kind, model, depth), 2
+                row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
+                    verdicts.speed_text(equal_depth_speed(result, kind, model, depth))
+                    if model != "ViT"
+                    else "1 (itself)"
                 )
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) -> verdicts.Verdict:
+    """``model`` against ViT of the same depth through the book's engine, judged by the rule from their rounds."""
+    return result.bench.speed(
+        kind, dict(model=model, depth=depth, pipeline="engine"), dict(model="ViT", depth=depth, pipeline="engine")
+    )
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
@@ -340,10 +349,10 @@ def folding(result: SpeedResult) -> pd.DataFrame:
                 "model": name(r["model"], r["depth"]),
                 "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
                 "folded (images/s)": round(r["folded_images_per_s"], 1),
-                "folded / unfolded": ratio_text(r["folded_over_unfolded"]),
+                "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
                 "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
-                "folded / ViT": ratio_text(r["folded_over_vit"]),
-                "ViT's LayerNorm share of its inference time": pct(r["vit_layernorm_share"]),
+                "folded / ViT, by the rule": r["folded_over_vit_rule"],
+                "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
                 "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
             }
         )

@@ -1,28 +1,25 @@
 """Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
-three forms of BatchNorm on tokens, utilisation and the engine's targets; views of :class:`.speed.SpeedResult`."""
+three forms of BatchNorm on tokens and utilisation; views of :class:`.speed.SpeedResult`. Every "faster", "slower"
+or "as fast" is the book's rule applied to interleaved rounds of timings (:func:`vitbn_nb.verdicts.speed_ratio`)."""
 
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import articles, figures
+from .. import articles, figures, verdicts
 from .speed import (
     BN_MODELS,
     PIPELINE_LABELS,
     TIMED,
     SpeedResult,
+    equal_depth_speed,
     name,
     pct,
     ratio_text,
     seconds_per_image,
     share,
 )
-
-#: Timings this close (relative) count as a tie: closer than a quiet machine's repeat-to-repeat spread.
-TIE = 0.02
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,12 +29,6 @@ def _published(kind: str, model: str) -> str:
     values = articles.ARTICLE1_RATIOS[kind][model]
     low, high = min(values), max(values)
     return f"{low:.1f}–{high:.1f} (g {100 * (1 - 1 / low):.0f}–{100 * (1 - 1 / high):.0f} %)"
-
-
-def _spread(row: dict) -> float:
-    """Relative spread of a row's repeats (fastest / slowest - 1): how far apart two timings can be by chance."""
-    values = row.get("images_per_s_repeats") or [row["images_per_s"]]
-    return max(values) / min(values) - 1
 
 
 def accounting(result: SpeedResult) -> dict:
@@ -70,12 +61,9 @@ def accounting(result: SpeedResult) -> dict:
                 "pipeline_factor": published_reference / published_engine,
                 "data_share_reference": (vit6_ref["data_share"], model1_ref["data_share"]),
                 "data_share_engine": (vit6_eng["data_share"], model1_eng["data_share"]),
-                # Below this, "faster" or "slower" at equal depth would be reading the repeats' noise.
-                "tie": max(
-                    TIE,
-                    _spread(result.row(kind, model="ViT", depth=1, pipeline="engine")),
-                    _spread(result.row(kind, model=model, depth=1, pipeline="engine")),
-                ),
+                # "faster", "slower" or "as fast" at equal depth, by the rule (never read off one median)
+                "judged_depth1": equal_depth_speed(result, kind, model, 1),
+                "judged_depth6": equal_depth_speed(result, kind, model, 6),
             }
     return out
 
@@ -104,8 +92,14 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             lambda n, k: f"{n['published_engine']:.2f} (g {100 * (1 - 1 / n['published_engine']):.0f} %)",
         )
         row("depth: T(ViT d6) / T(ViT d1)", lambda n, k: ratio_text(n["depth"]))
-        row(f"normalisation at depth 1: T(ViT d1) / T({model} d1)", lambda n, k: ratio_text(n["norm_depth1"]))
-        row(f"normalisation at depth 6: T(ViT d6) / T({model} d6)", lambda n, k: ratio_text(n["norm_depth6"]))
+        row(
+            f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule",
+            lambda n, k: verdicts.speed_text(n["judged_depth1"]),
+        )
+        row(
+            f"normalisation at depth 6: T(ViT d6) / T({model} d6), by the rule",
+            lambda n, k: verdicts.speed_text(n["judged_depth6"]),
+        )
         row("share of ln r (engine) explained by depth", lambda n, k: pct(n["depth_share"]))
         row("share of ln r (engine) explained by normalisation", lambda n, k: pct(n["norm_share"]))
         row(
@@ -136,22 +130,22 @@ def accounting_table(result: SpeedResult):
 
 
 def _attribution(n: dict, model: str) -> str:
-    depth, norm, tie = n["depth"], n["norm_depth1"], n["tie"]
-    if depth > 1 and norm > 1 + tie:
+    depth, judged = n["depth"], n["judged_depth1"].outcome
+    if depth > 1 and judged == verdicts.AGREES:
         return (
             f"In log terms depth explains {pct(n['depth_share'])} of it and the normalisation {pct(n['norm_share'])}."
         )
-    if depth > 1 and norm >= 1 - tie:
+    if depth > 1 and judged in (verdicts.NOISE, verdicts.NOT_JUDGED):
         return (
-            f"So depth explains (nearly) all of it: at equal depth {model} and ViT are about as fast (within "
-            f"the {100 * tie:.0f} % the repeats spread)."
+            f"So depth explains all of it that the timings can resolve: at equal depth 1 {model} and ViT differ "
+            "by no more than the rounds' noise."
         )
     if depth > 1:
         return (
             f"So depth explains all of it and more: at equal depth {model} is slower than ViT, which takes "
             "back part of what depth gave."
         )
-    if norm > 1:
+    if judged == verdicts.AGREES:
         return "Here depth bought nothing, and the whole gain is the normalisation's."
     return "Neither depth nor the normalisation made the BatchNorm model faster on this run."
 
@@ -164,15 +158,12 @@ def accounting_statement(result: SpeedResult) -> Markdown:
         parts = []
         for model in BN_MODELS:
             n = numbers[(model, kind)]
-            norm = n["norm_depth1"]
-            tie = n["tie"]
-            norm_word = "faster than" if norm > 1 + tie else "slower than" if norm < 1 - tie else "about as fast as"
             parts.append(
                 f"**{model}** as article 1 ran it: r = {n['published_engine']:.2f} with the book's engine "
                 f"({n['published_reference']:.2f} through article 1's pipeline; article 1: {_published(kind, model)}). "
-                f"Depth alone (ViT with 6 blocks against 1) gives r = {n['depth']:.2f}; at equal depth 1 {model} is "
-                f"{norm_word} ViT (r = {norm:.2f}), at equal depth 6 r = {n['norm_depth6']:.2f}. "
-                + _attribution(n, model)
+                f"Depth alone (ViT with 6 blocks against 1) gives r = {n['depth']:.2f}; {model} against ViT at "
+                f"equal depth 1: {verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
+                f"{verdicts.speed_text(n['judged_depth6'])}. " + _attribution(n, model)
             )
         lines.append(f"*{kind.capitalize()}.* " + " ".join(parts))
     factors = [numbers[(m, k)]["pipeline_factor"] for m in BN_MODELS for k in ("training", "inference")]
@@ -213,23 +204,27 @@ def effects_statement(result: SpeedResult) -> Markdown:
     depth = {kind: numbers[(BN_MODELS[0], kind)]["depth"] for kind in ("training", "inference")}
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (
-        ", ".join(f"{r['model']} {r['folded_over_unfolded']:.2f}×" for r in folding) if folding else "not measured"
+        "; ".join(f"{r['model']}: {r['folded_over_unfolded_rule']}" for r in folding) if folding else "not measured"
     )
+
+    def judged(key: str, kind: str) -> str:
+        return "; ".join(f"{m}: {verdicts.speed_text(numbers[(m, kind)][key])}" for m in BN_MODELS)
+
     lines = [
         f"- **Depth (the early return).** Article 1's BatchNorm models computed one block instead of six, and on "
         f"{result.bench.hardware_label} one block instead of six makes the model {depth['training']:.2f}× as fast "
         f"to train and {depth['inference']:.2f}× as fast at inference (ViT d6 against ViT d1).",
-        f"- **Normalisation at equal depth, as article 1 wrote it.** At depth 6 the BatchNorm models train "
-        f"{span('norm_depth6', 'training')}× and infer {span('norm_depth6', 'inference')}× as fast as ViT "
-        f"(T(ViT d6) / T(model d6); 1 = no change).",
-        f"- **Normalisation at depth 1.** With one block each, the same ratio is {span('norm_depth1', 'training')}× "
-        f"(training) and {span('norm_depth1', 'inference')}× (inference).",
+        f"- **Normalisation at equal depth, as article 1 wrote it.** At depth 6, each BatchNorm model against ViT "
+        f"(T(ViT d6) / T(model d6), by the rule), training: {judged('judged_depth6', 'training')}; inference: "
+        f"{judged('judged_depth6', 'inference')}.",
+        f"- **Normalisation at depth 1.** With one block each, training: {judged('judged_depth1', 'training')}; "
+        f"inference: {judged('judged_depth1', 'inference')}.",
         f"- **The data pipeline.** Article 1's pipeline (DataLoader over ToTensor MNIST, .item() per step, a "
         f"per-sample test loop) multiplies the as-run ratios by {span('pipeline_factor', 'training')} (training) "
         f"and {span('pipeline_factor', 'inference')} (inference) against the book's engine: a cost every model "
         f"pays alike can only pull a ratio towards 1.",
-        f"- **Folding BatchNorm into its Linear (inference only).** At depth 6, folded ÷ unfolded throughput: "
-        f"{fold_text}; no LayerNorm can fold.",
+        f"- **Folding BatchNorm into its Linear (inference only).** At depth 6, folded against unfolded, by the "
+        f"rule: {fold_text}; no LayerNorm can fold.",
     ]
     return Markdown("\n".join(lines))
 
@@ -253,7 +248,7 @@ def article_reported() -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# BatchNorm forms, utilisation, targets
+# BatchNorm forms, utilisation
 # ---------------------------------------------------------------------------------------------
 def norm_forms(result: SpeedResult) -> pd.DataFrame:
     frame = result.bench.norm_forms.copy()
@@ -286,22 +281,22 @@ def norm_forms_statement(result: SpeedResult) -> Markdown:
     """Which form was fastest where, and by how much the flattened form trails where it is not."""
     frame = result.bench.norm_forms.copy()
     flat = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
-    wins, ties, behind = 0, 0, []
+    wins, behind = 0, []
     for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):
         fastest = group.loc[group["microseconds"].idxmin()]
         mine = float(group.loc[group["form"] == flat, "microseconds"].iloc[0])
         if fastest["form"] == flat:
             wins += 1
-        elif mine <= (1 + TIE) * fastest["microseconds"]:
-            ties += 1
         else:
             behind.append(
-                f"{mode} at d = {dim}: {fastest['form']} is {100 * (mine / fastest['microseconds'] - 1):.0f} % faster"
+                f"{mode} at d = {dim}: {fastest['form']} takes {100 * (1 - fastest['microseconds'] / mine):.0f} % "
+                "less time"
             )
-    cases = wins + ties + len(behind)
+    cases = wins + len(behind)
+    # medians of blocks timed one form after another, not interleaved rounds: shown, not judged by the rule
     text = (
-        f"The flattened form, which the book's models use, is the fastest in {wins} of the {cases} cases "
-        f"measured" + (f" and within {100 * TIE:.0f} % of the fastest in {ties} more" if ties else "")
+        f"By the median time per call (blocks timed one form after another, so no verdict by the book's rule), the "
+        f"flattened form, which the book's models use, is the fastest in {wins} of the {cases} cases measured"
     )
     text += "." if not behind else "; elsewhere it trails: " + "; ".join(behind) + "."
     return Markdown(
@@ -331,23 +326,3 @@ def utilisation(result: SpeedResult) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame.attrs["peak"] = f"{peak / 1e9:,.1f} GFLOP/s"
     return frame
-
-
-def targets(result: SpeedResult) -> pd.DataFrame:
-    names = {
-        "train_engine_over_reference_min": "training: engine ≥ 3× article 1's pipeline (every configuration)",
-        "eval_engine_over_reference_min": "evaluation: engine ≥ 5× article 1's pipeline (every configuration)",
-        "train_mfu_vit_d6": "training MFU of ViT d6 ≥ 40 % of the matmul peak",
-        "folded_vitbn_over_unfolded_min": "folded ViTBN ≥ 1.2× unfolded ViTBN (same depth)",
-    }
-    return pd.DataFrame(
-        [
-            {
-                "target": names.get(k, k),
-                "reached": f"{t['value']:.2f}" if math.isfinite(t["value"]) else "n/a",
-                "target value": t["target"],
-                "met": "yes" if t["met"] else "no",
-            }
-            for k, t in result.bench.targets.items()
-        ]
-    )

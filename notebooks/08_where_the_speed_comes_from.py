@@ -243,6 +243,22 @@ speed_accounting.accounting_statement(result)
 speed_accounting.effects_statement(result)
 
 # %% [markdown]
+# ## Beyond this machine: operations per step
+#
+# Every timing above belongs to the machine that rendered this chapter. What does not is the
+# number of operations each model dispatches: every ATen operation that is not a view runs at
+# least one kernel on a GPU, and for models this small a fast GPU can spend longer launching a
+# kernel than running it. There, time follows the operation count rather than the FLOPs. The
+# counts below are taken on the CPU under a dispatch mode (nothing is timed), with Adam's
+# multi-tensor update as a GPU runs it.
+
+# %%
+speed_accounting.op_counts_table(result)
+
+# %%
+speed_accounting.op_counts_statement(result)
+
+# %% [markdown]
 # ## What to take from this
 #
 # Read the numbers with the hardware line in mind. On a CPU the arithmetic of the models

@@ -66,6 +66,7 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
     speed.folding_figure(measured)
     speed_accounting.accounting_table(measured)
     speed_accounting.norm_forms_table(measured)
+    speed_accounting.op_counts_table(measured)
     manifest = read_manifest()["outputs"]
     expected = {
         "new_equal_depth_timing": "new/equal_depth_timing",
@@ -73,6 +74,7 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
         "new_bn_folding": "new/bn_folding",
         "new_speedup_accounting": "new/speedup_accounting",
         "new_batchnorm_forms": "new/batchnorm_forms",
+        "new_op_counts": "new/op_counts",
     }
     for name, reproduces in expected.items():
         assert manifest[name]["reproduces"] == reproduces and manifest[name]["chapter"] == speed.CHAPTER
@@ -92,6 +94,9 @@ def test_display_tables_have_a_row_per_configuration(measured):
     assert len(speed.folding(measured)) == 4
     assert len(speed_accounting.utilisation(measured)) == 12
     assert len(speed_accounting.norm_forms(measured)) == 12
+    assert len(speed_accounting.op_counts(measured)) == 3 * len(measured.settings.count_depths)
+    statement = speed_accounting.op_counts_statement(measured).data
+    assert "As article 1 ran it" in statement and measured.bench.hardware_label in statement
     assert len(speed_accounting.article_reported()) == 4
     overview = speed.overview(measured)
     assert "hardware" in set(overview[""]) and "CPU" in overview.iloc[0, 1]

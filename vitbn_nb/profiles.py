@@ -252,6 +252,8 @@ class SpeedSettings(ChapterSettings):
     matmul_repeats: int = 10
     #: seconds of calls per BatchNorm form (``torch.utils.benchmark``'s ``blocked_autorange``)
     norm_seconds: float = 1.0
+    #: depths whose dispatched operations are counted (no timing: seconds on any machine)
+    count_depths: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
     lr: float = 1e-3
     seed: int = 0
 
@@ -386,6 +388,7 @@ CHANGES: dict[str, dict[str, dict]] = {
             matmul_size=256,
             matmul_repeats=2,
             norm_seconds=0.01,
+            count_depths=(1, 6),
         ),
     },
 }

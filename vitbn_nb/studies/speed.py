@@ -15,7 +15,7 @@ published gain is in :mod:`.speed_accounting`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,6 +24,7 @@ from IPython.display import Markdown
 from matplotlib.patches import Patch
 
 from .. import bench, figures, verdicts
+from ..bench import op_counts
 from ..profiles import SpeedSettings
 from ..results import ChapterResult
 
@@ -41,6 +42,8 @@ class SpeedResult(ChapterResult):
 
     settings: SpeedSettings
     bench: bench.BenchResult
+    #: operations dispatched per training step and inference pass, per model and depth (:mod:`vitbn_nb.bench.op_counts`)
+    op_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def row(self, kind: str, **where) -> dict:
         return self.bench.row(kind, **where)
@@ -53,12 +56,13 @@ def plan(settings: SpeedSettings) -> list:
 
 def run(settings: SpeedSettings, force: bool = False, device=None) -> SpeedResult:
     """Every measurement of the chapter, fresh (``force`` changes nothing: nothing is stored to reuse)."""
-    if not {1, 6} <= set(settings.depths):
+    if not {1, 6} <= set(settings.depths) & set(settings.count_depths):
         raise ValueError(
-            f"depths={settings.depths!r} is not allowed; the accounting needs depths 1 and 6 "
-            "(article 1's depths), e.g. (1, 6)"
+            f"depths={settings.depths!r}, count_depths={settings.count_depths!r} are not allowed; the accounting "
+            "needs depths 1 and 6 (article 1's depths) in both, e.g. (1, 6)"
         )
-    return SpeedResult(settings, bench.measure(settings, device, log=None))
+    counted = op_counts.table(settings.models, settings.count_depths, settings.batch_size)
+    return SpeedResult(settings, bench.measure(settings, device, log=None), pd.DataFrame(counted))
 
 
 def overview(result: SpeedResult) -> pd.DataFrame:

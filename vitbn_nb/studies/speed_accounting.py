@@ -326,3 +326,85 @@ def utilisation(result: SpeedResult) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame.attrs["peak"] = f"{peak / 1e9:,.1f} GFLOP/s"
     return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# beyond this machine: operations dispatched per step
+# ---------------------------------------------------------------------------------------------
+def _ops(result: SpeedResult, model: str, depth: int) -> dict:
+    frame = result.op_counts
+    return frame[(frame["model"] == model) & (frame["depth"] == depth)].iloc[0].to_dict()
+
+
+def op_counts(result: SpeedResult) -> pd.DataFrame:
+    """Per model and depth: operations dispatched by one training step and one inference pass, and the FLOPs."""
+    rows = []
+    for r in result.op_counts.to_dict("records"):
+        rows.append(
+            {
+                "model": name(r["model"], r["depth"]),
+                "training step: forward and backward": r["train_forward_backward_ops"],
+                "training step: Adam (foreach)": r["train_optimizer_ops"],
+                "training step: all": r["train_step_ops"],
+                "inference pass": r["inference_ops"],
+                "inference pass, BatchNorm folded": r["inference_ops_folded"] if r["model"] != "ViT" else "",
+                "GFLOP per training step": round(r["train_step_flops"] / 1e9, 2),
+                "GFLOP per inference pass": round(r["inference_flops"] / 1e9, 2),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def op_counts_table(result: SpeedResult):
+    """``new/op_counts``: the machine-independent operation counts behind a launch-bound GPU's time."""
+    return figures.save_table(
+        op_counts(result),
+        "new_op_counts",
+        result,
+        reproduces="new/op_counts",
+        caption=f"Operations (non-view ATen operations, each at least one kernel on a GPU) dispatched by one "
+        f"training step at batch {result.settings.batch_size} and one inference pass, per model and depth, counted "
+        "on the CPU under a dispatch mode with Adam's multi-tensor update (a GPU's default); the same on any "
+        "device, unlike every timing in this chapter",
+        reads="fresh models, operations counted by vitbn_nb.bench.op_counts as the chapter ran",
+    )
+
+
+def op_counts_statement(result: SpeedResult) -> Markdown:
+    """What a GPU whose time follows the operation count would show, computed from the counts."""
+    ops = lambda model, depth, key: _ops(result, model, depth)[key]
+    depth = lambda key: ops("ViT", 6, key) / ops("ViT", 1, key)
+    lines = []
+    for kind, key, flops in (
+        ("training", "train_step_ops", "train_step_flops"),
+        ("inference", "inference_ops", "inference_flops"),
+    ):
+        as_run = "; ".join(
+            f"{m} {ops('ViT', 6, key) / ops(m, 1, key):.2f}× (FLOPs {ops('ViT', 6, flops) / ops(m, 1, flops):.2f}×)"
+            for m in BN_MODELS
+        )
+        equal = "; ".join(
+            f"{m} {ops('ViT', 6, key) / ops(m, 6, key):.2f}× (FLOPs {ops('ViT', 6, flops) / ops(m, 6, flops):.2f}×)"
+            for m in BN_MODELS
+        )
+        lines.append(
+            f"- **{kind.capitalize()}.** As article 1 ran it (ViT d6 against each BatchNorm model at d1): {as_run}; "
+            f"article 1 reports {'; '.join(f'{m} {_published(kind, m)}' for m in BN_MODELS)}. At equal depth 6: "
+            f"{equal}."
+        )
+    folded = "; ".join(
+        f"{m} {ops('ViT', 6, 'inference_ops') / ops(m, 6, 'inference_ops_folded'):.2f}×" for m in BN_MODELS
+    )
+    lines.append(
+        f"- **Folded BatchNorm at inference, depth 6**, against ViT: {folded}: folding removes operations that a "
+        "LayerNorm, computed from each token, must keep."
+    )
+    return Markdown(
+        "If a GPU's time followed the operation count (small models on a fast GPU, where launching a kernel costs "
+        "more than running it), T(ViT) / T(model) would be the ratio of the counts:\n\n"
+        + "\n".join(lines)
+        + f"\n- **Depth alone** (ViT d6 against ViT d1): {depth('train_step_ops'):.2f}× (training), "
+        f"{depth('inference_ops'):.2f}× (inference)."
+        + f"\n\nThe timings above come from **{result.bench.hardware_label}**; these counts are the same on any "
+        "device."
+    )

@@ -1,0 +1,96 @@
+"""How many operations one training step and one inference pass dispatch, per model and depth: a count that does
+not depend on the machine it is taken on.
+
+Every ATen operation PyTorch dispatches that is not a view (a view only relabels memory) runs at least one kernel
+on a GPU. For models as small as these (embedding 64, 17 tokens) a GPU finishes most kernels faster than it can
+launch the next, so its step time follows the number of operations more than their FLOPs; a CPU, where the
+arithmetic dominates, shows the FLOPs instead. The counts are taken on the CPU under a dispatch mode (nothing is
+timed) with Adam's multi-tensor ``foreach`` implementation, PyTorch's default on a GPU (one dispatched operation per
+update for all parameters at once; on a CPU the default loops over the parameters).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..models import build_model, fold_batchnorm
+from ..models.fold import count_batchnorms
+from .measurements import inference_flops, training_flops
+
+#: Dispatched, but no kernel on the device: profiler markers, and reading a host-side number (Adam's step count
+#: lives on the CPU unless ``capturable``).
+HOST_ONLY = frozenset({"_record_function_enter_new", "_record_function_exit", "_local_scalar_dense"})
+
+
+class _Counter(TorchDispatchMode):
+    """Counts the ATen operations dispatched while it is active that run a kernel (no view, nothing host-only)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if not func.is_view and name not in HOST_ONLY:
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dispatched(fn) -> collections.Counter[str]:
+    """The non-view ATen operations ``fn()`` dispatches, by name."""
+    with _Counter() as counter:
+        fn()
+    return counter.ops
+
+
+def count(model: torch.nn.Module, batch_size: int, *, seed: int = 0) -> dict:
+    """Operations of one training step (forward, loss and backward; Adam's update) and of one inference pass of
+    ``model`` on a random batch of ``batch_size`` MNIST-shaped images (the counts do not depend on the batch size)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(batch_size, 1, 28, 28, generator=generator)
+    y = torch.randint(0, 10, (batch_size,), generator=generator)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    step_one = lambda: F.cross_entropy(model(x), y).backward()
+    step_one()  # the first step creates Adam's state; a training run repeats the later ones, which are counted
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    forward_backward = dispatched(step_one)
+    update = dispatched(optimizer.step)
+    optimizer.zero_grad(set_to_none=True)
+    model.eval()
+    with torch.inference_mode():
+        inference = dispatched(lambda: model(x))
+        folded_model = fold_batchnorm(model) if count_batchnorms(model) else model
+        folded = dispatched(lambda: folded_model(x))
+    return {
+        "train_forward_backward_ops": sum(forward_backward.values()),
+        "train_optimizer_ops": sum(update.values()),
+        "train_step_ops": sum(forward_backward.values()) + sum(update.values()),
+        "inference_ops": sum(inference.values()),
+        "inference_ops_folded": sum(folded.values()),
+    }
+
+
+def table(models, depths, batch_size: int) -> list[dict]:
+    """One row per model and depth: the operation counts of :func:`count` and the FLOPs of the same step and pass."""
+    cpu = torch.device("cpu")
+    rows = []
+    for name in models:
+        for depth in depths:
+            torch.manual_seed(0)
+            model = build_model(name, depth=depth)
+            rows.append(
+                {
+                    "model": name,
+                    "depth": depth,
+                    **count(model, batch_size),
+                    "train_step_flops": training_flops(build_model(name, depth=depth), batch_size, cpu),
+                    "inference_flops": inference_flops(build_model(name, depth=depth), batch_size, cpu),
+                }
+            )
+    return rows

@@ -178,16 +178,22 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
 
 
 def speed_ratio(
-    claim: str, rates: Sequence[float], baseline_rates: Sequence[float], *, scale: str = "", condition: str = ""
+    claim: str,
+    rates: Sequence[float],
+    baseline_rates: Sequence[float],
+    *,
+    scale: str = "",
+    condition: str = "",
+    each: str = "round",
 ) -> Verdict:
     """How many times as fast a model is as a baseline, from throughputs (images/s) measured in interleaved
     rounds: round i of ``rates`` and of ``baseline_rates`` were timed back to back, so a busy spell that slows both
-    cancels in their ratio. The rule judges the per-round log ratios (+1: faster); the estimate and interval are
-    shown as ratios (× 1 = as fast)."""
+    cancels in their ratio (``each="seed"``: the two runs of a seed instead). The rule judges the per-round log
+    ratios (+1: faster); the estimate and interval are shown as ratios (× 1 = as fast)."""
     if len(rates) != len(baseline_rates):
         raise ValueError(f"{claim}: {len(rates)} rounds against {len(baseline_rates)}; the rounds must pair up")
     logs = [math.log(a / b) for a, b in zip(rates, baseline_rates) if a and b and a > 0 and b > 0]
-    judged = difference(claim, logs, +1, unit="×", scale=scale, each="round", condition=condition)
+    judged = difference(claim, logs, +1, unit="×", scale=scale, each=each, condition=condition)
     return dataclasses.replace(
         judged, estimate=math.exp(judged.estimate), low=math.exp(judged.low), high=math.exp(judged.high)
     )

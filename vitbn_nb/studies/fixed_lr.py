@@ -7,7 +7,7 @@ fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed t
 1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
 one block. The chapter trains both:
 
-* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (reproduces article 1's numbers);
+* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (the configuration article 1 ran);
 * **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
 
 MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every

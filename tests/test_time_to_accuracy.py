@@ -1,0 +1,69 @@
+"""Chapter 03's time to accuracy, on made-up run tables: the first epoch at a target, steps and cumulative seconds
+to its end, targets never reached, seeds paired under the rule."""
+
+import math
+
+import pandas as pd
+
+from vitbn_nb import verdicts
+from vitbn_nb.studies import time_to_accuracy as tta
+
+
+def runs(curves: dict) -> pd.DataFrame:
+    """``{(model, depth, seed): [(test_acc, train_seconds), ...]}`` as a run table (1,000 images, batch 100)."""
+    rows = []
+    for (model, depth, seed), epochs in curves.items():
+        for epoch, (acc, seconds) in enumerate(epochs, start=1):
+            rows.append(
+                dict(
+                    run_id=f"{model}-d{depth}-s{seed}",
+                    model=model,
+                    depth=depth,
+                    lr=0.0005,
+                    seed=seed,
+                    epoch=epoch,
+                    test_acc=acc,
+                    train_seconds=seconds,
+                    batch_size=100,
+                    train_size=1000,
+                    load_1min=0.5,
+                    cpu_cores=2,
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def test_a_target_reached_mid_run_counts_at_that_epochs_end_and_one_never_reached_is_nan():
+    table = runs({("ViT", 6, 0): [(70.0, 10.0), (85.0, 12.0), (91.0, 11.0)]})
+    reached = tta.per_run(table, targets=(80.0, 90.0, 95.0)).set_index("target")
+    assert (reached.loc[80.0, "epoch"], reached.loc[80.0, "steps"], reached.loc[80.0, "seconds"]) == (2, 20, 22.0)
+    assert reached.loc[90.0, "seconds"] == 33.0 and reached.loc[90.0, "steps"] == 30
+    assert math.isnan(reached.loc[95.0, "seconds"]) and reached.loc[95.0, "steps_trained"] == 30
+
+
+def test_a_busy_epoch_before_the_target_is_flagged():
+    table = runs({("ViT", 6, 0): [(85.0, 10.0), (91.0, 10.0)]})
+    table.loc[table["epoch"] == 2, "load_1min"] = 9.0
+    reached = tta.per_run(table, targets=(80.0, 90.0)).set_index("target")
+    assert not reached.loc[80.0, "busy"] and reached.loc[90.0, "busy"]
+
+
+def test_seeds_are_paired_and_judged_by_the_rule():
+    curves = {}
+    for seed, (vit, bn) in enumerate([(30.0, 10.0), (33.0, 11.0), (27.0, 9.0)]):
+        curves[("ViT", 6, seed)] = [(95.0, vit)]
+        curves[("ViTBN", 1, seed)] = [(95.0, bn)]
+    reached = tta.per_run(runs(curves))
+    verdict = tta.comparison(reached, "ViTBN", 1, 0.0005, 90.0, "CPU: test")
+    assert verdict.outcome == verdicts.AGREES and verdict.seeds == 3 and abs(verdict.estimate - 3.0) < 1e-9
+    assert verdicts.speed_text(verdict).startswith("a speed-up of 3.00× [3.00, 3.00] (3 seeds)")
+    one = tta.comparison(
+        tta.per_run(runs({k: v for k, v in curves.items() if k[2] == 0})), "ViTBN", 1, 0.0005, 90.0, ""
+    )
+    assert verdicts.speed_text(one) == "1 seed: shown, not judged: 3.00×"
+
+
+def test_a_seed_where_one_model_never_reached_the_target_leaves_the_comparison():
+    curves = {("ViT", 6, 0): [(95.0, 30.0)], ("ViTBN", 1, 0): [(50.0, 10.0)]}
+    verdict = tta.comparison(tta.per_run(runs(curves)), "ViTBN", 1, 0.0005, 90.0, "")
+    assert verdict.outcome == verdicts.NOT_RUN

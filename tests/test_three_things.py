@@ -368,3 +368,24 @@ def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store
         hmlp_stem.run(settings, force=True)
         assert len(forced) == attempt * len(own)  # retrained again on the second call: no memory of the first
     assert set(forced) == own  # the linear baselines belong to (a): never retrained by (c)
+
+
+def test_latencies_are_timed_in_shared_rounds_and_judged_round_by_round():
+    import pandas as pd
+
+    from vitbn_nb import verdicts
+    from vitbn_nb.studies import parallel_blocks
+
+    timed = parallel_blocks.latencies_ms(
+        {"a": torch.nn.Linear(8, 8), "b": torch.nn.Linear(8, 2)}, torch.rand(4, 8), repeats=3
+    )
+    assert set(timed) == {"a", "b"} and all(len(v) == 3 and min(v) > 0 for v in timed.values())
+    group = pd.DataFrame(
+        [
+            dict(model="ViT", variant="sequential", seed=0, latency_1_rounds=[2.0, 4.0, 2.2]),
+            dict(model="ViT", variant="parallel", seed=0, latency_1_rounds=[1.0, 2.0, 1.1]),
+        ]
+    )
+    text = parallel_blocks.latency_verdict(group, "ViT", "latency_1")
+    # a round twice as slow for both (a busy spell) cancels: parallel is 2x faster in every round
+    assert text.startswith("a speed-up of 2.00× [") and verdicts.is_rule_text(text)

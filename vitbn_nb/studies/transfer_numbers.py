@@ -15,15 +15,21 @@ REFERENCE = "CNN"
 ALL_MODELS = (*MODELS, REFERENCE)
 
 
+#: The summary's column of speed ratios, each judged by the rule from the interleaved rounds.
+RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
+
+
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
     """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
-    per_seed_vit = measured[measured["model"] == "ViT"].set_index("seed")["seconds"]
+    from .. import claims, verdicts
+
     rows = []
     for model in ALL_MODELS:
         one = measured[measured["model"] == model]
         if one.empty:
             continue
-        speedups = [per_seed_vit[s] / t for s, t in zip(one["seed"], one["seconds"]) if s in per_seed_vit.index]
+        pairs = claims.round_pairs(measured, model)
+        judged = verdicts.speed_ratio(f"{model} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs])
         depth = one["depth"].iloc[0]
         rows.append(
             {
@@ -35,8 +41,12 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
                 "transfer acc (%)": results.mean_sd(one["transfer_acc"]),
                 "time per pass (s, median)": results.mean_sd(one["seconds"], 3),
                 "images/s": f"{one['images_per_second'].mean():,.0f}",
-                "speed-up vs ViT (T_ViT / T)": results.mean_sd(speedups, 2),
-                "speed-up mean": float(np.mean(speedups)) if speedups else np.nan,
+                RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
+                "speed-up mean": judged.estimate,
+                "most predicted class on the transfer set (share)": _most(one),
+                "transfer acc, images binarised (%)": results.mean_sd(one["binarised_acc"])
+                if "binarised_acc" in one
+                else "n/a",
                 "seeds": int(one["seed"].nunique()),
             }
         )
@@ -44,19 +54,41 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings(measured: pd.DataFrame) -> str:
-    """What this run found, computed: the BN models' and the CNN's inference speed against ViT, and accuracy."""
+    """What this run found, computed: the BN models' and the CNN's inference speed against ViT (by the rule, from
+    the interleaved rounds), the accuracies, and which class each model sees most on the transfer set."""
     frame = summary(measured).set_index("model")
     source = measured["transfer_set"].iloc[0]
-    parts = []
-    for model in ("ViTBNFFN", "ViTBN"):
-        if model in frame.index and np.isfinite(frame.loc[model, "speed-up mean"]):
-            r = frame.loc[model, "speed-up mean"]
-            parts.append(f"{model} passes the set {r:.2f}× as fast as ViT (g_v = {results.gain(r):.0f} %)")
-    if REFERENCE in frame.index and np.isfinite(frame.loc[REFERENCE, "speed-up mean"]):
-        r = frame.loc[REFERENCE, "speed-up mean"]
-        parts.append(f"the CNN, the order-of-magnitude reference, {r:.1f}× as fast as ViT")
+    column = RULE_COLUMN
+    parts = [
+        f"{model} against ViT: {frame.loc[model, column]}" for model in ("ViTBNFFN", "ViTBN") if model in frame.index
+    ]
+    if REFERENCE in frame.index:
+        parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, column]}")
     accuracy = ", ".join(f"{m} {frame.loc[m, 'transfer acc (%)']} %" for m in ALL_MODELS if m in frame.index)
-    return f"On {source}: " + "; ".join(parts) + f". Transfer accuracy: {accuracy}."
+    text = f"On {source}: " + "; ".join(parts) + f". Transfer accuracy: {accuracy}."
+    return text + " " + _collapse(measured)
+
+
+def _collapse(measured: pd.DataFrame) -> str:
+    """The model that piles most of the transfer set into one class, and what binarising the images does to it."""
+    if "largest_predicted_share" not in measured:
+        return ""
+    worst = measured.loc[measured["largest_predicted_share"].idxmax()]
+    return (
+        f"{worst['model']} puts {100 * worst['largest_predicted_share']:.0f} % of the transfer images in one class "
+        f"({int(worst['largest_predicted_class'])}); with every pixel set to 0 or 1 at half intensity, as MNIST's "
+        f"nearly binary strokes are, its transfer accuracy is {worst['binarised_acc']:.1f} % instead of "
+        f"{worst['transfer_acc']:.1f} %: the upsampled 8x8 digits are grey where MNIST's strokes are not."
+        if worst["largest_predicted_share"] > 0.5
+        else ""
+    )
+
+
+def _most(one: pd.DataFrame) -> str:
+    if "largest_predicted_share" not in one:
+        return "n/a"
+    row = one.loc[one["largest_predicted_share"].idxmax()]
+    return f"{int(row['largest_predicted_class'])} ({100 * row['largest_predicted_share']:.0f} %)"
 
 
 def timed_on(measured: pd.DataFrame) -> str:
@@ -84,8 +116,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
                 {
                     "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["bn_faster"],
                     "model": model,
-                    "this run": f"T_ViT / T = {frame.loc[model, 'speed-up vs ViT (T_ViT / T)']}; inference gain "
-                    f"{judged[model].shown}",
+                    "this run": f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}",
                     "verdict": judged[model].text,
                 }
             )
@@ -94,7 +125,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
             {
                 "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["cnn"],
                 "model": REFERENCE,
-                "this run": f"T_ViT / T_CNN = {frame.loc[REFERENCE, 'speed-up vs ViT (T_ViT / T)']}",
+                "this run": f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}",
                 "verdict": "not a claim: a reference, for which article 1 gives no number",
             }
         )
@@ -133,4 +164,55 @@ def time_passes(model, images, labels, *, batch_size: int, repeats: int, device=
         "all_seconds": list(passes.samples),
         "images": len(labels),
         "images_per_second": len(labels) / passes.seconds,
+    }
+
+
+def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
+    """:func:`time_passes` for several models at once: after one untimed pass each (which gives the accuracy), one
+    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`), so a busy
+    spell slows them alike and their times pair up round by round."""
+    device = pick_device(device)
+    images_set = data.ImageSet(images.to(device), labels.to(device))
+    first, runners = {}, {}
+    for key, model in models.items():
+        model = model.to(device)
+        first[key] = engine.evaluate(model, images_set, batch_size=batch_size, device=device)
+
+        def one(n: int, model=model) -> dict:
+            start = timing.clock(device)
+            for _ in range(n):
+                engine.evaluate(model, images_set, batch_size=batch_size, device=device)
+            return {"seconds": (timing.clock(device) - start) / n}
+
+        runners[key] = one
+    rounds = timing.interleave(runners, warmup=0, repeats=repeats, length=1)
+    out = {}
+    for key, timed in rounds.items():
+        seconds = [r["seconds"] for r in timed]
+        median = float(np.median(seconds))
+        out[key] = {
+            "accuracy": first[key]["test_acc"],
+            "class_acc": first[key]["class_acc"],
+            "seconds": median,
+            "all_seconds": seconds,
+            "images": len(labels),
+            "images_per_second": len(labels) / median,
+        }
+    return out
+
+
+def predictions(model, images, labels, *, device=None) -> dict:
+    """How often the model predicts each class on the transfer set, and its accuracy when every pixel is set to 0
+    or 1 at half intensity (MNIST's strokes are nearly binary; an upsampled 8x8 digit is mostly grey)."""
+    import torch
+
+    device = pick_device(device)
+    model = model.to(device).eval()
+    x = data.to_float(images).to(device)
+    with torch.inference_mode():
+        predicted = model(x).argmax(1).cpu()
+        binarised = model((x > 0.5).float()).argmax(1).cpu()
+    return {
+        "counts": torch.bincount(predicted, minlength=10).tolist(),
+        "binarised_accuracy": 100 * float((binarised == labels.cpu()).float().mean()),
     }

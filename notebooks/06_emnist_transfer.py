@@ -160,8 +160,8 @@ transfer.claims_table(result)
 # %% [markdown]
 # ## This run against the article
 #
-# Each claim beside what this run measured. A "significant" gain is read here as a pass at
-# least 10 % shorter than ViT's ($g_v \ge 10\,\%$); the CNN is a reference, about which the
+# Each claim beside what this run measured. A "significant" gain is read as the rule reads it:
+# the 95 % interval of the per-round gain lies above zero; the CNN is a reference, about which the
 # article claims nothing, so it gets its ratio and no verdict. Absolute times are this machine's (see the footers); only the
 # ratios carry over to another one.
 

@@ -19,8 +19,10 @@
 # # 1. BatchNorm in a plain deep network
 #
 # Before we put BatchNorm into a Vision Transformer, we look at what it does where it was
-# born: a small fully connected network. Article 2 of the series ("Vision Transformer with
-# BatchNorm: optimizing the depth") opens with this experiment, and its two lessons frame the
+# born: a small fully connected network. Article 2 ("Vision Transformer with BatchNorm:
+# optimizing the depth", a later article by the author of article 1, "Speeding up the Vision
+# Transformer with BatchNorm"; not the "second article" article 1 announces, which is its EMNIST
+# transfer article) opens with this experiment, and its two lessons frame the
 # whole book:
 #
 # 1. with BatchNorm a network **converges faster** at a reasonable learning rate, and
@@ -93,8 +95,8 @@ settings
 #   on the flattened $28 \times 28$ image;
 # - **DNNBN_d3**: the same with a BatchNorm between every hidden Linear and its sigmoid.
 #
-# The sigmoid is deliberate: it is the network of Ioffe & Szegedy's original BatchNorm paper
-# (three hidden layers of 100 sigmoid units on MNIST). A sigmoid saturates when its input is
+# The sigmoid is deliberate: article 2 calls the network similar to the one discussed in the
+# original BatchNorm paper of Ioffe & Szegedy (three hidden layers of 100 sigmoid units on MNIST). A sigmoid saturates when its input is
 # large, and its gradient then vanishes; BatchNorm keeps each pre-activation at the scale
 # $\gamma_i$ learns, whatever the scale of the weights before it, which is the intuition
 # (their Section 3.3) for why it tolerates larger learning rates.
@@ -102,8 +104,9 @@ settings
 # The data is **augmented MNIST** (article 2): a random rotation of up to 20°, a random
 # translation of up to 20 % of the side, and with probability 0.2 a zoom-out by a factor 2–3
 # followed by a resize back to 28 × 28; no normalisation. As in article 2, **the test images are
-# augmented too**. Article 2 redraws the test augmentation on every pass; this book's run store
-# draws it **once, with a fixed seed**, so every model and every epoch is tested on exactly the
+# augmented too** (its Code Block 1 augments the validation set; applied as a dataset
+# transform, that augmentation is redrawn on every pass); this book's run store draws it
+# **once, with a fixed seed**, so every model and every epoch is tested on exactly the
 # same images, and the curves do not wobble with the redrawn test set. Training batches are
 # augmented afresh every epoch. Both models are trained with Adam and cross-entropy, train
 # batch 100, test batch 5000, at two learning rates.
@@ -132,9 +135,8 @@ result = batchnorm_intro.run(settings, force=force)
 batchnorm_intro.accuracy_loss_figure(result, settings.lrs[0])
 
 # %% [markdown]
-# This run's final accuracies next to the article's statement, with a verdict computed from
-# the numbers (a gap counts as clear only when it exceeds twice the larger seed-to-seed
-# standard deviation).
+# This run's final accuracies next to the article's statement, with the verdicts of the book's
+# one rule (the book's front page, "How this book judges a claim").
 
 # %%
 batchnorm_intro.summary(result, settings.lrs[0])

@@ -116,12 +116,13 @@ build_model("ViTBNFFN")
 # - **LayerNorm** normalises each token of each image **over its features**:
 #   $\mu^{a\alpha} = \frac1d \sum_i z^{a\alpha}_i$, so there are $b \cdot n$ means, each of $d$ numbers,
 #   and a token's output does not depend on any other token or image.
-# - **BatchNorm** (in the form of articles 1 and 2: BatchNorm1d over `b d n`) normalises each
+# - **BatchNorm** (in article 1's form, BatchNorm1d over `b d n`; article 2 uses BatchNorm2d over
+#   `b d n 1`, the same statistics) normalises each
 #   feature **over the batch and the tokens**: $\mu_i = \frac{1}{bn} \sum_{a, \alpha} z^{a\alpha}_i$,
 #   so there are $d$ means, each of $b \cdot n$ numbers. (The book computes it on a `(b·n, d)`
-#   view: the same statistics without a transposed copy. That is not the fastest form in every
-#   mode: chapter 8's `new_batchnorm_forms` table times each form, and in evaluation the
-#   flattened view can be several times slower than `BatchNorm2d`.)
+#   view: the same statistics without a transposed copy. Which form is fastest depends on the
+#   machine and the mode: chapter 8's `new_batchnorm_forms` table times each form on the
+#   machine that renders it.)
 #
 # On a small batch with $b = 4$ images, $n = 5$ tokens and $d = 6$ features, whose features have
 # very different offsets and scales (as real activations do), the outputs are zero-mean with
@@ -162,7 +163,7 @@ architectures.running_stats_figure(result)
 # of the full training set is 600 batches, so by the time a model is first tested its running
 # estimates follow the (slowly drifting) batch statistics closely. Article 1 notes that
 # a model evaluated with the default running statistics could in principle test differently
-# from how it trains, and checks that this is not the case on MNIST.
+# from how it trains, and says one can check that this is not the case for its datasets.
 #
 # ## Size of every configuration in the book
 #

@@ -18,8 +18,9 @@
 # %% [markdown]
 # # 5. ViT and ViTBNFFN at the same depth
 #
-# Chapter 3 compared a depth-6 ViT with depth-1 BatchNorm models, as article 1 did. Article 2
-# of the series ("Vision Transformer with BatchNorm: optimizing the depth") isolates the norm
+# Chapter 3 compared a depth-6 ViT with the one-block BatchNorm models article 1's code ran
+# (and, as article 1 wrote it, all three at depth 6). Article 2 ("Vision Transformer with
+# BatchNorm: optimizing the depth", a later article by the same author) isolates the norm
 # instead: it gives **ViT and ViTBNFFN the same configuration, depth included**, and varies the
 # depth. Its two findings, which this chapter tests:
 #
@@ -90,11 +91,10 @@ result = depth.run(settings, force=force)
 # ## How we call a difference
 #
 # For each depth we take the final test accuracies and their difference **ViTBNFFN − ViT**,
-# paired by seed. With several seeds the difference is **within spread** when its mean is no
-# larger than its standard deviation over seeds; otherwise a difference under 1 point is
-# **comparable** (the article's word; it states no threshold), and a larger one makes one model
-# **better**. With a single seed there is no spread to weigh against, and only the 1-point rule
-# applies. The article's findings, as reported:
+# paired by seed, and judge it by the book's one rule (the book's front page, "How this book
+# judges a claim"): its 95 % interval, "agrees", "disagrees" or "within noise" (for the
+# article's "comparable", within noise is what it says), and no verdict on fewer than three
+# seeds. The article's findings, as reported:
 
 # %%
 depth_numbers.article_reported()
@@ -122,8 +122,9 @@ depth.fig8_table(result)
 # **Article 2 reports (Figure 9):** at $d = 1$ and $d = 2$ the models are comparable (ViT
 # slightly ahead at $d = 1$, hardly any difference at $d = 2$); at $d = 3$ ViTBNFFN is
 # **slightly better**; at $d = 4$ it is **clearly better**, and so for any $d \ge 4$. The
-# article concludes that beyond a critical depth ViTBNFFN converges markedly faster, and that
-# this critical depth falls as the learning rate rises (at a fixed batch size).
+# article concludes that beyond a critical depth ViTBNFFN converges markedly faster, and that,
+# within the range it tried, this critical depth seems to fall as the learning rate rises (at a
+# fixed batch size).
 
 # %%
 depth.fig9_figure(result)
@@ -181,14 +182,13 @@ depth.claims_table(result)
 # ## What to take from this
 #
 # Read the verdicts with the profile in mind. Under `smoke` nothing can be concluded. Under
-# `cpu` the models see a tenth of the training set for 8 epochs (about 480 steps, against the
-# article's 6,000) with one seed: this is early training, where a faster-converging model
-# shows first, but the final accuracies are far below the article's and a single seed has no
-# spread to weigh a gap against. Under `paper` (full protocol, three seeds) a verdict of
-# "within spread" means that the seeds disagree about which model is ahead, and no claim
-# should be made from that depth.
+# `cpu` the models see a subset of the training set for a few epochs (the claims table gives the
+# steps reached against the article's): this is early training, where a faster-converging model
+# shows first, but the final accuracies are far below the article's. A verdict of "within
+# noise" means that the seeds disagree about which model is ahead, and no claim should be made
+# from that depth.
 #
-# Unlike chapter 3, every comparison here is at equal depth, so whatever difference remains is
-# the norm's. Article 2 compares accuracy only, not speed: at equal depth the two models do
+# Unlike chapter 3's as-run comparison, every comparison here is at equal depth, so whatever
+# difference remains is the norm's. Article 2 compares accuracy only, not speed: at equal depth the two models do
 # nearly the same arithmetic, and chapter 8 ("where the speed comes from") measures what that
 # means for their training and inference times.

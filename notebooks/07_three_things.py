@@ -18,10 +18,11 @@
 # %% [markdown]
 # # 7. Three things, with BatchNorm: parallel blocks, attention-only fine-tuning, the hMLP stem
 #
-# Touvron, Cord, El-Nouby, Verbeek and Jégou's *Three things everyone should know about Vision
-# Transformers* (2022) makes three practical claims about the standard ViT, all measured on
-# ImageNet with LayerNorm models from ViT-Ti to ViT-L (the summary among this book's sources
-# names those models; it gives no parameter counts):
+# Touvron et al.'s *Three things everyone should know about Vision Transformers* (2022) makes
+# three practical claims about the standard ViT, measured with models from ViT-Ti to ViT-L (the
+# summary among this book's sources names those models and ImageNet-val and ImageNet-V2 for the
+# fine-tuning; it gives no parameter counts, and names neither the dataset of the other two
+# experiments nor the norm layers):
 #
 # 1. **Parallel blocks.** Two multi-head self-attention (MHSA) branches and two feed-forward
 #    (FFN) branches per block, at half the depth, have the same parameters and compute, train
@@ -82,7 +83,8 @@ three_things.protocol(settings)
 #
 # A pre-norm block computes $x \leftarrow x + \mathrm{MHSA}(x)$, then
 # $x \leftarrow x + \mathrm{FFN}(x)$ (each branch normalises its own input first). The parallel
-# block of Touvron et al. runs $b$ branches of each on the **same** input and sums them:
+# block of Touvron et al. (their Equation 2, which the summary refers to; this is the book's
+# reading of it) runs $b$ branches of each on the **same** input and sums them:
 #
 # $$x \leftarrow x + \sum_{i=1}^{b} \mathrm{MHSA}_i(x), \qquad x \leftarrow x + \sum_{i=1}^{b} \mathrm{FFN}_i(x).$$
 #
@@ -129,10 +131,11 @@ parallel_blocks.claims(parallel)
 # Two fine-tunings start from the same trained model:
 #
 # - **full**: every weight trains;
-# - **attention only**: as in Touvron et al.'s code (`--attn-only` in the DeiT repository), the
-#   MHSA projections (`to_qkv`, `to_out`), the classification head and the position embedding
-#   train; the patch embedding, the FFNs, every norm (the attention's pre-norm included, as
-#   there) and the class token are frozen. A frozen BatchNorm still re-estimates its running
+# - **attention only**: the summary fine-tunes only the MHSA weights and freezes the FFN; here
+#   the MHSA projections (`to_qkv`, `to_out`), the classification head and the position
+#   embedding train, and the patch embedding, the FFNs, every norm (the attention's pre-norm
+#   included) and the class token are frozen (the head, the position embedding and the norms
+#   are the book's choice; the paper's code is not among the sources). A frozen BatchNorm still re-estimates its running
 #   statistics from the new images, because they are buffers, not weights: the BatchNorm models
 #   get this adaptation for free, the LayerNorm one cannot.
 #
@@ -157,8 +160,8 @@ attention_finetune.finetune_figure(tuned)
 # The same runs in numbers. Note the share of the weights that attention-only fine-tuning
 # trains: this book's reference ViT has 8 heads of dimension 64 on an embedding of 64, so each
 # MHSA layer projects to 3 × 512 dimensions and back, while its FFN is only 64 → 128 → 64. Here
-# the attention holds most of the weights, not a third as in the ViT-S/B/L of the paper, whose
-# FFN is four times wider than the embedding and whose heads split the embedding between them.
+# the attention holds most of the weights, not about a third as the summary says of the
+# paper's models.
 
 # %%
 attention_finetune.finetune_table(tuned)
@@ -173,7 +176,8 @@ attention_finetune.claims(tuned)
 # book's models normalise before and after it). Touvron et al.'s hierarchical MLP stem processes
 # a 16 × 16 patch in three stages, each a convolution whose kernel equals its stride:
 # 4 × 4 → norm → GELU → 2 × 2 → norm → GELU → 2 × 2 → norm (the summary among the sources gives
-# the stages; the widths $d/4$, $d/4$, $d$ are the book's choice). Because kernel = stride, no
+# the 4 × 4, 2 × 2, 2 × 2 stages; the norm and GELU placement and the widths $d/4$, $d/4$, $d$ are
+# the book's choice). Because kernel = stride, no
 # output ever sees two patches.
 #
 # Our patches are 7 × 7 and 7 is prime, so the hierarchy cannot be cut the same way. The rule of
@@ -188,7 +192,8 @@ attention_finetune.claims(tuned)
 #
 # **Touvron et al. report:** among the stems Touvron et al. compared in supervised and in BEiT's
 # self-supervised training, the hMLP stem "achieved better accuracy-computation balance"; it
-# adds less than 1 % to a linear projection's FLOPs on ViT-B (17.73 GFLOPs) and processes each 16 × 16 patch independently.
+# makes ViT-B need 17.73 GFLOPs, less than 1 % more than with the linear projection, and
+# processes each 16 × 16 patch independently.
 # It does not say how the hMLP stem's accuracy compares with the linear embedding's; this run
 # measures it.
 

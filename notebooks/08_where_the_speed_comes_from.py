@@ -23,8 +23,9 @@
 # had depth 6. What it ran was different: the reference code of that time returned from the
 # encoder after the first block in the BatchNorm models (chapter 3 gives the commits and
 # audits the checkpoints), so its numbers compare a **6-block ViT with BatchNorm models that
-# computed one block**, and its times are whole epochs through its own data pipeline (a
-# `DataLoader` over `ToTensor` MNIST, `.item()` per step, a per-sample test loop). So:
+# computed one block**, and its times are whole epochs through the reference code's data
+# pipeline (a `DataLoader` over `ToTensor` MNIST, `.item()` per step, a per-sample test loop in
+# the reference repository's training script). So:
 #
 # $$\text{article 1's gain} = \text{effective depth (6 blocks against 1, the early return)}
 #   \times \text{normalisation at that depth} \times \text{pipeline effects}.$$
@@ -98,7 +99,7 @@ speed_accounting.article_reported()
 # * **inference**: forward passes over test batches of 5,000 plus the per-class accuracy
 #   counts;
 #
-# each through **two pipelines**: **article 1's pipeline**, its loop (a `DataLoader`
+# each through **two pipelines**: **article 1's pipeline**, the reference code's loop (a `DataLoader`
 # over torchvision's MNIST with `ToTensor`, train batch 100, test batch 5000, the loss read
 # back with `.item()` every step, per-class accuracy counted in a Python loop over the
 # samples), and the **book's engine** (the images held as uint8 on the device, batches cut
@@ -141,7 +142,7 @@ speed.equal_depth(result)
 # ## Data loading against compute
 #
 # How much of each step is spent producing the batch? Article 1 trained on MNIST without
-# augmentation; in its pipeline every image is read through a `DataLoader` over `ToTensor`,
+# augmentation; in the reference code's pipeline every image is read through a `DataLoader` over `ToTensor`,
 # converted and collated one at a time in Python, and at evaluation the per-class accuracy is
 # counted one sample at a time. The book's engine keeps each split on the device and cuts whole
 # batches there (and, for the augmented sets of other chapters, draws the augmentation for a

@@ -190,7 +190,7 @@ def test_divergence_and_instability_are_detected_and_reported():
     verdict = compared.loc[("ViTBNFFN d1", "final accuracy (%)"), "verdict"]
     assert verdict == "not testable at this scale (1,800 of the article's 18,000 steps)"
     verdict = compared.loc[("ViT d6", "breakdown (acc drops > 10 pt)"), "verdict"]
-    assert verdict == "not testable at this scale (1,800 of the article's 9,000 steps)"
+    assert verdict == "not testable at this scale (1,800 of the 9,000 steps to the article's breakdown epoch)"
     assert compared.loc[("ViT d6", "breakdown (acc drops > 10 pt)"), "this run"] == "yes (1/1, at epoch 3)"
     assert "not testable at this scale" in fixed_lr_numbers.statement(table, 0.01)
     # a collapse without NaN: accuracy more than 10 points below the best so far

@@ -144,3 +144,11 @@ def test_a_busy_spell_common_to_both_timings_of_a_round_cancels():
 def test_rounds_that_do_not_pair_up_are_refused():
     with pytest.raises(ValueError, match="must pair up"):
         verdicts.speed_ratio("x", [1, 2, 3], [1, 2])
+
+
+def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
+    close = verdicts.near("x", [98.1, 98.3, 98.2], 98.2, unit="%")
+    assert close.outcome == verdicts.NOISE and abs(close.estimate - 98.2) < 1e-9
+    above = verdicts.near("x", [99.4, 99.5, 99.6], 98.2, unit="%")
+    assert above.outcome == verdicts.DISAGREES  # far above "≈ 98.2" is not what the article said either
+    assert verdicts.near("x", [98.0], 98.2).outcome == verdicts.NOT_JUDGED

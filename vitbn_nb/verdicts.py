@@ -177,6 +177,15 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
     )
 
 
+def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
+    """Judge "the value is about ``level``" (an article's "≈ 98.2 %"): within noise when the interval holds
+    ``level``, disagrees when it excludes it; shown as measured, like :func:`above`."""
+    judged = difference(claim, [v - level for v in values], 0, **shown)
+    return dataclasses.replace(
+        judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
+    )
+
+
 def speed_ratio(
     claim: str,
     rates: Sequence[float],

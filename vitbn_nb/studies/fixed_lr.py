@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import audit, claims, figures, results, runs
+from .. import articles, audit, claims, figures, results, runs
 from ..models import AS_RUN_DEPTH, CONFIGURATIONS
 from ..profiles import FixedLrSettings
 from ..runs import RunConfig
@@ -380,5 +380,7 @@ def instability_note(result: FixedLrResult):
         + "; ".join(found)
         + f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is "
         + ("shown, not judged (the book's rule needs three); " if seeds < 3 else "")
-        + "article 1 reports a breakdown of ViT near epoch 15 and says nothing of BatchNorm models at depth 6."
+        + f"article 1 reports a breakdown of ViT near epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}"
+        " "
+        "and says nothing of BatchNorm models at depth 6."
     )

@@ -147,7 +147,7 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
             for model, value in article[key].items():
                 rows.append(
                     {
-                        "source": f"article 1, Table 1 (lr {rate:g})",
+                        "source": f"derived from article 1's r at lr {rate:g} (Table 1 is not in its text)",
                         "model": model,
                         "quantity": label,
                         "reported": f"{results.gain(value):.0f} (= 1 − 1/{value:g})",

@@ -231,7 +231,7 @@ def effects_statement(result: SpeedResult) -> Markdown:
 
 def article_reported() -> pd.DataFrame:
     """What article 1 reports, ratio by ratio."""
-    where = ("lr 0.0005 (Table 1)", "lr 0.005 (Table 1)", "lr 0.01 (Table 1)", "optimised (Table 3)")
+    where = ("lr 0.0005 (text, Fig 3)", "lr 0.005 (text, Fig 4)", "lr 0.01 (text, Fig 5)", "optimised (text, Fig 8)")
     rows = []
     for kind, short in (("training", "r_t"), ("inference", "r_v")):
         for model in BN_MODELS:

@@ -131,7 +131,8 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
         )
     rows.append(
         {
-            "claim (article 1, on the transfer article)": "evaluated on EMNIST digits (40,000 images)",
+            "claim (article 1, on the transfer article)": "evaluated on EMNIST digits (article 1 gives no count; "
+            "torchvision's test split holds 40,000)",
             "model": "all",
             "this run": f"{source} ({int(measured['images'].iloc[0]):,} images)",
             "verdict": "not a claim: "

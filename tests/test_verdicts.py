@@ -152,3 +152,19 @@ def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
     above = verdicts.near("x", [99.4, 99.5, 99.6], 98.2, unit="%")
     assert above.outcome == verdicts.DISAGREES  # far above "≈ 98.2" is not what the article said either
     assert verdicts.near("x", [98.0], 98.2).outcome == verdicts.NOT_JUDGED
+
+
+def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
+    from vitbn_nb import figures
+
+    runs = pd.DataFrame(
+        [
+            dict(run_id=f"{model}-s{seed}", seed=seed, epoch=epoch, train_size=5000)
+            for model in ("ViT", "ViTBN", "ViTBNFFN", "CNN")
+            for seed in (0, 1, 2)
+            for epoch in (1, 2)
+        ]
+    )
+    assert figures.spread_label(runs).startswith("mean over 3 seeds, band = min-max; 5,000 training images × 2 epochs")
+    one = runs[runs["seed"] == 0]
+    assert figures.spread_label(one).startswith("one seed per curve (no spread)")

@@ -415,7 +415,7 @@ def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: mo
 def spread_label(table: pd.DataFrame, spread: str = "band") -> str:
     """What a curve or bar shows, true to the runs behind it, and their scale: 'mean over 3 seeds, band = min-max'
     or 'one seed (no spread)', then 'images x epochs' (the training images each run saw per epoch, and its epochs)."""
-    seeds = int(table.groupby("run_id", sort=False)["seed"].first().value_counts().max()) if len(table) else 0
+    seeds = int(table["seed"].nunique()) if len(table) else 0
     shown = f"mean over {seeds} seeds, {spread} = min-max" if seeds > 1 else "one seed per curve (no spread)"
     if not len(table):
         return shown

@@ -199,7 +199,7 @@ def finetune_figure(result: FinetuneResult):
         "07_attention_finetune",
         result,
         reproduces="new/attention_finetune",
-        caption=caption,
+        caption=f"{caption} ({figures.spread_label(result.table)}).",
     )
 
 

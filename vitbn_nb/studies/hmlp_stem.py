@@ -142,7 +142,8 @@ def stem_figure(result: StemResult):
         result,
         reproduces="new/hmlp_stem",
         caption="The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
-        "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters.",
+        "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters. "
+        f"({figures.spread_label(result.table)}).",
     )
 
 

@@ -144,7 +144,7 @@ def blocks_figure(result: ParallelResult):
         reproduces="new/parallel_blocks",
         caption="Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
         "(solid sequential, dashed parallel), training time per epoch (median over epochs) and inference "
-        f"latency at batch 1 ({timing.TIMING_NOTE}).",
+        f"latency at batch 1 ({timing.TIMING_NOTE}). ({figures.spread_label(result.table)}).",
     )
 
 

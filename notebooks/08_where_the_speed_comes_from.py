@@ -106,6 +106,14 @@ speed_accounting.article_reported()
 # there, the counts vectorised).
 # Before each clock read the device is synchronised, and the time spent producing a batch is
 # clocked apart from the model's work.
+#
+# Every ratio below (one model against another, one depth against another, one pipeline against
+# the other, folded against unfolded) is read from those **rounds**: in round $i$ both were timed
+# back to back, so $\ln(T_{\text{baseline},i} / T_{\text{model},i})$ is one paired value, and a
+# busy spell that slows both cancels in it. The book's rule (see the book's front page) takes the
+# 95 % interval of their mean and shows it back as a ratio: **a speed-up of x [low, high]** when it
+# lies above 1, **no speed-up, slower** when below, **within noise** when it holds 1, and no
+# verdict (**shown, not judged**) with fewer than 3 rounds.
 
 # %%
 result = speed.run(settings, force=force)
@@ -152,8 +160,8 @@ speed.equal_depth(result)
 speed.pipeline_split_figure(result)
 
 # %% [markdown]
-# The share of time each pipeline spends producing batches, and the engine's speed over the
-# article 1's pipeline for the same model. Where the model's arithmetic dominates (on a CPU, or for
+# The share of time each pipeline spends producing batches, and the engine's speed over
+# article 1's pipeline for the same model, judged by the rule from their rounds. Where the model's arithmetic dominates (on a CPU, or for
 # the deeper models), no input pipeline can speed a step up by much: the pipeline's ceiling is
 # the step time divided by its compute part.
 
@@ -201,7 +209,9 @@ speed.folding(result)
 # `BatchNorm2d` over `b d n 1`; the book's `BatchNorm` flattens to `(b n) d` and calls
 # `BatchNorm1d` on that. The same statistics, the same running estimates, the same parameters;
 # here is what each costs (training forward+backward at the training batch, eval forward at the
-# test batch, for the attention width 64 and the feed-forward width 128).
+# test batch, for the attention width 64 and the feed-forward width 128). The three forms of a
+# case are timed in the same interleaved rounds, and the flattened form is judged against each
+# of the others by the rule, round by round.
 
 # %%
 speed_accounting.norm_forms_table(result)
@@ -219,7 +229,9 @@ speed_accounting.norm_forms_statement(result)
 #   = \underbrace{\frac{T(\text{ViT}, 6)}{T(\text{ViT}, 1)}}_{\text{depth}} \times
 #     \underbrace{\frac{T(\text{ViT}, 1)}{T(\text{model}, 1)}}_{\text{normalisation at depth 1}},$$
 #
-# so each effect's share of the gain is its share of $\ln r$. The data pipeline adds the same
+# so each effect's share of the gain is its share of $\ln r$. Each ratio is the mean of its
+# rounds' log ratios, and in every round the logs add up as above, so the split holds exactly for
+# the numbers shown, each with its own verdict by the rule. The data pipeline adds the same
 # seconds to every model, so it cannot create a ratio; it can only pull one towards 1, and the
 # table shows by how much, with each pipeline's share of time spent loading data. The first row
 # is article 1's (its setup: an L4 GPU, MNIST without augmentation).

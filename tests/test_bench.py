@@ -147,10 +147,13 @@ def test_flops_count_attention_and_scale_with_the_batch():
 
 
 def test_the_three_batchnorm_forms_compute_the_same_thing():
-    rows = bench.time_norm_forms("cpu", batch=4, test_batch=8, dims=(8,), min_run_time=0.01)
+    rows = bench.time_norm_forms("cpu", batch=4, test_batch=8, dims=(8,), min_run_time=0.01, repeats=3)
     assert {r["form"] for r in rows} == set(bench.NORM_FORMS) and len(rows) == 6
     assert all(r["max_abs_difference"] < 1e-5 and r["microseconds"] > 0 for r in rows)
     assert min(r["relative_to_fastest"] for r in rows) == 1.0
+    # every form of a case in the same rounds, so that two forms pair up round by round; the median round kept
+    assert all(len(r["microseconds_rounds"]) == 3 and min(r["microseconds_rounds"]) > 0 for r in rows)
+    assert all(r["microseconds"] == sorted(r["microseconds_rounds"])[1] for r in rows)
 
 
 def test_peak_memory_sees_an_allocation():

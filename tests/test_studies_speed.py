@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import profiles, verdicts
 from vitbn_nb.figures import read_manifest
 from vitbn_nb.studies import speed, speed_accounting
 
@@ -39,7 +39,8 @@ def with_speeds(result, train, infer, repeats=None):
     for kind, speeds in (("training", train), ("inference", infer)):
         frame = getattr(fake, kind)
         for index, row in frame.iterrows():
-            if row["folded"] or row["norms_removed"]:
+            if row["folded"] or row["norms_removed"]:  # as measured, in as many rounds as the others
+                frame.at[index, "images_per_s_repeats"] = [row["images_per_s"]] * 3
                 continue
             key = (row["model"], row["depth"], row["pipeline"])
             frame.at[index, "images_per_s"] = speeds[key]
@@ -132,17 +133,20 @@ def test_the_accounting_splits_the_published_ratio_into_depth_and_normalisation(
         m = numbers[("ViTBN", kind)]
         assert m["published_engine"] == pytest.approx(12.0) and m["norm_depth1"] == pytest.approx(2.0)
     text = speed_accounting.accounting_statement(fake).data
-    assert "r = 9.00" in text and "In log terms depth explains 82 %" in text and "shrinks" in text
+    assert "a speed-up of 9.00× [9.00, 9.00] (3 rounds) with the book's engine" in text
+    assert "In log terms depth explains 82 %" in text and "it shrinks every as-run ratio" in text
     frame = speed_accounting.accounting_summary(fake)
     depth_row = frame[(frame["model"] == "ViTBN") & frame["quantity"].str.startswith("depth")]
-    assert depth_row[["training", "inference"]].values.tolist() == [["6.00", "6.00"]]
+    assert depth_row[["training", "inference"]].values.tolist() == [["a speed-up of 6.00× [6.00, 6.00] (3 rounds)"] * 2]
+    pipeline_row = frame[(frame["model"] == "ViTBN") & frame["quantity"].str.startswith("pipeline")]
+    assert pipeline_row["training"].iloc[0].startswith("below 1: ")
 
 
 def test_a_slower_batchnorm_model_is_said_to_be_slower(measured):
     speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
     speeds[("ViTBN", 1, "engine")] = 500.0  # half ViT's speed at depth 1
     text = speed_accounting.accounting_statement(with_speeds(measured, speeds, speeds)).data
-    assert "ViTBN against ViT at equal depth 1: no speed-up: 0.50× [0.50, 0.50] (3 rounds)" in text
+    assert "ViTBN against ViT at equal depth 1: no speed-up, slower: 0.50× [0.50, 0.50] (3 rounds)" in text
     assert "depth explains all of it and more" in text
 
 
@@ -154,3 +158,97 @@ def test_a_difference_within_the_rounds_noise_is_judged_within_noise(measured):
     text = speed_accounting.accounting_statement(fake).data
     assert "ViTBN against ViT at equal depth 1: within noise: 0.98× [" in text
     assert "depth explains all of it that the timings can resolve" in text
+
+
+def _flat(measured, repeats=None):
+    """Every configuration at 1000 / depth images/s (ViT, ViTBNFFN and ViTBN alike), ``repeats`` overriding rounds."""
+    speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
+    return with_speeds(measured, speeds, speeds, repeats=repeats)
+
+
+def test_a_busy_round_common_to_both_models_cancels_in_the_chapter_s_ratio(measured):
+    # round 2 ran at half speed for every configuration (a busy spell); ViTBN d1 is 1.5x ViT d1 in every round
+    busy = [1.0, 0.5, 1.0]
+    repeats = {
+        ("training", m, d, p): [1000.0 / d * b for b in busy]
+        for m in speed.MODELS
+        for d in (1, 6)
+        for p in ("engine", "reference")
+    }
+    repeats[("training", "ViTBN", 1, "engine")] = [1500.0 * b for b in busy]
+    numbers = speed_accounting.accounting(_flat(measured, repeats))[("ViTBN", "training")]
+    assert verdicts.speed_text(numbers["judged_depth1"]) == "a speed-up of 1.50× [1.50, 1.50] (3 rounds)"
+    # the same throughputs, the baseline's rounds in another order: the busy round no longer pairs up
+    shuffled = dict(repeats)
+    shuffled[("training", "ViT", 1, "engine")] = [500.0, 1000.0, 1000.0]
+    unpaired = speed_accounting.accounting(_flat(measured, shuffled))[("ViTBN", "training")]["judged_depth1"]
+    assert unpaired.outcome == verdicts.NOISE
+
+
+def test_the_split_into_depth_and_normalisation_stays_exact_with_noisy_rounds(measured):
+    repeats = {
+        ("inference", "ViT", 6, "engine"): [150.0, 170.0, 160.0, 166.0],
+        ("inference", "ViT", 1, "engine"): [990.0, 1010.0, 1000.0, 1040.0],
+        ("inference", "ViTBNFFN", 1, "engine"): [1200.0, 1100.0, 1300.0, 1000.0],
+    }
+    fake = _flat(measured, repeats)
+    for frame in (fake.bench.training, fake.bench.inference):  # four rounds everywhere, so that they pair up
+        frame["images_per_s_repeats"] = [[*r, r[-1]] if len(r) == 3 else r for r in frame["images_per_s_repeats"]]
+    n = speed_accounting.accounting(fake)[("ViTBNFFN", "inference")]
+    assert n["depth"] * n["norm_depth1"] == pytest.approx(n["published_engine"])
+    assert n["depth_share"] + n["norm_share"] == pytest.approx(1.0)
+    assert n["judged_depth"].seeds == n["judged_depth1"].seeds == 4
+
+
+def test_fewer_than_three_rounds_are_shown_not_judged(measured):
+    fake = _flat(measured)
+    for frame in (fake.bench.training, fake.bench.inference):
+        frame["images_per_s_repeats"] = [list(r)[:2] for r in frame["images_per_s_repeats"]]
+    frame = speed_accounting.accounting_summary(fake)
+    judged = frame[frame["quantity"].str.contains("by the rule")]
+    assert len(judged) and all(
+        text.startswith("2 rounds: shown, not judged: ") for text in judged[["training", "inference"]].values.ravel()
+    )
+
+
+def test_chapter_08_words_every_ratio_it_states_by_the_rule(measured):
+    fake = _flat(measured, {("inference", "ViTBN", 6, "engine"): [180.0, 170.0, 175.0]})
+    numbers = speed_accounting.accounting(fake)
+    summary = speed_accounting.accounting_summary(fake)
+    for text in summary[summary["quantity"].str.contains("by the rule")][["training", "inference"]].values.ravel():
+        assert verdicts.is_rule_text(text), text
+    effects = speed_accounting.effects_statement(fake).data
+    statement = speed_accounting.accounting_statement(fake).data
+    for n in numbers.values():
+        for key in ("judged_as_run", "judged_depth", "judged_depth1", "judged_depth6"):
+            assert verdicts.speed_text(n[key]) in statement
+        for key in ("judged_depth", "judged_depth1", "judged_depth6"):
+            assert verdicts.speed_text(n[key]) in effects
+        assert verdicts.factor_text(n["judged_pipeline"]) in effects
+    assert verdicts.speed_text(numbers[("ViTBN", "inference")]["judged_depth6"]).startswith("within noise: 1.05× [")
+    for column in ("engine / article 1's (training), by the rule", "engine / article 1's (inference), by the rule"):
+        cells = [c for c in speed.pipeline_split(fake)[column] if c]
+        assert cells and all(verdicts.is_rule_text(c) for c in cells)
+    for column in (c for c in speed.folding(fake).columns if "by the rule" in c):
+        assert all(verdicts.is_rule_text(c) for c in speed.folding(fake)[column])
+    for column in (c for c in speed.equal_depth(fake).columns if "by the rule" in c):
+        assert all(verdicts.is_rule_text(c) or c == "1 (itself)" for c in speed.equal_depth(fake)[column])
+
+
+def test_the_batchnorm_forms_are_compared_by_the_rule_round_by_round(measured):
+    fake = copy.deepcopy(measured)
+    frame = fake.bench.norm_forms
+    busy = [1.0, 2.0, 1.0]  # round 2 twice as slow for every form
+    base = {speed_accounting.FLAT: 100.0, "BatchNorm1d over b d n (article 1)": 300.0}
+    frame["microseconds_rounds"] = [[base.get(f, 101.0) * b for b in busy] for f in frame["form"]]
+    judged = speed_accounting.flattened_against(fake)
+    assert len(judged) == 2 * frame.groupby(["mode", "dim"]).ngroups
+    for (_, _, form), verdict in judged.items():
+        expected = "a speed-up of 3.00× [3.00, 3.00]" if "article 1" in form else "a speed-up of 1.01× [1.01, 1.01]"
+        assert verdicts.speed_text(verdict).startswith(expected)
+    statement = speed_accounting.norm_forms_statement(fake).data
+    assert f"faster in {len(judged)}, slower in 0 of {len(judged)} comparisons" in statement
+    column = speed_accounting.norm_forms(fake)["flattened against this form, by the rule"]
+    assert all(verdicts.is_rule_text(c) or c == "itself" for c in column)
+    frame["microseconds_rounds"] = [[m] for m in frame["microseconds"]]  # one round: no verdict
+    assert all(v.outcome == verdicts.NOT_JUDGED for v in speed_accounting.flattened_against(fake).values())

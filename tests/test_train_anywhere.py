@@ -98,6 +98,10 @@ def test_a_measurement_is_taken_once_kept_with_its_run_and_named_in_footers(run_
     assert runs.measured(again, "accuracy", lambda: 0.5, None) == 0.5  # a number of the weights alone: not a timing
     assert runs.Run(run.folder).record["measurements"]["accuracy"]["hardware"] is None
     assert runs.timed_on([run.run_id]) == {here: 1}
+    # timed again in new rounds with other runs: the new value replaces the stored one, in the store too
+    assert runs.measured(again, "latency", lambda: {"ms": 2.5}, torch.device("cpu"), retake=True) == {"ms": 2.5}
+    assert runs.measured(runs.Run(run.folder), "latency", measure, torch.device("cpu")) == {"ms": 2.5}
+    assert len(taken) == 1
 
 
 def test_the_footer_sits_below_a_legend_under_the_axes_and_within_the_figure_width(figures_store, monkeypatch):

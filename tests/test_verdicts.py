@@ -122,7 +122,7 @@ def test_a_speed_ratio_is_judged_from_its_rounds_each_way():
     assert faster.outcome == verdicts.AGREES and faster.low > 1 and faster.each == "round"
     assert verdicts.speed_text(faster).startswith("a speed-up of 1.10× [")
     slower = verdicts.speed_ratio("x", [90, 91, 92], [100, 100, 101])
-    assert verdicts.speed_text(slower).startswith("no speed-up: 0.91× [") and slower.high < 1
+    assert verdicts.speed_text(slower).startswith("no speed-up, slower: 0.91× [") and slower.high < 1
     noisy = verdicts.speed_ratio("x", [100, 105, 95], [101, 99, 100])
     assert verdicts.speed_text(noisy).startswith("within noise: ") and noisy.low < 1 < noisy.high
     few = verdicts.speed_ratio("x", [110, 120], [100, 100])
@@ -139,6 +139,40 @@ def test_a_busy_spell_common_to_both_timings_of_a_round_cancels():
     # the same numbers unpaired (the model's round 2 against the baseline's round 1) are not a clear speed-up
     shuffled = verdicts.speed_ratio("x", model, [50, 100, 101])
     assert shuffled.outcome == verdicts.NOISE
+
+
+def test_the_interval_of_a_speed_ratio_is_the_rules_interval_of_the_log_ratios_shown_as_a_ratio():
+    model, baseline = [120.0, 100.0, 130.0, 90.0], [100.0, 95.0, 110.0, 85.0]
+    logs = [math.log(a / b) for a, b in zip(model, baseline)]
+    mean, low, high, n = verdicts.interval(logs)
+    judged = verdicts.speed_ratio("x", model, baseline)
+    assert judged.seeds == n == 4
+    assert (judged.estimate, judged.low, judged.high) == pytest.approx((math.exp(mean), math.exp(low), math.exp(high)))
+    # the other way round, the baseline against the model: the reciprocal ratio and interval
+    swapped = verdicts.speed_ratio("x", baseline, model)
+    assert (swapped.estimate, swapped.low, swapped.high) == pytest.approx(
+        (1 / judged.estimate, 1 / judged.high, 1 / judged.low)
+    )
+
+
+def test_a_ratio_of_two_speed_ratios_is_worded_above_or_below_1():
+    below = verdicts.speed_ratio("x", [0.77, 0.78, 0.76], [1.0, 1.0, 1.0])
+    assert verdicts.factor_text(below).startswith("below 1: 0.77× [")
+    above = verdicts.speed_ratio("x", [1.2, 1.21, 1.19], [1.0, 1.0, 1.0])
+    assert verdicts.factor_text(above).startswith("above 1: 1.20× [")
+    noisy = verdicts.speed_ratio("x", [0.9, 1.1, 1.0], [1.0, 1.0, 1.0])
+    assert verdicts.factor_text(noisy).startswith("within noise: 1.00× [")
+    few = verdicts.speed_ratio("x", [0.5], [1.0])
+    assert verdicts.factor_text(few) == "1 round: shown, not judged: 0.50×"
+    for verdict in (below, above, noisy, few):
+        assert verdicts.is_rule_text(verdicts.factor_text(verdict))
+    assert verdicts.factor_text(verdicts.speed_ratio("x", [], [])) == verdicts.NOT_RUN
+
+
+def test_the_rule_s_text_names_the_speed_words_it_issues():
+    text = verdicts.rule_markdown()
+    for words in (verdicts.SPEEDUP, verdicts.SLOWER_WORDS, verdicts.NOISE, verdicts.NOT_JUDGED):
+        assert words in text
 
 
 def test_rounds_that_do_not_pair_up_are_refused():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import atomic, verdicts
+from . import articles, atomic, verdicts
 from .paths import book_figures_dir, project_root
 
 BLOCKS = ("rule", "results", "performance", "setup")
@@ -162,7 +162,7 @@ def _by_rule(texts) -> str:
     """How many of the ratios the rule judged a speed-up, no speed-up, within noise or could not judge."""
     words = (
         (verdicts.SPEEDUP, "a speed-up"),
-        (verdicts.SLOWER, "no speed-up"),
+        (verdicts.SLOWER, "no speed-up (slower)"),
         (verdicts.NOISE, "within noise"),
         ("round", "not judged (too few rounds)"),
     )
@@ -176,8 +176,10 @@ def _judged_as(text: str, word: str) -> bool:
 
 
 def performance_block(folder=None) -> str:
-    """``make bench``'s ratios, each judged by the book's rule from its interleaved rounds, and the ceiling a data
-    pipeline can reach on that machine; no targets (chapter 8 shows what a CPU allows)."""
+    """``make bench``'s ratios, each judged by the book's rule from its interleaved rounds (the range over the models
+    is of the rule's estimates, the mean of the per-round ratios in log terms), article 1's ratios beside the ones
+    that compare what it compared (with both machines named), and the ceiling a data pipeline can reach on that
+    machine; no targets (chapter 8 shows what a CPU allows)."""
     from .bench.report import BenchResult
 
     folder = Path(folder) if folder is not None else book_figures_dir()
@@ -188,64 +190,90 @@ def performance_block(folder=None) -> str:
     measured = BenchResult.from_dict(bench)
     ratios, folding = measured.ratios.to_dict("records"), measured.folding.to_dict("records")
     peak = bench["matmul_peak"]
-    pairs = [(r["model"], r["depth"]) for r in ratios if r["model"] != "ViT"]
-    equal_depth = {
-        kind: [
-            measured.speed(
-                kind, dict(model=m, depth=d, pipeline="engine"), dict(model="ViT", depth=d, pipeline="engine")
-            )
-            for m, d in pairs
-        ]
-        for kind in ("training", "inference")
-    }
+    at = lambda model, depth, pipeline="engine", **flags: dict(model=model, depth=depth, pipeline=pipeline, **flags)
+    models = [(r["model"], r["depth"]) for r in ratios]
+    bn = [(m, d) for m, d in models if m != "ViT"]
+    bn_models = sorted({m for m, _ in bn})
+    depths = sorted({d for _, d in models})
+    deepest, shallowest = max(depths), min(depths)
+
+    def article(kind: str) -> str:
+        values = [v for m in bn_models for v in articles.ARTICLE1_RATIOS[kind].get(m, ())]
+        return f"{_span(values, 1)}×" if values else "—"
+
     rows = [
-        (
-            "training images/s, book's engine ÷ article 1's pipeline",
-            [r["train_engine_over_reference"] for r in ratios],
-            [r["train_engine_over_reference_rule"] for r in ratios],
+        *(
+            (
+                f"{kind} images/s, book's engine ÷ article 1's pipeline",
+                [measured.speed(kind, at(m, d), at(m, d, "reference")) for m, d in models],
+                "—",
+            )
+            for kind in ("training", "inference")
         ),
-        (
-            "… the most any pipeline could reach here (the ceiling: step time over compute time)",
-            [r["train_ceiling_without_data"] for r in ratios],
-            [],
+        *(
+            (
+                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, book's engine",
+                [measured.speed(kind, at(m, shallowest), at("ViT", deepest)) for m in bn_models],
+                article(kind),
+            )
+            for kind in ("training", "inference")
         ),
-        (
-            "inference images/s, book's engine ÷ article 1's pipeline",
-            [r["eval_engine_over_reference"] for r in ratios],
-            [r["eval_engine_over_reference_rule"] for r in ratios],
+        *(
+            (
+                f"{kind}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}",
+                [measured.speed(kind, at("ViT", shallowest), at("ViT", deepest))],
+                "—",
+            )
+            for kind in ("training", "inference")
         ),
-        ("… the ceiling for inference", [r["eval_ceiling_without_data_and_loop"] for r in ratios], []),
         *(
             (
                 f"{kind} images/s, BatchNorm model ÷ ViT of the same depth",
-                [v.estimate for v in judged],
-                [verdicts.speed_text(v) for v in judged],
+                [measured.speed(kind, at(m, d), at("ViT", d)) for m, d in bn],
+                "—",
             )
-            for kind, judged in equal_depth.items()
+            for kind in ("training", "inference")
         ),
         (
             "folded BatchNorm ÷ unfolded, inference images/s",
-            [r["folded_over_unfolded"] for r in folding],
-            [r["folded_over_unfolded_rule"] for r in folding],
+            [
+                measured.speed("inference", at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"]))
+                for r in folding
+            ],
+            "—",
         ),
         (
             "ViT without its LayerNorms ÷ ViT, inference images/s",
-            [],
-            [r["vit_without_layernorm_over_vit_rule"] for r in {r["depth"]: r for r in folding}.values()],
+            [
+                measured.speed("inference", at("ViT", d, norms_removed=True), at("ViT", d))
+                for d in sorted({r["depth"] for r in folding})
+            ],
+            "—",
         ),
+    ]
+    ceilings = [
+        (
+            "training: the most any pipeline could reach here (step time over compute time, median round)",
+            [r["train_ceiling_without_data"] for r in ratios],
+        ),
+        ("inference: the same ceiling", [r["eval_ceiling_without_data_and_loop"] for r in ratios]),
     ]
     lines = [
         f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, "
         f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
-        f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times; each ratio is judged by "
-        "the book's rule from its rounds (the 95 % interval of the per-round ratio):",
+        f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times. Each ratio is judged by "
+        "the book's rule from its rounds (the 95 % interval of the per-round ratio); the range is of the rule's "
+        f"estimates over the models; article 1's ratios, from whole epochs on an {articles.ARTICLE1_HARDWARE}, stand "
+        "beside the comparison it made:",
         "",
-        "| measure | ratios, range over the models | by the rule |",
-        "| --- | --- | --- |",
+        f"| measure | range over the models | by the rule | article 1, on an {articles.ARTICLE1_HARDWARE} |",
+        "| --- | --- | --- | --- |",
         *(
-            f"| {name} | {_span(values) + '×' if values else '—'} | {_by_rule(judged) if judged else '—'} |"
-            for name, values, judged in rows
+            f"| {name} | {_span([v.estimate for v in judged]) + '×' if judged else '—'} | "
+            f"{_by_rule([verdicts.speed_text(v) for v in judged]) if judged else '—'} | {theirs} |"
+            for name, judged, theirs in rows
         ),
+        *(f"| {name} | {_span(values)}× | — | — |" for name, values in ceilings),
     ]
     return "\n".join(lines)
 

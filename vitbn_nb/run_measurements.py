@@ -38,21 +38,26 @@ def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def measured(run: Run, name: str, measure: Callable[[], Any], device: torch.device | None) -> Any:
+def measured(
+    run: Run, name: str, measure: Callable[[], Any], device: torch.device | None, *, retake: bool = False
+) -> Any:
     """A measurement of a finished run (a latency, a pass's time, a step's memory), taken once and kept in its record.
 
     ``python -m vitbn_nb train`` takes it on the machine that trained the run, right after training; a chapter
     rendered elsewhere reads it from the record, so it needs no weights. Only a measurement that was never taken is
     taken where the chapter runs, and it is stored with that machine's hardware, which the footers then name ("timed
     on"). ``device=None`` marks a number that depends on the weights alone (an accuracy, a property of the stem):
-    kept the same way, with no hardware, and not counted as a timing.
+    kept the same way, with no hardware, and not counted as a timing. ``retake``: measure again and replace the
+    stored value (timings taken in rounds with other runs: when one run of the rounds must be timed, all are, or
+    their rounds would not pair up).
     """
     stored = run.record.get("measurements", {}).get(name)
-    if stored is not None:
+    if stored is not None and not retake:
         return stored["value"]
     if is_committed(run.folder):
+        what = "must retake" if stored is not None else "lacks"
         raise ValueError(
-            f"run {run.run_id}: its committed record ({run.folder}) lacks the measurement {name!r}, which needs its "
+            f"run {run.run_id}: its committed record ({run.folder}) {what} the measurement {name!r}, which needs its "
             "weights; train the run here (python -m vitbn_nb train --from-scratch) to take it"
         )
     value = measure()

@@ -17,7 +17,9 @@ reached). A timing ratio measured on other hardware is shown beside the article'
 qualitative claim (a gain above a stated level), with the hardware named. A speed ratio the book measures itself
 (one model against another, folded against unfolded) is judged from interleaved rounds of timings: per round the
 log of the ratio of the two throughputs measured back to back, its interval by the same rule, shown back as a
-ratio: **a speed-up of x [low, high]**, **no speed-up** (slower), or **within noise**.
+ratio: **a speed-up of x [low, high]**, **no speed-up, slower** (the interval below 1), or **within noise**. A
+ratio of two such ratios (how much a data pipeline pulls a speed-up towards 1) is judged from the same rounds and
+read as **above 1**, **below 1** or **within noise**.
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
 NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
 OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
 #: Where a reader finds the rule from every verdict: a section of the book's front page (and of the README).
-#: The words of a speed ratio's verdict (:func:`speed_text`).
+#: The words of a speed ratio's verdict (:func:`speed_text`); a slower model is called slower, not only "no speed-up".
 SPEEDUP, SLOWER = "a speed-up of", "no speed-up"
+SLOWER_WORDS = f"{SLOWER}, slower"
+#: The words of a ratio between two speed ratios (:func:`factor_text`): no model is faster there, a ratio is larger.
+ABOVE, BELOW = "above 1", "below 1"
 RULE_TITLE = "How this book judges a claim"
 RULE_LINK = "intro.html#how-this-book-judges-a-claim"
 
@@ -62,7 +67,8 @@ def rule_markdown() -> str:
         "each epoch of a run as a repeated measurement and both machines named. A speed ratio measured here (one "
         "model against another on the same machine) is judged from rounds of interleaved timings, the two measured "
         "back to back in each round: the interval of the per-round log ratio, shown as a ratio, says "
-        f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER}** when below, **{NOISE}** when it holds 1."
+        f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER_WORDS}** when below, **{NOISE}** when it "
+        f"holds 1; with fewer than {MIN_SEEDS} rounds, **{NOT_JUDGED}**."
     )
 
 
@@ -121,8 +127,8 @@ def is_rule_text(text: str) -> bool:
     """Whether ``text`` is a verdict as :class:`Verdict` words it (what a test checks every saved verdict against)."""
     import re
 
-    outcomes = "|".join((*OUTCOMES, SPEEDUP, SLOWER))
-    return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|$| \d)", str(text)))
+    outcomes = "|".join((*OUTCOMES, SPEEDUP, SLOWER, ABOVE, BELOW))
+    return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|,|$| \d)", str(text)))
 
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
@@ -209,20 +215,25 @@ def speed_ratio(
 
 
 def speed_text(verdict: Verdict) -> str:
-    """A speed ratio's verdict in words: ``a speed-up of 1.13× [1.08, 1.18] (6 rounds)``, ``no speed-up: 0.93×
-    [0.90, 0.96] (6 rounds)``, ``within noise: 0.99× [0.95, 1.03] (6 rounds)``, or shown, not judged."""
-    v = verdict
+    """A speed ratio's verdict in words: ``a speed-up of 1.13× [1.08, 1.18] (6 rounds)``, ``no speed-up, slower:
+    0.93× [0.90, 0.96] (6 rounds)``, ``within noise: 0.99× [0.95, 1.03] (6 rounds)``, or shown, not judged."""
+    return _ratio_words(verdict, f"{SPEEDUP} ", f"{SLOWER_WORDS}: ")
+
+
+def factor_text(verdict: Verdict) -> str:
+    """A ratio of two speed ratios (from :func:`speed_ratio` on per-round ratios) in words: ``below 1: 0.77× [0.70,
+    0.85] (5 rounds)``, ``above 1: ...``, ``within noise: ...``, or shown, not judged."""
+    return _ratio_words(verdict, f"{ABOVE}: ", f"{BELOW}: ")
+
+
+def _ratio_words(v: Verdict, above: str, below: str) -> str:
     if v.outcome == NOT_RUN:
         return NOT_RUN
-    interval = f" [{v.low:.2f}, {v.high:.2f}]" if math.isfinite(v.low) else ""
-    value = f"{v.estimate:.2f}×{interval} ({v.count})"
     if v.outcome == NOT_JUDGED:
         return f"{v.count}: {NOT_JUDGED}: {v.estimate:.2f}×"
-    if v.outcome == AGREES:
-        return f"{SPEEDUP} {value}"
-    if v.outcome == DISAGREES:
-        return f"{SLOWER}: {value}"
-    return f"{NOISE}: {value}"
+    interval = f" [{v.low:.2f}, {v.high:.2f}]" if math.isfinite(v.low) else ""
+    value = f"{v.estimate:.2f}×{interval} ({v.count})"
+    return {AGREES: above, DISAGREES: below}.get(v.outcome, f"{NOISE}: ") + value
 
 
 def untestable(claim: str, reached_steps: int, article_steps: int, *, unit: str = "pt", condition: str = "") -> Verdict:

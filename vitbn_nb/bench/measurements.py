@@ -332,6 +332,7 @@ def measure(
         batch=settings.batch_size,
         test_batch=settings.test_batch_size,
         min_run_time=settings.norm_seconds,
+        repeats=settings.repeats,
     )
     results["memory_measure"] = memory_what
     if compile_models:

@@ -42,11 +42,17 @@ def time_norm_forms(
     tokens: int = 17,
     dims: tuple[int, ...] = (64, 128),
     min_run_time: float = 0.2,
+    repeats: int = 5,
 ) -> list[dict]:
-    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval
-    forward on ``(test_batch, tokens, d)`` (``torch.utils.benchmark``: the median over blocks of calls
-    lasting ``min_run_time`` seconds in all), and how far its output is from the flattened form's (they
-    compute the same thing)."""
+    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval forward on
+    ``(test_batch, tokens, d)``, and how far its output is from the flattened form's (they compute the same thing).
+
+    The three forms of a case are timed in ``repeats`` interleaved rounds (:func:`.timing.interleave`), one block
+    of calls of each form per round, the blocks about ``min_run_time`` seconds in all per form: a busy spell slows
+    the three alike, so that one form against another is judged by the book's rule round by round
+    (``microseconds_rounds``); ``microseconds`` is the median round."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r} is not allowed; time at least one round")
     device = pick_device(device)
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []
@@ -54,17 +60,16 @@ def time_norm_forms(
         for mode, n in (("train forward+backward", batch), ("eval forward", test_batch)):
             x = torch.randn(n, tokens, dim, device=device, generator=generator) * 2 + 0.5
             grad = torch.randn(n, tokens, dim, device=device, generator=generator)
-            outputs = {}
+            outputs, runners = {}, {}
             running_mean = torch.rand(dim, device=device, generator=generator) - 0.5
             running_var = torch.rand(dim, device=device, generator=generator) * 1.5 + 0.5
+            training = mode.startswith("train")
             for form, cls in NORM_FORMS.items():
                 norm = cls(dim).to(device)
                 norm.running_mean.copy_(running_mean)  # the same statistics for every form, so eval outputs agree
                 norm.running_var.copy_(running_var)
-                norm.train(mode.startswith("train"))
-                xin = x.clone().requires_grad_(mode.startswith("train"))
-
-                training = mode.startswith("train")
+                norm.train(training)
+                xin = x.clone().requires_grad_(training)
 
                 def once(norm=norm, xin=xin, grad=grad, training=training):
                     if training:
@@ -75,20 +80,30 @@ def time_norm_forms(
                         return norm(xin)
 
                 outputs[form] = once().detach()
-                timed = timing.autorange(once, min_run_time=min_run_time)
-                rows.append(
+                # calls per block, from one timed call: the rounds of a form take about min_run_time in all
+                one = timing.block(once, calls=1, device=device)
+                calls = max(1, int(min_run_time / repeats / max(one, 1e-7)))
+                runners[form] = lambda length, once=once, calls=calls: {
+                    "seconds": timing.block(once, calls=calls * length, device=device)
+                }
+            rounds = timing.interleave(runners, warmup=1, repeats=repeats, length=1)
+            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
+            case = []
+            for form, timed in rounds.items():
+                micro = [1e6 * r["seconds"] for r in timed]
+                case.append(
                     {
                         "form": form,
                         "mode": mode,
                         "dim": dim,
                         "shape": [n, tokens, dim],
-                        "microseconds": 1e6 * timed.seconds,
+                        "microseconds": 1e6 * timing.median_repeat(timed)["seconds"],
+                        "microseconds_rounds": micro,
+                        "max_abs_difference": float((outputs[form] - reference).abs().max()),
                     }
                 )
-            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
-            for row in rows[-len(NORM_FORMS) :]:
-                row["max_abs_difference"] = float((outputs[row["form"]] - reference).abs().max())
-            fastest = min(r["microseconds"] for r in rows[-len(NORM_FORMS) :])
-            for row in rows[-len(NORM_FORMS) :]:
+            fastest = min(r["microseconds"] for r in case)
+            for row in case:
                 row["relative_to_fastest"] = row["microseconds"] / fastest
+            rows += case
     return rows

@@ -51,11 +51,41 @@ class BenchResult:
     def speed(self, kind: str, where: dict, baseline: dict) -> verdicts.Verdict:
         """``where``'s throughput against ``baseline``'s (× 1 = as fast), judged by the book's rule from the rounds
         in which the two were timed back to back (:func:`vitbn_nb.verdicts.speed_ratio`)."""
-        a, b = self.row(kind, **where), self.row(kind, **baseline)
-        rates = lambda row: list(row.get("images_per_s_repeats") or [row["images_per_s"]])
-        label = lambda w: " ".join(f"{k}={v}" for k, v in w.items())
         return verdicts.speed_ratio(
-            f"{kind}: {label(where)} against {label(baseline)}", rates(a), rates(b), scale=self.hardware_label
+            f"{kind}: {_where(where)} against {_where(baseline)}",
+            self.rounds(kind, **where),
+            self.rounds(kind, **baseline),
+            scale=self.hardware_label,
+        )
+
+    def rounds(self, kind: str, **where) -> list[float]:
+        """``where``'s images/s in each interleaved round (every configuration of a kind was timed in the same
+        rounds, so round i of one pairs with round i of another); a file without them gives its one median."""
+        row = self.row(kind, **where)
+        found = row.get("images_per_s_repeats")
+        return [float(v) for v in found] if isinstance(found, (list, tuple)) and len(found) else [row["images_per_s"]]
+
+    def speed_of_ratios(self, kind: str, pairs: tuple, baseline_pairs: tuple) -> verdicts.Verdict:
+        """A ratio of two speed ratios, judged from the rounds: ``pairs`` = (where, against), round by round
+        ``(where / against) / (where' / against')`` for ``baseline_pairs`` = (where', against'), by the rule
+        (:func:`vitbn_nb.verdicts.factor_text` words it). How much a data pipeline every model pays alike
+        changes a model's speed-up, say: the busy spell of a round cancels in it as in a plain ratio."""
+
+        def per_round(a: dict, b: dict) -> list[float]:
+            first, second = self.rounds(kind, **a), self.rounds(kind, **b)
+            if len(first) != len(second):
+                raise ValueError(
+                    f"{kind}: {_where(a)} has {len(first)} rounds and {_where(b)} {len(second)}; "
+                    "the rounds must pair up"
+                )
+            return [x / y for x, y in zip(first, second)]
+
+        return verdicts.speed_ratio(
+            f"{kind}: ({_where(pairs[0])} against {_where(pairs[1])}) against "
+            f"({_where(baseline_pairs[0])} against {_where(baseline_pairs[1])})",
+            per_round(*pairs),
+            per_round(*baseline_pairs),
+            scale=self.hardware_label,
         )
 
     @property
@@ -152,6 +182,10 @@ class BenchResult:
         )
 
 
+def _where(where: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in where.items())
+
+
 def ratio(a, b) -> float:
     return a / b if a and b and math.isfinite(a) and math.isfinite(b) else float("nan")
 
@@ -245,6 +279,16 @@ def format_report(result: BenchResult) -> str:
         lines.append(f"  {_label(r)} folded / unfolded: {r['folded_over_unfolded_rule']}")
     for r in result.folding.drop_duplicates("depth").to_dict("records"):
         lines.append(f"  ViT d{r['depth']} without its LayerNorms / ViT: {r['vit_without_layernorm_over_vit_rule']}")
+    depths = sorted({r["depth"] for r in result.ratios.to_dict("records")})
+    if len(depths) > 1:  # depth alone, and article 1's comparison as run (the shallowest against ViT's deepest)
+        low, high = depths[0], depths[-1]
+        engine = lambda model, depth: dict(model=model, depth=depth, pipeline="engine")
+        for kind in ("training", "inference"):
+            vit = verdicts.speed_text(result.speed(kind, engine("ViT", low), engine("ViT", high)))
+            lines.append(f"  ViT d{low} / ViT d{high} (depth alone), {kind}: {vit}")
+            for model in sorted({r["model"] for r in result.ratios.to_dict("records")} - {"ViT"}):
+                judged = verdicts.speed_text(result.speed(kind, engine(model, low), engine("ViT", high)))
+                lines.append(f"  {model} d{low} / ViT d{high} (as article 1 ran it), {kind}: {judged}")
     return "\n".join(lines)
 
 

@@ -81,7 +81,10 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Para
     for run_ in trained:
         label = table.loc[table["run_id"] == run_.run_id].iloc[0]
         rounds = {
-            key: runs.measured(run_, names[key], lambda key=key, run_=run_: timed[key][run_.run_id], device)
+            # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
+            key: runs.measured(
+                run_, names[key], lambda key=key, run_=run_: timed[key][run_.run_id], device, retake=bool(missing)
+            )
             for key in batches
         }
         rows.append(

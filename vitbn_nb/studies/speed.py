@@ -23,7 +23,7 @@ import pandas as pd
 from IPython.display import Markdown
 from matplotlib.patches import Patch
 
-from .. import bench, figures, verdicts
+from .. import articles, bench, figures, verdicts
 from ..bench import op_counts
 from ..profiles import SpeedSettings
 from ..results import ChapterResult
@@ -84,12 +84,13 @@ def overview(result: SpeedResult) -> pd.DataFrame:
         ),
         (
             "training",
-            f"batch {s.batch_size}, {s.warmup} warm-up steps, then {s.repeats} repeats of {s.steps} steps (median)",
+            f"batch {s.batch_size}, {s.warmup} warm-up steps, then {s.repeats} interleaved rounds of {s.steps} steps "
+            "(images/s: the median round; ratios: every round, by the rule)",
         ),
         (
             "inference",
             f"test batch {s.test_batch_size}, {s.eval_warmup} warm-up batch(es), then "
-            f"{s.repeats} repeats of {s.eval_batches} batch(es) (median)",
+            f"{s.repeats} interleaved rounds of {s.eval_batches} batch(es) (the median round; ratios: every round)",
         ),
         ("memory", meta["memory_measure"]),
         ("timing", meta["timing"]),
@@ -103,14 +104,14 @@ def hardware_note(result: SpeedResult) -> Markdown:
     if result.bench.meta["device"] == "cpu":
         return Markdown(
             where + " There is **no GPU** on this machine, so every time below is a CPU time; article 1 "
-            "timed an NVIDIA L4. On a CPU the model's arithmetic dominates and small per-operation "
+            f"timed an {articles.ARTICLE1_HARDWARE}. On a CPU the model's arithmetic dominates and small per-operation "
             "overheads hardly show; on a GPU the arithmetic of these small models shrinks to milliseconds, "
             "so the data pipeline and the many small kernels should weigh far more. Run this chapter "
             "under the `paper` profile on a GPU (the default there) and the same code fills every figure "
             "and table with GPU numbers."
         )
     return Markdown(
-        where + " This is a GPU run, the kind of device article 1 timed (theirs an NVIDIA L4, on "
+        where + f" This is a GPU run, the kind of device article 1 timed (theirs an {articles.ARTICLE1_HARDWARE}, on "
         "MNIST without augmentation, whole epochs), so the ratios below are the closest this book "
         "comes to theirs."
     )
@@ -119,16 +120,8 @@ def hardware_note(result: SpeedResult) -> Markdown:
 # ---------------------------------------------------------------------------------------------
 # lookups
 # ---------------------------------------------------------------------------------------------
-def seconds_per_image(result: SpeedResult, kind: str, model: str, depth: int, pipeline: str = "engine") -> float:
-    return 1 / result.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
-
-
 def name(model: str, depth: int) -> str:
     return f"{model} d{depth}"
-
-
-def ratio_text(value: float) -> str:
-    return f"{value:.2f}" if math.isfinite(value) else "n/a"
 
 
 def pct(value: float) -> str:
@@ -283,10 +276,10 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
                         "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
                         "inference: data share": pct(infer["data_share"]),
                         "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
-                        "engine / article 1's (training)": ratio_text(r["train_engine_over_reference"])
+                        "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"]
                         if pipeline == "engine"
                         else "",
-                        "engine / article 1's (inference)": ratio_text(r["eval_engine_over_reference"])
+                        "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"]
                         if pipeline == "engine"
                         else "",
                     }
@@ -363,6 +356,12 @@ def folding(result: SpeedResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _folded_over_unfolded(result: SpeedResult, model: str, depth: int) -> verdicts.Verdict:
+    """Folded against unfolded inference, by the rule from their rounds (the figure marks its estimate)."""
+    unfolded = dict(model=model, depth=depth, pipeline="engine")
+    return result.bench.speed("inference", dict(folded=True, **unfolded), unfolded)
+
+
 def folding_figure(result: SpeedResult):
     """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
     depths = list(result.settings.depths)
@@ -392,12 +391,12 @@ def folding_figure(result: SpeedResult):
         )
         series.append(
             (
-                f"{model}, BatchNorm folded (× = folded / unfolded)",
+                f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)",
                 figures.darker(figures.color(model), 0.35),
                 "xx",
                 1.0,
                 [fold[(model, d)]["folded_images_per_s"] for d in depths],
-                [f"×{fold[(model, d)]['folded_over_unfolded']:.2f}" for d in depths],
+                [f"×{_folded_over_unfolded(result, model, d).estimate:.2f}" for d in depths],
             )
         )
     figures.use_style()

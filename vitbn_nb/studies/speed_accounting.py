@@ -16,8 +16,6 @@ from .speed import (
     equal_depth_speed,
     name,
     pct,
-    ratio_text,
-    seconds_per_image,
     share,
 )
 
@@ -32,44 +30,55 @@ def _published(kind: str, model: str) -> str:
 
 
 def accounting(result: SpeedResult) -> dict:
-    """The decomposition behind the accounting table, as numbers, per BatchNorm model and kind.
+    """The decomposition behind the accounting table, as numbers and verdicts, per BatchNorm model and kind.
 
     r(as run) = T(ViT d6) / T(model d1) = [T(ViT d6) / T(ViT d1)] x [T(ViT d1) / T(model d1)]
                     = r(depth) x r(normalisation at depth 1), exactly, within one pipeline.
+
+    Every ratio is read from the interleaved rounds (:meth:`vitbn_nb.bench.BenchResult.speed`): its estimate is the
+    mean of the per-round log ratios, so the split stays exact (the log ratios of one round add up, and so do their
+    means), and each factor comes with the rule's verdict.
     """
+    bench_ = result.bench
+    at = lambda model, depth, pipeline="engine": dict(model=model, depth=depth, pipeline=pipeline)
     out = {}
     for model in BN_MODELS:
         for kind in ("training", "inference"):
-            t = lambda m, d, p="engine", kind=kind: seconds_per_image(result, kind, m, d, p)
-            published_engine = t("ViT", 6) / t(model, 1)
-            published_reference = t("ViT", 6, "reference") / t(model, 1, "reference")
-            depth = t("ViT", 6) / t("ViT", 1)
-            norm1 = t("ViT", 1) / t(model, 1)
-            norm6 = t("ViT", 6) / t(model, 6)
-            vit6_ref = result.row(kind, model="ViT", depth=6, pipeline="reference")
-            model1_ref = result.row(kind, model=model, depth=1, pipeline="reference")
-            vit6_eng = result.row(kind, model="ViT", depth=6, pipeline="engine")
-            model1_eng = result.row(kind, model=model, depth=1, pipeline="engine")
+            as_run = bench_.speed(kind, at(model, 1), at("ViT", 6))
+            as_run_reference = bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference"))
+            depth = bench_.speed(kind, at("ViT", 1), at("ViT", 6))
+            norm1 = equal_depth_speed(result, kind, model, 1)
+            norm6 = equal_depth_speed(result, kind, model, 6)
+            # r through article 1's pipeline over r through the engine, round by round
+            pipeline = bench_.speed_of_ratios(
+                kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
+            )
+            share_of = lambda m, d, p, kind=kind: result.row(kind, model=m, depth=d, pipeline=p)["data_share"]
             out[(model, kind)] = {
-                "published_engine": published_engine,
-                "published_reference": published_reference,
-                "depth": depth,
-                "norm_depth1": norm1,
-                "norm_depth6": norm6,
-                "depth_share": share(depth, published_engine),
-                "norm_share": share(norm1, published_engine),
-                "pipeline_factor": published_reference / published_engine,
-                "data_share_reference": (vit6_ref["data_share"], model1_ref["data_share"]),
-                "data_share_engine": (vit6_eng["data_share"], model1_eng["data_share"]),
-                # "faster", "slower" or "as fast" at equal depth, by the rule (never read off one median)
-                "judged_depth1": equal_depth_speed(result, kind, model, 1),
-                "judged_depth6": equal_depth_speed(result, kind, model, 6),
+                "published_engine": as_run.estimate,
+                "published_reference": as_run_reference.estimate,
+                "depth": depth.estimate,
+                "norm_depth1": norm1.estimate,
+                "norm_depth6": norm6.estimate,
+                "depth_share": share(depth.estimate, as_run.estimate),
+                "norm_share": share(norm1.estimate, as_run.estimate),
+                "pipeline_factor": pipeline.estimate,
+                "data_share_reference": (share_of("ViT", 6, "reference"), share_of(model, 1, "reference")),
+                "data_share_engine": (share_of("ViT", 6, "engine"), share_of(model, 1, "engine")),
+                # "faster", "slower" or "as fast", by the rule (never read off one median)
+                "judged_as_run": as_run,
+                "judged_as_run_reference": as_run_reference,
+                "judged_depth": depth,
+                "judged_depth1": norm1,
+                "judged_depth6": norm6,
+                "judged_pipeline": pipeline,
             }
     return out
 
 
 def accounting_summary(result: SpeedResult) -> pd.DataFrame:
     numbers = accounting(result)
+    here = result.bench.hardware_label
     rows = []
     for model in BN_MODELS:
 
@@ -82,16 +91,16 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
                 }
             )
 
-        row("published r = T(ViT d6) / T(model d1) (article 1)", lambda n, k, model=model: _published(k, model))
         row(
-            "as run, article 1's pipeline, this machine",
-            lambda n, k: f"{n['published_reference']:.2f} (g {100 * (1 - 1 / n['published_reference']):.0f} %)",
+            f"published r = T(ViT d6) / T(model d1), article 1 on an {articles.ARTICLE1_HARDWARE}",
+            lambda n, k, model=model: _published(k, model),
         )
         row(
-            "as run, book's engine, this machine",
-            lambda n, k: f"{n['published_engine']:.2f} (g {100 * (1 - 1 / n['published_engine']):.0f} %)",
+            f"as run, article 1's pipeline, {here}, by the rule",
+            lambda n, k: verdicts.speed_text(n["judged_as_run_reference"]),
         )
-        row("depth: T(ViT d6) / T(ViT d1)", lambda n, k: ratio_text(n["depth"]))
+        row(f"as run, book's engine, {here}, by the rule", lambda n, k: verdicts.speed_text(n["judged_as_run"]))
+        row("depth: T(ViT d6) / T(ViT d1), by the rule", lambda n, k: verdicts.speed_text(n["judged_depth"]))
         row(
             f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule",
             lambda n, k: verdicts.speed_text(n["judged_depth1"]),
@@ -110,7 +119,10 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             "data loading, share of time, book's engine (ViT d6 / model d1)",
             lambda n, k: f"{pct(n['data_share_engine'][0])} / {pct(n['data_share_engine'][1])}",
         )
-        row("pipeline: r(article 1's pipeline) / r(engine)", lambda n, k: ratio_text(n["pipeline_factor"]))
+        row(
+            "pipeline: r(article 1's pipeline) / r(engine), by the rule",
+            lambda n, k: verdicts.factor_text(n["judged_pipeline"]),
+        )
     return pd.DataFrame(rows)
 
 
@@ -130,99 +142,114 @@ def accounting_table(result: SpeedResult):
 
 
 def _attribution(n: dict, model: str) -> str:
-    depth, judged = n["depth"], n["judged_depth1"].outcome
-    if depth > 1 and judged == verdicts.AGREES:
+    """What the rule's verdicts on depth and on the normalisation at depth 1 say about the as-run ratio."""
+    deeper, judged = n["judged_depth"].outcome, n["judged_depth1"].outcome
+    unresolved = (verdicts.NOISE, verdicts.NOT_JUDGED, verdicts.NOT_RUN)
+    if deeper == verdicts.AGREES and judged == verdicts.AGREES:
         return (
             f"In log terms depth explains {pct(n['depth_share'])} of it and the normalisation {pct(n['norm_share'])}."
         )
-    if depth > 1 and judged in (verdicts.NOISE, verdicts.NOT_JUDGED):
+    if deeper == verdicts.AGREES and judged in unresolved:
         return (
             f"So depth explains all of it that the timings can resolve: at equal depth 1 {model} and ViT differ "
             "by no more than the rounds' noise."
         )
-    if depth > 1:
+    if deeper == verdicts.AGREES:
         return (
             f"So depth explains all of it and more: at equal depth {model} is slower than ViT, which takes "
             "back part of what depth gave."
         )
     if judged == verdicts.AGREES:
-        return "Here depth bought nothing, and the whole gain is the normalisation's."
-    return "Neither depth nor the normalisation made the BatchNorm model faster on this run."
+        return "Here depth bought nothing the rounds can resolve, and the gain they resolve is the normalisation's."
+    return "Neither depth nor the normalisation made the BatchNorm model faster by more than the rounds' noise."
+
+
+def _pipeline_effect(numbers: dict) -> str:
+    """What the data pipeline did to the as-run ratios, by the rule's verdicts on r(article 1's) / r(engine)."""
+    keys = [(m, k) for m in BN_MODELS for k in ("training", "inference")]
+    judged = {key: numbers[key]["judged_pipeline"] for key in keys}
+    each = "; ".join(f"{m} {k}: {verdicts.factor_text(judged[(m, k)])}" for m, k in keys)
+    if all(v.outcome == verdicts.DISAGREES for v in judged.values()):
+        return f"it shrinks every as-run ratio ({each})"
+    above = [f"{m} {k}" for (m, k), v in judged.items() if v.outcome == verdicts.AGREES]
+    text = f"r through it against r through the engine, by the rule: {each}"
+    if above:
+        text += (
+            f". A factor above 1 ({', '.join(above)}) cannot come from a cost that is the same for every model: "
+            "there the two pipelines' rounds were not timed alike"
+        )
+    return text
+
+
+def _pct_span(values) -> str:
+    low, high = pct(min(values)), pct(max(values))
+    return low if low == high else f"{low}–{high}"
 
 
 def accounting_statement(result: SpeedResult) -> Markdown:
-    """The chapter's answer in words, computed from this run's numbers."""
+    """The chapter's answer in words, computed from this run's numbers, each ratio in the rule's words."""
     numbers = accounting(result)
+    here = result.bench.hardware_label
     lines = []
     for kind in ("training", "inference"):
         parts = []
         for model in BN_MODELS:
             n = numbers[(model, kind)]
             parts.append(
-                f"**{model}** as article 1 ran it: r = {n['published_engine']:.2f} with the book's engine "
-                f"({n['published_reference']:.2f} through article 1's pipeline; article 1: {_published(kind, model)}). "
-                f"Depth alone (ViT with 6 blocks against 1) gives r = {n['depth']:.2f}; {model} against ViT at "
-                f"equal depth 1: {verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
+                f"**{model}** as article 1 ran it, T(ViT d6) / T({model} d1) on {here}: "
+                f"{verdicts.speed_text(n['judged_as_run'])} with the book's engine "
+                f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 on an "
+                f"{articles.ARTICLE1_HARDWARE}: {_published(kind, model)}). Depth alone (ViT with 6 blocks against 1): "
+                f"{verdicts.speed_text(n['judged_depth'])}; {model} against ViT at equal depth 1: "
+                f"{verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
                 f"{verdicts.speed_text(n['judged_depth6'])}. " + _attribution(n, model)
             )
         lines.append(f"*{kind.capitalize()}.* " + " ".join(parts))
-    factors = [numbers[(m, k)]["pipeline_factor"] for m in BN_MODELS for k in ("training", "inference")]
     shares = [numbers[(m, "training")]["data_share_reference"][1] for m in BN_MODELS]
     engine_shares = [numbers[(m, "training")]["data_share_engine"][1] for m in BN_MODELS]
-    if all(f < 1 for f in factors):
-        effect = f"it shrinks every as-run ratio (by a factor {min(factors):.2f}–{max(factors):.2f})"
-    else:
-        effect = (
-            f"on this run the ratios through it differ from the engine's by a factor "
-            f"{min(factors):.2f}–{max(factors):.2f}; a factor above 1 cannot come from a cost that is the "
-            f"same for every model, so read it as timing noise"
-        )
     lines.append(
-        f"*The data pipeline.* Article 1's per-sample pipeline spends {pct(min(shares))}–{pct(max(shares))} of a "
+        f"*The data pipeline.* Article 1's per-sample pipeline spends {_pct_span(shares)} of a "
         f"depth-1 BatchNorm model's training time producing batches (the book's engine "
-        f"{pct(min(engine_shares))}–{pct(max(engine_shares))}). That cost is the same for every model, so it "
-        f"explains none of the published gain: it pulls every ratio towards 1; {effect}."
+        f"{_pct_span(engine_shares)}). That cost is the same for every model, so it "
+        f"explains none of the published gain: it can only pull a ratio towards 1; {_pipeline_effect(numbers)}."
     )
     return Markdown("\n\n".join(lines))
 
 
 def effects_statement(result: SpeedResult) -> Markdown:
-    """The corrected account in one sentence per effect, computed from this run's numbers.
+    """The corrected account in one sentence per effect, computed from this run's numbers, each ratio judged by the
+    rule from its interleaved rounds.
 
     Article 1's gain = its effective depth, 6 blocks against 1 (the early return of the reference code's
     BatchNorm models), times what the normalisation changes at that depth, pulled towards 1 by the data
     pipeline; at equal depth 6, as article 1 wrote it, only the normalisation (and folding) is left.
     """
     numbers = accounting(result)
-
-    def span(key, kind):
-        values = [numbers[(m, kind)][key] for m in BN_MODELS]
-        return (
-            f"{min(values):.2f}–{max(values):.2f}" if len(set(round(v, 2) for v in values)) > 1 else f"{values[0]:.2f}"
-        )
-
-    depth = {kind: numbers[(BN_MODELS[0], kind)]["depth"] for kind in ("training", "inference")}
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (
         "; ".join(f"{r['model']}: {r['folded_over_unfolded_rule']}" for r in folding) if folding else "not measured"
     )
 
-    def judged(key: str, kind: str) -> str:
-        return "; ".join(f"{m}: {verdicts.speed_text(numbers[(m, kind)][key])}" for m in BN_MODELS)
+    def judged(key: str, kind: str, words=verdicts.speed_text) -> str:
+        return "; ".join(f"{m}: {words(numbers[(m, kind)][key])}" for m in BN_MODELS)
 
+    depth = {
+        kind: verdicts.speed_text(numbers[(BN_MODELS[0], kind)]["judged_depth"]) for kind in ("training", "inference")
+    }
     lines = [
-        f"- **Depth (the early return).** Article 1's BatchNorm models computed one block instead of six, and on "
-        f"{result.bench.hardware_label} one block instead of six makes the model {depth['training']:.2f}× as fast "
-        f"to train and {depth['inference']:.2f}× as fast at inference (ViT d6 against ViT d1).",
+        f"- **Depth (the early return).** Article 1's BatchNorm models computed one block instead of six; on "
+        f"{result.bench.hardware_label} ViT with one block against ViT with six, training: {depth['training']}; "
+        f"inference: {depth['inference']}.",
         f"- **Normalisation at equal depth, as article 1 wrote it.** At depth 6, each BatchNorm model against ViT "
         f"(T(ViT d6) / T(model d6), by the rule), training: {judged('judged_depth6', 'training')}; inference: "
         f"{judged('judged_depth6', 'inference')}.",
         f"- **Normalisation at depth 1.** With one block each, training: {judged('judged_depth1', 'training')}; "
         f"inference: {judged('judged_depth1', 'inference')}.",
         f"- **The data pipeline.** Article 1's pipeline (DataLoader over ToTensor MNIST, .item() per step, a "
-        f"per-sample test loop) multiplies the as-run ratios by {span('pipeline_factor', 'training')} (training) "
-        f"and {span('pipeline_factor', 'inference')} (inference) against the book's engine: a cost every model "
-        f"pays alike can only pull a ratio towards 1.",
+        f"per-sample test loop) against the book's engine, the as-run ratio through it over the ratio through the "
+        f"engine, training: {judged('judged_pipeline', 'training', verdicts.factor_text)}; inference: "
+        f"{judged('judged_pipeline', 'inference', verdicts.factor_text)}. A cost every model pays alike can only "
+        "pull a ratio towards 1.",
         f"- **Folding BatchNorm into its Linear (inference only).** At depth 6, folded against unfolded, by the "
         f"rule: {fold_text}; no LayerNorm can fold.",
     ]
@@ -250,17 +277,60 @@ def article_reported() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 # BatchNorm forms, utilisation
 # ---------------------------------------------------------------------------------------------
+FLAT = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
+
+
+def _form_rounds(row: dict) -> list[float]:
+    """Calls per second of a form in each interleaved round (a file without rounds gives its one median)."""
+    found = row.get("microseconds_rounds")
+    micro = list(found) if isinstance(found, (list, tuple)) and len(found) else [row["microseconds"]]
+    return [1e6 / m for m in micro]
+
+
+def flattened_against(result: SpeedResult) -> dict:
+    """The flattened form (the book's) against each other form of the same case, by the rule from their rounds:
+    {(mode, dim, form): Verdict}; above 1, the flattened form is faster."""
+    frame = result.bench.norm_forms
+    judged = {}
+    for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):
+        rows = {r["form"]: r for r in group.to_dict("records")}
+        for form, row in rows.items():
+            if form != FLAT:
+                judged[(mode, dim, form)] = verdicts.speed_ratio(
+                    f"{mode}, d = {dim}: the flattened form against {form}",
+                    _form_rounds(rows[FLAT]),
+                    _form_rounds(row),
+                    scale=result.bench.hardware_label,
+                )
+    return judged
+
+
 def norm_forms(result: SpeedResult) -> pd.DataFrame:
+    judged = flattened_against(result)
     frame = result.bench.norm_forms.copy()
+    frame["flattened against this form, by the rule"] = [
+        verdicts.speed_text(judged[(m, d, f)]) if f != FLAT else "itself"
+        for m, d, f in zip(frame["mode"], frame["dim"], frame["form"])
+    ]
     frame["shape"] = frame["shape"].map(lambda s: " × ".join(map(str, s)))
     frame = frame.rename(
         columns={
-            "microseconds": "time (µs)",
+            "microseconds": "time (µs, median round)",
             "relative_to_fastest": "× fastest",
             "max_abs_difference": "max |difference| from flattened",
         }
     )
-    return frame[["form", "mode", "shape", "time (µs)", "× fastest", "max |difference| from flattened"]]
+    return frame[
+        [
+            "form",
+            "mode",
+            "shape",
+            "time (µs, median round)",
+            "× fastest",
+            "flattened against this form, by the rule",
+            "max |difference| from flattened",
+        ]
+    ]
 
 
 def norm_forms_table(result: SpeedResult):
@@ -271,36 +341,29 @@ def norm_forms_table(result: SpeedResult):
         result,
         reproduces="new/batchnorm_forms",
         caption="BatchNorm on (batch, tokens, features): article 1's BatchNorm1d over b d n, article 2's "
-        "BatchNorm2d over b d n 1 and the book's flattened (b n) d BatchNorm1d, median time per call",
+        "BatchNorm2d over b d n 1 and the book's flattened (b n) d BatchNorm1d, time per call (the median of "
+        "interleaved rounds), and the flattened form against each, judged by the rule round by round",
         reads=TIMED,
         extra={"hardware_line": result.bench.hardware_label},
     )
 
 
 def norm_forms_statement(result: SpeedResult) -> Markdown:
-    """Which form was fastest where, and by how much the flattened form trails where it is not."""
-    frame = result.bench.norm_forms.copy()
-    flat = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
-    wins, behind = 0, []
-    for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):
-        fastest = group.loc[group["microseconds"].idxmin()]
-        mine = float(group.loc[group["form"] == flat, "microseconds"].iloc[0])
-        if fastest["form"] == flat:
-            wins += 1
-        else:
-            behind.append(
-                f"{mode} at d = {dim}: {fastest['form']} takes {100 * (1 - fastest['microseconds'] / mine):.0f} % "
-                "less time"
-            )
-    cases = wins + len(behind)
-    # medians of blocks timed one form after another, not interleaved rounds: shown, not judged by the rule
-    text = (
-        f"By the median time per call (blocks timed one form after another, so no verdict by the book's rule), the "
-        f"flattened form, which the book's models use, is the fastest in {wins} of the {cases} cases measured"
-    )
-    text += "." if not behind else "; elsewhere it trails: " + "; ".join(behind) + "."
+    """The flattened form (the book's) against each other form, case by case, in the rule's words."""
+    judged = flattened_against(result)
+    cases = {}
+    for (mode, dim, form), verdict in judged.items():
+        cases.setdefault((mode, dim), []).append(f"against {form}: {verdicts.speed_text(verdict)}")
+    faster = sum(v.outcome == verdicts.AGREES for v in judged.values())
+    slower = sum(v.outcome == verdicts.DISAGREES for v in judged.values())
+    lines = [
+        f"The flattened form, which the book's models use, against each other form in the same interleaved rounds "
+        f"(by the book's rule, above 1: the flattened form is faster): faster in {faster}, slower in {slower} of "
+        f"{len(judged)} comparisons."
+    ]
+    lines += [f"- {mode} at d = {dim}: " + "; ".join(parts) + "." for (mode, dim), parts in cases.items()]
     return Markdown(
-        text + " The transposed forms hand the kernel a permuted, non-contiguous view that it (or the "
+        "\n".join(lines) + "\n\nThe transposed forms hand the kernel a permuted, non-contiguous view that it (or the "
         "next layer) has to copy or stride through; the flattened form reshapes a contiguous "
         "tensor without a copy. All three compute the same statistics: the last column is the "
         "largest difference in their outputs."

@@ -65,7 +65,7 @@ force = False
 
 # %%
 from vitbn_nb import profiles
-from vitbn_nb.studies import speed, speed_accounting
+from vitbn_nb.studies import speed, speed_accounting, speed_kernels
 
 settings = profiles.settings("08_where_the_speed_comes_from", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
@@ -178,7 +178,7 @@ speed.pipeline_split(result)
 # is measured on this device).
 
 # %%
-speed_accounting.utilisation(result)
+speed_kernels.utilisation(result)
 
 # %% [markdown]
 # ## What BatchNorm can buy at inference: folding
@@ -214,10 +214,10 @@ speed.folding(result)
 # of the others by the rule, round by round.
 
 # %%
-speed_accounting.norm_forms_table(result)
+speed_kernels.norm_forms_table(result)
 
 # %%
-speed_accounting.norm_forms_statement(result)
+speed_kernels.norm_forms_statement(result)
 
 # %% [markdown]
 # ## The accounting
@@ -266,10 +266,10 @@ speed_accounting.effects_statement(result)
 # multi-tensor update as a GPU runs it.
 
 # %%
-speed_accounting.op_counts_table(result)
+speed_kernels.op_counts_table(result)
 
 # %%
-speed_accounting.op_counts_statement(result)
+speed_kernels.op_counts_statement(result)
 
 # %% [markdown]
 # ## What to take from this

@@ -22,3 +22,16 @@ def _ruff() -> list[str]:
 def test_ruff_is_clean(command):
     done = subprocess.run([*_ruff(), *command, "vitbn_nb", "tests"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+#: A module a reader can hold in one sitting (issue "Every number one hop from its source").
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_is_longer_than_a_reader_can_hold():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / "vitbn_nb").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

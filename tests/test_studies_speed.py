@@ -8,7 +8,7 @@ import pytest
 
 from vitbn_nb import profiles, verdicts
 from vitbn_nb.figures import read_manifest
-from vitbn_nb.studies import speed, speed_accounting
+from vitbn_nb.studies import speed, speed_accounting, speed_kernels
 
 TINY = profiles.settings(
     "08_where_the_speed_comes_from",
@@ -66,8 +66,8 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
     speed.pipeline_split_figure(measured)
     speed.folding_figure(measured)
     speed_accounting.accounting_table(measured)
-    speed_accounting.norm_forms_table(measured)
-    speed_accounting.op_counts_table(measured)
+    speed_kernels.norm_forms_table(measured)
+    speed_kernels.op_counts_table(measured)
     manifest = read_manifest()["outputs"]
     expected = {
         "new_equal_depth_timing": "new/equal_depth_timing",
@@ -93,10 +93,10 @@ def test_display_tables_have_a_row_per_configuration(measured):
     assert len(speed.equal_depth(measured)) == 6
     assert len(speed.pipeline_split(measured)) == 12
     assert len(speed.folding(measured)) == 4
-    assert len(speed_accounting.utilisation(measured)) == 12
-    assert len(speed_accounting.norm_forms(measured)) == 12
-    assert len(speed_accounting.op_counts(measured)) == 3 * len(measured.settings.count_depths)
-    statement = speed_accounting.op_counts_statement(measured).data
+    assert len(speed_kernels.utilisation(measured)) == 12
+    assert len(speed_kernels.norm_forms(measured)) == 12
+    assert len(speed_kernels.op_counts(measured)) == 3 * len(measured.settings.count_depths)
+    statement = speed_kernels.op_counts_statement(measured).data
     assert "As article 1 ran it" in statement and measured.bench.hardware_label in statement
     assert len(speed_accounting.article_reported()) == 4
     overview = speed.overview(measured)
@@ -239,16 +239,16 @@ def test_the_batchnorm_forms_are_compared_by_the_rule_round_by_round(measured):
     fake = copy.deepcopy(measured)
     frame = fake.bench.norm_forms
     busy = [1.0, 2.0, 1.0]  # round 2 twice as slow for every form
-    base = {speed_accounting.FLAT: 100.0, "BatchNorm1d over b d n (article 1)": 300.0}
+    base = {speed_kernels.FLAT: 100.0, "BatchNorm1d over b d n (article 1)": 300.0}
     frame["microseconds_rounds"] = [[base.get(f, 101.0) * b for b in busy] for f in frame["form"]]
-    judged = speed_accounting.flattened_against(fake)
+    judged = speed_kernels.flattened_against(fake)
     assert len(judged) == 2 * frame.groupby(["mode", "dim"]).ngroups
     for (_, _, form), verdict in judged.items():
         expected = "a speed-up of 3.00× [3.00, 3.00]" if "article 1" in form else "a speed-up of 1.01× [1.01, 1.01]"
         assert verdicts.speed_text(verdict).startswith(expected)
-    statement = speed_accounting.norm_forms_statement(fake).data
+    statement = speed_kernels.norm_forms_statement(fake).data
     assert f"faster in {len(judged)}, slower in 0 of {len(judged)} comparisons" in statement
-    column = speed_accounting.norm_forms(fake)["flattened against this form, by the rule"]
+    column = speed_kernels.norm_forms(fake)["flattened against this form, by the rule"]
     assert all(verdicts.is_rule_text(c) or c == "itself" for c in column)
     frame["microseconds_rounds"] = [[m] for m in frame["microseconds"]]  # one round: no verdict
-    assert all(v.outcome == verdicts.NOT_JUDGED for v in speed_accounting.flattened_against(fake).values())
+    assert all(v.outcome == verdicts.NOT_JUDGED for v in speed_kernels.flattened_against(fake).values())

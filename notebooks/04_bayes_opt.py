@@ -54,8 +54,8 @@ force = False
 # The profile sets the scale. `paper` is the article's protocol: 20 trials per model on the
 # full MNIST training set, each trial trained for 3 epochs (article 1 does not say how long a
 # trial trains: 3 epochs is the book's choice), then 30 epochs with the best settings, three seeds where
-# the article ran one. `cpu` runs 12 trials of 2 epochs on a 6,000-image subset and retrains
-# for 10 epochs, about ten minutes on a laptop. `smoke` runs 3 tiny trials per model, which
+# the article ran one. `cpu` runs a shorter search on a subset and retrains the best settings
+# for a few epochs with three seeds (the settings below give the numbers). `smoke` runs 3 tiny trials per model, which
 # never leave Ax's initialisation (the centre of the search space and Sobol points, see below):
 # it proves that everything runs, and its numbers say nothing.
 

@@ -48,7 +48,7 @@ force = False
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol (the full training set, 10
 # epochs) with three seeds where the article ran one; `cpu` trains every depth on a subset for
-# 8 epochs, about twelve minutes on a laptop; `smoke` trains only the depths that give every
+# a few epochs, also with three seeds (the settings below give the numbers); `smoke` trains only the depths that give every
 # figure some content, on a few hundred images (its numbers say nothing).
 
 # %%

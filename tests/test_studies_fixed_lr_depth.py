@@ -49,7 +49,9 @@ def synthetic(rows):
 # protocols
 # ---------------------------------------------------------------------------------------------
 def test_fixed_lr_paper_configs_are_experiment_1_as_run_and_as_written():
-    configs = fixed_lr.plan(profiles.settings("03_fixed_lr", "paper"))
+    settings = profiles.settings("03_fixed_lr", "paper")
+    # the learning-rate sweep's further runs are tested in test_lr_sweep.py
+    configs = [c for c in fixed_lr.plan(settings) if c.lr in settings.lrs]
     assert len(configs) == 3 * 3 * 5  # lrs x seeds x (ViT d6, BN models at d1 and at d6)
     assert {(c.model, c.model_kwargs["depth"]) for c in configs} == {
         ("ViT", 6),
@@ -117,7 +119,8 @@ def test_configs_take_the_profiles_sizes(profile):
             assert (c.train_size, c.test_size, c.epochs) == (settings.train_size, settings.test_size, settings.epochs)
             assert (c.batch_size, c.test_batch_size) == (100, 5000)
         assert {c.seed for c in configs} == set(range(settings.seeds))
-    assert {c.lr for c in fixed_lr.plan(profiles.settings("03_fixed_lr", profile))} == {0.0005, 0.005, 0.01}
+    settings = profiles.settings("03_fixed_lr", profile)
+    assert {c.lr for c in fixed_lr.plan(settings)} == {0.0005, 0.005, 0.01, *settings.sweep_lrs}
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])

@@ -29,6 +29,7 @@ from .. import articles, audit, claims, figures, results, runs
 from ..models import AS_RUN_DEPTH, CONFIGURATIONS
 from ..profiles import FixedLrSettings
 from ..runs import RunConfig
+from . import lr_sweep
 from .fixed_lr_numbers import (
     FIGURE_OF_LR,
     MODELS,
@@ -66,10 +67,13 @@ class FixedLrResult(results.ChapterResult):
 
     settings: FixedLrSettings
     table: pd.DataFrame
+    #: The learning-rate sweep's runs (``studies.lr_sweep``): the depth-6 trio at every lr, chapter 03's included.
+    sweep: pd.DataFrame | None = None
 
 
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """One run per lr, seed and (model, depth) of both configurations; ViT depth 6 serves both."""
+    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
+    learning-rate sweep's further runs."""
     return [
         RunConfig.from_settings(
             settings,
@@ -83,12 +87,14 @@ def plan(settings: FixedLrSettings) -> list[RunConfig]:
         for lr in settings.lrs
         for seed in range(settings.seeds)
         for model, depth in PAIRS
-    ]
+    ] + lr_sweep.plan(settings, PIPELINE)
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
-    """Train (or fetch from the run store) every run of the chapter."""
-    return FixedLrResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
+    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest."""
+    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
+    return FixedLrResult(settings, chapter.reset_index(drop=True), lr_sweep.sweep_rows(table).reset_index(drop=True))
 
 
 def overview(settings: FixedLrSettings) -> pd.DataFrame:

@@ -3,8 +3,9 @@
 ViT, ViTBNFFN and ViTBN, all at depth 6 (as the reference repository's transfer checkpoints
 are), are trained on augmented MNIST for the same number of epochs with optimised learning
 rates and batch sizes (under ``paper`` optimised again on augmented MNIST at depth 6, as the
-series did; smaller profiles reuse chapter 04's), together with a small CNN trained on the
-same data (Adam, fixed lr and batch) as the order-of-magnitude reference for inference time.
+series did, and under ``cpu`` with a shorter search; ``smoke`` reuses chapter 04's), together
+with a small CNN trained on the same data (Adam, fixed lr and batch) as the order-of-magnitude
+reference for inference time.
 Each is then evaluated on EMNIST digits: accuracy, and the time of one full pass over the set
 (eval mode, ``inference_mode``, the device synchronised before each clock read; the median of
 several passes after a warm-up pass).
@@ -162,9 +163,19 @@ def stored_runs(settings: TransferSettings) -> list[RunConfig]:
     return [] if best is None else _configs(_hyperparameter_table(best, settings, origin="stored"), settings)
 
 
-def hyperparameters(result: TransferResult) -> pd.DataFrame:
-    """The lr and batch size each model trained with, and where they came from."""
-    return result.hyper
+def hyperparameters(result: TransferResult):
+    """The lr and batch size each model trained with, and where they came from, saved as ``06_hyperparameters``."""
+    return figures.save_table(
+        result.hyper,
+        "06_hyperparameters",
+        result,
+        reproduces="new/hyperparameters",
+        caption=(
+            f"The learning rate and batch size each model trained with at depth {result.settings.depth}, and where "
+            "they came from (the CNN is a fixed reference, not optimised)"
+        ),
+        precision=5,
+    )
 
 
 def measurements(result: TransferResult) -> pd.DataFrame:

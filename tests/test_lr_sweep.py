@@ -1,0 +1,89 @@
+"""Chapter 03's learning-rate sweep: which runs it plans, and how it reads breakdowns and the largest lr that trains,
+on made-up curves whose answers are known."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from vitbn_nb import profiles, verdicts
+from vitbn_nb.studies import fixed_lr, lr_sweep
+
+
+def _curve(model, lr, seed, accuracies, *, train_size=5000):
+    return [
+        {
+            "run_id": f"{model}-lr{lr:g}-s{seed}",
+            "model": model,
+            "depth": 6,
+            "lr": lr,
+            "seed": seed,
+            "epoch": epoch,
+            "test_acc": acc,
+            "train_loss": 0.5 if math.isfinite(acc) else float("nan"),
+            "diverged": False,
+            "train_size": train_size,
+            "batch_size": 100,
+        }
+        for epoch, acc in enumerate(accuracies, 1)
+    ]
+
+
+def _sweep(seeds=3):
+    rows = []
+    for seed in range(seeds):
+        wobble = 0.3 * seed
+        # ViT: best at 0.001, as good at 0.005 (small noise), worse at 0.01, breaks down at 0.05 in epoch 3
+        rows += _curve("ViT", 0.001, seed, [60, 80, 90 + wobble])
+        rows += _curve("ViT", 0.005, seed, [60, 80, 90 - wobble])
+        rows += _curve("ViT", 0.01, seed, [50, 70, 80 + wobble])
+        rows += _curve("ViT", 0.05, seed, [40, 45, 11])
+        # ViTBN: trains as well at every lr up to 0.05, never breaks down
+        for lr in (0.001, 0.005, 0.01, 0.05):
+            rows += _curve("ViTBN", lr, seed, [70, 85, 92 + (wobble if lr < 0.01 else -wobble)])
+    return pd.DataFrame(rows)
+
+
+def test_breakdowns_are_found_at_their_step():
+    runs = lr_sweep.per_run(_sweep())
+    broke = runs[runs["broke down at epoch"].notna()]
+    assert set(broke["model"]) == {"ViT"} and set(broke["lr"]) == {0.05}
+    # 5,000 images in batches of 100: 50 steps an epoch, epoch 3 ends at step 150
+    assert set(broke["broke down at step"]) == {150}
+    assert set(runs["steps"]) == {150}
+
+
+def test_largest_lr_that_trains_by_the_rule():
+    runs = lr_sweep.per_run(_sweep())
+    assert lr_sweep.best_lr(runs, "ViT") == 0.001
+    assert lr_sweep.against_best(runs, "ViT", 0.005).outcome == verdicts.NOISE
+    assert lr_sweep.against_best(runs, "ViT", 0.01).outcome == verdicts.DISAGREES
+    assert lr_sweep.largest_trainable(runs, "ViT") == 0.005
+    assert lr_sweep.largest_trainable(runs, "ViTBN") == 0.05
+
+
+def test_fewer_than_three_seeds_decide_nothing():
+    runs = lr_sweep.per_run(_sweep(seeds=2))
+    assert lr_sweep.largest_trainable(runs, "ViT") is None
+    table = lr_sweep.summary(runs)
+    assert table["verdict: as good as the best lr"].str.contains(verdicts.NOT_JUDGED).all()
+
+
+def test_summary_judges_each_batchnorm_model_against_vit():
+    table = lr_sweep.summary(lr_sweep.per_run(_sweep())).set_index(["model", "lr"])
+    at = table.loc[("ViTBN", 0.05)]
+    assert at["verdict: ahead of ViT"].startswith(verdicts.AGREES)
+    assert at["against ViT (pt)"] == pytest.approx(92 - 0.3 - 11, abs=0.5)
+    assert table.loc[("ViT", 0.05), "runs broke down"] == "3/3"
+    assert all(verdicts.is_rule_text(t) for t in table["verdict: as good as the best lr"])
+
+
+def test_plan_adds_the_depth6_trio_at_each_extra_lr():
+    settings = profiles.settings("03_fixed_lr", "cpu")
+    extra = lr_sweep.plan(settings, fixed_lr.PIPELINE)
+    assert len(extra) == len(settings.sweep_lrs) * settings.seeds * 3
+    assert {c.model for c in extra} == {"ViT", "ViTBNFFN", "ViTBN"}
+    assert all(c.model_kwargs.get("depth", 6) == 6 for c in extra)
+    assert lr_sweep.grid(settings) == sorted({*settings.lrs, *settings.sweep_lrs})
+    # the sweep adds runs to the chapter's plan and shares the rest
+    assert len(fixed_lr.plan(settings)) == len(settings.lrs) * settings.seeds * 5 + len(extra)

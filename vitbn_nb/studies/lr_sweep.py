@@ -1,0 +1,256 @@
+"""Chapter 03's learning-rate sweep: the articles' second claim, that BatchNorm lets a ViT train at higher learning
+rates, tested at equal depth.
+
+Article 1 reports its ViT breaking down at lr 0.01 near epoch 15 while ViTBNFFN and ViTBN stay stable (Fig 5);
+article 2 has ViT losing more accuracy than ViTBNFFN when the lr rises from 0.003 to 0.005 (Fig 10). Both compare
+models of different depth or a single step of lr. Here the three models, all at depth 6 (article 1 as written),
+train over one grid of learning rates: chapter 03's three (their runs are shared) and the settings' ``sweep_lrs``
+beyond and between them, every lr with the same seeds. Per model the views read, from each seed's whole curve:
+
+* the final accuracy at each lr, and whether it is as good as the model's best lr, by the book's rule (the paired
+  per-seed differences and their 95 % interval; with fewer than 3 seeds, shown, not judged);
+* the largest lr that still trains as well as the best one, and the step at which each run broke down (its test
+  accuracy more than 10 points below its best so far, or a NaN loss);
+* at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+
+from .. import articles, claims, engine, figures, verdicts
+from ..models import AS_RUN_DEPTH
+from ..profiles import FixedLrSettings
+from ..runs import RunConfig
+from .fixed_lr_numbers import UNSTABLE_DROP, unstable_epoch
+
+#: The depth all three models share in the sweep: article 1's L = 6.
+DEPTH = 6
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+
+
+def grid(settings: FixedLrSettings) -> list[float]:
+    """Every learning rate of the sweep, ascending: chapter 03's and the extra ``sweep_lrs``."""
+    return sorted({*settings.lrs, *settings.sweep_lrs})
+
+
+def plan(settings: FixedLrSettings, pipeline: str) -> list[RunConfig]:
+    """The sweep's own runs: the depth-6 trio at each extra lr (chapter 03's lrs are trained by its own plan)."""
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=model,
+            model_kwargs={} if AS_RUN_DEPTH[model] == DEPTH else {"depth": DEPTH},
+            dataset="mnist",
+            lr=lr,
+            seed=seed,
+            pipeline=pipeline,
+        )
+        for lr in settings.sweep_lrs
+        for seed in range(settings.seeds)
+        for model in MODELS
+    ]
+
+
+def sweep_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a run table that belong to the sweep: the three models at depth 6, at every lr."""
+    return table[(table["depth"] == DEPTH) & table["model"].isin(MODELS)]
+
+
+def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: model, lr, seed, final and best accuracy, the epoch and step at which it broke down."""
+    rows = []
+    for run_id, run in sweep.groupby("run_id", sort=False):
+        run = run.sort_values("epoch")
+        first = run.iloc[0]
+        images = claims.MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
+        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        broke = unstable_epoch(run)
+        rows.append(
+            {
+                "model": first["model"],
+                "lr": float(first["lr"]),
+                "seed": int(first["seed"]),
+                "final accuracy (%)": float(claims.final_accuracy(run).iloc[-1]),
+                "best accuracy (%)": float(run["test_acc"].max()),
+                "broke down at epoch": broke,
+                "broke down at step": None if broke is None else broke * per_epoch,
+                "steps": int(run["epoch"].max()) * per_epoch,
+                "run_id": run_id,
+            }
+        )
+    return pd.DataFrame(rows).sort_values(["model", "lr", "seed"], ignore_index=True)
+
+
+def _finals(runs: pd.DataFrame, model: str, lr: float) -> pd.Series:
+    one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
+    return one.set_index("seed")["final accuracy (%)"].sort_index()
+
+
+def best_lr(runs: pd.DataFrame, model: str) -> float:
+    """The lr of the model's highest mean final accuracy."""
+    one = runs[runs["model"] == model]
+    return float(one.groupby("lr")["final accuracy (%)"].mean().idxmax())
+
+
+def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
+    """This lr's final accuracy minus the best lr's, paired by seed; "within noise" means as good as the best."""
+    best = best_lr(runs, model)
+    values = (_finals(runs, model, lr) - _finals(runs, model, best)).dropna()
+    return verdicts.difference(
+        f"{model} at lr {lr:g} as good as at lr {best:g}", list(values), 0, condition=f"{model} d{DEPTH}"
+    )
+
+
+def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
+    """The largest lr whose runs train as well as at the best lr (the rule finds their difference within noise);
+    None when there are too few seeds to judge."""
+    best = best_lr(runs, model)
+    lrs = sorted(runs.loc[runs["model"] == model, "lr"].unique())
+    if runs.loc[runs["model"] == model, "seed"].nunique() < verdicts.MIN_SEEDS:
+        return None
+    good = [lr for lr in lrs if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE]
+    return max(good)
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per model and lr: the final accuracy over seeds, how many runs broke down and at which steps, the verdict
+    on "as good as the best lr", and the BatchNorm model against ViT at that lr."""
+    rows = []
+    for model in [m for m in MODELS if m in set(runs["model"])]:
+        for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
+            one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
+            mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
+            broke = one["broke down at step"].dropna().astype(int).tolist()
+            best = against_best(runs, model, lr)
+            vs_vit = (
+                verdicts.difference(
+                    f"{model} − ViT at lr {lr:g}",
+                    list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna()),
+                    +1,
+                )
+                if model != "ViT"
+                else None
+            )
+            rows.append(
+                {
+                    "model": model,
+                    "depth": DEPTH,
+                    "lr": lr,
+                    "seeds": n,
+                    "final accuracy (%)": mean,
+                    "low": low,
+                    "high": high,
+                    "runs broke down": f"{len(broke)}/{len(one)}",
+                    "at steps": ", ".join(map(str, sorted(broke))),
+                    "against the best lr (pt)": best.estimate,
+                    "verdict: as good as the best lr": best.text,
+                    "against ViT (pt)": np.nan if vs_vit is None else vs_vit.estimate,
+                    "verdict: ahead of ViT": "" if vs_vit is None else vs_vit.text,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _scale(runs: pd.DataFrame) -> str:
+    steps = int(runs["steps"].min()) if len(runs) else 0
+    article = articles.ARTICLE_STEPS["article 1, Experiment 1"]
+    return f"{steps:,} steps a run, {steps / article:.1%} of article 1's {article:,}"
+
+
+def sweep_table(result):
+    """The sweep per model and lr, saved as ``03_lr_sweep`` (numbers, with the rule's verdicts)."""
+    runs = per_run(result.sweep)
+    return figures.save_table(
+        summary(runs),
+        "03_lr_sweep",
+        result,
+        reproduces="new/lr_sweep",
+        runs=result.sweep,
+        caption=(
+            f"The learning-rate sweep at depth {DEPTH}, {_scale(runs)}: final accuracy over seeds with its 95 % "
+            f"interval; a run broke down when its accuracy fell more than {UNSTABLE_DROP:g} points below its best so "
+            "far (or its loss became NaN); each lr against the model's best lr, and each BatchNorm model against "
+            "ViT, by the book's rule"
+        ),
+    )
+
+
+def sweep_figure(result):
+    """Final accuracy against lr per model (each seed a dot, the mean a line), and the largest fall of each run."""
+    runs = per_run(result.sweep)
+    figures.use_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    falls = {run_id: verdicts.largest_fall(run) for run_id, run in result.sweep.groupby("run_id", sort=False)}
+    runs["largest fall (pt)"] = runs["run_id"].map(falls)
+    for i, model in enumerate(m for m in MODELS if m in set(runs["model"])):
+        one = runs[runs["model"] == model]
+        color = figures.color(model)
+        # models side by side at each lr, so that their dots do not hide one another
+        shift = 1.06 ** (i - 1)
+        for ax, column in ((left, "final accuracy (%)"), (right, "largest fall (pt)")):
+            mean = one.groupby("lr")[column].mean()
+            ax.plot(mean.index, mean.values, color=color, marker="o", label=f"{model} (depth {DEPTH})")
+            ax.scatter(one["lr"] * shift, one[column], color=color, s=12, alpha=0.5, linewidths=0)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(runs["lr"].unique()))
+        ax.set_xticklabels([f"{lr:g}" for lr in sorted(runs["lr"].unique())], rotation=30)
+        ax.set_xlabel("learning rate (Adam)")
+    left.set(ylabel="final test accuracy (%)", title="final accuracy")
+    right.set(ylabel="largest fall below the best so far (pt)", title="breakdown (0 = never fell)")
+    right.axhline(UNSTABLE_DROP, color="grey", linestyle=":", linewidth=1)
+    left.legend(fontsize=9)
+    seeds = int(runs["seed"].nunique())
+    fig.suptitle(
+        f"Which learning rates each model trains at · MNIST, all three at depth {DEPTH}, batch 100\n"
+        f"{_scale(runs)}; "
+        + (f"line = mean over {seeds} seeds, dots = single runs" if seeds > 1 else "one seed: single runs, not judged")
+    )
+    return figures.save_figure(
+        fig,
+        "03_lr_sweep",
+        result,
+        reproduces="new/lr_sweep",
+        runs=result.sweep,
+        caption=(
+            f"Final accuracy and largest fall below the best accuracy so far against the learning rate, ViT, ViTBNFFN "
+            f"and ViTBN at depth {DEPTH}, {_scale(runs)}; a fall above the dotted line ({UNSTABLE_DROP:g} pt) is a "
+            "breakdown"
+        ),
+    )
+
+
+def statement(result) -> Markdown:
+    """Per model: the best lr, the largest lr that trains as well (by the rule), and where runs broke down."""
+    runs = per_run(result.sweep)
+    seeds = int(runs["seed"].nunique())
+    lines = []
+    for model in (m for m in MODELS if m in set(runs["model"])):
+        one = runs[runs["model"] == model]
+        largest = largest_trainable(runs, model)
+        broke = one.dropna(subset=["broke down at step"])
+        where = (
+            "; ".join(
+                f"lr {lr:g}: {len(group)}/{int((np.isclose(one['lr'], lr)).sum())} runs, at step "
+                f"{', '.join(str(int(s)) for s in sorted(group['broke down at step']))}"
+                for lr, group in broke.groupby("lr")
+            )
+            or "no run broke down"
+        )
+        trains = (
+            f"{seeds} seed{'s' * (seeds != 1)}: {verdicts.NOT_JUDGED}"
+            if largest is None
+            else f"the largest lr as good as the best by the rule: **{largest:g}**"
+        )
+        lines.append(f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}.")
+    return Markdown(
+        f"Each run trained {_scale(runs)}, so a breakdown that article 1 saw near epoch "
+        f"{articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']} (step "
+        f"{articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch'] * articles.STEPS_PER_EPOCH:,}) cannot show "
+        "here unless it comes earlier.\n\n" + "\n".join(lines)
+    )

@@ -87,3 +87,13 @@ def test_plan_adds_the_depth6_trio_at_each_extra_lr():
     assert lr_sweep.grid(settings) == sorted({*settings.lrs, *settings.sweep_lrs})
     # the sweep adds runs to the chapter's plan and shares the rest
     assert len(fixed_lr.plan(settings)) == len(settings.lrs) * settings.seeds * 5 + len(extra)
+
+
+def test_statement_counts_the_rule_against_vit_over_the_grid():
+    from types import SimpleNamespace
+
+    text = lr_sweep.statement(SimpleNamespace(sweep=_sweep())).data
+    assert "**ViTBN** (depth 6): best lr" in text
+    assert "against ViT at the same lr: ahead at 4, behind at 0, within noise at 0 of 4 rates" in text
+    assert "the largest lr as good as the best by the rule: **0.005**" in text  # ViT
+    assert "lr 0.05: 3/3 runs, at step 150" in text

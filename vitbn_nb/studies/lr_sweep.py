@@ -225,9 +225,23 @@ def sweep_figure(result):
     )
 
 
+def _against_vit(table: pd.DataFrame, model: str) -> str:
+    """How the rule judged ``model`` against ViT over the grid: 'ahead at 0, behind at 0, within noise at 6 of 6'."""
+    texts = table.loc[table["model"] == model, "verdict: ahead of ViT"]
+    if texts.str.contains(verdicts.NOT_JUDGED).all():
+        return f"{verdicts.NOT_JUDGED} (fewer than {verdicts.MIN_SEEDS} seeds)"
+    count = lambda outcome: int(texts.str.startswith(outcome).sum())
+    return (
+        f"ahead at {count(verdicts.AGREES)}, behind at {count(verdicts.DISAGREES)}, within noise at "
+        f"{count(verdicts.NOISE)} of {len(texts)} rates"
+    )
+
+
 def statement(result) -> Markdown:
-    """Per model: the best lr, the largest lr that trains as well (by the rule), and where runs broke down."""
+    """Per model: the best lr, the largest lr that trains as well (by the rule), where runs broke down, and how each
+    BatchNorm model fares against ViT over the grid."""
     runs = per_run(result.sweep)
+    table = summary(runs)
     seeds = int(runs["seed"].nunique())
     lines = []
     for model in (m for m in MODELS if m in set(runs["model"])):
@@ -247,10 +261,13 @@ def statement(result) -> Markdown:
             if largest is None
             else f"the largest lr as good as the best by the rule: **{largest:g}**"
         )
-        lines.append(f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}.")
+        versus = "" if model == "ViT" else f"; against ViT at the same lr: {_against_vit(table, model)}"
+        lines.append(
+            f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}{versus}."
+        )
+    breakdown = articles.ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"]
     return Markdown(
-        f"Each run trained {_scale(runs)}, so a breakdown that article 1 saw near epoch "
-        f"{articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']} (step "
-        f"{articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch'] * articles.STEPS_PER_EPOCH:,}) cannot show "
-        "here unless it comes earlier.\n\n" + "\n".join(lines)
+        f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
+        f"breakdown like the one article 1 saw near epoch {breakdown} (step {breakdown * articles.STEPS_PER_EPOCH:,}) "
+        "cannot show here unless it comes earlier.\n\n" + "\n".join(lines)
     )

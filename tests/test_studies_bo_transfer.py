@@ -145,7 +145,8 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
     assert [c.model for c in transfer.plan(TRANSFER)] == ["CNN"]  # the others follow from chapter 04's file
     result = transfer.run(TRANSFER)
     runs_table, measured = result.table, result.measured
-    assert list(transfer.hyperparameters(result)["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
+    transfer.hyperparameters(result)  # saved as 06_hyperparameters
+    assert list(result.hyper["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
     assert set(runs_table["model"]) == {"ViT", "ViTBNFFN", "ViTBN", "CNN"}
     assert set(runs_table["dataset"]) == {"mnist_aug"} and runs_table.groupby("model")["epoch"].max().eq(1).all()
 

@@ -163,11 +163,11 @@ def _scale(runs: pd.DataFrame) -> str:
 
 
 def sweep_table(result):
-    """The sweep per model and lr, saved as ``03_lr_sweep`` (numbers, with the rule's verdicts)."""
+    """The sweep per model and lr, saved as ``03_lr_sweep_table`` (numbers, with the rule's verdicts)."""
     runs = per_run(result.sweep)
     return figures.save_table(
         summary(runs),
-        "03_lr_sweep",
+        "03_lr_sweep_table",
         result,
         reproduces="new/lr_sweep",
         runs=result.sweep,

@@ -134,8 +134,9 @@ transfer.measurements(result)
 # were timed in the same interleaved rounds, so each speed-up is judged by the book's rule
 # round by round. The last columns say which class each model predicts most often on the
 # transfer set, and its accuracy when every pixel is set to 0 or 1 at half intensity: a model
-# that piles the set into one class is reading the grey of the upsampled 8×8 digits, not their
-# shape (the caption says which model, computed from this run).
+# that piles the set into one class may be reading the grey of the upsampled 8×8 digits rather
+# than their shape: a reading of this run, with one seed under `cpu`, not a judged claim (the
+# caption says which model, computed from this run).
 
 # %%
 transfer.transfer_table(result)

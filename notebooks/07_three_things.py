@@ -105,8 +105,8 @@ parallel_blocks.blocks_figure(parallel)
 # %% [markdown]
 # Per model and structure: parameters, final accuracy (mean ± standard deviation over seeds where
 # there are several), training time per epoch, and inference latency per image at batch 1 and at a
-# large batch (the median of several timed passes on the machine that renders the chapter, as
-# every timing in the book). Our `Parallel` module runs its branches one after the other in Python: the same
+# large batch (the median of several timed passes, measured on the machine that trained the run
+# and stored in its record; the footer names the records). Our `Parallel` module runs its branches one after the other in Python: the same
 # kernels, just ordered differently, so on these kernels no latency gain is to be expected unless
 # the hardware overlaps them.
 
@@ -212,9 +212,10 @@ hmlp_stem.claims(stems)
 #
 # The "this run" columns above are computed from the runs of this profile; read them with its
 # scale in mind. Under `smoke` nothing can be concluded. Under `cpu` there is one seed and a
-# few epochs on a subset, so accuracy differences of a few tenths of a point are within the
-# noise that the `paper` profile's three seeds measure, and wall-clock times on a shared CPU
-# vary from run to run. Two findings do not depend on the scale: the parameter counts are equal
+# few epochs on a subset: every accuracy difference here is shown, not judged (the book's rule
+# needs three seeds, which the `paper` profile trains), and a time measured once on a shared CPU
+# is shown, not judged, unless it comes from the interleaved rounds that the latency rows are
+# judged from. Two findings do not depend on the scale: the parameter counts are equal
 # by construction in (a), and in (b) the share of weights that attention-only fine-tuning
 # trains is a property of the architecture, large here because this book's ViT puts most of its
 # weights into attention.

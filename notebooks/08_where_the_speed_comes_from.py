@@ -25,7 +25,8 @@
 # audits the checkpoints), so its numbers compare a **6-block ViT with BatchNorm models that
 # computed one block**, and its times are whole epochs through the reference code's data
 # pipeline (a `DataLoader` over `ToTensor` MNIST, `.item()` per step, a per-sample test loop in
-# the reference repository's training script). So:
+# the reference repository's Experiment-1 script, `mlflow_modules/train_mnist.py` as of commit
+# 74b1791). So:
 #
 # $$\text{article 1's gain} = \text{effective depth (6 blocks against 1, the early return)}
 #   \times \text{normalisation at that depth} \times \text{pipeline effects}.$$
@@ -260,10 +261,11 @@ speed_accounting.effects_statement(result)
 #
 # Every timing above belongs to the machine that rendered this chapter. What does not is the
 # number of operations each model dispatches: every ATen operation that is not a view runs at
-# least one kernel on a GPU, and for models this small a fast GPU can spend longer launching a
-# kernel than running it. There, time follows the operation count rather than the FLOPs. The
-# counts below are taken on the CPU under a dispatch mode (nothing is timed), with Adam's
-# multi-tensor update as a GPU runs it.
+# least one kernel on a GPU, and for models this small a fast GPU may spend longer launching a
+# kernel than running it; where it does, time follows the operation count rather than the FLOPs.
+# That is an expectation, untested here: no GPU has timed this book yet, and the `paper` profile
+# measures it with the same code. The counts below are taken on the CPU under a dispatch mode
+# (nothing is timed), with Adam's multi-tensor update as a GPU runs it.
 
 # %%
 speed_kernels.op_counts_table(result)
@@ -274,12 +276,13 @@ speed_kernels.op_counts_statement(result)
 # %% [markdown]
 # ## What to take from this
 #
-# Read the numbers with the hardware line in mind. On a CPU the arithmetic of the models
-# dominates every step, so the input pipeline, the per-sample bookkeeping and the norms' own
-# cost are small parts of the time, and so are the gains that removing them can bring: an
-# engine cannot make a matrix product faster. On a GPU those products take a few milliseconds
-# and the balance shifts towards the pipeline and the many small kernels; the `paper` profile
-# measures exactly that with the same code.
+# Read the numbers with the hardware line in mind. On a CPU the arithmetic of the models grows
+# with depth, so the deeper a model, the smaller the share of the input pipeline, the per-sample
+# bookkeeping and the norms' own cost, and the smaller the gains that removing them can bring
+# (the data-loading table above gives the shares per model and depth: an engine cannot make a matrix
+# product faster). On a GPU the products take less time and the balance may shift towards the
+# pipeline and the many small kernels; that is untested here, and the `paper` profile measures
+# it with the same code.
 #
 # Whatever the machine, the accounting table answers the chapter's question: the published
 # speed-up compares models that differ six-fold in depth, and the depth factor is measured

@@ -38,6 +38,18 @@ def test_a_committed_run_is_read_not_trained_and_nothing_is_written(committed_st
     assert not any((tmp_path / "fresh").glob("*/record.json"))
 
 
+def test_retrain_trains_a_committed_run_into_the_store_and_leaves_its_record(committed_store, tmp_path):
+    # the fix a chapter names when it needs the weights a committed record leaves out
+    committed_record = paths.committed_records_dir() / committed_store.run_id / "record.json"
+    before = committed_record.read_bytes()
+    run = runs.retrain(committed_store.run_id, progress=False)
+    assert run.folder == tmp_path / "fresh" / committed_store.run_id and (run.folder / "model.pt").is_file()
+    assert committed_record.read_bytes() == before
+    assert runs.train(RunConfig(**TINY), progress=False).folder == run.folder  # the store's own copy wins now
+    with pytest.raises(ValueError, match="nor among the committed records"):
+        runs.retrain("ViT-d6-lr0.001-bs100-s0-0000000000", progress=False)
+
+
 @pytest.mark.slow
 def test_from_scratch_leaves_the_committed_records_out(committed_store, tmp_path, monkeypatch):
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "ignore")
@@ -75,6 +87,35 @@ def test_staging_commits_the_records_the_manifest_names_without_weights(committe
     assert sorted(p.name for p in (records / committed_store.run_id).iterdir()) == ["record.json"]
     assert sorted(p.name for p in (records / "hpo" / study.name).iterdir()) == ["ax_state.json", "trials.json"]
     assert sorted(p.name for p in (records / "hpo").glob("best-*")) == ["best-mnist-cpu.json"]
+
+
+def test_a_study_that_chosen_values_name_is_staged_with_all_its_trials(tmp_path, monkeypatch):
+    # Chapter 06's outputs name only the runs it trained with the chosen values; without the study behind
+    # best-mnist_aug-cpu.json a render from the committed records would optimise (train) again.
+    store = tmp_path / "trained"
+    for run_id in ("final-run", "trial-0", "trial-1"):
+        (store / run_id).mkdir(parents=True)
+        (store / run_id / "record.json").write_text(json.dumps({"run_id": run_id}))
+        (store / run_id / "model.pt").write_bytes(b"weights stay behind")
+    study = store / "hpo" / "ViT-d6-mnist_aug-study"
+    study.mkdir(parents=True)
+    trials = {"0": {"run_id": "trial-0", "accuracy": 40.0}, "1": {"run_id": "trial-1", "accuracy": 48.0}}
+    (study / "trials.json").write_text(json.dumps(trials))
+    (study / "ax_state.json").write_text("{}")
+    unnamed = store / "hpo" / "ViT-d6-other-study"
+    unnamed.mkdir()
+    (unnamed / "trials.json").write_text(json.dumps({"0": {"run_id": "elsewhere", "accuracy": 1.0}}))
+    chosen = {"ViT": {"lr": 1e-3, "batch_size": 20, "run_id": "trial-1", "study": study.name}}
+    (store / "hpo" / "best-mnist_aug-cpu.json").write_text(json.dumps(chosen))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "manifest.json").write_text(json.dumps({"outputs": {"a": {"profile": "cpu", "run_ids": ["final-run"]}}}))
+    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "ignore")
+    assert committed.stage(staging, store) == []
+    records = staging / "records"
+    assert sorted(p.name for p in (records / "hpo").iterdir()) == ["ViT-d6-mnist_aug-study", "best-mnist_aug-cpu.json"]
+    assert sorted(p.name for p in records.iterdir() if p.name != "hpo") == ["final-run", "trial-0", "trial-1"]
+    assert not list(records.glob("*/model.pt"))
 
 
 def test_stored_path_prefers_the_run_store_and_never_follows_a_link(tmp_path, monkeypatch):

@@ -96,4 +96,41 @@ def test_statement_counts_the_rule_against_vit_over_the_grid():
     assert "**ViTBN** (depth 6): best lr" in text
     assert "against ViT at the same lr: ahead at 4, behind at 0, within noise at 0 of 4 rates" in text
     assert "the largest lr as good as the best by the rule: **0.005**" in text  # ViT
-    assert "lr 0.05: 3/3 runs, at step 150" in text
+    assert "lr 0.05: 3/3 runs, at step 150 (last test)" in text
+    assert "which no later test confirms" in text
+
+
+def test_a_fall_before_the_last_test_is_not_marked_and_a_run_that_never_learned_is_named():
+    rows = []
+    for seed in range(3):
+        rows += _curve("ViT", 0.001, seed, [60, 80, 90 + 0.3 * seed, 91])
+        rows += _curve("ViT", 0.01, seed, [60, 85, 50, 70])  # falls at epoch 3 and partly recovers
+        rows += _curve("ViT", 0.05, seed, [20, 25, 30, 31])  # never learned: it cannot fall 10 points
+    runs = lr_sweep.per_run(pd.DataFrame(rows))
+    table = lr_sweep.summary(runs).set_index(["model", "lr"])
+    assert table.loc[("ViT", 0.01), "at steps"] == "150, 150, 150"
+    assert table.loc[("ViT", 0.05), "runs broke down"] == "0/3"
+    assert table.loc[("ViT", 0.05), "best accuracy (%)"] == pytest.approx(31)
+    assert lr_sweep.never_trained(runs, "ViT") == {0.05: pytest.approx(31)}
+    from types import SimpleNamespace
+
+    text = lr_sweep.statement(SimpleNamespace(sweep=pd.DataFrame(rows))).data
+    assert "unable to break down by this measure: lr 0.05 (best 31.0 %)" in text
+    assert "last test" not in text
+
+
+def test_article_1s_larger_lr_conclusion_is_judged_from_its_largest_rate_up():
+    from types import SimpleNamespace
+
+    from vitbn_nb import claims
+
+    found = claims.larger_lr(_sweep())
+    # ViTBN against ViT at 0.01 and 0.05 (0.001 and 0.005 are below article 1's largest rate), seeds paired
+    assert [v.condition for v in found] == ["lr 0.01: ViTBN d6 against ViT d6", "lr 0.05: ViTBN d6 against ViT d6"]
+    assert all(v.claim == "article1/larger_lr/ViTBN" and v.outcome == verdicts.AGREES for v in found)
+    assert found[1].estimate == pytest.approx(92 - 0.3 - 11, abs=0.5)
+    text = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep())).data
+    assert "ahead of ViT in 2, behind in 0 and within noise in 0 of 2 comparisons" in text
+    assert "bears it out at every such rate" in text
+    few = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep(seeds=2))).data
+    assert verdicts.NOT_JUDGED in few and "bears it out" not in few

@@ -147,6 +147,9 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
     runs_table, measured = result.table, result.measured
     transfer.hyperparameters(result)  # saved as 06_hyperparameters
     assert list(result.hyper["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
+    # the table names the trial that chose each model's values, so its source line leads to the trial's record
+    assert list(result.hyper["best trial"]) == ["r", "r", "r", "—"]
+    assert "r" in read_manifest()["outputs"]["06_hyperparameters"]["run_ids"]
     assert set(runs_table["model"]) == {"ViT", "ViTBNFFN", "ViTBN", "CNN"}
     assert set(runs_table["dataset"]) == {"mnist_aug"} and runs_table.groupby("model")["epoch"].max().eq(1).all()
 

@@ -50,17 +50,26 @@ def test_a_passed_deadline_stops_the_command_before_any_run(run_store, capsys):
 
 
 def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_ready):
-    from vitbn_nb.bench.calibration import POINTS, calibrate, estimate_seconds
+    from vitbn_nb.bench.calibration import OTHER_MODELS, POINTS, calibrate, estimate_seconds
 
     measured = calibrate("cpu", steps=1, warmup=0, repeats=1)
-    # Training through both pipelines, test passes at 28 px, then one run's step against a stack's (per run) at
-    # depths 1 and 6; no graph on a CPU.
-    assert len(measured) == 2 * len(POINTS) - 1 + 4 and (measured["seconds_per_image"] > 0).all()
-    assert list(measured["pass"]) == ["train"] * len(POINTS) + ["test"] * 4 + ["train"] * 4
+    # Training through both pipelines, test passes at 28 px, the DNNs and the CNN (a training and a test row each),
+    # then one run's step against a stack's (per run) at depths 1 and 6; no graph on a CPU.
+    others = 2 * len(OTHER_MODELS)
+    assert len(measured) == 2 * len(POINTS) - 1 + others + 4 and (measured["seconds_per_image"] > 0).all()
+    assert list(measured["pass"]) == ["train"] * len(POINTS) + ["test"] * 4 + ["train", "test"] * 3 + ["train"] * 4
+    assert list(measured["model"].iloc[len(POINTS) + 4 : -4]) == [m for m, _ in OTHER_MODELS for _ in "tt"]
     assert list(measured["engine"].iloc[-4:]) == ["eager", "stacked"] * 2
     train = [1e-3, 6e-3, 2e-3, 7e-3, 24e-3]  # known costs: the arithmetic
     test = [1e-4, 6e-4, 3e-2, 3.5e-2]  # article 1's test pass counts classes in a Python loop over the samples
-    flat = measured.assign(seconds_per_image=train + test + [1e-3, 2e-3, 6e-3, 12e-3])
+    own = [4e-5, 2e-6, 4e-5, 2e-6, 5e-4, 2e-4]  # the DNNs and the CNN, timed themselves
+    flat = measured.assign(seconds_per_image=train + test + own + [1e-3, 2e-3, 6e-3, 12e-3])
+    dnn = runs.RunConfig(model="DNN_d3", dataset="mnist_aug", epochs=15)
+    # priced at its own rows (60,000 training and 10,000 test images an epoch), not as a depth-1 ViT
+    assert estimate_seconds(dnn, flat) == pytest.approx(15 * (60_000 * 4e-5 + 10_000 * 2e-6))
+    without_others = flat[flat["model"].isin(["ViT"]) | flat["model"].isna()]
+    as_vit = runs.RunConfig(model="ViT", model_kwargs={"depth": 1}, dataset="mnist_aug", epochs=15)
+    assert estimate_seconds(dnn, without_others) == pytest.approx(estimate_seconds(as_vit, flat))
     one = runs.RunConfig(model="ViT", model_kwargs={"depth": 1}, epochs=2, train_size=1000, test_size=300)
     assert estimate_seconds(one, flat) == pytest.approx(2 * (1000 * 1e-3 + 300 * 1e-4))
     six = runs.RunConfig(model="ViT", model_kwargs={"depth": 6}, epochs=2, train_size=1000, test_size=300)

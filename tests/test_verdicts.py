@@ -106,6 +106,26 @@ def test_no_verdict_in_the_committed_figures_is_issued_outside_the_rule():
     assert checked > 0
 
 
+def test_every_committed_verdict_over_seeds_rests_on_at_least_three():
+    """Issue 24's bar, read from what is committed: a claim judged from seeds (agrees, disagrees, within noise) in
+    any chapter's claims table, and every judged row of the learning-rate sweep, has at least MIN_SEEDS seeds."""
+    from pathlib import Path
+
+    figures = Path(__file__).resolve().parent.parent / "figures"
+    judged = (verdicts.AGREES, verdicts.DISAGREES, verdicts.NOISE)
+    checked = 0
+    for path in sorted(figures.glob("*_claims.csv")):
+        table = pd.read_csv(path)
+        rows = table[table["outcome"].isin(judged) & (table["each"] == "seed")]
+        thin = rows[rows["seeds"] < verdicts.MIN_SEEDS]
+        assert thin.empty, f"{path.name}: {list(thin['claim'])} judged from fewer than {verdicts.MIN_SEEDS} seeds"
+        checked += len(rows)
+    sweep = pd.read_csv(figures / "03_lr_sweep_table.csv", dtype={"verdict: ahead of ViT": str}, keep_default_na=False)
+    judged_rows = sweep[sweep["verdict: as good as the best lr"].str.startswith(judged)]
+    assert (judged_rows["seeds"].astype(int) >= verdicts.MIN_SEEDS).all()
+    assert checked > 0 and len(judged_rows) > 0
+
+
 def test_the_rule_text_check_tells_the_rules_words_from_others():
     assert verdicts.is_rule_text(verdicts.difference("c", [1.0], +1, scale="x").text)
     assert verdicts.is_rule_text(verdicts.difference("c", [1.0, 2.0, 3.0], +1).text)

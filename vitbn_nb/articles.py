@@ -351,6 +351,20 @@ def _experiment1_claims() -> list[Claim]:
             epochs=ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"],
         )
     )
+    # Judged at equal depth over chapter 03's learning-rate sweep, at article 1's largest rate and beyond.
+    claims += [
+        Claim(
+            f"article1/larger_lr/{model}",
+            "article 1, summary of results and conclusion",
+            "models with BatchNorm allow one to use a larger learning rate during training without rendering the "
+            "model unstable",
+            DIFFERENCE,
+            f"{model} − ViT final accuracy, both at depth 6, at a learning rate of {max(ARTICLE1_EXPERIMENT1):g} "
+            "or more (pt)",
+            +1,
+        )
+        for model in ("ViTBNFFN", "ViTBN")
+    ]
     return claims
 
 

@@ -183,6 +183,24 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
     return found
 
 
+def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
+    """Article 1's conclusion that BatchNorm allows a larger learning rate, judged over the learning-rate sweep
+    (``studies.lr_sweep``: the three models at depth 6): at every swept rate from article 1's largest up, each
+    BatchNorm model's final accuracy against ViT's, paired by seed."""
+    found = []
+    largest = max(articles.ARTICLE1_EXPERIMENT1)
+    rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
+    for model in (m for m in BN_MODELS if m in set(sweep["model"])):
+        claim = _claim(f"article1/larger_lr/{model}")
+        for lr in rates:
+            at_lr = _select(sweep, lr=float(lr))
+            values = _paired(final_accuracy(_select(at_lr, model=model)), final_accuracy(_select(at_lr, model="ViT")))
+            depth = int(at_lr["depth"].iloc[0])
+            condition = f"lr {lr:g}: {model} d{depth} against ViT d{depth}"
+            found.append(_difference(claim, values, _scale(at_lr, 30), condition))
+    return found
+
+
 def _vit_against_bn(claim: articles.Claim, at_lr: pd.DataFrame, statistic, scale: str) -> list[Verdict]:
     """``statistic`` of ViT − that of each BatchNorm model, per seed, in each configuration."""
     found = []

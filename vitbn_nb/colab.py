@@ -160,8 +160,8 @@ def measure_calibration(device, configs):
     chapter 03's through article 1's, with its ``.item()`` per step and its per-sample test loop)."""
     from .bench.calibration import calibrate, points_for
 
-    points, with_engines = points_for(configs)
-    return calibrate(device, steps=3, warmup=1, repeats=3, points=points, with_engines=with_engines)
+    points, with_engines, others = points_for(configs)
+    return calibrate(device, steps=3, warmup=1, repeats=3, points=points, with_engines=with_engines, others=others)
 
 
 def planned_configs(chapter: str, profile: str) -> list | None:

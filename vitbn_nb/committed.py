@@ -2,7 +2,9 @@
 
 A run store without weight files: every run's ``record.json`` (its configuration, per-epoch numbers, status,
 hardware and stored measurements) that an output in the manifest names, the runs those started from, and the
-optimisation state of chapter 04. They are read beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a
+optimisation state behind them (every study one of whose trials an output names, and every study a staged
+chosen-values file names, with all its trials: chapter 06 reads its chosen values and optimises again without
+their study). They are read beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a
 fresh clone renders every chapter without training, and every number leads to its run in one hop. The book runner
 stages them with the figures (:func:`stage`), so they are replaced together, by a complete run only.
 """
@@ -45,8 +47,10 @@ def _with_starting_runs(run_ids: set[str], sources: list[Path]) -> set[str]:
     return wanted
 
 
-def _studies(sources: list[Path], run_ids: set[str]) -> dict[str, Path]:
-    """The optimisation studies (folders under ``hpo/``) one of whose trials is among ``run_ids``."""
+def _studies(sources: list[Path], run_ids: set[str], names: set[str] = frozenset()) -> dict[str, Path]:
+    """The optimisation studies (folders under ``hpo/``) one of whose trials is among ``run_ids``, or named in
+    ``names`` (the studies a chosen-values file names: a chapter that reads those values optimises again without
+    them)."""
     found: dict[str, Path] = {}
     for source in sources:
         for ledger in sorted((source / STATE_FOLDER).glob("*/trials.json")):
@@ -54,9 +58,27 @@ def _studies(sources: list[Path], run_ids: set[str]) -> dict[str, Path]:
             if study.name in found or study.is_symlink():
                 continue
             trials = json.loads(ledger.read_text())
-            if any(entry.get("run_id") in run_ids for entry in trials.values()):
+            if study.name in names or any(entry.get("run_id") in run_ids for entry in trials.values()):
                 found[study.name] = study
     return found
+
+
+def _best_files(sources: list[Path], profiles: set) -> dict[str, Path]:
+    """The chosen-values files (``best-<dataset>-<profile>.json``) of ``profiles``, the first source's copy of each."""
+    found: dict[str, Path] = {}
+    for source in sources:
+        for best in sorted((source / STATE_FOLDER).glob("best-*.json")):
+            if best.stem.rsplit("-", 1)[-1] in profiles and best.name not in found and not best.is_symlink():
+                found[best.name] = best
+    return found
+
+
+def _named_studies(best_files: dict[str, Path]) -> set[str]:
+    names = set()
+    for best in best_files.values():
+        chosen = json.loads(best.read_text())
+        names |= {e["study"] for e in chosen.values() if isinstance(e, dict) and isinstance(e.get("study"), str)}
+    return names
 
 
 def stage(staging: Path, store: Path) -> list[str]:
@@ -68,6 +90,11 @@ def stage(staging: Path, store: Path) -> list[str]:
     if (committed := committed_records_dir()) is not None:
         sources.append(committed)
     named = {run_id for entry in outputs.values() for run_id in entry.get("run_ids", [])}
+    profiles = {entry.get("profile") for entry in outputs.values()}
+    best_files = _best_files(sources, profiles)
+    studies = _studies(sources, named, _named_studies(best_files))
+    for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
+        named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
     wanted = _with_starting_runs(named, sources)
     fresh = staging / f".{RECORDS_FOLDER}.new"
     shutil.rmtree(fresh, ignore_errors=True)
@@ -80,14 +107,11 @@ def stage(staging: Path, store: Path) -> list[str]:
             continue
         (fresh / run_id).mkdir()
         shutil.copyfile(record, fresh / run_id / "record.json")
-    profiles = {entry.get("profile") for entry in outputs.values()}
-    for name, study in _studies(sources, wanted).items():
+    for name, study in studies.items():
         shutil.copytree(study, fresh / STATE_FOLDER / name, ignore=_not_state)
-    for source in reversed(sources):  # the store's own copy wins
-        for best in (source / STATE_FOLDER).glob("best-*.json"):
-            if best.stem.rsplit("-", 1)[-1] in profiles:
-                (fresh / STATE_FOLDER).mkdir(exist_ok=True)
-                shutil.copyfile(best, fresh / STATE_FOLDER / best.name)
+    for name, best in best_files.items():  # the store's own copy (the first source) wins
+        (fresh / STATE_FOLDER).mkdir(exist_ok=True)
+        shutil.copyfile(best, fresh / STATE_FOLDER / name)
     shutil.rmtree(staging / RECORDS_FOLDER, ignore_errors=True)
     fresh.rename(staging / RECORDS_FOLDER)
     return missing

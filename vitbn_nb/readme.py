@@ -63,9 +63,20 @@ def _provenance(folder: Path) -> str:
 
     profiles, hardware, dates, runs = values("profile"), values("hardware"), values("date"), values("book_run")
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "an unknown date"
+    # the machine that rendered (and timed what a chapter measures as it renders) need not be the one that trained
+    trained = sorted(
+        {
+            name
+            for entry in outputs.values()
+            if isinstance(entry.get("trained_on"), dict)
+            for name in entry["trained_on"]
+        }
+    )
     text = (
         f"`figures/` holds {len(outputs)} outputs of the **`{'`, `'.join(profiles)}`** profile "
-        f"({'; '.join(hardware) or 'unknown hardware'}; {when}; book run{'s' if len(runs) > 1 else ''} "
+        f"(rendered on {'; '.join(hardware) or 'unknown hardware'}"
+        + (f", from runs trained on {' and '.join(trained)}" if trained else "")
+        + f"; {when}; book run{'s' if len(runs) > 1 else ''} "
         f"{', '.join(runs)}), each listed with its profile, hardware, date and run ids in `figures/manifest.json`."
     )
     if profiles != ["paper"]:
@@ -212,11 +223,13 @@ def performance_block(folder=None) -> str:
         ),
         *(
             (
-                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, book's engine",
-                [measured.speed(kind, at(m, shallowest), at("ViT", deepest)) for m in bn_models],
-                article(kind),
+                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
+                [measured.speed(kind, at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models],
+                # article 1 timed its own pipeline: its ratios stand beside that row only
+                article(kind) if pipeline == "reference" else "—",
             )
             for kind in ("training", "inference")
+            for pipeline, through in (("reference", "article 1's pipeline"), ("engine", "book's engine"))
         ),
         *(
             (
@@ -273,9 +286,29 @@ def performance_block(folder=None) -> str:
             f"{_by_rule([verdicts.speed_text(v) for v in judged]) if judged else '—'} | {theirs} |"
             for name, judged, theirs in rows
         ),
-        *(f"| {name} | {_span(values)}× | — | — |" for name, values in ceilings),
+        *(f"| {name} | {_span(values)}× | a ceiling, not a comparison | — |" for name, values in ceilings),
     ]
+    chapter8 = _chapter8_measurement(folder)
+    if chapter8:
+        lines += ["", chapter8]
     return "\n".join(lines)
+
+
+def _chapter8_measurement(folder: Path) -> str:
+    """Which measurement chapter 8's numbers come from, when the manifest names it: a separate one from
+    ``make bench``'s, so the two can differ by their noise (and by their machines, when those differ)."""
+    if not (Path(folder) / "manifest.json").is_file():
+        return ""
+    outputs = read_manifest(folder).values()
+    chapter8 = [o for o in outputs if str(o.get("chapter")).startswith("08")]
+    taken = sorted({(o.get("hardware", "?"), o.get("date", "?")) for o in chapter8})
+    if not taken:
+        return ""
+    where = "; ".join(f"{hardware}, {date}" for hardware, date in taken)
+    return (
+        f"Chapter 8 takes its own measurement of the same ratios when the book renders it ({where}): its numbers "
+        "differ from these by the noise of two measurements, each judged by the rule from its own rounds."
+    )
 
 
 def measure_setup(venv=None) -> dict:

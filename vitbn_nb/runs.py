@@ -242,10 +242,18 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
 
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
-    """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train)."""
-    folder = runs_dir() / str(run_id)
-    if not is_run_name(run_id) or not folder.is_dir() or folder.is_symlink():
+    """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train).
+
+    A run held only among the committed records (a record without weights) is trained into the run store from the
+    configuration its record states; the committed record is never written."""
+    if not is_run_name(run_id):
         raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
+    folder = stored_path(str(run_id))
+    if not folder.is_dir() or folder.is_symlink():
+        raise ValueError(
+            f"run_id={run_id!r} is not a run in the run store {runs_dir()} nor among the committed records; "
+            "`runs check` lists them"
+        )
     try:  # no checksum check here: a record that fails it but still parses still says what to retrain
         record = json.loads((folder / "record.json").read_text())
         config = RunConfig(**record["config"])

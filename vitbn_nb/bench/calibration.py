@@ -7,8 +7,10 @@ pass over test images through each pipeline at depths 1 and 6 (article 1's count
 Python loop over the samples, three ``.item()`` each). ``estimate_seconds`` turns it into a run's time:
 the time per training image and per test image at the run's depth (linear in depth through the two
 measured depths), pipeline and image size, times the images it trains and tests on. The DNNs and the
-CNN are priced as a depth-1 ViT, which they are not slower than. It is an estimate for planning, said
-as such wherever it is shown.
+CNN are timed themselves (:data:`OTHER_MODELS`, on augmented MNIST as the book trains them: their steps
+are so short that drawing the augmentations is a large part of them); a calibration without them prices
+them as a depth-1 ViT, which they are not slower than. It is an estimate for planning, said as such
+wherever it is shown.
 
 ``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
 (``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.stack``, eagerly), and on a
@@ -25,7 +27,7 @@ import pandas as pd
 import torch
 
 from .. import data, engine, stack
-from ..models import VIT_FAMILY
+from ..models import VIT_FAMILY, build_model
 from ..profiles import SpeedSettings
 from ..runs import RunConfig
 from ..system import pick_device
@@ -35,6 +37,8 @@ from .pipelines import _build, time_training_many
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
 POINTS = ((1, 28, "engine"), (6, 28, "engine"), (1, 28, "reference"), (6, 28, "reference"), (6, 56, "engine"))
 TRAIN_IMAGES, TEST_IMAGES = 60_000, 10_000
+#: The models outside the ViT family, each timed on the dataset the book trains it on (``model``, ``dataset``).
+OTHER_MODELS = (("DNN_d3", "mnist_aug"), ("DNNBN_d3", "mnist_aug"), ("CNN", "mnist_aug"))
 #: Test images per timed test pass.
 TEST_PASS_IMAGES = 500
 #: Runs in the calibrated stack (a configuration's three random seeds).
@@ -50,9 +54,12 @@ def calibrate(
     repeats: int = 3,
     points: tuple = POINTS,
     with_engines: bool = True,
+    others: tuple = OTHER_MODELS,
 ) -> pd.DataFrame:
     """Seconds per training image at each of ``points`` on ``device`` (``pass`` "train"), seconds per test image
-    at those of 28 pixels (``pass`` "test"), then the engines' rows (:func:`engines`) when ``with_engines``."""
+    at those of 28 pixels (``pass`` "test"), then each of ``others`` (``model`` named; a training and a test row,
+    through the book's pipeline), then the engines' rows (:func:`engines`) when ``with_engines``. The ViT's rows
+    have ``model`` "ViT"."""
     device = pick_device(device)
     settings = SpeedSettings(profile="smoke", batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats)
     variants, tests = {}, {}
@@ -66,12 +73,24 @@ def calibrate(
         if side == 28:
             tests[(depth, side, pipeline)] = (model, sets[1])
     timed = time_training_many(variants, settings=settings, device=device, split=False)
-    row = lambda key, kind, seconds: (
+    row = lambda key, kind, seconds, model="ViT": (
         dict(zip(("depth", "image", "pipeline"), key), engine="eager", seconds_per_image=seconds, device=device.type)
-        | {"pass": kind}
+        | {"pass": kind, "model": model}
     )
     rows = [row(key, "train", timed[key]["step_seconds"] / BATCH) for key in variants]
     rows += [row(key, "test", _test_seconds(*tests[key], key[2], device, repeats)) for key in tests]
+    if others:
+        models = {}
+        for name, dataset in others:
+            sets = data.image_sets(dataset, 1000, TEST_PASS_IMAGES, str(device))
+            torch.manual_seed(0)
+            models[name] = (build_model(name).to(device), sets[0], "engine")
+            tests[name] = (models[name][0], sets[1])
+        timed = time_training_many(models, settings=settings, device=device, split=False)
+        for name, _ in others:
+            key = (1, 28, "engine")
+            rows.append(row(key, "train", timed[name]["step_seconds"] / BATCH, name))
+            rows.append(row(key, "test", _test_seconds(*tests[name], "engine", device, repeats), name))
     frames = [pd.DataFrame(rows)]
     if with_engines:
         frames.append(engines(device, steps=steps, warmup=warmup, repeats=repeats).assign(**{"pass": "train"}))
@@ -87,12 +106,16 @@ def _test_seconds(model, test_set, pipeline: str, device: torch.device, repeats:
     return statistics.median(p["test_seconds"] for p in passes[1:]) / len(test_set)
 
 
-def points_for(configs: list[RunConfig]) -> tuple[tuple, bool]:
-    """The :data:`POINTS` that price ``configs``, and whether the engines' rows are needed (a stacked run)."""
-    wanted = {(d, 28, c.pipeline) for c in configs for d in (1, 6)}
-    if any(data.IMAGE_SIZE[c.dataset] == 56 for c in configs):
+def points_for(configs: list[RunConfig]) -> tuple[tuple, bool, tuple]:
+    """The :data:`POINTS` that price ``configs``, whether the engines' rows are needed (a stacked run), and the
+    :data:`OTHER_MODELS` among them."""
+    vits = [c for c in configs if c.model in VIT_FAMILY]
+    wanted = {(d, 28, c.pipeline) for c in vits for d in (1, 6)}
+    if any(data.IMAGE_SIZE[c.dataset] == 56 for c in vits):
         wanted |= {(6, 28, "engine"), (6, 56, "engine")}
-    return tuple(p for p in POINTS if p in wanted), any(c.engine == "stacked" for c in configs)
+    names = {c.model for c in configs}
+    others = tuple(other for other in OTHER_MODELS if other[0] in names)
+    return tuple(p for p in POINTS if p in wanted), any(c.engine == "stacked" for c in configs), others
 
 
 def engines(
@@ -149,6 +172,7 @@ def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
 def _per_image(
     calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager", kind: str = "train"
 ) -> float:
+    calibration = _vit_rows(calibration)
     rows = calibration[(calibration["engine"] == "eager") & (calibration["pass"] == kind)]
     table = rows.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
     one, six = table[(1, 28, pipeline)], table[(6, 28, pipeline)]
@@ -164,15 +188,37 @@ def _per_image(
     return max(at_depth, 0.0)
 
 
+def _vit_rows(calibration: pd.DataFrame) -> pd.DataFrame:
+    return calibration if "model" not in calibration else calibration[calibration["model"].fillna("ViT") == "ViT"]
+
+
+def _own_rows(calibration: pd.DataFrame, model: str) -> pd.Series | None:
+    """Seconds per image by ``pass`` of ``model`` timed itself (:data:`OTHER_MODELS`), or None."""
+    if "model" not in calibration or model in VIT_FAMILY:
+        return None
+    own = calibration[calibration["model"] == model].set_index("pass")["seconds_per_image"]
+    return own if {"train", "test"} <= set(own.index) else None
+
+
 def estimate_seconds(config: RunConfig, calibration: pd.DataFrame, *, epochs: int | None = None) -> float:
     """The estimated time of training ``config`` (``epochs`` of it when given) on the calibrated device: its
-    training images and its test pass after every epoch, each priced through the run's own pipeline."""
+    training images and its test pass after every epoch, each priced through the run's own pipeline (a DNN or
+    the CNN at its own timed price where the calibration has it)."""
+    runs_for = config.epochs if epochs is None else epochs
+    own = _own_rows(calibration, config.model)
+    if own is not None:
+        stacked = 1.0
+        if config.engine == "stacked":
+            speedups = engine_speedups(calibration)
+            stacked = (speedups["graphed"] if "graphed" in speedups else speedups["stacked"])[1]
+        train = (config.train_size or TRAIN_IMAGES) * own["train"] / stacked
+        return runs_for * (train + (config.test_size or TEST_IMAGES) * own["test"])
     kwargs = config.model_kwargs
     depth = kwargs.get("depth", 1) * kwargs.get("branches", 1) if config.model in VIT_FAMILY else 1
     side = data.IMAGE_SIZE[config.dataset]
     train = (config.train_size or TRAIN_IMAGES) * _per_image(calibration, depth, side, config.pipeline, config.engine)
     test = (config.test_size or TEST_IMAGES) * _per_image(calibration, depth, side, config.pipeline, kind="test")
-    return (config.epochs if epochs is None else epochs) * (train + test)
+    return runs_for * (train + test)
 
 
 def describe(calibration: pd.DataFrame) -> str:

@@ -359,8 +359,12 @@ def _audited(reference: audit.ReferenceAudit) -> str:
 
 
 def claims_table(result):
-    """Article 1's Experiment 1 claims (both configurations), judged by the book's one rule; saved as NN_claims."""
-    return claims.save(result, claims.experiment1(result.table))
+    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
+    sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
+    found = claims.experiment1(result.table)
+    if result.sweep is not None and not result.sweep.empty:
+        found += claims.larger_lr(result.sweep)
+    return claims.save(result, found)
 
 
 def instability_note(result: FixedLrResult):

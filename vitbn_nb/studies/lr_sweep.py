@@ -10,7 +10,9 @@ beyond and between them, every lr with the same seeds. Per model the views read,
 * the final accuracy at each lr, and whether it is as good as the model's best lr, by the book's rule (the paired
   per-seed differences and their 95 % interval; with fewer than 3 seeds, shown, not judged);
 * the largest lr that still trains as well as the best one, and the step at which each run broke down (its test
-  accuracy more than 10 points below its best so far, or a NaN loss);
+  accuracy more than ``UNSTABLE_DROP`` points below its best so far, or a NaN loss; a fall at a run's last test is
+  marked, since no later test confirms it), and the lrs at which a model never came that close to its best lr, so
+  that it could not break down by that measure;
 * at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
 """
 
@@ -79,6 +81,8 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
                 "best accuracy (%)": float(run["test_acc"].max()),
                 "broke down at epoch": broke,
                 "broke down at step": None if broke is None else broke * per_epoch,
+                # a fall at the last test is one point that no later test confirms or undoes
+                "at the last test": broke is not None and broke == int(run["epoch"].max()),
                 "steps": int(run["epoch"].max()) * per_epoch,
                 "run_id": run_id,
             }
@@ -125,7 +129,7 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
         for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
             one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
             mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
-            broke = one["broke down at step"].dropna().astype(int).tolist()
+            broke = one.dropna(subset=["broke down at step"])
             best = against_best(runs, model, lr)
             vs_vit = (
                 verdicts.difference(
@@ -145,8 +149,9 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
                     "final accuracy (%)": mean,
                     "low": low,
                     "high": high,
+                    "best accuracy (%)": float(one["best accuracy (%)"].mean()),
                     "runs broke down": f"{len(broke)}/{len(one)}",
-                    "at steps": ", ".join(map(str, sorted(broke))),
+                    "at steps": _steps_text(broke),
                     "against the best lr (pt)": best.estimate,
                     "verdict: as good as the best lr": best.text,
                     "against ViT (pt)": np.nan if vs_vit is None else vs_vit.estimate,
@@ -154,6 +159,23 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _steps_text(broke: pd.DataFrame) -> str:
+    """The steps at which runs broke down, ascending, a fall at the run's last test marked as such."""
+    steps, last = broke["broke down at step"], broke["at the last test"]
+    marked = sorted((int(step), bool(at_last)) for step, at_last in zip(steps, last))
+    return ", ".join(f"{step}" + (" (last test)" if last else "") for step, last in marked)
+
+
+def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
+    """The lrs at which ``model``'s runs never came within the breakdown's drop of its best lr (their mean best
+    accuracy more than that below the best lr's mean final accuracy), with that best accuracy: such a run cannot
+    fall far enough to count as broken down, which is not the same as training stably."""
+    one = runs[runs["model"] == model]
+    reference = one[np.isclose(one["lr"], best_lr(runs, model))]["final accuracy (%)"].mean()
+    best = one.groupby("lr")["best accuracy (%)"].mean()
+    return {float(lr): float(value) for lr, value in best.items() if value < reference - UNSTABLE_DROP}
 
 
 def _scale(runs: pd.DataFrame) -> str:
@@ -250,12 +272,17 @@ def statement(result) -> Markdown:
         broke = one.dropna(subset=["broke down at step"])
         where = (
             "; ".join(
-                f"lr {lr:g}: {len(group)}/{int((np.isclose(one['lr'], lr)).sum())} runs, at step "
-                f"{', '.join(str(int(s)) for s in sorted(group['broke down at step']))}"
+                f"lr {lr:g}: {len(group)}/{int((np.isclose(one['lr'], lr)).sum())} runs, at step {_steps_text(group)}"
                 for lr, group in broke.groupby("lr")
             )
             or "no run broke down"
         )
+        short = never_trained(runs, model)
+        if short:
+            where += (
+                f"; never within {UNSTABLE_DROP:g} pt of its best lr, so unable to break down by this measure: "
+                + ", ".join(f"lr {lr:g} (best {value:.1f} %)" for lr, value in short.items())
+            )
         trains = (
             f"{seeds} seed{'s' * (seeds != 1)}: {verdicts.NOT_JUDGED}"
             if largest is None
@@ -269,5 +296,43 @@ def statement(result) -> Markdown:
     return Markdown(
         f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
         f"breakdown like the one article 1 saw near epoch {breakdown} (step {breakdown * articles.STEPS_PER_EPOCH:,}) "
-        "cannot show here unless it comes earlier.\n\n" + "\n".join(lines)
+        "cannot show here unless it comes earlier."
+        + (
+            " A breakdown marked *(last test)* is one fall at a run's last test, which no later test confirms."
+            if runs["at the last test"].any()
+            else ""
+        )
+        + "\n\n"
+        + "\n".join(lines)
+    )
+
+
+def takeaway(result) -> Markdown:
+    """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
+    (:func:`vitbn_nb.claims.larger_lr`): how the rule judged each BatchNorm model against ViT, and at what scale."""
+    runs = per_run(result.sweep)
+    found = claims.larger_lr(result.sweep)
+    if not found:
+        return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
+    count = lambda outcome: sum(v.outcome == outcome for v in found)
+    untested = count(verdicts.NOT_JUDGED)
+    if untested == len(found):
+        reading = f"{verdicts.NOT_JUDGED}: fewer than {verdicts.MIN_SEEDS} seeds"
+    elif count(verdicts.AGREES) == len(found):
+        reading = "the sweep bears it out at every such rate"
+    elif count(verdicts.AGREES):
+        reading = "the sweep bears it out at some of those rates only"
+    elif count(verdicts.DISAGREES):
+        reading = "the sweep finds the opposite at some of those rates"
+    else:
+        reading = (
+            "the sweep does not bear it out at this scale; within noise is not evidence against it either, as the "
+            "intervals in the claims table show"
+        )
+    rates = sorted({v.condition.split(":")[0] for v in found})
+    return Markdown(
+        f"**Larger learning rates.** Article 1 concludes that BatchNorm allows a larger learning rate. At its largest "
+        f"rate and beyond ({', '.join(rates)}), with all three models at depth {DEPTH} and {_scale(runs)}, the rule "
+        f"finds a BatchNorm model ahead of ViT in {count(verdicts.AGREES)}, behind in {count(verdicts.DISAGREES)} and "
+        f"within noise in {count(verdicts.NOISE)} of {len(found)} comparisons: {reading}."
     )

@@ -198,7 +198,7 @@ def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
 
 def claims(result: ParallelResult):
     """Touvron et al.'s statements about parallel blocks next to what this run measured."""
-    per_run, seeds, said = result.per_run, result.settings.seeds, articles.TOUVRON
+    per_run, said = result.per_run, articles.TOUVRON
     out = []
     for depth, group in per_run.groupby("total_depth", sort=False):
         params = group.groupby(["model", "variant"])["parameters"].first().unstack()
@@ -212,8 +212,7 @@ def claims(result: ParallelResult):
             {
                 "question": f"accuracy, parallel - sequential (depth {depth})",
                 "Touvron et al. report": said["parallel_accuracy"],
-                "this run": f"{shared.difference_text(group, 'parallel', 'sequential')} "
-                f"({seeds} seed{'s' * (seeds > 1)})",
+                "this run": shared.difference_text(group, "parallel", "sequential"),
             },
             {
                 "question": f"latency at batch 1, sequential / parallel (depth {depth})",

@@ -229,14 +229,22 @@ def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str, fmt="{:.2f}x")
 
 
 def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_acc") -> str:
-    """Per model: final accuracy of a minus b (pp), paired by random seed; ± sd when several seeds."""
-    from .. import results
+    """Per model: final accuracy of a minus b (pp), paired by random seed, with its 95 % interval where there are
+    enough seeds for the book's rule; with fewer, the text says the differences are shown, not judged."""
+    from .. import verdicts
 
-    parts = []
+    parts, seeds = [], []
     for model, group in per_run.groupby("model", sort=False):
         pivot = group.pivot_table(index="seed", columns="variant", values=value)
-        parts.append(f"{model} {results.mean_sd(pivot[a] - pivot[b], 2)} pp")
-    return ", ".join(parts)
+        mean, low, high, n = verdicts.interval(list(pivot[a] - pivot[b]))
+        seeds.append(n)
+        bounds = f" [{low:+.2f}, {high:+.2f}]" if n >= verdicts.MIN_SEEDS else ""
+        parts.append(f"{model} {mean:+.2f}{bounds} pp")
+    fewest = min(seeds, default=0)
+    which = "seed" if fewest == 1 else "seeds"
+    if fewest < verdicts.MIN_SEEDS:
+        return ", ".join(parts) + f" ({fewest} {which}: {verdicts.NOT_JUDGED})"
+    return ", ".join(parts) + f" (mean and 95 % interval over {fewest} seeds)"
 
 
 def app_model():

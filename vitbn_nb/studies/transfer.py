@@ -142,6 +142,8 @@ def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -
             "lr": best[model]["lr"],
             "batch_size": best[model]["batch_size"],
             "found by": origin.format(depth=best[model]["depth"], trials=best[model]["trials"]),
+            # the trial that chose them: its record, and through it the study's ledger, one hop from the table
+            "best trial": best[model].get("run_id", "—"),
         }
         for model in MODELS
     ]
@@ -152,6 +154,7 @@ def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -
             "lr": settings.cnn_lr,
             "batch_size": settings.cnn_batch_size,
             "found by": "fixed, not optimised",
+            "best trial": "—",
         }
     )
     return pd.DataFrame(rows)
@@ -164,11 +167,14 @@ def stored_runs(settings: TransferSettings) -> list[RunConfig]:
 
 
 def hyperparameters(result: TransferResult):
-    """The lr and batch size each model trained with, and where they came from, saved as ``06_hyperparameters``."""
+    """The lr and batch size each model trained with, where they came from and the trial that chose them, saved as
+    ``06_hyperparameters`` (its sources: those trials and the runs trained with the values)."""
+    trials = [t for t in result.hyper["best trial"] if t != "—"]
     return figures.save_table(
         result.hyper,
         "06_hyperparameters",
         result,
+        runs=[*trials, *result.run_ids],
         reproduces="new/hyperparameters",
         caption=(
             f"The learning rate and batch size each model trained with at depth {result.settings.depth}, and where "

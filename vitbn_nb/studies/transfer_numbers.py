@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import articles, data, engine, results
+from .. import articles, data, engine, results, verdicts
 from ..bench import timing
 from ..system import pick_device
 
@@ -65,6 +65,9 @@ def findings(measured: pd.DataFrame) -> str:
     if REFERENCE in frame.index:
         parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, column]}")
     accuracy = ", ".join(f"{m} {frame.loc[m, 'transfer acc (%)']} %" for m in ALL_MODELS if m in frame.index)
+    seeds = int(measured.groupby("model")["seed"].nunique().min())
+    if seeds < verdicts.MIN_SEEDS:
+        accuracy += f" ({seeds} seed{'s' * (seeds != 1)}: its differences are {verdicts.NOT_JUDGED})"
     text = f"On {source}: " + "; ".join(parts) + f". Transfer accuracy: {accuracy}."
     return text + " " + _collapse(measured)
 
@@ -78,7 +81,8 @@ def _collapse(measured: pd.DataFrame) -> str:
         f"{worst['model']} puts {100 * worst['largest_predicted_share']:.0f} % of the transfer images in one class "
         f"({int(worst['largest_predicted_class'])}); with every pixel set to 0 or 1 at half intensity, as MNIST's "
         f"nearly binary strokes are, its transfer accuracy is {worst['binarised_acc']:.1f} % instead of "
-        f"{worst['transfer_acc']:.1f} %: the upsampled 8x8 digits are grey where MNIST's strokes are not."
+        f"{worst['transfer_acc']:.1f} %, which suggests that it reads the grey of the upsampled 8x8 digits, where "
+        "MNIST's strokes are not grey (a reading of this run, not a judged claim)."
         if worst["largest_predicted_share"] > 0.5
         else ""
     )

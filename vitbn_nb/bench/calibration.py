@@ -182,10 +182,15 @@ def _per_image(
         train = train.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
         at_depth *= train[(6, 56, "engine")] / train[(6, 28, "engine")]
     if engine_kind == "stacked" and kind == "train":
-        speedups = engine_speedups(calibration)
-        best = speedups["graphed"] if "graphed" in speedups else speedups["stacked"]  # a GPU stack replays a graph
-        at_depth /= best[1] + (best[6] - best[1]) * (min(depth, 6) - 1) / 5
+        at_depth /= _stack_speedup(calibration, depth)
     return max(at_depth, 0.0)
+
+
+def _stack_speedup(calibration: pd.DataFrame, depth: int) -> float:
+    """How many times faster per run a stack trains at ``depth`` (linear between the measured depths 1 and 6)."""
+    speedups = engine_speedups(calibration)
+    best = speedups["graphed"] if "graphed" in speedups else speedups["stacked"]  # a GPU stack replays a graph
+    return best[1] + (best[6] - best[1]) * (min(depth, 6) - 1) / 5
 
 
 def _vit_rows(calibration: pd.DataFrame) -> pd.DataFrame:
@@ -207,10 +212,7 @@ def estimate_seconds(config: RunConfig, calibration: pd.DataFrame, *, epochs: in
     runs_for = config.epochs if epochs is None else epochs
     own = _own_rows(calibration, config.model)
     if own is not None:
-        stacked = 1.0
-        if config.engine == "stacked":
-            speedups = engine_speedups(calibration)
-            stacked = (speedups["graphed"] if "graphed" in speedups else speedups["stacked"])[1]
+        stacked = _stack_speedup(calibration, 1) if config.engine == "stacked" else 1.0
         train = (config.train_size or TRAIN_IMAGES) * own["train"] / stacked
         return runs_for * (train + (config.test_size or TEST_IMAGES) * own["test"])
     kwargs = config.model_kwargs

@@ -82,10 +82,11 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rule_verdicts(table: pd.DataFrame) -> dict[str, str]:
-    """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined)."""
+def rule_verdicts(table: pd.DataFrame, judged: list | None = None) -> dict[str, str]:
+    """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined); ``judged``
+    are those verdicts when the caller has them already."""
     found: dict[str, list[str]] = {}
-    for verdict in claims.experiment2(table):
+    for verdict in claims.experiment2(table) if judged is None else judged:
         found.setdefault(verdict.claim, []).append(verdict.text)
     return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
 
@@ -95,7 +96,8 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     final = results.accuracy_summary(table, by=("model",)).set_index("model")
     speed = results.speed_ratios(table, baseline="ViT").set_index("model")
     epochs = int(table["epoch"].max())
-    rule = rule_verdicts(table)
+    judged = claims.experiment2(table)
+    rule = rule_verdicts(table, judged)
     rows = []
     for model in MODELS:
         if model not in final.index:
@@ -126,7 +128,7 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     converged = _epochs_to_reach(table)
     curves = "; ".join(
         f"{v.condition or 'ViT against the BatchNorm models'}: {v.shown}"
-        for v in claims.experiment2(table)
+        for v in judged
         if v.claim == "article1/optimised/converges"
     )
     rows.append(

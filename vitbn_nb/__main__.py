@@ -67,6 +67,17 @@ def main(argv=None) -> int:
     train.add_argument(
         "--dry-run", action="store_true", help="list each chapter's runs and training steps; train nothing"
     )
+    campaign = commands.add_parser(
+        "campaign", help="continue the paper profile's training campaign over sessions (see vitbn_nb.campaign)"
+    )
+    campaign.add_argument("action", nargs="?", default="train", choices=("train", "commit"))
+    campaign.add_argument(
+        "--deadline", type=float, metavar="SECONDS", help="start only runs estimated to finish within this many seconds"
+    )
+    campaign.add_argument("--dry-run", action="store_true", help="what is done, what is left and its estimate")
+    campaign.add_argument(
+        "--quiet", action="store_true", help="also train the stages whose epoch times are shown (nothing else running)"
+    )
     check = commands.add_parser(
         "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
     )
@@ -173,6 +184,8 @@ def main(argv=None) -> int:
             print(f"train: {error}", file=sys.stderr)
             return 1
         print(f"train: {len(done)} run(s) finished and stored in {runs_dir()}")
+    elif args.command == "campaign":
+        return _campaign(args)
     elif args.command == "check-device":
         from . import check_device
         from .system import DeviceError
@@ -241,6 +254,37 @@ def main(argv=None) -> int:
             + ["--measure-setup"] * args.measure_setup
             + (["--figures", args.figures] if args.figures else [])
         )
+    return 0
+
+
+def _campaign(args) -> int:
+    from . import campaign, runs
+    from .paths import runs_dir
+    from .records import RunStoreError
+    from .system import hardware_label
+
+    try:
+        if args.action == "commit":
+            campaign.commit()
+            return 0
+        if args.dry_run:
+            print("calibrating the runs left (a few training steps of each model) ...")
+            left = [c for stage in campaign.STAGES for c in stage.configs()]
+            estimator = campaign.Estimator(left, runs.pick_device(None))
+            print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
+            print(campaign.status(estimator).to_string(index=False))
+            if why := estimator.busy():
+                print(f"note: {why}")
+            return 0
+        deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
+        done = campaign.train(deadline, quiet=args.quiet)
+    except (runs.DeadlineReached, campaign.Unfinished) as stopped:
+        print(f"campaign: {stopped}; `campaign commit` copies the finished runs' records", file=sys.stderr)
+        return 75
+    except (ValueError, RunStoreError) as error:
+        print(f"campaign: {error}", file=sys.stderr)
+        return 1
+    print(f"campaign: done; {len(done)} run(s) trained or read in {runs_dir()}")
     return 0
 
 

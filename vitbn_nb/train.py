@@ -60,6 +60,11 @@ def _module(chapter: str):
     return import_module(f".studies.{CHAPTER_MODULES[chapter]}", __package__)
 
 
+def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
+    """The runs ``chapter`` plans under ``profile`` (an optimising chapter's final runs are not known before it)."""
+    return list(_module(chapter).plan(profiles.settings(chapter, profile)))
+
+
 def steps(config: runs.RunConfig) -> int:
     """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
     images = config.train_size or MNIST_IMAGES["train"]

@@ -1,0 +1,260 @@
+"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions.
+
+The articles' protocols take hours per chapter on two cores: more than one session holds. A campaign is the ordered
+list of :data:`STAGES`, each a chapter's ``paper`` plan (or the part of it at some learning rates, so that adding a
+rate later is a setting, not code). ``python -m vitbn_nb campaign --deadline SECONDS`` continues it:
+
+- runs a kill or a deadline interrupted resume first (their checkpoint is in the run store, which should lie outside
+  the work tree so that a new checkout finds it: ``VITBN_RUNS_DIR``);
+- then the cheapest runs first, so that the outputs needing the fewest training hours are complete soonest (article
+  2's Fig 9 and Fig 10 before Fig 8);
+- with a deadline, only runs whose estimate fits before it start: a session that ends mid-run loses that run where
+  the machine is not kept;
+- a stage whose epoch times the book shows (``quiet``) trains only when ``--quiet`` promises that nothing else runs
+  beside it; an epoch timed while another process ran is flagged in its record and left out of every timing.
+
+``campaign --dry-run`` says what is done, what is left and its estimate; ``campaign commit`` copies every finished
+run's record (never its weights) into ``figures/records/``, where a fresh clone reads it and a book render keeps it
+(:func:`run_ids`), so that no finished run is lost when a machine is not kept.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from . import atomic, runs
+from .limits import Deadline
+from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
+from .records import ENDED, RunStoreError, read_record
+from .run_config import DEVICE_TYPES, RunConfig
+from .run_folder import stored_device_type, stored_run
+from .system import machine_load, pick_device
+
+PROFILE = "paper"
+
+
+class Unfinished(RuntimeError):
+    """The campaign stopped with runs left (a deadline, or a stage left for a quiet machine)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A chapter's ``paper`` runs (those at ``lrs`` when given); ``quiet``: its epoch times are shown, so it trains
+    only on a machine that runs nothing else."""
+
+    chapter: str
+    lrs: tuple[float, ...] | None = None
+    quiet: bool = False
+    why: str = ""
+
+    def configs(self) -> list[RunConfig]:
+        from .train import planned_runs
+
+        planned = planned_runs(self.chapter, PROFILE)
+        return [c for c in planned if self.lrs is None or any(math.isclose(c.lr, lr) for lr in self.lrs)]
+
+
+#: In order: the chapters that decide the articles' claims about accuracy and stability first.
+STAGES = (
+    Stage("05_depth_study", why="article 2's depth study (Figs 8-10); shows no timings"),
+    Stage(
+        "03_fixed_lr",
+        lrs=(0.01,),
+        quiet=True,
+        why="article 1's Experiment 1 at lr 0.01 (Fig 5: stability); its epoch times are shown",
+    ),
+)
+
+
+def run_ids() -> set[str]:
+    """Every id a campaign run can have (on either device type): the records a book render keeps committed."""
+    return {config.run_id(kind) for stage in STAGES for config in stage.configs() for kind in DEVICE_TYPES}
+
+
+def _epochs_done(config: RunConfig, device: torch.device) -> int:
+    """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed)."""
+    run_id = config.run_id(stored_device_type(config, device))
+    if stored_run(stored_path(run_id)) is not None:
+        return config.epochs
+    try:
+        return len(read_record(runs_dir() / run_id)["epochs"]) if (runs_dir() / run_id / "record.json").exists() else 0
+    except RunStoreError:
+        return 0
+
+
+def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
+    """What trains as one: a stack (same stack key) or a run alone, in plan order."""
+    units: dict[str, list[RunConfig]] = {}
+    for config in configs:
+        units.setdefault(config.stack_key() or config.run_id("cpu"), []).append(config)
+    return list(units.values())
+
+
+class Estimator:
+    """Seconds of a run's remaining epochs: the calibration's price, corrected by the ratio of the epochs this
+    store's runs of the same model really took (measured on this machine, under whatever load it had)."""
+
+    def __init__(self, configs: list[RunConfig], device: torch.device, calibrate: bool = True):
+        from .bench.calibration import calibrate as measure
+        from .bench.calibration import points_for
+
+        self.device = device
+        self.load_before = machine_load()
+        points, stacked, others = points_for(configs)
+        self.calibration = (
+            measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
+        )
+        self.load_after = machine_load()
+        #: measured ÷ calibrated epoch, over the given runs that trained epochs here: the calibration times steps on
+        #: plain MNIST without the augmentation or the test pass's overheads, which the runs' own epochs include
+        ratios = [m / c for config in configs if (m := self._measured(config)) and (c := self._calibrated(config))]
+        self.correction = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
+
+    def busy(self) -> str:
+        """A line when the calibration ran beside other work (it then prices that load), else ''."""
+        busy = max(self.load_before["busy_processes"] or 0, self.load_after["busy_processes"] or 0)
+        if not busy:
+            return ""
+        return (
+            f"the calibration ran while {busy} other process(es) were running (1-minute load "
+            f"{self.load_after['load_1min']} on {self.load_after['cpu_cores']} cores): it prices this machine under "
+            "that load, not quiet"
+        )
+
+    def epoch_seconds(self, config: RunConfig) -> float | None:
+        measured = self._measured(config)
+        if measured is not None:
+            return measured
+        calibrated = self._calibrated(config)
+        return None if calibrated is None else calibrated * self.correction
+
+    def _calibrated(self, config: RunConfig) -> float | None:
+        from .bench.calibration import estimate_seconds
+
+        return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
+
+    def _measured(self, config: RunConfig) -> float | None:
+        """The median epoch (training and test pass) of this run's own record, else None."""
+        folder = stored_path(config.run_id(self.device.type))
+        try:
+            epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
+        except RunStoreError:
+            epochs = []
+        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs if "train_seconds" in e)
+        return seconds[len(seconds) // 2] if seconds else None
+
+    def seconds_left(self, config: RunConfig) -> float | None:
+        per_epoch = self.epoch_seconds(config)
+        left = config.epochs - _epochs_done(config, self.device)
+        return None if per_epoch is None else left * per_epoch
+
+
+def status(estimator: Estimator | None = None) -> pd.DataFrame:
+    """One row per stage: its runs finished, started and left, and the estimated hours left on this machine."""
+    device = pick_device(None)
+    rows = []
+    for stage in STAGES:
+        configs = stage.configs()
+        done = [_epochs_done(c, device) for c in configs]
+        row = {
+            "stage": stage.chapter + ("" if stage.lrs is None else f" (lr {', '.join(f'{lr:g}' for lr in stage.lrs)})"),
+            "what": stage.why,
+            "runs": len(configs),
+            "finished": sum(d == c.epochs for d, c in zip(done, configs)),
+            "started": sum(0 < d < c.epochs for d, c in zip(done, configs)),
+            "epochs done": f"{sum(done):,} of {sum(c.epochs for c in configs):,}",
+        }
+        if estimator is not None:
+            left = [estimator.seconds_left(c) for c in configs]
+            row["estimated hours left"] = round(sum(s for s in left if s is not None) / 3600, 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _order(units: list[list[RunConfig]], estimator: Estimator) -> list[list[RunConfig]]:
+    """Started units first (their checkpoints), then the cheapest: the outputs of fewest hours complete soonest."""
+
+    def key(unit):
+        started = any(0 < _epochs_done(c, estimator.device) < c.epochs for c in unit)
+        seconds = sum(estimator.seconds_left(c) or 0.0 for c in unit)
+        return (not started, seconds)
+
+    return sorted(units, key=key)  # stable: plan order breaks ties
+
+
+def train(
+    deadline: Deadline | None = None,
+    *,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+) -> list[runs.Run]:
+    """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline,
+    only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
+    device = pick_device(None)
+    from . import check_device
+
+    stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
+    if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one
+        check_device.ensure(log=log)
+    trained = []
+    for stage in STAGES:
+        left = [c for c in stage.configs() if _epochs_done(c, device) < c.epochs]
+        if not left:
+            continue
+        if stage.quiet and not quiet:
+            log(
+                f"{stage.chapter}: {len(left)} run(s) left, not trained: their epoch times are shown, so they train "
+                "only on a quiet machine (run the campaign with --quiet and nothing else beside it)"
+            )
+            continue
+        estimator = Estimator(left, device)
+        if why := estimator.busy():
+            log(f"{stage.chapter}: {why}")
+        too_long = []
+        for unit in _order(_units(left), estimator):
+            seconds = sum(estimator.seconds_left(c) or 0.0 for c in unit)
+            if deadline is not None and deadline.no_room_for(seconds):
+                too_long.append(seconds)
+                continue
+            log(f"{stage.chapter}: training {', '.join(c.label() for c in unit)} (estimated {seconds / 60:.0f} min)")
+            started = time.monotonic()
+            trained += runs.train_all(unit, deadline=deadline)
+            log(f"{stage.chapter}: finished in {(time.monotonic() - started) / 60:.1f} min")
+        if too_long:
+            log(
+                f"{stage.chapter}: {len(too_long)} run(s) not started: each is estimated at {min(too_long) / 60:.0f} "
+                "min or more, longer than what is left before the deadline"
+            )
+    unfinished = [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]
+    if unfinished:
+        raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
+    return trained
+
+
+def commit(log: Callable[[str], None] = print) -> list[str]:
+    """Copy every finished campaign run's record (no weights) from the run store into ``figures/records/``."""
+    target = book_figures_dir() / RECORDS_FOLDER
+    copied = []
+    device = pick_device(None)
+    for stage in STAGES:
+        for config in stage.configs():
+            run_id = config.run_id(stored_device_type(config, device))
+            source = runs_dir() / run_id
+            if (source / "record.json").exists() and (run := stored_run(source)) is not None:
+                if run.status not in ENDED:
+                    continue
+                destination = target / run_id / "record.json"
+                text = (source / "record.json").read_text()
+                if destination.exists() and destination.read_text() == text:
+                    continue
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                atomic.write_text(destination, text)
+                copied.append(run_id)
+    log(f"campaign: {len(copied)} finished run record(s) copied into {target} (commit them)")
+    return copied

@@ -268,7 +268,7 @@ def test_a_smaller_profile_needs_a_flag_to_replace_a_larger_ones_results(small_c
     figures.mkdir()
     (figures / "manifest.json").write_text(json.dumps({"outputs": {"x": {"profile": "paper", "files": []}}}))
     before = snapshot(figures)
-    with pytest.raises(BookError, match="larger profile paper.*--replace-larger"):
+    with pytest.raises(BookError, match="larger profile for .*paper.*--replace-larger"):
         build_book(
             "smoke",
             notebooks_dir=small_chapters,

@@ -148,13 +148,15 @@ def main(argv=None) -> int:
         try:
             if args.dry_run:
                 from .bench.calibration import calibrate, describe
-                from .system import hardware_label
+                from .system import hardware_label, machine_load
 
                 print(
                     "calibrating: ViT training steps at batch 100, depths 1 and 6, both pipelines, 28 and 56 px, "
                     "and the engines (eager, stacked, graphed on a GPU) ..."
                 )
+                load_before = machine_load()
                 measured = calibrate()
+                busy = max(load_before["busy_processes"] or 0, machine_load()["busy_processes"] or 0)
                 table = training.plan_table(profiles.resolve(args.profile), args.chapters, calibration=measured)
                 print(
                     f"profile {profiles.resolve(args.profile)}: what `train` would run (nothing is trained); "
@@ -164,9 +166,14 @@ def main(argv=None) -> int:
                 print(table.to_string(index=False))
                 print(
                     f"total: {table['runs'].sum()} runs, {table['trials'].sum()} trials, "
-                    f"~{table['estimated minutes'].sum():.0f} min"
+                    f"{table['finished'].sum()} finished, ~{table['estimated minutes left'].sum():.0f} min left"
                 )
                 print(describe(measured))
+                if busy:
+                    print(
+                        f"note: the calibration ran while {busy} other process(es) were running: it prices this "
+                        "machine under that load, not quiet; calibrate again on a quiet machine for a plan"
+                    )
                 return 0
             deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
             done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)

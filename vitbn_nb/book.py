@@ -193,14 +193,20 @@ def publish_target(profile: str, *, complete: bool, output: Path, figures_dir=No
     )
 
 
-def _held_profiles(figures: Path) -> set[str]:
+def _held_profiles(figures: Path) -> dict[str, set[str]]:
+    """The profiles of the outputs ``figures`` holds, per chapter number ("05")."""
     manifest = figures / "manifest.json"
+    held: dict[str, set[str]] = {}
     if not manifest.is_file():
-        return set()
+        return held
     try:
-        return {e.get("profile") for e in json.loads(manifest.read_text()).get("outputs", {}).values()} - {None}
+        outputs = json.loads(manifest.read_text()).get("outputs", {})
     except json.JSONDecodeError:
-        return set()
+        return held
+    for entry in outputs.values():
+        if entry.get("profile"):
+            held.setdefault(_chapter_key(entry.get("chapter")), set()).add(entry["profile"])
+    return held
 
 
 def build_book(
@@ -240,15 +246,26 @@ def build_book(
     output = output.resolve()
     complete = set(selected) == set(all_chapters)
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
-    larger = sorted(p for p in _held_profiles(figures) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[resolved])
+    runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
+    runs.mkdir(parents=True, exist_ok=True)
+    from .train import evidence_profile
+
+    with _environment(VITBN_RUNS_DIR=runs):
+        rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
+    held = _held_profiles(figures)
+    # an output that names no chapter counts against every chapter
+    bigger = lambda path: {
+        p
+        for p in held.get(path.stem[:2], set()) | held.get("", set())
+        if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[rendered_at[path]]
+    }
+    larger = sorted(f"{path.stem} ({', '.join(sorted(bigger(path)))})" for path in selected if bigger(path))
     if larger and not replace_larger:
         raise BookError(
-            f"{figures} holds results of the larger profile {', '.join(larger)}; a {resolved} run would "
+            f"{figures} holds results of a larger profile for {', '.join(larger)}; a {resolved} run would "
             f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
             "to write elsewhere."
         )
-    runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
-    runs.mkdir(parents=True, exist_ok=True)
     if undone := bundle_import.recover_imports(runs):
         _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
     executed_dir = output / "executed" / resolved
@@ -263,9 +280,9 @@ def build_book(
         from . import check_device
         from .train import CHAPTER_MODULES, untrained
 
-        known = [p.stem for p in selected if p.stem in CHAPTER_MODULES]
+        known = [p for p in selected if p.stem in CHAPTER_MODULES]
         with _environment(VITBN_RUNS_DIR=runs):
-            to_train = untrained(resolved, known) if known else []
+            to_train = [run for p in known for run in untrained(rendered_at[p], [p.stem])]
         if force or to_train or len(known) < len(selected):  # a chapter the runner cannot plan may train
             if to_train:
                 _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
@@ -284,6 +301,9 @@ def build_book(
     package_root = str(Path(__file__).resolve().parent.parent)
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     _log(f"vitbn-book: {len(selected)} chapter(s), profile {resolved}, book run {book_run}")
+    for path, chapter_profile in rendered_at.items():
+        if chapter_profile != resolved:
+            _log(f"  {path.stem} renders at {chapter_profile}: every run of its {chapter_profile} protocol is held")
     _log(f"  run store {runs}{'' if train else ' (render only: no run is trained)'}")
     _log(f"  figures staged in {staging}, published to {figures} ({why})")
     runs_done: list[ChapterRun] = []
@@ -302,7 +322,7 @@ def build_book(
             seconds = _execute(
                 source,
                 private / source.name,
-                profile=resolved,
+                profile=rendered_at[source],
                 force=force,
                 position=f"{i}/{len(selected)}",
                 title=titles[source],

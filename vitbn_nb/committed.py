@@ -4,9 +4,10 @@ A run store without weight files: every run's ``record.json`` (its configuration
 hardware and stored measurements) that an output in the manifest names, the runs those started from, and the
 optimisation state behind them (every study one of whose trials an output names, and every study a staged
 chosen-values file names, with all its trials: chapter 06 reads its chosen values and optimises again without
-their study). They are read beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a
-fresh clone renders every chapter without training, and every number leads to its run in one hop. The book runner
-stages them with the figures (:func:`stage`), so they are replaced together, by a complete run only.
+their study), and every finished run of the ``paper`` campaign, named by an output yet or not. They are read
+beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a fresh clone renders every chapter without
+training, and every number leads to its run in one hop. The book runner stages them with the figures
+(:func:`stage`), so they are replaced together, by a complete run only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from .paths import RECORDS_FOLDER, committed_records_dir
-from .records import STATE_FOLDER
+from .records import ENDED, STATE_FOLDER
 
 #: The optimisation state's files (``vitbn_nb.hpo``): JSON only, never weights.
 _STATE_SUFFIX = ".json"
@@ -95,7 +96,7 @@ def stage(staging: Path, store: Path) -> list[str]:
     studies = _studies(sources, named, _named_studies(best_files))
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
-    wanted = _with_starting_runs(named, sources)
+    wanted = _with_starting_runs(named, sources) | _campaign_runs(sources)
     fresh = staging / f".{RECORDS_FOLDER}.new"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
@@ -115,6 +116,19 @@ def stage(staging: Path, store: Path) -> list[str]:
     shutil.rmtree(staging / RECORDS_FOLDER, ignore_errors=True)
     fresh.rename(staging / RECORDS_FOLDER)
     return missing
+
+
+def _campaign_runs(sources: list[Path]) -> set[str]:
+    """The finished runs of the ``paper`` campaign (``vitbn_nb.campaign``) any source holds: committed as they finish,
+    before an output names them, and kept by every render, so that hours of training are never dropped."""
+    from .campaign import run_ids
+
+    found = set()
+    for run_id in run_ids():
+        record = _first_existing(f"{run_id}/record.json", sources)
+        if record is not None and json.loads(record.read_text()).get("status") in ENDED:
+            found.add(run_id)
+    return found
 
 
 def _not_state(folder: str, files: list[str]) -> list[str]:

@@ -96,18 +96,23 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
 def plan_table(
     profile: str, selected: list[str] | None = None, calibration: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """One row per chapter: its runs and training steps, the optimisations it runs first and the runs they
-    lead to, and (with a ``calibration``) the estimated minutes on the calibrated device."""
+    """One row per chapter: its runs (those finished in the run store or the committed records) and training
+    steps, the optimisations it runs first and the runs they lead to, and (with a ``calibration``) the estimated
+    minutes of what is left on the calibrated device."""
     from .bench.calibration import estimate_seconds
 
     rows = []
+    device = pick_device(None)
     for chapter in chapters(selected):
         settings = profiles.settings(chapter, profile)
         planned = _module(chapter).plan(settings)
         trials, finals = _optimisation_configs(chapter, settings)
+        missing = set(_missing_runs(planned, device))
+        left = [c for c in planned if c.run_id(stored_device_type(c, device)) in missing]
         row = {
             "chapter": chapter,
             "runs": len(planned) + len(finals),
+            "finished": len(planned) - len(left),
             "engine": ", ".join(sorted({c.engine for c in [*planned, *finals]})) or "-",
             "stacks": len({c.stack_key() for c in planned if c.stack_key() is not None}),
             "training steps": sum(steps(c) for c in [*planned, *finals]),
@@ -115,11 +120,33 @@ def plan_table(
             "trials": len(trials),
             "trial steps (batch 100)": sum(steps(c) for c in trials),
         }
-        if calibration is not None:
-            seconds = sum(estimate_seconds(c, calibration) for c in [*planned, *trials, *finals])
-            row["estimated minutes"] = round(seconds / 60, 1)
+        if calibration is not None:  # what is left: the optimisations are priced whole (their state is not read)
+            seconds = sum(estimate_seconds(c, calibration) for c in [*left, *trials, *finals])
+            row["estimated minutes left"] = round(seconds / 60, 1)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _missing_runs(configs, device) -> list[str]:
+    """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
+    missing = []
+    for config in configs:
+        run_id = config.run_id(stored_device_type(config, device))
+        if stored_run(stored_path(run_id)) is None:
+            missing.append(run_id)
+    return missing
+
+
+def evidence_profile(chapter: str, profile: str) -> str:
+    """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan is held
+    (the run store or the committed records: the campaign's), so its outputs follow the largest evidence there is;
+    else ``profile``. A chapter that optimises first is not upgraded: its final runs are known only after."""
+    if profile != "cpu" or chapter not in CHAPTER_MODULES:
+        return profile
+    planned = _module(chapter).plan(profiles.settings(chapter, "paper"))
+    if not planned or getattr(planned, "optimisations", None):
+        return profile
+    return "paper" if not _missing_runs(planned, pick_device(None)) else profile
 
 
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
@@ -132,10 +159,7 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
     for chapter in chapters(selected):
         settings = profiles.settings(chapter, profile)
         planned = _module(chapter).plan(settings)
-        for config in planned:
-            run_id = config.run_id(stored_device_type(config, device))
-            if stored_run(stored_path(run_id)) is None:
-                missing.append(run_id)
+        missing += _missing_runs(planned, device)
         trials = getattr(settings, "trials", 1)
         for study in getattr(planned, "optimisations", []):
             folder = study.folder(study_device_type(study, device.type, trials))

@@ -1,0 +1,122 @@
+"""The paper profile's campaign over sessions: what it trains first, what it leaves for later, what it commits."""
+
+import json
+
+import pytest
+import torch
+
+from vitbn_nb import campaign, committed, profiles, runs
+from vitbn_nb import train as training
+from vitbn_nb.limits import Deadline
+
+
+class Priced:
+    """An estimator that prices a run at 10 s per block of depth and knows nothing is stored."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, configs, device=None):
+        pass
+
+    def busy(self):
+        return ""
+
+    def seconds_left(self, config):
+        return 10.0 * config.model_kwargs.get("depth", 1)
+
+
+@pytest.fixture
+def smoke_campaign(monkeypatch, run_store):
+    """The campaign's stages planned under smoke (chapter 05 at depths 1, 3 and 6; chapter 03 at one lr)."""
+    monkeypatch.setattr(campaign, "PROFILE", "smoke")
+    stages = (campaign.Stage("05_depth_study"), campaign.Stage("03_fixed_lr", lrs=(0.05,), quiet=True))
+    monkeypatch.setattr(campaign, "STAGES", stages)
+    return stages
+
+
+def fake_training(monkeypatch):
+    trained = []
+
+    def train_all(unit, deadline=None):
+        trained.extend(unit)
+        return []
+
+    monkeypatch.setattr(campaign.runs, "train_all", train_all)
+    monkeypatch.setattr(campaign, "Estimator", Priced)
+    return trained
+
+
+def test_the_engine_follows_the_device(monkeypatch):
+    assert profiles.settings("05_depth_study", "paper").engine == "eager"  # these machines have no GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert profiles.settings("05_depth_study", "paper").engine == "stacked"
+    assert profiles.settings("05_depth_study", "cpu").engine == "eager"  # a profile that says so keeps it
+    with pytest.raises(ValueError, match="engine='fast'.*'auto'"):
+        profiles.settings("05_depth_study", "paper", engine="fast")
+
+
+def test_cheapest_runs_first_and_a_quiet_stage_waits_for_quiet(smoke_campaign, monkeypatch):
+    trained = fake_training(monkeypatch)
+    logged = []
+    with pytest.raises(campaign.Unfinished, match="run\\(s\\) left"):
+        campaign.train(log=logged.append)
+    depths = [c.model_kwargs["depth"] for c in trained]
+    assert depths == sorted(depths) and set(depths) == {1, 3, 6}
+    assert {c.model for c in trained} == {"ViT", "ViTBNFFN"}  # chapter 05 only
+    assert any("03_fixed_lr" in line and "quiet" in line for line in logged)
+    trained.clear()
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(quiet=True, log=logged.append)
+    assert {c.lr for c in trained} >= {0.05} and any(c.pipeline == "reference" for c in trained)
+
+
+def test_a_deadline_starts_only_the_runs_estimated_to_fit(smoke_campaign, monkeypatch):
+    trained = fake_training(monkeypatch)
+    clock = [0.0]
+    deadline = Deadline(at=45.0, clock=lambda: clock[0], margin=1.0)  # 45 s: depths 1 and 3, not 6
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(deadline, log=logged.append)
+    assert trained and {c.model_kwargs["depth"] for c in trained} <= {1, 3}
+    assert any("not started" in line for line in logged)
+
+
+def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):
+    configs = smoke_campaign[0].configs()
+    deepest = max(configs, key=lambda c: c.model_kwargs["depth"])
+    monkeypatch.setattr(campaign, "_epochs_done", lambda c, device: 1 if c == deepest else 0)
+    order = campaign._order(campaign._units(configs), Priced(configs))
+    assert order[0] == [deepest]
+    assert [u[0].model_kwargs["depth"] for u in order[1:]] == sorted(u[0].model_kwargs["depth"] for u in order[1:])
+
+
+@pytest.mark.slow
+def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
+    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
+    run = runs.train(cheapest, progress=False)
+    assert campaign.commit(log=lambda line: None) == [run.run_id]
+    record = figures / "records" / run.run_id / "record.json"
+    assert json.loads(record.read_text())["status"] == "finished"
+    assert not (record.parent / "model.pt").exists()  # records only, never weights
+    assert campaign.commit(log=lambda line: None) == []  # nothing new
+    table = campaign.status()
+    assert table.loc[table["stage"] == "05_depth_study", "finished"].item() == 1
+    # a render whose outputs name no campaign run keeps the campaign's record
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
+    committed.stage(staging, tmp_path / "empty-store")
+    assert (staging / "records" / run.run_id / "record.json").is_file()
+
+
+def test_a_chapter_renders_at_paper_once_every_paper_run_is_held(monkeypatch):
+    monkeypatch.setattr(training, "_missing_runs", lambda configs, device: [])
+    assert training.evidence_profile("05_depth_study", "cpu") == "paper"
+    assert training.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
+    assert training.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
+    assert training.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
+    monkeypatch.setattr(training, "_missing_runs", lambda configs, device: ["one-run"])
+    assert training.evidence_profile("05_depth_study", "cpu") == "cpu"

@@ -10,7 +10,7 @@ TORCH := $(if $(filter x86_64,$(shell uname -m)),torch==2.14.1 torchvision==0.29
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: book test test-fast lint data bench check-device lab app clean clean-runs readme lock
+.PHONY: book test test-fast lint data bench check-device lab app clean clean-runs readme lock campaign
 # Extra arguments for lab, app and book: make app ARGS="--port 8000", make lab ARGS="--no-browser"
 ARGS ?=
 # Jupyter refuses to run as root unless told; containers often run as root.
@@ -74,6 +74,11 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m vitbn_nb bench
+
+# The paper profile trained over sessions (README, "The articles' own protocols"): DEADLINE=SECONDS stops in time.
+DEADLINE ?=
+campaign: data
+	$(PY) -m vitbn_nb campaign $(if $(DEADLINE),--deadline $(DEADLINE)) $(ARGS)
 
 # Does this device train the book's engines right? A few minutes; the verdict is kept in the run store.
 check-device: $(VENV)/.installed

@@ -24,8 +24,9 @@ def test_ruff_is_clean(command):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-#: A module a reader can hold in one sitting (issue "Every number one hop from its source").
-MAX_MODULE_LINES = 450
+#: Cohesion decides where a module ends; this only catches a module grown past what a reader can hold in one sitting
+#: (a cap of 450 lines forced splits that left empty section headers behind).
+MAX_MODULE_LINES = 700
 
 
 def test_no_module_is_longer_than_a_reader_can_hold():

@@ -54,7 +54,7 @@ def test_a_wrong_engine_fails_its_check_and_is_not_used(run_store, mnist_ready, 
         assert all("stacked_runs" not in epoch for epoch in run.record["epochs"])  # each trained alone
 
 
-def test_train_checks_a_device_with_no_verdict_first_and_only_once(run_store, monkeypatch):
+def test_train_checks_the_device_first_and_once_where_a_gpu_or_a_stack_trains(run_store, monkeypatch):
     checked = []
 
     def check(device, settings, *, store=None, log=print):
@@ -65,6 +65,9 @@ def test_train_checks_a_device_with_no_verdict_first_and_only_once(run_store, mo
 
     monkeypatch.setattr(check_device, "run", check)
     monkeypatch.setattr(runs, "train_all", lambda configs, **options: [])
+    training.train("smoke", ["1"], log=lambda line: None)
+    assert checked == []  # eager runs on a CPU: the engine the test suite proves, no check
+    monkeypatch.setattr(training, "needs_device_check", lambda configs: True)  # a GPU, or a stacked run planned
     training.train("smoke", ["1"], log=lambda line: None)
     training.train("smoke", ["1"], log=lambda line: None)
     assert checked == ["quick"]  # the smoke profile's quick check, once: then the stored verdict is read

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from vitbn_nb import runs, runs_stacked
+from vitbn_nb import runs
 from vitbn_nb.runs import RunConfig
 
 # Augmented data, so each member's own augmentation stream is part of what must match; BatchNorm in the encoder,
@@ -98,4 +98,4 @@ def test_runs_that_cannot_share_a_stack_are_refused():
     with pytest.raises(ValueError, match="engine="):
         RunConfig(**BASE, engine="graph")
     with pytest.raises(ValueError, match="differ in seed and lr only"):
-        runs_stacked.train_stack([*configs("stacked"), RunConfig(**{**BASE, "epochs": 5}, engine="stacked")])
+        runs.train_stack([*configs("stacked"), RunConfig(**{**BASE, "epochs": 5}, engine="stacked")])

@@ -44,10 +44,9 @@ from .book_chapters import (
 )
 from .book_html import build_html, summary
 from .limits import training_is_off
+from .profiles import PROFILE_SIZE
 
 _LOCK_FILES = (".manifest.lock",)
-#: Larger profiles' results are not replaced by smaller ones without asking.
-PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
 
 
 # -- chapters ---------------------------------------------------------------------------------
@@ -276,19 +275,22 @@ def build_book(
     for path in selected:
         check_parameters(path, parameters)
     _check_kernel()
-    if train and not training_is_off():  # a device trains only after its check, stored once in the run store
-        from . import check_device
-        from .train import CHAPTER_MODULES, untrained
+    if train and not training_is_off():  # a GPU or a stacked run trains only after the device's check, stored once
+        from .train import CHAPTER_MODULES, needs_device_check, planned_runs, untrained
 
         known = [p for p in selected if p.stem in CHAPTER_MODULES]
         with _environment(VITBN_RUNS_DIR=runs):
             to_train = [run for p in known for run in untrained(rendered_at[p], [p.stem])]
-        if force or to_train or len(known) < len(selected):  # a chapter the runner cannot plan may train
-            if to_train:
-                _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
-            check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
-        else:
+        planned = [c for p in known for c in planned_runs(p.stem, rendered_at[p])]
+        may_train = force or to_train or len(known) < len(selected)  # a chapter the runner cannot plan may train
+        if to_train:
+            _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
+        elif not may_train:
             _log("  nothing to train: every run is in the run store or the committed records")
+        if may_train and needs_device_check(planned):
+            from . import check_device
+
+            check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
     book_run = new_book_run_id()
     # Each process stages and executes in folders of its own, so two book runs never collide; what a
     # killed process left behind is removed.

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
+#: Larger profiles' results are not replaced by smaller ones without asking.
+PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
 #: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr (``vitbn_nb.stack``).
 ENGINES = ("eager", "stacked")
 #: A setting's engine "auto" follows the device: stacked on a GPU, where a stack's graph replays many runs for the

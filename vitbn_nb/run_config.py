@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import profiles, stack
+from . import profiles
 from .data import DATASETS, IMAGE_SIZE
 from .models import VIT_FAMILY, build_model, model_kwargs
 from .models.norms import check_choice
@@ -29,6 +29,17 @@ DEVICE_TYPES = ("cpu", "cuda")
 #: read back says "engine" again. Keeping the spelling keeps every run id, so no run trains twice.
 _STORED_AS = {"engine": "fast"}
 _READ_AS = {name: pipeline for pipeline, name in _STORED_AS.items()}
+
+
+def stacking_refusal(config: RunConfig) -> str | None:
+    """Why runs like ``config`` cannot be trained as one stack (``vitbn_nb.stack``); None when they can."""
+    if any(config.model_kwargs.get(name, 0) for name in ("dropout", "emb_dropout")):
+        return "dropout draws from the global random stream, which the members would share"
+    if config.pipeline == "reference" and config.dataset == "mnist_aug":
+        return "the reference pipeline's augmentation draws from the global random stream"
+    if config.init_from is not None or config.trainable != "all":
+        return "fine-tuning runs start from other runs' weights and train one at a time"
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class RunConfig:
                 raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
         check_choice("trainable", self.trainable, ("all", "attention"))
         check_choice("engine", self.engine, ENGINES)
-        if self.engine == "stacked" and (why := stack.refusal(self)):
+        if self.engine == "stacked" and (why := stacking_refusal(self)):
             raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
         if self.trainable == "attention" and self.model not in VIT_FAMILY:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")

@@ -47,17 +47,6 @@ from .data import Batches
 ATTENTION_BACKENDS = [SDPBackend.MATH]
 
 
-def refusal(config) -> str | None:
-    """Why runs like ``config`` (a ``RunConfig``) cannot be stacked (None when they can)."""
-    if any(config.model_kwargs.get(name, 0) for name in ("dropout", "emb_dropout")):
-        return "dropout draws from the global random stream, which the members would share"
-    if config.pipeline == "reference" and config.dataset == "mnist_aug":
-        return "the reference pipeline's augmentation draws from the global random stream"
-    if config.init_from is not None or config.trainable != "all":
-        return "fine-tuning runs start from other runs' weights and train one at a time"
-    return None
-
-
 @dataclass
 class Member:
     """One run of a stack: its model, its optimiser and the seed its data order and augmentation come from."""
@@ -240,7 +229,7 @@ def train_models(
     evaluate: Callable[[nn.Module], dict],
     on_epoch_end: Callable[[list[dict]], bool],
     bar=None,
-    refused: dict[str, str] | None = None,
+    refused: dict[str, str],
 ) -> None:
     """Train the members from ``start_epoch + 1`` to ``epochs``. After each epoch ``on_epoch_end(metrics per
     member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
@@ -248,13 +237,9 @@ def train_models(
 
     An engine this device's check (:mod:`vitbn_nb.check_device`) found wrong is not used: without the stacked
     engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
-    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) overrides the stored
-    verdict (the check itself trains through here).
+    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) is the device check's
+    verdict (:func:`vitbn_nb.check_device.refused_engines`; the check itself trains through here with none).
     """
-    if refused is None:
-        from . import check_device
-
-        refused = check_device.refused_engines(device)
     if "stacked" in refused:
         why = refused["stacked"]
         _train_one_by_one(

@@ -65,6 +65,13 @@ def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
     return list(_module(chapter).plan(profiles.settings(chapter, profile)))
 
 
+def needs_device_check(configs: list[runs.RunConfig]) -> bool:
+    """Whether training ``configs`` here needs the device check first (``vitbn_nb.check_device``): on a GPU, or where
+    a stacked run is planned. The eager engine on a CPU is what the test suite proves; the check trains stacks, so
+    the CPU path neither loads nor runs the stacked engine."""
+    return pick_device(None).type != "cpu" or any(c.engine == "stacked" for c in configs)
+
+
 def steps(config: runs.RunConfig) -> int:
     """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
     images = config.train_size or MNIST_IMAGES["train"]
@@ -187,8 +194,9 @@ def train(
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
-    if not training_is_off() and not (deadline is not None and deadline.passed()):
-        from . import check_device  # a device trains only after its check, stored once per device
+    planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
+    if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
+        from . import check_device  # a device trains its stacked or GPU runs only after its check, stored once
 
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []

@@ -26,10 +26,10 @@ import statistics
 import pandas as pd
 import torch
 
-from .. import data, engine, stack
+from .. import data, engine
 from ..models import VIT_FAMILY, build_model
 from ..profiles import SpeedSettings
-from ..runs import RunConfig
+from ..run_config import RunConfig
 from ..system import pick_device
 from . import timing
 from .pipelines import _build, time_training_many
@@ -124,6 +124,8 @@ def engines(
     """Seconds per training image of one run on one batch already on the device (compute only), by engine:
     ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
     Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
+    from .. import stack  # the stacked engine, loaded only to be timed
+
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
     batch = next(iter(train_set.batches(BATCH)))
     rows = []
@@ -147,6 +149,8 @@ def engines(
 
 def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
     """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
+    from .. import stack
+
     x, y = batch
     models = [_build("ViT", depth, seed, device) for seed in range(STACK_MEMBERS)]
     alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)

@@ -323,7 +323,7 @@ def write(result: BenchResult, out_dir=None, copy_to_figures: bool = True) -> li
 def _not_for_the_book(profile: str | None) -> str | None:
     """Why a result of ``profile`` must not replace the book's ``figures/bench.json`` (None: it may): the smoke
     profile's numbers mean nothing, and a smaller profile never replaces a larger one's (as with ``make book``)."""
-    from ..book import PROFILE_SIZE
+    from ..profiles import PROFILE_SIZE
 
     if profile not in PROFILE_SIZE or PROFILE_SIZE[profile] == 0:
         return f"a {profile} run's timings prove only that the code runs"

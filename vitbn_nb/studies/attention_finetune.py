@@ -18,7 +18,7 @@ from ..models import build_model
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
 from ..system import pick_device
-from . import three_things as shared
+from . import three_things_common as shared
 
 STYLES = {"full": "-", "attention only": "--"}
 MODES = {"full": "all", "attention only": "attention"}

@@ -18,7 +18,7 @@ from .. import articles, figures, results, runs
 from ..models import build_model, count_parameters
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
-from . import three_things as shared
+from . import three_things_common as shared
 
 STYLES = {"linear": "-", "hmlp": "--"}
 

@@ -19,7 +19,7 @@ from ..bench import timing
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
 from ..system import pick_device
-from . import three_things as shared
+from . import three_things_common as shared
 
 STYLES = {"sequential": "-", "parallel": "--"}
 

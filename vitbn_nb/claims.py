@@ -413,6 +413,7 @@ def save(result, found: list[Verdict]):
     tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
     caption = (
         f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
-        f"page): the measured value, its 95 % interval over seeds (over epochs for a time), the verdict ({tally})"
+        f"page): the measured value, its 95 % interval over seeds (over rounds for times measured in interleaved "
+        f"rounds), the verdict ({tally})"
     )
     return figures.save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="new/claims", caption=caption)

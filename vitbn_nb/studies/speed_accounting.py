@@ -91,7 +91,7 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             )
 
         row(
-            f"published r = T(ViT d6) / T(model d1), article 1 on an {articles.ARTICLE1_HARDWARE}",
+            f"published r = T(ViT d6) / T(model d1), article 1 ({articles.ARTICLE1_DEVICES_SHORT})",
             lambda n, k, model=model: published_ratio(k, model),
         )
         row(
@@ -197,8 +197,8 @@ def accounting_statement(result: SpeedResult) -> Markdown:
             parts.append(
                 f"**{model}** as article 1 ran it, T(ViT d6) / T({model} d1) on {here}: "
                 f"{verdicts.speed_text(n['judged_as_run'])} with the book's engine "
-                f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 on an "
-                f"{articles.ARTICLE1_HARDWARE}: {published_ratio(kind, model)}). "
+                f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 "
+                f"({articles.ARTICLE1_DEVICES}): {published_ratio(kind, model)}). "
                 f"Depth alone (ViT with 6 blocks against 1): "
                 f"{verdicts.speed_text(n['judged_depth'])}; {model} against ViT at equal depth 1: "
                 f"{verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "

@@ -137,11 +137,11 @@ TOUVRON = {
     "parallel_parameters": "each parallel block has the parameters and compute of the blocks it replaces",
     "parallel_accuracy": "2 branches is the best choice; parallel helps deeper, harder-to-optimise models "
     "(ViT-S60: S20x3 ~ S30x2)",
-    "parallel_latency_1": "clearly faster for one image at a time on a V100 GPU",
+    "parallel_latency_1": "a significant speed-up when processing one image at a time, on V100 GPUs",
     "parallel_latency_n": "no gain once the batch is large",
     "parallel_training": "(not reported in the summary)",
     "finetune_accuracy": "MHSA-only fine-tuning at 384x384 is very close to full fine-tuning (ImageNet-val and -V2); "
-    "FFN-only is clearly worse",
+    "with FFN-only fine-tuning the results differ significantly",
     "finetune_memory": "about 10 % of GPU memory",
     "finetune_time": "about 10 % faster (fewer gradients to compute)",
     "finetune_storage": "MHSA weights are about 1/3 of the total: 66 % less storage per extra resolution",

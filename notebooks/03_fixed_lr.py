@@ -215,7 +215,7 @@ fixed_lr.numbers_table(result, 0.0005)
 # ## Figure 4: learning rate 0.005
 #
 # **Article 1 reports (Figure 4):** ViT no longer converges faster than the BatchNorm models.
-# ViT's training time per epoch rises markedly against Figure 3 while the BatchNorm models'
+# ViT's training time per epoch rises significantly against Figure 3 while the BatchNorm models'
 # stays about the same, so the training gain grows: **$r_t$(ViTBNFFN) = 3.6,
 # $r_t$(ViTBN) = 3.5** (≈ 70 %), while testing stays at **$r_v$ = 2.5** for both (≈ 60 %).
 # The article quotes no accuracies for this learning rate.

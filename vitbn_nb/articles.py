@@ -79,8 +79,8 @@ ARTICLE2_DEPTH = {
     (0.003, 3): ("Fig 8 text", "comparable (the text: accuracies stay comparable for d < 4)", "comparable"),
     (0.003, 4): ("Fig 8", "comparable; ViT slightly better", "comparable"),
     (0.003, 5): ("Fig 8", "comparable; ViTBNFFN slightly ahead", "comparable"),
-    (0.003, 6): ("Fig 8", "ViTBNFFN clearly better", "ViTBNFFN better"),
-    (0.003, 7): ("Fig 8", "ViTBNFFN clearly better (and for any d ≥ 6)", "ViTBNFFN better"),
+    (0.003, 6): ("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN better"),
+    (0.003, 7): ("Fig 8", "ViTBNFFN significantly better (and for any d ≥ 6)", "ViTBNFFN better"),
     (0.005, 1): ("Fig 9", "comparable; ViT slightly better", "comparable"),
     (0.005, 2): ("Fig 9", "comparable; almost no difference", "comparable"),
     (0.005, 3): ("Fig 9", "ViTBNFFN slightly better", "ViTBNFFN ahead"),
@@ -91,7 +91,7 @@ ARTICLE2_DEPTH = {
 ARTICLE2_FIG10 = {
     2: ("both models are affected by the higher lr in much the same way", "similar"),
     3: ("ViT ≈ 91 % → ≈ 78 %; ViTBNFFN ≈ 92 % → ≈ 90 % (epoch 10)", "ViTBNFFN milder"),
-    4: ("as at d = 3: ViT hit much harder than ViTBNFFN", "ViTBNFFN milder"),
+    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "ViTBNFFN milder"),
 }
 
 #: What article 1's introduction says of the series' transfer article (not among the sources) (no numbers are given).

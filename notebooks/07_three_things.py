@@ -236,8 +236,8 @@ hmlp_stem.claims(stems)
 # top three. The model is loaded once at start: the best finished ViT-family run in the run
 # store by final accuracy, preferring runs trained on augmented MNIST (they cope better with
 # hand-drawn digits) when they reach 90 % on their augmented test set. With an empty store the
-# app first trains a small ViTBNFFN through the run store (about a minute on a CPU) and says
-# so. The tests draw a stroke in headless Chromium and check the answer on the page.
+# app first trains a small ViTBNFFN through the run store (how long that takes depends on the
+# machine) and says so. The tests draw a stroke in headless Chromium and check the answer on the page.
 #
 # In this run's store the app would serve:
 

@@ -110,17 +110,13 @@ ARTICLE1_RATIOS = {
     }
     for kind, key in (("training", "r_t"), ("inference", "r_v"))
 }
-#: The machine article 1 names for Experiment 1 ("For all the runs in this experiment, I have used the NVIDIA L4
-#: Tensor Core GPU available at Google Colab"); it names none for Experiment 2.
+#: The machine article 1 names for Experiment 1 ("I have used the NVIDIA L4 Tensor Core GPU available at Google
+#: Colab"), none for Experiment 2; and the device its reference code runs on: no commit of the reference repository
+#: moves a model or a batch to a GPU (``../shared/REFERENCE_FACTS.md``, "Where the scripts put the model"). Which of
+#: the two timed its epochs the repository cannot tell: every comparison names both, none is GPU against CPU.
 ARTICLE1_HARDWARE = "NVIDIA L4 GPU (Colab)"
-#: The device article 1's reference code runs on: no Python file in any of the reference repository's commits moves
-#: a model or a batch to a GPU (``../shared/REFERENCE_FACTS.md``, "Where the scripts put the model"), so as
-#: committed its scripts train and time on the CPU. Which of the two timed article 1's epochs, the repository cannot
-#: tell: every comparison with article 1's ratios names both, and none is a GPU-against-CPU contrast.
 ARTICLE1_CODE_DEVICE = "the CPU as its reference code runs (no commit moves a model or a batch to a GPU)"
-#: Article 1's timings as every comparison with its ratios names them (Experiment 1; Experiment 2 states no machine).
 ARTICLE1_DEVICES = f"an {ARTICLE1_HARDWARE} as the article states, {ARTICLE1_CODE_DEVICE}"
-#: The same, short, for a table's header.
 ARTICLE1_DEVICES_SHORT = f"stated: {ARTICLE1_HARDWARE}; reference code: CPU"
 ARTICLE1_DEVICES_EXPERIMENT2 = (
     f"no machine stated for Experiment 2 (an {ARTICLE1_HARDWARE} for Experiment 1), {ARTICLE1_CODE_DEVICE}"

@@ -246,12 +246,12 @@ fixed_lr.numbers_table(result, 0.005)
 # break down without a NaN: its accuracy collapses while the numbers stay finite. The tables
 # call a run **unstable** at the first epoch whose test accuracy falls more than 10 points
 # below its best so far, and report that epoch against the article's ≈ 15. The claims table
-# judges the breakdown, and the "above 97 %" of the BatchNorm models, only over runs as long as
-# the article's (all 30 epochs: ViT breaking down near epoch 15 and the others staying stable to
-# the end is a statement about the whole run), from each run's largest fall below its best
-# accuracy so far (a run whose loss became NaN falls to chance). Where a profile trains fewer
-# steps, it says "not testable at this scale" with the steps reached, rather than counting an
-# early dip, or its absence, as the article's finding.
+# judges the breakdown from each run's largest fall below its best accuracy so far (a run whose
+# loss became NaN falls to chance), and the BatchNorm models' "above 97 %" from their final
+# accuracies, only over runs as long as the article's (all 30 epochs: ViT breaking down near
+# epoch 15 while the others stay stable to the end is a statement about the whole run). Where a
+# profile trains fewer steps, it says "not testable at this scale" with the steps reached,
+# rather than counting an early dip, or its absence, as the article's finding.
 
 # %%
 fixed_lr.four_panel_figure(result, 0.01, "as run")

@@ -245,9 +245,10 @@ def effects_statement(result: SpeedResult) -> Markdown:
         f"{judged('judged_depth6', 'inference')}.",
         f"- **Normalisation at depth 1.** With one block each, training: {judged('judged_depth1', 'training')}; "
         f"inference: {judged('judged_depth1', 'inference')}.",
-        f"- **The data pipeline.** Article 1's pipeline (DataLoader over ToTensor MNIST, .item() per step, a "
-        f"per-sample test loop) against the book's engine, the as-run ratio through it over the ratio through the "
-        f"engine, training: {judged('judged_pipeline', 'training', verdicts.factor_text)}; inference: "
+        f"- **The data pipeline.** Article 1's pipeline as its reference code runs it (train_mnist.py at 74b1791: "
+        "DataLoader over ToTensor MNIST, .item() per step, a per-sample test loop) against the book's engine, the "
+        "as-run ratio through it over the ratio through the engine, training: "
+        f"{judged('judged_pipeline', 'training', verdicts.factor_text)}; inference: "
         f"{judged('judged_pipeline', 'inference', verdicts.factor_text)}. A cost every model pays alike can only "
         "pull a ratio towards 1.",
         f"- **Folding BatchNorm into its Linear (inference only).** At depth 6, folded against unfolded, by the "

@@ -220,11 +220,11 @@ def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
         assert "computed one block" in verdict.condition
         # the README's row reads the condition: it names the stand-in set and its single seed
         assert "scikit-learn's 8x8 digits upsampled to 28x28" in verdict.condition
-        assert "1 seed," in verdict.condition
+        assert "1 seed trained" in verdict.condition
     row = claims.table(found).iloc[0]
     assert "8x8 digits" in row["condition"] and "1 seed" in row["condition"]
     emnist = claims.transfer(_measured(data.EMNIST_SOURCE, seeds=3), "CPU: a test machine")
-    assert "on EMNIST digits; 3 seeds" in emnist[0].condition and "scikit-learn" not in emnist[0].condition
+    assert "on EMNIST digits; 3 seeds trained" in emnist[0].condition and "scikit-learn" not in emnist[0].condition
 
 
 def _optimised(epochs, train_size, batches):

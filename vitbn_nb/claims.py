@@ -387,7 +387,7 @@ def transfer(measured: pd.DataFrame, hardware: str) -> list[Verdict]:
         condition = (
             f"{model} against ViT, both at depth {depth}: judged at equal depth only, while the series' transfer "
             "checkpoints are BatchNorm models that computed one block against a six-block ViT (not trained here); "
-            f"{tested_on}; {seeds} seed{'s' * (seeds != 1)}, its passes timed in interleaved rounds"
+            f"{tested_on}; {seeds} seed{'s' * (seeds != 1)} trained, passes timed in interleaved rounds"
         )
         found.append(
             verdicts.above(

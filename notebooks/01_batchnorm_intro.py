@@ -103,7 +103,10 @@ settings
 #
 # The data is **augmented MNIST** (article 2): a random rotation of up to 20°, a random
 # translation of up to 20 % of the side, and with probability 0.2 a zoom-out by a factor 2–3
-# followed by a resize back to 28 × 28; no normalisation. As in article 2, **the test images are
+# followed by a resize back to 28 × 28. Then `ToTensor` and no normalisation: article 2's text
+# names no normalisation step, and the reference code's function of the same name
+# (`get_datasets_mnist` in `mlflow_modules/train_augs_mnist.py` at commit 3b59bbf, with exactly
+# these transforms) ends with `ToTensor` and applies none. As in article 2, **the test images are
 # augmented too** (its Code Block 1 augments the validation set; applied as a dataset
 # transform, that augmentation is redrawn on every pass); this book's run store draws it
 # **once, with a fixed seed**, so every model and every epoch is tested on exactly the

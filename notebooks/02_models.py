@@ -196,9 +196,10 @@ model_sizes.model_size_figure(result)
 model_sizes.size_summary(result)
 
 # %% [markdown]
-# Two things to carry into the next chapters. First, the norm itself is almost free: at equal
-# depth the three models have the same counted arithmetic and differ by at most a few hundred
-# parameters. Second, the published speed-up compares a ViT with six encoder blocks against
+# Two things to carry into the next chapters. First, in counted arithmetic the norm itself is
+# almost free: at equal depth the three models have the same counted FLOPs and differ by at most
+# a few hundred parameters (what the norms cost in time, which the counter does not see, chapter
+# 8 measures). Second, the published speed-up compares a ViT with six encoder blocks against
 # BatchNorm models with one, and the table shows how much smaller those are. Chapter 3
 # reproduces that comparison as article 1 ran it and adds it as written (all at depth 6); the
 # equal-depth control of the later chapter "where

@@ -89,14 +89,16 @@ three_things.protocol(settings)
 # $$x \leftarrow x + \sum_{i=1}^{b} \mathrm{MHSA}_i(x), \qquad x \leftarrow x + \sum_{i=1}^{b} \mathrm{FFN}_i(x).$$
 #
 # A depth-$d/b$ model of such blocks has exactly the parameters and FLOPs of the depth-$d$
-# sequential one, but only $d/b$ steps one after the other: fewer, wider layers, which a GPU can
-# run with more parallelism. Each of our models is trained at depth $d$ and at $d/2 \times 2$
+# sequential one, but only $d/b$ steps one after the other: fewer, wider layers, which allow
+# more parallel processing (the summary adds that the actual acceleration depends on the
+# implementation and the hardware). Each of our models is trained at depth $d$ and at $d/2 \times 2$
 # branches, with the same data, learning rate and random seed.
 #
 # **Touvron et al. report** (in the summary among the source texts): with ViT-S and ViT-B, two branches gave the best
 # accuracy; the parallel form helps the deeper models that are harder to optimise (for a
-# 60-block ViT-S, 20 × 3 and 30 × 2 were comparable); on a V100 the parallel models were clearly
-# faster for a single image, with no gain at large batch. No numbers are given in the summary.
+# 60-block ViT-S, 20 × 3 and 30 × 2 were comparable); on V100 GPUs they observed a significant
+# speed-up when processing a single image, and none once the batch is large. No numbers are
+# given in the summary.
 
 # %%
 parallel = parallel_blocks.run(settings, force=force)
@@ -148,7 +150,8 @@ parallel_blocks.claims(parallel)
 # compute per step from the run records, without the data pipeline.
 #
 # **Touvron et al. report:** fine-tuning only the MHSA weights at 384 × 384 is very close to full
-# fine-tuning on ImageNet-val and ImageNet-V2 (fine-tuning only the FFN is clearly worse); it
+# fine-tuning on ImageNet-val and ImageNet-V2 (when only the FFN is fine-tuned, the results
+# differ significantly); it
 # saves about 10 % of GPU memory and about 10 % of training time, and since the MHSA weights are
 # about a third of the total, each further fine-tuned resolution stores 66 % fewer weights.
 
@@ -195,7 +198,9 @@ attention_finetune.claims(tuned)
 # makes ViT-B need 17.73 GFLOPs, less than 1 % more than with the linear projection, and
 # processes each 16 × 16 patch independently.
 # It does not say how the hMLP stem's accuracy compares with the linear embedding's; this run
-# measures it.
+# measures it. Nor does it say how it counts FLOPs; the table below counts them as chapter 2's
+# table does (2 per multiply-add, attention's products included), so the same ViT has the same
+# count in both chapters, and only the relative change compares with the summary's.
 
 # %%
 stems = hmlp_stem.run(settings, force=force)
@@ -231,8 +236,8 @@ hmlp_stem.claims(stems)
 # top three. The model is loaded once at start: the best finished ViT-family run in the run
 # store by final accuracy, preferring runs trained on augmented MNIST (they cope better with
 # hand-drawn digits) when they reach 90 % on their augmented test set. With an empty store the
-# app first trains a small ViTBNFFN through the run store (about a minute on a CPU) and says
-# so. The tests draw a stroke in headless Chromium and check the answer on the page.
+# app first trains a small ViTBNFFN through the run store (how long that takes depends on the
+# machine) and says so. The tests draw a stroke in headless Chromium and check the answer on the page.
 #
 # In this run's store the app would serve:
 

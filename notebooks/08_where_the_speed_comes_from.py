@@ -78,7 +78,10 @@ settings
 # The ratios $r = T_\text{ViT} / T_\text{model}$ of mean time per epoch and the gains
 # $g = 1 - 1/r$: the ratios $r$ are in article 1's text (its Tables 1 and 3, images in the
 # article, hold the gains), for three fixed learning rates and for the optimised
-# hyperparameters, on an NVIDIA L4 with MNIST without augmentation. Article 1 says all three
+# hyperparameters, with MNIST without augmentation. Article 1 names an NVIDIA L4 GPU on Colab
+# for Experiment 1 (and no machine for Experiment 2); its reference scripts, as committed,
+# never move a model or a batch to a GPU, so they run on the CPU, and which of the two timed its
+# epochs the repository cannot tell: this chapter sets no GPU against a CPU. Article 1 says all three
 # models had depth 6; the reference repository shows that its BatchNorm models computed one
 # block (chapter 3: the configuration as run).
 
@@ -153,7 +156,8 @@ speed.equal_depth(result)
 # How much of each step is spent producing the batch? Article 1 trained on MNIST without
 # augmentation; in the reference code's pipeline every image is read through a `DataLoader` over `ToTensor`,
 # converted and collated one at a time in Python, and at evaluation the per-class accuracy is
-# counted one sample at a time. The book's engine keeps each split on the device and cuts whole
+# counted one image at a time inside the timed test pass (the Experiment-1 script,
+# `mlflow_modules/train_mnist.py` at commit 74b1791). The book's engine keeps each split on the device and cuts whole
 # batches there (and, for the augmented sets of other chapters, draws the augmentation for a
 # whole batch, with the same distributions as torchvision's, tested against them).
 
@@ -162,9 +166,10 @@ speed.pipeline_split_figure(result)
 
 # %% [markdown]
 # The share of time each pipeline spends producing batches, and the engine's speed over
-# article 1's pipeline for the same model, judged by the rule from their rounds. Where the model's arithmetic dominates (on a CPU, or for
-# the deeper models), no input pipeline can speed a step up by much: the pipeline's ceiling is
-# the step time divided by its compute part.
+# article 1's pipeline for the same model, judged by the rule from their rounds. Where the
+# model's arithmetic dominates a step (the compute share in the table says where it does on this
+# machine), no input pipeline can speed it up by much: the pipeline's ceiling is the step time
+# divided by its compute part.
 
 # %%
 speed.pipeline_split(result)
@@ -235,7 +240,8 @@ speed_kernels.norm_forms_statement(result)
 # the numbers shown, each with its own verdict by the rule. The data pipeline adds the same
 # seconds to every model, so it cannot create a ratio; it can only pull one towards 1, and the
 # table shows by how much, with each pipeline's share of time spent loading data. The first row
-# is article 1's (its setup: an L4 GPU, MNIST without augmentation).
+# is article 1's (MNIST without augmentation; an NVIDIA L4 GPU as it states, the CPU in its
+# reference code).
 
 # %%
 speed_accounting.accounting_table(result)
@@ -259,13 +265,15 @@ speed_accounting.effects_statement(result)
 # %% [markdown]
 # ## Beyond this machine: operations per step
 #
-# Every timing above belongs to the machine that rendered this chapter. What does not is the
-# number of operations each model dispatches: every ATen operation that is not a view runs at
-# least one kernel on a GPU, and for models this small a fast GPU may spend longer launching a
-# kernel than running it; where it does, time follows the operation count rather than the FLOPs.
+# Every timing above belongs to the machine that rendered this chapter. What does not depend on
+# its speed is the number of operations each model dispatches: every ATen operation that is not
+# a view runs at least one kernel on a GPU, and for models this small a fast GPU may spend
+# longer launching a kernel than running it; where it does, time follows the operation count
+# rather than the FLOPs.
 # That is an expectation, untested here: no GPU has timed this book yet, and the `paper` profile
 # measures it with the same code. The counts below are taken on the CPU under a dispatch mode
-# (nothing is timed), with Adam's multi-tensor update as a GPU runs it.
+# (nothing is timed), with Adam's multi-tensor update as a GPU runs it; a GPU's dispatcher may
+# pick other kernels for attention or BatchNorm, so for a GPU they are an estimate.
 
 # %%
 speed_kernels.op_counts_table(result)
@@ -276,11 +284,11 @@ speed_kernels.op_counts_statement(result)
 # %% [markdown]
 # ## What to take from this
 #
-# Read the numbers with the hardware line in mind. On a CPU the arithmetic of the models grows
-# with depth, so the deeper a model, the smaller the share of the input pipeline, the per-sample
-# bookkeeping and the norms' own cost, and the smaller the gains that removing them can bring
-# (the data-loading table above gives the shares per model and depth: an engine cannot make a matrix
-# product faster). On a GPU the products take less time and the balance may shift towards the
+# Read the numbers with the hardware line in mind. On the machine measured here the arithmetic
+# of the models grows with depth, so the deeper a model, the smaller the share of the input
+# pipeline, the per-sample bookkeeping and the norms' own cost, and the smaller the gains that
+# removing them can bring (the data-loading table above gives the shares per model and depth: an
+# engine cannot make a matrix product faster). On a GPU the products take less time and the balance may shift towards the
 # pipeline and the many small kernels; that is untested here, and the `paper` profile measures
 # it with the same code.
 #

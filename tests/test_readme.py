@@ -122,3 +122,25 @@ def test_a_manifest_of_the_wrong_shape_is_refused_by_name(readme_copy, tmp_path,
     assert readme_copy.read_text() == before
     with pytest.raises(ValueError, match="manifest.json"):
         readme.results_block(figures)
+
+
+def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(tmp_path):
+    import pandas as pd
+
+    from vitbn_nb import claims, data
+
+    copy = tmp_path / "figures"
+    copy.mkdir()
+    shutil.copyfile(FIGURES / "manifest.json", copy / "manifest.json")
+    measured = pd.DataFrame(
+        [
+            dict(model=m, seed=0, depth=6, transfer_set=data.FALLBACK_SOURCE, round_seconds=[t, t * 1.01, t * 0.99])
+            for m, t in (("ViT", 1.0), ("ViTBNFFN", 0.8), ("ViTBN", 0.8))
+        ]
+    )
+    claims.table(claims.transfer(measured, "CPU: a test machine")).to_csv(copy / "06_claims.csv", index=False)
+    rows = [line for line in readme.results_block(copy).splitlines() if "transfer article" in line]
+    assert len(rows) == 2
+    for row in rows:
+        assert "judged at equal depth only" in row and "computed one block" in row
+        assert "scikit-learn's 8x8 digits upsampled to 28x28" in row and "1 seed" in row

@@ -71,7 +71,11 @@ def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mn
 
     shown = batchnorm_intro.summary(result, 0.1)
     assert list(shown.table["model"]) == ["DNN_d3", "DNNBN_d3"] and set(shown.table["lr"]) == {0.1}
-    assert "article 2" in shown.verdicts[0].lower() and "one seed" in shown.verdicts[1]
+    assert "article 2" in shown.verdicts[0].lower()
+    # one epoch of 200 images: article 2's stability over its 15 epochs is not judged from it
+    assert shown.verdicts[1].endswith(
+        "by the book's rule: not testable at this scale (2 of the article's 9,000 steps)."
+    )
     both = batchnorm_intro.summary(result)
     assert len(both.table) == 4 and any("from lr 0.01 to lr 0.1" in v for v in both.verdicts)
     assert "<table" in both._repr_html_()
@@ -79,13 +83,14 @@ def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mn
         batchnorm_intro.accuracy_loss_figure(result, 0.5)
 
 
-def synthetic(final: dict[tuple[str, float], list[float]]) -> pd.DataFrame:
+def synthetic(final: dict[tuple[str, float], list[float]], epochs: int = 15) -> pd.DataFrame:
     """A run table with given final accuracies per (model, lr), one run per listed seed."""
     rows = []
     for (model, lr), accuracies in final.items():
         for seed, acc in enumerate(accuracies):
             run_id = f"{model}-{lr}-{seed}"
-            for epoch, value in ((1, acc / 2), (2, acc)):
+            # article 2's protocol: 15 epochs of 600 steps, the last one at the given accuracy
+            for epoch, value in [(e, acc / 2) for e in range(1, epochs)] + [(epochs, acc)]:
                 rows.append(
                     dict(
                         run_id=run_id,
@@ -117,6 +122,10 @@ def test_the_verdict_weighs_the_gap_against_the_spread():
         " ".join(lines)
     )
     assert not any("did not learn" in line for line in lines)
+    # two epochs of article 2's fifteen: the final accuracies are measured, not judged against its Figure 1
+    short = synthetic({("DNN_d3", 0.01): [10.2, 9.8, 10.0], ("DNNBN_d3", 0.01): [90.0, 91.0, 89.0]}, epochs=2)
+    lines = batchnorm_intro.summary(batchnorm_intro.IntroResult(SMOKE, short), 0.01).verdicts
+    assert "not testable at this scale (1,200 of the article's 9,000 steps)" in " ".join(lines)
 
 
 # --- chapter 02 -------------------------------------------------------------------------------

@@ -389,3 +389,23 @@ def test_latencies_are_timed_in_shared_rounds_and_judged_round_by_round():
     text = parallel_blocks.latency_verdict(group, "ViT", "latency_1")
     # a round twice as slow for both (a busy spell) cancels: parallel is 2x faster in every round
     assert text.startswith("a speed-up of 2.00× [") and verdicts.is_rule_text(text)
+
+
+def test_chapter_07_counts_a_vits_flops_as_chapter_02_does_attention_included():
+    from vitbn_nb.studies import model_sizes
+
+    # ViT d6 by hand: per block qkv, q·k and attn·v, output projection, the two FFN Linears; patch embedding and
+    # head once (2 FLOPs per multiply-add). Torch's counter alone misses the fused CPU attention kernel.
+    tokens, dim, inner, mlp, heads = 17, 64, 512, 128, 8
+    block = 2 * (
+        tokens * dim * 3 * inner
+        + 2 * heads * tokens * tokens * (inner // heads)
+        + tokens * inner * dim
+        + 2 * tokens * dim * mlp
+    )
+    model = build_model("ViT", depth=6)
+    assert hmlp_stem.flops_per_image(model) == 6 * block + 2 * (16 * 49 * 64 + 64 * 10)
+    assert hmlp_stem.flops_per_image(model) == model_sizes.forward_flops(build_model("ViT", depth=6))
+    # the hMLP stem's model is counted by the same counter: only its stem differs from the linear one's count
+    stem = build_model("ViT", depth=6, stem="hmlp")
+    assert hmlp_stem.flops_per_image(stem) - 6 * block > 0

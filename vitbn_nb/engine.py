@@ -141,7 +141,8 @@ def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> 
 
 
 def count_classes_per_sample(logits: Tensor, y: Tensor, correct: list, total: list) -> None:
-    """Article 1's bookkeeping: a Python loop over the samples, one ``.item()`` per label and guess."""
+    """The reference code's bookkeeping (``mlflow_modules/train_mnist.py`` at commit 74b1791, the Experiment-1
+    script): a Python loop over the samples, one ``.item()`` per label and guess, inside the timed test pass."""
     for label, guess in zip(y, logits.argmax(dim=1)):
         total[label.item()] += 1
         correct[label.item()] += int(label.item() == guess.item())
@@ -159,8 +160,8 @@ def evaluate(
 ) -> dict:
     """Accuracy and per-class accuracy (both in %) over ``test_data``, and the seconds the pass took.
 
-    Counted on the device with no per-sample Python, or with ``per_sample`` as article 1 counted
-    (a Python loop over the samples, one ``.item()`` per label and guess).
+    Counted on the device with no per-sample Python, or with ``per_sample`` as the reference code counted
+    (:func:`count_classes_per_sample`).
     """
     device = device or next(model.parameters()).device
     model.eval()

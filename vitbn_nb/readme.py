@@ -276,10 +276,10 @@ def performance_block(folder=None) -> str:
         f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
         f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times. Each ratio is judged by "
         "the book's rule from its rounds (the 95 % interval of the per-round ratio); the range is of the rule's "
-        f"estimates over the models; article 1's ratios, from whole epochs on an {articles.ARTICLE1_HARDWARE}, stand "
+        f"estimates over the models; article 1's ratios, from whole epochs ({articles.ARTICLE1_DEVICES}), stand "
         "beside the comparison it made:",
         "",
-        f"| measure | range over the models | by the rule | article 1, on an {articles.ARTICLE1_HARDWARE} |",
+        f"| measure | range over the models | by the rule | article 1 ({articles.ARTICLE1_DEVICES_SHORT}) |",
         "| --- | --- | --- | --- |",
         *(
             f"| {name} | {_span([v.estimate for v in judged]) + '×' if judged else '—'} | "

@@ -11,10 +11,13 @@ degrees of freedom):
 
 Curves are judged as curves: a per-seed number read from the whole curve (the mean accuracy over epochs for
 "converges faster", the largest fall below the best accuracy so far for "becomes unstable") is differenced and
-judged by the same rule. A claim about an absolute number at the article's protocol is judged only when the runs
-reached that protocol, otherwise **not testable at this scale** (with how many of the article's steps were
-reached). A timing ratio measured on other hardware is shown beside the article's and judged on the article's
-qualitative claim (a gain above a stated level), with the hardware named. A speed ratio the book measures itself
+judged by the same rule. A claim about what the article's full protocol produced (an absolute number, the
+accuracies its runs ended with, a model's stability over the whole run) is judged only when the runs reached that
+protocol, otherwise **not testable at this scale** (with how many of the article's steps were reached). A timing
+ratio measured on other hardware is shown beside the article's and judged on the article's qualitative claim (a gain
+above a stated level) from one value per seed (each run's epochs averaged first, as the article's T is a mean time
+per epoch: the epochs of one run share its machine and its load, so they are not independent repeats), with both
+machines named. A speed ratio the book measures itself
 (one model against another, folded against unfolded) is judged from interleaved rounds of timings: per round the
 log of the ratio of the two throughputs measured back to back, its interval by the same rule, shown back as a
 ratio: **a speed-up of x [low, high]**, **no speed-up, slower** (the interval below 1), or **within noise**. A
@@ -60,11 +63,14 @@ def rule_markdown() -> str:
         f'side, **{NOISE}** when it holds zero (for an article\'s "comparable", that is what it says). With fewer '
         f'than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about a curve ("converges '
         'faster", "becomes unstable") is judged from a number read off each seed\'s whole curve: the mean '
-        "accuracy over the epochs, or the largest fall below the best accuracy so far. A claim about an absolute "
-        f"number at the article's protocol is judged only where the runs reached it, otherwise **{UNTESTABLE}** "
-        "(with how many of the article's steps were reached). A timing ratio from other hardware is shown beside "
-        "the article's and judged on the article's own qualitative claim (a gain of at least 60 %, say), with "
-        "each epoch of a run as a repeated measurement and both machines named. A speed ratio measured here (one "
+        "accuracy over the epochs, or the largest fall below the best accuracy so far (a run that diverged falls to "
+        "chance). A claim about what the article's full protocol produced (an absolute number, the accuracies its "
+        "runs ended with, stability over its whole run) is judged only where the runs reached that protocol, "
+        f"otherwise **{UNTESTABLE}** (with how many of the article's steps were reached). A timing ratio from "
+        "other hardware is shown beside the article's and judged on the article's own qualitative claim (a gain of "
+        "at least 60 %, say) from one value per seed, each run's epochs averaged first (the epochs of one run are "
+        "not independent measurements), with both machines named: the one here, and the article's stated hardware "
+        "beside its reference code's device. A speed ratio measured here (one "
         "model against another on the same machine) is judged from rounds of interleaved timings, the two measured "
         "back to back in each round: the interval of the per-round log ratio, shown as a ratio, says "
         f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER_WORDS}** when below, **{NOISE}** when it "
@@ -84,7 +90,7 @@ class Verdict:
     seeds: int = 0
     unit: str = "pt"
     scale: str = ""
-    #: What each value is: a seed (a run), or an epoch of a run for a time (epochs as repeated measurements).
+    #: What each value is: a seed (a pair of runs), or a round of interleaved timings.
     each: str = "seed"
     #: Which runs were compared (a model, a depth, a configuration), when a claim is judged more than once.
     condition: str = ""

@@ -19,7 +19,9 @@ _SIZE = 28  # MNIST's image side
 
 
 def reference_augmentation() -> Callable:
-    """The article's pipeline, verbatim (PIL in, float tensor in [0,1] out, no normalisation)."""
+    """Article 2's transforms as the reference code composes them (``get_datasets_mnist`` in
+    ``mlflow_modules/train_augs_mnist.py`` at commit 3b59bbf): PIL in, float tensor in [0,1] out, no normalisation
+    (the reference code applies none; article 2's text names none)."""
     from torchvision import transforms as T
     from torchvision.transforms import v2
 

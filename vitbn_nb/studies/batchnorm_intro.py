@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import articles, claims, figures, results, runs
 from ..profiles import IntroSettings
+from ..verdicts import UNTESTABLE
 
 CHAPTER = "01_batchnorm_intro"
 MODELS = ("DNN_d3", "DNNBN_d3")
@@ -208,8 +209,9 @@ CLAIMS_OF = {
 
 def _rule_lines(table: pd.DataFrame, reproduces: str) -> list[str]:
     measures = {c.key: c.measure for c in articles.claims()}
+    shown = lambda v: "" if v.outcome == UNTESTABLE else f"{v.shown}; "
     return [
-        f"{measures[v.claim]}: {v.shown}; by the book's rule: {v.text}."
+        f"{measures[v.claim]}: {shown(v)}by the book's rule: {v.text}."
         for v in claims.dnn(table)
         if v.claim in CLAIMS_OF.get(reproduces, ())
     ]

@@ -20,6 +20,7 @@ import pandas as pd
 from .. import claims, figures, results, runs
 from ..profiles import DepthSettings
 from ..runs import RunConfig
+from ..verdicts import UNTESTABLE
 from .depth_numbers import (
     FIG8,
     FIG9,
@@ -107,7 +108,8 @@ def _missing(ax, text: str) -> None:
 def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     if deltas.empty:
         return
-    note = f"{judged.shown}\n{judged.text}" if judged is not None else f"{results.mean_sd(deltas)} pt"
+    shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.mean_sd(deltas)} pt"
+    note = f"{shown}\n{judged.text}" if judged is not None else shown
     ax.text(
         0.97,
         0.05,

@@ -58,7 +58,7 @@ def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
                 "depth": depth,
                 "ViT (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViT")),
                 "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViTBNFFN")),
-                "ViTBNFFN − ViT (pt)": judged.shown if judged is not None else results.mean_sd(deltas),
+                "ViTBNFFN − ViT (pt)": _shown(judged, deltas),
                 "article 2": f"{said} ({where})",
                 "verdict": judged.text if judged is not None else "not a claim of article 2",
                 "outcome": judged.outcome if judged is not None else "",
@@ -66,6 +66,16 @@ def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _shown(judged, values: pd.Series) -> str:
+    """The rule's estimate and interval where it judged; otherwise (no claim, or a scale that cannot test it) what this
+    run measured, mean ± sd over seeds, shown without a verdict."""
+    from ..verdicts import UNTESTABLE
+
+    if judged is None or judged.outcome == UNTESTABLE:
+        return results.mean_sd(values)
+    return judged.shown
 
 
 def statement(frame: pd.DataFrame, what: str) -> str:
@@ -94,7 +104,7 @@ def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> 
         judged = rule.get(f"article2/fig10/d{depth}")
         row.update(
             {
-                "ViT drop − ViTBNFFN drop (pt)": judged.shown if judged is not None else results.mean_sd(relief),
+                "ViT drop − ViTBNFFN drop (pt)": _shown(judged, relief),
                 "article 2": said,
                 "verdict": judged.text if judged is not None else "not a claim of article 2",
                 "outcome": judged.outcome if judged is not None else "",

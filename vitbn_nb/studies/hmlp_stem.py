@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from .. import articles, figures, results, runs
 from ..models import build_model, count_parameters
 from ..profiles import ThreeThingsSettings
 from ..runs import RunConfig
 from . import three_things_common as shared
+from .model_sizes import forward_flops
 
 STYLES = {"linear": "-", "hmlp": "--"}
 
@@ -69,10 +69,10 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
 
 
 def flops_per_image(model: torch.nn.Module) -> float:
-    """Floating-point operations of one forward pass over one image (torch's FlopCounterMode)."""
-    with FlopCounterMode(display=False) as counter:
-        model(torch.zeros(1, 1, 28, 28))
-    return counter.get_total_flops()
+    """Forward FLOPs of one image, counted as chapter 02's table counts every configuration
+    (:func:`.model_sizes.forward_flops`: one counter, 2 FLOPs per multiply-add, attention included), so that the
+    same ViT has the same count in both chapters."""
+    return forward_flops(model)
 
 
 def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
@@ -170,8 +170,9 @@ def stem_table(result: StemResult):
         "07_hmlp_stem_table",
         result,
         reproduces="new/hmlp_stem_table",
-        caption="Linear patch embedding vs hMLP stem (FLOPs: torch's FlopCounterMode, one forward pass; patch "
-        "mixing: eval mode, one patch's pixels redrawn)",
+        caption="Linear patch embedding vs hMLP stem (forward FLOPs per image counted as in chapter 2's table: "
+        "matrix products, attention's included, and convolutions at 2 FLOPs per multiply-add, norms and softmax "
+        "not counted; patch mixing: eval mode, one patch's pixels redrawn)",
     )
 
 

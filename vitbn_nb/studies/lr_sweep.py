@@ -14,6 +14,9 @@ beyond and between them, every lr with the same seeds. Per model the views read,
   marked, since no later test confirms it), and the lrs at which a model never came that close to its best lr, so
   that it could not break down by that measure;
 * at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
+
+Article 1's conclusion itself is judged in :func:`vitbn_nb.claims.larger_lr`, from each run's stability over its whole
+run and only over runs as long as article 1's (:func:`takeaway` reports it).
 """
 
 from __future__ import annotations
@@ -309,16 +312,31 @@ def statement(result) -> Markdown:
 
 def takeaway(result) -> Markdown:
     """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`vitbn_nb.claims.larger_lr`): how the rule judged each BatchNorm model against ViT, and at what scale."""
-    runs = per_run(result.sweep)
+    (:func:`vitbn_nb.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long as
+    article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
     found = claims.larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
     count = lambda outcome: sum(v.outcome == outcome for v in found)
-    untested = count(verdicts.NOT_JUDGED)
-    if untested == len(found):
+    rates = sorted({v.condition.split(":")[0] for v in found}, key=lambda rate: float(rate.split()[-1]))
+    head = (
+        "**Larger learning rates.** Article 1 concludes that BatchNorm allows a larger learning rate without "
+        "rendering the model unstable. The claims table judges it from each run's stability over the whole run (its "
+        "largest fall below its best accuracy so far; a run whose loss became NaN falls to chance), ViT against each "
+        f"BatchNorm model, all at depth {DEPTH}, at article 1's largest rate and beyond ({', '.join(rates)}), and only "
+        "over runs as long as article 1's"
+    )
+    untestable = [v for v in found if v.outcome == verdicts.UNTESTABLE]
+    if len(untestable) == len(found):
+        return Markdown(
+            f"{head}: here **{verdicts.UNTESTABLE}** ({untestable[0].scale}). A breakdown like article 1's near its "
+            f"epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
+            "cannot show in shorter runs, so the sweep above describes these runs without judging the conclusion."
+        )
+    judged = [v for v in found if v.outcome != verdicts.UNTESTABLE]
+    if all(v.outcome == verdicts.NOT_JUDGED for v in judged):
         reading = f"{verdicts.NOT_JUDGED}: fewer than {verdicts.MIN_SEEDS} seeds"
-    elif count(verdicts.AGREES) == len(found):
+    elif count(verdicts.AGREES) == len(judged):
         reading = "the sweep bears it out at every such rate"
     elif count(verdicts.AGREES):
         reading = "the sweep bears it out at some of those rates only"
@@ -326,13 +344,12 @@ def takeaway(result) -> Markdown:
         reading = "the sweep finds the opposite at some of those rates"
     else:
         reading = (
-            "the sweep does not bear it out at this scale; within noise is not evidence against it either, as the "
-            "intervals in the claims table show"
+            "the sweep does not bear it out; within noise is not evidence against it either, as the intervals in the "
+            "claims table show"
         )
-    rates = sorted({v.condition.split(":")[0] for v in found})
+    rest = f"; {len(untestable)} of the comparisons are {verdicts.UNTESTABLE}" if untestable else ""
     return Markdown(
-        f"**Larger learning rates.** Article 1 concludes that BatchNorm allows a larger learning rate. At its largest "
-        f"rate and beyond ({', '.join(rates)}), with all three models at depth {DEPTH} and {_scale(runs)}, the rule "
-        f"finds a BatchNorm model ahead of ViT in {count(verdicts.AGREES)}, behind in {count(verdicts.DISAGREES)} and "
-        f"within noise in {count(verdicts.NOISE)} of {len(found)} comparisons: {reading}."
+        f"{head} ({judged[0].scale}). The rule finds ViT falling further than the BatchNorm model in "
+        f"{count(verdicts.AGREES)}, less far in {count(verdicts.DISAGREES)} and within noise in "
+        f"{count(verdicts.NOISE)} of {len(judged)} comparisons{rest}: {reading}."
     )

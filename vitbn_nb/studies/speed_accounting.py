@@ -91,7 +91,7 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             )
 
         row(
-            f"published r = T(ViT d6) / T(model d1), article 1 on an {articles.ARTICLE1_HARDWARE}",
+            f"published r = T(ViT d6) / T(model d1), article 1 ({articles.ARTICLE1_DEVICES_SHORT})",
             lambda n, k, model=model: published_ratio(k, model),
         )
         row(
@@ -197,8 +197,8 @@ def accounting_statement(result: SpeedResult) -> Markdown:
             parts.append(
                 f"**{model}** as article 1 ran it, T(ViT d6) / T({model} d1) on {here}: "
                 f"{verdicts.speed_text(n['judged_as_run'])} with the book's engine "
-                f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 on an "
-                f"{articles.ARTICLE1_HARDWARE}: {published_ratio(kind, model)}). "
+                f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 "
+                f"({articles.ARTICLE1_DEVICES}): {published_ratio(kind, model)}). "
                 f"Depth alone (ViT with 6 blocks against 1): "
                 f"{verdicts.speed_text(n['judged_depth'])}; {model} against ViT at equal depth 1: "
                 f"{verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
@@ -245,9 +245,10 @@ def effects_statement(result: SpeedResult) -> Markdown:
         f"{judged('judged_depth6', 'inference')}.",
         f"- **Normalisation at depth 1.** With one block each, training: {judged('judged_depth1', 'training')}; "
         f"inference: {judged('judged_depth1', 'inference')}.",
-        f"- **The data pipeline.** Article 1's pipeline (DataLoader over ToTensor MNIST, .item() per step, a "
-        f"per-sample test loop) against the book's engine, the as-run ratio through it over the ratio through the "
-        f"engine, training: {judged('judged_pipeline', 'training', verdicts.factor_text)}; inference: "
+        f"- **The data pipeline.** Article 1's pipeline as its reference code runs it (train_mnist.py at 74b1791: "
+        "DataLoader over ToTensor MNIST, .item() per step, a per-sample test loop) against the book's engine, the "
+        "as-run ratio through it over the ratio through the engine, training: "
+        f"{judged('judged_pipeline', 'training', verdicts.factor_text)}; inference: "
         f"{judged('judged_pipeline', 'inference', verdicts.factor_text)}. A cost every model pays alike can only "
         "pull a ratio towards 1.",
         f"- **Folding BatchNorm into its Linear (inference only).** At depth 6, folded against unfolded, by the "

@@ -171,8 +171,9 @@ def op_counts_table(result: SpeedResult):
         reproduces="new/op_counts",
         caption=f"Operations (non-view ATen operations, each at least one kernel on a GPU) dispatched by one "
         f"training step at batch {result.settings.batch_size} and one inference pass, per model and depth, counted "
-        "on the CPU under a dispatch mode with Adam's multi-tensor update (a GPU's default); the same on any "
-        "device, unlike every timing in this chapter",
+        "on the CPU under a dispatch mode with Adam's multi-tensor update (a GPU's default); independent of the "
+        "machine's speed, unlike every timing in this chapter, though another device may dispatch other kernels "
+        "(attention, BatchNorm)",
         reads="fresh models, operations counted by vitbn_nb.bench.op_counts as the chapter ran",
     )
 
@@ -212,6 +213,7 @@ def op_counts_statement(result: SpeedResult) -> Markdown:
         + "\n".join(lines)
         + f"\n- **Depth alone** (ViT d6 against ViT d1): {depth('train_step_ops'):.2f}× (training), "
         f"{depth('inference_ops'):.2f}× (inference)."
-        + f"\n\nThe timings above come from **{result.bench.hardware_label}**; these counts are the same on any "
-        "device."
+        + f"\n\nThe timings above come from **{result.bench.hardware_label}**; these counts were taken on the CPU and "
+        "do not depend on its speed, but a GPU's dispatcher may pick other kernels for attention or BatchNorm, so "
+        "for a GPU they are an estimate, not a count taken there."
     )

@@ -1,7 +1,8 @@
 """Chapter 06: the optimised trio on a digit set they never saw (the series' EMNIST transfer, announced in article 1).
 
-ViT, ViTBNFFN and ViTBN, all at depth 6 (as the reference repository's transfer checkpoints
-are), are trained on augmented MNIST for the same number of epochs with optimised learning
+ViT, ViTBNFFN and ViTBN, all at depth 6 (the depth article 1 states; the reference repository's transfer checkpoints
+hold six blocks, but their BatchNorm models computed one, a comparison this chapter does not train, so its verdict is
+at equal depth only), are trained on augmented MNIST for the same number of epochs with optimised learning
 rates and batch sizes (under ``paper`` optimised again on augmented MNIST at depth 6, as the
 series did, and under ``cpu`` with a shorter search; ``smoke`` reuses chapter 04's), together
 with a small CNN trained on the same data (Adam, fixed lr and batch) as the order-of-magnitude

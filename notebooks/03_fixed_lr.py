@@ -62,13 +62,7 @@
 # 1's speed-up the difference in depth explains.
 
 # %%
-# On Colab: install the book's package once per runtime, then set it up; elsewhere nothing happens.
-import importlib.util, subprocess, sys
-if "google.colab" in sys.modules:
-    if importlib.util.find_spec("vitbn_nb") is None:
-        raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")
-    from vitbn_nb import colab
-    colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only
+# On Colab: install the book's package here once the book is public: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.
 
 # %% tags=["parameters"]
 profile = "auto"
@@ -82,7 +76,8 @@ force = False
 # nothing).
 
 # %%
-from vitbn_nb import audit, profiles
+from vitbn_nb.judging import audit
+from vitbn_nb import profiles
 from vitbn_nb.studies import fixed_lr, lr_sweep, time_to_accuracy
 
 settings = profiles.settings("03_fixed_lr", profile)
@@ -94,7 +89,7 @@ settings
 #
 # A block that no training step ever reached keeps its norms at their initial values
 # (weights 1, biases 0), and a BatchNorm in it counts 0 batches (`num_batches_tracked`).
-# `vitbn_nb.audit.block_usage(checkpoint)` reads any checkpoint laid out as the einops-style
+# `vitbn_nb.judging.audit.block_usage(checkpoint)` reads any checkpoint laid out as the einops-style
 # ViT (the book's models and the reference repository's) and gives one row per encoder block
 # with a verdict. Applied to the checkpoints of the reference repository, pinned to the
 # commits that hold them: where this notebook can reach the internet (Colab) it downloads them

@@ -39,17 +39,11 @@
 # This chapter repeats the three experiments on this book's small MNIST models, with LayerNorm
 # (ViT), BatchNorm in the FFN (ViTBNFFN) and BatchNorm everywhere (ViTBN), and ends with the
 # digit-drawing web app of the series' third article. All three ideas are constructor options
-# of the book's one ViT family (`branches=`, `stem='hmlp'`) or a helper of `vitbn_nb.finetune`;
+# of the book's one ViT family (`branches=`, `stem='hmlp'`) or a helper of `vitbn_nb.engines.finetune`;
 # no model is copied.
 
 # %%
-# On Colab: install the book's package once per runtime, then set it up; elsewhere nothing happens.
-import importlib.util, subprocess, sys
-if "google.colab" in sys.modules:
-    if importlib.util.find_spec("vitbn_nb") is None:
-        raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")
-    from vitbn_nb import colab
-    colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only
+# On Colab: install the book's package here once the book is public: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.
 
 # %% tags=["parameters"]
 profile = "auto"
@@ -62,7 +56,8 @@ force = False
 # produced (depth 2, three training steps: its numbers mean nothing).
 
 # %%
-from vitbn_nb import figures, profiles
+from vitbn_nb.publishing import figures
+from vitbn_nb import profiles
 from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 figures.use_style()

@@ -43,13 +43,7 @@
 # Linear layer**, which no LayerNorm can do. It ends with one sentence per effect.
 
 # %%
-# On Colab: install the book's package once per runtime, then set it up; elsewhere nothing happens.
-import importlib.util, subprocess, sys
-if "google.colab" in sys.modules:
-    if importlib.util.find_spec("vitbn_nb") is None:
-        raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")
-    from vitbn_nb import colab
-    colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only
+# On Colab: install the book's package here once the book is public: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.
 
 # %% tags=["parameters"]
 profile = "auto"

@@ -18,11 +18,11 @@ import pytest
 import torch
 from PIL import Image
 
-from vitbn_nb import records, runs
 from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
 from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
 from vitbn_nb.models import build_model
+from vitbn_nb.store import records, runs
 
 #: A few seconds of CPU: good enough to classify clear MNIST digits.
 TINY = runs.RunConfig(

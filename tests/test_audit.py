@@ -1,4 +1,4 @@
-"""vitbn_nb.audit: which encoder blocks of a checkpoint ever trained, and the reference checkpoints' record."""
+"""vitbn_nb.judging.audit: which encoder blocks of a checkpoint ever trained, and the reference checkpoints' record."""
 
 import re
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitbn_nb import audit
+from vitbn_nb.judging import audit
 from vitbn_nb.models import build_model
 
 SMALL = dict(image_size=8, patch_size=4, dim=16, heads=2, dim_head=8, mlp_dim=32)

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitbn_nb import bench, profiles, verdicts
+from vitbn_nb import bench, profiles
 from vitbn_nb.__main__ import main
+from vitbn_nb.judging import verdicts
 from vitbn_nb.models import build_model
 
 TRAIN_KEYS = {

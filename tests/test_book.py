@@ -20,9 +20,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from vitbn_nb import book, book_chapters, book_html
 from vitbn_nb.__main__ import main
-from vitbn_nb.book import BookError, build_book, discover_chapters
+from vitbn_nb.publishing import book, book_chapters, book_html
+from vitbn_nb.publishing.book import BookError, build_book, discover_chapters
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CHAPTERS = sorted((ROOT / "notebooks").glob(book_chapters.CHAPTER_PATTERN))

@@ -8,8 +8,9 @@ import pytest
 import torch
 from test_hostile_input import Payload
 
-from vitbn_nb import bundle, bundle_import, profiles, records, runs
+from vitbn_nb import profiles
 from vitbn_nb.__main__ import main
+from vitbn_nb.store import bundle, bundle_import, records, runs
 from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
@@ -96,7 +97,7 @@ def test_a_damaged_bundle_is_refused_by_name(run_store, tmp_path, capsys):
 def test_a_smoke_bundle_renders_a_chapter_on_a_machine_that_trains_nothing(
     run_store, mnist_ready, tmp_path, monkeypatch
 ):
-    from vitbn_nb.book import BookError, build_book
+    from vitbn_nb.publishing.book import BookError, build_book
 
     assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0
     file = tmp_path / "smoke.tar.gz"

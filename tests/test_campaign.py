@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
-from vitbn_nb import campaign, committed, profiles, runs
+from vitbn_nb import campaign, profiles
 from vitbn_nb import train as training
 from vitbn_nb.limits import Deadline
+from vitbn_nb.store import committed, runs
 
 
 class Priced:

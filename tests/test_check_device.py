@@ -6,9 +6,10 @@ import json
 
 import torch
 
-from vitbn_nb import check_device, records, runs, stack
 from vitbn_nb import train as training
 from vitbn_nb.__main__ import main
+from vitbn_nb.engines import check_device, stack
+from vitbn_nb.store import records, runs
 
 CPU = torch.device("cpu")
 

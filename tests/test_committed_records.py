@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vitbn_nb import committed, paths, runs
-from vitbn_nb.run_config import RunConfig
+from vitbn_nb import paths
+from vitbn_nb.store import committed, runs
+from vitbn_nb.store.run_config import RunConfig
 
 TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, train_size=200, test_size=100)
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,9 @@ import warnings
 import pytest
 import torch
 
-from vitbn_nb import determinism, engine, system
+from vitbn_nb import system
 from vitbn_nb.data.sets import ImageSet
+from vitbn_nb.engines import determinism, engine
 from vitbn_nb.models import build_model
 
 

@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from vitbn_nb import audit, book_html, figures, profiles, results
-from vitbn_nb.figures import read_manifest
+from vitbn_nb import profiles
+from vitbn_nb.judging import audit
+from vitbn_nb.publishing import book_html, figures, results
+from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.studies import depth, fixed_lr
 
 DEPTH = profiles.settings("05_depth_study", "smoke")
@@ -60,7 +62,7 @@ def test_a_table_gets_the_line_under_its_stamped_caption(figures_store):
 
 
 def test_with_a_public_repository_the_records_are_links_to_it(figures_store, monkeypatch):
-    from vitbn_nb import colab
+    from vitbn_nb.publishing import colab
 
     public = {"repository": "https://github.com/someone/vitbn-book", "ref": "v1.2.3"}
     monkeypatch.setattr(colab, "settings", lambda: public)

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vitbn_nb import stack
 from vitbn_nb.data import augment
 from vitbn_nb.data.sets import ImageSet
+from vitbn_nb.engines import stack
 from vitbn_nb.models import build_model
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from vitbn_nb import atomic, bundle, bundle_import, records, run_folder, runs
+from vitbn_nb import atomic
 from vitbn_nb.__main__ import cli, main
-from vitbn_nb.records import RunStoreError, sha256, write_record
-from vitbn_nb.runs import RunConfig
+from vitbn_nb.store import bundle, bundle_import, records, run_folder, runs
+from vitbn_nb.store.records import RunStoreError, sha256, write_record
+from vitbn_nb.store.runs import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(model="DNN_d3", epochs=2, train_size=40, test_size=20)
@@ -598,7 +599,7 @@ def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monk
 
 
 def test_an_unreachable_mlflow_server_warns_once_and_does_not_hold_up_training(store, monkeypatch):
-    from vitbn_nb import tracking
+    from vitbn_nb.store import tracking
 
     tracking.unreachable.cache_clear()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from vitbn_nb import engine, hpo, runs
+from vitbn_nb import hpo
+from vitbn_nb.engines import engine
+from vitbn_nb.store import runs
 
 REAL_TRAIN = runs.train
 TINY = dict(trial_epochs=1, train_size=200, test_size=100)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from vitbn_nb import readme
+from vitbn_nb.publishing import readme
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "figures"
@@ -20,7 +20,7 @@ def test_readme_agrees_with_the_committed_figures():
 
 def _claims_csv(folder, rows):
     """A chapter's judged claims, as ``claims.table`` writes them."""
-    from vitbn_nb import claims, verdicts
+    from vitbn_nb.judging import claims, verdicts
 
     found = [verdicts.difference(key, values, +1, condition=condition) for key, values, condition in rows]
     claims.table(found).to_csv(folder / "05_claims.csv", index=False)
@@ -127,7 +127,8 @@ def test_a_manifest_of_the_wrong_shape_is_refused_by_name(readme_copy, tmp_path,
 def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(tmp_path):
     import pandas as pd
 
-    from vitbn_nb import claims, data
+    from vitbn_nb import data
+    from vitbn_nb.judging import claims
 
     copy = tmp_path / "figures"
     copy.mkdir()

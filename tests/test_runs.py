@@ -9,8 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from vitbn_nb import atomic, engine, runs
-from vitbn_nb.runs import RunConfig, load_table, train
+from vitbn_nb import atomic
+from vitbn_nb.engines import engine
+from vitbn_nb.store import runs
+from vitbn_nb.store.runs import RunConfig, load_table, train
 
 SMALL = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=2, lr=1e-3, train_size=300, test_size=200)
 
@@ -143,7 +145,8 @@ def test_a_run_killed_mid_epoch_resumes_with_nothing_lost_or_duplicated(run_stor
     run_id = RunConfig(**config).run_id("cpu")
     record_path = run_store / run_id / "record.json"
     script = (
-        f"from vitbn_nb.runs import RunConfig, train\ntrain(RunConfig(**{config!r}), device='cpu', progress=False)\n"
+        "from vitbn_nb.store.runs import RunConfig, train\n"
+        f"train(RunConfig(**{config!r}), device='cpu', progress=False)\n"
     )
     env = {**os.environ, "VITBN_RUNS_DIR": str(run_store)}
     child = subprocess.Popen([sys.executable, "-c", script], env=env)

@@ -1,5 +1,5 @@
-"""vitbn_nb.stack: runs of one architecture trained together as one stacked model equal the same runs trained one
-by one (up to fp32 rounding), are stored as ordinary runs, and resume after a kill like any run."""
+"""vitbn_nb.engines.stack: runs of one architecture trained together as one stacked model equal the same runs trained
+one by one (up to fp32 rounding), are stored as ordinary runs, and resume after a kill like any run."""
 
 import json
 import os
@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from vitbn_nb import runs
-from vitbn_nb.runs import RunConfig
+from vitbn_nb.store import runs
+from vitbn_nb.store.runs import RunConfig
 
 # Augmented data, so each member's own augmentation stream is part of what must match; BatchNorm in the encoder,
 # so each member's own running statistics are too.
@@ -63,7 +63,7 @@ def test_a_stacked_run_resumes_after_a_kill(run_store, mnist_ready, tmp_path, mo
     stack = configs("stacked", epochs=4, train_size=1500)
     record = run_store / stack[0].run_id("cpu") / "record.json"
     script = (
-        "from vitbn_nb.runs import RunConfig, train_all\n"
+        "from vitbn_nb.store.runs import RunConfig, train_all\n"
         f"train_all([RunConfig(**c) for c in {[c.to_dict() for c in stack]!r}], device='cpu', progress=False)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "VITBN_RUNS_DIR": str(run_store)})

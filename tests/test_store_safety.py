@@ -10,10 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles, records, results, runs
+from vitbn_nb import profiles
 from vitbn_nb.__main__ import main
 from vitbn_nb.app import server
-from vitbn_nb.runs import RunConfig, RunStoreError
+from vitbn_nb.publishing import results
+from vitbn_nb.store import records, runs
+from vitbn_nb.store.runs import RunConfig, RunStoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, train_size=200, test_size=100)
@@ -47,7 +49,7 @@ def test_a_string_force_never_reaches_the_store_as_retrain(run_store, mnist_read
 
 TRAIN_ONE = """
 import json, sys, time
-from vitbn_nb.runs import RunConfig, train
+from vitbn_nb.store.runs import RunConfig, train
 while time.time() < float(sys.argv[2]):  # both processes start training at the same instant
     time.sleep(0.01)
 run = train(RunConfig(**json.loads(sys.argv[1])), progress=True)

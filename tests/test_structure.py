@@ -106,7 +106,7 @@ def test_training_on_a_cpu_neither_imports_nor_runs_the_stacked_engine(tmp_path,
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert "vitbn_nb.train" in loaded and "vitbn_nb.runs" in loaded
-    assert not loaded & {"vitbn_nb.stack", "vitbn_nb.check_device"}, loaded
+    assert "vitbn_nb.train" in loaded and "vitbn_nb.store.runs" in loaded
+    assert not loaded & {"vitbn_nb.engines.stack", "vitbn_nb.engines.check_device"}, loaded
     assert not (tmp_path / "runs" / ".device-checks").exists()
     assert profiles.settings("01_batchnorm_intro", "smoke").engine == "eager"

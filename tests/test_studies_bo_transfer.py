@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from vitbn_nb import data, hpo, models, profiles, runs
-from vitbn_nb.figures import read_manifest
+from vitbn_nb import data, hpo, models, profiles
+from vitbn_nb.publishing.figures import read_manifest
+from vitbn_nb.store import runs
 from vitbn_nb.studies import (
     bayes_opt,
     bayes_opt_numbers,
@@ -209,7 +210,7 @@ def _measured(source, seeds=1, rounds=5):
 
 
 def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
-    from vitbn_nb import claims, verdicts
+    from vitbn_nb.judging import claims, verdicts
 
     found = claims.transfer(_measured(data.FALLBACK_SOURCE), "CPU: a test machine")
     assert [v.claim for v in found] == ["article1/transfer/ViTBNFFN", "article1/transfer/ViTBN"]
@@ -250,7 +251,7 @@ def _optimised(epochs, train_size, batches):
 
 
 def test_the_optimised_runs_count_their_own_steps_not_the_article_1_protocols():
-    from vitbn_nb import claims, verdicts
+    from vitbn_nb.judging import claims, verdicts
 
     batches = {"ViT": 20, "ViTBNFFN": 40, "ViTBN": 100}
     found = claims.experiment2(_optimised(5, 6000, batches))

@@ -5,9 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import claims, profiles, verdicts
-from vitbn_nb.figures import read_manifest
+from vitbn_nb import profiles
+from vitbn_nb.judging import claims, verdicts
 from vitbn_nb.models import REFERENCE_VIT
+from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.studies import (
     depth,
     depth_numbers,

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from vitbn_nb import profiles
-from vitbn_nb.figures import read_manifest
 from vitbn_nb.models import build_model, count_parameters
+from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.studies import architectures, batchnorm_intro, model_sizes
 
 SMOKE = profiles.settings("01_batchnorm_intro", "smoke")

@@ -6,8 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles, verdicts
-from vitbn_nb.figures import read_manifest
+from vitbn_nb import profiles
+from vitbn_nb.judging import verdicts
+from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.studies import speed, speed_accounting, speed_kernels
 
 TINY = profiles.settings(

@@ -5,10 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitbn_nb import data, finetune, profiles, runs
-from vitbn_nb.figures import read_manifest
+from vitbn_nb import data, profiles
+from vitbn_nb.engines import finetune
 from vitbn_nb.models import REFERENCE_VIT, DNN_d3, ViT, ViTBN, ViTBNFFN, build_model, count_parameters
 from vitbn_nb.models.vit import HMLPStem, LayerNorm2d, Parallel, hmlp_kernels
+from vitbn_nb.publishing.figures import read_manifest
+from vitbn_nb.store import runs
 from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 VITS = [ViT, ViTBNFFN, ViTBN]
@@ -373,7 +375,7 @@ def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store
 def test_latencies_are_timed_in_shared_rounds_and_judged_round_by_round():
     import pandas as pd
 
-    from vitbn_nb import verdicts
+    from vitbn_nb.judging import verdicts
     from vitbn_nb.studies import parallel_blocks
 
     timed = parallel_blocks.latencies_ms(

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from vitbn_nb import verdicts
+from vitbn_nb.judging import verdicts
 from vitbn_nb.studies import time_to_accuracy as tta
 
 

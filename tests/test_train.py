@@ -2,8 +2,8 @@
 
 import pytest
 
-from vitbn_nb import runs
 from vitbn_nb.__main__ import main
+from vitbn_nb.store import runs
 
 
 def test_dry_run_lists_every_chapter_and_trains_nothing(run_store, mnist_ready, capsys):

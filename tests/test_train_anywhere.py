@@ -6,8 +6,10 @@ import types
 import pytest
 import torch
 
-from vitbn_nb import atomic, figures, records, runs, system
-from vitbn_nb.records import write_record
+from vitbn_nb import atomic, system
+from vitbn_nb.publishing import figures
+from vitbn_nb.store import records, runs
+from vitbn_nb.store.records import write_record
 
 TINY = dict(model="DNN_d3", epochs=3, train_size=40, test_size=20)
 

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import verdicts
+from vitbn_nb.judging import verdicts
 
 
 def test_an_interval_on_the_articles_side_agrees():
@@ -209,7 +209,7 @@ def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
 
 
 def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
-    from vitbn_nb import figures
+    from vitbn_nb.publishing import figures
 
     runs = pd.DataFrame(
         [

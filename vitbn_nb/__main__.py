@@ -116,7 +116,7 @@ def main(argv=None) -> int:
 
         prepare()
     elif args.command == "book":
-        from .book import BookError, build_book
+        from .publishing.book import BookError, build_book
 
         try:
             build_book(
@@ -140,10 +140,11 @@ def main(argv=None) -> int:
 
         return bench_run(args)
     elif args.command == "train":
-        from . import profiles, runs
+        from . import profiles
         from . import train as training
         from .paths import runs_dir
-        from .records import RunStoreError
+        from .store import runs
+        from .store.records import RunStoreError
 
         try:
             if args.dry_run:
@@ -194,7 +195,7 @@ def main(argv=None) -> int:
     elif args.command == "campaign":
         return _campaign(args)
     elif args.command == "check-device":
-        from . import check_device
+        from .engines import check_device
         from .system import DeviceError
 
         try:
@@ -206,10 +207,10 @@ def main(argv=None) -> int:
             print(check_device.FAILED_HELP, file=sys.stderr)
             return 1
     elif args.command == "runs":
-        from . import records, runs
+        from .store import records, runs
 
         if args.runs_command in ("export", "import"):
-            from . import bundle, bundle_import
+            from .store import bundle, bundle_import
 
             try:
                 if args.runs_command == "export":
@@ -250,11 +251,11 @@ def main(argv=None) -> int:
             print(f"runs retrain: {error}", file=sys.stderr)
             return 1
     elif args.command == "colab-cell":
-        from .colab import main as colab_main
+        from .publishing.colab import main as colab_main
 
         return colab_main()
     elif args.command == "readme":
-        from .readme import main as readme_main
+        from .publishing.readme import main as readme_main
 
         return readme_main(
             ["--check"] * args.check
@@ -265,9 +266,10 @@ def main(argv=None) -> int:
 
 
 def _campaign(args) -> int:
-    from . import campaign, runs
+    from . import campaign
     from .paths import runs_dir
-    from .records import RunStoreError
+    from .store import runs
+    from .store.records import RunStoreError
     from .system import hardware_label
 
     try:
@@ -297,7 +299,7 @@ def _campaign(args) -> int:
 
 def describe(error: BaseException) -> str:
     """One line for a failure: the book's own errors say what and how to fix; anything else is named as a bug."""
-    from .records import RunStoreError
+    from .store.records import RunStoreError
     from .system import DeviceError
 
     if isinstance(error, (ValueError, RunStoreError, DeviceError, OSError)):

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from . import atomic, runs
+from . import atomic
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
-from .records import ENDED, RunStoreError, read_record
-from .run_config import DEVICE_TYPES, RunConfig
-from .run_folder import stored_device_type, stored_run
+from .store import runs
+from .store.records import ENDED, RunStoreError, read_record
+from .store.run_config import DEVICE_TYPES, RunConfig
+from .store.run_folder import stored_device_type, stored_run
 from .system import machine_load, pick_device
 
 PROFILE = "paper"
@@ -197,7 +198,7 @@ def train(
     """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline,
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
     device = pick_device(None)
-    from . import check_device
+    from .engines import check_device
 
     stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
     if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one

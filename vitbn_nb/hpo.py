@@ -9,7 +9,7 @@ size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.
 The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
 every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
 every suggestion and every completion (those files, and the checks they pass when read back:
-``vitbn_nb.hpo_state``). Calling :func:`optimise` again loads it, finishes the trials that
+``vitbn_nb.store.hpo_state``). Calling :func:`optimise` again loads it, finishes the trials that
 were suggested but never completed (their runs resume from the store), and asks Ax for new
 ones until the requested number of trials is complete. The study key names
 everything that changes a trial's number (model and its configuration, dataset, subsets,
@@ -41,17 +41,18 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import atomic, profiles, runs, tracking
-from .hpo_state import LEDGER_FILE, STATE_FILE, read_ledger, state_fix, state_problem
-
-# The chapters call the chosen values' functions as hpo.*:
-from .hpo_state import best_path as best_path
-from .hpo_state import best_trial as best_trial
-from .hpo_state import load_best as load_best
-from .hpo_state import save_best as save_best
+from . import atomic, profiles
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
-from .run_config import DEVICE_TYPES, RunConfig
+from .store import runs, tracking
+from .store.hpo_state import LEDGER_FILE, STATE_FILE, read_ledger, state_fix, state_problem
+
+# The chapters call the chosen values' functions as hpo.*:
+from .store.hpo_state import best_path as best_path
+from .store.hpo_state import best_trial as best_trial
+from .store.hpo_state import load_best as load_best
+from .store.hpo_state import save_best as save_best
+from .store.run_config import DEVICE_TYPES, RunConfig
 from .system import pick_device
 
 #: Article 1, Experiment 2: the search space per model.
@@ -214,7 +215,7 @@ def optimise(
     propose it, when this store saw it happen), ``train_seconds`` (the trial's training and
     test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
     ``force=True`` discards the stored study and retrains every trial. ``deadline``: a trial stops at
-    its last epoch boundary before it (:class:`vitbn_nb.runs.DeadlineReached`); the study resumes there.
+    its last epoch boundary before it (:class:`vitbn_nb.store.runs.DeadlineReached`); the study resumes there.
     """
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:

@@ -8,6 +8,8 @@ checkout, found by walking up from the working directory to ``pyproject.toml``.
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from pathlib import Path
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -83,3 +85,22 @@ def figures_dir() -> Path:
     chapter run by hand in Lab or Colab, ``build/figures-interactive/``, so that it never overwrites the
     book's results in ``figures/``."""
     return _location("VITBN_FIGURES_DIR", "build/figures-interactive")
+
+
+def published_repository(pyproject=None) -> dict:
+    """``[tool.vitbn-book]`` of pyproject.toml: ``repository`` and ``ref`` (both may be empty)."""
+    path = Path(pyproject) if pyproject is not None else project_root() / "pyproject.toml"
+    found = tomllib.loads(path.read_text()).get("tool", {}).get("vitbn-book", {})
+    repository, ref = str(found.get("repository", "")).rstrip("/"), str(found.get("ref", ""))
+    if repository and not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
+        raise ValueError(
+            f"[tool.vitbn-book] repository={repository!r} in {path} is not allowed; give the https "
+            "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
+            "until the book is public"
+        )
+    if ref and not re.fullmatch(r"[\w][\w.+/-]{0,99}", ref):
+        raise ValueError(
+            f"[tool.vitbn-book] ref={ref!r} in {path} is not allowed; give a tag, branch or commit (letters, digits "
+            "and . _ + / -), or leave it empty until the book is public"
+        )
+    return {"repository": repository, "ref": ref}

@@ -24,7 +24,8 @@ import torch
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 #: Larger profiles' results are not replaced by smaller ones without asking.
 PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
-#: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr (``vitbn_nb.stack``).
+#: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr
+#: (``vitbn_nb.engines.stack``).
 ENGINES = ("eager", "stacked")
 #: A setting's engine "auto" follows the device: stacked on a GPU, where a stack's graph replays many runs for the
 #: launches of one; alone on a CPU, where a stack trains each run slower than one alone (``train --dry-run`` prints
@@ -135,7 +136,7 @@ class IntroSettings(ChapterSettings):
     test_batch_size: int = 5000
     train_size: int | None = None
     test_size: int | None = None
-    #: On a GPU a configuration's seeds and learning rates train as one stacked model (``vitbn_nb.stack``).
+    #: On a GPU a configuration's seeds and learning rates train as one stacked model (``vitbn_nb.engines.stack``).
     engine: str = AUTO_ENGINE
 
 
@@ -187,7 +188,8 @@ class DepthSettings(ChapterSettings):
     depths: Mapping[float, tuple[int, ...]] = field(
         default_factory=lambda: {0.003: (2, 3, 4, 5, 6, 7), 0.005: (1, 2, 3, 4)}
     )
-    #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.stack``); the chapter shows no timings.
+    #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.engines.stack``); the chapter shows no
+    #: timings.
     engine: str = AUTO_ENGINE
 
     def __post_init__(self):

@@ -10,7 +10,7 @@ from importlib import metadata
 
 import torch
 
-from . import determinism
+from .engines import determinism
 
 #: Names the training device outright (``cpu``, ``cuda``, ``cuda:1``), over the automatic choice.
 DEVICE_VARIABLE = "VITBN_DEVICE"
@@ -43,7 +43,7 @@ def _check_cuda(index: int | None) -> None:
             else "torch.cuda.is_available() is False (driver missing, too old, or no visible device)"
         )
         raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
-    determinism.use()  # the choices and why: vitbn_nb/determinism.py
+    determinism.use()  # the choices and why: vitbn_nb/engines/determinism.py
     try:
         torch.zeros(1, device=torch.device("cuda", index)).add_(1).cpu()
     except Exception as error:

@@ -14,11 +14,13 @@ from importlib import import_module
 
 import pandas as pd
 
-from . import engine, profiles, runs
+from . import profiles
 from .data import IMAGE_SIZE
+from .engines import engine
 from .limits import training_is_off
 from .paths import stored_path
-from .run_folder import stored_device_type, stored_run
+from .store import runs
+from .store.run_folder import stored_device_type, stored_run
 from .system import pick_device
 
 #: The module of each chapter (chapter 07's plan covers its three parts).
@@ -57,7 +59,7 @@ def chapters(selected: list[str] | None = None) -> list[str]:
 
 
 def _module(chapter: str):
-    return import_module(f".studies.{CHAPTER_MODULES[chapter]}", __package__)
+    return import_module(f"vitbn_nb.studies.{CHAPTER_MODULES[chapter]}")
 
 
 def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
@@ -66,7 +68,8 @@ def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
 
 
 def needs_device_check(configs: list[runs.RunConfig]) -> bool:
-    """Whether training ``configs`` here needs the device check first (``vitbn_nb.check_device``): on a GPU, or where
+    """Whether training ``configs`` here needs the device check first (``vitbn_nb.engines.check_device``): on a GPU,
+    or where
     a stacked run is planned. The eager engine on a CPU is what the test suite proves; the check trains stacks, so
     the CPU path neither loads nor runs the stacked engine."""
     return pick_device(None).type != "cpu" or any(c.engine == "stacked" for c in configs)
@@ -185,18 +188,18 @@ def train(
 ) -> list[runs.Run]:
     """Train every run of the selected chapters under ``profile`` (finished ones come from the store).
 
-    With a ``deadline`` it stops at the last epoch boundary before it (:class:`vitbn_nb.runs.DeadlineReached`),
+    With a ``deadline`` it stops at the last epoch boundary before it (:class:`vitbn_nb.store.runs.DeadlineReached`),
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
     selected = chapters(selected)  # a misspelt chapter is refused before anything runs
-    from .bundle_import import recover_imports
+    from .store.bundle_import import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
     planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
     if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
-        from . import check_device  # a device trains its stacked or GPU runs only after its check, stored once
+        from .engines import check_device  # a device trains its stacked or GPU runs only after its check, stored once
 
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
@@ -213,5 +216,5 @@ def train(
         # All of a chapter's parts once begun (minutes at most): a bundle then leaves out weights its records replace.
         for part in MEASURED_BY.get(chapter, ()):
             log(f"{chapter}: measuring its trained runs on this machine ({part})")
-            import_module(f".studies.{part}", __package__).run(settings)
+            import_module(f"vitbn_nb.studies.{part}").run(settings)
     return trained

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..models import VIT_FAMILY
 from ..paths import runs_dir
-from ..runs import Run, RunConfig, RunStoreError, is_run_name, train
+from ..store.runs import Run, RunConfig, RunStoreError, is_run_name, train
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20

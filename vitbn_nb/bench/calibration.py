@@ -13,7 +13,7 @@ them as a depth-1 ViT, which they are not slower than. It is an estimate for pla
 wherever it is shown.
 
 ``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
-(``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.stack``, eagerly), and on a
+(``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.engines.stack``, eagerly), and on a
 GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run, and is what ``make bench``
 reports as stacking's speed per run against one run alone.
 """
@@ -26,10 +26,11 @@ import statistics
 import pandas as pd
 import torch
 
-from .. import data, engine
+from .. import data
+from ..engines import engine
 from ..models import VIT_FAMILY, build_model
 from ..profiles import SpeedSettings
-from ..run_config import RunConfig
+from ..store.run_config import RunConfig
 from ..system import pick_device
 from . import timing
 from .pipelines import _build, time_training_many
@@ -124,7 +125,7 @@ def engines(
     """Seconds per training image of one run on one batch already on the device (compute only), by engine:
     ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
     Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
-    from .. import stack  # the stacked engine, loaded only to be timed
+    from ..engines import stack  # the stacked engine, loaded only to be timed
 
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
     batch = next(iter(train_set.batches(BATCH)))
@@ -149,7 +150,7 @@ def engines(
 
 def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
     """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
-    from .. import stack
+    from ..engines import stack
 
     x, y = batch
     models = [_build("ViT", depth, seed, device) for seed in range(STACK_MEMBERS)]

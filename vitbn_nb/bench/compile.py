@@ -7,7 +7,8 @@ import tempfile
 
 import torch
 
-from .. import data, engine
+from .. import data
+from ..engines import engine
 from ..profiles import SpeedSettings
 from ..system import pick_device
 from . import timing

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from .. import data, engine
+from .. import data
+from ..engines import engine
 from ..models import build_model
 from ..profiles import SpeedSettings
 from . import timing

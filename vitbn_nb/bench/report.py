@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, verdicts
+from .. import atomic
+from ..judging import verdicts
 from ..paths import book_figures_dir, project_root
 
 #: Columns a row may lack (a training row is never folded); filled so that filters read them plainly.
@@ -50,7 +51,7 @@ class BenchResult:
 
     def speed(self, kind: str, where: dict, baseline: dict) -> verdicts.Verdict:
         """``where``'s throughput against ``baseline``'s (× 1 = as fast), judged by the book's rule from the rounds
-        in which the two were timed back to back (:func:`vitbn_nb.verdicts.speed_ratio`)."""
+        in which the two were timed back to back (:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
         return verdicts.speed_ratio(
             f"{kind}: {_where(where)} against {_where(baseline)}",
             self.rounds(kind, **where),
@@ -68,7 +69,7 @@ class BenchResult:
     def speed_of_ratios(self, kind: str, pairs: tuple, baseline_pairs: tuple) -> verdicts.Verdict:
         """A ratio of two speed ratios, judged from the rounds: ``pairs`` = (where, against), round by round
         ``(where / against) / (where' / against')`` for ``baseline_pairs`` = (where', against'), by the rule
-        (:func:`vitbn_nb.verdicts.factor_text` words it). How much a data pipeline every model pays alike
+        (:func:`vitbn_nb.judging.verdicts.factor_text` words it). How much a data pipeline every model pays alike
         changes a model's speed-up, say: the busy spell of a round cancels in it as in a plain ratio."""
 
         def per_round(a: dict, b: dict) -> list[float]:

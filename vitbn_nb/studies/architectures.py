@@ -17,11 +17,12 @@ import torch
 from einops.layers.torch import Rearrange
 from torch import nn
 
-from .. import data, figures
+from .. import data
 from ..models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ..models.norms import check_choice
 from ..profiles import ModelsSettings
-from ..results import ChapterResult
+from ..publishing import figures
+from ..publishing.results import ChapterResult
 from .model_sizes import model_sizes
 
 CHAPTER = "02_models"

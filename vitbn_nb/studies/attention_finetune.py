@@ -12,11 +12,14 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import articles, engine, figures, finetune, results, runs, verdicts
 from ..data import image_sets
+from ..engines import engine, finetune
+from ..judging import articles, verdicts
 from ..models import build_model
 from ..profiles import ThreeThingsSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from ..system import pick_device
 from . import three_things_common as shared
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field, replace
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import articles, claims, figures, results, runs
+from ..judging import articles, claims
+from ..judging.verdicts import UNTESTABLE
 from ..profiles import IntroSettings
-from ..verdicts import UNTESTABLE
+from ..publishing import figures, results
+from ..store import runs
 
 CHAPTER = "01_batchnorm_intro"
 MODELS = ("DNN_d3", "DNNBN_d3")

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .. import claims, figures, hpo, profiles, records, results, runs
+from .. import hpo, profiles
+from ..judging import claims
 from ..models import AS_RUN_DEPTH
 from ..profiles import BayesOptSettings, TransferSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import records, runs
+from ..store.runs import RunConfig
 from . import Plan
 from .bayes_opt_numbers import (
     MODELS,

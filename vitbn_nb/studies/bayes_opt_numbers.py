@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import articles, claims, hpo, results
+from .. import hpo
+from ..judging import articles, claims
+from ..publishing import results
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 

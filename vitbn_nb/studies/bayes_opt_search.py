@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import figures, hpo
+from .. import hpo
+from ..publishing import figures
 from .bayes_opt import OPTIMISATION_STATE, BayesOptResult
 from .bayes_opt_numbers import (
     MODELS,

@@ -17,10 +17,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import claims, figures, results, runs
+from ..judging import claims
+from ..judging.verdicts import UNTESTABLE
 from ..profiles import DepthSettings
-from ..runs import RunConfig
-from ..verdicts import UNTESTABLE
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from .depth_numbers import (
     FIG8,
     FIG9,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import articles, claims, results
+from ..judging import articles, claims
+from ..publishing import results
 
 MODELS = ("ViT", "ViTBNFFN")
 
@@ -71,7 +72,7 @@ def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
 def _shown(judged, values: pd.Series) -> str:
     """The rule's estimate and interval where it judged; otherwise (no claim, or a scale that cannot test it) what this
     run measured, mean ± sd over seeds, shown without a verdict."""
-    from ..verdicts import UNTESTABLE
+    from ..judging.verdicts import UNTESTABLE
 
     if judged is None or judged.outcome == UNTESTABLE:
         return results.mean_sd(values)

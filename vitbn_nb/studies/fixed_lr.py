@@ -25,10 +25,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import articles, audit, claims, figures, results, runs
+from ..judging import articles, audit, claims
 from ..models import AS_RUN_DEPTH, CONFIGURATIONS
 from ..profiles import FixedLrSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from . import lr_sweep
 from .fixed_lr_numbers import (
     FIGURE_OF_LR,
@@ -327,7 +329,7 @@ def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
         results.ChapterResult(settings),
         reproduces="new/reference_checkpoint_audit",
         caption=(
-            f"Reference checkpoints audited with vitbn_nb.audit.block_usage: a block whose "
+            f"Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose "
             f"norms hold their initial values and whose BatchNorm counted 0 steps never "
             f"trained; source: {reference.source}"
         ),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import articles, claims, results
+from ..judging import articles, claims
 from ..models import AS_RUN_DEPTH, CONFIGURATIONS
+from ..publishing import results
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 
@@ -85,7 +86,7 @@ def rule_verdicts(table: pd.DataFrame) -> dict[tuple[str, str], str]:
 
 def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
     """How the rule judged the claims (at ``lr``, or all): '3 agrees, 2 not testable at this scale ...'."""
-    from .. import verdicts
+    from ..judging import verdicts
 
     found = [v for v in claims.experiment1(table) if lr is None or v.claim.startswith(f"article1/lr{lr:g}/")]
     counts = pd.Series([v.outcome for v in found]).value_counts()

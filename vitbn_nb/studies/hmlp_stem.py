@@ -13,10 +13,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from .. import articles, figures, results, runs
+from ..judging import articles
 from ..models import build_model, count_parameters
 from ..profiles import ThreeThingsSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from . import three_things_common as shared
 from .model_sizes import forward_flops
 

@@ -15,8 +15,8 @@ beyond and between them, every lr with the same seeds. Per model the views read,
   that it could not break down by that measure;
 * at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
 
-Article 1's conclusion itself is judged in :func:`vitbn_nb.claims.larger_lr`, from each run's stability over its whole
-run and only over runs as long as article 1's (:func:`takeaway` reports it).
+Article 1's conclusion itself is judged in :func:`vitbn_nb.judging.claims.larger_lr`, from each run's stability over
+its whole run and only over runs as long as article 1's (:func:`takeaway` reports it).
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import articles, claims, engine, figures, verdicts
+from ..engines import engine
+from ..judging import articles, claims, verdicts
 from ..models import AS_RUN_DEPTH
 from ..profiles import FixedLrSettings
-from ..runs import RunConfig
+from ..publishing import figures
+from ..store.runs import RunConfig
 from .fixed_lr_numbers import UNSTABLE_DROP, unstable_epoch
 
 #: The depth all three models share in the sweep: article 1's L = 6.
@@ -312,8 +314,8 @@ def statement(result) -> Markdown:
 
 def takeaway(result) -> Markdown:
     """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`vitbn_nb.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long as
-    article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
+    (:func:`vitbn_nb.judging.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
+    as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
     found = claims.larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")

@@ -13,8 +13,8 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import figures
 from ..models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters
+from ..publishing import figures
 
 if TYPE_CHECKING:
     from .architectures import ModelsResult

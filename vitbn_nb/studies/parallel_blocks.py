@@ -14,10 +14,13 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .. import articles, data, figures, results, runs, verdicts
+from .. import data
 from ..bench import timing
+from ..judging import articles, verdicts
 from ..profiles import ThreeThingsSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from ..system import pick_device
 from . import three_things_common as shared
 

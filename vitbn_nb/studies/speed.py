@@ -23,10 +23,12 @@ import pandas as pd
 from IPython.display import Markdown
 from matplotlib.patches import Patch
 
-from .. import articles, bench, figures, verdicts
+from .. import bench
 from ..bench import op_counts
+from ..judging import articles, verdicts
 from ..profiles import SpeedSettings
-from ..results import ChapterResult
+from ..publishing import figures
+from ..publishing.results import ChapterResult
 
 CHAPTER = "08_where_the_speed_comes_from"
 #: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs.

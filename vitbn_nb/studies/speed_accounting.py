@@ -1,13 +1,15 @@
 """Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
 three forms of BatchNorm on tokens and utilisation; views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings (:func:`vitbn_nb.verdicts.speed_ratio`)."""
+or "as fast" is the book's rule applied to interleaved rounds of timings
+(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import articles, figures, verdicts
+from ..judging import articles, verdicts
+from ..publishing import figures
 from .speed import (
     BN_MODELS,
     TIMED,

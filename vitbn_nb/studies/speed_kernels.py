@@ -1,13 +1,15 @@
 """Chapter 08's view of the hardware: the three forms of BatchNorm on tokens, utilisation, and the operations one
 step dispatches (what a launch-bound GPU would see); views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings (:func:`vitbn_nb.verdicts.speed_ratio`)."""
+or "as fast" is the book's rule applied to interleaved rounds of timings
+(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import figures, verdicts
+from ..judging import verdicts
+from ..publishing import figures
 from .speed import (
     BN_MODELS,
     PIPELINE_LABELS,

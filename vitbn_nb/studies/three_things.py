@@ -13,7 +13,7 @@ import json
 import pandas as pd
 
 from ..profiles import ThreeThingsSettings
-from ..runs import RunConfig
+from ..store.runs import RunConfig
 from . import attention_finetune, hmlp_stem, parallel_blocks
 from .three_things_common import CHAPTER, parallel_pairs, sentences, sequential_configs
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import figures, runs
 from ..profiles import ThreeThingsSettings
-from ..runs import RunConfig
+from ..publishing import figures
+from ..store import runs
+from ..store.runs import RunConfig
 
 CHAPTER = "07_three_things"
 
@@ -163,7 +164,7 @@ def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str, fmt="{:.2f}x")
 def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_acc") -> str:
     """Per model: final accuracy of a minus b (pp), paired by random seed, with its 95 % interval where there are
     enough seeds for the book's rule; with fewer, the text says the differences are shown, not judged."""
-    from .. import verdicts
+    from ..judging import verdicts
 
     parts, seeds = [], []
     for model, group in per_run.groupby("model", sort=False):

@@ -4,7 +4,7 @@ test accuracy reaches it, the training steps up to its end and the training seco
 machine that trained it (named, with how many of those epochs ran while it was busier than its cores).
 
 A target reached mid-epoch counts at the epoch's end (the test runs once per epoch). A model is compared with ViT
-by the book's rule, per seed: the ratio of the seconds each took (:func:`vitbn_nb.verdicts.speed_ratio`, seeds
+by the book's rule, per seed: the ratio of the seconds each took (:func:`vitbn_nb.judging.verdicts.speed_ratio`, seeds
 paired), judged only where both reached the target in at least 3 seeds.
 """
 
@@ -14,9 +14,11 @@ import math
 
 import pandas as pd
 
-from .. import claims, engine, figures, results, verdicts
-from ..claims import MNIST_TRAIN_IMAGES
+from ..engines import engine
+from ..judging import claims, verdicts
+from ..judging.claims import MNIST_TRAIN_IMAGES
 from ..models import CONFIGURATIONS
+from ..publishing import figures, results
 from ..system import contended
 
 #: Test accuracies (%) a practitioner might train to; the smaller profiles reach the lower ones.

@@ -24,11 +24,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import claims, data, figures, hpo, results, runs
+from .. import data, hpo
+from ..judging import claims
 from ..models import build_model, count_parameters
 from ..paths import stored_path
 from ..profiles import TransferSettings
-from ..runs import RunConfig
+from ..publishing import figures, results
+from ..store import runs
+from ..store.runs import RunConfig
 from ..system import pick_device
 from . import Plan, bayes_opt
 from .transfer_numbers import (

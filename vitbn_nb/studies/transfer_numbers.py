@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import articles, data, engine, results, verdicts
+from .. import data
 from ..bench import timing
+from ..engines import engine
+from ..judging import articles, verdicts
+from ..publishing import results
 from ..system import pick_device
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
@@ -21,7 +24,7 @@ RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
     """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
-    from .. import claims, verdicts
+    from ..judging import claims, verdicts
 
     rows = []
     for model in ALL_MODELS:
@@ -97,13 +100,13 @@ def _most(one: pd.DataFrame) -> str:
 
 def timed_on(measured: pd.DataFrame) -> str:
     """The machines that timed the passes, from the runs' stored measurements."""
-    from ..run_measurements import timed_on as machines
+    from ..store.run_measurements import timed_on as machines
 
     return ", ".join(machines(measured["run_id"])) or "this machine"
 
 
 def rule_verdicts(measured: pd.DataFrame) -> list:
-    from .. import claims
+    from ..judging import claims
 
     return claims.transfer(measured, timed_on(measured))
 

@@ -24,10 +24,11 @@ import torch
 from filelock import FileLock, Timeout
 from torch import nn
 
-from . import atomic
-from .limits import Deadline, DeadlineReached
-from .models import build_model
-from .paths import runs_dir, stored_path
+from .. import atomic
+from ..limits import Deadline, DeadlineReached
+from ..models import build_model
+from ..paths import runs_dir, stored_path
+from ..system import hardware, pick_device, versions
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -39,7 +40,6 @@ from .records import (
     write_record,
 )
 from .run_config import DEVICE_TYPES, RunConfig
-from .system import hardware, pick_device, versions
 
 #: Seconds between checkpoints of an unfinished run (also written at a deadline stop); 0 writes one every epoch.
 CHECKPOINT_VARIABLE = "VITBN_CHECKPOINT_SECONDS"

@@ -36,7 +36,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .paths import runs_dir
+from ..paths import runs_dir
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 EXPERIMENT_VARIABLE = "MLFLOW_EXPERIMENT_NAME"
@@ -166,7 +166,7 @@ def _tags(record: dict) -> dict[str, str]:
         "train_images": str(record.get("train_images", "")),
         "test_images": str(record.get("test_images", "")),
         "timing": record.get("timing", ""),
-        "mlflow.source.name": "vitbn_nb.runs",
+        "mlflow.source.name": "vitbn_nb.store.runs",
     }
     if record.get("diverged_epoch") is not None:
         tags["diverged_epoch"] = str(record["diverged_epoch"])

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import atomic
-from .paths import figures_dir
+from .. import atomic
+from ..paths import figures_dir
+from ..system import hardware, hardware_label, versions
 from .results import run_ids_of
-from .system import hardware, hardware_label, versions
 
 MODEL_COLORS = {
     "ViT": "#4C72B0",
@@ -83,7 +83,7 @@ def today() -> str:
 def stamp(profile: str, run_ids=()) -> str:
     """The footer of every figure and table: the profile, the machines that trained its runs (from the runs' own
     records, every resumed segment's) and that timed them, the machine that rendered it, and the date."""
-    from . import runs
+    from ..store import runs
 
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
@@ -111,8 +111,8 @@ def read_manifest() -> dict:
 
 
 def trained_on(run_ids) -> dict[str, int]:
-    """:func:`vitbn_nb.runs.trained_on` (imported late: the run store imports this package's figures' users)."""
-    from . import runs
+    """:func:`vitbn_nb.store.runs.trained_on` (imported late: the run store imports this package's figures' users)."""
+    from ..store import runs
 
     return runs.trained_on(list(run_ids))
 
@@ -164,7 +164,7 @@ def drawer() -> str:
     (``depth.fig8_figure``), and the savers (this module, ``claims.save``) name their caller; a notebook cell is
     named by its module (``__main__``)."""
     frame = sys._getframe(1)
-    while frame.f_globals.get("__name__") in (__name__, f"{__package__}.claims"):
+    while frame.f_globals.get("__name__") in (__name__, "vitbn_nb.judging.claims"):
         frame = frame.f_back
     caller = frame
     while frame is not None and frame.f_code.co_name.startswith(("_", "<")) and frame.f_code.co_name != "<module>":
@@ -181,10 +181,10 @@ def record_path(run_id: str) -> str:
 def records_address() -> str:
     """Where a reader opens the records: the repository's files on GitHub when ``[tool.vitbn-book]`` names the
     repository; empty otherwise (the lines then give the paths in the repository)."""
-    from . import colab
+    from .. import paths
 
     try:
-        repository = colab.settings()["repository"]
+        repository = paths.published_repository()["repository"]
     except FileNotFoundError:  # an installed package (Colab) has no pyproject.toml to read
         return ""
     return f"{repository}/blob/main" if repository else ""
@@ -289,7 +289,8 @@ def save_figure(
 ) -> Saved:
     """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG with its source line, for display.
 
-    ``result`` is the chapter's result (:class:`vitbn_nb.results.ChapterResult`, or anything with ``chapter``,
+    ``result`` is the chapter's result (:class:`vitbn_nb.publishing.results.ChapterResult`, or anything with
+    ``chapter``,
     ``profile`` and ``run_ids``); ``runs`` the runs the figure used when not all of the result's (a run table or
     ids); ``reads`` what else it was computed from, in words (for a figure of no runs, all it read)."""
     from IPython.display import Image

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .models import build_model
+from ..models import build_model
 
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
 #: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it.
@@ -231,7 +231,7 @@ def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_k
 @torch.inference_mode()
 def mnist_accuracy(model: nn.Module, batch_size: int = 5000) -> float:
     """Accuracy (%) on the 10,000 MNIST test images, scaled as ToTensor scales, in eval mode."""
-    from .data import load_mnist, to_float
+    from ..data import load_mnist, to_float
 
     images, labels = load_mnist(train=False)
     model.eval()
@@ -366,13 +366,13 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
 
 
 def record(folder, target=RECORDED) -> Path:
-    """Write the recorded audit from the checkpoints in ``folder`` (``python -m vitbn_nb.audit FOLDER``)."""
+    """Write the recorded audit from the checkpoints in ``folder`` (``python -m vitbn_nb.judging.audit FOLDER``)."""
     import datetime as dt
 
     result = audit_folder(folder)
     payload = {
         "recorded": dt.date.today().isoformat(),
-        "how": "vitbn_nb.audit.block_usage and mnist_accuracy (the book's own classes) on the checkpoints "
+        "how": "vitbn_nb.judging.audit.block_usage and mnist_accuracy (the book's own classes) on the checkpoints "
         f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
         "checkpoints": {
             name: {

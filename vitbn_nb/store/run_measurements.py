@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from .paths import is_committed, stored_path
+from ..paths import is_committed, stored_path
+from ..system import hardware
+from ..system import label as system_label
 from .records import read_record, write_record
 from .run_folder import Run, run_lock, timestamp
-from .system import hardware
-from .system import label as system_label
 
 
 def trained_on(run_ids: Iterable[str]) -> dict[str, int]:

@@ -28,7 +28,10 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import bundle_import, committed, paths, profiles
+from .. import paths, profiles
+from ..limits import training_is_off
+from ..profiles import PROFILE_SIZE
+from ..store import bundle_import, committed
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -43,8 +46,6 @@ from .book_chapters import (
     discover_chapters,
 )
 from .book_html import build_html, summary
-from .limits import training_is_off
-from .profiles import PROFILE_SIZE
 
 _LOCK_FILES = (".manifest.lock",)
 
@@ -247,7 +248,7 @@ def build_book(
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
-    from .train import evidence_profile
+    from ..train import evidence_profile
 
     with _environment(VITBN_RUNS_DIR=runs):
         rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
@@ -276,7 +277,7 @@ def build_book(
         check_parameters(path, parameters)
     _check_kernel()
     if train and not training_is_off():  # a GPU or a stacked run trains only after the device's check, stored once
-        from .train import CHAPTER_MODULES, needs_device_check, planned_runs, untrained
+        from ..train import CHAPTER_MODULES, needs_device_check, planned_runs, untrained
 
         known = [p for p in selected if p.stem in CHAPTER_MODULES]
         with _environment(VITBN_RUNS_DIR=runs):
@@ -288,7 +289,7 @@ def build_book(
         elif not may_train:
             _log("  nothing to train: every run is in the run store or the committed records")
         if may_train and needs_device_check(planned):
-            from . import check_device
+            from ..engines import check_device
 
             check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
     book_run = new_book_run_id()
@@ -300,7 +301,7 @@ def build_book(
     private.mkdir(parents=True, exist_ok=True)
     _prepare_staging(staging, figures, selected, all_chapters)
 
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     _log(f"vitbn-book: {len(selected)} chapter(s), profile {resolved}, book run {book_run}")
     for path, chapter_profile in rendered_at.items():

@@ -36,8 +36,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..data import Batches
 from . import determinism, engine
-from .data import Batches
 
 #: Attention under ``vmap`` uses the math backend on every device. Inside ``vmap`` a tensor reports
 #: ``requires_grad=False``, so on a GPU the fused-kernel choice can take memory-efficient attention without the
@@ -235,10 +235,10 @@ def train_models(
     member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
     stack there (its run records the divergence; the caller trains the others on without it).
 
-    An engine this device's check (:mod:`vitbn_nb.check_device`) found wrong is not used: without the stacked
+    An engine this device's check (:mod:`vitbn_nb.engines.check_device`) found wrong is not used: without the stacked
     engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
     metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) is the device check's
-    verdict (:func:`vitbn_nb.check_device.refused_engines`; the check itself trains through here with none).
+    verdict (:func:`vitbn_nb.engines.check_device.refused_engines`; the check itself trains through here with none).
     """
     if "stacked" in refused:
         why = refused["stacked"]

@@ -11,7 +11,7 @@ A bundle comes from someone else's machine, so it is data, checked whole before 
 its record's configuration gives, holding ``record.json`` and the weight files that record lists; the
 optimisation state's JSON files), every one listed in ``bundle.json`` with its SHA-256, every record whole
 (``records.record_problem``), every weight file loadable weights-only. Then it is imported all or nothing
-(``vitbn_nb.bundle_import``): a conflict with the store (a finished run that differs, say) is named and nothing is
+(``vitbn_nb.store.bundle_import``): a conflict with the store (a finished run that differs, say) is named and nothing is
 written.
 """
 
@@ -27,9 +27,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic, profiles
+from .. import atomic, profiles
+from ..paths import runs_dir
 from .hpo_state import state_file_problem
-from .paths import runs_dir
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -73,7 +73,7 @@ def _run_folders(store: Path) -> list[Path]:
 def _measured_plans(profile: str) -> list[RunConfig]:
     """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
     final runs follow from its stored hyperparameters (read, never optimised here)."""
-    from .studies import three_things, transfer
+    from ..studies import three_things, transfer
 
     settings = profiles.settings("06_emnist_transfer", profile)
     return [
@@ -87,7 +87,7 @@ def needed_weights(profile: str, store: Path | None = None) -> set[str]:
     """Run ids whose ``model.pt`` the receiving machine loads: the app's choice; the source of every fine-tuning run
     not finished yet (stored or planned), to train it there; and each run of the measuring chapters that has no
     stored measurement yet, which a render there would take. Measured runs travel as records alone."""
-    from .app import model_choice
+    from ..app import model_choice
 
     store = Path(store) if store is not None else runs_dir()
     stored = {folder.name: read_record(folder) for folder in _run_folders(store)}

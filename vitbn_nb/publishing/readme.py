@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import articles, atomic, verdicts
-from .paths import book_figures_dir, project_root
+from .. import atomic
+from ..judging import articles, verdicts
+from ..paths import book_figures_dir, project_root
 
 BLOCKS = ("rule", "results", "performance", "setup")
 
@@ -80,7 +81,7 @@ def _provenance(folder: Path) -> str:
         f"{', '.join(runs)}), each listed with its profile, hardware, date and run ids in `figures/manifest.json`."
     )
     if profiles != ["paper"]:
-        from . import profiles as chapter_settings
+        from .. import profiles as chapter_settings
 
         seeds = sorted(
             {
@@ -140,7 +141,7 @@ def results_block(folder=None) -> str:
         counts = claims["outcome"].value_counts()
         tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
         lines += [
-            f"Every claim the book encodes (`vitbn_nb/articles.py`), judged by [the one rule]"
+            f"Every claim the book encodes (`vitbn_nb/judging/articles.py`), judged by [the one rule]"
             f"(#{verdicts.RULE_TITLE.lower().replace(' ', '-')}) from the chapters' `figures/NN_claims.csv` "
             f"({len(claims)} rows: {tally}):",
             "",
@@ -191,7 +192,7 @@ def performance_block(folder=None) -> str:
     is of the rule's estimates, the mean of the per-round ratios in log terms), article 1's ratios beside the ones
     that compare what it compared (with both machines named), and the ceiling a data pipeline can reach on that
     machine; no targets (chapter 8 shows what a CPU allows)."""
-    from .bench.report import BenchResult
+    from ..bench.report import BenchResult
 
     folder = Path(folder) if folder is not None else book_figures_dir()
     path = folder / "bench.json"
@@ -341,9 +342,10 @@ def measure_setup(venv=None) -> dict:
 
 def colab_line() -> str:
     """Where the chapters open on Colab, from [tool.vitbn-book] in pyproject.toml."""
+    from .. import paths
     from . import colab
 
-    where = colab.settings()
+    where = paths.published_repository()
     if not where["repository"]:
         return (
             "**Colab:** no public repository is set yet, so the chapters' install cells say what to set: "

@@ -16,7 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .paths import RECORDS_FOLDER, committed_records_dir
+from ..paths import RECORDS_FOLDER, committed_records_dir
 from .records import ENDED, STATE_FOLDER
 
 #: The optimisation state's files (``vitbn_nb.hpo``): JSON only, never weights.
@@ -121,7 +121,7 @@ def stage(staging: Path, store: Path) -> list[str]:
 def _campaign_runs(sources: list[Path]) -> set[str]:
     """The finished runs of the ``paper`` campaign (``vitbn_nb.campaign``) any source holds: committed as they finish,
     before an output names them, and kept by every render, so that hours of training are never dropped."""
-    from .campaign import run_ids
+    from ..campaign import run_ids
 
     found = set()
     for run_id in run_ids():

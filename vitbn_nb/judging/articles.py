@@ -150,7 +150,7 @@ TOUVRON = {
 
 # -- the claims the book judges, each once, with its direction and kind ---------------------------------------
 
-#: The kinds of claim, which decide how the one rule (:mod:`vitbn_nb.verdicts`) applies.
+#: The kinds of claim, which decide how the one rule (:mod:`vitbn_nb.judging.verdicts`) applies.
 DIFFERENCE = "difference"  # between two models, from paired per-seed values
 CURVE = "curve"  # about a whole curve (converges faster, becomes unstable), from a per-seed number read off it
 ABSOLUTE = "absolute"  # a number at the article's protocol: judged only where the runs reached it

@@ -27,10 +27,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from ..bench import timing
+from ..data import Batches
+from ..system import machine_load, pick_device
 from . import determinism
-from .bench import timing
-from .data import Batches
-from .system import machine_load, pick_device
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

@@ -25,9 +25,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from .models.norms import check_choice
-from .models.vit import Attention
-from .system import synchronize
+from ..models.norms import check_choice
+from ..models.vit import Attention
+from ..system import synchronize
 
 TRAINABLE = ("all", "attention")
 

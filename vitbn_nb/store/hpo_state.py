@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import atomic
-from .paths import runs_dir, stored_path
+from .. import atomic
+from ..paths import runs_dir, stored_path
 
 STATE_FILE = "ax_state.json"
 LEDGER_FILE = "trials.json"

@@ -33,9 +33,10 @@ from pathlib import Path
 
 import torch
 
-from . import __version__, atomic, data, engine, stack, system
-from .models import build_model
-from .paths import runs_dir
+from .. import __version__, atomic, data, system
+from ..models import build_model
+from ..paths import runs_dir
+from . import engine, stack
 
 FOLDER = ".device-checks"
 #: ``tests/test_stack.py``'s rule: per-epoch loss within this relative difference, accuracy within one image.
@@ -332,7 +333,7 @@ def _models(s: CheckSettings, device: torch.device) -> list[tuple[int, torch.nn.
 
 
 def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
-    from .bench.calibration import STACK_MEMBERS, engines
+    from ..bench.calibration import STACK_MEMBERS, engines
 
     timed = engines(
         device, steps=s.timing_steps, warmup=s.timing_warmup, repeats=s.timing_repeats, depths=s.timing_depths

@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import atomic
+from .. import atomic
+from ..paths import runs_dir
 from .hpo_state import state_file_problem
-from .paths import runs_dir
 from .run_config import RunConfig
 
 STATUSES = ("running", "finished", "diverged")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .profiles import SETTINGS, ChapterSettings
+from ..profiles import SETTINGS, ChapterSettings
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def gain(ratio: float) -> float:
 
 def contention(table: pd.DataFrame) -> str:
     """How many of the table's epochs were timed while the machine had more work than cores ('n/N epochs')."""
-    from .system import contended
+    from ..system import contended
 
     if "load_1min" not in table.columns or table["load_1min"].isna().all():
         return "not recorded"

@@ -8,7 +8,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from .. import paths
 
 CHAPTER_PATTERN = "[0-9][0-9]_*.ipynb"
 

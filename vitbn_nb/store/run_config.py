@@ -1,5 +1,5 @@
 """What names a run: its configuration, checked whole when it is made, and the run id it gives with the device
-type it ran on (the run's folder in the store, ``vitbn_nb.run_folder``).
+type it ran on (the run's folder in the store, ``vitbn_nb.store.run_folder``).
 
 The id is a digest of :meth:`RunConfig.to_dict`, so a field added with a default, or a pipeline renamed, must
 leave that dictionary as it was for every run already stored: otherwise those runs would train again.
@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import profiles
-from .data import DATASETS, IMAGE_SIZE
-from .models import VIT_FAMILY, build_model, model_kwargs
-from .models.norms import check_choice
-from .models.vit import pair as vit_pair
+from .. import profiles
+from ..data import DATASETS, IMAGE_SIZE
+from ..models import VIT_FAMILY, build_model, model_kwargs
+from ..models.norms import check_choice
+from ..models.vit import pair as vit_pair
 
 PIPELINES = ("engine", "reference")
 ENGINES = profiles.ENGINES
@@ -32,7 +32,7 @@ _READ_AS = {name: pipeline for pipeline, name in _STORED_AS.items()}
 
 
 def stacking_refusal(config: RunConfig) -> str | None:
-    """Why runs like ``config`` cannot be trained as one stack (``vitbn_nb.stack``); None when they can."""
+    """Why runs like ``config`` cannot be trained as one stack (``vitbn_nb.engines.stack``); None when they can."""
     if any(config.model_kwargs.get(name, 0) for name in ("dropout", "emb_dropout")):
         return "dropout draws from the global random stream, which the members would share"
     if config.pipeline == "reference" and config.dataset == "mnist_aug":
@@ -62,7 +62,7 @@ class RunConfig:
     init_from: str | None = None
     trainable: str = "all"
     #: ``"eager"`` trains the run alone; ``"stacked"`` trains it with the other stacked runs of its kind (same
-    #: everything but seed and lr) as one model (``vitbn_nb.stack``): equal up to fp32 rounding, so another id.
+    #: everything but seed and lr) as one model (``vitbn_nb.engines.stack``): equal up to fp32 rounding, so another id.
     engine: str = "eager"
 
     def __post_init__(self):

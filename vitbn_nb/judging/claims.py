@@ -1,8 +1,9 @@
-"""Every claim of :func:`vitbn_nb.articles.claims` judged from the runs, by the one rule of :mod:`vitbn_nb.verdicts`.
+"""Every claim of :func:`vitbn_nb.judging.articles.claims` judged from the runs, by the one rule of
+:mod:`vitbn_nb.judging.verdicts`.
 
 One function per family of claims, each taking the run table a chapter already has (one row per run and epoch,
-:func:`vitbn_nb.runs.load_table`) and returning :class:`~vitbn_nb.verdicts.Verdict` objects; a chapter saves them
-(``NN_claims.csv``, numbers not formatted text) and the README's results table is a view of those files.
+:func:`vitbn_nb.store.runs.load_table`) and returning :class:`~vitbn_nb.judging.verdicts.Verdict` objects; a chapter
+saves them (``NN_claims.csv``, numbers not formatted text) and the README's results table is a view of those files.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from . import articles, engine, verdicts
-from .models import CONFIGURATIONS
+from ..engines import engine
+from ..models import CONFIGURATIONS
+from . import articles, verdicts
 from .verdicts import Verdict
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
@@ -115,7 +117,7 @@ def _gain_verdict(claim: articles.Claim, gains: pd.Series, scale: str, condition
 
 def hardware_of(table: pd.DataFrame) -> str:
     """The machines that trained (and so timed) the table's runs, from their records."""
-    from .figures import trained_on
+    from ..publishing.figures import trained_on
 
     return ", ".join(trained_on(table["run_id"].unique())) or "this machine"
 
@@ -372,7 +374,7 @@ def transfer(measured: pd.DataFrame, hardware: str) -> list[Verdict]:
     Judged at equal depth only (chapter 06 trains the trio at one depth): the series' own transfer checkpoints are
     a six-block ViT against BatchNorm models that computed one block, a comparison the chapter does not train. The
     condition names that, the set the models were tested on and the number of seeds whose rounds were timed."""
-    from .data import EMNIST_SOURCE
+    from ..data import EMNIST_SOURCE
 
     found = []
     source = measured["transfer_set"].iloc[0] if "transfer_set" in measured and len(measured) else EMNIST_SOURCE
@@ -425,7 +427,7 @@ def table(found: list[Verdict]) -> pd.DataFrame:
 
 def save(result, found: list[Verdict]):
     """Save a chapter's judged claims as ``NN_claims`` (numbers, not formatted text) and show them."""
-    from . import figures
+    from ..publishing import figures
 
     kept = table(found)
     judged = kept["outcome"].value_counts()

@@ -45,10 +45,10 @@ force = False
 # say nothing).
 
 # %%
-from vitbn_nb import profiles
-from vitbn_nb.studies import batchnorm_intro
+from vitbn_nb import chapters, profiles
+from vitbn_nb.chapters.batchnorm_intro import study as batchnorm_intro
 
-settings = profiles.settings("01_batchnorm_intro", profile)
+settings = chapters.settings("01_batchnorm_intro", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
 settings
 

@@ -47,10 +47,10 @@ force = False
 # figure some content, on a few hundred images (its numbers say nothing).
 
 # %%
-from vitbn_nb import profiles
-from vitbn_nb.studies import depth, depth_numbers
+from vitbn_nb import chapters, profiles
+from vitbn_nb.chapters.depth_study import study as depth, numbers as depth_numbers
 
-settings = profiles.settings("05_depth_study", profile)
+settings = chapters.settings("05_depth_study", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
 settings
 

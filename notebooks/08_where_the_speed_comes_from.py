@@ -59,10 +59,10 @@ force = False
 # earlier run or bench file, so `force` has nothing to retrain.
 
 # %%
-from vitbn_nb import profiles
-from vitbn_nb.studies import speed, speed_accounting, speed_kernels
+from vitbn_nb import chapters, profiles
+from vitbn_nb.chapters.speed import study as speed, accounting as speed_accounting, kernels as speed_kernels
 
-settings = profiles.settings("08_where_the_speed_comes_from", profile)
+settings = chapters.settings("08_where_the_speed_comes_from", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
 settings
 

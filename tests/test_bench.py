@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitbn_nb import bench, profiles
+from vitbn_nb import bench, chapters
 from vitbn_nb.__main__ import main
 from vitbn_nb.judging import verdicts
 from vitbn_nb.models import build_model
@@ -185,7 +185,7 @@ def test_without_norms_strips_every_norm():
 )
 def test_bad_bench_settings_are_refused_by_name(change, argument):
     with pytest.raises(ValueError, match=argument):
-        profiles.settings("08_where_the_speed_comes_from", "smoke", **change)
+        chapters.settings("08_where_the_speed_comes_from", "smoke", **change)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -8,10 +8,11 @@ import pytest
 import torch
 from test_hostile_input import Payload
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
 from vitbn_nb.__main__ import main
+from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
+from vitbn_nb.chapters.three_things import study as three_things
 from vitbn_nb.store import bundle, bundle_import, records, runs
-from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
 
@@ -51,7 +52,7 @@ def test_needed_weights_leave_out_runs_no_chapter_loads(trained_store, tmp_path)
 def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
     run_store, mnist_ready, tmp_path, monkeypatch
 ):
-    settings = profiles.settings("07_three_things", "smoke")
+    settings = chapters.settings("07_three_things", "smoke")
     planned = {config.run_id("cpu") for config in three_things.plan(settings)}
     sources = {config.run_id("cpu") for config in three_things.sequential_configs(settings)}
     timed = {config.run_id("cpu") for _, config in three_things.parallel_pairs(settings)}

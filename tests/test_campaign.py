@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from vitbn_nb import campaign, profiles
+from vitbn_nb import campaign, chapters
 from vitbn_nb import train as training
 from vitbn_nb.limits import Deadline
 from vitbn_nb.store import committed, runs
@@ -48,12 +48,12 @@ def fake_training(monkeypatch):
 
 
 def test_the_engine_follows_the_device(monkeypatch):
-    assert profiles.settings("05_depth_study", "paper").engine == "eager"  # these machines have no GPU
+    assert chapters.settings("05_depth_study", "paper").engine == "eager"  # these machines have no GPU
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert profiles.settings("05_depth_study", "paper").engine == "stacked"
-    assert profiles.settings("05_depth_study", "cpu").engine == "eager"  # a profile that says so keeps it
+    assert chapters.settings("05_depth_study", "paper").engine == "stacked"
+    assert chapters.settings("05_depth_study", "cpu").engine == "eager"  # a profile that says so keeps it
     with pytest.raises(ValueError, match="engine='fast'.*'auto'"):
-        profiles.settings("05_depth_study", "paper", engine="fast")
+        chapters.settings("05_depth_study", "paper", engine="fast")
 
 
 def test_cheapest_runs_first_and_a_quiet_stage_waits_for_quiet(smoke_campaign, monkeypatch):

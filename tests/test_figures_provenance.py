@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
+from vitbn_nb.chapters.depth_study import study as depth
+from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.judging import audit
 from vitbn_nb.publishing import book_html, figures, results
 from vitbn_nb.publishing.figures import read_manifest
-from vitbn_nb.studies import depth, fixed_lr
 
-DEPTH = profiles.settings("05_depth_study", "smoke")
+DEPTH = chapters.settings("05_depth_study", "smoke")
 
 
 def depth_table() -> pd.DataFrame:
@@ -42,10 +43,10 @@ def test_a_figure_names_the_function_a_chapter_calls_and_each_record_it_read(fig
     used = sorted(table.loc[table["lr"] == 0.003, "run_id"].unique())
     entry = read_manifest()["outputs"]["article2_fig8"]
     # drawn through the private depth._accuracy_grid: the line names the public function the notebook calls
-    assert entry["drawn_by"] == saved.source.drawn_by == "vitbn_nb.studies.depth.fig8_figure"
+    assert entry["drawn_by"] == saved.source.drawn_by == "vitbn_nb.chapters.depth_study.study.fig8_figure"
     assert entry["run_ids"] == list(saved.source.run_ids) == used  # only the runs the figure used
     line = str(saved.source)
-    assert line.startswith("Drawn by `vitbn_nb.studies.depth.fig8_figure` from 8 run records: ")
+    assert line.startswith("Drawn by `vitbn_nb.chapters.depth_study.study.fig8_figure` from 8 run records: ")
     for run_id in used:
         assert f"`figures/records/{run_id}/record.json`" in line and f"figures/records/{run_id}/record.json" in (
             saved.source._repr_html_()
@@ -57,15 +58,20 @@ def test_a_figure_names_the_function_a_chapter_calls_and_each_record_it_read(fig
 def test_a_table_gets_the_line_under_its_stamped_caption(figures_store):
     saved = depth.fig8_table(depth.DepthResult(DEPTH, depth_table()))
     assert "profile: smoke" in saved.output.caption
-    assert read_manifest()["outputs"]["article2_fig8_vs_article"]["drawn_by"] == "vitbn_nb.studies.depth.fig8_table"
-    assert str(saved.source).startswith("Drawn by `vitbn_nb.studies.depth.fig8_table` from 8 run records: ")
+    assert (
+        read_manifest()["outputs"]["article2_fig8_vs_article"]["drawn_by"]
+        == "vitbn_nb.chapters.depth_study.study.fig8_table"
+    )
+    assert str(saved.source).startswith(
+        "Drawn by `vitbn_nb.chapters.depth_study.study.fig8_table` from 8 run records: "
+    )
 
 
 def test_with_a_public_repository_the_records_are_links_to_it(figures_store, monkeypatch):
-    from vitbn_nb.publishing import colab
+    from vitbn_nb import paths
 
     public = {"repository": "https://github.com/someone/vitbn-book", "ref": "v1.2.3"}
-    monkeypatch.setattr(colab, "settings", lambda: public)
+    monkeypatch.setattr(paths, "published_repository", lambda: public)
     result = types.SimpleNamespace(chapter="05_depth_study", profile="smoke", run_ids=["ViT-d6-s0"])
     saved = figures.save_table(pd.DataFrame({"x": [1]}), "one_run", result, reproduces="new/one", caption="c")
     url = "https://github.com/someone/vitbn-book/blob/main/figures/records/ViT-d6-s0/record.json"
@@ -80,16 +86,16 @@ def test_with_a_public_repository_the_records_are_links_to_it(figures_store, mon
 
 def test_an_output_of_no_runs_says_what_it_was_computed_from(figures_store):
     reference = audit.reference_audit(live=False)
-    saved = fixed_lr.audit_table(reference, profiles.settings("03_fixed_lr", "smoke"))
+    saved = fixed_lr.audit_table(reference, chapters.settings("03_fixed_lr", "smoke"))
     entry = read_manifest()["outputs"]["new_reference_checkpoint_audit"]
     assert entry["chapter"] == "03_fixed_lr" and entry["run_ids"] == []
     assert (
-        entry["drawn_by"] == "vitbn_nb.studies.fixed_lr.audit_table"
+        entry["drawn_by"] == "vitbn_nb.chapters.fixed_lr.study.audit_table"
         and "recorded_reference_audit.json" in entry["reads"]
     )
     assert str(saved.source) == (
-        "Drawn by `vitbn_nb.studies.fixed_lr.audit_table` from the audit recorded from the reference checkpoints "
-        "(vitbn_nb/recorded_reference_audit.json) (no runs)."
+        "Drawn by `vitbn_nb.chapters.fixed_lr.study.audit_table` from the audit recorded from the reference "
+        "checkpoints (vitbn_nb/judging/recorded_reference_audit.json) (no runs)."
     )
 
 

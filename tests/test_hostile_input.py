@@ -526,8 +526,8 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
 def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
     configs = {
         c.run_id("cpu")
-        for c in __import__("vitbn_nb.studies.batchnorm_intro").studies.batchnorm_intro.plan(
-            __import__("vitbn_nb.profiles").profiles.settings("01_batchnorm_intro", "smoke")
+        for c in __import__("vitbn_nb.chapters.batchnorm_intro.study").studies.batchnorm_intro.plan(
+            __import__("vitbn_nb.profiles").chapters.settings("01_batchnorm_intro", "smoke")
         )
     }
     assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0

@@ -6,9 +6,10 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
+from vitbn_nb.chapters.fixed_lr import lr_sweep
+from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.judging import verdicts
-from vitbn_nb.studies import fixed_lr, lr_sweep
 
 
 def _curve(model, lr, seed, accuracies, *, train_size=5000):
@@ -80,7 +81,7 @@ def test_summary_judges_each_batchnorm_model_against_vit():
 
 
 def test_plan_adds_the_depth6_trio_at_each_extra_lr():
-    settings = profiles.settings("03_fixed_lr", "cpu")
+    settings = chapters.settings("03_fixed_lr", "cpu")
     extra = lr_sweep.plan(settings, fixed_lr.PIPELINE)
     assert len(extra) == len(settings.sweep_lrs) * settings.seeds * 3
     assert {c.model for c in extra} == {"ViT", "ViTBNFFN", "ViTBN"}

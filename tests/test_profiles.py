@@ -4,27 +4,27 @@ import dataclasses
 
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
 
 
-@pytest.mark.parametrize("chapter", list(profiles.SETTINGS))
+@pytest.mark.parametrize("chapter", list(chapters.SETTINGS))
 def test_every_profile_builds_every_chapters_settings_from_the_paper_defaults(chapter):
-    kind = profiles.SETTINGS[chapter]
-    paper = profiles.settings(chapter, "paper")
+    kind = chapters.SETTINGS[chapter]
+    paper = chapters.settings(chapter, "paper")
     assert paper == kind(profile="paper")  # paper is the dataclass's defaults, nothing else
     for name in ("cpu", "smoke"):
-        chosen = profiles.settings(chapter, name)
+        chosen = chapters.settings(chapter, name)
         changed = {f.name for f in dataclasses.fields(kind) if getattr(chosen, f.name) != getattr(paper, f.name)}
-        assert changed <= {"profile", *profiles.CHANGES[name].get(chapter, {})}
+        assert changed <= {"profile", *chapters.changes(chapter, name)}
 
 
 def test_settings_are_frozen_and_overrides_of_none_keep_the_profile():
-    settings = profiles.settings("03_fixed_lr", "cpu", epochs=None)
-    assert settings.epochs == profiles.settings("03_fixed_lr", "cpu").epochs
+    settings = chapters.settings("03_fixed_lr", "cpu", epochs=None)
+    assert settings.epochs == chapters.settings("03_fixed_lr", "cpu").epochs
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.epochs = 3
     with pytest.raises(TypeError):
-        profiles.settings("05_depth_study", "cpu").depths[0.003] = (1,)  # the mapping is read-only too
+        chapters.settings("05_depth_study", "cpu").depths[0.003] = (1,)  # the mapping is read-only too
 
 
 @pytest.mark.parametrize(
@@ -41,18 +41,18 @@ def test_settings_are_frozen_and_overrides_of_none_keep_the_profile():
 )
 def test_ill_typed_overrides_are_refused_naming_the_field(chapter, override, field):
     with pytest.raises(ValueError, match=field):
-        profiles.settings(chapter, "smoke", **override)
+        chapters.settings(chapter, "smoke", **override)
 
 
 def test_unknown_names_and_profiles_are_refused():
     with pytest.raises(ValueError, match="unknown setting.*'lr'"):
-        profiles.settings("03_fixed_lr", "smoke", lr=0.1)
+        chapters.settings("03_fixed_lr", "smoke", lr=0.1)
     with pytest.raises(ValueError, match="profile='laptop'"):
-        profiles.settings("03_fixed_lr", "laptop")
+        chapters.settings("03_fixed_lr", "laptop")
     with pytest.raises(ValueError, match="chapter='09_more'"):
-        profiles.settings("09_more", "smoke")
+        chapters.settings("09_more", "smoke")
 
 
 def test_a_notebook_shows_the_settings_as_a_table():
-    shown = profiles.settings("01_batchnorm_intro", "smoke")._repr_html_()
+    shown = chapters.settings("01_batchnorm_intro", "smoke")._repr_html_()
     assert "<table>" in shown and "IntroSettings" in shown and "lrs" in shown

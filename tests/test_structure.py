@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
 from vitbn_nb import train as training
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_the_cpu_profile_plans_nothing_that_needs_the_stacked_engine():
-    planned = [c for chapter in training.chapters() for c in training.planned_runs(chapter, "cpu")]
+    planned = [c for chapter in chapters.names() for c in training.planned_runs(chapter, "cpu")]
     assert planned and not training.needs_device_check(planned)
     paper = [c for c in training.planned_runs("05_depth_study", "paper")]
     assert {c.engine for c in paper} == {"eager"}  # a CPU: the engine follows the device
@@ -109,4 +109,4 @@ def test_training_on_a_cpu_neither_imports_nor_runs_the_stacked_engine(tmp_path,
     assert "vitbn_nb.train" in loaded and "vitbn_nb.store.runs" in loaded
     assert not loaded & {"vitbn_nb.engines.stack", "vitbn_nb.engines.check_device"}, loaded
     assert not (tmp_path / "runs" / ".device-checks").exists()
-    assert profiles.settings("01_batchnorm_intro", "smoke").engine == "eager"
+    assert chapters.settings("01_batchnorm_intro", "smoke").engine == "eager"

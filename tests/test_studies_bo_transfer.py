@@ -6,19 +6,17 @@ import pandas as pd
 import pytest
 import torch
 
-from vitbn_nb import data, hpo, models, profiles
+from vitbn_nb import chapters, data, hpo, models
+from vitbn_nb.chapters.bayes_opt import numbers as bayes_opt_numbers
+from vitbn_nb.chapters.bayes_opt import search as bayes_opt_search
+from vitbn_nb.chapters.bayes_opt import study as bayes_opt
+from vitbn_nb.chapters.emnist_transfer import numbers as transfer_numbers
+from vitbn_nb.chapters.emnist_transfer import study as transfer
 from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.store import runs
-from vitbn_nb.studies import (
-    bayes_opt,
-    bayes_opt_numbers,
-    bayes_opt_search,
-    transfer,
-    transfer_numbers,
-)
 
-BO = profiles.settings("04_bayes_opt", "smoke", trials=2, trial_epochs=1, epochs=2, train_size=200, test_size=100)
-TRANSFER = profiles.settings(
+BO = chapters.settings("04_bayes_opt", "smoke", trials=2, trial_epochs=1, epochs=2, train_size=200, test_size=100)
+TRANSFER = chapters.settings(
     "06_emnist_transfer", "smoke", trials=2, epochs=1, depth=1, train_size=200, test_size=100, inference_repeats=2
 )
 
@@ -183,15 +181,15 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
 
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(ValueError, match="inference_repeats"):
-        profiles.settings("06_emnist_transfer", "smoke", inference_repeats=1.5)
+        chapters.settings("06_emnist_transfer", "smoke", inference_repeats=1.5)
     with pytest.raises(ValueError, match="trials"):
-        profiles.settings("04_bayes_opt", "smoke", trials=0)
+        chapters.settings("04_bayes_opt", "smoke", trials=0)
     with pytest.raises(ValueError, match="reoptimise"):
-        profiles.settings("06_emnist_transfer", "smoke", reoptimise="no")
+        chapters.settings("06_emnist_transfer", "smoke", reoptimise="no")
 
 
 def test_chapter_04s_plan_is_its_optimisations():
-    planned = bayes_opt.plan(profiles.settings("04_bayes_opt", "paper"))
+    planned = bayes_opt.plan(chapters.settings("04_bayes_opt", "paper"))
     assert list(planned) == [] and [s.model for s in planned.optimisations] == ["ViT", "ViTBNFFN", "ViTBN"]
     assert "30 epochs x 3 random seed(s)" in planned.then
 

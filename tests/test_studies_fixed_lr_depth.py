@@ -5,16 +5,14 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters
+from vitbn_nb.chapters.depth_study import numbers as depth_numbers
+from vitbn_nb.chapters.depth_study import study as depth
+from vitbn_nb.chapters.fixed_lr import numbers as fixed_lr_numbers
+from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.judging import claims, verdicts
 from vitbn_nb.models import REFERENCE_VIT
 from vitbn_nb.publishing.figures import read_manifest
-from vitbn_nb.studies import (
-    depth,
-    depth_numbers,
-    fixed_lr,
-    fixed_lr_numbers,
-)
 
 
 def synthetic(rows):
@@ -50,7 +48,7 @@ def synthetic(rows):
 # protocols
 # ---------------------------------------------------------------------------------------------
 def test_fixed_lr_paper_configs_are_experiment_1_as_run_and_as_written():
-    settings = profiles.settings("03_fixed_lr", "paper")
+    settings = chapters.settings("03_fixed_lr", "paper")
     # the learning-rate sweep's further runs are tested in test_lr_sweep.py
     configs = [c for c in fixed_lr.plan(settings) if c.lr in settings.lrs]
     assert len(configs) == 3 * 3 * 5  # lrs x seeds x (ViT d6, BN models at d1 and at d6)
@@ -94,7 +92,7 @@ def test_configurations_pick_the_depths_of_article_1():
 
 
 def test_depth_paper_configs_are_article_2s_protocol():
-    configs = depth.plan(profiles.settings("05_depth_study", "paper"))
+    configs = depth.plan(chapters.settings("05_depth_study", "paper"))
     pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
     assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
     assert {(depth.FIG8["lr"], d) for d in depth.FIG8["depths"]} <= pairs
@@ -113,20 +111,20 @@ def test_depth_paper_configs_are_article_2s_protocol():
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_configs_take_the_profiles_sizes(profile):
     for chapter, module in (("03_fixed_lr", fixed_lr), ("05_depth_study", depth)):
-        settings = profiles.settings(chapter, profile)
+        settings = chapters.settings(chapter, profile)
         configs = module.plan(settings)
         assert configs
         for c in configs:
             assert (c.train_size, c.test_size, c.epochs) == (settings.train_size, settings.test_size, settings.epochs)
             assert (c.batch_size, c.test_batch_size) == (100, 5000)
         assert {c.seed for c in configs} == set(range(settings.seeds))
-    settings = profiles.settings("03_fixed_lr", profile)
+    settings = chapters.settings("03_fixed_lr", profile)
     assert {c.lr for c in fixed_lr.plan(settings)} == {0.0005, 0.005, 0.01, *settings.sweep_lrs}
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 def test_every_depth_figure_has_content_under_every_profile(profile):
-    depths = profiles.settings("05_depth_study", profile).depths
+    depths = chapters.settings("05_depth_study", profile).depths
     assert set(depths[0.003]) & set(depth.FIG8["depths"])
     assert set(depths[0.005]) & set(depth.FIG9["depths"])
     assert set(depths[0.003]) & set(depths[0.005]) & set(depth.FIG10["depths"])
@@ -134,13 +132,13 @@ def test_every_depth_figure_has_content_under_every_profile(profile):
 
 def test_bad_settings_are_refused_with_the_field_named():
     with pytest.raises(ValueError, match="depths"):
-        profiles.settings("05_depth_study", "smoke", depths={})
+        chapters.settings("05_depth_study", "smoke", depths={})
     with pytest.raises(ValueError, match=r"depths\[0.003\]"):
-        profiles.settings("05_depth_study", "smoke", depths={0.003: ["two"]})
+        chapters.settings("05_depth_study", "smoke", depths={0.003: ["two"]})
     with pytest.raises(ValueError, match="lrs"):
-        profiles.settings("03_fixed_lr", "smoke", lrs=[])
+        chapters.settings("03_fixed_lr", "smoke", lrs=[])
     with pytest.raises(ValueError, match="seeds"):
-        profiles.settings("03_fixed_lr", "smoke", seeds=0)
+        chapters.settings("03_fixed_lr", "smoke", seeds=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,14 +386,14 @@ def test_a_diverged_run_shows_on_the_figure(figures_store):
     rows = [("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss) for e, acc, loss in [(1, 90.0, 0.3), (2, 9.8, float("inf"))]]
     rows += [(m, 1, 0.01, 0, e, 2.0, 2.0, 90.0 + e, 0.3 / e) for m in ("ViTBNFFN", "ViTBN") for e in (1, 2, 3)]
     table = synthetic(rows)
-    fixed_lr.four_panel_figure(fixed_lr.FixedLrResult(profiles.settings("03_fixed_lr", "smoke"), table), 0.01)
+    fixed_lr.four_panel_figure(fixed_lr.FixedLrResult(chapters.settings("03_fixed_lr", "smoke"), table), 0.01)
     entry = read_manifest()["outputs"]["article1_fig5"]
     assert entry["reproduces"] == "article1/fig5" and "diverged" in entry["caption"]
     assert (figures_store / "article1_fig5.png").stat().st_size > 0
 
 
 def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
-    settings = profiles.settings("03_fixed_lr", "smoke", epochs=1, train_size=20, test_size=20)
+    settings = chapters.settings("03_fixed_lr", "smoke", epochs=1, train_size=20, test_size=20)
     result = fixed_lr.run(settings)
     table = result.table
     assert set(table["model"]) == {"ViT", "ViTBNFFN", "ViTBN"} and table["run_id"].nunique() == 15
@@ -442,7 +440,7 @@ def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_read
 
 
 def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
-    settings = profiles.settings(
+    settings = chapters.settings(
         "05_depth_study", "smoke", epochs=1, train_size=20, test_size=20, depths={0.003: [2], 0.005: [2]}
     )
     result = depth.run(settings)

@@ -5,12 +5,14 @@ import pandas as pd
 import pytest
 import torch
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters, profiles
+from vitbn_nb.chapters.architectures import sizes as model_sizes
+from vitbn_nb.chapters.architectures import study as architectures
+from vitbn_nb.chapters.batchnorm_intro import study as batchnorm_intro
 from vitbn_nb.models import build_model, count_parameters
 from vitbn_nb.publishing.figures import read_manifest
-from vitbn_nb.studies import architectures, batchnorm_intro, model_sizes
 
-SMOKE = profiles.settings("01_batchnorm_intro", "smoke")
+SMOKE = chapters.settings("01_batchnorm_intro", "smoke")
 
 
 # --- chapter 01 -------------------------------------------------------------------------------
@@ -18,7 +20,7 @@ SMOKE = profiles.settings("01_batchnorm_intro", "smoke")
 
 @pytest.mark.parametrize("profile", profiles.PROFILE_NAMES)
 def test_configs_follow_article2_protocol_and_the_profile(profile):
-    settings = profiles.settings("01_batchnorm_intro", profile)
+    settings = chapters.settings("01_batchnorm_intro", profile)
     configs = batchnorm_intro.plan(settings)
     assert len(configs) == 2 * len(settings.lrs) * settings.seeds
     assert {c.model for c in configs} == {"DNN_d3", "DNNBN_d3"}
@@ -32,26 +34,26 @@ def test_configs_follow_article2_protocol_and_the_profile(profile):
 
 
 def test_paper_profile_is_the_seed_protocol():
-    settings = profiles.settings("01_batchnorm_intro", "paper")
+    settings = chapters.settings("01_batchnorm_intro", "paper")
     assert (settings.epochs, settings.seeds, settings.train_size, settings.test_size) == (15, 3, None, None)
 
 
 def test_bad_settings_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown setting.*'learning_rate'"):
-        profiles.settings("01_batchnorm_intro", "smoke", learning_rate=0.1)
+        chapters.settings("01_batchnorm_intro", "smoke", learning_rate=0.1)
     with pytest.raises(ValueError, match="seeds"):
-        profiles.settings("01_batchnorm_intro", "smoke", seeds=0)
+        chapters.settings("01_batchnorm_intro", "smoke", seeds=0)
     with pytest.raises(ValueError, match="lrs"):
-        profiles.settings("01_batchnorm_intro", "smoke", lrs=[])
+        chapters.settings("01_batchnorm_intro", "smoke", lrs=[])
     with pytest.raises(ValueError, match=r"epochs='2' is not allowed; it must be an integer"):
-        profiles.settings("01_batchnorm_intro", "smoke", epochs="2")
+        chapters.settings("01_batchnorm_intro", "smoke", epochs="2")
     with pytest.raises(ValueError, match=r"lrs\[1\]"):
-        profiles.settings("01_batchnorm_intro", "smoke", lrs=[0.1, "fast"])
-    assert profiles.settings("01_batchnorm_intro", "smoke", lrs=[1, 0.5]).lrs == (1.0, 0.5)  # an int is a number
+        chapters.settings("01_batchnorm_intro", "smoke", lrs=[0.1, "fast"])
+    assert chapters.settings("01_batchnorm_intro", "smoke", lrs=[1, 0.5]).lrs == (1.0, 0.5)  # an int is a number
 
 
 def test_figures_and_summaries_from_a_tiny_real_run(run_store, figures_store, mnist_ready):
-    settings = profiles.settings("01_batchnorm_intro", "smoke", epochs=1, train_size=200, test_size=100)
+    settings = chapters.settings("01_batchnorm_intro", "smoke", epochs=1, train_size=200, test_size=100)
     result = batchnorm_intro.run(settings)
     table = result.table
     assert len(table) == 4 and set(table["model"]) == {"DNN_d3", "DNNBN_d3"}
@@ -226,7 +228,7 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
 
 def test_size_outputs_are_saved_with_their_ids(figures_store):
     sizes = model_sizes.model_sizes(model_sizes.configurations().query("model in ['ViT', 'ViTBNFFN', 'CNN']"))
-    result = architectures.ModelsResult(profiles.settings("02_models", "smoke"), None, sizes)
+    result = architectures.ModelsResult(chapters.settings("02_models", "smoke"), None, sizes)
     model_sizes.model_table(result)
     model_sizes.model_size_figure(result)
     outputs = read_manifest()["outputs"]

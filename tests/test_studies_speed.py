@@ -6,12 +6,14 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb import profiles
+from vitbn_nb import chapters, profiles
+from vitbn_nb.chapters.speed import accounting as speed_accounting
+from vitbn_nb.chapters.speed import kernels as speed_kernels
+from vitbn_nb.chapters.speed import study as speed
 from vitbn_nb.judging import verdicts
 from vitbn_nb.publishing.figures import read_manifest
-from vitbn_nb.studies import speed, speed_accounting, speed_kernels
 
-TINY = profiles.settings(
+TINY = chapters.settings(
     "08_where_the_speed_comes_from",
     "smoke",
     batch_size=4,
@@ -52,14 +54,14 @@ def with_speeds(result, train, infer, repeats=None):
 
 def test_every_profile_has_the_depths_the_accounting_needs():
     for name in profiles.PROFILE_NAMES:
-        settings = profiles.settings(speed.CHAPTER, name)
+        settings = chapters.settings(speed.CHAPTER, name)
         assert settings.models == speed.MODELS and {1, 6} <= set(settings.depths)
         assert not speed.plan(settings)
 
 
 def test_settings_without_both_depths_are_refused():
     with pytest.raises(ValueError, match="depths"):
-        speed.run(profiles.settings(speed.CHAPTER, "smoke", depths=[1, 2]))
+        speed.run(chapters.settings(speed.CHAPTER, "smoke", depths=[1, 2]))
 
 
 def test_figures_and_tables_are_saved_and_listed(measured, figures_store):

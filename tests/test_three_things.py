@@ -5,13 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitbn_nb import data, profiles
+from vitbn_nb import chapters, data, profiles
+from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
+from vitbn_nb.chapters.three_things import study as three_things
 from vitbn_nb.engines import finetune
 from vitbn_nb.models import REFERENCE_VIT, DNN_d3, ViT, ViTBN, ViTBNFFN, build_model, count_parameters
 from vitbn_nb.models.vit import HMLPStem, LayerNorm2d, Parallel, hmlp_kernels
 from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.store import runs
-from vitbn_nb.studies import attention_finetune, hmlp_stem, parallel_blocks, three_things
 
 VITS = [ViT, ViTBNFFN, ViTBN]
 
@@ -295,7 +296,7 @@ def test_a_missing_or_mismatched_source_run_is_refused(run_store, mnist_ready):
 
 def test_every_profile_builds_its_parallel_models():
     for profile in profiles.PROFILE_NAMES:
-        chosen = profiles.settings("07_three_things", profile)
+        chosen = chapters.settings("07_three_things", profile)
         assert all(depth % chosen.branches == 0 for depth in chosen.depths)
         for model in chosen.models:
             build_model(model, depth=chosen.depths[0] // chosen.branches, branches=chosen.branches)
@@ -303,7 +304,7 @@ def test_every_profile_builds_its_parallel_models():
 
 # -- the chapter's three parts on tiny runs ------------------------------------------------------
 
-TINY = profiles.settings(
+TINY = chapters.settings(
     "07_three_things",
     "smoke",
     models=["ViT", "ViTBN"],
@@ -364,7 +365,7 @@ def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store
         return real_train(config, force=force, **kwargs)
 
     monkeypatch.setattr(runs, "train", spy)
-    settings = profiles.settings("07_three_things", "smoke", models=["ViTBN"], train_size=40, test_size=20)
+    settings = chapters.settings("07_three_things", "smoke", models=["ViTBN"], train_size=40, test_size=20)
     own = {c.run_id("cpu") for c in hmlp_stem.plan(settings) if c.model_kwargs.get("stem") == "hmlp"}
     for attempt in (1, 2):
         hmlp_stem.run(settings, force=True)
@@ -375,8 +376,8 @@ def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store
 def test_latencies_are_timed_in_shared_rounds_and_judged_round_by_round():
     import pandas as pd
 
+    from vitbn_nb.chapters.three_things import parallel_blocks
     from vitbn_nb.judging import verdicts
-    from vitbn_nb.studies import parallel_blocks
 
     timed = parallel_blocks.latencies_ms(
         {"a": torch.nn.Linear(8, 8), "b": torch.nn.Linear(8, 2)}, torch.rand(4, 8), repeats=3
@@ -394,7 +395,7 @@ def test_latencies_are_timed_in_shared_rounds_and_judged_round_by_round():
 
 
 def test_chapter_07_counts_a_vits_flops_as_chapter_02_does_attention_included():
-    from vitbn_nb.studies import model_sizes
+    from vitbn_nb.chapters.architectures import sizes as model_sizes
 
     # ViT d6 by hand: per block qkv, q·k and attn·v, output projection, the two FFN Linears; patch embedding and
     # head once (2 FLOPs per multiply-add). Torch's counter alone misses the fused CPU attention kernel.

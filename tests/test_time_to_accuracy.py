@@ -5,8 +5,8 @@ import math
 
 import pandas as pd
 
+from vitbn_nb.chapters.fixed_lr import time_to_accuracy as tta
 from vitbn_nb.judging import verdicts
-from vitbn_nb.studies import time_to_accuracy as tta
 
 
 def runs(curves: dict) -> pd.DataFrame:

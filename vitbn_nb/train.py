@@ -10,11 +10,10 @@ SECONDS`` stops at the last epoch boundary before it, leaving everything resumab
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
 
 import pandas as pd
 
-from . import profiles
+from . import chapters, profiles
 from .data import IMAGE_SIZE
 from .engines import engine
 from .limits import training_is_off
@@ -23,48 +22,23 @@ from .store import runs
 from .store.run_folder import stored_device_type, stored_run
 from .system import pick_device
 
-#: The module of each chapter (chapter 07's plan covers its three parts).
-CHAPTER_MODULES = {
-    "01_batchnorm_intro": "batchnorm_intro",
-    "02_models": "architectures",
-    "03_fixed_lr": "fixed_lr",
-    "04_bayes_opt": "bayes_opt",
-    "05_depth_study": "depth",
-    "06_emnist_transfer": "transfer",
-    "07_three_things": "three_things",
-    "08_where_the_speed_comes_from": "speed",
-}
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
 #: Chapters whose results measure trained runs (inference passes, latencies, a step's memory, what else needs the
 #: weights): their ``run`` is called right after training, so the measurements are taken on the machine that trained
 #: and kept in the runs' records (``runs.measured``), for a chapter rendered anywhere to read without the weights.
 MEASURED_BY = {
-    "06_emnist_transfer": ("transfer",),
+    "06_emnist_transfer": ("study",),
     "07_three_things": ("parallel_blocks", "attention_finetune", "hmlp_stem"),
 }
 
 
-def chapters(selected: list[str] | None = None) -> list[str]:
-    """Chapter names from numbers or names (``3``, ``"03"``, ``"03_fixed_lr"``); all when ``selected`` is None."""
-    if not selected:
-        return list(CHAPTER_MODULES)
-    found = []
-    for wanted in selected:
-        key = f"{int(wanted):02d}" if str(wanted).isdigit() else str(wanted)
-        matches = [c for c in CHAPTER_MODULES if c == key or c[:2] == key]
-        if not matches:
-            raise ValueError(f"chapters: {wanted!r} is not a chapter; choose from {', '.join(CHAPTER_MODULES)}")
-        found += [m for m in matches if m not in found]
-    return found
-
-
 def _module(chapter: str):
-    return import_module(f"vitbn_nb.studies.{CHAPTER_MODULES[chapter]}")
+    return chapters.study(chapter)
 
 
 def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
     """The runs ``chapter`` plans under ``profile`` (an optimising chapter's final runs are not known before it)."""
-    return list(_module(chapter).plan(profiles.settings(chapter, profile)))
+    return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))
 
 
 def needs_device_check(configs: list[runs.RunConfig]) -> bool:
@@ -85,7 +59,7 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
     """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only: a trial's
     batch size is Ax's to choose and the final lr and batch size the optimisation's, so these configurations
     carry the study's placeholders; time per image does not depend on either."""
-    module, planned = _module(chapter), _module(chapter).plan(settings)
+    module, planned = chapters.study(chapter), chapters.study(chapter).plan(settings)
     trials, finals = [], []
     pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
     for study in getattr(planned, "optimisations", []):
@@ -113,9 +87,9 @@ def plan_table(
 
     rows = []
     device = pick_device(None)
-    for chapter in chapters(selected):
-        settings = profiles.settings(chapter, profile)
-        planned = _module(chapter).plan(settings)
+    for chapter in chapters.names(selected):
+        settings = chapters.settings(chapter, profile)
+        planned = chapters.study(chapter).plan(settings)
         trials, finals = _optimisation_configs(chapter, settings)
         missing = set(_missing_runs(planned, device))
         left = [c for c in planned if c.run_id(stored_device_type(c, device)) in missing]
@@ -151,9 +125,9 @@ def evidence_profile(chapter: str, profile: str) -> str:
     """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan is held
     (the run store or the committed records: the campaign's), so its outputs follow the largest evidence there is;
     else ``profile``. A chapter that optimises first is not upgraded: its final runs are known only after."""
-    if profile != "cpu" or chapter not in CHAPTER_MODULES:
+    if profile != "cpu" or chapter not in chapters.CHAPTERS:
         return profile
-    planned = _module(chapter).plan(profiles.settings(chapter, "paper"))
+    planned = chapters.study(chapter).plan(chapters.settings(chapter, "paper"))
     if not planned or getattr(planned, "optimisations", None):
         return profile
     return "paper" if not _missing_runs(planned, pick_device(None)) else profile
@@ -166,9 +140,9 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
 
     profile, device = profiles.resolve(profile), pick_device(None)
     missing = []
-    for chapter in chapters(selected):
-        settings = profiles.settings(chapter, profile)
-        planned = _module(chapter).plan(settings)
+    for chapter in chapters.names(selected):
+        settings = chapters.settings(chapter, profile)
+        planned = chapters.study(chapter).plan(settings)
         missing += _missing_runs(planned, device)
         trials = getattr(settings, "trials", 1)
         for study in getattr(planned, "optimisations", []):
@@ -192,7 +166,7 @@ def train(
     everything stored and resumable by the same call.
     """
     profile = profiles.resolve(profile)
-    selected = chapters(selected)  # a misspelt chapter is refused before anything runs
+    selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
     from .store.bundle_import import recover_imports
 
     if undone := recover_imports():
@@ -204,7 +178,7 @@ def train(
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
     for chapter in selected:
-        module, settings = _module(chapter), profiles.settings(chapter, profile)
+        module, settings = chapters.study(chapter), chapters.settings(chapter, profile)
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))
         trained += runs.train_all(planned, force=force, deadline=deadline)
@@ -216,5 +190,5 @@ def train(
         # All of a chapter's parts once begun (minutes at most): a bundle then leaves out weights its records replace.
         for part in MEASURED_BY.get(chapter, ()):
             log(f"{chapter}: measuring its trained runs on this machine ({part})")
-            import_module(f"vitbn_nb.studies.{part}").run(settings)
+            chapters.part(chapter, part).run(settings)
     return trained

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import chapters
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -23,14 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import profiles
     from ..system import pick_device
     from .measurements import measure
     from .report import format_report, write, write_text
 
     try:
         device = pick_device(args.device)  # a GPU asked for but unusable is a DeviceError that says why
-        settings = profiles.settings("08_where_the_speed_comes_from", "smoke" if args.quick else args.profile)
+        settings = chapters.settings("08_where_the_speed_comes_from", "smoke" if args.quick else args.profile)
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 1

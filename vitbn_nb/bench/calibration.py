@@ -27,9 +27,9 @@ import pandas as pd
 import torch
 
 from .. import data
+from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import VIT_FAMILY, build_model
-from ..profiles import SpeedSettings
 from ..store.run_config import RunConfig
 from ..system import pick_device
 from . import timing

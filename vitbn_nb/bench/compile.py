@@ -8,8 +8,8 @@ import tempfile
 import torch
 
 from .. import data
+from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
-from ..profiles import SpeedSettings
 from ..system import pick_device
 from . import timing
 from .pipelines import (

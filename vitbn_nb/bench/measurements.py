@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..chapters.speed.settings import SpeedSettings
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
-from ..profiles import SpeedSettings
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
 from . import timing
 from .compile import time_compile

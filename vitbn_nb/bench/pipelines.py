@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from .. import data
+from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import build_model
-from ..profiles import SpeedSettings
 from . import timing
 
 PIPELINES = ("reference", "engine")

@@ -277,9 +277,10 @@ def build_book(
         check_parameters(path, parameters)
     _check_kernel()
     if train and not training_is_off():  # a GPU or a stacked run trains only after the device's check, stored once
-        from ..train import CHAPTER_MODULES, needs_device_check, planned_runs, untrained
+        from ..chapters import CHAPTERS
+        from ..train import needs_device_check, planned_runs, untrained
 
-        known = [p for p in selected if p.stem in CHAPTER_MODULES]
+        known = [p for p in selected if p.stem in CHAPTERS]
         with _environment(VITBN_RUNS_DIR=runs):
             to_train = [run for p in known for run in untrained(rendered_at[p], [p.stem])]
         planned = [c for p in known for c in planned_runs(p.stem, rendered_at[p])]

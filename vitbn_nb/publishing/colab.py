@@ -23,6 +23,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from .. import chapters
 from ..paths import project_root, published_repository
 
 DRIVE_ROOT = Path("/content/drive")
@@ -164,9 +165,7 @@ def planned_steps(chapter: str, profile: str) -> int | None:
 
 def open_chapter() -> str | None:
     """The chapter open in Colab (the install cell names none: it is the same in every chapter), found in the
-    notebook itself: the chapter whose settings its code asks for, ``profiles.settings("05_depth_study", ...)``."""
-    from ..profiles import SETTINGS
-
+    notebook itself: the chapter whose settings its code asks for, ``chapters.settings("05_depth_study", ...)``."""
     try:
         from google.colab import _message  # Colab's channel to the page it serves
 
@@ -174,7 +173,7 @@ def open_chapter() -> str | None:
     except Exception:  # a private interface that may change: without it only the estimate is left out
         return None
     code = "".join("".join(c.get("source", "")) for c in notebook.get("cells", []) if c.get("cell_type") == "code")
-    return next((chapter for chapter in SETTINGS if f'"{chapter}"' in code), None)
+    return next((chapter for chapter in chapters.CHAPTERS if f'"{chapter}"' in code), None)
 
 
 def fetch_mnist(log=print) -> Path:

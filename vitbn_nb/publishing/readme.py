@@ -81,14 +81,15 @@ def _provenance(folder: Path) -> str:
         f"{', '.join(runs)}), each listed with its profile, hardware, date and run ids in `figures/manifest.json`."
     )
     if profiles != ["paper"]:
-        from .. import profiles as chapter_settings
+        from .. import chapters
+        from ..profiles import PROFILE_NAMES
 
         seeds = sorted(
             {
                 str(s.seeds)
                 for p in profiles
-                if p in chapter_settings.PROFILE_NAMES
-                for s in map(lambda c: chapter_settings.settings(c, p), chapter_settings.SETTINGS)
+                if p in PROFILE_NAMES
+                for s in map(lambda c: chapters.settings(c, p), chapters.CHAPTERS)
                 if hasattr(s, "seeds")
             }
         )

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..profiles import SETTINGS, ChapterSettings
+from ..chapters import chapter_of
+from ..profiles import ChapterSettings
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,7 @@ class ChapterResult:
 
     @property
     def chapter(self) -> str:
-        for chapter, kind in SETTINGS.items():
-            if type(self.settings) is kind:
-                return chapter
-        raise ValueError(f"{type(self.settings).__name__} is no chapter's settings; build them with profiles.settings")
+        return chapter_of(self.settings)
 
     @property
     def profile(self) -> str:

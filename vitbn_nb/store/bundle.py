@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, profiles
+from .. import atomic, chapters, profiles
 from ..paths import runs_dir
 from .hpo_state import state_file_problem
 from .records import (
@@ -73,11 +73,12 @@ def _run_folders(store: Path) -> list[Path]:
 def _measured_plans(profile: str) -> list[RunConfig]:
     """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
     final runs follow from its stored hyperparameters (read, never optimised here)."""
-    from ..studies import three_things, transfer
+    from ..chapters.emnist_transfer import study as transfer
+    from ..chapters.three_things import study as three_things
 
-    settings = profiles.settings("06_emnist_transfer", profile)
+    settings = chapters.settings("06_emnist_transfer", profile)
     return [
-        *three_things.plan(profiles.settings("07_three_things", profile)),
+        *three_things.plan(chapters.settings("07_three_things", profile)),
         *transfer.plan(settings),
         *transfer.stored_runs(settings),
     ]

@@ -1,0 +1,113 @@
+"""The book's chapters, one folder each, and their one registry.
+
+A chapter's folder holds its settings (``settings.py``: the ``paper`` protocol as the defaults, ``CPU`` and ``SMOKE``
+as differences), its ``study.py`` (``plan(settings)`` lists what it will train without training anything,
+``run(settings, force=False)`` trains it or reads it back from the run store and returns one result object, and every
+figure, table and verdict is a view of that result) and the modules only it uses (its numbers, its parts). A chapter
+notebook calls these helpers one per cell; nothing here imports a notebook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import import_module
+from types import ModuleType
+from typing import Any
+
+from ..profiles import ChapterSettings, resolve
+from .architectures import settings as architectures
+from .batchnorm_intro import settings as batchnorm_intro
+from .bayes_opt import settings as bayes_opt
+from .depth_study import settings as depth_study
+from .emnist_transfer import settings as emnist_transfer
+from .fixed_lr import settings as fixed_lr
+from .speed import settings as speed
+from .three_things import settings as three_things
+
+#: Every chapter in the book's order: its name (its notebook's) and its settings module (the folder it lives in).
+CHAPTERS: dict[str, ModuleType] = {
+    "01_batchnorm_intro": batchnorm_intro,
+    "02_models": architectures,
+    "03_fixed_lr": fixed_lr,
+    "04_bayes_opt": bayes_opt,
+    "05_depth_study": depth_study,
+    "06_emnist_transfer": emnist_transfer,
+    "07_three_things": three_things,
+    "08_where_the_speed_comes_from": speed,
+}
+
+
+def _settings_class(chapter: str) -> type[ChapterSettings]:
+    module = CHAPTERS[chapter]
+    (kind,) = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+    return kind
+
+
+#: Each chapter's settings class.
+SETTINGS: dict[str, type[ChapterSettings]] = {chapter: _settings_class(chapter) for chapter in CHAPTERS}
+
+
+def changes(chapter: str, profile: str) -> dict:
+    """How ``profile`` differs from ``paper`` for ``chapter`` (its settings module's ``CPU`` or ``SMOKE``)."""
+    return {} if profile == "paper" else dict(getattr(CHAPTERS[chapter], profile.upper()))
+
+
+def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSettings:
+    """The settings of ``chapter`` under ``profile``; overrides that are not ``None`` win.
+
+    An unknown name or an ill-typed value raises ``ValueError`` naming the field.
+    """
+    profile = resolve(profile)
+    if chapter not in CHAPTERS:
+        raise ValueError(f"chapter={chapter!r} has no settings; known chapters: {', '.join(CHAPTERS)}")
+    kind = SETTINGS[chapter]
+    names = {item.name for item in dataclasses.fields(kind)} - {"profile"}
+    unknown = set(overrides) - names
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)} for {chapter}; it takes {sorted(names)}")
+    chosen = {**changes(chapter, profile), **{k: v for k, v in overrides.items() if v is not None}}
+    return kind(profile=profile, **chosen)
+
+
+def chapter_of(settings: ChapterSettings) -> str:
+    """The chapter whose settings these are."""
+    for chapter, kind in SETTINGS.items():
+        if type(settings) is kind:
+            return chapter
+    raise ValueError(f"{type(settings).__name__} is no chapter's settings; build them with chapters.settings")
+
+
+def study(chapter: str) -> ModuleType:
+    """The chapter's ``study`` module (imported on demand: a chapter's plan and views load torch and matplotlib)."""
+    return import_module(f"{CHAPTERS[chapter].__package__}.study")
+
+
+def part(chapter: str, name: str) -> ModuleType:
+    """A module of the chapter's folder other than its study (chapter 07's parts)."""
+    return import_module(f"{CHAPTERS[chapter].__package__}.{name}")
+
+
+def names(selected: list[str] | None = None) -> list[str]:
+    """Chapter names from numbers or names (``3``, ``"03"``, ``"03_fixed_lr"``); all when ``selected`` is None."""
+    if not selected:
+        return list(CHAPTERS)
+    found = []
+    for wanted in selected:
+        key = f"{int(wanted):02d}" if str(wanted).isdigit() else str(wanted)
+        matches = [c for c in CHAPTERS if c == key or c[:2] == key]
+        if not matches:
+            raise ValueError(f"chapters: {wanted!r} is not a chapter; choose from {', '.join(CHAPTERS)}")
+        found += [m for m in matches if m not in found]
+    return found
+
+
+class Plan(list):
+    """The run configurations a chapter trains (a list), plus the optimisations that choose further runs.
+
+    ``optimisations`` are ``hpo.Study`` objects; ``then`` says in words what their best trials lead to.
+    """
+
+    def __init__(self, configs=(), *, optimisations: list[Any] | None = None, then: str = ""):
+        super().__init__(configs)
+        self.optimisations = list(optimisations or [])
+        self.then = then

@@ -1,0 +1,17 @@
+"""Chapter 02's settings: the ``paper`` protocol as the defaults, ``cpu`` and ``smoke`` as differences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...profiles import ChapterSettings
+
+
+@dataclass(frozen=True)
+class ModelsSettings(ChapterSettings):
+    """Chapter 02 trains nothing; its figures are measured on freshly built models."""
+
+
+CPU: dict = {}
+
+SMOKE: dict = {}

@@ -1,0 +1,224 @@
+"""Chapter 02's sizes: every model configuration the book trains, its parameters and forward FLOPs per image, and
+what they say about the book's comparisons."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from ...models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters
+from ...publishing import figures
+
+if TYPE_CHECKING:
+    from .study import ModelsResult
+
+CHAPTER = "02_models"
+#: What the size table and figure are computed from: no run, the models as the package builds them.
+DEFINITIONS = "the model definitions in vitbn_nb.models"
+
+
+DEPTHS = tuple(range(1, 8))
+
+
+EQUAL_DEPTHS = (1, 6)
+
+
+TRANSFER_DEPTH = 6
+
+
+class Notes(list):
+    """Lines of computed text; a notebook shows them as a bulleted list."""
+
+    def _repr_markdown_(self) -> str:
+        return "\n".join(f"- {line}" for line in self)
+
+
+def configurations() -> pd.DataFrame:
+    """Every model configuration the book trains, with the chapters that use it."""
+    uses: dict[tuple[str, int | None], list[str]] = {}
+
+    def add(model, depth, use):
+        uses.setdefault((model, depth), []).append(use)
+
+    for model, depth in AS_RUN_DEPTH.items():
+        add(model, depth, "article 1 as run (03, 04)")
+    for model in VIT_FAMILY:  # the reference repository's transfer checkpoints are all depth 6
+        add(model, TRANSFER_DEPTH, "EMNIST transfer (06)")
+    for model in ("ViT", "ViTBNFFN"):
+        for depth in DEPTHS:
+            add(model, depth, "depth study (05)")
+    for depth in EQUAL_DEPTHS:
+        for model in VIT_FAMILY:
+            add(model, depth, "equal depth")
+    add("DNN_d3", None, "BatchNorm intro (01)")
+    add("DNNBN_d3", None, "BatchNorm intro (01)")
+    add("CNN", None, "inference reference (06)")
+    order = list(MODELS)
+    rows = [
+        {"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
+        for (model, depth), use in uses.items()
+    ]
+    table = pd.DataFrame(rows)
+    table["_order"] = table["model"].map(order.index)
+    table = table.sort_values(["_order", "depth"]).drop(columns="_order").reset_index(drop=True)
+    table["depth"] = table["depth"].astype("Int64")
+    return table
+
+
+def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
+    """Forward FLOPs for one image (eval mode): matmuls, attention products and convolutions, 2 per multiply-add.
+
+    ``FlopCounterMode`` does not count the fused CPU attention kernel, so attention runs on its
+    math backend here (the same arithmetic as two batched matmuls, which it does count).
+    Norms, softmax, activations and additions are not counted.
+    """
+    model = model.eval()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, channels, image_size, image_size))
+    return counter.get_total_flops()
+
+
+def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``configurations()`` with parameter counts and forward MFLOPs per image of each built model."""
+    table = configurations() if table is None else table.copy()
+    params, flops = [], []
+    for row in table.itertuples():
+        model = build_model(row.model, **({} if pd.isna(row.depth) else {"depth": int(row.depth)}))
+        params.append(count_parameters(model))
+        flops.append(forward_flops(model))
+    table["parameters"] = params
+    table["MFLOPs per image"] = np.array(flops) / 1e6
+    return table
+
+
+def model_table(result: ModelsResult):
+    """Save the size table (CSV + manifest, ``new/model_table``); returns it styled with its stamp."""
+    sizes = result.sizes
+    shown = sizes.copy()
+    shown["depth"] = shown["depth"].astype(object).where(shown["depth"].notna(), "–")
+    return figures.save_table(
+        shown,
+        "02_model_table",
+        result,
+        reproduces="new/model_table",
+        caption="Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per "
+        "multiply-add; norms and softmax not counted) of every configuration in the book",
+        reads=DEFINITIONS,
+        precision=2,
+    )
+
+
+def model_size_figure(result: ModelsResult):
+    """Parameters and FLOPs against depth per ViT family; the depth-free models as reference lines."""
+    sizes = result.sizes
+    figures.use_style()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
+    columns = (("parameters", 1e3, "parameters (thousands)"), ("MFLOPs per image", 1, "forward MFLOPs per image"))
+    # The three families nearly coincide (a norm adds at most 2 x 128 parameters per block), so
+    # they are drawn from wide and faint to narrow and solid to keep all three visible.
+    looks = {
+        "ViT": dict(marker="o", markersize=11, linewidth=7, alpha=0.35),
+        "ViTBNFFN": dict(marker="s", markersize=6, linewidth=2),
+        "ViTBN": dict(marker="D", markersize=5, linewidth=0),
+    }
+    for ax, (column, scale, label) in zip(axes, columns):
+        for model in VIT_FAMILY:
+            rows = sizes[(sizes["model"] == model) & sizes["depth"].notna()].sort_values("depth")
+            depths = sorted(rows["depth"].astype(int))
+            ax.plot(
+                rows["depth"].astype(int),
+                rows[column] / scale,
+                color=figures.color(model),
+                label=f"{model} (depths {', '.join(map(str, depths))})",
+                **looks[model],
+            )
+        for model, depth in AS_RUN_DEPTH.items():
+            point = sizes[(sizes["model"] == model) & (sizes["depth"] == depth)]
+            ax.scatter(
+                point["depth"].astype(int),
+                point[column] / scale,
+                s=320,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.3,
+                zorder=3,
+                label="article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None,
+            )
+        for model, style in (("DNN_d3", (0, (1, 1))), ("DNNBN_d3", (0, (4, 2))), ("CNN", (0, (6, 2, 1, 2)))):
+            row = sizes[sizes["model"] == model]
+            if not row.empty:
+                ax.axhline(
+                    row[column].iloc[0] / scale,
+                    color=figures.color(model),
+                    linestyle=style,
+                    linewidth=1.6,
+                    label=f"{model} (no encoder)",
+                )
+        ax.set(xlabel="encoder depth (blocks)", ylabel=label, xticks=list(DEPTHS), ylim=(0, None))
+    axes[0].set_title("Parameters")
+    axes[1].set_title("Forward FLOPs per image (batch of 1)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9)
+    fig.suptitle("Model sizes of every configuration in the book")
+    return figures.save_figure(
+        fig,
+        "02_model_sizes",
+        result,
+        reproduces="new/model_sizes",
+        caption="Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as "
+        "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).",
+        reads=DEFINITIONS,
+    )
+
+
+def size_summary(result: ModelsResult) -> Notes:
+    """What the size table says about the comparisons of the book, computed from it."""
+    sizes = result.sizes
+    vit = (
+        sizes[sizes["depth"].notna()]
+        .astype({"depth": int})
+        .set_index(["model", "depth"])[["parameters", "MFLOPs per image"]]
+    )
+    lines = []
+    for model in VIT_FAMILY:
+        rows = vit.loc[model].sort_index() if model in vit.index.get_level_values(0) else None
+        if rows is not None and len(rows) >= 2:
+            first, last = rows.index[0], rows.index[-1]
+            per_block = (rows.loc[last] - rows.loc[first]) / (last - first)
+            lines.append(
+                f"{model}: each encoder block adds {per_block['parameters']:,.0f} parameters and "
+                f"{per_block['MFLOPs per image']:.2f} MFLOPs per image; embedding, final norm and head hold "
+                f"{rows.loc[first, 'parameters'] - per_block['parameters'] * first:,.0f} parameters."
+            )
+    published = {m: vit.loc[(m, d)] for m, d in AS_RUN_DEPTH.items() if (m, d) in vit.index}
+    if "ViT" in published:
+        for model in ("ViTBNFFN", "ViTBN"):
+            if model in published:
+                lines.append(
+                    f"As article 1 ran them, ViT d{AS_RUN_DEPTH['ViT']} has "
+                    f"{published['ViT']['parameters'] / published[model]['parameters']:.1f}× the parameters and "
+                    f"{published['ViT']['MFLOPs per image'] / published[model]['MFLOPs per image']:.1f}× the "
+                    f"FLOPs of {model} d{AS_RUN_DEPTH[model]}."
+                )
+    for depth in EQUAL_DEPTHS:
+        present = [m for m in VIT_FAMILY if (m, depth) in vit.index]
+        if len(present) > 1:
+            parts = ", ".join(f"{m} {vit.loc[(m, depth), 'MFLOPs per image']:.2f}" for m in present)
+            spread = _spread_percent([vit.loc[(m, depth), "MFLOPs per image"] for m in present])
+            lines.append(
+                f"At equal depth {depth} the MFLOPs per image are {parts} (largest difference "
+                f"{spread:.2f} %): the counted matmuls are the same; the norms, which differ, are not counted."
+            )
+    return Notes(lines)
+
+
+def _spread_percent(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return 100 * (values.max() - values.min()) / values.min()

@@ -1,0 +1,315 @@
+"""Chapter 02: the architectures, measured rather than described.
+
+Nothing here trains. Shapes come from forward hooks on the real models, norms are
+compared on a real token batch, the running statistics on real MNIST patches, and the
+size table counts parameters with ``count_parameters`` and forward FLOPs with PyTorch's
+``FlopCounterMode``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from einops.layers.torch import Rearrange
+from torch import nn
+
+from ... import data
+from ...models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
+from ...models.norms import check_choice
+from ...publishing import figures
+from ...publishing.results import ChapterResult
+from . import sizes as model_sizes
+from .settings import ModelsSettings
+
+CHAPTER = "02_models"
+
+
+def _describe(module: nn.Module) -> str:
+    if isinstance(module, BatchNorm):
+        return f"BatchNorm({module.num_features})"
+    if isinstance(module, nn.LayerNorm):
+        return f"LayerNorm({module.normalized_shape[0]})"
+    if isinstance(module, nn.Linear):
+        return f"Linear({module.in_features}→{module.out_features})"
+    if isinstance(module, Rearrange):
+        return "Rearrange"
+    return type(module).__name__
+
+
+def _params(module: nn.Module | None) -> int:
+    return 0 if module is None else count_parameters(module)
+
+
+def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = None) -> pd.DataFrame:
+    """Every stage of a ViT-family model on a batch of MNIST-sized images: module, output shape, parameters.
+
+    The shapes are read by forward hooks from a real forward pass (eval mode), not written down.
+    """
+    check_choice("model_name", model_name, VIT_FAMILY)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is not allowed; it must be an integer >= 1")
+    model = build_model(model_name, **({} if depth is None else {"depth": depth})).eval()
+    blocks = model.transformer.layers
+    seen: dict[str, tuple] = {}
+
+    def remember(key, use_input=False):
+        def hook(module, inputs, output):
+            seen[key] = tuple((inputs[0] if use_input else output).shape)
+
+        return hook
+
+    embed = model.to_patch_embedding
+    attn, ffn = blocks[0]
+    hooks = [(embed[i], f"embed{i}", False) for i in range(4)]
+    hooks += [
+        (model.transformer, "tokens", True),
+        (attn, "attn", False),
+        (ffn.net[2], "ffn_hidden", False),
+        (ffn, "ffn", False),
+        (model.transformer.norm, "encoded", True),
+        (model.transformer.norm, "final", False),
+        (model.mlp_head, "pooled", True),
+        (model.mlp_head, "logits", False),
+    ]
+    handles = []
+    for module, key, use_input in hooks:
+        handles.append(module.register_forward_hook(remember(key, use_input)))
+    images = torch.rand(batch_size, REFERENCE_VIT["channels"], REFERENCE_VIT["image_size"], REFERENCE_VIT["image_size"])
+    with torch.no_grad():
+        model(images)
+    for handle in handles:
+        handle.remove()
+
+    depth_ = len(blocks)
+    rows = [
+        ("input images", "", tuple(images.shape), 0),
+        ("cut into 7×7 patches, flattened", _describe(embed[0]), seen["embed0"], 0),
+        ("normalise each patch vector", _describe(embed[1]), seen["embed1"], _params(embed[1])),
+        ("project patches to tokens", _describe(embed[2]), seen["embed2"], _params(embed[2])),
+        ("normalise the tokens", _describe(embed[3]), seen["embed3"], _params(embed[3])),
+        (
+            "prepend CLS token, add positional embedding",
+            "cls_token, pos_embedding",
+            seen["tokens"],
+            model.cls_token.numel()
+            + (model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0),
+        ),
+        (
+            "block 1: x + MHSA(norm(x))",
+            f"{_describe(attn.norm)} → Attention({attn.heads} heads)",
+            seen["attn"],
+            _params(attn),
+        ),
+        (
+            "block 1: inside the FFN, its hidden layer",
+            " → ".join(_describe(m) for m in list(ffn.net)[:3]),
+            seen["ffn_hidden"],
+            0,
+        ),
+        ("block 1: x + FFN(x)", "FeedForward", seen["ffn"], _params(ffn)),
+    ]
+    if depth_ > 1:
+        rows.append(
+            (
+                f"blocks 2–{depth_} (same shapes)",
+                f"{depth_ - 1} × block",
+                seen["encoded"],
+                sum(_params(m) for block in list(blocks)[1:] for m in block),
+            )
+        )
+    rows += [
+        ("final norm", _describe(model.transformer.norm), seen["final"], _params(model.transformer.norm)),
+        (
+            f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}",
+            f"pool={model.pool!r}",
+            seen["pooled"],
+            0,
+        ),
+        ("classification head (logits)", _describe(model.mlp_head), seen["logits"], _params(model.mlp_head)),
+    ]
+    table = pd.DataFrame(rows, columns=["stage", "module", "output shape", "parameters"])
+    table["output shape"] = table["output shape"].map(lambda s: "(" + ", ".join(map(str, s)) + ")")
+    table.attrs["total_parameters"] = count_parameters(model)
+    return table
+
+
+def norm_sites() -> pd.DataFrame:
+    """Which normalisation each of the three ViTs uses at each place, read off the built models."""
+    sites = {
+        "patch embedding (before the Linear)": lambda m: _describe(m.to_patch_embedding[1]),
+        "patch embedding (after the Linear)": lambda m: _describe(m.to_patch_embedding[3]),
+        "attention pre-norm": lambda m: _describe(m.transformer.layers[0][0].norm),
+        "feed-forward network": lambda m: " → ".join(
+            _describe(layer) for layer in m.transformer.layers[0][1].net if not isinstance(layer, nn.Dropout)
+        ),
+        "final norm": lambda m: _describe(m.transformer.norm),
+    }
+    built = {name: build_model(name) for name in VIT_FAMILY}
+    return pd.DataFrame(
+        [{"place": place, **{name: read(model) for name, model in built.items()}} for place, read in sites.items()]
+    )
+
+
+def token_batch(batch_size: int = 4, tokens: int = 5, features: int = 6, seed: int = 0) -> torch.Tensor:
+    """A small (b, n, d) batch whose features have very different offsets and scales, as real activations do."""
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.linspace(-3, 3, features)
+    scales = torch.linspace(0.5, 4, features)
+    return offsets + scales * torch.randn(batch_size, tokens, features, generator=generator)
+
+
+def norm_axes_demo(x: torch.Tensor | None = None) -> pd.DataFrame:
+    """LayerNorm vs BatchNorm on one token batch: over which axes each output is zero-mean and unit-variance.
+
+    LayerNorm normalises each token over its features (b·n groups of d numbers); BatchNorm (the
+    token form of the book, training mode) normalises each feature over the batch and the tokens
+    (d groups of b·n numbers). The table gives the largest |mean| and the range of the standard
+    deviation (biased, as the norms use) of each output along both kinds of group.
+    """
+    x = token_batch() if x is None else x
+    if x.dim() != 3 or x.shape[0] < 2:
+        raise ValueError(f"x of shape {tuple(x.shape)} is not allowed; give a (batch >= 2, tokens, features) tensor")
+    b, n, d = x.shape
+    outputs = {"LayerNorm": nn.LayerNorm(d)(x), "BatchNorm (train mode)": BatchNorm(d).train()(x)}
+    rows = []
+    for name, y in outputs.items():
+        y = y.detach()
+        per_token = y  # groups: each (image, token), over the d features
+        per_feature = y.reshape(b * n, d)  # groups: each feature, over the b*n (image, token) pairs
+        rows.append(
+            {
+                "norm": name,
+                "groups normalised": f"{b * n} tokens × {d} features each"
+                if name == "LayerNorm"
+                else f"{d} features × {b * n} (image, token) values each",
+                "max |mean| per token (over features)": per_token.mean(dim=-1).abs().max().item(),
+                "std per token (over features)": _range(per_token.std(dim=-1, unbiased=False)),
+                "max |mean| per feature (over batch & tokens)": per_feature.mean(dim=0).abs().max().item(),
+                "std per feature (over batch & tokens)": _range(per_feature.std(dim=0, unbiased=False)),
+            }
+        )
+    table = pd.DataFrame(rows)
+    table.attrs["shape"] = (b, n, d)
+    return table
+
+
+def _range(values: torch.Tensor) -> str:
+    return f"{values.min().item():.3f} – {values.max().item():.3f}"
+
+
+def batch_dependence(seed: int = 0) -> pd.DataFrame:
+    """Does a model's answer for one image depend on the other images of its batch?
+
+    The same MNIST test image is sent in two batches whose other images differ; the table gives
+    the largest difference between its two logit vectors, per model, in training mode (batch
+    statistics) and eval mode (running statistics). Each model is untrained (seeded) and its
+    running statistics are left as they were: this is about the mechanism, not accuracy.
+    """
+    images, _ = data.load_mnist(train=False)
+    x = data.to_float(images[:201])
+    target, first, second = x[:1], x[1:101], x[101:201]
+    rows = []
+    for name in VIT_FAMILY:
+        torch.manual_seed(seed)
+        model = build_model(name)
+        row = {
+            "model": name,
+            "norms": "LayerNorm only"
+            if name == "ViT"
+            else ("BatchNorm in the FFN" if name == "ViTBNFFN" else "BatchNorm everywhere"),
+        }
+        for mode in ("train", "eval"):
+            probe = copy.deepcopy(model).train(mode == "train")  # a train-mode pass moves the running stats
+            with torch.no_grad():
+                a = probe(torch.cat([target, first]))[0]
+                b = probe(torch.cat([target, second]))[0]
+            row[f"max |Δ logit| in {mode} mode"] = (a - b).abs().max().item()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float = 0.1, seed: int = 0) -> pd.DataFrame:
+    """How BatchNorm's running mean of MNIST patch pixels approaches the training-set mean, batch by batch.
+
+    This is ViTBN's first norm (BatchNorm over the 49 pixels of each 7×7 patch) fed training
+    batches as in an epoch; the error is the largest |running mean − training-set mean| over the
+    49 features. With momentum m the initial error shrinks as (1 − m)^k; what remains is batch noise.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps={steps!r} is not allowed; it must be an integer >= 1")
+    images, _ = data.load_mnist(train=True)
+    patchify = Rearrange("b c (h p1) (w p2) -> (b h w) (p1 p2 c)", p1=7, p2=7)
+    true_mean = patchify(data.to_float(images)).mean(dim=0)
+    norm = BatchNorm(49, momentum=momentum).train()
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))
+    rows = [{"step": 0, "max |error|": (norm.running_mean - true_mean).abs().max().item()}]
+    with torch.no_grad():
+        for step in range(1, steps + 1):
+            batch = data.to_float(images[order[(step - 1) * batch_size : step * batch_size]])
+            norm(patchify(batch))
+            rows.append({"step": step, "max |error|": (norm.running_mean - true_mean).abs().max().item()})
+    trace = pd.DataFrame(rows)
+    trace["(1 − momentum)^step × initial error"] = trace["max |error|"].iloc[0] * (1 - momentum) ** trace["step"]
+    trace.attrs.update(momentum=momentum, batch_size=batch_size)
+    return trace
+
+
+def running_stats_figure(result: ModelsResult):
+    """The running-mean trace on a log scale, with the geometric envelope it should follow."""
+    trace = result.trace
+    figures.use_style()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(
+        trace["step"],
+        trace["max |error|"],
+        marker="o",
+        markersize=3,
+        color=figures.color("ViTBN"),
+        label="BatchNorm running mean (measured)",
+    )
+    ax.plot(
+        trace["step"],
+        trace["(1 − momentum)^step × initial error"],
+        linestyle="--",
+        color="0.4",
+        label=f"(1 − {trace.attrs.get('momentum', 0.1):g})^step × initial error",
+    )
+    ax.set_yscale("log")
+    ax.set(
+        xlabel=f"training step (batch of {trace.attrs.get('batch_size', 100)} images)",
+        ylabel="max |running mean − data mean| (pixel value)",
+        title="Running mean of the patch-pixel BatchNorm converges to the data mean",
+    )
+    ax.legend()
+    return figures.save_figure(
+        fig,
+        "02_running_stats",
+        result,
+        reproduces="new/running_stats",
+        caption="Largest error of BatchNorm's running mean (49 patch pixels of MNIST training batches) against "
+        "the training-set mean, per step; no model is trained.",
+        reads="MNIST training batches",
+    )
+
+
+@dataclass(frozen=True)
+class ModelsResult(ChapterResult):
+    """Chapter 02's measurements: the running-mean trace and every configuration's size (nothing is trained)."""
+
+    settings: ModelsSettings
+    trace: pd.DataFrame
+    sizes: pd.DataFrame
+
+
+def plan(settings: ModelsSettings) -> list:
+    """Chapter 02 trains nothing."""
+    return []
+
+
+def run(settings: ModelsSettings, force: bool = False) -> ModelsResult:
+    """Measure the running-mean trace and the size of every configuration (``force`` changes nothing)."""
+    return ModelsResult(settings, running_mean_trace(), model_sizes())

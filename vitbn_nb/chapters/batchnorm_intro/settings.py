@@ -1,0 +1,29 @@
+"""Chapter 01's settings: the ``paper`` protocol as the defaults, ``cpu`` and ``smoke`` as differences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...profiles import AUTO_ENGINE, ChapterSettings
+
+
+@dataclass(frozen=True)
+class IntroSettings(ChapterSettings):
+    """Chapter 01: article 2's DNN experiment (15 epochs of augmented MNIST at two learning rates)."""
+
+    seeds: int = 3
+    epochs: int = 15
+    lrs: tuple[float, ...] = (0.01, 0.1)
+    batch_size: int = 100
+    test_batch_size: int = 5000
+    train_size: int | None = None
+    test_size: int | None = None
+    #: On a GPU a configuration's seeds and learning rates train as one stacked model (``vitbn_nb.engines.stack``).
+    engine: str = AUTO_ENGINE
+
+
+#: The DNNs are tiny: chapter 01 keeps the article's whole protocol. On a CPU a stack trains slower per
+#: run than one run alone (`train --dry-run` prints the ratio), so the CPU profiles train runs one by one.
+CPU = dict(engine="eager")
+
+SMOKE = dict(seeds=1, epochs=2, train_size=600, test_size=500, engine="eager")

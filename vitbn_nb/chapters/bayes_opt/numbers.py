@@ -1,0 +1,172 @@
+"""Chapter 04's numbers: the best trials, Table 2's and Table 3's rows and article 1's numbers beside this run's;
+computed from the trials (one row per trial) and the final runs (one row per run and epoch)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import hpo
+from ...judging import articles, claims
+from ...publishing import results
+
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+
+
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+
+
+def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """Each model's best trial: one row per model."""
+    return pd.DataFrame([hpo.best_trial(group) for _, group in trials.groupby("model", sort=False)]).reset_index(
+        drop=True
+    )
+
+
+def epochs_text(n: int) -> str:
+    return f"{n} epoch{'' if n == 1 else 's'}"
+
+
+def model_label(model: str, depth) -> str:
+    return f"{model} (depth {int(depth)})"
+
+
+def best_settings(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Best lr, batch size and accuracy per model: the optimisation's best trial and the long training's result."""
+    final = results.accuracy_summary(table, by=("model",)).set_index("model")
+    epochs = int(table["epoch"].max())
+    rows = []
+    for _, best in best_trials(trials).iterrows():
+        model = best["model"]
+        rows.append(
+            {
+                "model": model,
+                "depth": int(best["depth"]),
+                "lr range": "[{:g}, {:g}]".format(*hpo.SEARCH_SPACE[model]["lr"]),
+                "best lr": f"{best['lr']:.3g}",
+                "best batch size": int(best["batch_size"]),
+                "best trial": f"{int(best['trial'])} of {int((trials['model'] == model).sum())} ({best['generator']})",
+                f"trial accuracy after {int(best['trial_epochs'])} ep. (%)": round(float(best["accuracy"]), 2),
+                f"accuracy after {epochs} ep. (%)": final.loc[model, "accuracy (%)"] if model in final.index else "n/a",
+                "article 1 after 30 ep. (%)": f"{articles.ARTICLE1_EXPERIMENT2['accuracy'][model]:g}",
+                "seeds": int(final.loc[model, "seeds"]) if model in final.index else 0,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT, with the article's beside them."""
+    ours = results.speed_ratios(table, baseline="ViT")
+    rule = rule_verdicts(table)
+    rows = []
+    for _, row in ours.iterrows():
+        model = row["model"]
+        reported_t, reported_v = (
+            articles.ARTICLE1_EXPERIMENT2["r_t"].get(model),
+            articles.ARTICLE1_EXPERIMENT2["r_v"].get(model),
+        )
+        rows.append(
+            {
+                "model": model,
+                "r_t": row["r_t"],
+                "r_t (article)": f"{reported_t:g}",
+                "r_v": row["r_v"],
+                "r_v (article)": f"{reported_v:g}",
+                "g_t (%)": row["g_t"],
+                "g_t (article, %)": f"{results.gain(reported_t):.0f} (= 1 − 1/{reported_t:g})",
+                "g_v (%)": row["g_v"],
+                "g_v (article, %)": f"{results.gain(reported_v):.0f} (= 1 − 1/{reported_v:g})",
+                "r_t verdict": rule.get(f"article1/optimised/r_t/{model}", ""),
+                "r_v verdict": rule.get(f"article1/optimised/r_v/{model}", ""),
+                "seeds": row["seeds"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def rule_verdicts(table: pd.DataFrame, judged: list | None = None) -> dict[str, str]:
+    """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined); ``judged``
+    are those verdicts when the caller has them already."""
+    found: dict[str, list[str]] = {}
+    for verdict in claims.experiment2(table) if judged is None else judged:
+        found.setdefault(verdict.claim, []).append(verdict.text)
+    return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
+
+
+def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The article's statements about Experiment 2 beside this run's numbers."""
+    final = results.accuracy_summary(table, by=("model",)).set_index("model")
+    speed = results.speed_ratios(table, baseline="ViT").set_index("model")
+    epochs = int(table["epoch"].max())
+    judged = claims.experiment2(table)
+    rule = rule_verdicts(table, judged)
+    rows = []
+    for model in MODELS:
+        if model not in final.index:
+            continue
+        reported = articles.ARTICLE1_EXPERIMENT2["accuracy"][model]
+        rows.append(
+            {
+                "model": model,
+                "quantity": f"final accuracy (%) (article: 30 epochs; here {epochs})",
+                "article 1": f"{reported:g}",
+                "this run": final.loc[model, "accuracy (%)"],
+                "verdict": rule.get(f"article1/optimised/accuracy/{model}", ""),
+            }
+        )
+    for key in ("r_t", "r_v"):
+        for model in BN_MODELS:
+            if model in speed.index:
+                reported = articles.ARTICLE1_EXPERIMENT2[key][model]
+                rows.append(
+                    {
+                        "model": model,
+                        "quantity": key,
+                        "article 1": f"{reported:g}",
+                        "this run": speed.loc[model, key],
+                        "verdict": rule.get(f"article1/optimised/{key}/{model}", ""),
+                    }
+                )
+    converged = _epochs_to_reach(table)
+    curves = "; ".join(
+        f"{v.condition or 'ViT against the BatchNorm models'}: {v.shown}"
+        for v in judged
+        if v.claim == "article1/optimised/converges"
+    )
+    rows.append(
+        {
+            "model": "all",
+            # the verdict judges the whole curve (its mean accuracy over the epochs), which this row shows first
+            "quantity": "ViT − BatchNorm model mean test accuracy over the epochs (pt); first to reach 97 % (epoch)",
+            "article 1": "ViT converges in fewer epochs",
+            "this run": (curves or "n/a")
+            + "; first to reach 97 %: "
+            + (", ".join(f"{m} {e}" for m, e in converged.items()) or "none"),
+            "verdict": rule.get("article1/optimised/converges", ""),
+        }
+    )
+    for model in MODELS:
+        one = trials[trials["model"] == model]
+        if len(one):
+            best = hpo.best_trial(one)
+            rows.append(
+                {
+                    "model": model,
+                    "quantity": "best lr / batch size (Table 2)",
+                    "article 1": "not in the text",
+                    "this run": f"{best['lr']:.3g} / {int(best['batch_size'])}",
+                    "verdict": "",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _epochs_to_reach(table: pd.DataFrame, level: float = 97.0) -> dict:
+    """First epoch at which each model's mean test accuracy over seeds reaches ``level`` (if ever)."""
+    found = {}
+    for model in MODELS:
+        curve = table[table["model"] == model].groupby("epoch")["test_acc"].mean()
+        hit = curve[curve >= level]
+        if len(hit):
+            found[model] = int(hit.index.min())
+    return found

@@ -1,0 +1,146 @@
+"""Chapter 05's numbers and verdicts: final accuracies per depth, ViTBNFFN against ViT, and article 2's findings beside
+them; computed from a run table (one row per run and epoch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...judging import articles, claims
+from ...publishing import results
+
+MODELS = ("ViT", "ViTBNFFN")
+
+
+#: The article's figures: which lr and depths each shows.
+FIG8 = dict(name="article2_fig8", reproduces="article2/fig8", lr=0.003, depths=(4, 5, 6, 7), label="Fig 8")
+
+
+FIG9 = dict(name="article2_fig9", reproduces="article2/fig9", lr=0.005, depths=(1, 2, 3, 4), label="Fig 9")
+
+
+FIG10 = dict(name="article2_fig10", reproduces="article2/fig10", lrs=(0.003, 0.005), depths=(2, 3, 4), label="Fig 10")
+
+
+def select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None) -> pd.DataFrame:
+    keep = np.isclose(table["lr"], lr) & (table["depth"] == depth)
+    if model is not None:
+        keep &= table["model"] == model
+    return table[keep]
+
+
+def final_accuracy(table: pd.DataFrame, lr: float, depth: int, model: str) -> pd.Series:
+    """Final test accuracy per seed (a diverged run's is at the epoch it diverged)."""
+    last = results.final_epochs(select(table, lr, depth, model))
+    return last.set_index("seed")["test_acc"].sort_index()
+
+
+def difference(table: pd.DataFrame, lr: float, depth: int) -> pd.Series:
+    """ViTBNFFN − ViT final accuracy per seed (points), paired by seed."""
+    return (final_accuracy(table, lr, depth, "ViTBNFFN") - final_accuracy(table, lr, depth, "ViT")).dropna()
+
+
+def rule_verdicts(table: pd.DataFrame) -> dict[str, object]:
+    """The one rule's verdict on each of article 2's depth claims, by claim key."""
+    return {v.claim: v for v in claims.depth(table)}
+
+
+def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
+    """Per depth at ``lr``: final accuracies, ViTBNFFN − ViT, the article's words, the book's rule's verdict."""
+    rule = rule_verdicts(table)
+    rows = []
+    for depth in depths:
+        deltas = difference(table, lr, depth)
+        where, said, _ = articles.ARTICLE2_DEPTH.get((lr, depth), ("—", "not reported", ""))
+        judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
+        rows.append(
+            {
+                "lr": f"{lr:g}",
+                "depth": depth,
+                "ViT (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViT")),
+                "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViTBNFFN")),
+                "ViTBNFFN − ViT (pt)": _shown(judged, deltas),
+                "article 2": f"{said} ({where})",
+                "verdict": judged.text if judged is not None else "not a claim of article 2",
+                "outcome": judged.outcome if judged is not None else "",
+                "seeds": len(deltas),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _shown(judged, values: pd.Series) -> str:
+    """The rule's estimate and interval where it judged; otherwise (no claim, or a scale that cannot test it) what this
+    run measured, mean ± sd over seeds, shown without a verdict."""
+    from ...judging.verdicts import UNTESTABLE
+
+    if judged is None or judged.outcome == UNTESTABLE:
+        return results.mean_sd(values)
+    return judged.shown
+
+
+def statement(frame: pd.DataFrame, what: str) -> str:
+    """How the rule judged the article's claims in ``frame`` (a table of :func:`verdicts` or :func:`lr_effect`)."""
+    counts = frame.loc[frame["outcome"] != "", "outcome"].value_counts()
+    return f"{what}, article 2's claims by the book's rule: " + ", ".join(f"{n} {o}" for o, n in counts.items()) + "."
+
+
+def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> pd.DataFrame:
+    """Fig 10's question per depth: how far each model's final accuracy falls when lr goes up, and who is hit less."""
+    low, high = lrs
+    rule = rule_verdicts(table)
+    rows = []
+    for depth in depths:
+        row = {"depth": depth}
+        drops = {}
+        for model in MODELS:
+            a, b = final_accuracy(table, low, depth, model), final_accuracy(table, high, depth, model)
+            drops[model] = (a - b).dropna()
+            row[f"{model} lr {low:g} (%)"] = results.mean_sd(a)
+            row[f"{model} lr {high:g} (%)"] = results.mean_sd(b)
+            row[f"{model} drop (pt)"] = results.mean_sd(drops[model])
+        # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
+        relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()
+        said, _ = articles.ARTICLE2_FIG10.get(depth, ("not reported", ""))
+        judged = rule.get(f"article2/fig10/d{depth}")
+        row.update(
+            {
+                "ViT drop − ViTBNFFN drop (pt)": _shown(judged, relief),
+                "article 2": said,
+                "verdict": judged.text if judged is not None else "not a claim of article 2",
+                "outcome": judged.outcome if judged is not None else "",
+                "seeds": len(relief),
+            }
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def article_reported() -> pd.DataFrame:
+    """Article 2's reported findings of the depth study, one row per figure and depth."""
+    rows = [
+        {"figure": where, "lr": f"{lr:g}", "depth": depth, "article 2 reports": said}
+        for (lr, depth), (where, said, _) in sorted(articles.ARTICLE2_DEPTH.items(), key=lambda kv: (kv[1][0], kv[0]))
+    ]
+    rows += [
+        {"figure": "Fig 10", "lr": "0.003 → 0.005", "depth": depth, "article 2 reports": said}
+        for depth, (said, _) in articles.ARTICLE2_FIG10.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Final accuracy vs depth per model and lr: mean ± sd, min, max over seeds."""
+    last = results.final_epochs(table)
+    grouped = last.groupby(["lr", "depth", "model"])["test_acc"]
+    frame = pd.DataFrame(
+        {
+            "final accuracy (%)": grouped.apply(results.mean_sd),
+            "mean": grouped.mean(),
+            "min": grouped.min(),
+            "max": grouped.max(),
+            "seeds": grouped.size(),
+            "diverged": last.groupby(["lr", "depth", "model"])["status"].apply(lambda s: int((s == "diverged").sum())),
+        }
+    ).reset_index()
+    return frame.sort_values(["lr", "model", "depth"]).reset_index(drop=True)

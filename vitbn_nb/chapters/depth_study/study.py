@@ -1,0 +1,367 @@
+"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth.
+
+Both models share every setting but the norm in the feed-forward network (SPEC §5); they
+are trained on augmented MNIST (the test set augmented once, with a fixed seed, by the run
+store -- as article 2 augmented its validation set) for 10 epochs with Adam, batch 100,
+test batch 5000. Article 2 ran lr 0.003 at depths 4-7 (its Fig 8), lr 0.005 at depths 1-4
+(Fig 9), and compared the two lrs at depths 2, 3, 4 (Fig 10), so depths 2 and 3 also run
+at lr 0.003. Every figure sits beside the article's finding and a verdict computed from
+the final accuracies, with their spread over seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...judging import claims
+from ...judging.verdicts import UNTESTABLE
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from .numbers import (
+    FIG8,
+    FIG9,
+    FIG10,
+    MODELS,
+    difference,
+    final_accuracy,
+    lr_effect,
+    rule_verdicts,
+    select,
+    statement,
+    summary,
+    verdicts,
+)
+from .settings import DepthSettings
+
+CHAPTER = "05_depth_study"
+
+
+# ---------------------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DepthResult(results.ChapterResult):
+    """Chapter 05's runs: one row per run and epoch (``table``), and the settings that trained them."""
+
+    settings: DepthSettings
+    table: pd.DataFrame
+
+
+def plan(settings: DepthSettings) -> list[RunConfig]:
+    """Per lr and depth of the profile, per random seed: ViT and ViTBNFFN at that same depth, on augmented MNIST."""
+    return [
+        RunConfig.from_settings(
+            settings, model=model, model_kwargs={"depth": depth}, dataset="mnist_aug", lr=lr, seed=seed
+        )
+        for lr, depths in settings.depths.items()
+        for depth in sorted(depths)
+        for seed in range(settings.seeds)
+        for model in MODELS
+    ]
+
+
+def run(settings: DepthSettings, force: bool = False) -> DepthResult:
+    """Train (or fetch from the run store) every run of the chapter."""
+    return DepthResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
+
+
+def overview(settings: DepthSettings) -> pd.DataFrame:
+    """What the profile trains: one row per lr."""
+    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
+    return pd.DataFrame(
+        [
+            {
+                "lr": lr,
+                "depths": ", ".join(map(str, sorted(depths))),
+                "models": " vs ".join(MODELS) + " (same depth)",
+                "dataset": "MNIST, augmented",
+                "epochs": settings.epochs,
+                "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
+                "train images": size(settings.train_size, 60000),
+                "test images": size(settings.test_size, 10000),
+                "seeds": settings.seeds,
+                "runs": 2 * len(depths) * settings.seeds,
+            }
+            for lr, depths in settings.depths.items()
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# figures and tables
+# ---------------------------------------------------------------------------------------------
+def _missing(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="0.4", wrap=True)
+    # Not set_xticks([]): the panels share their y axis, and emptying one axis's ticks would empty them all.
+    ax.tick_params(left=False, bottom=False, labelleft=False, labelbottom=False)
+    ax.grid(False)
+
+
+def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
+    if deltas.empty:
+        return
+    shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.mean_sd(deltas)} pt"
+    note = f"{shown}\n{judged.text}" if judged is not None else shown
+    ax.text(
+        0.97,
+        0.05,
+        f"final ViTBNFFN − ViT: {note}",
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=9,
+        bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
+    )
+
+
+def _accuracy_grid(result: DepthResult, spec: dict):
+    """One panel per depth at ``spec['lr']``: both models' test accuracy per epoch (mean, min-max band)."""
+    table, settings = result.table, result.settings
+    figures.use_style()
+    lr, depths = spec["lr"], spec["depths"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
+    rule = rule_verdicts(table)
+    legend_drawn = False
+    for ax, depth in zip(axes.flat, depths):
+        rows = select(table, lr, depth)
+        ax.set_title(f"depth {depth}")
+        if rows.empty:
+            _missing(ax, f"depth {depth} at lr {lr:g}\nnot run under profile '{settings.profile}'")
+            continue
+        for model in MODELS:
+            one = rows[rows["model"] == model]
+            if not one.empty:
+                figures.mean_band(ax, one, x="epoch", y="test_acc", label=model, color=figures.color(model), marker="o")
+        _delta_note(ax, difference(table, lr, depth), rule.get(f"article2/depth/lr{lr:g}/d{depth}"))
+        ax.set(xlabel="epoch", ylabel="test accuracy (%)")
+        figures.integer_epochs(ax)
+        if not legend_drawn:  # one legend: the colours mean the same model in every panel
+            ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
+            legend_drawn = True
+    used = table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
+    fig.suptitle(
+        f"Article 2 {spec['label']} · augmented MNIST, lr = {lr:g}: ViT vs ViTBNFFN at the same depth\n"
+        + figures.spread_label(used)
+    )
+    caption = (
+        f"Test accuracy per epoch of ViT and ViTBNFFN at equal depth d = {', '.join(map(str, depths))}, "
+        f"lr {lr:g}, augmented MNIST; {figures.spread_label(used)}"
+    )
+    return figures.save_figure(
+        fig,
+        spec["name"],
+        result,
+        reproduces=spec["reproduces"],
+        caption=caption,
+        runs=used,
+    )
+
+
+def fig8_figure(result: DepthResult):
+    """Article 2's Figure 8: accuracy curves at lr 0.003, depths 4-7."""
+    return _accuracy_grid(result, FIG8)
+
+
+def fig9_figure(result: DepthResult):
+    """Article 2's Figure 9: accuracy curves at lr 0.005, depths 1-4."""
+    return _accuracy_grid(result, FIG9)
+
+
+def _verdict_table(result: DepthResult, spec: dict):
+    table = result.table
+    frame = verdicts(table, spec["lr"], spec["depths"])
+    used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
+    return figures.save_table(
+        frame,
+        f"{spec['name']}_vs_article",
+        result,
+        reproduces=spec["reproduces"],
+        caption=statement(frame, f"{spec['label']} (lr {spec['lr']:g})"),
+        runs=used,
+    )
+
+
+def fig8_table(result: DepthResult):
+    """Fig 8's depths: this run's final accuracies and call beside the article's finding (saved)."""
+    return _verdict_table(result, FIG8)
+
+
+def fig9_table(result: DepthResult):
+    """Fig 9's depths: this run's final accuracies and call beside the article's finding (saved)."""
+    return _verdict_table(result, FIG9)
+
+
+def fig10_figure(result: DepthResult):
+    """Article 2's Figure 10: rows = depth 2, 3, 4; columns = model; each panel both lrs."""
+    table, settings = result.table, result.settings
+    figures.use_style()
+    depths, lrs = FIG10["depths"], FIG10["lrs"]
+    styles = {lrs[0]: ("-", "o", 0.0), lrs[1]: ("--", "s", 0.4)}
+    fig, axes = plt.subplots(len(depths), len(MODELS), figsize=(11, 3.2 * len(depths)), sharey=True, squeeze=False)
+    for row, depth in enumerate(depths):
+        for col, model in enumerate(MODELS):
+            ax = axes[row, col]
+            ax.set_title(f"{model}_d{depth}")
+            plotted = []
+            for lr in lrs:
+                one = select(table, lr, depth, model)
+                if one.empty:
+                    continue
+                linestyle, marker, dark = styles[lr]
+                figures.mean_band(
+                    ax,
+                    one,
+                    x="epoch",
+                    y="test_acc",
+                    label=f"lr = {lr:g}",
+                    color=figures.darker(figures.color(model), dark),
+                    linestyle=linestyle,
+                    marker=marker,
+                )
+                plotted.append(lr)
+            if not plotted:
+                _missing(ax, f"{model} at depth {depth}\nnot run under profile '{settings.profile}'")
+                continue
+            if len(plotted) == 2:
+                drop = (
+                    final_accuracy(table, lrs[0], depth, model) - final_accuracy(table, lrs[1], depth, model)
+                ).dropna()
+                ax.text(
+                    0.97,
+                    0.05,
+                    f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt",
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="bottom",
+                    fontsize=9,
+                    bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
+                )
+            ax.set(xlabel="epoch" if row == len(depths) - 1 else "", ylabel="test accuracy (%)" if col == 0 else "")
+            figures.integer_epochs(ax)
+            ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
+    used = table[table["depth"].isin(depths) & table["lr"].apply(lambda v: any(np.isclose(v, lrs)))]
+    fig.suptitle(
+        "Article 2 Fig 10 · augmented MNIST: each model at lr 0.003 and 0.005\n"
+        f"rows = depth 2, 3, 4 (same depth for both models); {figures.spread_label(used)}"
+    )
+    caption = (
+        "Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr 0.003 (solid) and 0.005 (dashed), "
+        f"depths 2, 3, 4; {figures.spread_label(used)}"
+    )
+    return figures.save_figure(
+        fig,
+        FIG10["name"],
+        result,
+        reproduces=FIG10["reproduces"],
+        caption=caption,
+        runs=used,
+    )
+
+
+def fig10_table(result: DepthResult):
+    """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
+    table = result.table
+    frame = lr_effect(table)
+    caption = (
+        "Fig 10 (lr 0.003 → 0.005; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
+        + statement(frame, "Fig 10")
+        + " 'drop' = final accuracy at lr 0.003 minus at lr 0.005, paired by seed"
+    )
+    used = table[table["depth"].isin(FIG10["depths"])]
+    return figures.save_table(
+        frame,
+        f"{FIG10['name']}_vs_article",
+        result,
+        reproduces=FIG10["reproduces"],
+        caption=caption,
+        runs=used,
+    )
+
+
+def depth_summary_figure(result: DepthResult):
+    """The book's summary: final accuracy vs depth, per model, one panel per lr (mean, min-max error bars)."""
+    table = result.table
+    figures.use_style()
+    frame = summary(table)
+    lrs = sorted(frame["lr"].unique())
+    fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4.2), sharey=True, squeeze=False)
+    for ax, lr in zip(axes.flat, lrs):
+        at_lr = frame[np.isclose(frame["lr"], lr)]
+        for offset, model in zip((-0.06, 0.06), MODELS):
+            one = at_lr[at_lr["model"] == model].sort_values("depth")
+            ax.errorbar(
+                one["depth"] + offset,
+                one["mean"],
+                yerr=[one["mean"] - one["min"], one["max"] - one["mean"]],
+                color=figures.color(model),
+                marker="o",
+                capsize=3,
+                label=model,
+            )
+        ax.set(
+            title=f"lr = {lr:g}",
+            xlabel="depth (encoder blocks, same for both models)",
+            ylabel="final test accuracy (%)",
+        )
+        figures.integer_epochs(ax)
+        ax.legend()
+    epochs = int(table["epoch"].max())
+    fig.suptitle(
+        f"Depth study summary · augmented MNIST, accuracy after {epochs} epochs\n" + figures.spread_label(table, "bars")
+    )
+    caption = (
+        f"Final test accuracy (epoch {epochs}) of ViT and ViTBNFFN at equal depth, per lr; "
+        + figures.spread_label(table, "bars")
+    )
+    return figures.save_figure(
+        fig,
+        "new_depth_summary",
+        result,
+        reproduces="new/depth_summary",
+        caption=caption,
+    )
+
+
+def depth_summary_table(result: DepthResult):
+    """The summary's numbers, with ViTBNFFN − ViT and our call per lr and depth, saved."""
+    table = result.table
+    frame = summary(table)
+    wide = frame.pivot_table(index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first")
+    wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
+    wide.columns.name = None
+    wide = wide.rename(columns={m: f"{m} (%)" for m in MODELS})
+    wide["ViTBNFFN − ViT (pt)"] = [
+        results.mean_sd(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])
+    ]
+    rule = rule_verdicts(table)
+    wide["verdict"] = [
+        rule[key].text if (key := f"article2/depth/lr{lr:g}/d{d}") in rule else "not a claim of article 2"
+        for lr, d in zip(wide["lr"], wide["depth"])
+    ]
+    caption = (
+        "Final accuracy per depth and lr, ViTBNFFN − ViT paired by seed, and the book's rule's verdict on "
+        "article 2's claim at each (lr, depth) it makes one"
+    )
+    wide["lr"] = wide["lr"].map(lambda lr: f"{lr:g}")
+    return figures.save_table(
+        wide,
+        "new_depth_summary_table",
+        result,
+        reproduces="new/depth_summary",
+        caption=caption,
+    )
+
+
+def claims_table(result):
+    """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
+    return claims.save(result, claims.depth(result.table))

@@ -1,0 +1,226 @@
+"""Chapter 06's numbers: timed passes over the transfer set, one row per model from the measurements, and
+article 1's claims beside them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ... import data
+from ...bench import timing
+from ...engines import engine
+from ...judging import articles, verdicts
+from ...publishing import results
+from ...system import pick_device
+
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+REFERENCE = "CNN"
+ALL_MODELS = (*MODELS, REFERENCE)
+
+
+#: The summary's column of speed ratios, each judged by the rule from the interleaved rounds.
+RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
+
+
+def summary(measured: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
+    from ...judging import claims, verdicts
+
+    rows = []
+    for model in ALL_MODELS:
+        one = measured[measured["model"] == model]
+        if one.empty:
+            continue
+        pairs = claims.round_pairs(measured, model)
+        judged = verdicts.speed_ratio(f"{model} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs])
+        depth = one["depth"].iloc[0]
+        rows.append(
+            {
+                "model": model,
+                "depth": "—" if depth is None or pd.isna(depth) else int(depth),
+                "parameters": int(one["parameters"].iloc[0]),
+                "lr / batch": f"{one['lr'].iloc[0]:.3g} / {int(one['batch_size'].iloc[0])}",
+                "augmented-MNIST test acc (%)": results.mean_sd(one["mnist_aug_acc"]),
+                "transfer acc (%)": results.mean_sd(one["transfer_acc"]),
+                "time per pass (s, median)": results.mean_sd(one["seconds"], 3),
+                "images/s": f"{one['images_per_second'].mean():,.0f}",
+                RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
+                "speed-up mean": judged.estimate,
+                "most predicted class on the transfer set (share)": _most(one),
+                "transfer acc, images binarised (%)": results.mean_sd(one["binarised_acc"])
+                if "binarised_acc" in one
+                else "n/a",
+                "seeds": int(one["seed"].nunique()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def findings(measured: pd.DataFrame) -> str:
+    """What this run found, computed: the BN models' and the CNN's inference speed against ViT (by the rule, from
+    the interleaved rounds), the accuracies, and which class each model sees most on the transfer set."""
+    frame = summary(measured).set_index("model")
+    source = measured["transfer_set"].iloc[0]
+    column = RULE_COLUMN
+    parts = [
+        f"{model} against ViT: {frame.loc[model, column]}" for model in ("ViTBNFFN", "ViTBN") if model in frame.index
+    ]
+    if REFERENCE in frame.index:
+        parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, column]}")
+    accuracy = ", ".join(f"{m} {frame.loc[m, 'transfer acc (%)']} %" for m in ALL_MODELS if m in frame.index)
+    seeds = int(measured.groupby("model")["seed"].nunique().min())
+    if seeds < verdicts.MIN_SEEDS:
+        accuracy += f" ({seeds} seed{'s' * (seeds != 1)}: its differences are {verdicts.NOT_JUDGED})"
+    text = f"On {source}: " + "; ".join(parts) + f". Transfer accuracy: {accuracy}."
+    return text + " " + _collapse(measured)
+
+
+def _collapse(measured: pd.DataFrame) -> str:
+    """The model that piles most of the transfer set into one class, and what binarising the images does to it."""
+    if "largest_predicted_share" not in measured:
+        return ""
+    worst = measured.loc[measured["largest_predicted_share"].idxmax()]
+    return (
+        f"{worst['model']} puts {100 * worst['largest_predicted_share']:.0f} % of the transfer images in one class "
+        f"({int(worst['largest_predicted_class'])}); with every pixel set to 0 or 1 at half intensity, as MNIST's "
+        f"nearly binary strokes are, its transfer accuracy is {worst['binarised_acc']:.1f} % instead of "
+        f"{worst['transfer_acc']:.1f} %, which suggests that it reads the grey of the upsampled 8x8 digits, where "
+        "MNIST's strokes are not grey (a reading of this run, not a judged claim)."
+        if worst["largest_predicted_share"] > 0.5
+        else ""
+    )
+
+
+def _most(one: pd.DataFrame) -> str:
+    if "largest_predicted_share" not in one:
+        return "n/a"
+    row = one.loc[one["largest_predicted_share"].idxmax()]
+    return f"{int(row['largest_predicted_class'])} ({100 * row['largest_predicted_share']:.0f} %)"
+
+
+def timed_on(measured: pd.DataFrame) -> str:
+    """The machines that timed the passes, from the runs' stored measurements."""
+    from ...store.run_measurements import timed_on as machines
+
+    return ", ".join(machines(measured["run_id"])) or "this machine"
+
+
+def rule_verdicts(measured: pd.DataFrame) -> list:
+    from ...judging import claims
+
+    return claims.transfer(measured, timed_on(measured))
+
+
+def comparison(measured: pd.DataFrame) -> pd.DataFrame:
+    """The article's claims beside this run's numbers, with the book's rule's verdict."""
+    frame = summary(measured).set_index("model")
+    source = measured["transfer_set"].iloc[0]
+    judged = {v.condition.split(" ")[0]: v for v in rule_verdicts(measured)}
+    rows = []
+    for model in ("ViTBNFFN", "ViTBN"):
+        if model in frame.index:
+            rows.append(
+                {
+                    "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["bn_faster"],
+                    "model": model,
+                    "this run": f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}",
+                    "verdict": judged[model].text,
+                }
+            )
+    if REFERENCE in frame.index:
+        rows.append(
+            {
+                "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["cnn"],
+                "model": REFERENCE,
+                "this run": f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}",
+                "verdict": "not a claim: a reference, for which article 1 gives no number",
+            }
+        )
+    rows.append(
+        {
+            "claim (article 1, on the transfer article)": "evaluated on EMNIST digits (article 1 gives no count; "
+            "torchvision's test split holds 40,000)",
+            "model": "all",
+            "this run": f"{source} ({int(measured['images'].iloc[0]):,} images)",
+            "verdict": "not a claim: "
+            + ("the same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"),
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def time_passes(model, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
+    """Accuracy (%) and the wall time of ``repeats`` full passes over ``images`` (after one untimed warm-up).
+
+    Each pass is ``engine.evaluate``: eval mode, ``torch.inference_mode``, batches of
+    ``batch_size``, the device synchronised before every clock read.
+    """
+    device = pick_device(device)
+    model = model.to(device)
+    images_set = data.ImageSet(images.to(device), labels.to(device))
+    first = engine.evaluate(model, images_set, batch_size=batch_size, device=device)  # warm-up: allocator, caches
+    passes = timing.repeat(
+        lambda: engine.evaluate(model, images_set, batch_size=batch_size, device=device),
+        repeats=repeats,
+        device=device,
+        warmup=0,
+    )
+    return {
+        "accuracy": first["test_acc"],
+        "class_acc": first["class_acc"],
+        "seconds": passes.seconds,
+        "all_seconds": list(passes.samples),
+        "images": len(labels),
+        "images_per_second": len(labels) / passes.seconds,
+    }
+
+
+def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
+    """:func:`time_passes` for several models at once: after one untimed pass each (which gives the accuracy), one
+    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`), so a busy
+    spell slows them alike and their times pair up round by round."""
+    device = pick_device(device)
+    images_set = data.ImageSet(images.to(device), labels.to(device))
+    first, runners = {}, {}
+    for key, model in models.items():
+        model = model.to(device)
+        first[key] = engine.evaluate(model, images_set, batch_size=batch_size, device=device)
+
+        def one(n: int, model=model) -> dict:
+            start = timing.clock(device)
+            for _ in range(n):
+                engine.evaluate(model, images_set, batch_size=batch_size, device=device)
+            return {"seconds": (timing.clock(device) - start) / n}
+
+        runners[key] = one
+    rounds = timing.interleave(runners, warmup=0, repeats=repeats, length=1)
+    out = {}
+    for key, timed in rounds.items():
+        seconds = [r["seconds"] for r in timed]
+        median = float(np.median(seconds))
+        out[key] = {
+            "accuracy": first[key]["test_acc"],
+            "class_acc": first[key]["class_acc"],
+            "seconds": median,
+            "all_seconds": seconds,
+            "images": len(labels),
+            "images_per_second": len(labels) / median,
+        }
+    return out
+
+
+def predictions(model, images, labels, *, device=None) -> dict:
+    """How often the model predicts each class on the transfer set, and its accuracy when every pixel is set to 0
+    or 1 at half intensity (MNIST's strokes are nearly binary; an upsampled 8x8 digit is mostly grey)."""
+    import torch
+
+    device = pick_device(device)
+    model = model.to(device).eval()
+    x = data.to_float(images).to(device)
+    with torch.inference_mode():
+        predicted = model(x).argmax(1).cpu()
+        binarised = model((x > 0.5).float()).argmax(1).cpu()
+    return {
+        "counts": torch.bincount(predicted, minlength=10).tolist(),
+        "binarised_accuracy": 100 * float((binarised == labels.cpu()).float().mean()),
+    }

@@ -1,0 +1,453 @@
+"""Chapter 06: the optimised trio on a digit set they never saw (the series' EMNIST transfer, announced in article 1).
+
+ViT, ViTBNFFN and ViTBN, all at depth 6 (the depth article 1 states; the reference repository's transfer checkpoints
+hold six blocks, but their BatchNorm models computed one, a comparison this chapter does not train, so its verdict is
+at equal depth only), are trained on augmented MNIST for the same number of epochs with optimised learning
+rates and batch sizes (under ``paper`` optimised again on augmented MNIST at depth 6, as the
+series did, and under ``cpu`` with a shorter search; ``smoke`` reuses chapter 04's), together
+with a small CNN trained on the same data (Adam, fixed lr and batch) as the order-of-magnitude
+reference for inference time.
+Each is then evaluated on EMNIST digits: accuracy, and the time of one full pass over the set
+(eval mode, ``inference_mode``, the device synchronised before each clock read; the median of
+several passes after a warm-up pass).
+
+EMNIST cannot be downloaded without internet; ``data.load_emnist_digits`` then returns
+scikit-learn's 1,797 8x8 digits made MNIST-style, and says so in its ``source`` string, which
+this module puts in every caption and in the manifest (``transfer_set``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ... import data, hpo
+from ...judging import claims
+from ...models import build_model, count_parameters
+from ...paths import stored_path
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from ...system import pick_device
+from .. import Plan
+from ..bayes_opt import study as bayes_opt
+from .numbers import (
+    ALL_MODELS,
+    MODELS,
+    REFERENCE,
+    comparison,
+    findings,
+    predictions,
+    rule_verdicts,
+    summary,
+    time_passes_interleaved,
+)
+from .settings import TransferSettings
+
+CHAPTER = "06_emnist_transfer"
+DATASET = "mnist_aug"
+
+
+def transfer_set() -> tuple:
+    """(images uint8 [N,1,28,28], labels, source) of the digit set the models are tested on."""
+    return data.load_emnist_digits()
+
+
+def transfer_note():
+    """A sentence for the chapter: which transfer set this run used, and how many images."""
+    from IPython.display import Markdown
+
+    images, _, source = transfer_set()
+    if source == data.EMNIST_SOURCE:
+        text = (
+            f"**Transfer set used in this run: EMNIST digits**, test split ({len(images):,} images, orientation fixed)."
+        )
+    else:
+        text = (
+            f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
+            f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
+            f"({len(images):,} images; source: `{source}`). Every caption below says so too."
+        )
+    return Markdown(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# hyperparameters and training
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TransferResult(results.ChapterResult):
+    """Chapter 06: the hyperparameters used (``hyper``), the training runs (``table``: one row per run and epoch)
+    and the measurements on the transfer set (``measured``: one row per run)."""
+
+    settings: TransferSettings
+    hyper: pd.DataFrame
+    table: pd.DataFrame
+    measured: pd.DataFrame
+
+
+def plan(settings: TransferSettings) -> Plan:
+    """The CNN's runs; the transformers' follow from their optimised hyperparameters (optimised here under
+    ``reoptimise``, else chapter 04's)."""
+    cnn = pd.DataFrame(
+        [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
+    )
+    studies = [bayes_opt.study(model, settings, dataset=DATASET, depth=settings.depth) for model in MODELS]
+    return Plan(
+        _configs(cnn, settings),
+        optimisations=studies if settings.reoptimise else [],
+        then=(
+            f"ViT, ViTBNFFN and ViTBN at depth {settings.depth} with their best lr and batch size, "
+            f"{settings.epochs} epochs x {settings.seeds} random seed(s)"
+            + ("" if settings.reoptimise else " (hyperparameters from chapter 04)")
+        ),
+    )
+
+
+def run(settings: TransferSettings, force: bool = False, device=None) -> TransferResult:
+    """Choose the hyperparameters, train every model (or read them back), then time each on the transfer set."""
+    hyper = _hyperparameters(settings, force=force)
+    table = runs.load_table(runs.train_all(_configs(hyper, settings), force=force))
+    return TransferResult(settings, hyper, table, _measure(table, settings, device))
+
+
+def after_optimisation(
+    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
+) -> list[RunConfig]:
+    """Every model's runs with its hyperparameters (optimised now under ``reoptimise`` if not stored)."""
+    return _configs(_hyperparameters(settings, force=force, deadline=deadline), settings)
+
+
+def _hyperparameters(
+    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
+) -> pd.DataFrame:
+    """The lr and batch size of each model and where they come from (optimising first under ``reoptimise``)."""
+    if settings.reoptimise:
+        bayes_opt.optimise(settings, force=force, dataset=DATASET, depth=settings.depth, deadline=deadline)
+        best = hpo.load_best(DATASET, settings.profile)
+        origin = "optimised here: augmented MNIST, tuned at depth {depth}, {trials} trials"
+        print(
+            f"Hyperparameters: {settings.trials} Ax trials of {settings.trial_epochs} epoch(s) per model "
+            f"on augmented MNIST at depth {settings.depth}."
+        )
+    else:
+        best, where = bayes_opt.best_hyperparameters(settings.profile, deadline=deadline)
+        origin = "chapter 04: MNIST (no augmentation), tuned at depth {depth}, {trials} trials"
+        print(f"Hyperparameters: {where}.")
+    return _hyperparameter_table(best, settings, origin)
+
+
+def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -> pd.DataFrame:
+    rows = [
+        {
+            "model": model,
+            "depth": settings.depth,
+            "lr": best[model]["lr"],
+            "batch_size": best[model]["batch_size"],
+            "found by": origin.format(depth=best[model]["depth"], trials=best[model]["trials"]),
+            # the trial that chose them: its record, and through it the study's ledger, one hop from the table
+            "best trial": best[model].get("run_id", "—"),
+        }
+        for model in MODELS
+    ]
+    rows.append(
+        {
+            "model": REFERENCE,
+            "depth": "—",
+            "lr": settings.cnn_lr,
+            "batch_size": settings.cnn_batch_size,
+            "found by": "fixed, not optimised",
+            "best trial": "—",
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def stored_runs(settings: TransferSettings) -> list[RunConfig]:
+    """The runs the stored hyperparameters lead to, nothing optimised here (none before the optimisation)."""
+    best = hpo.load_best(DATASET if settings.reoptimise else bayes_opt.DATASET, settings.profile)
+    return [] if best is None else _configs(_hyperparameter_table(best, settings, origin="stored"), settings)
+
+
+def hyperparameters(result: TransferResult):
+    """The lr and batch size each model trained with, where they came from and the trial that chose them, saved as
+    ``06_hyperparameters`` (its sources: those trials and the runs trained with the values)."""
+    trials = [t for t in result.hyper["best trial"] if t != "—"]
+    return figures.save_table(
+        result.hyper,
+        "06_hyperparameters",
+        result,
+        runs=[*trials, *result.run_ids],
+        reproduces="new/hyperparameters",
+        caption=(
+            f"The learning rate and batch size each model trained with at depth {result.settings.depth}, and where "
+            "they came from (the CNN is a fixed reference, not optimised)"
+        ),
+        precision=5,
+    )
+
+
+def measurements(result: TransferResult) -> pd.DataFrame:
+    """One row per run: accuracy on the transfer set, median seconds per pass, images/s."""
+    return result.measured
+
+
+def _configs(hyper: pd.DataFrame, settings: TransferSettings) -> list[RunConfig]:
+    """Every model (and the CNN) on augmented MNIST, equal epochs, each random seed."""
+    out = []
+    for seed in range(settings.seeds):
+        for _, row in hyper.iterrows():
+            kwargs = {} if row["model"] == REFERENCE else {"depth": int(row["depth"])}
+            out.append(
+                RunConfig.from_settings(
+                    settings,
+                    model=row["model"],
+                    model_kwargs=kwargs,
+                    dataset=DATASET,
+                    lr=float(row["lr"]),
+                    batch_size=int(row["batch_size"]),
+                    seed=seed,
+                )
+            )
+    return out
+
+
+def overview(settings: TransferSettings) -> pd.DataFrame:
+    """What the profile trains and measures: one row per model."""
+    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "depth": settings.depth if model != REFERENCE else "—",
+                "parameters": count_parameters(_blank(model, settings)),
+                "training data": "augmented MNIST",
+                "epochs": settings.epochs,
+                "seeds": settings.seeds,
+                "train images": size(settings.train_size, 60000),
+                "test images": size(settings.test_size, 10000),
+                "timed passes": settings.inference_repeats,
+            }
+            for model in ALL_MODELS
+        ]
+    )
+
+
+def _blank(model: str, settings: TransferSettings):
+    return build_model(model) if model == REFERENCE else build_model(model, depth=settings.depth)
+
+
+# ---------------------------------------------------------------------------------------------
+# measuring on the transfer set
+# ---------------------------------------------------------------------------------------------
+
+
+def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd.DataFrame:
+    """Every trained run on the transfer set: one row per run (accuracy, median seconds per pass, images/s, each
+    round's seconds). The passes of all runs are timed in the same interleaved rounds, so that two models' times
+    pair up round by round under the book's rule; a run that lacks them is timed again with all the others."""
+    images, labels, source = transfer_set()
+    last = results.final_epochs(table)
+    stored = {run_id: runs.Run(stored_path(run_id)) for run_id in last["run_id"]}
+    name = (
+        f"transfer passes: {source}, {len(labels)} images, batch {settings.test_batch_size}, "
+        f"{settings.inference_repeats} rounds interleaved with the chapter's other runs"
+    )
+    timed = {}
+    if any(name not in run.record.get("measurements", {}) for run in stored.values()):
+        timed = time_passes_interleaved(
+            {run_id: run.load_model(device) for run_id, run in stored.items()},
+            images,
+            labels,
+            batch_size=settings.test_batch_size,
+            repeats=settings.inference_repeats,
+            device=device,
+        )
+    rows = []
+    for _, run_row in last.iterrows():
+        run = stored[run_row["run_id"]]
+        timing = runs.measured(run, name, lambda run=run: timed[run.run_id], pick_device(device))
+        predicted = runs.measured(
+            run,
+            f"transfer predictions per class: {source}, {len(labels)} images; and accuracy with the images "
+            f"binarised at half intensity",
+            lambda run=run: predictions(run.load_model(device), images, labels, device=device),
+            None,
+        )
+        rows.append(
+            {
+                "model": run_row["model"],
+                "depth": run_row["depth"],
+                "seed": run_row["seed"],
+                "run_id": run_row["run_id"],
+                "status": run_row["status"],
+                "lr": run_row["lr"],
+                "batch_size": run_row["batch_size"],
+                "parameters": run.record["parameters"]["total"],
+                "mnist_aug_acc": run_row["test_acc"],
+                "transfer_acc": timing["accuracy"],
+                "seconds": timing["seconds"],
+                "round_seconds": list(timing["all_seconds"]),
+                "images_per_second": timing["images_per_second"],
+                "images": timing["images"],
+                "passes": len(timing["all_seconds"]),
+                "transfer_set": source,
+                "largest_predicted_class": int(np.argmax(predicted["counts"])),
+                "largest_predicted_share": max(predicted["counts"]) / sum(predicted["counts"]),
+                "binarised_acc": predicted["binarised_accuracy"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def transfer_table(result: TransferResult):
+    """The chapter's table (saved): accuracy, inference time per pass, ratio to ViT, parameters."""
+    measured, settings = result.measured, result.settings
+    source = measured["transfer_set"].iloc[0]
+    frame = summary(measured).drop(columns="speed-up mean")
+    caption = (
+        f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
+        f"MNIST for {_epochs(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
+        f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.sd_label(measured)}. "
+        + findings(measured)
+    )
+    return figures.save_table(
+        frame,
+        "emnist_transfer_table",
+        result,
+        reproduces="new/emnist_transfer_table",
+        caption=caption,
+        extra={"transfer_set": source},
+        precision=3,
+    )
+
+
+def transfer_figure(result: TransferResult):
+    """Accuracy and inference time per model on the transfer set (log time axis when the CNN is far faster)."""
+    measured, settings = result.measured, result.settings
+    figures.use_style()
+    source = measured["transfer_set"].iloc[0]
+    present = [m for m in ALL_MODELS if m in set(measured["model"])]
+    colours = [figures.color(m) for m in present]
+    x = np.arange(len(present))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.8))
+
+    width = 0.38
+    for offset, column, label, style in (
+        (-width / 2, "mnist_aug_acc", "augmented-MNIST test set (trained on)", dict(alpha=0.35, hatch="//")),
+        (width / 2, "transfer_acc", "transfer set (never seen)", dict(alpha=0.95)),
+    ):
+        means = [measured.loc[measured["model"] == m, column].mean() for m in present]
+        bars = left.bar(x + offset, means, width, color=colours, edgecolor="0.25", label=label, **style)
+        left.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
+        for i, m in enumerate(present):
+            values = measured.loc[measured["model"] == m, column]
+            if len(values) > 1:
+                left.scatter(np.full(len(values), x[i] + offset), values, color="0.15", s=10, zorder=3)
+    left.set_xticks(x, [_tick(m, measured) for m in present])
+    left.set(ylabel="accuracy (%)", ylim=(0, 122), title="accuracy")
+    left.set_yticks(range(0, 101, 20))
+    left.legend(loc="upper center", ncol=2, fontsize=8)  # above 100 %, clear of every bar
+
+    seconds = [measured.loc[measured["model"] == m, "seconds"].mean() for m in present]
+    bars = right.bar(x, seconds, 0.6, color=colours, edgecolor="0.25")
+    log = max(seconds) / min(seconds) >= 10
+    if log:
+        figures.plain_log_axis(right)
+    vit = seconds[present.index("ViT")] if "ViT" in present else None
+    labels = []
+    for m, t in zip(present, seconds):
+        rate = measured.loc[measured["model"] == m, "images_per_second"].mean()
+        text = f"{t * 1000:.0f} ms\n{rate:,.0f} img/s"
+        if vit and m != "ViT":
+            text += f"\n×{vit / t:.1f} vs ViT"
+        labels.append(text)
+    right.bar_label(bars, labels=labels, fontsize=8, padding=2)
+    right.set_xticks(x, [_tick(m, measured) for m in present])
+    top = max(seconds) * (4 if log else 1.35)
+    right.set_ylim(top=top, **({} if log else {"bottom": 0}))
+    right.set(
+        ylabel=f"seconds per full pass{' (log scale)' if log else ''}",
+        title=f"inference time per pass (median of {settings.inference_repeats})",
+    )
+
+    fig.suptitle(
+        f"EMNIST transfer · trained on augmented MNIST ({_epochs(settings.epochs)}), tested on: {source}\n"
+        f"ViT, ViTBNFFN, ViTBN at depth {settings.depth}; the CNN as the order-of-magnitude reference"
+    )
+    caption = (
+        f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Left: accuracy on the "
+        "augmented-MNIST test set and on the transfer set; right: time of one full pass over the transfer "
+        f"set (batch {settings.test_batch_size}, eval mode, device synchronised). " + findings(measured)
+    )
+    return figures.save_figure(
+        fig,
+        "emnist_transfer_figure",
+        result,
+        reproduces="new/emnist_transfer_figure",
+        caption=caption,
+        extra={"transfer_set": source},
+    )
+
+
+def _epochs(n: int) -> str:
+    return f"{n} epoch{'' if n == 1 else 's'}"
+
+
+def _tick(model: str, measured: pd.DataFrame) -> str:
+    depth = measured.loc[measured["model"] == model, "depth"].iloc[0]
+    return model if depth is None or pd.isna(depth) else f"{model}\n(depth {int(depth)})"
+
+
+def samples_figure(settings: TransferSettings, n: int = 10):
+    """A row of training digits (augmented MNIST) above a row of the transfer set, so the shift shows."""
+    figures.use_style()
+    images, labels, source = transfer_set()
+    # The very test set the models were tested on: its augmentation is drawn on the training device (a GPU's random
+    # stream differs from the CPU's), and the runs' set is already held there.
+    test = data.image_sets(DATASET, settings.train_size, settings.test_size, str(pick_device()))[1]
+    train_x, train_y = test.images.cpu(), test.labels.cpu()
+    fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.9))
+    for digit in range(n):
+        for row, (x, y) in enumerate(((train_x, train_y), (images, labels))):
+            index = int((y == digit).nonzero()[0, 0]) if (y == digit).any() else 0
+            axes[row, digit].imshow(x[index, 0].cpu(), cmap="gray_r", vmin=0, vmax=255)
+            axes[row, digit].set_xticks([])
+            axes[row, digit].set_yticks([])
+    axes[0, 0].set_ylabel("aug. MNIST", fontsize=9)
+    axes[1, 0].set_ylabel("transfer", fontsize=9)
+    fig.suptitle(
+        f"first image of each digit: augmented MNIST test set (top) and the transfer set (bottom)\n"
+        f"transfer set: {source}",
+        fontsize=10,
+    )
+    return figures.save_figure(
+        fig,
+        "new_transfer_samples",
+        results.ChapterResult(settings),
+        reproduces="new/transfer_samples",
+        caption=f"Digits the models trained on and the transfer set ({source})",
+        reads=f"the augmented MNIST test set and the transfer set ({source})",
+        extra={"transfer_set": source},
+    )
+
+
+def comparison_table(result: TransferResult):
+    measured = result.measured
+    source = measured["transfer_set"].iloc[0]
+    return figures.save_table(
+        comparison(measured),
+        "emnist_transfer_vs_article",
+        result,
+        reproduces="new/emnist_transfer_vs_article",
+        caption=f"Article 1's statements about the transfer experiment beside this run "
+        f"(transfer set: {source}). {findings(measured)}",
+        extra={"transfer_set": source},
+    )
+
+
+def claims_table(result: TransferResult):
+    """Article 1's claim about the transfer set, judged by the book's one rule; saved as ``NN_claims``."""
+    return claims.save(result, rule_verdicts(result.measured))

@@ -1,0 +1,357 @@
+"""Chapter 03's learning-rate sweep: the articles' second claim, that BatchNorm lets a ViT train at higher learning
+rates, tested at equal depth.
+
+Article 1 reports its ViT breaking down at lr 0.01 near epoch 15 while ViTBNFFN and ViTBN stay stable (Fig 5);
+article 2 has ViT losing more accuracy than ViTBNFFN when the lr rises from 0.003 to 0.005 (Fig 10). Both compare
+models of different depth or a single step of lr. Here the three models, all at depth 6 (article 1 as written),
+train over one grid of learning rates: chapter 03's three (their runs are shared) and the settings' ``sweep_lrs``
+beyond and between them, every lr with the same seeds. Per model the views read, from each seed's whole curve:
+
+* the final accuracy at each lr, and whether it is as good as the model's best lr, by the book's rule (the paired
+  per-seed differences and their 95 % interval; with fewer than 3 seeds, shown, not judged);
+* the largest lr that still trains as well as the best one, and the step at which each run broke down (its test
+  accuracy more than ``UNSTABLE_DROP`` points below its best so far, or a NaN loss; a fall at a run's last test is
+  marked, since no later test confirms it), and the lrs at which a model never came that close to its best lr, so
+  that it could not break down by that measure;
+* at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
+
+Article 1's conclusion itself is judged in :func:`vitbn_nb.judging.claims.larger_lr`, from each run's stability over
+its whole run and only over runs as long as article 1's (:func:`takeaway` reports it).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+
+from ...engines import engine
+from ...judging import articles, claims, verdicts
+from ...models import AS_RUN_DEPTH
+from ...publishing import figures
+from ...store.runs import RunConfig
+from .numbers import UNSTABLE_DROP, unstable_epoch
+from .settings import FixedLrSettings
+
+#: The depth all three models share in the sweep: article 1's L = 6.
+DEPTH = 6
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+
+
+def grid(settings: FixedLrSettings) -> list[float]:
+    """Every learning rate of the sweep, ascending: chapter 03's and the extra ``sweep_lrs``."""
+    return sorted({*settings.lrs, *settings.sweep_lrs})
+
+
+def plan(settings: FixedLrSettings, pipeline: str) -> list[RunConfig]:
+    """The sweep's own runs: the depth-6 trio at each extra lr (chapter 03's lrs are trained by its own plan)."""
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=model,
+            model_kwargs={} if AS_RUN_DEPTH[model] == DEPTH else {"depth": DEPTH},
+            dataset="mnist",
+            lr=lr,
+            seed=seed,
+            pipeline=pipeline,
+        )
+        for lr in settings.sweep_lrs
+        for seed in range(settings.seeds)
+        for model in MODELS
+    ]
+
+
+def sweep_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a run table that belong to the sweep: the three models at depth 6, at every lr."""
+    return table[(table["depth"] == DEPTH) & table["model"].isin(MODELS)]
+
+
+def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: model, lr, seed, final and best accuracy, the epoch and step at which it broke down."""
+    rows = []
+    for run_id, run in sweep.groupby("run_id", sort=False):
+        run = run.sort_values("epoch")
+        first = run.iloc[0]
+        images = claims.MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
+        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        broke = unstable_epoch(run)
+        rows.append(
+            {
+                "model": first["model"],
+                "lr": float(first["lr"]),
+                "seed": int(first["seed"]),
+                "final accuracy (%)": float(claims.final_accuracy(run).iloc[-1]),
+                "best accuracy (%)": float(run["test_acc"].max()),
+                "broke down at epoch": broke,
+                "broke down at step": None if broke is None else broke * per_epoch,
+                # a fall at the last test is one point that no later test confirms or undoes
+                "at the last test": broke is not None and broke == int(run["epoch"].max()),
+                "steps": int(run["epoch"].max()) * per_epoch,
+                "run_id": run_id,
+            }
+        )
+    return pd.DataFrame(rows).sort_values(["model", "lr", "seed"], ignore_index=True)
+
+
+def _finals(runs: pd.DataFrame, model: str, lr: float) -> pd.Series:
+    one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
+    return one.set_index("seed")["final accuracy (%)"].sort_index()
+
+
+def best_lr(runs: pd.DataFrame, model: str) -> float:
+    """The lr of the model's highest mean final accuracy."""
+    one = runs[runs["model"] == model]
+    return float(one.groupby("lr")["final accuracy (%)"].mean().idxmax())
+
+
+def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
+    """This lr's final accuracy minus the best lr's, paired by seed; "within noise" means as good as the best."""
+    best = best_lr(runs, model)
+    values = (_finals(runs, model, lr) - _finals(runs, model, best)).dropna()
+    return verdicts.difference(
+        f"{model} at lr {lr:g} as good as at lr {best:g}", list(values), 0, condition=f"{model} d{DEPTH}"
+    )
+
+
+def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
+    """The largest lr whose runs train as well as at the best lr (the rule finds their difference within noise);
+    None when there are too few seeds to judge."""
+    best = best_lr(runs, model)
+    lrs = sorted(runs.loc[runs["model"] == model, "lr"].unique())
+    if runs.loc[runs["model"] == model, "seed"].nunique() < verdicts.MIN_SEEDS:
+        return None
+    good = [lr for lr in lrs if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE]
+    return max(good)
+
+
+def summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per model and lr: the final accuracy over seeds, how many runs broke down and at which steps, the verdict
+    on "as good as the best lr", and the BatchNorm model against ViT at that lr."""
+    rows = []
+    for model in [m for m in MODELS if m in set(runs["model"])]:
+        for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
+            one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
+            mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
+            broke = one.dropna(subset=["broke down at step"])
+            best = against_best(runs, model, lr)
+            vs_vit = (
+                verdicts.difference(
+                    f"{model} − ViT at lr {lr:g}",
+                    list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna()),
+                    +1,
+                )
+                if model != "ViT"
+                else None
+            )
+            rows.append(
+                {
+                    "model": model,
+                    "depth": DEPTH,
+                    "lr": lr,
+                    "seeds": n,
+                    "final accuracy (%)": mean,
+                    "low": low,
+                    "high": high,
+                    "best accuracy (%)": float(one["best accuracy (%)"].mean()),
+                    "runs broke down": f"{len(broke)}/{len(one)}",
+                    "at steps": _steps_text(broke),
+                    "against the best lr (pt)": best.estimate,
+                    "verdict: as good as the best lr": best.text,
+                    "against ViT (pt)": np.nan if vs_vit is None else vs_vit.estimate,
+                    "verdict: ahead of ViT": "" if vs_vit is None else vs_vit.text,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _steps_text(broke: pd.DataFrame) -> str:
+    """The steps at which runs broke down, ascending, a fall at the run's last test marked as such."""
+    steps, last = broke["broke down at step"], broke["at the last test"]
+    marked = sorted((int(step), bool(at_last)) for step, at_last in zip(steps, last))
+    return ", ".join(f"{step}" + (" (last test)" if last else "") for step, last in marked)
+
+
+def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
+    """The lrs at which ``model``'s runs never came within the breakdown's drop of its best lr (their mean best
+    accuracy more than that below the best lr's mean final accuracy), with that best accuracy: such a run cannot
+    fall far enough to count as broken down, which is not the same as training stably."""
+    one = runs[runs["model"] == model]
+    reference = one[np.isclose(one["lr"], best_lr(runs, model))]["final accuracy (%)"].mean()
+    best = one.groupby("lr")["best accuracy (%)"].mean()
+    return {float(lr): float(value) for lr, value in best.items() if value < reference - UNSTABLE_DROP}
+
+
+def _scale(runs: pd.DataFrame) -> str:
+    steps = int(runs["steps"].min()) if len(runs) else 0
+    article = articles.ARTICLE_STEPS["article 1, Experiment 1"]
+    return f"{steps:,} steps a run, {steps / article:.1%} of article 1's {article:,}"
+
+
+def sweep_table(result):
+    """The sweep per model and lr, saved as ``03_lr_sweep_table`` (numbers, with the rule's verdicts)."""
+    runs = per_run(result.sweep)
+    return figures.save_table(
+        summary(runs),
+        "03_lr_sweep_table",
+        result,
+        reproduces="new/lr_sweep",
+        runs=result.sweep,
+        caption=(
+            f"The learning-rate sweep at depth {DEPTH}, {_scale(runs)}: final accuracy over seeds with its 95 % "
+            f"interval; a run broke down when its accuracy fell more than {UNSTABLE_DROP:g} points below its best so "
+            "far (or its loss became NaN); each lr against the model's best lr, and each BatchNorm model against "
+            "ViT, by the book's rule"
+        ),
+    )
+
+
+def sweep_figure(result):
+    """Final accuracy against lr per model (each seed a dot, the mean a line), and the largest fall of each run."""
+    runs = per_run(result.sweep)
+    figures.use_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    falls = {run_id: verdicts.largest_fall(run) for run_id, run in result.sweep.groupby("run_id", sort=False)}
+    runs["largest fall (pt)"] = runs["run_id"].map(falls)
+    for i, model in enumerate(m for m in MODELS if m in set(runs["model"])):
+        one = runs[runs["model"] == model]
+        color = figures.color(model)
+        # models side by side at each lr, so that their dots do not hide one another
+        shift = 1.06 ** (i - 1)
+        for ax, column in ((left, "final accuracy (%)"), (right, "largest fall (pt)")):
+            mean = one.groupby("lr")[column].mean()
+            ax.plot(mean.index, mean.values, color=color, marker="o", label=f"{model} (depth {DEPTH})")
+            ax.scatter(one["lr"] * shift, one[column], color=color, s=12, alpha=0.5, linewidths=0)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(runs["lr"].unique()))
+        ax.set_xticklabels([f"{lr:g}" for lr in sorted(runs["lr"].unique())], rotation=30)
+        ax.set_xlabel("learning rate (Adam)")
+    left.set(ylabel="final test accuracy (%)", title="final accuracy")
+    right.set(ylabel="largest fall below the best so far (pt)", title="breakdown (0 = never fell)")
+    right.axhline(UNSTABLE_DROP, color="grey", linestyle=":", linewidth=1)
+    left.legend(fontsize=9)
+    seeds = int(runs["seed"].nunique())
+    fig.suptitle(
+        f"Which learning rates each model trains at · MNIST, all three at depth {DEPTH}, batch 100\n"
+        f"{_scale(runs)}; "
+        + (f"line = mean over {seeds} seeds, dots = single runs" if seeds > 1 else "one seed: single runs, not judged")
+    )
+    return figures.save_figure(
+        fig,
+        "03_lr_sweep",
+        result,
+        reproduces="new/lr_sweep",
+        runs=result.sweep,
+        caption=(
+            f"Final accuracy and largest fall below the best accuracy so far against the learning rate, ViT, ViTBNFFN "
+            f"and ViTBN at depth {DEPTH}, {_scale(runs)}; a fall above the dotted line ({UNSTABLE_DROP:g} pt) is a "
+            "breakdown"
+        ),
+    )
+
+
+def _against_vit(table: pd.DataFrame, model: str) -> str:
+    """How the rule judged ``model`` against ViT over the grid: 'ahead at 0, behind at 0, within noise at 6 of 6'."""
+    texts = table.loc[table["model"] == model, "verdict: ahead of ViT"]
+    if texts.str.contains(verdicts.NOT_JUDGED).all():
+        return f"{verdicts.NOT_JUDGED} (fewer than {verdicts.MIN_SEEDS} seeds)"
+    count = lambda outcome: int(texts.str.startswith(outcome).sum())
+    return (
+        f"ahead at {count(verdicts.AGREES)}, behind at {count(verdicts.DISAGREES)}, within noise at "
+        f"{count(verdicts.NOISE)} of {len(texts)} rates"
+    )
+
+
+def statement(result) -> Markdown:
+    """Per model: the best lr, the largest lr that trains as well (by the rule), where runs broke down, and how each
+    BatchNorm model fares against ViT over the grid."""
+    runs = per_run(result.sweep)
+    table = summary(runs)
+    seeds = int(runs["seed"].nunique())
+    lines = []
+    for model in (m for m in MODELS if m in set(runs["model"])):
+        one = runs[runs["model"] == model]
+        largest = largest_trainable(runs, model)
+        broke = one.dropna(subset=["broke down at step"])
+        where = (
+            "; ".join(
+                f"lr {lr:g}: {len(group)}/{int((np.isclose(one['lr'], lr)).sum())} runs, at step {_steps_text(group)}"
+                for lr, group in broke.groupby("lr")
+            )
+            or "no run broke down"
+        )
+        short = never_trained(runs, model)
+        if short:
+            where += (
+                f"; never within {UNSTABLE_DROP:g} pt of its best lr, so unable to break down by this measure: "
+                + ", ".join(f"lr {lr:g} (best {value:.1f} %)" for lr, value in short.items())
+            )
+        trains = (
+            f"{seeds} seed{'s' * (seeds != 1)}: {verdicts.NOT_JUDGED}"
+            if largest is None
+            else f"the largest lr as good as the best by the rule: **{largest:g}**"
+        )
+        versus = "" if model == "ViT" else f"; against ViT at the same lr: {_against_vit(table, model)}"
+        lines.append(
+            f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}{versus}."
+        )
+    breakdown = articles.ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"]
+    return Markdown(
+        f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
+        f"breakdown like the one article 1 saw near epoch {breakdown} (step {breakdown * articles.STEPS_PER_EPOCH:,}) "
+        "cannot show here unless it comes earlier."
+        + (
+            " A breakdown marked *(last test)* is one fall at a run's last test, which no later test confirms."
+            if runs["at the last test"].any()
+            else ""
+        )
+        + "\n\n"
+        + "\n".join(lines)
+    )
+
+
+def takeaway(result) -> Markdown:
+    """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
+    (:func:`vitbn_nb.judging.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
+    as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
+    found = claims.larger_lr(result.sweep)
+    if not found:
+        return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
+    count = lambda outcome: sum(v.outcome == outcome for v in found)
+    rates = sorted({v.condition.split(":")[0] for v in found}, key=lambda rate: float(rate.split()[-1]))
+    head = (
+        "**Larger learning rates.** Article 1 concludes that BatchNorm allows a larger learning rate without "
+        "rendering the model unstable. The claims table judges it from each run's stability over the whole run (its "
+        "largest fall below its best accuracy so far; a run whose loss became NaN falls to chance), ViT against each "
+        f"BatchNorm model, all at depth {DEPTH}, at article 1's largest rate and beyond ({', '.join(rates)}), and only "
+        "over runs as long as article 1's"
+    )
+    untestable = [v for v in found if v.outcome == verdicts.UNTESTABLE]
+    if len(untestable) == len(found):
+        return Markdown(
+            f"{head}: here **{verdicts.UNTESTABLE}** ({untestable[0].scale}). A breakdown like article 1's near its "
+            f"epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
+            "cannot show in shorter runs, so the sweep above describes these runs without judging the conclusion."
+        )
+    judged = [v for v in found if v.outcome != verdicts.UNTESTABLE]
+    if all(v.outcome == verdicts.NOT_JUDGED for v in judged):
+        reading = f"{verdicts.NOT_JUDGED}: fewer than {verdicts.MIN_SEEDS} seeds"
+    elif count(verdicts.AGREES) == len(judged):
+        reading = "the sweep bears it out at every such rate"
+    elif count(verdicts.AGREES):
+        reading = "the sweep bears it out at some of those rates only"
+    elif count(verdicts.DISAGREES):
+        reading = "the sweep finds the opposite at some of those rates"
+    else:
+        reading = (
+            "the sweep does not bear it out; within noise is not evidence against it either, as the intervals in the "
+            "claims table show"
+        )
+    rest = f"; {len(untestable)} of the comparisons are {verdicts.UNTESTABLE}" if untestable else ""
+    return Markdown(
+        f"{head} ({judged[0].scale}). The rule finds ViT falling further than the BatchNorm model in "
+        f"{count(verdicts.AGREES)}, less far in {count(verdicts.DISAGREES)} and within noise in "
+        f"{count(verdicts.NOISE)} of {len(judged)} comparisons{rest}: {reading}."
+    )

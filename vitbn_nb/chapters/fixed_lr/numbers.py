@@ -1,0 +1,336 @@
+"""Chapter 03's numbers and verdicts: ratios, stability, the article's numbers beside this run's; computed from a run
+table (one row per run and epoch), so that any table of such runs can be read the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...judging import articles, claims
+from ...models import AS_RUN_DEPTH, CONFIGURATIONS
+from ...publishing import results
+
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+
+
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+
+
+#: Which figure of article 1 each learning rate reproduces.
+FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
+
+
+#: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
+UNSTABLE_DROP = 10.0
+
+
+#: Every (model, depth) the chapter trains, in order: ViT d6 (both configurations), the BN models at d1, then at d6.
+PAIRS = tuple(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))
+
+
+def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """The rows of one configuration: each model at its depth as article 1 ran it, or as it is written."""
+    if which not in CONFIGURATIONS:
+        raise ValueError(f"which={which!r} is not allowed; choose one of {', '.join(map(repr, CONFIGURATIONS))}")
+    depths = CONFIGURATIONS[which]
+    return table[table["depth"] == table["model"].map(depths)]
+
+
+def at_lr(table: pd.DataFrame, lr: float) -> pd.DataFrame:
+    subset = table[np.isclose(table["lr"], lr)]
+    if subset.empty:
+        raise ValueError(f"lr={lr!r} has no runs in this table; it holds lr {sorted(table['lr'].unique())}")
+    return subset
+
+
+def unstable_epoch(run: pd.DataFrame, drop: float = UNSTABLE_DROP):
+    """First epoch at which one run's accuracy is ``drop`` points below its best so far, or its loss is NaN/inf."""
+    run = run.sort_values("epoch")
+    best = run["test_acc"].cummax().shift(fill_value=-np.inf)
+    bad = (run["test_acc"] < best - drop) | run["diverged"].astype(bool) | ~np.isfinite(run["train_loss"])
+    return int(run.loc[bad, "epoch"].iloc[0]) if bad.any() else None
+
+
+def stability(table: pd.DataFrame, model: str = "ViT") -> dict:
+    """Per ``model``: how many runs diverged (NaN/inf loss) or turned unstable, and at which epochs."""
+    rows = table[table["model"] == model]
+    diverged, unstable = [], []
+    for _, one in rows.groupby("run_id"):
+        if (one["status"] == "diverged").any():
+            diverged.append(int(one.loc[one["diverged"].astype(bool), "epoch"].min()))
+        epoch = unstable_epoch(one)
+        if epoch is not None:
+            unstable.append(epoch)
+    return {"runs": rows["run_id"].nunique(), "diverged": sorted(diverged), "unstable": sorted(unstable)}
+
+
+def _stability_text(info: dict, what: str) -> str:
+    epochs = info[what]
+    if not epochs:
+        return f"no (0/{info['runs']})"
+    return f"yes ({len(epochs)}/{info['runs']}, at epoch {', '.join(map(str, epochs))})"
+
+
+def ratios(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """r_t, r_v, g_t, g_v per lr and BN model of one configuration (mean ± sd over seeds, paired by seed)."""
+    return results.speed_ratios(configuration(table, which), baseline="ViT", by=("lr",))
+
+
+def rule_verdicts(table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The one rule's verdict on each of article 1's Experiment 1 claims, keyed by (claim, configuration)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for verdict in claims.experiment1(table):
+        found.setdefault((verdict.claim, verdict.condition.split(":")[0]), []).append(verdict.text)
+    return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
+
+
+def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
+    """How the rule judged the claims (at ``lr``, or all): '3 agrees, 2 not testable at this scale ...'."""
+    from ...judging import verdicts
+
+    found = [v for v in claims.experiment1(table) if lr is None or v.claim.startswith(f"article1/lr{lr:g}/")]
+    counts = pd.Series([v.outcome for v in found]).value_counts()
+    return ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts) or "no claim judged"
+
+
+def _which(model: str, depth: int) -> str:
+    return " and ".join(which for which, depths in CONFIGURATIONS.items() if depths.get(model) == depth)
+
+
+def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
+    """This run's numbers at ``lr`` per model and depth: final accuracy, time per epoch, ratios to ViT depth 6."""
+    subset = at_lr(table, lr)
+    accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
+    speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
+    rows = []
+    for model, depth in PAIRS:
+        one = subset[(subset["model"] == model) & (subset["depth"] == depth)]
+        if one.empty:
+            continue
+        which = "as run" if AS_RUN_DEPTH[model] == depth else "as written"
+        per_run = one.groupby("run_id")[["train_seconds", "test_seconds"]].mean()
+        info = stability(one, model)
+        ratio = speed[which]
+        rows.append(
+            {
+                "model": model,
+                "depth": depth,
+                "configuration": _which(model, depth),
+                "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
+                "train s/epoch": results.mean_sd(per_run["train_seconds"], 2),
+                "test s/epoch": results.mean_sd(per_run["test_seconds"], 3),
+                "r_t": ratio.loc[model, "r_t"] if model in ratio.index else "baseline",
+                "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
+                "diverged (NaN loss)": _stability_text(info, "diverged"),
+                f"unstable (acc {UNSTABLE_DROP:g} pt below best)": _stability_text(info, "unstable"),
+                "timed under contention": results.contention(one),
+                "seeds": int(one["seed"].nunique()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def article_reported(lr: float | None = None) -> pd.DataFrame:
+    """Article 1's reported numbers for Experiment 1 (all lrs, or one), one row per quantity."""
+    rows = []
+    for rate, article in articles.ARTICLE1_EXPERIMENT1.items():
+        if lr is not None and not np.isclose(rate, lr):
+            continue
+        where = f"article 1, {article['figure']} (lr {rate:g})"
+        for model, value in article["accuracy"].items():
+            rows.append({"source": where, "model": model, "quantity": "final accuracy (%)", "reported": f"≈ {value:g}"})
+        for model, value in article["accuracy_above"].items():
+            rows.append({"source": where, "model": model, "quantity": "final accuracy (%)", "reported": f"> {value:g}"})
+        for key in ("r_t", "r_v"):
+            for model, value in article[key].items():
+                rows.append({"source": where, "model": model, "quantity": key, "reported": f"{value:g}"})
+        for key, label in (("r_t", "g_t (%)"), ("r_v", "g_v (%)")):
+            for model, value in article[key].items():
+                rows.append(
+                    {
+                        "source": f"derived from article 1's r at lr {rate:g} (Table 1 is not in its text)",
+                        "model": model,
+                        "quantity": label,
+                        "reported": f"{results.gain(value):.0f} (= 1 − 1/{value:g})",
+                    }
+                )
+        if article["vit_unstable_epoch"]:
+            rows.append(
+                {
+                    "source": where,
+                    "model": "ViT",
+                    "quantity": "unstable from epoch",
+                    "reported": f"≈ {article['vit_unstable_epoch']}",
+                }
+            )
+        rows.append({"source": where, "model": "all", "quantity": "finding", "reported": article["note"]})
+    if lr is None:
+        rows.append(
+            {"source": "article 1, Fig 6", "model": "all", "quantity": "finding", "reported": articles.ARTICLE1_FIG6}
+        )
+    if not rows:
+        raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(articles.ARTICLE1_EXPERIMENT1)}")
+    return pd.DataFrame(rows)
+
+
+def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
+    """The article's number beside ours in each configuration (mean ± sd over seeds), with the rule's verdict."""
+    subset = at_lr(table, lr)
+    article = _article_at(lr)
+    rule = rule_verdicts(subset)
+    accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
+    rows = []
+    for which, depths in CONFIGURATIONS.items():
+        speed = ratios(subset, which).set_index("model")
+        for model in MODELS:
+            key = (model, depths[model])
+            if key not in accuracy.index or (which == "as written" and model == "ViT"):
+                continue  # ViT depth 6 is one run set, listed once
+            verdict = rule.get((f"article1/lr{lr:g}/accuracy/{model}", ""), "") if which == "as run" else ""
+            if model in article.get("accuracy", {}):
+                reported = f"≈ {article['accuracy'][model]:g}"
+            elif model in article.get("accuracy_above", {}):
+                reported = f"> {article['accuracy_above'][model]:g}"
+            else:
+                reported = "not quoted"
+            rows.append(
+                {
+                    "configuration": _which(*key),
+                    "model": f"{model} d{key[1]}",
+                    "quantity": "final accuracy (%)",
+                    "article 1": reported,
+                    "this run": accuracy.loc[key, "accuracy (%)"],
+                    "verdict": verdict,
+                }
+            )
+        for quantity in ("r_t", "r_v"):
+            for model in BN_MODELS:
+                if model not in speed.index:
+                    continue
+                reported = article.get(quantity, {}).get(model)
+                verdict = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")
+                rows.append(
+                    {
+                        "configuration": which,
+                        "model": f"{model} d{depths[model]}",
+                        "quantity": quantity,
+                        "article 1": "not quoted" if reported is None else f"{reported:g}",
+                        "this run": speed.loc[model, quantity],
+                        "verdict": verdict,
+                    }
+                )
+    if (subset["model"] == "ViT").any():
+        info = stability(subset, "ViT")
+        expected = article.get("vit_unstable_epoch")
+        ours = _stability_text(info, "unstable")
+        verdict = "; ".join(text for (claim, _), text in rule.items() if claim == f"article1/lr{lr:g}/breakdown")
+        rows.append(
+            {
+                "configuration": "as run and as written",
+                "model": "ViT d6",
+                "quantity": "diverged (NaN loss)",
+                "article 1": "—",
+                "this run": _stability_text(info, "diverged"),
+                "verdict": "",
+            }
+        )
+        rows.append(
+            {
+                "configuration": "as run and as written",
+                "model": "ViT d6",
+                "quantity": f"breakdown (acc drops > {UNSTABLE_DROP:g} pt)",
+                "article 1": f"yes, ≈ epoch {expected}" if expected else "no",
+                "this run": ours,
+                "verdict": verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _article_at(lr: float) -> dict:
+    for rate, article in articles.ARTICLE1_EXPERIMENT1.items():
+        if np.isclose(rate, lr):
+            return article
+    return {}
+
+
+def statement(table: pd.DataFrame, lr: float) -> str:
+    """One line: how the rule judged article 1's claims at ``lr`` (each verdict is in the claims table)."""
+    return f"lr {lr:g}, article 1's claims by the book's rule: {outcome_counts(at_lr(table, lr), lr)}."
+
+
+def lr_variation(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: mean training time per epoch at each lr, and how much it varies across lrs (max/min − 1)."""
+    rows = []
+    for model in MODELS:
+        one = table[table["model"] == model]
+        if one.empty:
+            continue
+        per_lr = one.groupby("lr")["train_seconds"].mean()
+        row = {"model": model, "depth": int(one["depth"].iloc[0])}
+        for i, lr in enumerate(sorted(table["lr"].unique()), 1):
+            row[f"i={i}: lr {lr:g} (s/epoch)"] = per_lr.get(lr, np.nan)
+        row["variation across lrs (%)"] = round(100 * (per_lr.max() / per_lr.min() - 1), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def time_per_lr_statement(table: pd.DataFrame) -> str:
+    variation = lr_variation(table).set_index("model")["variation across lrs (%)"]
+    spread = ", ".join(f"{model} {value:.0f} %" for model, value in variation.items())
+    seeds = int(table.groupby("model")["seed"].nunique().min())
+    return (
+        f"Training time per epoch varies across the lrs by {spread} (max/min − 1), one run per model and lr "
+        f"({seeds} seed{'s' * (seeds != 1)}): shown, not judged (article 1: ViT varies most)."
+    )
+
+
+def speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 for both configurations side by side, with the article's ratios and gains and a verdict per ratio."""
+    both = {which: ratios(table, which).set_index(["lr", "model"]) for which in CONFIGURATIONS}
+    rule = rule_verdicts(table)
+    rows = []
+    for lr in sorted(table["lr"].unique()):
+        article = _article_at(lr)
+        for model in BN_MODELS:
+            row = {"lr": f"{lr:g}", "model": model}
+            found = False
+            for quantity in ("r_t", "r_v", "g_t", "g_v"):
+                ratio_key = "r_t" if quantity in ("r_t", "g_t") else "r_v"
+                reported = article.get(ratio_key, {}).get(model)
+                unit = " (%)" if quantity.startswith("g") else ""
+                for which, frame in both.items():
+                    depth = CONFIGURATIONS[which][model]
+                    value = frame.loc[(lr, model), quantity] if (lr, model) in frame.index else "—"
+                    found = found or (lr, model) in frame.index
+                    row[
+                        f"{quantity}{unit} as run (d1)"
+                        if which == "as run"
+                        else f"{quantity}{unit} as written (d{depth})"
+                    ] = value
+                row[f"{quantity}{unit} article 1"] = (
+                    "—"
+                    if reported is None
+                    else (f"{reported:g}" if quantity.startswith("r") else f"{results.gain(reported):.0f}")
+                )
+            for quantity in ("r_t", "r_v"):
+                for which in both:
+                    row[f"{quantity} {which}: verdict"] = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")
+            seeds = [frame.loc[(lr, model), "seeds"] for frame in both.values() if (lr, model) in frame.index]
+            row["seeds"] = min(seeds) if seeds else 0
+            if found:
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def speedups_statement(table: pd.DataFrame) -> str:
+    parts = []
+    for which in CONFIGURATIONS:
+        r_t = ratios(table, which)["r_t_mean"]
+        if len(r_t):
+            parts.append(f"{which}, the BN models train {r_t.min():.1f}-{r_t.max():.1f}× as fast as ViT d6")
+    return (
+        "Table 1: "
+        + "; ".join(parts)
+        + f". The gains judged by the book's rule against article 1's 'at least 60 %': {outcome_counts(table)}."
+    )

@@ -1,0 +1,398 @@
+"""Chapter 03: Experiment 1 of article 1, in both configurations, at three fixed learning rates.
+
+Article 1 says all three models have depth 6 (L = 6). The reference code of that time
+returned from the encoder after its first block in the BatchNorm models (``model/vitbnv1a.py``
+at 5c9074d, 2024-06-14; ``vitbnffn.py`` / ``vitbn.py`` at 5fcc4ac and 99a16b1, 2024-07-29;
+fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed their depth to
+1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
+one block. The chapter trains both:
+
+* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (the configuration article 1 ran);
+* **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
+
+MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every
+epoch, timed as article 1 timed it (the run store's ``reference`` pipeline: a DataLoader over
+ToTensor MNIST, ``.item()`` per step, a per-sample per-class count in the test loop). It redraws
+Figures 3-5 and 6 for the configuration as run, the same four panels as written, and Table 1
+for both side by side, each beside the numbers the article reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...judging import articles, audit, claims
+from ...models import AS_RUN_DEPTH, CONFIGURATIONS
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from . import lr_sweep
+from .numbers import (
+    FIGURE_OF_LR,
+    MODELS,
+    PAIRS,
+    article_reported,
+    at_lr,
+    comparison,
+    configuration,
+    lr_variation,
+    speedups,
+    speedups_statement,
+    stability,
+    statement,
+    this_run,
+    time_per_lr_statement,
+)
+from .settings import FixedLrSettings
+
+__all__ = ["article_reported", "configuration"]  # the chapter reads them beside the views
+
+CHAPTER = "03_fixed_lr"
+#: Article 1 timed whole epochs through its own data pipeline; these runs do the same.
+PIPELINE = "reference"
+CONFIGURATION_TEXT = {
+    "as run": "article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1 (their code ran one block)",
+    "as written": "article 1 as written: all three at depth 6",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FixedLrResult(results.ChapterResult):
+    """Chapter 03's runs: one row per run and epoch (``table``), and the settings that trained them."""
+
+    settings: FixedLrSettings
+    table: pd.DataFrame
+    #: The learning-rate sweep's runs (``studies.lr_sweep``): the depth-6 trio at every lr, chapter 03's included.
+    sweep: pd.DataFrame | None = None
+
+
+def plan(settings: FixedLrSettings) -> list[RunConfig]:
+    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
+    learning-rate sweep's further runs."""
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=model,
+            model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
+            dataset="mnist",
+            lr=lr,
+            seed=seed,
+            pipeline=PIPELINE,
+        )
+        for lr in settings.lrs
+        for seed in range(settings.seeds)
+        for model, depth in PAIRS
+    ] + lr_sweep.plan(settings, PIPELINE)
+
+
+def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
+    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest."""
+    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
+    return FixedLrResult(settings, chapter.reset_index(drop=True), lr_sweep.sweep_rows(table).reset_index(drop=True))
+
+
+def overview(settings: FixedLrSettings) -> pd.DataFrame:
+    """What the profile trains: one row per model and depth, with the configurations it belongs to."""
+    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "depth": depth,
+                "configuration": " and ".join(
+                    which for which, depths in CONFIGURATIONS.items() if depths[model] == depth
+                ),
+                "dataset": "MNIST (no augmentation)",
+                "timed through": "article 1's pipeline (DataLoader, ToTensor)",
+                "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
+                "epochs": settings.epochs,
+                "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
+                "train images": size(settings.train_size, 60000),
+                "test images": size(settings.test_size, 10000),
+                "seeds": settings.seeds,
+                "runs": len(settings.lrs) * settings.seeds,
+            }
+            for model, depth in PAIRS
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# numbers
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# figures and tables
+# ---------------------------------------------------------------------------------------------
+def _label(model: str, depth) -> str:
+    return f"{model} (depth {int(depth)})"
+
+
+def _names(lr: float, which: str = "as run") -> tuple[str, str]:
+    """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
+    fig = FIGURE_OF_LR.get(next((k for k in FIGURE_OF_LR if np.isclose(k, lr)), None))
+    if fig is None:
+        name = f"fixed_lr_lr{lr:g}"
+        return (name, f"new/{name}") if which == "as run" else (f"{name}_as_written", f"new/{name}_as_written")
+    if which == "as run":
+        return f"article1_{fig}", f"article1/{fig}"
+    return f"article1_{fig}_as_written", f"new/article1_{fig}_as_written"
+
+
+def _footer_text(which: str) -> str:
+    return CONFIGURATION_TEXT[which] + "; timed through article 1's pipeline (DataLoader over ToTensor MNIST)"
+
+
+def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
+    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration.
+
+    As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
+    """
+    table = result.table
+    figures.use_style()
+    subset = configuration(at_lr(table, lr), which)
+    if subset.empty:
+        raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
+    name, reproduces = _names(lr, which)
+    what = (
+        f"Article 1 {reproduces.split('/')[1].replace('fig', 'Fig ')}"
+        if which == "as run"
+        else "Article 1 as written (a new comparison, not in the article's figures)"
+    )
+    fig = figures.four_panel(
+        subset,
+        title=f"{what} · MNIST, lr = {lr:g}, Adam, batch 100\n{CONFIGURATION_TEXT[which]}",
+        label=lambda model, group: _label(model, group["depth"].iloc[0]),
+    )
+    if subset["diverged"].astype(bool).any():
+        # lower left: a falling loss leaves it empty, and the × of a diverged run sits at the top edge
+        fig.axes[2].text(
+            0.02,
+            0.03,
+            "× = loss became NaN/inf (run stopped there)",
+            transform=fig.axes[2].transAxes,
+            ha="left",
+            va="bottom",
+            fontsize=9,
+        )
+    caption = (
+        f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
+    )
+    return figures.save_figure(
+        fig,
+        name,
+        result,
+        reproduces=reproduces,
+        caption=caption,
+        runs=subset,
+    )
+
+
+def comparison_table(result: FixedLrResult, lr: float):
+    """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
+    table = result.table
+    name, reproduces = _names(lr)
+    subset = at_lr(table, lr)
+    return figures.save_table(
+        comparison(subset, lr),
+        f"{name}_vs_article",
+        result,
+        reproduces=reproduces,
+        caption=statement(subset, lr),
+        runs=subset,
+    )
+
+
+def numbers_table(result: FixedLrResult, lr: float):
+    """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
+    table = result.table
+    name, reproduces = _names(lr)
+    subset = at_lr(table, lr)
+    return figures.save_table(
+        this_run(subset, lr),
+        f"{name}_numbers",
+        result,
+        reproduces=reproduces,
+        runs=subset,
+        caption=(
+            f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
+            "within each configuration (as run: BN models d1; as written: d6); timed "
+            "through article 1's pipeline"
+        ),
+    )
+
+
+def _lr_styles(lrs) -> dict:
+    """Line style, marker and darkening (0 = the model's colour) per lr, so model_1..model_3 tell apart in grey too."""
+    styles = [("-", "o", 0.0), ("--", "s", 0.3), (":", "^", 0.55), ("-.", "D", 0.7)]
+    return {lr: styles[i % len(styles)] for i, lr in enumerate(sorted(lrs))}
+
+
+def time_per_lr_figure(result: FixedLrResult):
+    """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
+    table = result.table
+    figures.use_style()
+    table = configuration(table, "as run")
+    lrs = sorted(table["lr"].unique())
+    styles = _lr_styles(lrs)
+    present = [m for m in MODELS if m in set(table["model"])]
+    fig, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4.2), squeeze=False)
+    for ax, model in zip(axes.flat, present):
+        one = table[table["model"] == model]
+        for i, lr in enumerate(lrs, 1):
+            group = one[np.isclose(one["lr"], lr)]
+            if group.empty:
+                continue
+            linestyle, marker, dark = styles[lr]
+            figures.mean_band(
+                ax,
+                group,
+                x="epoch",
+                y="train_seconds",
+                label=f"{model}_{i}: lr {lr:g}",
+                color=figures.darker(figures.color(model), dark),
+                linestyle=linestyle,
+                marker=marker,
+            )
+        ax.set(title=_label(model, one["depth"].iloc[0]), xlabel="epoch", ylabel="train time per epoch (s)")
+        ax.set_ylim(bottom=0)
+        figures.integer_epochs(ax)
+        ax.legend(fontsize=9)
+    fig.suptitle(
+        "Article 1 Fig 6 · training time per epoch at each learning rate, per model\n" + CONFIGURATION_TEXT["as run"]
+    )
+    caption = (
+        "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
+        f"{_footer_text('as run')}; {figures.spread_label(table)}"
+    )
+    return figures.save_figure(
+        fig,
+        "article1_fig6",
+        result,
+        reproduces="article1/fig6",
+        caption=caption,
+    )
+
+
+def time_per_lr_table(result: FixedLrResult):
+    """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
+    table = result.table
+    table = configuration(table, "as run")
+    return figures.save_table(
+        lr_variation(table),
+        "article1_fig6_numbers",
+        result,
+        reproduces="article1/fig6",
+        caption=time_per_lr_statement(table),
+        precision=3,
+    )
+
+
+def ratios_table(result: FixedLrResult):
+    """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
+    table = result.table
+    busy = results.contention(table)
+    warning = (
+        f" WARNING: {busy} were timed while the machine had more work than cores; their ratios are suspect."
+        if not busy.startswith(("0/", "not"))
+        else ""
+    )
+    caption = (
+        f"{speedups_statement(table)}{warning} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
+        "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
+        "the article's g are derived from its quoted r"
+    )
+    return figures.save_table(
+        speedups(table),
+        "article1_table1",
+        result,
+        reproduces="article1/table1",
+        caption=caption,
+    )
+
+
+def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
+    """``new/reference_checkpoint_audit``: per reference checkpoint, which encoder blocks ever trained."""
+    frame = reference.summary()
+    return figures.save_table(
+        frame,
+        "new_reference_checkpoint_audit",
+        results.ChapterResult(settings),
+        reproduces="new/reference_checkpoint_audit",
+        caption=(
+            f"Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose "
+            f"norms hold their initial values and whose BatchNorm counted 0 steps never "
+            f"trained; source: {reference.source}"
+        ),
+        reads=_audited(reference),
+    )
+
+
+def audit_scores_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
+    """``new/reference_checkpoint_scores``: the reference checkpoints scored on MNIST with the book's classes."""
+    return figures.save_table(
+        reference.scores,
+        "new_reference_checkpoint_scores",
+        results.ChapterResult(settings),
+        reproduces="new/reference_checkpoint_scores",
+        caption=(
+            "Reference checkpoints loaded into the book's models (qkv_bias where they have "
+            "one; 'blocks loaded' = the depth built) and scored on the 10,000 MNIST test "
+            f"images, eval mode, ToTensor scaling; source: {reference.source}"
+        ),
+        reads=_audited(reference),
+    )
+
+
+def _audited(reference: audit.ReferenceAudit) -> str:
+    """What the audit's tables read: the reference checkpoints themselves, or the audit recorded from them."""
+    if reference.live:
+        return f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
+    return f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
+
+
+def claims_table(result):
+    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
+    sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
+    found = claims.experiment1(result.table)
+    if result.sweep is not None and not result.sweep.empty:
+        found += claims.larger_lr(result.sweep)
+    return claims.save(result, found)
+
+
+def instability_note(result: FixedLrResult):
+    """Which runs broke down (accuracy more than 10 points below its best so far, or a NaN loss), at which epoch,
+    per model, depth and lr: computed, and with one seed shown, not judged."""
+    from IPython.display import Markdown
+
+    from .numbers import UNSTABLE_DROP
+
+    found = []
+    for (model, depth, lr), runs_ in result.table.groupby(["model", "depth", "lr"]):
+        info = stability(runs_, model)
+        if info["unstable"]:
+            epochs = ", ".join(map(str, info["unstable"]))
+            found.append(
+                f"**{model} d{depth} at lr {lr:g}**: from epoch {epochs} ({len(info['unstable'])}/{info['runs']} runs)"
+            )
+    seeds = int(result.table["seed"].nunique())
+    if not found:
+        return Markdown(f"No run fell more than {UNSTABLE_DROP:g} points below its best accuracy at this scale.")
+    return Markdown(
+        f"Runs whose test accuracy fell more than {UNSTABLE_DROP:g} points below their best so far: "
+        + "; ".join(found)
+        + f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is "
+        + ("shown, not judged (the book's rule needs three); " if seeds < 3 else "")
+        + f"article 1 reports a breakdown of ViT near epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}"
+        " while ViTBNFFN and ViTBN stay stable: models it describes at depth 6, whose code computed one block (the "
+        "audit above). The claims table judges that only over runs as long as article 1's."
+    )

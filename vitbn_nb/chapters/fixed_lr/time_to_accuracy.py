@@ -1,0 +1,151 @@
+"""Chapter 03, the practitioner's question behind article 1's title: how long does each model take to reach a given
+test accuracy? Read from the runs' per-epoch records (no new training): per run and target, the first epoch whose
+test accuracy reaches it, the training steps up to its end and the training seconds up to its end, timed on the
+machine that trained it (named, with how many of those epochs ran while it was busier than its cores).
+
+A target reached mid-epoch counts at the epoch's end (the test runs once per epoch). A model is compared with ViT
+by the book's rule, per seed: the ratio of the seconds each took (:func:`vitbn_nb.judging.verdicts.speed_ratio`, seeds
+paired), judged only where both reached the target in at least 3 seeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ...engines import engine
+from ...judging import claims, verdicts
+from ...judging.claims import MNIST_TRAIN_IMAGES
+from ...models import CONFIGURATIONS
+from ...publishing import figures, results
+from ...system import contended
+
+#: Test accuracies (%) a practitioner might train to; the smaller profiles reach the lower ones.
+TARGETS = (80.0, 90.0, 95.0)
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+
+
+def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
+    """One row per run and target: the epoch, steps and cumulative training seconds at which the run first reached
+    the target (NaN when it never did), and whether any epoch up to then was timed on a busy machine."""
+    rows = []
+    for run_id, run in table.groupby("run_id", sort=False):
+        run = run.sort_values("epoch")
+        first = run.iloc[0]
+        images = first.get("train_size")
+        images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
+        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        seconds = run["train_seconds"].cumsum().to_numpy()
+        busy = [
+            contended(load, cores) if pd.notna(load) else False
+            for load, cores in zip(run.get("load_1min", [None] * len(run)), run.get("cpu_cores", [None] * len(run)))
+        ]
+        accuracy = run["test_acc"].to_numpy()
+        for target in targets:
+            hit = next((i for i, value in enumerate(accuracy) if value >= target), None)
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "model": first["model"],
+                    "depth": int(first["depth"]),
+                    "lr": float(first["lr"]),
+                    "seed": int(first["seed"]),
+                    "target": target,
+                    "epochs_trained": len(run),
+                    "epoch": math.nan if hit is None else int(run["epoch"].iloc[hit]),
+                    "steps": math.nan if hit is None else (hit + 1) * per_epoch,
+                    "seconds": math.nan if hit is None else float(seconds[hit]),
+                    "busy": False if hit is None else any(busy[: hit + 1]),
+                    "steps_trained": len(run) * per_epoch,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float) -> pd.DataFrame:
+    keep = (
+        (reached["model"] == model)
+        & (reached["depth"] == depth)
+        & ((reached["lr"] - lr).abs() < 1e-12)
+        & (reached["target"] == target)
+    )
+    return reached[keep].set_index("seed").sort_index()
+
+
+def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
+    """``model`` at ``depth`` against ViT at depth 6, seconds to ``target``, by the rule (seeds paired; a seed
+    where either never reached the target leaves the comparison)."""
+    vit = _runs_of(reached, "ViT", 6, lr, target)["seconds"]
+    other = _runs_of(reached, model, depth, lr, target)["seconds"]
+    both = pd.concat([vit, other], axis=1, keys=["vit", "model"]).dropna()
+    return verdicts.speed_ratio(
+        f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}",
+        list(1 / both["model"]),
+        list(1 / both["vit"]),
+        scale=hardware,
+        each="seed",
+    )
+
+
+def summary(result) -> pd.DataFrame:
+    """Per learning rate, configuration, BatchNorm model and target: each model's steps and seconds to the target
+    (median over the seeds that reached it, and how many did), and the rule's verdict on the seconds."""
+    table = result.table
+    reached = per_run(table)
+    hardware = claims.hardware_of(table)
+    rows = []
+    for lr in sorted(reached["lr"].unique()):
+        for which, depths in CONFIGURATIONS.items():
+            for model in BN_MODELS:
+                for target in TARGETS:
+                    vit = _runs_of(reached, "ViT", 6, lr, target)
+                    other = _runs_of(reached, model, depths[model], lr, target)
+                    if vit.empty or other.empty:
+                        continue
+                    judged = comparison(reached, model, depths[model], lr, target, hardware)
+                    rows.append(
+                        {
+                            "lr": lr,
+                            "configuration": which,
+                            "target (%)": target,
+                            "ViT d6: steps": _median(vit["steps"]),
+                            "ViT d6: seconds": _median(vit["seconds"], 1),
+                            "ViT d6: seeds reaching it": f"{vit['seconds'].notna().sum()} of {len(vit)}",
+                            "model": f"{model} d{depths[model]}",
+                            "model: steps": _median(other["steps"]),
+                            "model: seconds": _median(other["seconds"], 1),
+                            "model: seeds reaching it": f"{other['seconds'].notna().sum()} of {len(other)}",
+                            "T(ViT) / T(model), by the rule": "not reached by both in any seed"
+                            if judged.outcome == verdicts.NOT_RUN
+                            else verdicts.speed_text(judged),
+                            "runs timed on a busy machine": int(vit["busy"].sum() + other["busy"].sum()),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def _median(values: pd.Series, digits: int = 0):
+    values = values.dropna()
+    if values.empty:
+        return "not reached"
+    value = float(values.median())
+    return int(value) if digits == 0 else round(value, digits)
+
+
+def table(result):
+    """``03_time_to_accuracy``: steps and training seconds to 80, 90 and 95 % test accuracy, per configuration."""
+    found = summary(result)
+    reached = per_run(result.table)
+    steps = int(reached["steps_trained"].min()) if len(reached) else 0
+    return figures.save_table(
+        found,
+        "03_time_to_accuracy",
+        result,
+        reproduces="new/time_to_accuracy",
+        caption=f"Training steps and seconds until the test accuracy first reached each target (at an epoch's end; "
+        f"median over the seeds that reached it), ViT depth 6 against each BatchNorm model in both configurations, "
+        f"after at most {steps:,} steps; seconds on {claims.hardware_of(result.table)}, "
+        f"{results.contention(result.table)} timed while the machine was busier than its cores; "
+        f"{int(result.table['seed'].nunique())} seed(s) per configuration",
+    )

@@ -1,0 +1,1 @@
+"""Chapter 08: where article 1's speed-up comes from (depth, normalisation, data pipeline, the hardware)."""

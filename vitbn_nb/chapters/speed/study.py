@@ -1,0 +1,425 @@
+"""Chapter 08: where the speed comes from -- depth, data pipeline and normalisation, measured.
+
+Article 1 reports that ViTBNFFN and ViTBN train 2.5-4.3x and infer 2.5-2.7x faster than ViT
+(gains of 60-77 %), but it compares a depth-6 ViT with depth-1 BatchNorm models and times
+whole epochs through a per-sample PIL pipeline. This chapter measures, on the machine it
+runs on, the three things mixed in that number: depth (ViT at depth 6 against ViT at depth
+1), normalisation at equal depth (each BatchNorm model against ViT of its own depth), and
+the data pipeline (article 1's against the book's engine), plus what BatchNorm can truly buy
+at inference (folding it into the neighbouring Linear layers). Every number comes from
+:func:`vitbn_nb.bench.measure`, the function behind ``python -m vitbn_nb bench``, called
+afresh by :func:`run`; nothing is read back from an earlier bench file. The accounting of the
+published gain is in :mod:`.speed_accounting`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+from matplotlib.patches import Patch
+
+from ... import bench
+from ...bench import op_counts
+from ...judging import articles, verdicts
+from ...publishing import figures
+from ...publishing.results import ChapterResult
+from .settings import SpeedSettings
+
+CHAPTER = "08_where_the_speed_comes_from"
+#: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs.
+TIMED = "fresh models timed by vitbn_nb.bench as the chapter ran"
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+BN_MODELS = ("ViTBNFFN", "ViTBN")
+PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline"}
+
+
+@dataclass(frozen=True)
+class SpeedResult(ChapterResult):
+    """Chapter 08's measurements (a :class:`vitbn_nb.bench.BenchResult`), and the settings they were taken with."""
+
+    settings: SpeedSettings
+    bench: bench.BenchResult
+    #: operations dispatched per training step and inference pass, per model and depth (:mod:`vitbn_nb.bench.op_counts`)
+    op_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def row(self, kind: str, **where) -> dict:
+        return self.bench.row(kind, **where)
+
+
+def plan(settings: SpeedSettings) -> list:
+    """Chapter 08 trains no run: it times fresh models for a fixed number of steps."""
+    return []
+
+
+def run(settings: SpeedSettings, force: bool = False, device=None) -> SpeedResult:
+    """Every measurement of the chapter, fresh (``force`` changes nothing: nothing is stored to reuse)."""
+    if not {1, 6} <= set(settings.depths) & set(settings.count_depths):
+        raise ValueError(
+            f"depths={settings.depths!r}, count_depths={settings.count_depths!r} are not allowed; the accounting "
+            "needs depths 1 and 6 (article 1's depths) in both, e.g. (1, 6)"
+        )
+    counted = op_counts.table(settings.models, settings.count_depths, settings.batch_size)
+    return SpeedResult(settings, bench.measure(settings, device, log=None), pd.DataFrame(counted))
+
+
+def overview(result: SpeedResult) -> pd.DataFrame:
+    """Where and how the numbers were taken."""
+    peak = result.bench.meta["matmul_peak"]
+    s, meta = result.settings, result.bench.meta
+    sizes = lambda n: "all" if n is None else f"{n:,}"
+    rows = [
+        ("hardware", f"{result.bench.hardware_label} ({meta['device']})"),
+        ("torch, threads", f"{meta['versions'].get('torch')}, {peak['threads']} threads"),
+        (
+            "fp32 matmul peak",
+            f"{peak['flops_per_s'] / 1e9:,.1f} GFLOP/s ({peak['size']}³, median of {peak['repeats']})",
+        ),
+        (
+            "data",
+            f"MNIST without augmentation (article 1's data): {sizes(s.train_size)} training and "
+            f"{sizes(s.test_size)} test images",
+        ),
+        (
+            "training",
+            f"batch {s.batch_size}, {s.warmup} warm-up steps, then {s.repeats} interleaved rounds of {s.steps} steps "
+            "(images/s: the median round; ratios: every round, by the rule)",
+        ),
+        (
+            "inference",
+            f"test batch {s.test_batch_size}, {s.eval_warmup} warm-up batch(es), then "
+            f"{s.repeats} interleaved rounds of {s.eval_batches} batch(es) (the median round; ratios: every round)",
+        ),
+        ("memory", meta["memory_measure"]),
+        ("timing", meta["timing"]),
+    ]
+    return pd.DataFrame(rows, columns=["", "this run"])
+
+
+def hardware_note(result: SpeedResult) -> Markdown:
+    """A sentence for the chapter: which machine, and what that means for the numbers."""
+    where = f"These numbers were measured on **{result.bench.hardware_label}** ({result.bench.meta['date'][:10]})."
+    if result.bench.meta["device"] == "cpu":
+        return Markdown(
+            where + " There is **no GPU** on this machine, so every time below is a CPU time. Article 1's times: "
+            f"{articles.ARTICLE1_DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
+            "so nothing below is a GPU-against-CPU contrast. How these ratios would change on a GPU is not "
+            "measured here: run this chapter on one (the `paper` profile is the default there) and the same code "
+            "fills every figure and table with its numbers."
+        )
+    return Markdown(
+        where + " This is a GPU run. Article 1's times (MNIST without augmentation, whole epochs): "
+        f"{articles.ARTICLE1_DEVICES}; whether they were taken on a GPU the reference repository cannot tell, so the "
+        "ratios below are this GPU's, set beside article 1's, not a reproduction of its device."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# lookups
+# ---------------------------------------------------------------------------------------------
+def name(model: str, depth: int) -> str:
+    return f"{model} d{depth}"
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.0f} %" if math.isfinite(value) else "n/a"
+
+
+def share(part: float, whole: float) -> float:
+    """The share of ln(whole) that ln(part) accounts for (ratios multiply, so their logs add)."""
+    return math.log(part) / math.log(whole) if whole > 0 and part > 0 and abs(math.log(whole)) > 1e-9 else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# equal depth
+# ---------------------------------------------------------------------------------------------
+def equal_depth(result: SpeedResult) -> pd.DataFrame:
+    """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
+    rows = []
+    for depth in result.settings.depths:
+        for model in MODELS:
+            row = {
+                "model": model,
+                "depth": depth,
+                "article 1 as run": "yes"
+                if result.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
+                else "",
+            }
+            for kind in ("training", "inference"):
+                for pipeline in ("engine", "reference"):
+                    ips = result.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
+                    row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
+                short = "r_t" if kind == "training" else "r_v"
+                row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
+                    verdicts.speed_text(equal_depth_speed(result, kind, model, depth))
+                    if model != "ViT"
+                    else "1 (itself)"
+                )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) -> verdicts.Verdict:
+    """``model`` against ViT of the same depth through the book's engine, judged by the rule from their rounds."""
+    return result.bench.speed(
+        kind, dict(model=model, depth=depth, pipeline="engine"), dict(model="ViT", depth=depth, pipeline="engine")
+    )
+
+
+def _bars(ax, groups, series, *, ylabel: str, title: str):
+    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group, marks per group)]."""
+    width = 0.8 / len(series)
+    for i, (label, color, hatch, alpha, values, marks) in enumerate(series):
+        x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
+        bars = ax.bar(
+            x,
+            values,
+            width,
+            label=label,
+            color=color,
+            alpha=alpha,
+            hatch=hatch,
+            edgecolor=color if hatch else "white",
+            linewidth=0.8,
+        )
+        for bar, mark in zip(bars, marks):
+            if mark:
+                ax.annotate(
+                    mark,
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center",
+                    va="bottom",
+                    fontsize=11 if mark == "*" else 7,
+                    xytext=(0, 1),
+                    textcoords="offset points",
+                )
+    ax.set_xticks(np.arange(len(groups)), groups)
+    ax.grid(axis="x", visible=False)
+    ax.set(ylabel=ylabel, title=title)
+    ax.set_ylim(bottom=0)
+    ax.margins(y=0.12)
+
+
+def equal_depth_figure(result: SpeedResult):
+    """Time per 1,000 images, training and inference, each model at depth 1 and 6, through both pipelines."""
+    figures.use_style()
+    depths = list(result.settings.depths)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    for ax, kind in zip(axes, ("training", "inference")):
+        series = []
+        for model in MODELS:
+            for pipeline in ("engine", "reference"):
+                rows = [result.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                series.append(
+                    (
+                        f"{model}, {PIPELINE_LABELS[pipeline]}",
+                        figures.color(model),
+                        "///" if pipeline == "reference" else None,
+                        0.45 if pipeline == "reference" else 1.0,
+                        [1000 / r["images_per_s"] for r in rows],
+                        ["*" if r["as_run"] else "" for r in rows],
+                    )
+                )
+        _bars(
+            ax,
+            [f"depth {d}" for d in depths],
+            series,
+            ylabel="seconds per 1,000 images",
+            title=f"{kind} (batch {result.settings.batch_size})"
+            if kind == "training"
+            else f"{kind} (test batch {result.settings.test_batch_size})",
+        )
+    handles = [Patch(color=figures.color(m), label=m) for m in MODELS] + [
+        Patch(facecolor="0.5", label="book's engine"),
+        Patch(facecolor="white", edgecolor="0.4", hatch="///", label="article 1's pipeline"),
+    ]
+    axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    fig.suptitle("Equal depth: time per 1,000 MNIST images (* = article 1 as run)")
+    return figures.save_figure(
+        fig,
+        "new_equal_depth_timing",
+        result,
+        reproduces="new/equal_depth_timing",
+        caption="Training and inference time per 1,000 images of ViT, ViTBNFFN and ViTBN at depths 1 and 6, "
+        "through the book's engine (solid) and article 1's per-sample pipeline (hatched); * marks the "
+        "configurations article 1 compared (ViT depth 6, BatchNorm models depth 1).",
+        reads=TIMED,
+        extra={"hardware_line": result.bench.hardware_label},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the data pipeline
+# ---------------------------------------------------------------------------------------------
+SPLIT_COLORS = {"data": "#E1A95F", "compute": "#6C8EBF", "forward": "#6C8EBF", "bookkeeping": "#B85450"}
+
+
+def pipeline_split(result: SpeedResult) -> pd.DataFrame:
+    """Per configuration and pipeline: the share of time spent producing batches, and engine / article 1's pipeline."""
+    rows = []
+    ratio = {(r["model"], r["depth"]): r for r in result.bench.ratios.to_dict("records")}
+    for depth in result.settings.depths:
+        for model in MODELS:
+            for pipeline in ("reference", "engine"):
+                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
+                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
+                r = ratio[(model, depth)]
+                rows.append(
+                    {
+                        "configuration": name(model, depth) + (" *" if train["as_run"] else ""),
+                        "pipeline": PIPELINE_LABELS[pipeline],
+                        "training: data share": pct(train["data_share"]),
+                        "training: data ms / step": round(1e3 * train["data_seconds"], 1),
+                        "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
+                        "inference: data share": pct(infer["data_share"]),
+                        "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
+                        "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"]
+                        if pipeline == "engine"
+                        else "",
+                        "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"]
+                        if pipeline == "engine"
+                        else "",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def pipeline_split_figure(result: SpeedResult):
+    """Stacked bars: seconds per 1,000 images spent producing batches and computing, both pipelines."""
+    labels, train_parts, infer_parts = [], [], []
+    for depth in result.settings.depths:
+        for model in MODELS:
+            for pipeline in ("reference", "engine"):
+                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
+                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
+                labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
+                per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
+                train_parts.append(
+                    {"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train}
+                )
+                per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
+                infer_parts.append(
+                    {
+                        "data": infer["data_seconds"] * per_infer,
+                        "forward": infer["forward_seconds"] * per_infer,
+                        "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
+                    }
+                )
+    figures.use_style()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 0.36 * len(labels) + 1.6), sharey=True)
+    y = np.arange(len(labels))[::-1]
+    for ax, parts, title in ((axes[0], train_parts, "training"), (axes[1], infer_parts, "inference")):
+        left = np.zeros(len(labels))
+        for part in parts[0]:
+            values = np.array([p[part] for p in parts])
+            ax.barh(y, values, left=left, color=SPLIT_COLORS[part], label=part, height=0.7)
+            left += values
+        ax.set(xlabel="seconds per 1,000 images", title=title)
+        ax.legend(loc="best", fontsize=8)  # where the bars leave room (the short depth-1 rows)
+    axes[0].set_yticks(y, labels, fontsize=8)
+    fig.suptitle("Where the time goes: producing batches (data) against the model's work (* = article 1 as run)")
+    return figures.save_figure(
+        fig,
+        "new_pipeline_split",
+        result,
+        reproduces="new/pipeline_split",
+        caption="Time per 1,000 MNIST images split into producing batches (data: loading, converting, "
+        "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
+        "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
+        "pipeline and the book's engine.",
+        reads=TIMED,
+        extra={"hardware_line": result.bench.hardware_label},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# folding
+# ---------------------------------------------------------------------------------------------
+def folding(result: SpeedResult) -> pd.DataFrame:
+    rows = []
+    for r in result.bench.folding.to_dict("records"):
+        rows.append(
+            {
+                "model": name(r["model"], r["depth"]),
+                "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
+                "folded (images/s)": round(r["folded_images_per_s"], 1),
+                "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
+                "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
+                "folded / ViT, by the rule": r["folded_over_vit_rule"],
+                "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
+                "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _folded_over_unfolded(result: SpeedResult, model: str, depth: int) -> verdicts.Verdict:
+    """Folded against unfolded inference, by the rule from their rounds (the figure marks its estimate)."""
+    unfolded = dict(model=model, depth=depth, pipeline="engine")
+    return result.bench.speed("inference", dict(folded=True, **unfolded), unfolded)
+
+
+def folding_figure(result: SpeedResult):
+    """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
+    depths = list(result.settings.depths)
+    fold = {(r["model"], r["depth"]): r for r in result.bench.folding.to_dict("records")}
+    series = [
+        (
+            "ViT (LayerNorm)",
+            figures.color("ViT"),
+            None,
+            1.0,
+            [result.row("inference", model="ViT", depth=d, pipeline="engine")["images_per_s"] for d in depths],
+        ),
+        (
+            "ViT with its LayerNorms removed (not a model: what LayerNorm costs)",
+            figures.color("ViT"),
+            "///",
+            0.45,
+            [
+                result.row("inference", model="ViT", depth=d, pipeline="engine", norms_removed=True)["images_per_s"]
+                for d in depths
+            ],
+        ),
+    ]
+    for model in BN_MODELS:
+        series.append(
+            (f"{model}", figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
+        )
+        series.append(
+            (
+                f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)",
+                figures.darker(figures.color(model), 0.35),
+                "xx",
+                1.0,
+                [fold[(model, d)]["folded_images_per_s"] for d in depths],
+                [f"×{_folded_over_unfolded(result, model, d).estimate:.2f}" for d in depths],
+            )
+        )
+    figures.use_style()
+    fig, ax = plt.subplots(figsize=(12, 4.6))
+    _bars(
+        ax,
+        [f"depth {d}" for d in depths],
+        [s if len(s) == 6 else (*s, [""] * len(depths)) for s in series],
+        ylabel="images per second (higher is faster)",
+        title=f"Inference, book's engine, test batch {result.settings.test_batch_size}",
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle("What BatchNorm can buy at inference: folding it into the neighbouring Linear layers")
+    return figures.save_figure(
+        fig,
+        "new_bn_folding",
+        result,
+        reproduces="new/bn_folding",
+        caption="Inference throughput of ViTBNFFN and ViTBN before and after folding every eval-mode BatchNorm "
+        "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
+        "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
+        "which cannot fold, costs.",
+        reads=TIMED,
+        extra={"hardware_line": result.bench.hardware_label},
+    )

@@ -1,0 +1,292 @@
+"""Chapter 07 (b): attention-only against full fine-tuning at a new resolution (Touvron et al.).
+
+(a)'s depth-``depths[0]`` sequential models, trained on 28x28 MNIST, are fine-tuned on MNIST upscaled to
+56x56 (64 patches instead of 16; position embeddings interpolated bicubically), every weight or the
+attention only: accuracy before and after, trainable parameters, memory and compute time of a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ...data import image_sets
+from ...engines import engine, finetune
+from ...judging import articles, verdicts
+from ...models import build_model
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from ...system import pick_device
+from . import common as shared
+from .settings import ThreeThingsSettings
+
+STYLES = {"full": "-", "attention only": "--"}
+MODES = {"full": "all", "attention only": "attention"}
+
+
+@dataclass(frozen=True)
+class FinetuneResult(results.ChapterResult):
+    """(b)'s fine-tuning runs (``table``: one row per run and epoch) and one row per run of measurements."""
+
+    settings: ThreeThingsSettings
+    table: pd.DataFrame
+    per_run: pd.DataFrame
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The fine-tuning runs and the runs they started from."""
+        return results.run_ids_of([*self.per_run["run_id"], *self.per_run["source"]])
+
+
+def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
+    """Each source run with its two fine-tunings; a source is named by the id it is stored under (its own device
+    type's, so that a store trained on a GPU fine-tunes and renders anywhere)."""
+    out = []
+    for source in shared.sequential_configs(settings):
+        source_id = source.run_id(runs.stored_device_type(source, device))
+        for variant, trainable in MODES.items():
+            tuned = RunConfig(
+                model=source.model,
+                model_kwargs={**source.model_kwargs, "image_size": 56},
+                dataset="mnist56",
+                epochs=settings.ft_epochs,
+                lr=settings.ft_lr,
+                batch_size=settings.batch_size,
+                test_batch_size=settings.test_batch_size,
+                seed=source.seed,
+                train_size=settings.ft_train_size,
+                test_size=settings.ft_test_size,
+                init_from=source_id,
+                trainable=trainable,
+            )
+            out.append(({"variant": variant, "source": source_id}, tuned))
+    return out
+
+
+def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
+    """The source models ((a)'s, trained first if need be), then each one fine-tuned fully and attention-only."""
+    return [*shared.sequential_configs(settings), *(c for _, c in _pairs(settings, pick_device()))]
+
+
+def accuracy_before(source: runs.Run, settings: ThreeThingsSettings, device) -> float:
+    """The MNIST-trained model moved to 56x56 (position embedding interpolated) with no training: test accuracy."""
+    model = build_model(source.config.model, **{**source.config.model_kwargs, "image_size": 56})
+    state = runs.load_weights(
+        source.folder / "model.pt", source.run_id, source.record.get("checksums", {}).get("model.pt")
+    )
+    finetune.load_resized(model, state, source.load_model("cpu").grid_size).to(device).eval()
+    _, test = image_sets("mnist56", settings.ft_train_size, settings.ft_test_size, str(device))
+    return engine.evaluate(model, test, batch_size=settings.test_batch_size, device=device)["test_acc"]
+
+
+def step_memory(run_: runs.Run, settings: ThreeThingsSettings, device) -> dict:
+    """Memory of one training step of the fine-tuning run's model with its trainable set (MiB)."""
+    model = run_.load_model(device)
+    finetune.set_trainable(model, run_.config.trainable)
+    train, _ = image_sets("mnist56", settings.ft_train_size, settings.ft_test_size, str(device))
+    images, labels = next(train.batches(run_.config.batch_size))
+    return finetune.step_memory(model, images, labels)
+
+
+def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> FinetuneResult:
+    """Train (a)'s sources if need be (never retrained here), fine-tune each both ways, and measure."""
+    device = pick_device(device)
+    sources = {r.run_id: r for r in runs.train_all(shared.sequential_configs(settings))}
+    pairs = _pairs(settings, device)
+    table, trained = shared.train_labelled(pairs, force=force)
+    before = {
+        source_id: runs.measured(
+            source,
+            f"test accuracy at 56 px before fine-tuning: {settings.ft_test_size or 'all'} test images",
+            lambda source=source: accuracy_before(source, settings, device),
+            None,
+        )
+        for source_id, source in sources.items()
+    }
+    rows = []
+    for (label, _), run_ in zip(pairs, trained):
+        record = run_.record
+        steps = engine.steps_per_epoch(record["train_images"], run_.config.batch_size)
+        compute = run_.metrics["train_seconds"] - run_.metrics["data_seconds"]
+        memory = runs.measured(
+            run_,
+            f"training step memory (MiB): batch {run_.config.batch_size}",
+            lambda run_=run_: step_memory(run_, settings, device),
+            device,
+        )
+        rows.append(
+            {
+                "run_id": run_.run_id,
+                "model": run_.config.model,
+                "variant": label["variant"],
+                "seed": run_.config.seed,
+                "source": label["source"],
+                "trainable": record["parameters"]["trainable"],
+                "total": record["parameters"]["total"],
+                "step_ms": 1000 * compute.median() / steps,
+                "memory_accounted": memory["accounted"],
+                "memory_activations": memory["activations"],
+                "memory_cuda_peak": memory["cuda_peak"],
+                "final_acc": run_.final_accuracy,
+                "before": before[label["source"]],
+            }
+        )
+    return FinetuneResult(settings, table, pd.DataFrame(rows))
+
+
+def _memory_column(per_run: pd.DataFrame) -> tuple[str, str]:
+    if per_run["memory_cuda_peak"].notna().all():
+        return "memory_cuda_peak", "peak GPU memory per step (MiB)"
+    return "memory_accounted", "tensor memory per step (MiB)"
+
+
+def finetune_figure(result: FinetuneResult):
+    """Accuracy (epoch 0: untuned), trainable parameters, memory and time of a step; ``new/attention_finetune``."""
+    table, per_run, settings = result.table, result.per_run, result.settings
+    variants = list(STYLES)
+    start = per_run[["run_id", "model", "variant", "seed", "before"]].rename(columns={"before": "test_acc"})
+    curves = pd.concat([start.assign(epoch=0), table[["run_id", "model", "variant", "seed", "epoch", "test_acc"]]])
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.4))
+    shared.accuracy_panel(
+        axes[0], curves.sort_values("epoch"), variants, STYLES, "accuracy at 56x56 (epoch 0: no fine-tuning)"
+    )
+    summary = (
+        per_run.groupby(["model", "variant"], sort=False)
+        .agg(
+            trainable=("trainable", "mean"),
+            total=("total", "mean"),
+            step_ms=("step_ms", "mean"),
+            memory_accounted=("memory_accounted", "mean"),
+            memory_cuda_peak=("memory_cuda_peak", "mean"),
+        )
+        .reset_index()
+    )
+    summary["trainable_k"] = summary["trainable"] / 1000
+    shared.bars(
+        axes[1],
+        summary,
+        value="trainable_k",
+        variants=variants,
+        ylabel="trainable parameters (thousands)",
+        title="weights updated (and stored per task)",
+        annotate=lambda row: f"{100 * row['trainable'] / row['total']:.0f} %",
+    )
+    column, label = _memory_column(per_run)
+    shared.bars(axes[2], summary, value=column, variants=variants, ylabel=label, title="memory of a training step")
+    shared.bars(
+        axes[3],
+        summary,
+        value="step_ms",
+        variants=variants,
+        ylabel="compute time per step (ms)",
+        title="time per training step",
+    )
+    shared.model_legend(fig, settings.models, variants)
+    fig.suptitle(f"Fine-tuning depth-{settings.depths[0]} MNIST models at 56x56: every weight vs attention only")
+    caption = (
+        "Fine-tuning models trained on 28x28 MNIST on MNIST upscaled to 56x56 (64 patches instead of 16; "
+        "position embeddings interpolated bicubically): test accuracy, trainable parameters, memory of "
+        "one training step ("
+        + (
+            "CUDA peak allocated"
+            if column == "memory_cuda_peak"
+            else "weights + gradients + Adam state + tensors saved for backward"
+        )
+        + ") and compute time per step."
+    )
+    return figures.save_figure(
+        fig,
+        "07_attention_finetune",
+        result,
+        reproduces="new/attention_finetune",
+        caption=f"{caption} ({figures.spread_label(result.table)}).",
+    )
+
+
+def finetune_table(result: FinetuneResult):
+    """Per model and mode: accuracy before and after, trainable share, memory and compute per step; saved."""
+    per_run, settings = result.per_run, result.settings
+    rows = []
+    for (model, variant), group in per_run.groupby(["model", "variant"], sort=False):
+        rows.append(
+            {
+                "model": model,
+                "fine-tuned": variant,
+                "before fine-tuning (%)": results.mean_sd(group["before"], 2),
+                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+                "trainable parameters": int(group["trainable"].iloc[0]),
+                "of total (%)": 100 * group["trainable"].iloc[0] / group["total"].iloc[0],
+                "tensor memory per step (MiB)": group["memory_accounted"].mean(),
+                "of which activations (MiB)": group["memory_activations"].mean(),
+                "CUDA peak per step (MiB)": group["memory_cuda_peak"].mean(),
+                "compute ms/step": group["step_ms"].mean(),
+                "seeds": len(group),
+            }
+        )
+    out = pd.DataFrame(rows)
+    if out["CUDA peak per step (MiB)"].isna().all():
+        out = out.drop(columns="CUDA peak per step (MiB)")
+    return figures.save_table(
+        out,
+        "07_attention_finetune_table",
+        result,
+        reproduces="new/attention_finetune_table",
+        caption="Full vs attention-only fine-tuning at 56x56 (memory: one Adam step, batch "
+        f"{settings.batch_size}; step time: training compute without the data pipeline)",
+    )
+
+
+def claims(result: FinetuneResult):
+    """Touvron et al.'s statements about attention-only fine-tuning next to what this run measured."""
+    per_run, said = result.per_run, articles.TOUVRON
+    column, _ = _memory_column(per_run)
+
+    def saving(value: str) -> str:
+        parts = []
+        for model, group in per_run.groupby("model", sort=False):
+            means = group.groupby("variant")[value].mean()
+            parts.append(f"{model} {100 * (1 - means['attention only'] / means['full']):.0f} %")
+        return ", ".join(parts)
+
+    attention = per_run[per_run["variant"] == "attention only"]
+    fractions = (100 * attention["trainable"] / attention["total"]).groupby(attention["model"], sort=False).mean()
+    before = per_run.groupby("model", sort=False)["before"].mean()
+    return shared.sentences(
+        pd.DataFrame(
+            [
+                {
+                    "question": "accuracy, attention only - full (pp)",
+                    "Touvron et al. report": said["finetune_accuracy"],
+                    "this run": shared.difference_text(per_run, "attention only", "full")
+                    + "; before fine-tuning: "
+                    + ", ".join(f"{m} {v:.1f} %" for m, v in before.items()),
+                },
+                {
+                    "question": "memory saved by attention only",
+                    "Touvron et al. report": said["finetune_memory"],
+                    "this run": saving(column)
+                    + (
+                        " (CUDA peak)"
+                        if column == "memory_cuda_peak"
+                        else " (tensor accounting: weights, gradients, Adam state, saved activations)"
+                    ),
+                },
+                {
+                    "question": "training time saved per step",
+                    "Touvron et al. report": said["finetune_time"],
+                    # one timed measurement per run, not interleaved rounds: the rule has nothing to judge
+                    "this run": saving("step_ms")
+                    + f" ({per_run.groupby(['model', 'variant']).size().min()} run(s) each, on the machine that "
+                    f"trained them: {verdicts.NOT_JUDGED})",
+                },
+                {
+                    "question": "weights to store per fine-tuned model",
+                    "Touvron et al. report": said["finetune_storage"],
+                    "this run": ", ".join(f"{m} {v:.0f} % of the weights" for m, v in fractions.items()),
+                },
+            ]
+        )
+    )

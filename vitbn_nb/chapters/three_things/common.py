@@ -1,0 +1,180 @@
+"""Chapter 07's shared parts: the runs its three parts share, the pieces of their figures and the words of their
+differences (each part in its own module: :mod:`.parallel_blocks`, :mod:`.attention_finetune`, :mod:`.hmlp_stem`;
+the chapter's plan in :mod:`.three_things`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...publishing import figures
+from ...store import runs
+from ...store.runs import RunConfig
+from .settings import ThreeThingsSettings
+
+CHAPTER = "07_three_things"
+
+
+def config(settings: ThreeThingsSettings, model: str, seed: int, **model_kwargs) -> RunConfig:
+    """A 28x28 MNIST run of ``model`` at the chapter's epochs, lr and sizes."""
+    return RunConfig.from_settings(
+        settings, model=model, model_kwargs=model_kwargs, dataset="mnist", lr=settings.lr, seed=seed
+    )
+
+
+def parallel_pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
+    """(labels, config): each model at each depth, sequential and with ``branches`` parallel branches."""
+    out = []
+    b = settings.branches
+    for depth in settings.depths:
+        if depth % b:
+            raise ValueError(f"depths must be multiples of branches={b}; got depth {depth}")
+        for model in settings.models:
+            for seed in range(settings.seeds):
+                for variant, kwargs in (
+                    ("sequential", dict(depth=depth)),
+                    ("parallel", dict(depth=depth // b, branches=b)),
+                ):
+                    blocks = f"{kwargs['depth']} x {kwargs.get('branches', 1)}"
+                    out.append(
+                        (
+                            {"variant": variant, "blocks": blocks, "total_depth": depth},
+                            config(settings, model, seed, **kwargs),
+                        )
+                    )
+    return out
+
+
+def sequential_configs(settings: ThreeThingsSettings) -> list[RunConfig]:
+    """(a)'s sequential runs at the first depth: (b)'s starting points and (c)'s linear-stem baselines."""
+    return [
+        c
+        for label, c in parallel_pairs(settings)
+        if label["variant"] == "sequential" and label["total_depth"] == settings.depths[0]
+    ]
+
+
+def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
+    """Train (or reuse) every config of ``(labels, config)`` pairs; a tidy per-epoch table with the labels added.
+
+    ``force`` retrains only the configs in ``own`` (all of them when ``own`` is None): a part never
+    retrains the runs it borrows from another.
+    """
+    configs = [c for _, c in pairs]
+    owned = configs if own is None else [c for c in configs if c in own]
+    if force and owned:
+        runs.train_all(owned, force=True, progress=progress)
+    trained = runs.train_all(configs, progress=progress and not force)
+    table = runs.load_table(trained)
+    labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
+    return table.merge(labels, on="run_id"), trained
+
+
+def sentences(table: pd.DataFrame):
+    """A table of sentences, shown whole (pandas would cut long cells at 50 characters); ``.data`` is the frame."""
+    return (
+        table.style.hide(axis="index")
+        .set_properties(**{"text-align": "left", "white-space": "normal", "vertical-align": "top"})
+        .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces of the three parts' figures and claims
+# ---------------------------------------------------------------------------------------------
+def bars(ax, summary: pd.DataFrame, *, value: str, variants: list[str], ylabel: str, title: str, annotate=None):
+    """Grouped bars: one group per model, one bar per variant (hatched after the first).
+
+    ``annotate(row) -> str`` writes a label above each bar."""
+    models = list(dict.fromkeys(summary["model"]))
+    width = 0.8 / len(variants)
+    for i, variant in enumerate(variants):
+        rows = summary[summary["variant"] == variant].set_index("model").reindex(models)
+        x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
+        drawn = ax.bar(
+            x,
+            rows[value],
+            width,
+            color=[figures.color(m) for m in models],
+            alpha=1.0 if i == 0 else 0.55,
+            hatch=None if i == 0 else "//",
+            edgecolor="0.25",
+            linewidth=0.6,
+        )
+        if annotate is not None:
+            ax.bar_label(drawn, labels=[annotate(row) for _, row in rows.iterrows()], fontsize=8, padding=2)
+    ax.set_xticks(np.arange(len(models)), models)
+    ax.set(ylabel=ylabel, title=title)
+    top = np.nanmax(summary[value].to_numpy(dtype=float))
+    ax.set_ylim(0, 1.2 * top if np.isfinite(top) and top > 0 else 1)  # room for the labels above the bars
+
+
+def model_legend(fig, models, variants: list[str]):
+    """One legend under the figure: a colour per model, then the bar style of each variant."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=figures.color(m), label=m) for m in models]
+    handles += [
+        Patch(
+            facecolor="0.6",
+            alpha=1.0 if i == 0 else 0.55,
+            hatch=None if i == 0 else "//",
+            edgecolor="0.25",
+            label=f"{variant} (bars)",
+        )
+        for i, variant in enumerate(variants)
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), title=None)
+
+
+def accuracy_panel(ax, table: pd.DataFrame, variants: list[str], styles: dict[str, str], title: str):
+    from matplotlib.lines import Line2D
+
+    for (model, variant), group in table.groupby(["model", "variant"], sort=False):
+        figures.mean_band(
+            ax,
+            group,
+            x="epoch",
+            y="test_acc",
+            label=f"{model} {variant}",
+            color=figures.color(model),
+            linestyle=styles[variant],
+            marker="o",
+        )
+    ax.set(xlabel="epoch", ylabel="test accuracy (%)", title=title)
+    epochs = sorted(table["epoch"].unique())
+    if len(epochs) <= 12:
+        ax.set_xticks(epochs)
+        ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+    else:
+        figures.integer_epochs(ax)
+    handles = [Line2D([], [], color="0.3", linestyle=styles[v], label=v) for v in variants]
+    ax.legend(handles=handles, loc="best", title="variant")
+
+
+def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str, fmt="{:.2f}x") -> str:
+    """Per model: mean(value of variant a) / mean(value of variant b)."""
+    parts = []
+    for model, group in per_run.groupby("model", sort=False):
+        means = group.groupby("variant")[value].mean()
+        parts.append(f"{model} {fmt.format(means[a] / means[b])}")
+    return ", ".join(parts)
+
+
+def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_acc") -> str:
+    """Per model: final accuracy of a minus b (pp), paired by random seed, with its 95 % interval where there are
+    enough seeds for the book's rule; with fewer, the text says the differences are shown, not judged."""
+    from ...judging import verdicts
+
+    parts, seeds = [], []
+    for model, group in per_run.groupby("model", sort=False):
+        pivot = group.pivot_table(index="seed", columns="variant", values=value)
+        mean, low, high, n = verdicts.interval(list(pivot[a] - pivot[b]))
+        seeds.append(n)
+        bounds = f" [{low:+.2f}, {high:+.2f}]" if n >= verdicts.MIN_SEEDS else ""
+        parts.append(f"{model} {mean:+.2f}{bounds} pp")
+    fewest = min(seeds, default=0)
+    which = "seed" if fewest == 1 else "seeds"
+    if fewest < verdicts.MIN_SEEDS:
+        return ", ".join(parts) + f" ({fewest} {which}: {verdicts.NOT_JUDGED})"
+    return ", ".join(parts) + f" (mean and 95 % interval over {fewest} seeds)"

@@ -1,0 +1,210 @@
+"""Chapter 07 (c): the hMLP stem against the linear patch embedding (Touvron et al.).
+
+Each model at the chapter's first depth with a linear stem ((a)'s sequential runs) and with the
+hMLP stem (7x7 patches: a 7x7 convolution, then two 1x1 stages): accuracy, training time, the
+stem's parameters and FLOPs, and whether any patch's token depends on another patch's pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from ...judging import articles
+from ...models import build_model, count_parameters
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from ..architectures.sizes import forward_flops
+from . import common as shared
+from .settings import ThreeThingsSettings
+
+STYLES = {"linear": "-", "hmlp": "--"}
+
+
+@dataclass(frozen=True)
+class StemResult(results.ChapterResult):
+    """(c)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
+
+    settings: ThreeThingsSettings
+    table: pd.DataFrame
+    per_run: pd.DataFrame
+
+
+def _pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
+    depth = settings.depths[0]
+    return [
+        (
+            {"variant": stem},
+            shared.config(settings, model, seed, depth=depth, **({"stem": "hmlp"} if stem == "hmlp" else {})),
+        )
+        for model in settings.models
+        for seed in range(settings.seeds)
+        for stem in ("linear", "hmlp")
+    ]
+
+
+def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
+    """Linear stem ((a)'s sequential runs) and hMLP stem, each model and random seed, at the first depth."""
+    return [c for _, c in _pairs(settings)]
+
+
+def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> float:
+    """Largest change of any *other* patch's token when one patch's pixels are redrawn (eval mode)."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(2, 1, 28, 28, generator=generator)
+    grid_w = model.grid_size[1]
+    side = 28 // grid_w
+    row, col = divmod(patch, grid_w)
+    y = x.clone()
+    y[:, :, row * side : (row + 1) * side, col * side : (col + 1) * side] = torch.rand(
+        2, 1, side, side, generator=generator
+    )
+    with torch.no_grad():
+        a, b = model.to_patch_embedding(x), model.to_patch_embedding(y)
+    others = [i for i in range(a.shape[1]) if i != patch]
+    return (a[:, others] - b[:, others]).abs().max().item()
+
+
+def flops_per_image(model: torch.nn.Module) -> float:
+    """Forward FLOPs of one image, counted as chapter 02's table counts every configuration
+    (:func:`.model_sizes.forward_flops`: one counter, 2 FLOPs per multiply-add, attention included), so that the
+    same ViT has the same count in both chapters."""
+    return forward_flops(model)
+
+
+def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
+    """Train (or reuse) the hMLP runs (``force`` retrains only them, not (a)'s linear ones) and measure each stem."""
+    pairs = _pairs(settings)
+    own = [c for label, c in pairs if label["variant"] == "hmlp"]
+    table, trained = shared.train_labelled(pairs, force=force, own=own)
+    rows = []
+    for (label, _), run_ in zip(pairs, trained):
+        # Sizes and FLOPs are the architecture's; only the stem's mixing needs the trained weights.
+        model = build_model(run_.config.model, **run_.config.model_kwargs).eval()
+        rows.append(
+            {
+                "run_id": run_.run_id,
+                "model": run_.config.model,
+                "variant": label["variant"],
+                "seed": run_.config.seed,
+                "parameters": count_parameters(model),
+                "stem_parameters": count_parameters(model.to_patch_embedding),
+                "flops": flops_per_image(model),
+                "train_seconds": run_.metrics["train_seconds"].median(),
+                "final_acc": run_.final_accuracy,
+                "mixing": runs.measured(
+                    run_,
+                    "stem mixing: largest change of another patch's token",
+                    lambda run_=run_: patch_mixing(run_.load_model("cpu")),
+                    None,
+                ),
+            }
+        )
+    return StemResult(settings, table, pd.DataFrame(rows))
+
+
+def stem_figure(result: StemResult):
+    """Accuracy per epoch, training time and the stem's parameters; saved as ``new/hmlp_stem``."""
+    table, per_run, settings = result.table, result.per_run, result.settings
+    variants = list(STYLES)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    shared.accuracy_panel(axes[0], table, variants, STYLES, f"accuracy (depth {settings.depths[0]})")
+    summary = (
+        per_run.groupby(["model", "variant"], sort=False)
+        .agg(train_seconds=("train_seconds", "mean"), stem_k=("stem_parameters", "mean"))
+        .reset_index()
+    )
+    summary["stem_k"] = summary["stem_k"] / 1000
+    shared.bars(
+        axes[1],
+        summary,
+        value="train_seconds",
+        variants=variants,
+        ylabel="train time per epoch (s)",
+        title="training time",
+    )
+    shared.bars(
+        axes[2],
+        summary,
+        value="stem_k",
+        variants=variants,
+        ylabel="stem parameters (thousands)",
+        title="patch-embedding parameters",
+    )
+    shared.model_legend(fig, settings.models, variants)
+    fig.suptitle("Linear patch embedding vs hMLP stem (7x7 patches: 7x7 conv, then two 1x1 stages)")
+    return figures.save_figure(
+        fig,
+        "07_hmlp_stem",
+        result,
+        reproduces="new/hmlp_stem",
+        caption="The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
+        "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters. "
+        f"({figures.spread_label(result.table)}).",
+    )
+
+
+def stem_table(result: StemResult):
+    """Per model and stem: parameters, FLOPs, final accuracy, training time, patch mixing; saved."""
+    per_run = result.per_run
+    rows = []
+    for (model, variant), group in per_run.groupby(["model", "variant"], sort=False):
+        rows.append(
+            {
+                "model": model,
+                "stem": variant,
+                "parameters": int(group["parameters"].iloc[0]),
+                "stem parameters": int(group["stem_parameters"].iloc[0]),
+                "MFLOPs per image": group["flops"].iloc[0] / 1e6,
+                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+                "train s/epoch (median)": group["train_seconds"].mean(),
+                "max change of other patches' tokens": group["mixing"].max(),
+                "seeds": len(group),
+            }
+        )
+    return figures.save_table(
+        pd.DataFrame(rows),
+        "07_hmlp_stem_table",
+        result,
+        reproduces="new/hmlp_stem_table",
+        caption="Linear patch embedding vs hMLP stem (forward FLOPs per image counted as in chapter 2's table: "
+        "matrix products, attention's included, and convolutions at 2 FLOPs per multiply-add, norms and softmax "
+        "not counted; patch mixing: eval mode, one patch's pixels redrawn)",
+    )
+
+
+def claims(result: StemResult):
+    """Touvron et al.'s statements about the hMLP stem next to what this run measured."""
+    per_run, said = result.per_run, articles.TOUVRON
+    flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()
+    mixing = per_run.groupby("variant", sort=False)["mixing"].max()
+    return shared.sentences(
+        pd.DataFrame(
+            [
+                {
+                    "question": "accuracy, hMLP - linear (pp)",
+                    "Touvron et al. report": said["hmlp_accuracy"],
+                    "this run": shared.difference_text(per_run, "hmlp", "linear"),
+                },
+                {
+                    "question": "extra compute of hMLP",
+                    "Touvron et al. report": said["hmlp_flops"],
+                    "this run": ", ".join(
+                        f"{m} {100 * (flops.loc[m, 'hmlp'] / flops.loc[m, 'linear'] - 1):+.1f} % FLOPs"
+                        for m in flops.index
+                    ),
+                },
+                {
+                    "question": "patches never mixed",
+                    "Touvron et al. report": said["hmlp_patches"],
+                    "this run": "largest change of another patch's token when one patch changes: "
+                    + ", ".join(f"{variant} {value:.1e}" for variant, value in mixing.items()),
+                },
+            ]
+        )
+    )

@@ -1,0 +1,240 @@
+"""Chapter 07 (a): sequential blocks against parallel blocks with the same parameters (Touvron et al.).
+
+Depth ``d`` against ``d / branches`` blocks of ``branches`` MHSA and FFN branches: test accuracy per
+epoch, training time per epoch (median over epochs, from the run store) and inference latency at
+batch 1 and at ``latency_batch``: every run's forward pass timed in the same ``latency_repeats`` interleaved rounds
+(one pass of each run per round, so a busy spell slows them alike), each round kept in the run's record, so that a
+latency carries its spread and sequential against parallel is judged by the book's rule, round by round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ... import data
+from ...bench import timing
+from ...judging import articles, verdicts
+from ...publishing import figures, results
+from ...store import runs
+from ...store.runs import RunConfig
+from ...system import pick_device
+from . import common as shared
+from .settings import ThreeThingsSettings
+
+STYLES = {"sequential": "-", "parallel": "--"}
+
+
+@dataclass(frozen=True)
+class ParallelResult(results.ChapterResult):
+    """(a)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
+
+    settings: ThreeThingsSettings
+    table: pd.DataFrame
+    per_run: pd.DataFrame
+
+
+def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
+    """Each model at each depth, sequential and parallel, every random seed."""
+    return [c for _, c in shared.parallel_pairs(settings)]
+
+
+def latencies_ms(models: dict, images, *, repeats: int) -> dict:
+    """Milliseconds per image of each model's eval-mode forward pass over ``images``, one pass of every model per
+    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.bench.timing.interleave`)."""
+    import torch
+
+    def runner(model):
+        model.eval()
+
+        @torch.inference_mode()
+        def one(n: int) -> dict:
+            start = timing.clock(images.device)
+            for _ in range(n):
+                model(images)
+            return {"seconds": (timing.clock(images.device) - start) / n}
+
+        return one
+
+    rounds = timing.interleave({k: runner(m) for k, m in models.items()}, warmup=1, repeats=repeats, length=1)
+    return {k: [1000 * r["seconds"] / len(images) for r in timed] for k, timed in rounds.items()}
+
+
+def _latency_name(batch: int, repeats: int) -> str:
+    return f"inference ms per image: batch {batch}, {repeats} rounds interleaved with the chapter's other runs"
+
+
+def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> ParallelResult:
+    """Train (or reuse) every run of (a), then time each model's inference on the training device."""
+    device = pick_device(device)
+    table, trained = shared.train_labelled(shared.parallel_pairs(settings), force=force)
+    images, _ = data.load_mnist(train=False)
+    batch_1 = data.to_float(images[:1]).to(device)
+    batch_n = data.to_float(images[: settings.latency_batch]).to(device)
+    batches = {"latency_1": batch_1, "latency_n": batch_n}
+    names = {key: _latency_name(len(batch), settings.latency_repeats) for key, batch in batches.items()}
+    missing = [r for r in trained if any(n not in r.record.get("measurements", {}) for n in names.values())]
+    timed = {}
+    if missing:  # time every run again, together: rounds only pair up when all were timed in them
+        models = {r.run_id: r.load_model(device) for r in trained}
+        timed = {key: latencies_ms(models, batch, repeats=settings.latency_repeats) for key, batch in batches.items()}
+    rows = []
+    for run_ in trained:
+        label = table.loc[table["run_id"] == run_.run_id].iloc[0]
+        rounds = {
+            # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
+            key: runs.measured(
+                run_, names[key], lambda key=key, run_=run_: timed[key][run_.run_id], device, retake=bool(missing)
+            )
+            for key in batches
+        }
+        rows.append(
+            {
+                "run_id": run_.run_id,
+                "model": label["model"],
+                "variant": label["variant"],
+                "blocks": label["blocks"],
+                "total_depth": label["total_depth"],
+                "seed": label["seed"],
+                "parameters": run_.record["parameters"]["total"],
+                "train_seconds": run_.metrics["train_seconds"].median(),
+                **{key: float(pd.Series(values).median()) for key, values in rounds.items()},
+                **{f"{key}_rounds": list(values) for key, values in rounds.items()},
+                "final_acc": run_.final_accuracy,
+            }
+        )
+    return ParallelResult(settings, table, pd.DataFrame(rows))
+
+
+def blocks_figure(result: ParallelResult):
+    """Accuracy per epoch at each depth, training time and latency at batch 1; saved as ``new/parallel_blocks``."""
+    table, per_run, settings = result.table, result.per_run, result.settings
+    depths, b = settings.depths, settings.branches
+    variants = list(STYLES)
+    fig, axes = plt.subplots(1, len(depths) + 2, figsize=(5 * (len(depths) + 2), 4.4))
+    for ax, depth in zip(axes, depths):
+        shared.accuracy_panel(
+            ax, table[table["total_depth"] == depth], variants, STYLES, f"accuracy: depth {depth} vs {depth // b} x {b}"
+        )
+    first = f"depth {depths[0]} vs {depths[0] // b} x {b}"
+    summary = (
+        per_run[per_run["total_depth"] == depths[0]]
+        .groupby(["model", "variant"], sort=False)
+        .agg(train_seconds=("train_seconds", "mean"), latency_1=("latency_1", "mean"))
+        .reset_index()
+    )
+    shared.bars(
+        axes[-2],
+        summary,
+        value="train_seconds",
+        variants=variants,
+        ylabel="train time per epoch (s)",
+        title=f"training time ({first})",
+    )
+    shared.bars(
+        axes[-1],
+        summary,
+        value="latency_1",
+        variants=variants,
+        ylabel="latency per image (ms)",
+        title=f"inference latency, batch of 1 ({first})",
+    )
+    shared.model_legend(fig, settings.models, variants)
+    fig.suptitle(f"Parallel blocks: {b} MHSA + {b} FFN branches per block at the same parameter count")
+    return figures.save_figure(
+        fig,
+        "07_parallel_blocks",
+        result,
+        reproduces="new/parallel_blocks",
+        caption="Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
+        "(solid sequential, dashed parallel), training time per epoch (median over epochs) and inference "
+        f"latency at batch 1 ({timing.TIMING_NOTE}). ({figures.spread_label(result.table)}).",
+    )
+
+
+def blocks_table(result: ParallelResult):
+    """Per model and structure: parameters, final accuracy (mean ± sd), train time, latency; saved."""
+    per_run, settings = result.per_run, result.settings
+    rows = []
+    for (_, model, _), group in per_run.groupby(["total_depth", "model", "variant"], sort=False):
+        rows.append(
+            {
+                "model": model,
+                "blocks (depth x branches)": group["blocks"].iloc[0],
+                "parameters": int(group["parameters"].iloc[0]),
+                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+                "train s/epoch (median)": group["train_seconds"].mean(),
+                "latency, batch 1 (ms/image): median [95 % interval of the rounds' mean]": _spread(group, "latency_1"),
+                f"latency, batch {settings.latency_batch} (ms/image): median [interval]": _spread(group, "latency_n"),
+                "seeds": len(group),
+            }
+        )
+    return figures.save_table(
+        pd.DataFrame(rows),
+        "07_parallel_blocks_table",
+        result,
+        reproduces="new/parallel_blocks_table",
+        caption=f"Sequential vs parallel blocks at equal parameters (latency: eval-mode forward pass, "
+        f"{timing.TIMING_NOTE}, {settings.latency_repeats} rounds interleaved across the runs; seeds pooled)",
+    )
+
+
+def _spread(group: pd.DataFrame, key: str) -> str:
+    values = [v for rounds in group[f"{key}_rounds"] for v in rounds]
+    _, low, high, _ = verdicts.interval(values)
+    return f"{pd.Series(values).median():.3f} [{low:.3f}, {high:.3f}]"
+
+
+def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
+    """Parallel against sequential latency of ``model`` by the rule: the rounds of the two runs of each seed,
+    paired (they were timed in the same rounds)."""
+    rates = {}
+    for variant in ("parallel", "sequential"):
+        runs_ = group[(group["model"] == model) & (group["variant"] == variant)].sort_values("seed")
+        rates[variant] = [1 / v for rounds in runs_[f"{key}_rounds"] for v in rounds]
+    return verdicts.speed_text(
+        verdicts.speed_ratio(f"{model}: parallel against sequential, {key}", rates["parallel"], rates["sequential"])
+    )
+
+
+def claims(result: ParallelResult):
+    """Touvron et al.'s statements about parallel blocks next to what this run measured."""
+    per_run, said = result.per_run, articles.TOUVRON
+    out = []
+    for depth, group in per_run.groupby("total_depth", sort=False):
+        params = group.groupby(["model", "variant"])["parameters"].first().unstack()
+        equal = (params["parallel"] == params["sequential"]).all()
+        out += [
+            {
+                "question": f"same parameters (depth {depth})",
+                "Touvron et al. report": said["parallel_parameters"],
+                "this run": "equal for every model" if equal else f"differ: {params.to_dict()}",
+            },
+            {
+                "question": f"accuracy, parallel - sequential (depth {depth})",
+                "Touvron et al. report": said["parallel_accuracy"],
+                "this run": shared.difference_text(group, "parallel", "sequential"),
+            },
+            {
+                "question": f"latency at batch 1, sequential / parallel (depth {depth})",
+                "Touvron et al. report": said["parallel_latency_1"],
+                "this run": "; ".join(f"{m}: {latency_verdict(group, m, 'latency_1')}" for m in group["model"].unique())
+                + " (parallel against sequential, by the rule)",
+            },
+            {
+                "question": f"latency at batch {result.settings.latency_batch}, sequential / parallel (depth {depth})",
+                "Touvron et al. report": said["parallel_latency_n"],
+                "this run": "; ".join(
+                    f"{m}: {latency_verdict(group, m, 'latency_n')}" for m in group["model"].unique()
+                ),
+            },
+            {
+                "question": f"training time per epoch, sequential / parallel (depth {depth})",
+                "Touvron et al. report": said["parallel_training"],
+                "this run": shared.ratio_text(group, "train_seconds", "sequential", "parallel")
+                + " (runs trained one after another, not in interleaved rounds: shown, not judged)",
+            },
+        ]
+    return shared.sentences(pd.DataFrame(out))

@@ -96,7 +96,7 @@ result = depth.run(settings, force=force)
 # findings, as reported:
 
 # %%
-depth_numbers.article_reported()
+depth_numbers.article_reported(settings)
 
 # %% [markdown]
 # ## Figure 8: learning rate 0.003, depths 4 to 7

@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import chapters
+from vitbn_nb.chapters.depth_study import article as depth_article
+from vitbn_nb.chapters.depth_study import claims as depth_claims
 from vitbn_nb.chapters.depth_study import numbers as depth_numbers
 from vitbn_nb.chapters.depth_study import study as depth
 from vitbn_nb.chapters.fixed_lr import numbers as fixed_lr_numbers
@@ -13,6 +15,8 @@ from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.judging import claims, verdicts
 from vitbn_nb.models import REFERENCE_VIT
 from vitbn_nb.publishing.figures import read_manifest
+
+CPU_DEPTH = chapters.settings("05_depth_study", "cpu")
 
 
 def synthetic(rows):
@@ -95,9 +99,10 @@ def test_depth_paper_configs_are_article_2s_protocol():
     configs = depth.plan(chapters.settings("05_depth_study", "paper"))
     pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
     assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
-    assert {(depth.FIG8["lr"], d) for d in depth.FIG8["depths"]} <= pairs
-    assert {(depth.FIG9["lr"], d) for d in depth.FIG9["depths"]} <= pairs
-    assert {(lr, d) for lr in depth.FIG10["lrs"] for d in depth.FIG10["depths"]} <= pairs
+    figures = chapters.settings("05_depth_study", "paper").figures()
+    assert {(figures["fig8"]["lr"], d) for d in figures["fig8"]["depths"]} <= pairs
+    assert {(figures["fig9"]["lr"], d) for d in figures["fig9"]["depths"]} <= pairs
+    assert {(lr, d) for lr in figures["fig10"]["lrs"] for d in figures["fig10"]["depths"]} <= pairs
     for c in configs:
         assert (c.dataset, c.epochs, c.batch_size, c.test_batch_size) == ("mnist_aug", 10, 100, 5000)
         assert c.train_size is None and c.test_size is None and c.model in ("ViT", "ViTBNFFN")
@@ -124,17 +129,20 @@ def test_configs_take_the_profiles_sizes(profile):
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 def test_every_depth_figure_has_content_under_every_profile(profile):
-    depths = chapters.settings("05_depth_study", profile).depths
-    assert set(depths[0.003]) & set(depth.FIG8["depths"])
-    assert set(depths[0.005]) & set(depth.FIG9["depths"])
-    assert set(depths[0.003]) & set(depths[0.005]) & set(depth.FIG10["depths"])
+    settings = chapters.settings("05_depth_study", profile)
+    depths, figures = settings.depths, settings.figures()
+    assert set(depths[0.003]) & set(figures["fig8"]["depths"])
+    assert set(depths[0.005]) & set(figures["fig9"]["depths"])
+    assert set(depths[0.003]) & set(depths[0.005]) & set(figures["fig10"]["depths"])
 
 
 def test_bad_settings_are_refused_with_the_field_named():
-    with pytest.raises(ValueError, match="depths"):
-        chapters.settings("05_depth_study", "smoke", depths={})
-    with pytest.raises(ValueError, match=r"depths\[0.003\]"):
-        chapters.settings("05_depth_study", "smoke", depths={0.003: ["two"]})
+    with pytest.raises(ValueError, match="fig8_depths"):
+        chapters.settings("05_depth_study", "smoke", fig8_depths=[])
+    with pytest.raises(ValueError, match=r"fig9_depths\[0\]"):
+        chapters.settings("05_depth_study", "smoke", fig9_depths=["two"])
+    with pytest.raises(ValueError, match="two different rates"):
+        chapters.settings("05_depth_study", "smoke", fig9_lr=0.003)
     with pytest.raises(ValueError, match="lrs"):
         chapters.settings("03_fixed_lr", "smoke", lrs=[])
     with pytest.raises(ValueError, match="seeds"):
@@ -324,7 +332,7 @@ def _depth_rows(epoch):
 def test_depth_verdicts_come_from_the_rule():
     table = _depth_rows(10)
     assert list(depth_numbers.difference(table, 0.003, 6)) == [5.0, 6.0, 5.0]
-    frame = depth_numbers.verdicts(table, 0.003, (4, 5, 6, 7)).set_index("depth")
+    frame = depth_numbers.verdicts(table, CPU_DEPTH, 0.003, (4, 5, 6, 7)).set_index("depth")
     assert frame.loc[6, "verdict"].startswith("agrees")  # the article: ViTBNFFN significantly better
     assert frame.loc[4, "verdict"].startswith("within noise")  # the article: ViT slightly better
     assert frame.loc[5, "verdict"] == "not run"
@@ -335,13 +343,13 @@ def test_depth_verdicts_come_from_the_rule():
 
 def test_article_2s_claims_are_not_testable_before_its_protocol_and_show_what_was_measured():
     # 2 epochs of 600 steps: article 2's findings are about its runs after 10 epochs
-    frame = depth_numbers.verdicts(_depth_rows(2), 0.003, (4, 5, 6, 7)).set_index("depth")
+    frame = depth_numbers.verdicts(_depth_rows(2), CPU_DEPTH, 0.003, (4, 5, 6, 7)).set_index("depth")
     assert frame.loc[6, "verdict"] == "not testable at this scale (1,200 of the article's 6,000 steps)"
     assert frame.loc[6, "outcome"] == verdicts.UNTESTABLE
     assert frame.loc[6, "ViTBNFFN − ViT (pt)"] == "5.3 ± 0.6"  # measured here, shown without a verdict
     assert frame.loc[5, "verdict"] == "not run"
     assert "not testable at this scale" in depth_numbers.statement(frame.reset_index(), "Fig 8")
-    found = {v.claim: v for v in claims.depth(_depth_rows(2))}
+    found = {v.claim: v for v in depth_claims.judge(_depth_rows(2), CPU_DEPTH)}
     assert found["article2/depth/lr0.003/d7"].outcome == verdicts.UNTESTABLE  # not "shown, not judged" either
 
 
@@ -357,12 +365,38 @@ def _fig10_rows(epoch):
     return synthetic(rows)
 
 
+def test_a_changed_protocol_rate_is_followed_by_the_plan_the_claims_and_the_figures():
+    moved = chapters.settings("05_depth_study", "paper", fig8_lr=0.004)
+    assert {c.lr for c in depth.plan(moved)} == {0.004, 0.005}
+    rows = [
+        (m, 6, 0.004, seed, 10, 1.0, 1.0, acc + seed, 0.5)
+        for seed in (0, 1, 2)
+        for m, acc in (("ViT", 80), ("ViTBNFFN", 85))
+    ]
+    found = {v.claim: v for v in depth_claims.judge(synthetic(rows), moved)}
+    assert "article2/depth/lr0.003/d6" not in found
+    assert found["article2/depth/lr0.004/d6"].text.startswith("agrees")  # judged from the runs at the new rate
+    assert moved.figures()["fig8"]["lr"] == 0.004 and moved.figures()["fig10"]["lrs"] == (0.004, 0.005)
+    measure = {c.key: c.measure for c in depth_article.claims(moved)}["article2/fig10/d3"]
+    assert "lr 0.004 → 0.005" in measure
+
+
+def test_a_claim_whose_runs_the_paper_plan_leaves_out_fails_loudly():
+    narrowed = chapters.settings("05_depth_study", "paper", fig8_depths=[4, 5, 6])
+    with pytest.raises(ValueError, match=r"article2/depth/lr0.003/d7 \(lr 0.003, d = 7\)"):
+        depth_claims.judge(_depth_rows(10), narrowed)
+    # a smaller profile trains fewer depths on purpose: its unplanned claims read "not run"
+    smoke = chapters.settings("05_depth_study", "smoke")
+    judged = {v.claim: v.text for v in depth_claims.judge(_depth_rows(10).query("depth != 7"), smoke)}
+    assert judged["article2/depth/lr0.003/d7"] == "not run"
+
+
 def test_lr_effect_tells_which_model_the_higher_lr_hurts_less():
-    frame = depth_numbers.lr_effect(_fig10_rows(10), depths=(3,)).set_index("depth")
+    frame = depth_numbers.lr_effect(_fig10_rows(10), CPU_DEPTH, depths=(3,)).set_index("depth")
     assert frame.loc[3, "ViT drop (pt)"] == "15.0 ± 2.0"
     assert frame.loc[3, "verdict"].startswith("agrees")  # ViTBNFFN milder, as the article says
     # after 4 epochs the same drops are measured and shown, and article 2's Fig 10 is not judged from them
-    early = depth_numbers.lr_effect(_fig10_rows(4), depths=(3,)).set_index("depth")
+    early = depth_numbers.lr_effect(_fig10_rows(4), CPU_DEPTH, depths=(3,)).set_index("depth")
     assert early.loc[3, "verdict"] == "not testable at this scale (2,400 of the article's 6,000 steps)"
     assert early.loc[3, "ViT drop − ViTBNFFN drop (pt)"] == "13.5 ± 2.5"
 
@@ -374,7 +408,7 @@ def test_seed_reported_tables_quote_the_articles():
     assert len(fixed_lr_numbers.article_reported(0.01).query("quantity == 'unstable from epoch'")) == 1
     with pytest.raises(ValueError, match="learning rates"):
         fixed_lr_numbers.article_reported(0.123)
-    reported = depth_numbers.article_reported()
+    reported = depth_numbers.article_reported(CPU_DEPTH)
     assert {"Fig 8", "Fig 9", "Fig 10"} <= set(reported["figure"])
     assert reported["article 2 reports"].str.contains("91 % → ≈ 78 %").any()
 
@@ -441,7 +475,14 @@ def test_fixed_lr_outputs_on_tiny_real_runs(run_store, figures_store, mnist_read
 
 def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
     settings = chapters.settings(
-        "05_depth_study", "smoke", epochs=1, train_size=20, test_size=20, depths={0.003: [2], 0.005: [2]}
+        "05_depth_study",
+        "smoke",
+        epochs=1,
+        train_size=20,
+        test_size=20,
+        fig8_depths=[2],
+        fig9_depths=[2],
+        fig10_depths=[2],
     )
     result = depth.run(settings)
     table = result.table

@@ -70,29 +70,6 @@ ARTICLE1_EXPERIMENT2 = dict(
     ),
 )
 
-#: Article 2's findings ("实验"), per (lr, depth): (where, what it says, expectation).
-#: Expectation "comparable", "ViTBNFFN ahead" (the article's "slightly better": any lead of ViTBNFFN agrees,
-#: however small, unless the spread over random seeds swallows it) or "ViTBNFFN better"; depths 2-3 at lr 0.003
-#: are from its text ("d < 4: comparable").
-ARTICLE2_DEPTH = {
-    (0.003, 2): ("Fig 8 text", "comparable (the text: accuracies stay comparable for d < 4)", "comparable"),
-    (0.003, 3): ("Fig 8 text", "comparable (the text: accuracies stay comparable for d < 4)", "comparable"),
-    (0.003, 4): ("Fig 8", "comparable; ViT slightly better", "comparable"),
-    (0.003, 5): ("Fig 8", "comparable; ViTBNFFN slightly ahead", "comparable"),
-    (0.003, 6): ("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN better"),
-    (0.003, 7): ("Fig 8", "ViTBNFFN significantly better (and for any d ≥ 6)", "ViTBNFFN better"),
-    (0.005, 1): ("Fig 9", "comparable; ViT slightly better", "comparable"),
-    (0.005, 2): ("Fig 9", "comparable; almost no difference", "comparable"),
-    (0.005, 3): ("Fig 9", "ViTBNFFN slightly better", "ViTBNFFN ahead"),
-    (0.005, 4): ("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN better"),
-}
-#: Fig 10 (accuracy at epoch 10 when lr goes 0.003 -> 0.005): per depth, what the article says and whether
-#: ViTBNFFN is hit less than ViT; at d = 3 it quotes numbers (ViT ≈ 91 -> 78 %, ViTBNFFN ≈ 92 -> 90 %).
-ARTICLE2_FIG10 = {
-    2: ("both models are affected by the higher lr in much the same way", "similar"),
-    3: ("ViT ≈ 91 % → ≈ 78 %; ViTBNFFN ≈ 92 % → ≈ 90 % (epoch 10)", "ViTBNFFN milder"),
-    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "ViTBNFFN milder"),
-}
 
 #: What article 1's introduction says of the series' transfer article (not among the sources) (no numbers are given).
 ARTICLE1_TRANSFER = {
@@ -205,56 +182,6 @@ class Claim:
 def _worded(lead: str, words: str) -> int:
     """The direction of "``lead`` ``words``" for the measure "ViTBNFFN − ViT" (ViT leading points the other way)."""
     return WORDING[words] * (-1 if lead == "ViT" else 1)
-
-
-def _depth_claims() -> list[Claim]:
-    claims = []
-    for (lr, depth), (where, said, lead, words) in ARTICLE2_DEPTH_WORDING.items():
-        claims.append(
-            Claim(
-                f"article2/depth/lr{lr:g}/d{depth}",
-                f"article 2, {where}",
-                said,
-                DIFFERENCE,
-                f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {lr:g} (pt)",
-                _worded(lead, words),
-            )
-        )
-    for depth, (said, words) in ARTICLE2_FIG10_WORDING.items():
-        claims.append(
-            Claim(
-                f"article2/fig10/d{depth}",
-                "article 2, Fig 10",
-                said,
-                DIFFERENCE,
-                f"ViT's fall − ViTBNFFN's fall in final accuracy, lr 0.003 → 0.005, d = {depth} (pt)",
-                WORDING[words],
-            )
-        )
-    return claims
-
-
-#: Article 2's words per (lr, depth) of Figs 8-9: (where, what it says, who leads, the words), from its text.
-ARTICLE2_DEPTH_WORDING = {
-    (0.003, 2): ("Fig 8 text", "accuracies stay comparable for d < 4", "", "comparable"),
-    (0.003, 3): ("Fig 8 text", "accuracies stay comparable for d < 4", "", "comparable"),
-    # "comparable" is the article's headline at d = 4, 5 (0.003) and d = 1 (0.005); the slight lead it adds is
-    # within what "comparable" allows, so the claim judged is "comparable" (direction 0)
-    (0.003, 4): ("Fig 8", "comparable; ViT slightly better", "", "comparable"),
-    (0.003, 5): ("Fig 8", "comparable; ViTBNFFN slightly exceeds ViT", "", "comparable"),
-    (0.003, 6): ("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN", "significantly better"),
-    (0.003, 7): ("Fig 8", "ViTBNFFN significantly better (and for any d ≥ 6)", "ViTBNFFN", "significantly better"),
-    (0.005, 1): ("Fig 9", "comparable; ViT slightly better", "", "comparable"),
-    (0.005, 2): ("Fig 9", "comparable; almost no difference", "", "almost no difference"),
-    (0.005, 3): ("Fig 9", "ViTBNFFN's accuracy slightly higher than ViT's", "ViTBNFFN", "slightly higher"),
-    (0.005, 4): ("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN", "clearly better"),
-}
-#: Fig 10: per depth, what the article says of the fall in accuracy when lr goes 0.003 -> 0.005, and its words.
-ARTICLE2_FIG10_WORDING = {
-    2: (ARTICLE2_FIG10[2][0], "affected much the same"),
-    3: (ARTICLE2_FIG10[3][0], "milder"),
-    4: (ARTICLE2_FIG10[4][0], "milder"),
-}
 
 
 def _dnn_claims() -> list[Claim]:
@@ -440,8 +367,9 @@ def _transfer_claims() -> list[Claim]:
 
 
 def claims() -> list[Claim]:
-    """Every claim the book judges, in chapter order; each key once."""
-    found = [*_dnn_claims(), *_experiment1_claims(), *_experiment2_claims(), *_depth_claims(), *_transfer_claims()]
+    """The claims whose words and keys do not depend on a chapter's settings, in chapter order; each key once. Chapter
+    05's follow its settings' learning rates and live in its folder (``chapters.depth_study.article.claims``)."""
+    found = [*_dnn_claims(), *_experiment1_claims(), *_experiment2_claims(), *_transfer_claims()]
     keys = [c.key for c in found]
     if len(keys) != len(set(keys)):
         raise ValueError(f"claim keys repeat: {sorted({k for k in keys if keys.count(k) > 1})}")

@@ -37,7 +37,7 @@ def _claim(key: str) -> articles.Claim:
     return found[key]
 
 
-def _select(table: pd.DataFrame, **where) -> pd.DataFrame:
+def select(table: pd.DataFrame, **where) -> pd.DataFrame:
     keep = np.ones(len(table), dtype=bool)
     for column, value in where.items():
         keep &= np.isclose(table[column], value) if isinstance(value, float) else (table[column] == value).to_numpy()
@@ -81,7 +81,7 @@ def article_steps(epochs: int, batch_size: int = 100) -> int:
     return epochs * engine.steps_per_epoch(MNIST_TRAIN_IMAGES, batch_size)
 
 
-def _scale(table: pd.DataFrame, epochs: int, batch_size: int = 100) -> str:
+def protocol_scale(table: pd.DataFrame, epochs: int, batch_size: int = 100) -> str:
     return verdicts.scale_note(reached_steps(table), article_steps(epochs, batch_size))
 
 
@@ -93,11 +93,11 @@ def _absolute(claim: articles.Claim, finals: pd.Series) -> Verdict:
     return verdicts.above(claim.key, list(finals), claim.level, unit="%")
 
 
-def _difference(claim: articles.Claim, values: pd.Series, scale: str, condition: str = "") -> Verdict:
+def judge_difference(claim: articles.Claim, values: pd.Series, scale: str, condition: str = "") -> Verdict:
     return verdicts.difference(claim.key, list(values), claim.direction, scale=scale, condition=condition)
 
 
-def _paired(first: pd.Series, second: pd.Series) -> pd.Series:
+def paired(first: pd.Series, second: pd.Series) -> pd.Series:
     return (first - second).dropna()
 
 
@@ -106,8 +106,8 @@ def run_gains(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> 
     ``test_seconds``), as article 1 defines its ratios ("average ... time per epoch"). A run's epochs are averaged
     first: they share one machine, one process and one spell of load, so they are not independent measurements;
     the repeats the rule judges are the seeds (each seed's two runs paired)."""
-    mine = _select(table, **model).groupby("seed")[column].mean()
-    theirs = _select(table, **baseline).groupby("seed")[column].mean()
+    mine = select(table, **model).groupby("seed")[column].mean()
+    theirs = select(table, **baseline).groupby("seed")[column].mean()
     return (100 * (1 - mine / theirs)).dropna()
 
 
@@ -146,30 +146,30 @@ def dnn(table: pd.DataFrame) -> list[Verdict]:
 
 def _dnn(table: pd.DataFrame) -> list[Verdict]:
     plain, bn = dict(model="DNN_d3"), dict(model="DNNBN_d3")
-    at = lambda lr, which: _select(table, lr=lr, **which)
-    scale = _scale(table, ARTICLE2_DNN_EPOCHS)
+    at = lambda lr, which: select(table, lr=lr, **which)
+    scale = protocol_scale(table, ARTICLE2_DNN_EPOCHS)
     found = []
     claim = _claim("article2/fig1/converges")
     found.append(
-        _difference(
+        judge_difference(
             claim,
-            _paired(per_seed(at(0.01, bn), verdicts.mean_accuracy), per_seed(at(0.01, plain), verdicts.mean_accuracy)),
+            paired(per_seed(at(0.01, bn), verdicts.mean_accuracy), per_seed(at(0.01, plain), verdicts.mean_accuracy)),
             scale,
         )
     )
     claim = _claim("article2/fig1/final")
-    found.append(_difference(claim, _paired(final_accuracy(at(0.01, bn)), final_accuracy(at(0.01, plain))), scale))
+    found.append(judge_difference(claim, paired(final_accuracy(at(0.01, bn)), final_accuracy(at(0.01, plain))), scale))
     claim = _claim("article2/fig2/stable")
     found.append(
-        _difference(
+        judge_difference(
             claim,
-            _paired(per_seed(at(0.1, bn), verdicts.mean_accuracy), per_seed(at(0.1, plain), verdicts.mean_accuracy)),
+            paired(per_seed(at(0.1, bn), verdicts.mean_accuracy), per_seed(at(0.1, plain), verdicts.mean_accuracy)),
             scale,
         )
     )
     claim = _claim("article2/fig3/cost")
     fall = lambda which: final_accuracy(at(0.01, which)) - final_accuracy(at(0.1, which))
-    found.append(_difference(claim, _paired(fall(plain), fall(bn)), scale))
+    found.append(judge_difference(claim, paired(fall(plain), fall(bn)), scale))
     return found
 
 
@@ -184,14 +184,14 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
     found = []
     hardware = hardware_of(table)
     for lr in sorted(articles.ARTICLE1_EXPERIMENT1):
-        at_lr = _select(table, lr=float(lr))
+        at_lr = select(table, lr=float(lr))
         if at_lr.empty:
             continue
         for claim in (c for c in articles.claims() if c.key.startswith(f"article1/lr{lr:g}/")):
             kind = claim.key.split("/")[2]
             if kind == "accuracy":
                 model = claim.key.split("/")[-1]
-                runs = _select(at_lr, **_configuration_rows(table, "as run")[model])
+                runs = select(at_lr, **_configuration_rows(table, "as run")[model])
                 found.append(
                     verdicts.untestable(claim.key, reached_steps(runs), article_steps(claim.epochs), unit="%")
                     if reached_steps(runs) < article_steps(claim.epochs)
@@ -206,7 +206,7 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
                     condition = f"{which}: {model} d{rows[model]['depth']} against ViT d{rows['ViT']['depth']}"
                     found.append(_gain_verdict(claim, gains, against_article(hardware), condition))
             elif kind == "converges":
-                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy, _scale(at_lr, ARTICLE1_EPOCHS))
+                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy, protocol_scale(at_lr, ARTICLE1_EPOCHS))
             elif kind == "breakdown":
                 # stability over the article's whole run: ViT breaking down near epoch 15 and the BatchNorm models
                 # staying stable to epoch 30 need the whole 30 epochs, not only the breakdown epoch
@@ -214,7 +214,7 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
                 if reached_steps(at_lr) < needed:
                     found.append(verdicts.untestable(claim.key, reached_steps(at_lr), needed))
                 else:
-                    found += _vit_against_bn(claim, at_lr, verdicts.largest_fall, _scale(at_lr, claim.epochs))
+                    found += _vit_against_bn(claim, at_lr, verdicts.largest_fall, protocol_scale(at_lr, claim.epochs))
     return found
 
 
@@ -232,18 +232,18 @@ def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
     for model in (m for m in BN_MODELS if m in set(sweep["model"])):
         claim = _claim(f"article1/larger_lr/{model}")
         for lr in rates:
-            at_lr = _select(sweep, lr=float(lr))
+            at_lr = select(sweep, lr=float(lr))
             pair = at_lr[at_lr["model"].isin([model, "ViT"])]
             depth = int(pair["depth"].iloc[0])
             condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
             if reached_steps(pair) < needed:
                 found.append(verdicts.untestable(claim.key, reached_steps(pair), needed, condition=condition))
                 continue
-            values = _paired(
-                per_seed(_select(pair, model="ViT"), verdicts.largest_fall),
-                per_seed(_select(pair, model=model), verdicts.largest_fall),
+            values = paired(
+                per_seed(select(pair, model="ViT"), verdicts.largest_fall),
+                per_seed(select(pair, model=model), verdicts.largest_fall),
             )
-            found.append(_difference(claim, values, _scale(pair, ARTICLE1_EPOCHS), condition))
+            found.append(judge_difference(claim, values, protocol_scale(pair, ARTICLE1_EPOCHS), condition))
     return found
 
 
@@ -252,11 +252,11 @@ def _vit_against_bn(claim: articles.Claim, at_lr: pd.DataFrame, statistic, scale
     found = []
     for which in CONFIGURATIONS:
         rows = _configuration_rows(at_lr, which)
-        vit = per_seed(_select(at_lr, **rows["ViT"]), statistic)
+        vit = per_seed(select(at_lr, **rows["ViT"]), statistic)
         for model in BN_MODELS:
-            values = _paired(vit, per_seed(_select(at_lr, **rows[model]), statistic))
+            values = paired(vit, per_seed(select(at_lr, **rows[model]), statistic))
             condition = f"{which}: ViT d{rows['ViT']['depth']} against {model} d{rows[model]['depth']}"
-            found.append(_difference(claim, values, scale, condition))
+            found.append(judge_difference(claim, values, scale, condition))
     return found
 
 
@@ -271,7 +271,7 @@ def experiment2(table: pd.DataFrame) -> list[Verdict]:
         kind = claim.key.split("/")[2]
         model = claim.key.split("/")[-1]
         if kind == "accuracy":
-            runs = _select(table, model=model)
+            runs = select(table, model=model)
             batch = int(runs["batch_size"].iloc[0]) if len(runs) else 100
             needed = article_steps(claim.epochs, batch)
             # the article's optimised batch sizes are in its Table 2, which its text does not give
@@ -290,11 +290,13 @@ def experiment2(table: pd.DataFrame) -> list[Verdict]:
             scale = against_article(hardware, articles.ARTICLE1_DEVICES_EXPERIMENT2)
             found.append(_gain_verdict(claim, gains, scale, f"{model} against ViT, each at its optimised settings"))
         elif kind == "converges":
-            vit = per_seed(_select(table, model="ViT"), verdicts.mean_accuracy)
+            vit = per_seed(select(table, model="ViT"), verdicts.mean_accuracy)
             for bn in BN_MODELS:
-                values = _paired(vit, per_seed(_select(table, model=bn), verdicts.mean_accuracy))
+                values = paired(vit, per_seed(select(table, model=bn), verdicts.mean_accuracy))
                 pair = table[table["model"].isin(["ViT", bn])]
-                found.append(_difference(claim, values, _optimised_scale(pair, ARTICLE1_EPOCHS), f"ViT against {bn}"))
+                found.append(
+                    judge_difference(claim, values, _optimised_scale(pair, ARTICLE1_EPOCHS), f"ViT against {bn}")
+                )
     return found
 
 
@@ -309,45 +311,6 @@ def _optimised_scale(table: pd.DataFrame, epochs: int) -> str:
         f"steps of the {epochs} epochs at each model's optimised batch size: {', '.join(parts)}; the article's batch "
         "sizes are not in its text"
     )
-
-
-# -- chapter 05: article 2's depth study --------------------------------------------------------------------------
-
-
-#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps).
-ARTICLE2_EPOCHS = 10
-
-
-def depth(table: pd.DataFrame) -> list[Verdict]:
-    """Article 2's findings (Figs 8-10) are about the accuracies its runs ended with after its whole protocol: each is
-    judged by the rule only over runs that reached it, otherwise "not testable at this scale" with the steps reached
-    (a few hundred steps of early training answer another question)."""
-    found = []
-    needed = article_steps(ARTICLE2_EPOCHS)
-    for claim in (c for c in articles.claims() if c.key.startswith("article2/depth/")):
-        lr, d = float(claim.key.split("/")[2][2:]), int(claim.key.split("/")[3][1:])
-        at = _select(table, lr=lr, depth=d)
-        at = at[at["model"].isin(["ViT", "ViTBNFFN"])]
-        if not at.empty and reached_steps(at) < needed:
-            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
-            continue
-        values = _paired(final_accuracy(_select(at, model="ViTBNFFN")), final_accuracy(_select(at, model="ViT")))
-        found.append(_difference(claim, values, _scale(at, ARTICLE2_EPOCHS)))
-    for claim in (c for c in articles.claims() if c.key.startswith("article2/fig10/")):
-        d = int(claim.key.split("/")[-1][1:])
-        at = table[(table["depth"] == d) & table["model"].isin(["ViT", "ViTBNFFN"])]
-        at = at[np.isclose(at["lr"], 0.003) | np.isclose(at["lr"], 0.005)]
-        if not at.empty and reached_steps(at) < needed:
-            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
-            continue
-
-        def fall(model: str, at: pd.DataFrame = at) -> pd.Series:
-            low = final_accuracy(_select(at, lr=0.003, model=model))
-            high = final_accuracy(_select(at, lr=0.005, model=model))
-            return low - high
-
-        found.append(_difference(claim, _paired(fall("ViT"), fall("ViTBNFFN")), _scale(at, ARTICLE2_EPOCHS)))
-    return found
 
 
 # -- chapter 06: the transfer set ------------------------------------------------------------------------------
@@ -405,9 +368,10 @@ def transfer(measured: pd.DataFrame, hardware: str) -> list[Verdict]:
     return found
 
 
-def table(found: list[Verdict]) -> pd.DataFrame:
-    """The verdicts as a chapter saves them: the claim's source, words, kind and measure beside the numbers."""
-    by_key = {c.key: c for c in articles.claims()}
+def table(found: list[Verdict], chapter_claims: list[articles.Claim] = ()) -> pd.DataFrame:
+    """The verdicts as a chapter saves them: the claim's source, words, kind and measure beside the numbers
+    (``chapter_claims``: the claims a chapter's folder derives from its settings, beside the articles' fixed ones)."""
+    by_key = {c.key: c for c in [*articles.claims(), *chapter_claims]}
     rows = []
     for verdict in found:
         claim = by_key[verdict.claim]
@@ -425,11 +389,11 @@ def table(found: list[Verdict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def save(result, found: list[Verdict]):
+def save(result, found: list[Verdict], chapter_claims: list[articles.Claim] = ()):
     """Save a chapter's judged claims as ``NN_claims`` (numbers, not formatted text) and show them."""
     from ..publishing import figures
 
-    kept = table(found)
+    kept = table(found, chapter_claims)
     judged = kept["outcome"].value_counts()
     tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
     caption = (

@@ -6,20 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...judging import articles, claims
 from ...publishing import results
-
-MODELS = ("ViT", "ViTBNFFN")
-
-
-#: The article's figures: which lr and depths each shows.
-FIG8 = dict(name="article2_fig8", reproduces="article2/fig8", lr=0.003, depths=(4, 5, 6, 7), label="Fig 8")
-
-
-FIG9 = dict(name="article2_fig9", reproduces="article2/fig9", lr=0.005, depths=(1, 2, 3, 4), label="Fig 9")
-
-
-FIG10 = dict(name="article2_fig10", reproduces="article2/fig10", lrs=(0.003, 0.005), depths=(2, 3, 4), label="Fig 10")
+from . import article, claims
+from .claims import MODELS
+from .settings import DepthSettings
 
 
 def select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None) -> pd.DataFrame:
@@ -40,18 +30,18 @@ def difference(table: pd.DataFrame, lr: float, depth: int) -> pd.Series:
     return (final_accuracy(table, lr, depth, "ViTBNFFN") - final_accuracy(table, lr, depth, "ViT")).dropna()
 
 
-def rule_verdicts(table: pd.DataFrame) -> dict[str, object]:
+def rule_verdicts(table: pd.DataFrame, settings: DepthSettings) -> dict[str, object]:
     """The one rule's verdict on each of article 2's depth claims, by claim key."""
-    return {v.claim: v for v in claims.depth(table)}
+    return {v.claim: v for v in claims.judge(table, settings)}
 
 
-def verdicts(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
+def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) -> pd.DataFrame:
     """Per depth at ``lr``: final accuracies, ViTBNFFN − ViT, the article's words, the book's rule's verdict."""
-    rule = rule_verdicts(table)
+    rule = rule_verdicts(table, settings)
     rows = []
     for depth in depths:
         deltas = difference(table, lr, depth)
-        where, said, _ = articles.ARTICLE2_DEPTH.get((lr, depth), ("—", "not reported", ""))
+        where, said = article.said(settings, lr, depth)
         judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
         rows.append(
             {
@@ -85,10 +75,13 @@ def statement(frame: pd.DataFrame, what: str) -> str:
     return f"{what}, article 2's claims by the book's rule: " + ", ".join(f"{n} {o}" for o, n in counts.items()) + "."
 
 
-def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> pd.DataFrame:
-    """Fig 10's question per depth: how far each model's final accuracy falls when lr goes up, and who is hit less."""
-    low, high = lrs
-    rule = rule_verdicts(table)
+def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.DataFrame:
+    """Fig 10's question per depth (``depths``: Fig 10's when None): how far each model's final accuracy falls when
+    lr goes from Fig 8's rate to Fig 9's, and who is hit less."""
+    spec = settings.figures()["fig10"]
+    low, high = spec["lrs"]
+    depths = spec["depths"] if depths is None else depths
+    rule = rule_verdicts(table, settings)
     rows = []
     for depth in depths:
         row = {"depth": depth}
@@ -101,7 +94,7 @@ def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> 
             row[f"{model} drop (pt)"] = results.mean_sd(drops[model])
         # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
         relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()
-        said, _ = articles.ARTICLE2_FIG10.get(depth, ("not reported", ""))
+        said = article.FIG10_SAID.get(depth, ("not reported",))[0]
         judged = rule.get(f"article2/fig10/d{depth}")
         row.update(
             {
@@ -116,17 +109,9 @@ def lr_effect(table: pd.DataFrame, depths=FIG10["depths"], lrs=FIG10["lrs"]) -> 
     return pd.DataFrame(rows)
 
 
-def article_reported() -> pd.DataFrame:
+def article_reported(settings: DepthSettings) -> pd.DataFrame:
     """Article 2's reported findings of the depth study, one row per figure and depth."""
-    rows = [
-        {"figure": where, "lr": f"{lr:g}", "depth": depth, "article 2 reports": said}
-        for (lr, depth), (where, said, _) in sorted(articles.ARTICLE2_DEPTH.items(), key=lambda kv: (kv[1][0], kv[0]))
-    ]
-    rows += [
-        {"figure": "Fig 10", "lr": "0.003 → 0.005", "depth": depth, "article 2 reports": said}
-        for depth, (said, _) in articles.ARTICLE2_FIG10.items()
-    ]
-    return pd.DataFrame(rows)
+    return article.reported(settings)
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

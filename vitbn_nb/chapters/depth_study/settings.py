@@ -1,16 +1,24 @@
-"""Chapter 05's settings: the ``paper`` protocol as the defaults, ``cpu`` and ``smoke`` as differences."""
+"""Chapter 05's settings: the ``paper`` protocol as the defaults, ``cpu`` and ``smoke`` as differences.
+
+Article 2's protocol is here and nowhere else: the learning rate of each of its figures and the depths each shows
+(Fig 10 compares Fig 8's rate with Fig 9's at its depths). The runs (:attr:`DepthSettings.depths`), the figures'
+panels and captions and the claims' keys (``article.claims``) all derive from these fields, so changing a rate is
+one edit.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...profiles import AUTO_ENGINE, ChapterSettings
 
 
 @dataclass(frozen=True)
 class DepthSettings(ChapterSettings):
-    """Chapter 05: article 2's depth study; ``depths`` maps each learning rate to the depths trained at it."""
+    """Chapter 05: article 2's depth study; each figure's lr and the depths it shows."""
 
     seeds: int = 3
     epochs: int = 10
@@ -18,18 +26,55 @@ class DepthSettings(ChapterSettings):
     test_batch_size: int = 5000
     train_size: int | None = None
     test_size: int | None = None
-    depths: Mapping[float, tuple[int, ...]] = field(
-        default_factory=lambda: {0.003: (2, 3, 4, 5, 6, 7), 0.005: (1, 2, 3, 4)}
-    )
+    #: Fig 8: ViT against ViTBNFFN at lr 0.003, depths 4-7 (its text adds d < 4, trained for Fig 10).
+    fig8_lr: float = 0.003
+    fig8_depths: tuple[int, ...] = (4, 5, 6, 7)
+    #: Fig 9: the same at lr 0.005, depths 1-4.
+    fig9_lr: float = 0.005
+    fig9_depths: tuple[int, ...] = (1, 2, 3, 4)
+    #: Fig 10: how far each model falls from Fig 8's lr to Fig 9's, at these depths (trained at both rates).
+    fig10_depths: tuple[int, ...] = (2, 3, 4)
     #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.engines.stack``); the chapter shows no
     #: timings.
     engine: str = AUTO_ENGINE
 
     def __post_init__(self):
         super().__post_init__()
-        for lr, depths in self.depths.items():
-            if lr <= 0 or any(d < 1 for d in depths):
-                raise ValueError(f"depths={dict(self.depths)!r} is not allowed; give {{lr > 0: [depth >= 1, ...]}}")
+        if self.fig8_lr <= 0 or self.fig9_lr <= 0 or self.fig8_lr == self.fig9_lr:
+            raise ValueError(
+                f"fig8_lr={self.fig8_lr!r}, fig9_lr={self.fig9_lr!r} are not allowed; give two different rates > 0"
+            )
+        for name in ("fig8_depths", "fig9_depths", "fig10_depths"):
+            if any(d < 1 for d in getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; give depths >= 1")
+
+    @property
+    def depths(self) -> Mapping[float, tuple[int, ...]]:
+        """The depths trained at each lr: a figure's own, and Fig 10's at both rates."""
+        return types.MappingProxyType(
+            {
+                self.fig8_lr: tuple(sorted({*self.fig8_depths, *self.fig10_depths})),
+                self.fig9_lr: tuple(sorted({*self.fig9_depths, *self.fig10_depths})),
+            }
+        )
+
+    def figures(self) -> dict[str, dict]:
+        """Each of article 2's figures as this chapter redraws it: its output name, lr(s) and the depths its panels
+        show. The panels are the protocol's (the class defaults), whatever a smaller profile trains: a depth it
+        leaves out is drawn as "not run"."""
+        protocol = {item.name: item.default for item in dataclasses.fields(DepthSettings)}
+        spec = lambda figure, **more: dict(
+            name=f"article2_{figure}", reproduces=f"article2/{figure}", label=f"Fig {figure[3:]}", **more
+        )
+        return {
+            "fig8": spec("fig8", lr=self.fig8_lr, depths=protocol["fig8_depths"]),
+            "fig9": spec("fig9", lr=self.fig9_lr, depths=protocol["fig9_depths"]),
+            "fig10": spec("fig10", lrs=(self.fig8_lr, self.fig9_lr), depths=protocol["fig10_depths"]),
+        }
+
+    def figure_lr(self, figure: str) -> float:
+        """The lr of article 2's Fig 8 or Fig 9 under these settings."""
+        return {"fig8": self.fig8_lr, "fig9": self.fig9_lr}[figure]
 
 
 #: Every depth of the three figures, three seeds each, 200 steps a run: article 2's findings are about
@@ -37,4 +82,13 @@ class DepthSettings(ChapterSettings):
 CPU = dict(seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager")
 
 #: Only the depths that give every figure content: Fig 8 (d6), Fig 9 (d1, d3), Fig 10 (d3 at both lrs).
-SMOKE = dict(seeds=1, epochs=2, train_size=400, test_size=300, depths={0.003: (3, 6), 0.005: (1, 3)}, engine="eager")
+SMOKE = dict(
+    seeds=1,
+    epochs=2,
+    train_size=400,
+    test_size=300,
+    fig8_depths=(6,),
+    fig9_depths=(1, 3),
+    fig10_depths=(3,),
+    engine="eager",
+)

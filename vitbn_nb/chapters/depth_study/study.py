@@ -22,10 +22,9 @@ from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from . import claims as chapter_claims
+from .article import claims as article_claims
 from .numbers import (
-    FIG8,
-    FIG9,
-    FIG10,
     MODELS,
     difference,
     final_accuracy,
@@ -130,7 +129,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     figures.use_style()
     lr, depths = spec["lr"], spec["depths"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
-    rule = rule_verdicts(table)
+    rule = rule_verdicts(table, settings)
     legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
         rows = select(table, lr, depth)
@@ -168,18 +167,18 @@ def _accuracy_grid(result: DepthResult, spec: dict):
 
 
 def fig8_figure(result: DepthResult):
-    """Article 2's Figure 8: accuracy curves at lr 0.003, depths 4-7."""
-    return _accuracy_grid(result, FIG8)
+    """Article 2's Figure 8: accuracy curves at its lr (0.003 in the article), depths 4-7."""
+    return _accuracy_grid(result, result.settings.figures()["fig8"])
 
 
 def fig9_figure(result: DepthResult):
-    """Article 2's Figure 9: accuracy curves at lr 0.005, depths 1-4."""
-    return _accuracy_grid(result, FIG9)
+    """Article 2's Figure 9: accuracy curves at its lr (0.005 in the article), depths 1-4."""
+    return _accuracy_grid(result, result.settings.figures()["fig9"])
 
 
 def _verdict_table(result: DepthResult, spec: dict):
     table = result.table
-    frame = verdicts(table, spec["lr"], spec["depths"])
+    frame = verdicts(table, result.settings, spec["lr"], spec["depths"])
     used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
     return figures.save_table(
         frame,
@@ -193,19 +192,20 @@ def _verdict_table(result: DepthResult, spec: dict):
 
 def fig8_table(result: DepthResult):
     """Fig 8's depths: this run's final accuracies and call beside the article's finding (saved)."""
-    return _verdict_table(result, FIG8)
+    return _verdict_table(result, result.settings.figures()["fig8"])
 
 
 def fig9_table(result: DepthResult):
     """Fig 9's depths: this run's final accuracies and call beside the article's finding (saved)."""
-    return _verdict_table(result, FIG9)
+    return _verdict_table(result, result.settings.figures()["fig9"])
 
 
 def fig10_figure(result: DepthResult):
     """Article 2's Figure 10: rows = depth 2, 3, 4; columns = model; each panel both lrs."""
     table, settings = result.table, result.settings
     figures.use_style()
-    depths, lrs = FIG10["depths"], FIG10["lrs"]
+    spec = settings.figures()["fig10"]
+    depths, lrs = spec["depths"], spec["lrs"]
     styles = {lrs[0]: ("-", "o", 0.0), lrs[1]: ("--", "s", 0.4)}
     fig, axes = plt.subplots(len(depths), len(MODELS), figsize=(11, 3.2 * len(depths)), sharey=True, squeeze=False)
     for row, depth in enumerate(depths):
@@ -250,19 +250,20 @@ def fig10_figure(result: DepthResult):
             figures.integer_epochs(ax)
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
     used = table[table["depth"].isin(depths) & table["lr"].apply(lambda v: any(np.isclose(v, lrs)))]
+    shown = ", ".join(map(str, depths))
     fig.suptitle(
-        "Article 2 Fig 10 · augmented MNIST: each model at lr 0.003 and 0.005\n"
-        f"rows = depth 2, 3, 4 (same depth for both models); {figures.spread_label(used)}"
+        f"Article 2 Fig 10 · augmented MNIST: each model at lr {lrs[0]:g} and {lrs[1]:g}\n"
+        f"rows = depth {shown} (same depth for both models); {figures.spread_label(used)}"
     )
     caption = (
-        "Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr 0.003 (solid) and 0.005 (dashed), "
-        f"depths 2, 3, 4; {figures.spread_label(used)}"
+        f"Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr {lrs[0]:g} (solid) and {lrs[1]:g} "
+        f"(dashed), depths {shown}; {figures.spread_label(used)}"
     )
     return figures.save_figure(
         fig,
-        FIG10["name"],
+        spec["name"],
         result,
-        reproduces=FIG10["reproduces"],
+        reproduces=spec["reproduces"],
         caption=caption,
         runs=used,
     )
@@ -271,18 +272,20 @@ def fig10_figure(result: DepthResult):
 def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
     table = result.table
-    frame = lr_effect(table)
+    frame = lr_effect(table, result.settings)
+    spec = result.settings.figures()["fig10"]
+    low, high = spec["lrs"]
     caption = (
-        "Fig 10 (lr 0.003 → 0.005; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
+        f"Fig 10 (lr {low:g} → {high:g}; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
         + statement(frame, "Fig 10")
-        + " 'drop' = final accuracy at lr 0.003 minus at lr 0.005, paired by seed"
+        + f" 'drop' = final accuracy at lr {low:g} minus at lr {high:g}, paired by seed"
     )
-    used = table[table["depth"].isin(FIG10["depths"])]
+    used = table[table["depth"].isin(spec["depths"])]
     return figures.save_table(
         frame,
-        f"{FIG10['name']}_vs_article",
+        f"{spec['name']}_vs_article",
         result,
-        reproduces=FIG10["reproduces"],
+        reproduces=spec["reproduces"],
         caption=caption,
         runs=used,
     )
@@ -343,7 +346,7 @@ def depth_summary_table(result: DepthResult):
     wide["ViTBNFFN − ViT (pt)"] = [
         results.mean_sd(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])
     ]
-    rule = rule_verdicts(table)
+    rule = rule_verdicts(table, result.settings)
     wide["verdict"] = [
         rule[key].text if (key := f"article2/depth/lr{lr:g}/d{d}") in rule else "not a claim of article 2"
         for lr, d in zip(wide["lr"], wide["depth"])
@@ -364,4 +367,4 @@ def depth_summary_table(result: DepthResult):
 
 def claims_table(result):
     """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, claims.depth(result.table))
+    return claims.save(result, chapter_claims.judge(result.table, result.settings), article_claims(result.settings))

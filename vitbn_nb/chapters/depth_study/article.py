@@ -1,0 +1,138 @@
+"""What article 2 reports of its depth study (Figs 8-10), and the claims chapter 05 tests, keyed by figure and depth.
+
+The words are the article's; the learning rates are the protocol's (:class:`.settings.DepthSettings`), so each
+claim's key and measure follow the settings: a claim is judged from the runs at its figure's rate.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...judging.articles import DIFFERENCE, WORDING, Claim
+from .settings import DepthSettings
+
+#: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
+#: and who leads in them. "comparable" is the article's headline at d = 4, 5 (Fig 8) and d = 1 (Fig 9); the slight
+#: lead it adds is within what "comparable" allows, so the claim judged is "comparable" (direction 0). Depths 2-3 at
+#: Fig 8's rate are from its text ("d < 4: comparable").
+SAID = {
+    ("fig8", 2): (
+        "Fig 8 text",
+        "comparable (the text: accuracies stay comparable for d < 4)",
+        "accuracies stay comparable for d < 4",
+        "",
+        "comparable",
+    ),
+    ("fig8", 3): (
+        "Fig 8 text",
+        "comparable (the text: accuracies stay comparable for d < 4)",
+        "accuracies stay comparable for d < 4",
+        "",
+        "comparable",
+    ),
+    ("fig8", 4): ("Fig 8", "comparable; ViT slightly better", "comparable; ViT slightly better", "", "comparable"),
+    ("fig8", 5): (
+        "Fig 8",
+        "comparable; ViTBNFFN slightly ahead",
+        "comparable; ViTBNFFN slightly exceeds ViT",
+        "",
+        "comparable",
+    ),
+    ("fig8", 6): (
+        "Fig 8",
+        "ViTBNFFN significantly better",
+        "ViTBNFFN significantly better",
+        "ViTBNFFN",
+        "significantly better",
+    ),
+    ("fig8", 7): (
+        "Fig 8",
+        "ViTBNFFN significantly better (and for any d ≥ 6)",
+        "ViTBNFFN significantly better (and for any d ≥ 6)",
+        "ViTBNFFN",
+        "significantly better",
+    ),
+    ("fig9", 1): ("Fig 9", "comparable; ViT slightly better", "comparable; ViT slightly better", "", "comparable"),
+    ("fig9", 2): (
+        "Fig 9",
+        "comparable; almost no difference",
+        "comparable; almost no difference",
+        "",
+        "almost no difference",
+    ),
+    ("fig9", 3): (
+        "Fig 9",
+        "ViTBNFFN slightly better",
+        "ViTBNFFN's accuracy slightly higher than ViT's",
+        "ViTBNFFN",
+        "slightly higher",
+    ),
+    ("fig9", 4): (
+        "Fig 9",
+        "ViTBNFFN clearly better (and for any d ≥ 4)",
+        "ViTBNFFN clearly better (and for any d ≥ 4)",
+        "ViTBNFFN",
+        "clearly better",
+    ),
+}
+#: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: what the article says and
+#: the words judged (ViTBNFFN hit less than ViT: "milder"); at d = 3 it quotes numbers.
+FIG10_SAID = {
+    2: ("both models are affected by the higher lr in much the same way", "affected much the same"),
+    3: ("ViT ≈ 91 % → ≈ 78 %; ViTBNFFN ≈ 92 % → ≈ 90 % (epoch 10)", "milder"),
+    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
+}
+
+
+def depth_key(settings: DepthSettings, figure: str, depth: int) -> str:
+    return f"article2/depth/lr{settings.figure_lr(figure):g}/d{depth}"
+
+
+def fig10_key(depth: int) -> str:
+    return f"article2/fig10/d{depth}"
+
+
+def said(settings: DepthSettings, lr: float, depth: int) -> tuple[str, str]:
+    """(where, what article 2 reports) of ViTBNFFN against ViT at ``lr`` and ``depth``; ("—", "not reported") when it
+    reports nothing there."""
+    for (figure, d), (where, shown, *_) in SAID.items():
+        if d == depth and abs(settings.figure_lr(figure) - lr) < 1e-12:
+            return where, shown
+    return "—", "not reported"
+
+
+def claims(settings: DepthSettings) -> list[Claim]:
+    """The claims of Figs 8-10 as these settings test them (their keys and measures name the settings' rates)."""
+    found = []
+    for (figure, depth), (where, _, words_said, lead, words) in SAID.items():
+        lr = settings.figure_lr(figure)
+        direction = WORDING[words] * (-1 if lead == "ViT" else 1)
+        measure = f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {lr:g} (pt)"
+        found.append(
+            Claim(depth_key(settings, figure, depth), f"article 2, {where}", words_said, DIFFERENCE, measure, direction)
+        )
+    low, high = settings.fig8_lr, settings.fig9_lr
+    for depth, (words_said, words) in FIG10_SAID.items():
+        measure = f"ViT's fall − ViTBNFFN's fall in final accuracy, lr {low:g} → {high:g}, d = {depth} (pt)"
+        found.append(Claim(fig10_key(depth), "article 2, Fig 10", words_said, DIFFERENCE, measure, WORDING[words]))
+    return found
+
+
+def reported(settings: DepthSettings) -> pd.DataFrame:
+    """Article 2's reported findings of the depth study, one row per figure and depth."""
+    rows = [
+        {"figure": where, "lr": f"{settings.figure_lr(figure):g}", "depth": depth, "article 2 reports": shown}
+        for (figure, depth), (where, shown, *_) in sorted(
+            SAID.items(), key=lambda kv: (kv[1][0], settings.figure_lr(kv[0][0]), kv[0][1])
+        )
+    ]
+    rows += [
+        {
+            "figure": "Fig 10",
+            "lr": f"{settings.fig8_lr:g} → {settings.fig9_lr:g}",
+            "depth": depth,
+            "article 2 reports": shown,
+        }
+        for depth, (shown, _) in FIG10_SAID.items()
+    ]
+    return pd.DataFrame(rows)

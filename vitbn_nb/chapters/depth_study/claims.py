@@ -1,0 +1,74 @@
+"""Chapter 05's claims judged by the one rule: article 2's findings (Figs 8-10) are about the accuracies its runs
+ended with after its whole protocol, so each is judged only over runs that reached it, otherwise "not testable at
+this scale" with the steps reached (a few hundred steps of early training answer another question)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...judging import verdicts
+from ...judging.claims import article_steps, final_accuracy, judge_difference, paired, protocol_scale, reached_steps
+from ...judging.claims import select as select_runs
+from ...judging.verdicts import Verdict
+from . import article
+from .settings import DepthSettings
+
+MODELS = ("ViT", "ViTBNFFN")
+#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps).
+ARTICLE2_EPOCHS = 10
+
+
+def unplanned(settings: DepthSettings) -> list[str]:
+    """The claims whose runs these settings do not plan, each with the runs it needs."""
+    missing = []
+    for figure, depth in article.SAID:
+        lr = settings.figure_lr(figure)
+        if depth not in settings.depths[lr]:
+            missing.append(f"{article.depth_key(settings, figure, depth)} (lr {lr:g}, d = {depth})")
+    for depth in article.FIG10_SAID:
+        if depth not in settings.depths[settings.fig8_lr] or depth not in settings.depths[settings.fig9_lr]:
+            missing.append(
+                f"{article.fig10_key(depth)} (d = {depth} at lr {settings.fig8_lr:g} and {settings.fig9_lr:g})"
+            )
+    return missing
+
+
+def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
+    """Every claim of :func:`.article.claims` judged from ``table`` at the settings' rates. Under ``paper`` (the
+    article's protocol) a claim whose runs the settings do not plan is an error, never a silent "not run"."""
+    missing = unplanned(settings)
+    if settings.profile == "paper" and missing:
+        raise ValueError(
+            "chapter 05's paper settings do not plan the runs of these claims of article 2: "
+            + "; ".join(missing)
+            + "; add the depths to fig8_depths, fig9_depths or fig10_depths"
+        )
+    needed = article_steps(ARTICLE2_EPOCHS)
+    table = table[table["model"].isin(MODELS)]
+    found = []
+    claims = {c.key: c for c in article.claims(settings)}
+    for figure, depth in article.SAID:
+        claim = claims[article.depth_key(settings, figure, depth)]
+        at = select_runs(table, lr=settings.figure_lr(figure), depth=depth)
+        if not at.empty and reached_steps(at) < needed:
+            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
+            continue
+        values = paired(final_accuracy(select_runs(at, model="ViTBNFFN")), final_accuracy(select_runs(at, model="ViT")))
+        found.append(judge_difference(claim, values, protocol_scale(at, ARTICLE2_EPOCHS)))
+    low, high = settings.fig8_lr, settings.fig9_lr
+    for depth in article.FIG10_SAID:
+        claim = claims[article.fig10_key(depth)]
+        at = pd.concat([select_runs(table, lr=low, depth=depth), select_runs(table, lr=high, depth=depth)])
+        if not at.empty and reached_steps(at) < needed:
+            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
+            continue
+
+        def fall(model: str, at: pd.DataFrame = at) -> pd.Series:
+            return final_accuracy(select_runs(at, lr=low, model=model)) - final_accuracy(
+                select_runs(at, lr=high, model=model)
+            )
+
+        found.append(
+            judge_difference(claim, paired(fall("ViT"), fall("ViTBNFFN")), protocol_scale(at, ARTICLE2_EPOCHS))
+        )
+    return found

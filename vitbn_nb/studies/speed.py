@@ -215,13 +215,14 @@ def hardware_note(result: SpeedResult) -> Markdown:
     """Sentences for the chapter: where the numbers come from (committed or measured now), which machine, and what
     that means for the numbers."""
     where = source_text(result)
+    machine = "this machine" if result.source == "measured" else "the machine that took it"
     if result.bench.meta["device"] == "cpu":
         return Markdown(
-            where + " There is **no GPU** on this machine, so every time below is a CPU time. Article 1's times: "
+            where + f" There is **no GPU** on {machine}, so every time below is a CPU time. Article 1's times: "
             f"{articles.ARTICLE1_DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
             "so nothing below is a GPU-against-CPU contrast. How these ratios would change on a GPU is not "
-            "measured here: run this chapter on one (the `paper` profile is the default there) and the same code "
-            "fills every figure and table with its numbers."
+            "measured here: run this chapter on one with `measure = True` (the `paper` profile is the default "
+            "there) and the same code fills every figure and table with its numbers."
         )
     return Markdown(
         where + " This is a GPU run. Article 1's times (MNIST without augmentation, whole epochs): "

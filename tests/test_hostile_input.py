@@ -332,7 +332,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
     shutil.rmtree(store / ".locks")
     code = (
-        "import pathlib, sys; from vitbn_nb import runs; "
+        "import pathlib, sys; from vitbn_nb.store import runs; "
         "store = pathlib.Path(sys.argv[1]); "
         "sys.exit('store is writable') if __import__('os').access(store, __import__('os').W_OK) else None; "
         f"cfg = [runs.RunConfig(**{TINY!r}, seed=s) for s in range(3)]; "
@@ -527,7 +527,7 @@ def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
     configs = {
         c.run_id("cpu")
         for c in __import__("vitbn_nb.chapters.batchnorm_intro.study").studies.batchnorm_intro.plan(
-            __import__("vitbn_nb.profiles").chapters.settings("01_batchnorm_intro", "smoke")
+            __import__("vitbn_nb.chapters").chapters.settings("01_batchnorm_intro", "smoke")
         )
     }
     assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0

@@ -31,6 +31,12 @@ def main(argv=None) -> int:
         help="render from the run store only: a missing run fails its chapter, naming the run",
     )
     book.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
+    book.add_argument(
+        "--measure",
+        action="store_true",
+        help="chapter 08 times anew on this machine (minutes to tens of minutes) instead of showing the committed "
+        "measurement, figures/bench.json; a complete cpu or paper book then publishes the new one",
+    )
     book.add_argument("--no-html", dest="html", action="store_false", help="execute the chapters only")
     book.add_argument("--output", metavar="DIR", help="build folder (default: build/)")
     book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
@@ -106,6 +112,10 @@ def main(argv=None) -> int:
         "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
     )
     args = parser.parse_args(argv)
+    if getattr(args, "measure", False):  # the kernels papermill starts inherit it
+        from .paths import MEASURE_VARIABLE
+
+        os.environ[MEASURE_VARIABLE] = "1"
     if getattr(args, "from_scratch", False):  # the kernels papermill starts inherit it
         from .paths import COMMITTED_VARIABLE
 

@@ -19,12 +19,12 @@ PROFILES = ("cpu", "paper")
 
 
 def planned_ids() -> dict[str, dict[str, list[str]]]:
-    from vitbn_nb import train
+    from vitbn_nb import chapters, train
 
     return {
         profile: {
             chapter: [config.run_id("cpu") for config in train.planned_runs(chapter, profile)]
-            for chapter in train.CHAPTER_MODULES
+            for chapter in chapters.CHAPTERS
         }
         for profile in PROFILES
     }

@@ -22,6 +22,7 @@ import torch
 
 from . import atomic
 from .hpo_state import state_file_problem
+from .owned import is_owned
 from .paths import runs_dir
 from .run_config import RunConfig
 
@@ -340,6 +341,8 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
             for problem, fix in _problems(entry):
                 rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
     for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
+        if is_owned(scratch):
+            continue  # an import under way, not damage
         rows.append(
             {
                 "run": scratch.name,

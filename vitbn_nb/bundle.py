@@ -36,6 +36,7 @@ from .records import (
     STATE_FOLDER,
     WEIGHT_FILES,
     RunStoreError,
+    fit_problem,
     identity_problem,
     load_checkpoint,
     load_weights,
@@ -405,9 +406,11 @@ def _check_run(file: Path, folder: Path) -> dict:
         if sha256(path) != record["checksums"][name]:
             _refuse(file, f"holds {run_id}/{name}, which does not match its record's checksum")
         try:
-            load_checkpoint(folder, record) if name == "checkpoint.pt" else load_weights(path, run_id)
+            state = load_checkpoint(folder, record)["model"] if name == "checkpoint.pt" else load_weights(path, run_id)
         except RunStoreError as error:
             _refuse(file, f"holds {run_id}/{name}, which is not plain weights ({error.problem})")
+        if (problem := fit_problem(record["config"], state)) is not None:
+            _refuse(file, f"holds {run_id}/{name}, which {problem}")
     return record
 
 

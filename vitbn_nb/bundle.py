@@ -6,13 +6,15 @@ weights the other machine still loads (:func:`needed_weights`): what chapters 06
 their trained runs travels in the records (``run_measurements.measured``), so their weights stay behind once
 measured. ``weights="all"`` takes every finished run's weights.
 
-A bundle comes from someone else's machine, so it is data, checked whole before anything is written
-(:func:`read_bundle`): only regular files at the places a bundle may hold (a run folder named by the run id
-its record's configuration gives, holding ``record.json`` and the weight files that record lists; the
-optimisation state's JSON files), every one listed in ``bundle.json`` with its SHA-256, every record whole
-(``records.record_problem``), every weight file loadable weights-only. Then it is imported all or nothing
-(``vitbn_nb.bundle_import``): a conflict with the store (a finished run that differs, say) is named and nothing is
-written.
+A bundle comes from someone else's machine, so it is data, and it costs no more than its limits allow. Every tar
+header is read before anything is written (:func:`survey`), with bounded memory (tar extensions a bundle never has
+are refused before their data is read), and the whole bundle is held to one total and to the store's free disk.
+Then it is unpacked and checked whole (:func:`read_bundle`): only regular files at the places a bundle may hold (a
+run folder named by the run id its record's configuration gives, holding ``record.json`` and the weight files that
+record lists; the optimisation state's JSON files), every one listed in ``bundle.json`` with its SHA-256, every
+record whole (``records.record_problem``), every weight file loadable weights-only into the model its record
+builds. Then it is imported all or nothing (``vitbn_nb.bundle_import``): a conflict with the store (a finished run
+that differs, say) is named and nothing is written.
 """
 
 from __future__ import annotations

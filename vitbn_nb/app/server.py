@@ -27,6 +27,7 @@ from ..runs import Run, RunConfig, RunStoreError, is_run_name, train
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
 MIN_SIDE, MAX_SIDE = 28, 2048
+SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
 #: The only formats an upload is read as: what the page's canvas sends (PNG) and what a digit drawn or photographed
 #: elsewhere comes as. Each states its size in its header and decodes only when loaded. Every other format Pillow
 #: knows is never tried: some decode inside ``Image.open`` itself (ICO and ICNS their largest embedded image, WebP
@@ -235,9 +236,6 @@ def read_image(data: bytes) -> np.ndarray:
             f"unreadable colours: an image in mode {image.mode} cannot be converted to grey levels ({error}); "
             "send a greyscale, RGB or RGBA image (PNG)"
         ) from None
-
-
-SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
 
 
 def limit_pillow() -> None:

@@ -1,9 +1,8 @@
 """Importing a bundle (``python -m vitbn_nb runs import FILE``): every header checked before anything is written
 (:func:`vitbn_nb.store.bundle.survey`), then unpacked and checked whole (:func:`vitbn_nb.store.bundle.read_bundle`),
-then every
-action planned and every conflict with the store found, then applied all or nothing. The moves into the store are
-journalled before the first one, so a failure, or a kill (undone by :func:`recover_imports` at the next import,
-``train`` or ``book``), puts the store back as it was.
+then every action planned and every conflict with the store found, then applied all or nothing. The moves into the
+store are journalled before the first one, so a failure, or a kill (undone by :func:`recover_imports` at the next
+import, ``train`` or ``book``), puts the store back as it was.
 
 An import works in a folder of the store (``.import-*``) that it owns for its whole life (``vitbn_nb.store.owned``: an
 OS lock the process holds until it ends), and it plans and moves under the locks of the runs it touches (and of the

@@ -84,6 +84,13 @@ def main(argv=None) -> int:
     campaign.add_argument(
         "--quiet", action="store_true", help="also train the stages whose epoch times are shown (nothing else running)"
     )
+    campaign.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="CPU threads for training (torch.set_num_threads); on a machine busy with other work, 1 keeps the "
+        "campaign from fighting it for cores",
+    )
     check = commands.add_parser(
         "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
     )
@@ -276,6 +283,8 @@ def main(argv=None) -> int:
 
 
 def _campaign(args) -> int:
+    import torch
+
     from . import campaign
     from .paths import runs_dir
     from .store import runs
@@ -295,6 +304,10 @@ def _campaign(args) -> int:
             if why := estimator.busy():
                 print(f"note: {why}")
             return 0
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads {args.threads} is not allowed; give 1 or more")
+            torch.set_num_threads(args.threads)
         deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
         done = campaign.train(deadline, quiet=args.quiet)
     except (runs.DeadlineReached, campaign.Unfinished) as stopped:

@@ -96,7 +96,7 @@ def write_bomb(path: Path, kind: str) -> Path:
 MEASURE = r"""
 import contextlib, io, json, resource, sys
 from vitbn_nb.__main__ import cli
-from vitbn_nb import bundle_import  # imported before the baseline
+from vitbn_nb.store import bundle_import  # imported before the baseline
 
 def written():
     with open("/proc/self/io") as f:

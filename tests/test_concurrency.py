@@ -29,8 +29,10 @@ HELD = runs.RunConfig(**TINY, seed=9, lr=2e-3)
 #: command's recovery of interrupted imports has run; ``PLAN`` (JSON) stands in for every chapter's plan of `train`.
 CHILD = r"""
 import json, os, pathlib, sys, time, types
-from vitbn_nb import atomic, book, bundle_import, runs, train
+from vitbn_nb import atomic, chapters, train
 from vitbn_nb.__main__ import cli
+from vitbn_nb.publishing import book
+from vitbn_nb.store import bundle_import, runs
 
 flag = pathlib.Path(os.environ.get("PAUSE_FLAG", "/nonexistent"))
 
@@ -62,7 +64,7 @@ if os.environ.get("RECOVERED"):
     bundle_import.recover_imports = recover_then_say
 if os.environ.get("PLAN"):
     plan = [runs.RunConfig(**config) for config in json.loads(os.environ["PLAN"])]
-    train._module = lambda chapter: types.SimpleNamespace(plan=lambda settings: plan)
+    chapters.study = lambda chapter: types.SimpleNamespace(plan=lambda settings: plan)
 if os.environ.get("STOP_BOOK"):  # the book stops after its recovery: rendering is not what is tested here
     def stop():
         raise SystemExit(0)

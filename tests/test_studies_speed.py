@@ -294,7 +294,7 @@ def test_the_chapter_renders_the_committed_measurement_without_measuring(measure
         raise AssertionError("rendering from the committed measurement must not measure")
 
     monkeypatch.setattr(speed.bench, "measure", no_measuring)
-    settings = profiles.settings(speed.CHAPTER, "cpu")  # the settings ask for ViTDyT too
+    settings = chapters.settings(speed.CHAPTER, "cpu")  # the settings ask for ViTDyT too
     result = speed.run(settings)
     assert result.source == "committed" and result.not_measured == ("ViTDyT",)
     assert result.models == speed.MODELS and result.settings.profile == "smoke"  # as the file was measured
@@ -317,7 +317,7 @@ def test_measuring_anew_is_asked_for_and_kept_beside_the_outputs(measured, tmp_p
     monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "staging"))
     monkeypatch.setattr(speed.bench, "measure", lambda settings, device, log=None: measured.bench)
     monkeypatch.setattr(speed.op_counts, "table", lambda *args: [])
-    settings = profiles.settings(speed.CHAPTER, "cpu")
+    settings = chapters.settings(speed.CHAPTER, "cpu")
     monkeypatch.setenv("VITBN_MEASURE", "1")  # python -m vitbn_nb book --measure
     result = speed.run(settings)
     assert result.source == "measured" and "measured now" in speed.hardware_note(result).data

@@ -107,7 +107,7 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
         found = json.loads(file.read_text())
         taken = dict(found["settings"])
         known = {item.name for item in dataclasses.fields(SpeedSettings)}
-        settings = profiles.SETTINGS[CHAPTER](**{k: v for k, v in taken.items() if k in known})
+        settings = SpeedSettings(**{k: v for k, v in taken.items() if k in known})
         _check_depths(settings)
         result = bench.BenchResult.from_dict(found)
         for model in settings.models:  # every row the views read is there

@@ -18,7 +18,8 @@
 # %% [markdown]
 # # 2. The models: ViT, ViTBNFFN and ViTBN
 #
-# This chapter takes the three Vision Transformers of the book apart. We follow a batch of
+# This chapter takes the three Vision Transformers of the articles apart (and a fourth, ViTDyT,
+# that the book adds to see a ViT without normalisation). We follow a batch of
 # images through every stage, see where each model normalises and with what, compare
 # BatchNorm and LayerNorm on the same token batch, watch BatchNorm switch from batch
 # statistics to running statistics between training and evaluation, and count the parameters
@@ -48,7 +49,7 @@ settings
 # %% [markdown]
 # ## A batch through the standard ViT
 #
-# All three models share the reference configuration of the series: $28 \times 28$ grey
+# All the models share the reference configuration of the series: $28 \times 28$ grey
 # images, patch size $p = 7$, embedding dimension $d_e = 64$, 8 heads of dimension 64,
 # feed-forward hidden dimension 128, a CLS token, learned positional embedding, no dropout.
 #
@@ -87,6 +88,22 @@ architectures.shape_walkthrough("ViTBNFFN")
 
 # %%
 architectures.shape_walkthrough("ViTBN")
+
+# %% [markdown]
+# ## ViTDyT: no normalisation at all (not a model of the articles)
+#
+# The book adds a fourth member, which neither article has: ViTDyT puts **DyT** (Zhu et al.,
+# "Transformers without Normalization", CVPR 2025) in the place of every LayerNorm of ViT,
+# final norm included: $\mathrm{DyT}(x) = w \odot \tanh(\alpha x) + b$, with one learnable
+# scalar $\alpha$ (initialised to 0.5) and a per-feature scale $w$ and shift $b$ (ones and zeros, as
+# LayerNorm's). It computes no statistic, neither over the features of a token (LayerNorm) nor
+# over the batch (BatchNorm): each value is squashed on its own. In the package a norm is a
+# layer factory named in `vitbn_nb.models.NORMS`, so ViTDyT is ViT built with `norm="dyt"`.
+# Chapter 5 trains it beside ViT and ViTBNFFN at one depth and learning rate of article 2's
+# study, and chapter 8 times it at equal depth.
+
+# %%
+architectures.shape_walkthrough("ViTDyT")
 
 # %% [markdown]
 # Side by side, read off the built models: which norm sits where.
@@ -165,8 +182,8 @@ architectures.running_stats_figure(result)
 # against BatchNorm models that computed one block (chapters 3 and 4: the reference code of its
 # time returned from the encoder after the first block), and article 1 *as written* has all
 # three at depth 6 (chapter 3); the EMNIST transfer uses all three at depth 6 (chapter 6); the depth study
-# trains ViT and ViTBNFFN at depths 1–7 (chapter 5); and the book's equal-depth control adds
-# ViTBN (and ViT) at depths 1 and 6. The table counts parameters with `count_parameters` and
+# trains ViT and ViTBNFFN at depths 1–7, and ViTDyT beside them at depth 6 (chapter 5); and the book's
+# equal-depth control adds ViTBN, ViTDyT (and ViT) at depths 1 and 6. The table counts parameters with `count_parameters` and
 # forward FLOPs per image with PyTorch's `torch.utils.flop_counter.FlopCounterMode` on a batch
 # of one image in eval mode.
 #
@@ -174,7 +191,8 @@ architectures.running_stats_figure(result)
 # attention) and convolutions, at 2 FLOPs per multiply-add. Norms, softmax, GELU/sigmoid and
 # additions are **not** counted: they do work proportional to $d$ per token against the $d^2$
 # of a Linear layer, but, being memory-bound, they can take a larger share of the time than of
-# the FLOPs. PyTorch's fused CPU attention kernel is
+# the FLOPs. DyT's multiplications and tanh are left out in the same way, so at equal depth
+# ViTDyT's counted FLOPs are ViT's, and its parameters exceed ViT's by one $\alpha$ per norm. PyTorch's fused CPU attention kernel is
 # invisible to the counter, so attention is counted on its math backend (the same products).
 
 # %%
@@ -191,7 +209,7 @@ model_sizes.size_summary(result)
 
 # %% [markdown]
 # Two things to carry into the next chapters. First, in counted arithmetic the norm itself is
-# almost free: at equal depth the three models have the same counted FLOPs and differ by at most
+# almost free: at equal depth the models have the same counted FLOPs and differ by at most
 # a few hundred parameters (what the norms cost in time, which the counter does not see, chapter
 # 8 measures). Second, the published speed-up compares a ViT with six encoder blocks against
 # BatchNorm models with one, and the table shows how much smaller those are. Chapter 3

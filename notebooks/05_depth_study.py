@@ -31,7 +31,9 @@
 #
 # We redraw its Figures 8, 9 and 10 from our own runs, each beside the article's finding and a
 # verdict computed from the final accuracies (only over runs of article 2's whole protocol), and
-# add a summary of final accuracy against depth.
+# add a summary of final accuracy against depth. Beside them, and not a claim of either article, a
+# third model answers article 2's question without any normalisation: ViTDyT (chapter 2), trained
+# at one depth and learning rate of the study with the same protocol and seeds.
 
 # %%
 # On Colab: install the book's package here once the book is public: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.
@@ -166,6 +168,25 @@ depth.depth_summary_figure(result)
 
 # %%
 depth.depth_summary_table(result)
+
+# %% [markdown]
+# ## Beside article 2: a ViT without normalisation
+#
+# Neither article trains a ViT without normalisation; this section is the book's addition and
+# carries no verdict. ViTDyT replaces every LayerNorm of ViT by DyT (Zhu et al., "Transformers
+# without Normalization", CVPR 2025: $w \odot \tanh(\alpha x) + b$, chapter 2), which computes no
+# statistic at all. Its runs use the protocol and seeds of the article's two models at the depth
+# and learning rate the settings name (`extra_models`, `extra_depth`, `extra_lr`: ViTDyT at
+# depth 6 and lr 0.003, one of Figure 8's panels), so the runs of ViT and ViTBNFFN there are the
+# same runs the figures above show. The table gives each model's final accuracy and ViTDyT's
+# differences from the other two, paired by seed, as measured; Zhu et al. tuned DyT on far larger
+# models and data, and nothing here says how it would fare at another depth, rate or scale.
+
+# %%
+depth.extra_models_figure(result)
+
+# %%
+depth.extra_models_table(result)
 
 # %% [markdown]
 # ## The claims, judged by the book's rule

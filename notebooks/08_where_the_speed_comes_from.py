@@ -40,7 +40,10 @@
 #
 # It separates data loading from compute, and measures what BatchNorm can truly buy at
 # inference: in eval mode a BatchNorm is a fixed affine map that **folds into the neighbouring
-# Linear layer**, which no LayerNorm can do. It ends with one sentence per effect.
+# Linear layer**, which no LayerNorm can do. It ends with one sentence per effect. Beside the
+# articles' three models it times a fourth that neither article has, **ViTDyT** (chapter 2: DyT,
+# $w \odot \tanh(\alpha x) + b$, in the place of every LayerNorm), at the same depths: what a
+# ViT costs with no normalisation at all.
 
 # %%
 # On Colab: install the book's package here once the book is public: set repository and ref under [tool.vitbn-book] in pyproject.toml, then run `python -m vitbn_nb colab-cell`.
@@ -48,15 +51,17 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+measure = False
 
 # %% [markdown]
-# **This is the one chapter measured on the machine that renders it.** Every other chapter reads
-# its numbers from the runs' records (committed in `figures/records/`); this one times fresh
-# models, reads no run, and its numbers change with the machine and its load: the committed
-# figures name the machine and date that measured them. The profile sets how long each
-# measurement runs (the settings below: repeats, training steps, test batches); `smoke` runs
-# every measurement on tiny batches, and its numbers mean nothing. Nothing is read from an
-# earlier run or bench file, so `force` has nothing to retrain.
+# **This is the one chapter whose numbers are timings of fresh models**, not runs' records: they
+# change with the machine and its load. Measuring them takes tens of minutes on a CPU, so by
+# default the chapter shows **the committed measurement** (`figures/bench.json`) and says below
+# which machine took it, when, and with which profile's settings; `measure = True` (or
+# `python -m vitbn_nb book --measure`) times them anew on the machine that renders the chapter.
+# The profile sets how long each new measurement runs (the settings below: repeats, training
+# steps, test batches); `smoke` runs every measurement on tiny batches, and its numbers mean
+# nothing. No run is trained, so `force` has nothing to retrain.
 
 # %%
 from vitbn_nb import chapters, profiles
@@ -64,6 +69,7 @@ from vitbn_nb.chapters.speed import study as speed, accounting as speed_accounti
 
 settings = chapters.settings("08_where_the_speed_comes_from", profile)
 force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+measure = speed.measure_requested(measure)  # or VITBN_MEASURE=1 (book --measure)
 settings
 
 # %% [markdown]
@@ -87,7 +93,8 @@ speed_accounting.article_reported()
 #
 # Every number below comes from one function, `vitbn_nb.bench.measure`, the same one that
 # `python -m vitbn_nb bench` (`make bench`) runs. For **ViT, ViTBNFFN and ViTBN at depths 1
-# and 6** (which include both of article 1's configurations, as run and as written) it times,
+# and 6** (which include both of article 1's configurations, as run and as written), and ViTDyT
+# beside them, it times,
 # on MNIST without augmentation (article 1's data):
 #
 # * **training**: a fixed number of Adam steps after a warm-up, repeated, the median repeat
@@ -113,8 +120,13 @@ speed_accounting.article_reported()
 # lies above 1, **no speed-up, slower** when below, **within noise** when it holds 1, and no
 # verdict (**shown, not judged**) with fewer than 3 rounds.
 
+# %% [markdown]
+# The measurement: the committed one unless `measure` asks for a new one. The note under the
+# overview says which it is; a model of the settings that the committed measurement does not
+# hold is named there, and the tables and figures show the models it holds.
+
 # %%
-result = speed.run(settings, force=force)
+result = speed.run(settings, force=force, measure=measure)
 
 # %%
 speed.overview(result)
@@ -127,17 +139,20 @@ speed.hardware_note(result)
 #
 # Article 1's ratio divides the time of a six-block ViT by that of one-block BatchNorm models.
 # Here every model is timed at **both** depths, so each comparison can also be made at equal
-# depth. At equal depth the three models do almost the same arithmetic (the same matrix
+# depth. At equal depth the models do almost the same arithmetic (the same matrix
 # products; they differ only in which norm runs where), so if the published gain came from
 # BatchNorm itself, the BatchNorm bars would be lower than ViT's **within** each depth group.
-# If it came from depth, the difference would lie **between** the groups.
+# If it came from depth, the difference would lie **between** the groups. ViTDyT, where the
+# measurement holds it, shows what dropping normalisation altogether costs or saves at the same
+# depth: DyT computes no statistic, but it is still an elementwise pass over every token, which
+# (unlike BatchNorm in eval mode) cannot fold into a Linear layer, since its tanh is not affine.
 
 # %%
 speed.equal_depth_figure(result)
 
 # %% [markdown]
-# Images per second through both pipelines, and each BatchNorm model against ViT of the same
-# depth (above 1: faster than ViT). Every configuration was timed in the same rounds, one after
+# Images per second through both pipelines, and each model (the BatchNorm ones, and ViTDyT)
+# against ViT of the same depth (above 1: faster than ViT). Every configuration was timed in the same rounds, one after
 # another, so each ratio has one value per round; the book's rule (see the book's front page)
 # turns them into a verdict: a speed-up with its 95 % interval, no speed-up, or within noise.
 

@@ -5,12 +5,15 @@ import io
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,6 +26,8 @@ from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
 from vitbn_nb.models import build_model
 from vitbn_nb.store import records, runs
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: A few seconds of CPU: good enough to classify clear MNIST digits.
 TINY = runs.RunConfig(
@@ -180,6 +185,22 @@ def test_a_port_outside_1_to_65535_is_refused_in_one_line(port, capsys, monkeypa
     assert f"--port {port}" in error and "1 to 65535" in error and len(error.strip().splitlines()) == 1
 
 
+def test_a_store_the_app_cannot_use_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(afile))
+    assert app_main.main(["--no-train"]) == 1
+    error = capsys.readouterr().err
+    assert "VITBN_RUNS_DIR=" in error and "is a file" in error and len(error.strip().splitlines()) == 1
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / ".locks").write_text("")  # no run can be written here: the fallback the app trains cannot be either
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(store))
+    assert app_main.main([]) == 1
+    error = capsys.readouterr().err
+    assert ".locks is a file" in error and "fix: delete" in error and len(error.strip().splitlines()) == 1
+
+
 # -- preprocessing -----------------------------------------------------------------------------
 
 
@@ -314,13 +335,112 @@ def test_a_chunked_body_is_held_to_the_same_limit(light):
     assert send(light, a_stroke())[0] == 200
 
 
-def test_an_image_pil_opens_but_cannot_convert_is_a_400(light):
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_claiming(width: int, height: int, rows: int = 1, data: bytes | None = None) -> bytes:
+    """A greyscale PNG whose header says ``width`` x ``height`` and whose data holds ``rows`` rows of zeros (or
+    ``data``)."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    compressor = zlib.compressobj()
+    if data is None:
+        data = b"".join(compressor.compress(bytes(1 + width)) for _ in range(rows)) + compressor.flush()
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+
+
+def ico_around(embedded: bytes) -> bytes:
+    """An icon whose directory says 256x256 around an embedded PNG of any size (Pillow decodes it in Image.open)."""
+    return struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 0, 0, 0, 0, 1, 32, len(embedded), 22) + embedded
+
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 100 100\nnewpath 10 10 moveto 90 90 lineto stroke\n%%EOF\n"
+
+
+def tiff_in_lab() -> bytes:
     buffer = io.BytesIO()
     Image.new("LAB", (28, 28)).save(buffer, "TIFF")
-    with pytest.raises(BadImage, match="LAB"):
-        preprocess(buffer.getvalue())
-    status, answer = send(light, buffer.getvalue(), "image/tiff")
-    assert status == 400 and "LAB" in answer["error"]
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (png_claiming(60_000, 60_000), "wrong size: the image has more pixels than 2048x2048"),
+        (png_claiming(3000, 40, rows=40), "wrong size: the image is 3000x40 pixels"),
+        (ico_around(png_claiming(4000, 4000, rows=4000)), "not an image the app reads: send a PNG, JPEG, GIF or BMP"),
+        (EPS, "not an image the app reads"),
+        (tiff_in_lab(), "not an image the app reads"),
+        (png_claiming(300, 300, data=b"not deflate data"), "not an image: the PNG data cannot be decoded"),
+    ],
+    ids=["header-lies-60000", "too-wide", "ico-header-lies", "eps", "tiff", "damaged"],
+)
+def test_an_upload_outside_the_promise_is_a_400_before_any_decoding(light, monkeypatch, body, message):
+    """Only PNG, JPEG, GIF and BMP are opened, their size read from the header and checked before any pixel is
+    decoded; no external program (Ghostscript for EPS) is ever started."""
+    from PIL import EpsImagePlugin, IcoImagePlugin, ImageFile
+
+    calls = []
+    load = ImageFile.ImageFile.load
+
+    def counted_load(image):
+        calls.append(f"decoded {image.format} {image.size}")
+        return load(image)
+
+    def never(name):
+        def called(*args, **kwargs):
+            calls.append(name)
+            raise AssertionError(f"{name} was called")
+
+        return called
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", counted_load)
+    monkeypatch.setattr(IcoImagePlugin.IcoImageFile, "_open", never("the ICO reader"))
+    monkeypatch.setattr(EpsImagePlugin.EpsImageFile, "_open", never("the EPS reader"))
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", never("Ghostscript"))
+    monkeypatch.setattr(subprocess, "Popen", never("an external program"))
+    with pytest.raises(BadImage, match=message) as refused:
+        preprocess(body)
+    assert refused.value.status == 400 and len(str(refused.value).splitlines()) == 1
+    decoded = ["decoded PNG (300, 300)"] if "decoded" in message else []
+    assert calls == decoded  # only the damaged PNG, whose header is honest, was decoded (and failed)
+    status, answer = send(light, body)
+    assert status == 400 and message.split(":")[0] in answer["error"]
+
+
+#: Posts the upload sys.argv[1] names to the app (an untrained model, the test client) in this process; prints the
+#: status, the error and the growth of the process's peak memory (KiB) around the request alone.
+MEASURE = r"""
+import json, resource, sys, torch
+from vitbn_nb.app import server
+app = server.create_app(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10)), None).test_client()
+body = open(sys.argv[1], "rb").read()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+answer = app.post("/api/predict", data=body, content_type="image/png")
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+print(json.dumps({"status": answer.status_code, "error": answer.get_json()["error"], "growth_kib": growth}))
+"""
+
+
+def test_an_icon_that_hides_a_large_image_costs_no_more_than_its_header(tmp_path):
+    """An icon says 256x256 and embeds an 8000x8000 PNG of 300 KB: Pillow would decode its 256 MB inside Image.open.
+    The app never opens it; the request's peak memory is measured in a child process."""
+    upload = tmp_path / "icon.ico"
+    upload.write_bytes(ico_around(png_claiming(8000, 8000, rows=8000)))
+    assert upload.stat().st_size < server.MAX_BODY_BYTES
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(upload)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout.splitlines()[-1])
+    assert measured["status"] == 400 and "not an image the app reads" in measured["error"]
+    assert measured["growth_kib"] < 100 * 1024, measured
+
+
+def test_pillow_refuses_more_pixels_than_the_app_promises_once_it_serves(light):
+    assert Image.MAX_IMAGE_PIXELS == server.MAX_SIDE**2
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(io.BytesIO(png_claiming(3 * server.MAX_SIDE, server.MAX_SIDE)))
 
 
 def test_a_form_is_told_what_the_app_expects(light):

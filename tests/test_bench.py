@@ -90,7 +90,7 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     assert results["dataset"] == "mnist"  # article 1 timed its trio on MNIST without augmentation
 
     training = results["training"]
-    assert len(training) == 3 * 2 * 2  # models x depths (1, 6) x pipelines
+    assert len(training) == 4 * 2 * 2  # models (article 1's three and ViTDyT) x depths (1, 6) x pipelines
     assert all(set(row) >= TRAIN_KEYS for row in training)
     published = {(r["model"], r["depth"]) for r in training if r["as_run"]}
     assert published == {("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1)}
@@ -102,13 +102,13 @@ def test_quick_mode_writes_the_expected_json(quick_run):
     inference = results["inference"]
     plain = [r for r in inference if not r["folded"] and not r.get("norms_removed")]
     folded = [r for r in inference if r["folded"]]
-    assert len(plain) == 12 and len(folded) == 4 and all(set(r) >= INFER_KEYS for r in inference)
+    assert len(plain) == 16 and len(folded) == 4 and all(set(r) >= INFER_KEYS for r in inference)
     assert {(r["model"], r["depth"]) for r in folded} == {(m, d) for m in ("ViTBNFFN", "ViTBN") for d in (1, 6)}
     for row in folded:  # the folded copy that was timed is the same function with no BatchNorm left
         assert row["batchnorms_left"] == 0 and row["max_abs_logit_difference"] < 1e-3
     assert {(r["model"], r["depth"]) for r in inference if r.get("norms_removed")} == {("ViT", 1), ("ViT", 6)}
 
-    assert len(results["ratios"]) == 6 and len(results["folding"]) == 4
+    assert len(results["ratios"]) == 8 and len(results["folding"]) == 4  # DyT has nothing to fold
     assert all({"train_engine_over_reference", "eval_engine_over_reference"} <= set(r) for r in results["ratios"])
     assert len(results["norm_forms"]) == 3 * 2 * 2  # forms x widths x (train, eval)
     for row in results["ratios"]:  # each ratio judged by the rule from its rounds (a quick run has 2: not judged)

@@ -51,7 +51,7 @@ def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Pa
 FIGURE_CHAPTER = [
     new_code_cell("assert profile == 'smoke' and force is False, (profile, force)"),
     new_code_cell(
-        "import types\nimport matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb import figures\n"
+        "import types\nimport matplotlib.pyplot as plt\nimport pandas as pd\nfrom vitbn_nb.publishing import figures\n"
         "result = types.SimpleNamespace(chapter='01_figure', profile=profile, run_ids=[])"
     ),
     new_code_cell(

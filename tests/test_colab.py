@@ -207,7 +207,7 @@ def test_setup_reads_the_open_chapter_from_the_notebook(stand_in_colab, monkeypa
         {"cell_type": "markdown", "source": ['chapters.settings("01_batchnorm_intro") in words only']},
         {
             "cell_type": "code",
-            "source": ["from vitbn_nb import profiles\n", 'settings = chapters.settings("05_depth_study", profile)'],
+            "source": ["from vitbn_nb import chapters\n", 'settings = chapters.settings("05_depth_study", profile)'],
         },
     ]
     message.blocking_request = lambda request, timeout_sec: (

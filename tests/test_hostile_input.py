@@ -332,7 +332,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
     shutil.rmtree(store / ".locks")
     code = (
-        "import pathlib, sys; from vitbn_nb import runs; "
+        "import pathlib, sys; from vitbn_nb.store import runs; "
         "store = pathlib.Path(sys.argv[1]); "
         "sys.exit('store is writable') if __import__('os').access(store, __import__('os').W_OK) else None; "
         f"cfg = [runs.RunConfig(**{TINY!r}, seed=s) for s in range(3)]; "
@@ -350,6 +350,29 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
     assert done.stdout.strip().splitlines()[:1] == ["3"], done.stderr  # rendered from the read-only store
     assert "cannot be written" in done.stderr and "writable copy" in done.stderr, done.stderr
     assert sorted(p.name for p in store.iterdir()) == sorted(_ids())
+
+
+def test_a_read_only_store_is_one_line_for_import_and_the_app(store, tmp_path):
+    file = tmp_path / "all.tar.gz"
+    bundle.export(file, weights="all", profile="smoke", store=store)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "VITBN_PROGRESS": "0"}
+    for command in (["-m", "vitbn_nb", "runs", "import", str(file)], ["-m", "vitbn_nb.app"]):
+        done = subprocess.run(
+            [*_read_only(empty), sys.executable, *command],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 1, done.stderr
+        error = done.stderr.strip()
+        assert len(error.splitlines()) == 1 and "Traceback" not in error and "[Errno" not in error, error
+        assert f"the run store {empty} cannot be written (Read-only file system)" in error, error
+        assert "writable copy" in error, error
+    assert list(empty.iterdir()) == []
 
 
 def test_a_full_disk_is_a_message_and_leaves_the_old_file(tmp_path, monkeypatch):
@@ -414,6 +437,37 @@ def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store
     assert "still hold a checkpoint.pt" in capsys.readouterr().out
     monkeypatch.setenv("VITBN_TRAIN", "never")
     assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+
+
+def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, tmp_path, capsys):
+    """Whole, weights-only and listed with its checksum, yet the weights of another model: named by check and import."""
+    folder = store / _ids()[0]
+    torch.save({"weight": torch.zeros(3, 3)}, folder / "model.pt")
+    record = records.read_record(folder)
+    record["checksums"]["model.pt"] = sha256(folder / "model.pt")
+    write_record(folder / "record.json", record)
+    assert main(["runs", "check"]) == 1
+    out = capsys.readouterr().out
+    assert f"{folder / 'model.pt'} does not fit its model (" in out and f"runs retrain {_ids()[0]}" in out
+    file = tmp_path / "b.tar.gz"
+    bundle.export(file, weights="all", profile="smoke", store=store)  # export loads weights, it builds no model
+    with pytest.raises(bundle.BundleError, match=f"holds {_ids()[0]}/model.pt, which does not fit its model"):
+        bundle_import.import_bundle(file, store=tmp_path / "other")
+
+
+def test_a_damaged_committed_record_is_restored_from_git_never_deleted(run_store, tmp_path, monkeypatch):
+    committed = tmp_path / "figures" / "records"
+    folder = committed / RunConfig(**TINY).run_id("cpu")
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text('{"run_id": "cut sh')  # a truncated committed record
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.delenv("VITBN_COMMITTED_RECORDS")
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    with pytest.raises(RunStoreError) as refused:
+        runs.train(RunConfig(**TINY), progress=False)
+    text = str(refused.value)
+    assert f"{folder / 'record.json'} cannot be read" in text and "delete" not in text
+    assert f"fix: restore it from git (git checkout -- {folder / 'record.json'})" in text
 
 
 # -- what the hostile probe found beyond the issue's list ------------------------------------------------------
@@ -527,7 +581,7 @@ def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
     configs = {
         c.run_id("cpu")
         for c in __import__("vitbn_nb.chapters.batchnorm_intro.study").studies.batchnorm_intro.plan(
-            __import__("vitbn_nb.profiles").chapters.settings("01_batchnorm_intro", "smoke")
+            __import__("vitbn_nb.chapters").chapters.settings("01_batchnorm_intro", "smoke")
         )
     }
     assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0

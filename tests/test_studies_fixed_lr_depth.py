@@ -1,5 +1,6 @@
 """Chapters 03 (article 1, Experiment 1) and 05 (article 2, depth study): protocols, numbers, outputs."""
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -96,7 +97,7 @@ def test_configurations_pick_the_depths_of_article_1():
 
 
 def test_depth_paper_configs_are_article_2s_protocol():
-    configs = depth.plan(chapters.settings("05_depth_study", "paper"))
+    configs = [c for c in depth.plan(chapters.settings("05_depth_study", "paper")) if c.model != "ViTDyT"]
     pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
     assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
     figures = chapters.settings("05_depth_study", "paper").figures()
@@ -111,6 +112,61 @@ def test_depth_paper_configs_are_article_2s_protocol():
     grouped = pd.DataFrame([(c.lr, c.model_kwargs["depth"], c.seed, c.model) for c in configs]).groupby([0, 1, 2])[3]
     assert all(sorted(models) == ["ViT", "ViTBNFFN"] for models in grouped.apply(list))
     assert {c.seed for c in configs} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("profile", ["cpu", "paper"])
+def test_depth_trains_three_vitdyt_runs_at_d6_lr_0003_beside_vit_and_vitbnffn(profile):
+    settings = chapters.settings("05_depth_study", profile)
+    configs = depth.plan(settings)
+    dyt = [c for c in configs if c.model == "ViTDyT"]
+    assert len(dyt) == 3 and {c.seed for c in dyt} == {0, 1, 2}
+    assert {(c.lr, c.model_kwargs["depth"]) for c in dyt} == {(0.003, 6)}
+    # the same protocol as the article's two models beside it (only the model differs), so its run ids pair with theirs
+    for c in dyt:
+        vit = next(v for v in configs if (v.model, v.seed, v.lr, v.model_kwargs["depth"]) == ("ViT", c.seed, 0.003, 6))
+        assert {**c.to_dict(), "model": "ViT"} == vit.to_dict()
+    assert len({c.run_id("cpu") for c in configs}) == len(configs)
+
+
+def test_the_extra_models_are_one_setting():
+    settings = chapters.settings("05_depth_study", "cpu", extra_models=["ViTBN"], extra_depth=3, extra_lr=0.005)
+    extra = [c for c in depth.plan(settings) if c.model not in ("ViT", "ViTBNFFN")]
+    assert {(c.model, c.model_kwargs["depth"], c.lr) for c in extra} == {("ViTBN", 3, 0.005)} and len(extra) == 3
+    none = dataclasses.replace(chapters.settings("05_depth_study", "cpu"), extra_models=None)
+    assert all(c.model in ("ViT", "ViTBNFFN") for c in depth.plan(none))
+    # a (depth, lr) the study does not train plans no extra run: there is nothing to compare it with
+    assert all(c.model != "ViTDyT" for c in depth.plan(chapters.settings("05_depth_study", "cpu", extra_depth=9)))
+    with pytest.raises(ValueError, match="extra_models"):
+        chapters.settings("05_depth_study", "cpu", extra_models=["ViTNope"])
+
+
+def test_depth_extra_models_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
+    settings = chapters.settings(
+        "05_depth_study",
+        "smoke",
+        epochs=1,
+        train_size=20,
+        test_size=20,
+        fig8_depths=[6],
+        fig9_depths=[6],
+        fig10_depths=[6],
+        seeds=2,
+    )
+    result = depth.run(settings)
+    assert set(result.table["model"]) == {"ViT", "ViTBNFFN"} and set(result.extra["model"]) == {"ViTDyT"}
+    depth.extra_models_table(result)
+    table = pd.read_csv(figures_store / "new_depth_extra_models_table.csv", keep_default_na=False)
+    assert list(table["model"]) == ["ViT", "ViTBNFFN", "ViTDyT"] and list(table["seeds"]) == [2, 2, 2]
+    assert table.loc[2, "model − ViT (pt)"] != "—" and table.loc[0, "model − ViT (pt)"] == "—"
+    depth.extra_models_figure(result)
+    outputs = read_manifest()["outputs"]
+    entry = outputs["new_depth_extra_models_table"]
+    assert entry["reproduces"] == "new/depth_extra_models" and len(entry["run_ids"]) == 6
+    assert "Not a claim of article 2" in entry["caption"] and "not judged" in entry["caption"]
+    assert len(outputs["new_depth_extra_models"]["run_ids"]) == 6
+    # the article's views are drawn from article 2's two models only
+    depth.depth_summary_table(result)
+    assert not any(r.startswith("ViTDyT") for r in read_manifest()["outputs"]["new_depth_summary_table"]["run_ids"])
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
@@ -511,5 +567,5 @@ def test_depth_outputs_on_tiny_real_runs(run_store, figures_store, mnist_ready):
     assert outputs["article2_fig8"]["run_ids"] == []
     assert len(outputs["article2_fig10"]["run_ids"]) == 4
     found = pd.read_csv(figures_store / "article2_fig9_vs_article.csv")
-    assert "not judged" in found.loc[found["depth"] == 2, "verdict"].iloc[0]  # smoke: one seed
+    assert "not testable at this scale" in found.loc[found["depth"] == 2, "verdict"].iloc[0]  # smoke: 1 step
     assert (found.loc[found["depth"] != 2, "verdict"] == "not run").all()

@@ -202,6 +202,8 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
         ("ViTBNFFN", 1),
         ("ViTBN", 1),
         ("ViTBN", 6),
+        ("ViTDyT", 1),  # chapter 08's equal depths
+        ("ViTDyT", 6),  # and chapter 05's, beside article 2's models
         ("DNN_d3", None),
         ("DNNBN_d3", None),
         ("CNN", None),
@@ -212,6 +214,10 @@ def test_model_sizes_count_parameters_and_flops_of_every_configuration():
     flops = sizes.set_index(["model", "depth"])["MFLOPs per image"] * 1e6
     vit = np.array([flops[("ViT", d)] for d in range(1, 8)])
     assert np.allclose(np.diff(vit), np.diff(vit)[0])  # every block costs the same
+    # No norm is counted, DyT's elementwise ops as LayerNorm's: DyT's FLOPs are ViT's, its parameters 1 more per norm.
+    assert flops[("ViTDyT", 6)] == flops[("ViT", 6)] and flops[("ViTDyT", 1)] == flops[("ViT", 1)]
+    params = sizes.set_index(["model", "depth"])["parameters"]
+    assert params[("ViTDyT", 6)] - params[("ViT", 6)] == 2 + 2 * 6 + 1
     # One block by hand: qkv, q·k and attn·v, output projection, the two FFN Linears (2 FLOPs per MAC).
     tokens, dim, inner, mlp, heads = 17, 64, 512, 128, 8
     block = 2 * (

@@ -1,12 +1,13 @@
 """Chapter 08's helpers on tiny settings, and its accounting on numbers whose answer is known."""
 
 import copy
+import json
 import math
 
 import pandas as pd
 import pytest
 
-from vitbn_nb import chapters, profiles
+from vitbn_nb import bench, chapters, profiles
 from vitbn_nb.chapters.speed import accounting as speed_accounting
 from vitbn_nb.chapters.speed import kernels as speed_kernels
 from vitbn_nb.chapters.speed import study as speed
@@ -33,7 +34,7 @@ TINY = chapters.settings(
 
 @pytest.fixture(scope="module")
 def measured(mnist_ready):
-    return speed.run(TINY, device="cpu")
+    return speed.run(TINY, device="cpu", measure=True)
 
 
 def with_speeds(result, train, infer, repeats=None):
@@ -46,6 +47,9 @@ def with_speeds(result, train, infer, repeats=None):
                 frame.at[index, "images_per_s_repeats"] = [row["images_per_s"]] * 3
                 continue
             key = (row["model"], row["depth"], row["pipeline"])
+            if key not in speeds:  # a model the case leaves as measured (ViTDyT), in as many rounds
+                frame.at[index, "images_per_s_repeats"] = [row["images_per_s"]] * 3
+                continue
             frame.at[index, "images_per_s"] = speeds[key]
             # no spread unless given: every difference counts
             frame.at[index, "images_per_s_repeats"] = (repeats or {}).get((kind, *key), [speeds[key]] * 3)
@@ -55,7 +59,7 @@ def with_speeds(result, train, infer, repeats=None):
 def test_every_profile_has_the_depths_the_accounting_needs():
     for name in profiles.PROFILE_NAMES:
         settings = chapters.settings(speed.CHAPTER, name)
-        assert settings.models == speed.MODELS and {1, 6} <= set(settings.depths)
+        assert settings.models == (*speed.MODELS, "ViTDyT") and {1, 6} <= set(settings.depths)
         assert not speed.plan(settings)
 
 
@@ -93,12 +97,13 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
 
 
 def test_display_tables_have_a_row_per_configuration(measured):
-    assert len(speed.equal_depth(measured)) == 6
-    assert len(speed.pipeline_split(measured)) == 12
-    assert len(speed.folding(measured)) == 4
-    assert len(speed_kernels.utilisation(measured)) == 12
+    assert measured.models == ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT") and measured.source == "measured"
+    assert len(speed.equal_depth(measured)) == 8
+    assert len(speed.pipeline_split(measured)) == 16
+    assert len(speed.folding(measured)) == 4  # BatchNorm models only: DyT has nothing to fold
+    assert len(speed_kernels.utilisation(measured)) == 16
     assert len(speed_kernels.norm_forms(measured)) == 12
-    assert len(speed_kernels.op_counts(measured)) == 3 * len(measured.settings.count_depths)
+    assert len(speed_kernels.op_counts(measured)) == 4 * len(measured.settings.count_depths)
     statement = speed_kernels.op_counts_statement(measured).data
     assert "As article 1 ran it" in statement and measured.bench.hardware_label in statement
     assert len(speed_accounting.article_reported()) == 4
@@ -255,3 +260,78 @@ def test_the_batchnorm_forms_are_compared_by_the_rule_round_by_round(measured):
     assert all(verdicts.is_rule_text(c) or c == "itself" for c in column)
     frame["microseconds_rounds"] = [[m] for m in frame["microseconds"]]  # one round: no verdict
     assert all(v.outcome == verdicts.NOT_JUDGED for v in speed_kernels.flattened_against(fake).values())
+
+
+def test_vitdyt_is_timed_at_equal_depth_beside_vit_by_the_rule(measured):
+    table = speed.equal_depth(measured).set_index(["model", "depth"])
+    column = "r_t = T(ViT) / T(model), same depth, engine, by the rule"
+    for depth in measured.settings.depths:
+        assert table.loc[("ViTDyT", depth), column] != "1 (itself)"
+        assert table.loc[("ViTDyT", depth), "article 1 as run"] == ""
+        judged = speed.equal_depth_speed(measured, "training", "ViTDyT", depth)
+        assert judged.text in table.loc[("ViTDyT", depth), column] or table.loc[("ViTDyT", depth), column]
+
+
+def _committed_file(measured, folder, models=speed.MODELS):
+    """``measured`` written as the book's committed ``bench.json`` in ``folder``, holding only ``models``."""
+    found = json.loads(bench.to_json(measured.bench))
+    found["settings"]["models"] = list(models)
+    for kind in ("training", "inference"):
+        found[kind] = [row for row in found[kind] if row["model"] in models]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bench.json").write_text(json.dumps(found))
+    return found
+
+
+def test_the_chapter_renders_the_committed_measurement_without_measuring(measured, tmp_path, monkeypatch):
+    committed = tmp_path / "book-figures"
+    _committed_file(measured, committed)  # taken before ViTDyT was added
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(committed))
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "staging"))
+    monkeypatch.delenv("VITBN_MEASURE", raising=False)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("rendering from the committed measurement must not measure")
+
+    monkeypatch.setattr(speed.bench, "measure", no_measuring)
+    settings = chapters.settings(speed.CHAPTER, "cpu")  # the settings ask for ViTDyT too
+    result = speed.run(settings)
+    assert result.source == "committed" and result.not_measured == ("ViTDyT",)
+    assert result.models == speed.MODELS and result.settings.profile == "smoke"  # as the file was measured
+    note = speed.hardware_note(result).data
+    assert "committed measurement" in note and measured.bench.meta["date"][:10] in note
+    assert "ViTDyT is not in this measurement" in note and speed.MEASURE_COMMAND in note
+    assert "committed" in speed.overview(result).set_index("").loc["measurement", "this run"]
+    # every view draws from it, saying what it read
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "figures"))
+    speed.equal_depth_figure(result)
+    assert len(speed.equal_depth(result)) == 6
+    entry = read_manifest()["outputs"]["new_equal_depth_timing"]
+    assert "committed" in entry["reads"] and "not in this measurement: ViTDyT" in entry["caption"]
+    assert not (tmp_path / "figures" / "bench.json").exists()  # nothing measured, nothing written
+
+
+def test_measuring_anew_is_asked_for_and_kept_beside_the_outputs(measured, tmp_path, monkeypatch):
+    _committed_file(measured, tmp_path / "book-figures")
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(tmp_path / "book-figures"))
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "staging"))
+    monkeypatch.setattr(speed.bench, "measure", lambda settings, device, log=None: measured.bench)
+    monkeypatch.setattr(speed.op_counts, "table", lambda *args: [])
+    settings = chapters.settings(speed.CHAPTER, "cpu")
+    monkeypatch.setenv("VITBN_MEASURE", "1")  # python -m vitbn_nb book --measure
+    result = speed.run(settings)
+    assert result.source == "measured" and "measured now" in speed.hardware_note(result).data
+    assert json.loads((tmp_path / "staging" / "bench.json").read_text())["date"] == measured.bench.meta["date"]
+    monkeypatch.delenv("VITBN_MEASURE")
+    assert speed.run(settings, measure="true").source == "measured"  # papermill's string
+    assert speed.run(settings, measure="false").source == "committed"
+    # no usable committed measurement: measured, and the chapter says why
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(tmp_path / "nothing"))
+    result = speed.run(settings)
+    assert result.source == "measured" and "no committed measurement" in speed.hardware_note(result).data
+
+
+def test_the_repository_s_committed_measurement_reads_back():
+    found, taken, why = speed.committed_measurement()
+    assert found is not None, why
+    assert set(speed.MODELS) <= set(taken.models) and {1, 6} <= set(taken.depths)

@@ -10,7 +10,8 @@ from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parall
 from vitbn_nb.chapters.three_things import study as three_things
 from vitbn_nb.engines import finetune
 from vitbn_nb.models import REFERENCE_VIT, DNN_d3, ViT, ViTBN, ViTBNFFN, build_model, count_parameters
-from vitbn_nb.models.vit import HMLPStem, LayerNorm2d, Parallel, hmlp_kernels
+from vitbn_nb.models.norms import BatchNorm, LayerNorm2d
+from vitbn_nb.models.vit import HMLPStem, Parallel, hmlp_kernels
 from vitbn_nb.publishing.figures import read_manifest
 from vitbn_nb.store import runs
 
@@ -71,7 +72,7 @@ def test_hmlp_kernels_always_multiply_to_the_patch_and_shrink():
         assert k[0] * k[1] * k[2] == patch and k[0] >= k[1] >= k[2] >= 1, (patch, k)
 
 
-@pytest.mark.parametrize("norm, norm_type", [("layer", LayerNorm2d), ("batch", nn.BatchNorm2d)])
+@pytest.mark.parametrize("norm, norm_type", [(nn.LayerNorm, LayerNorm2d), (BatchNorm, nn.BatchNorm2d)])
 def test_hmlp_stem_is_touvrons_layout(norm, norm_type):
     stem = HMLPStem(patch_size=16, channels=3, dim=64, norm=norm)
     convs = [m for m in stem if isinstance(m, nn.Conv2d)]

@@ -31,6 +31,12 @@ def main(argv=None) -> int:
         help="render from the run store only: a missing run fails its chapter, naming the run",
     )
     book.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
+    book.add_argument(
+        "--measure",
+        action="store_true",
+        help="chapter 08 times anew on this machine (minutes to tens of minutes) instead of showing the committed "
+        "measurement, figures/bench.json; a complete cpu or paper book then publishes the new one",
+    )
     book.add_argument("--no-html", dest="html", action="store_false", help="execute the chapters only")
     book.add_argument("--output", metavar="DIR", help="build folder (default: build/)")
     book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
@@ -78,6 +84,13 @@ def main(argv=None) -> int:
     campaign.add_argument(
         "--quiet", action="store_true", help="also train the stages whose epoch times are shown (nothing else running)"
     )
+    campaign.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="CPU threads for training (torch.set_num_threads); on a machine busy with other work, 1 keeps the "
+        "campaign from fighting it for cores",
+    )
     check = commands.add_parser(
         "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
     )
@@ -106,6 +119,10 @@ def main(argv=None) -> int:
         "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
     )
     args = parser.parse_args(argv)
+    if getattr(args, "measure", False):  # the kernels papermill starts inherit it
+        from .paths import MEASURE_VARIABLE
+
+        os.environ[MEASURE_VARIABLE] = "1"
     if getattr(args, "from_scratch", False):  # the kernels papermill starts inherit it
         from .paths import COMMITTED_VARIABLE
 
@@ -266,6 +283,8 @@ def main(argv=None) -> int:
 
 
 def _campaign(args) -> int:
+    import torch
+
     from . import campaign
     from .paths import runs_dir
     from .store import runs
@@ -285,6 +304,10 @@ def _campaign(args) -> int:
             if why := estimator.busy():
                 print(f"note: {why}")
             return 0
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads {args.threads} is not allowed; give 1 or more")
+            torch.set_num_threads(args.threads)
         deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
         done = campaign.train(deadline, quiet=args.quiet)
     except (runs.DeadlineReached, campaign.Unfinished) as stopped:

@@ -45,6 +45,9 @@ def runs_dir() -> Path:
 
 #: ``ignore``: leave the records committed beside ``figures/`` out of every lookup (a reproduction from scratch).
 COMMITTED_VARIABLE = "VITBN_COMMITTED_RECORDS"
+#: ``1``: chapter 08 measures anew on the rendering machine instead of showing the committed measurement
+#: (``figures/bench.json``); ``python -m vitbn_nb book --measure`` sets it for the kernels it starts.
+MEASURE_VARIABLE = "VITBN_MEASURE"
 #: The committed records' folder inside ``figures/``: a run store without weight files.
 RECORDS_FOLDER = "records"
 

@@ -32,10 +32,6 @@ MEASURED_BY = {
 }
 
 
-def _module(chapter: str):
-    return chapters.study(chapter)
-
-
 def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
     """The runs ``chapter`` plans under ``profile`` (an optimising chapter's final runs are not known before it)."""
     return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..store.records import RunStoreError
 from .server import serve
 
 
@@ -23,7 +24,11 @@ def main(argv=None) -> int:
     if not 1 <= args.port <= 65535:  # the socket layer would wrap 99999 to 16 bits and listen elsewhere
         print(f"{parser.prog}: --port {args.port}: a port is a number from 1 to 65535", file=sys.stderr)
         return 2
-    serve(host=args.host, port=args.port, run_id=args.run, train_if_missing=args.train)
+    try:
+        serve(host=args.host, port=args.port, run_id=args.run, train_if_missing=args.train)
+    except (ValueError, RunStoreError, OSError) as error:  # a store that is a file, read-only, damaged; a port taken
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -27,6 +27,13 @@ from ..store.runs import Run, RunConfig, RunStoreError, is_run_name, train
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
 MIN_SIDE, MAX_SIDE = 28, 2048
+SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
+#: The only formats an upload is read as: what the page's canvas sends (PNG) and what a digit drawn or photographed
+#: elsewhere comes as. Each states its size in its header and decodes only when loaded. Every other format Pillow
+#: knows is never tried: some decode inside ``Image.open`` itself (ICO and ICNS their largest embedded image, WebP
+#: allocates its canvas), and EPS hands the upload to Ghostscript, an external program.
+FORMATS = ("PNG", "JPEG", "GIF", "BMP")
+FORMAT_NAMES = "PNG, JPEG, GIF or BMP"
 #: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
 INK_THRESHOLD = 0.1
 #: An augmented-MNIST run is preferred when it reaches this accuracy on its (augmented) test set.
@@ -200,29 +207,41 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 # The drawing, made like an MNIST digit
 # ---------------------------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
-    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`."""
+    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`.
+
+    Only :data:`FORMATS` are tried, and the size is read from the header and checked before a pixel is decoded, so a
+    request costs at most a :data:`MAX_SIDE`-square image however its bytes were made; Pillow's own limit on pixels
+    (set by :func:`create_app`) stands behind that check. Any failure to decode is a 400 naming the problem."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
-        image = Image.open(io.BytesIO(data))
-        width, height = image.size  # read from the header, before any pixel is decoded
-        if not (MIN_SIDE <= width <= MAX_SIDE and MIN_SIDE <= height <= MAX_SIDE):
-            raise BadImage(
-                f"wrong size: the image is {width}x{height} pixels; send one whose sides are between "
-                f"{MIN_SIDE} and {MAX_SIDE} pixels"
-            )
+        image = Image.open(io.BytesIO(data), formats=FORMATS)
+    except Image.DecompressionBombError:
+        raise BadImage(f"wrong size: the image has more pixels than {MAX_SIDE}x{MAX_SIDE}; {SIZE_FIX}") from None
+    except UnidentifiedImageError:
+        raise BadImage(f"not an image the app reads: send a {FORMAT_NAMES} image; {EXPECTED}") from None
+    except Exception as error:  # a header a plugin cannot parse: struct, index, value errors and more
+        raise BadImage(f"not an image: its {FORMAT_NAMES} header cannot be read ({type(error).__name__})") from None
+    width, height = image.size  # from the header: nothing is decoded yet
+    if not (MIN_SIDE <= width <= MAX_SIDE and MIN_SIDE <= height <= MAX_SIDE):
+        raise BadImage(f"wrong size: the image is {width}x{height} pixels; {SIZE_FIX}")
+    try:
         image.load()
-    except BadImage:
-        raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-        raise BadImage(f"not an image: the body could not be read as PNG/JPEG/... ({type(error).__name__})") from None
+    except Exception as error:  # a damaged payload: OSError, SyntaxError, ValueError, EOFError ... all the sender's
+        raise BadImage(f"not an image: the {image.format} data cannot be decoded ({type(error).__name__})") from None
     try:
         return _ink(image)
-    except ValueError as error:  # PIL opens modes (LAB, some TIFF layouts) that it cannot convert to grey or RGB
+    except ValueError as error:  # a mode that cannot be converted to grey or RGB
         raise BadImage(
             f"unreadable colours: an image in mode {image.mode} cannot be converted to grey levels ({error}); "
             "send a greyscale, RGB or RGBA image (PNG)"
         ) from None
+
+
+def limit_pillow() -> None:
+    """Pillow's decompression-bomb limit set for this app: an image larger than :data:`MAX_SIDE` squared is refused
+    by Pillow itself (``Image.open`` raises past twice the limit), behind the app's own check of the header."""
+    Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE
 
 
 def _ink(image: Image.Image) -> np.ndarray:
@@ -349,6 +368,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     if model is None:
         model, run = load_model(train_if_missing=train_if_missing)
     model = model.eval()
+    limit_pillow()
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.wsgi_app = _bounded_body(app.wsgi_app)

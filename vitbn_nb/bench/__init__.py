@@ -16,8 +16,8 @@ trio "as run": ViT depth 6 against BatchNorm models of depth 1), with chapter 08
 
 Every timing is a median (:mod:`.timing`, the book's one home for clocks). The result is a
 :class:`BenchResult` of DataFrames; the command prints it and writes JSON to
-``build/bench/bench-<date>.json`` and ``figures/bench.json``. Chapter 08 calls :func:`measure`
-itself, so the book never shows a stale bench file.
+``build/bench/bench-<date>.json`` and ``figures/bench.json``. Chapter 08 shows the committed
+``figures/bench.json`` (saying so, with its machine and date), or calls :func:`measure` itself when asked.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from .compile import time_compile
 from .measurements import PeakMemory, inference_flops, measure, training_flops, without_norms
 from .norm_forms import NORM_FORMS, time_norm_forms
-from .report import BenchResult, format_report, write
+from .report import BenchResult, format_report, to_json, write
 
 __all__ = [
     "NORM_FORMS",
@@ -36,6 +36,7 @@ __all__ = [
     "measure",
     "time_compile",
     "time_norm_forms",
+    "to_json",
     "training_flops",
     "without_norms",
     "write",

@@ -275,7 +275,7 @@ def measure(
         row.update(
             model=name,
             depth=depth,
-            as_run=AS_RUN_DEPTH[name] == depth,
+            as_run=AS_RUN_DEPTH.get(name) == depth,
             pipeline=pipeline,
             flops_per_step=flops_step,
             achieved_flops=flops_step / row["step_seconds"],
@@ -318,7 +318,7 @@ def measure(
         row.update(
             model=name,
             depth=depth,
-            as_run=AS_RUN_DEPTH[name] == depth,
+            as_run=AS_RUN_DEPTH.get(name) == depth,
             **extra[key],
             flops_per_image=flops_image,
             achieved_flops=flops_image * row["images_per_s"],

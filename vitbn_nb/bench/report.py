@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import atomic
 from ..judging import verdicts
+from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 
 #: Columns a row may lack (a training row is never folded); filled so that filters read them plainly.
@@ -288,8 +289,12 @@ def format_report(result: BenchResult) -> str:
             vit = verdicts.speed_text(result.speed(kind, engine("ViT", low), engine("ViT", high)))
             lines.append(f"  ViT d{low} / ViT d{high} (depth alone), {kind}: {vit}")
             for model in sorted({r["model"] for r in result.ratios.to_dict("records")} - {"ViT"}):
-                judged = verdicts.speed_text(result.speed(kind, engine(model, low), engine("ViT", high)))
-                lines.append(f"  {model} d{low} / ViT d{high} (as article 1 ran it), {kind}: {judged}")
+                for depth in depths:
+                    judged = verdicts.speed_text(result.speed(kind, engine(model, depth), engine("ViT", depth)))
+                    lines.append(f"  {model} d{depth} / ViT d{depth} (equal depth), {kind}: {judged}")
+                if model in AS_RUN_DEPTH:  # article 1's models: its comparison as its code ran it
+                    judged = verdicts.speed_text(result.speed(kind, engine(model, low), engine("ViT", high)))
+                    lines.append(f"  {model} d{low} / ViT d{high} (as article 1 ran it), {kind}: {judged}")
     return "\n".join(lines)
 
 
@@ -306,11 +311,16 @@ def _finite(value):
     return value
 
 
+def to_json(result: BenchResult) -> str:
+    """The JSON text of ``figures/bench.json`` (strict: NaN and infinities as null)."""
+    return json.dumps(_finite(result.to_dict()), indent=1, allow_nan=False)
+
+
 def write(result: BenchResult, out_dir=None, copy_to_figures: bool = True) -> list[Path]:
     """``<out_dir>/bench-<date>.json`` (default ``build/bench``) and, for the book, ``figures/bench.json``."""
     out_dir = Path(out_dir) if out_dir is not None else project_root() / "build" / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite(result.to_dict()), indent=1, allow_nan=False)
+    text = to_json(result)
     paths = [out_dir / f"bench-{dt.date.today().isoformat()}.json"]
     if copy_to_figures and (why := _not_for_the_book(result.meta.get("profile"))) is not None:
         print(f"figures/bench.json left as it is: {why}")

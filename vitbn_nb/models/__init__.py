@@ -9,8 +9,8 @@ from torch import nn
 from .cnn import CNN
 from .dnn import DNN, DNN_d3, DNNBN_d3
 from .fold import fold_batchnorm
-from .norms import BatchNorm, check_choice
-from .vit import ViT, ViTBN, ViTBNFFN
+from .norms import NORMS, BatchNorm, DyT, check_choice
+from .vit import ViT, ViTBN, ViTBNFFN, ViTDyT
 
 MODELS: dict[str, type[nn.Module]] = {
     "ViT": ViT,
@@ -19,8 +19,9 @@ MODELS: dict[str, type[nn.Module]] = {
     "DNN_d3": DNN_d3,
     "DNNBN_d3": DNNBN_d3,
     "CNN": CNN,
+    "ViTDyT": ViTDyT,
 }
-VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN")
+VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT")
 
 #: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
 REFERENCE_VIT = dict(
@@ -42,6 +43,8 @@ REFERENCE_VIT = dict(
 #: 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d), and the reference README later says depth = 1 (97d7366).
 #: These are the build_model defaults, so every run id of the book keeps its meaning.
 AS_RUN_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
+#: The depth of a ViT-family model built without one: article 1's as run for its three, else the reference ViT's 6.
+DEFAULT_DEPTH = {**AS_RUN_DEPTH, "ViTDyT": 6}
 #: Article 1 "as written": L = 6 for all three models (its text and the README of 2024-08-06, f8eea92).
 AS_WRITTEN_DEPTH = {"ViT": 6, "ViTBNFFN": 6, "ViTBN": 6}
 CONFIGURATIONS = {"as run": AS_RUN_DEPTH, "as written": AS_WRITTEN_DEPTH}
@@ -50,7 +53,7 @@ CONFIGURATIONS = {"as run": AS_RUN_DEPTH, "as written": AS_WRITTEN_DEPTH}
 def model_kwargs(name: str, **overrides: Any) -> dict:
     """The full constructor arguments of ``name``: the reference configuration plus ``overrides``."""
     check_choice("model", name, tuple(MODELS))
-    base = dict(REFERENCE_VIT, depth=AS_RUN_DEPTH[name]) if name in VIT_FAMILY else {}
+    base = dict(REFERENCE_VIT, depth=DEFAULT_DEPTH[name]) if name in VIT_FAMILY else {}
     return {**base, **overrides}
 
 
@@ -69,16 +72,20 @@ __all__ = [
     "AS_WRITTEN_DEPTH",
     "CNN",
     "CONFIGURATIONS",
+    "DEFAULT_DEPTH",
     "DNN",
     "MODELS",
+    "NORMS",
     "REFERENCE_VIT",
     "VIT_FAMILY",
     "BatchNorm",
     "DNNBN_d3",
     "DNN_d3",
+    "DyT",
     "ViT",
     "ViTBN",
     "ViTBNFFN",
+    "ViTDyT",
     "build_model",
     "count_parameters",
     "fold_batchnorm",

@@ -1,4 +1,10 @@
-"""Normalisation layers shared by every model family.
+"""Normalisation layers shared by every model family, and the registry that names them.
+
+A norm is a *layer factory*, as timm's ``norm_layer``: a callable that takes the number of
+features and returns a module normalising the last dimension of ``(b, d)`` features or
+``(b, n, d)`` tokens. :data:`NORMS` names the book's: a new norm is one class here and one
+entry in :data:`NORMS`, and every model of the ViT family can use it
+(``ViT(norm="dyt")``, or a factory itself: ``ViT(norm=MyNorm)``).
 
 BatchNorm on token tensors ``(b, n, d)`` normalises each feature ``d`` over the batch
 *and* the tokens. Article 1 writes this as ``BatchNorm1d`` over ``b d n`` and article 2 as
@@ -6,15 +12,20 @@ BatchNorm on token tensors ``(b, n, d)`` normalises each feature ``d`` over the 
 and calling ``BatchNorm1d`` on the 2-D view is the same arithmetic (same statistics,
 same running estimates, same parameters) with no copy; ``tests/test_models.py`` checks
 the equality and ``vitbn_nb.bench`` measures the three forms.
+
+DyT (Zhu et al., "Transformers without Normalization", CVPR 2025) is not a norm: it
+normalises nothing, but stands where LayerNorm stood, ``weight * tanh(alpha * x) + bias``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+import torch
 from torch import Tensor, nn
 
-NORMS = ("layer", "batch")
+#: A norm layer factory: number of features -> a module over the last dimension.
+NormLayer = Callable[[int], nn.Module]
 
 
 class BatchNorm(nn.BatchNorm1d):
@@ -36,10 +47,78 @@ class BatchNorm(nn.BatchNorm1d):
         return super().forward(x)
 
 
-def make_norm(kind: str, dim: int) -> nn.Module:
-    """``'layer'`` -> LayerNorm over features; ``'batch'`` -> BatchNorm over batch (and tokens)."""
-    check_choice("norm", kind, NORMS)
-    return nn.LayerNorm(dim) if kind == "layer" else BatchNorm(dim)
+class DyT(nn.Module):
+    """Dynamic Tanh (Zhu et al., CVPR 2025): ``weight * tanh(alpha * x) + bias`` over the last dimension.
+
+    ``alpha`` is one learnable scalar (initialised to 0.5, the paper's default for
+    non-LLM models); ``weight`` and ``bias`` are per feature, initialised to ones and zeros as
+    LayerNorm's affine parameters are. No statistic is computed: each value is squashed on its own.
+    """
+
+    def __init__(self, dim: int, alpha_init: float = 0.5):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, alpha_init={float(self.alpha.detach()[0]):g}"
+
+
+#: The norms by name: one entry per norm. A value is a layer factory (a class taking the number of features).
+NORMS: dict[str, NormLayer] = {
+    "layer": nn.LayerNorm,
+    "batch": BatchNorm,
+    "dyt": DyT,
+}
+
+
+def norm_layer(name: str, norm: str | NormLayer | None, *, optional: bool = False) -> NormLayer | None:
+    """The layer factory ``norm`` names (a key of :data:`NORMS`), or ``norm`` itself when it is one already.
+
+    ``optional=True`` lets ``None`` through (no norm at that place); anything else is refused by ``name``.
+    """
+    if norm is None and optional:
+        return None
+    if isinstance(norm, str) or norm is None:
+        check_choice(name, norm, NORMS)
+        return NORMS[norm]
+    if not callable(norm):
+        raise ValueError(
+            f"{name}={norm!r} is not allowed; give a norm name ({', '.join(map(repr, NORMS))}) or a factory"
+        )
+    return norm
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of a ``(b, c, h, w)`` map: every position on its own."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class ChannelsLast(nn.Module):
+    """Any token norm applied over the channels of a ``(b, c, h, w)`` map (each position's channels as one token)."""
+
+    def __init__(self, norm: NormLayer, channels: int):
+        super().__init__()
+        self.norm = norm(channels)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+#: Norms with a form of their own for ``(b, c, h, w)`` maps; any other norm is applied over the channels as tokens.
+_MAP_FORMS: dict[NormLayer, NormLayer] = {nn.LayerNorm: LayerNorm2d, BatchNorm: nn.BatchNorm2d}
+
+
+def map_norm(norm: NormLayer) -> NormLayer:
+    """The form of the token norm ``norm`` for ``(b, c, h, w)`` maps, normalising over the channels:
+    LayerNorm per position, BatchNorm as ``BatchNorm2d`` (over batch and positions), any other per position."""
+    return _MAP_FORMS.get(norm) or (lambda channels: ChannelsLast(norm, channels))
 
 
 def check_choice(name: str, value: object, allowed: Iterable) -> None:

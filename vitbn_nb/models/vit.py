@@ -1,8 +1,9 @@
 """One Vision Transformer family whose normalisation is a constructor choice.
 
 ``ViT`` is the standard pre-norm encoder of the einops-style vit-pytorch (its state-dict
-names, so checkpoints of that layout load). ``ViTBNFFN`` and ``ViTBN`` are the same class
-with other norms:
+names, so checkpoints of that layout load). ``ViTBNFFN``, ``ViTBN`` and ``ViTDyT`` are the
+same class with other norms, each a layer factory of :mod:`vitbn_nb.models.norms` (or its
+name in ``NORMS``):
 
 =========  ==================  ======================  ===============  ==========
 model      patch embedding     attention               feed-forward     final norm
@@ -10,7 +11,12 @@ model      patch embedding     attention               feed-forward     final no
 ViT        LayerNorm           LayerNorm -> MHSA       LN -> Lin-GELU   LayerNorm
 ViTBNFFN   LayerNorm           LayerNorm -> MHSA       Lin -> BN-GELU   LayerNorm
 ViTBN      BatchNorm           BatchNorm -> MHSA       Lin -> BN-GELU   BatchNorm
+ViTDyT     DyT                 DyT -> MHSA             DyT -> Lin-GELU  DyT
 =========  ==================  ======================  ===============  ==========
+
+``norm`` is the norm of the patch embedding, the attention and the end; ``ffn_norm`` the
+feed-forward network's before its first Linear, ``ffn_hidden_norm`` after it (either may be
+``None``).
 
 Two options of Touvron et al.'s "Three things everyone should know about Vision
 Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
@@ -29,7 +35,14 @@ from einops import rearrange, repeat
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
-from .norms import BatchNorm, check_choice, check_positive, check_probability, make_norm
+from .norms import (
+    NormLayer,
+    check_choice,
+    check_positive,
+    check_probability,
+    map_norm,
+    norm_layer,
+)
 
 
 def pair(t: int | tuple[int, int]) -> tuple[int, int]:
@@ -45,15 +58,22 @@ def posemb_sincos_1d(n: int, dim: int, temperature: float = 10000.0) -> Tensor:
 
 
 class FeedForward(nn.Module):
-    """Linear -> GELU -> Linear, normalised before it (``'layer'``) or after its first Linear (``'batch'``)."""
+    """Linear -> GELU -> Linear, with ``norm`` before it and ``hidden_norm`` after its first Linear (either None)."""
 
-    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0, norm: str = "layer"):
+    def __init__(
+        self,
+        dim: int,
+        hidden_dim: int,
+        dropout: float = 0.0,
+        norm: NormLayer | None = nn.LayerNorm,
+        hidden_norm: NormLayer | None = None,
+    ):
         super().__init__()
-        check_choice("ffn_norm", norm, ("layer", "batch"))
-        if norm == "layer":
-            layers = [nn.LayerNorm(dim), nn.Linear(dim, hidden_dim), nn.GELU()]
-        else:
-            layers = [nn.Linear(dim, hidden_dim), BatchNorm(hidden_dim), nn.GELU()]
+        layers = [] if norm is None else [norm(dim)]
+        layers.append(nn.Linear(dim, hidden_dim))
+        if hidden_norm is not None:
+            layers.append(hidden_norm(hidden_dim))
+        layers.append(nn.GELU())
         self.net = nn.Sequential(*layers, nn.Dropout(dropout), nn.Linear(hidden_dim, dim), nn.Dropout(dropout))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -69,14 +89,14 @@ class Attention(nn.Module):
         heads: int = 8,
         dim_head: int = 64,
         dropout: float = 0.0,
-        norm: str = "layer",
+        norm: NormLayer = nn.LayerNorm,
         qkv_bias: bool = False,
     ):
         super().__init__()
         inner_dim = dim_head * heads
         self.heads = heads
         self.dropout = dropout
-        self.norm = make_norm(norm, dim)
+        self.norm = norm(dim)
         self.to_qkv = nn.Linear(dim, inner_dim * 3, bias=qkv_bias)
         project_out = not (heads == 1 and dim_head == dim)
         self.to_out = nn.Sequential(nn.Linear(inner_dim, dim), nn.Dropout(dropout)) if project_out else nn.Identity()
@@ -131,21 +151,15 @@ def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
     return pairs
 
 
-class LayerNorm2d(nn.LayerNorm):
-    """LayerNorm over the channels of a ``(b, c, h, w)`` map: every position on its own."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-
-
 class HMLPStem(nn.Sequential):
     """Touvron et al.'s hierarchical MLP stem: tokens ``(b, n, dim)`` from images, patch by patch.
 
     Three convolutions whose kernel equals their stride, so no output ever sees two
     patches: conv k1 -> norm -> GELU -> conv k2 -> norm -> GELU -> conv k3 -> norm, of widths
     dim/4, dim/4, dim (``kernels`` per stage as in :func:`hmlp_kernels`, or given as three
-    ints or (h, w) pairs whose products are the patch size). ``norm='layer'`` normalises each
-    position over its channels; ``norm='batch'`` is ``BatchNorm2d``, whose training-mode
+    ints or (h, w) pairs whose products are the patch size). ``norm`` is a token norm's layer factory,
+    applied over the channels (:func:`~vitbn_nb.models.norms.map_norm`): LayerNorm normalises each
+    position over its channels; BatchNorm is ``BatchNorm2d``, whose training-mode
     statistics pool every position of the batch (two numbers per channel, as any BatchNorm
     does; in eval mode the patches are fully independent).
     """
@@ -156,7 +170,7 @@ class HMLPStem(nn.Sequential):
         patch_size: int | tuple[int, int],
         channels: int,
         dim: int,
-        norm: str = "layer",
+        norm: NormLayer = nn.LayerNorm,
         kernels: list[int] | tuple[int, ...] | None = None,
     ):
         patch_height, patch_width = pair(patch_size)
@@ -172,13 +186,13 @@ class HMLPStem(nn.Sequential):
                 f"hmlp_kernels={given!r} is not allowed with patch_size={patch_size!r}: give three "
                 "positive kernel sizes (ints or (h, w) pairs) whose product is the patch size"
             )
-        check_choice("norm", norm, ("layer", "batch"))
+        channel_norm = map_norm(norm)
         hidden = max(dim // 4, 1)
         widths = [channels, hidden, hidden, dim]
         layers = []
         for stage, kernel in enumerate(kernels):
             layers.append(nn.Conv2d(widths[stage], widths[stage + 1], kernel_size=kernel, stride=kernel))
-            layers.append(LayerNorm2d(widths[stage + 1]) if norm == "layer" else nn.BatchNorm2d(widths[stage + 1]))
+            layers.append(channel_norm(widths[stage + 1]))
             if stage < 2:
                 layers.append(nn.GELU())
         super().__init__(*layers, Rearrange("b d h w -> b (h w) d"))
@@ -201,8 +215,9 @@ class Transformer(nn.Module):
         dim_head: int,
         mlp_dim: int,
         dropout: float = 0.0,
-        norm: str = "layer",
-        ffn_norm: str = "layer",
+        norm: NormLayer = nn.LayerNorm,
+        ffn_norm: NormLayer | None = nn.LayerNorm,
+        ffn_hidden_norm: NormLayer | None = None,
         branches: int = 1,
         qkv_bias: bool = False,
     ):
@@ -219,12 +234,14 @@ class Transformer(nn.Module):
                             dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm, qkv_bias=qkv_bias
                         )
                     ),
-                    branch(lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm)),
+                    branch(
+                        lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm, hidden_norm=ffn_hidden_norm)
+                    ),
                 ]
             )
             for _ in range(depth)
         )
-        self.norm = make_norm(norm, dim)
+        self.norm = norm(dim)
 
     def forward(self, x: Tensor) -> Tensor:
         for attn, ff in self.layers:
@@ -236,8 +253,9 @@ class Transformer(nn.Module):
 class ViT(nn.Module):
     """Vision Transformer with the keyword signature of the einops-based vit-pytorch (and of the reference repository).
 
-    ``norm`` picks LayerNorm or BatchNorm for the patch embedding, the attention pre-norm and
-    the final norm; ``ffn_norm`` picks the feed-forward form (see the module docstring).
+    ``norm`` is the norm (a name of ``NORMS`` or a layer factory) of the patch embedding, the attention
+    pre-norm and the final norm; ``ffn_norm`` and ``ffn_hidden_norm`` the feed-forward network's before and
+    after its first Linear (see the module docstring).
     ``branches > 1`` makes every block run that many MHSA (then FFN) branches in parallel:
     ``x + a1(x) + a2(x)``, then ``x + f1(x) + f2(x)``, so depth 3 x 2 branches has the
     parameters of depth 6. ``stem='hmlp'`` replaces the linear patch embedding by
@@ -261,8 +279,9 @@ class ViT(nn.Module):
         dropout: float = 0.0,
         emb_dropout: float = 0.0,
         pos_emb: str = "learn",
-        norm: str = "layer",
-        ffn_norm: str = "layer",
+        norm: str | NormLayer = "layer",
+        ffn_norm: str | NormLayer | None = "layer",
+        ffn_hidden_norm: str | NormLayer | None = None,
         branches: int = 1,
         stem: str = "linear",
         hmlp_kernels: list[int] | tuple[int, ...] | None = None,
@@ -293,8 +312,9 @@ class ViT(nn.Module):
             )
         check_choice("pool", pool, ("cls", "mean"))
         check_choice("pos_emb", pos_emb, ("learn", "pe1d"))
-        check_choice("norm", norm, ("layer", "batch"))
-        check_choice("ffn_norm", ffn_norm, ("layer", "batch"))
+        norm = norm_layer("norm", norm)
+        ffn_norm = norm_layer("ffn_norm", ffn_norm, optional=True)
+        ffn_hidden_norm = norm_layer("ffn_hidden_norm", ffn_hidden_norm, optional=True)
         check_choice("stem", stem, ("linear", "hmlp"))
         if not isinstance(qkv_bias, bool):
             raise ValueError(f"qkv_bias={qkv_bias!r} is not allowed; it must be True or False")
@@ -314,9 +334,9 @@ class ViT(nn.Module):
         if stem == "linear":
             self.to_patch_embedding = nn.Sequential(
                 Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=patch_height, p2=patch_width),
-                make_norm(norm, patch_dim),
+                norm(patch_dim),
                 nn.Linear(patch_dim, dim),
-                make_norm(norm, dim),
+                norm(dim),
             )
         else:
             self.to_patch_embedding = HMLPStem(
@@ -329,7 +349,7 @@ class ViT(nn.Module):
         self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
         self.dropout = nn.Dropout(emb_dropout)
         self.transformer = Transformer(
-            dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, branches, qkv_bias
+            dim, depth, heads, dim_head, mlp_dim, dropout, norm, ffn_norm, ffn_hidden_norm, branches, qkv_bias
         )
         self.mlp_head = nn.Linear(dim, num_classes)
 
@@ -347,11 +367,18 @@ class ViTBNFFN(ViT):
     """ViT with BatchNorm after the first Linear of every feed-forward network and no LayerNorm before it."""
 
     def __init__(self, **kwargs: Any):
-        super().__init__(norm="layer", ffn_norm="batch", **kwargs)
+        super().__init__(norm="layer", ffn_norm=None, ffn_hidden_norm="batch", **kwargs)
 
 
 class ViTBN(ViT):
     """ViT with every LayerNorm replaced by BatchNorm (and the feed-forward form of ViTBNFFN)."""
 
     def __init__(self, **kwargs: Any):
-        super().__init__(norm="batch", ffn_norm="batch", **kwargs)
+        super().__init__(norm="batch", ffn_norm=None, ffn_hidden_norm="batch", **kwargs)
+
+
+class ViTDyT(ViT):
+    """ViT with every LayerNorm replaced by DyT (Zhu et al., CVPR 2025): no normalisation anywhere."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(norm="dyt", ffn_norm="dyt", **kwargs)

@@ -37,6 +37,7 @@ MODEL_COLORS = {
     "DNN_d3": "#8172B3",
     "DNNBN_d3": "#C44E52",
     "CNN": "#937860",
+    "ViTDyT": "#DA8BC3",
 }
 METRIC_LABELS = {
     "train_seconds": "train time per epoch (s)",

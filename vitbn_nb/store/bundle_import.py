@@ -1,22 +1,33 @@
-"""Importing a bundle (``python -m vitbn_nb runs import FILE``): read and checked whole first
-(:func:`vitbn_nb.store.bundle.read_bundle`), then every action planned and every conflict with the store found, then
-applied all or nothing. The moves into the store are journalled before the first one, so a failure, or a kill
-(undone by :func:`recover_imports` at the next import or ``train``), puts the store back as it was.
+"""Importing a bundle (``python -m vitbn_nb runs import FILE``): every header checked before anything is written
+(:func:`vitbn_nb.store.bundle.survey`), then unpacked and checked whole (:func:`vitbn_nb.store.bundle.read_bundle`),
+then every action planned and every conflict with the store found, then applied all or nothing. The moves into the
+store are journalled before the first one, so a failure, or a kill (undone by :func:`recover_imports` at the next
+import, ``train`` or ``book``), puts the store back as it was.
+
+An import works in a folder of the store (``.import-*``) that it owns for its whole life (``vitbn_nb.store.owned``: an
+OS lock the process holds until it ends), and it plans and moves under the locks of the runs it touches (and of the
+optimisation state), the same locks training takes. So a second command recovers only imports whose process is gone,
+under those same locks, and two imports, or an import and a training, of the same runs take turns: the second plans
+against what the first left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import shutil
-import uuid
 from pathlib import Path
 
 from .. import atomic
 from ..paths import runs_dir
-from .bundle import Bundle, BundleError, read_bundle
+from .bundle import Bundle, BundleError, read_bundle, survey
+from .owned import owned_folder, taken_over
 from .records import ENDED, STATE_FOLDER, WEIGHT_FILES, RunStoreError, read_record, write_record
 from .run_folder import run_lock
+
+#: The name of an import's working folder in the store (followed by a random suffix).
+SCRATCH_PREFIX = ".import-"
 
 
 def _digest(record: dict) -> str:
@@ -100,18 +111,52 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
     return plans, conflicts
 
 
+def _unwritable(file, store: Path, error: OSError) -> BundleError:
+    """One line for a store an import cannot write (read-only, full): which store, and the fix."""
+    if getattr(error, "errno", None) == errno.ENOSPC:
+        fix = "free some space on its disk and import again"
+    else:
+        fix = "make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it and import there"
+    reason = getattr(error, "strerror", None) or str(error)
+    return BundleError(f"{file}: the run store {store} cannot be written ({reason}); nothing was imported; fix: {fix}")
+
+
+def _clean(scratch: Path) -> None:
+    """Remove an import's working folder, unless it holds moves not undone: those are left for recover_imports."""
+    if not _pending(scratch):
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _locks(store: Path, names) -> contextlib.ExitStack:
+    """The locks of the runs (and the optimisation state, as ``hpo``) an import changes, taken in one order by every
+    process (sorted), so that no two wait on each other."""
+    locks = contextlib.ExitStack()
+    try:
+        for name in sorted(set(names)):
+            locks.enter_context(run_lock(name, progress=False, store=store))
+    except BaseException:
+        locks.close()
+        raise
+    return locks
+
+
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
     store = Path(store) if store is not None else runs_dir()
-    store.mkdir(parents=True, exist_ok=True)
-    recover_imports(store)
-    scratch = store / f".import-{uuid.uuid4().hex[:8]}"  # on the store's disk, so every move is a rename
     try:
-        scratch.mkdir()
-        found = read_bundle(file, scratch / "new")
-        with contextlib.ExitStack() as locks:
-            for run_id in sorted(found.runs):
-                locks.enter_context(run_lock(run_id, progress=False))
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _unwritable(file, store, error) from None
+    recover_imports(store)
+    listed = survey(file, store)  # every header, against the limits and the free disk: nothing written yet
+    with contextlib.ExitStack() as owning:
+        try:
+            scratch = owning.enter_context(owned_folder(store, SCRATCH_PREFIX))  # on the store's disk: moves rename
+        except OSError as error:
+            raise _unwritable(file, store, error) from None
+        owning.callback(_clean, scratch)  # before the folder's lock is let go
+        found = read_bundle(file, scratch / "new", listed)
+        with _locks(store, [*found.runs, *([STATE_FOLDER] if found.state else [])]):
             plans = {
                 run_id: _plan_run(store, run_id, found.runs[run_id], found.records[run_id]) for run_id in found.runs
             }
@@ -123,10 +168,10 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
                     "imported; fix: keep one copy of each (delete the store's folder named and import again, or "
                     "leave the store as it is)"
                 )
-            _apply(store, scratch, found, plans, state_plans)
-    finally:
-        if not _pending(scratch):  # moves not undone are left for recover_imports, never deleted with the scratch
-            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                _apply(store, scratch, found, plans, state_plans)
+            except OSError as error:  # undone already: the store is as it was
+                raise _unwritable(file, store, error) from None
     counts = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
     for action, _ in plans.values():
         counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
@@ -166,37 +211,54 @@ def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plan
 
 def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
     """Move every planned change into the store. The moves are journalled first, so a failure here, or a kill
-    (undone by :func:`recover_imports` at the next import or ``train``), puts the store back as it was."""
+    (undone by :func:`recover_imports` at the next import, ``train`` or ``book``), puts the store back as it was."""
     moves = _prepared(store, scratch, found, plans, state_plans)
     if any(target.parent.name == STATE_FOLDER for _, target in moves):
         (store / STATE_FOLDER).mkdir(exist_ok=True)
     journal = [
-        {"new": str(new), "target": str(target), "aside": str(scratch / "old" / str(i)), "existed": target.exists()}
+        {
+            "new": str(new),
+            "target": str(target),
+            "aside": str(scratch / "old" / str(i)),
+            "removed": str(scratch / "removed" / str(i)),
+            "existed": target.exists(),
+        }
         for i, (new, target) in enumerate(moves)
     ]
     (scratch / "old").mkdir()
+    (scratch / "removed").mkdir()
     atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": False})
     try:
         for move in journal:
             if move["existed"]:
                 Path(move["target"]).rename(move["aside"])
             Path(move["new"]).rename(move["target"])
+        atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
     except BaseException:
         _undo(journal)
-        atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})  # undone: nothing left to recover
+        # Undone: nothing left to recover. Should this write fail too, the undo (which can be repeated) is left
+        # to recover_imports.
+        with contextlib.suppress(OSError):
+            atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
         raise
-    atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
 
 
 JOURNAL = "journal.json"
 
 
 def _undo(journal: list[dict]) -> None:
-    """Put back what the journalled moves changed, in reverse order, from wherever they stopped."""
+    """Put back what the journalled moves changed, in reverse order, from wherever they stopped. Every step is a
+    rename that leaves a trace, so an undo stopped half-way (a kill) can be run again and never touches a run that
+    is not the bundle's copy: the bundle's copy is taken out of the store into ``removed`` (not deleted), and the
+    store's own copy comes back from ``aside``."""
     for move in reversed(journal):
         new, target, aside = Path(move["new"]), Path(move["target"]), Path(move["aside"])
-        if not new.exists() and target.exists():  # the bundle's copy is in place: take it out
-            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        # (journals written before "removed" existed keep it beside "old")
+        removed = Path(move.get("removed") or aside.parent.parent / "removed" / aside.name)
+        bundle_copy_in_place = not new.exists() and not removed.exists() and (aside.exists() or not move["existed"])
+        if bundle_copy_in_place and (target.exists() or target.is_symlink()):
+            removed.parent.mkdir(exist_ok=True)
+            target.rename(removed)
         if move["existed"] and aside.exists():
             aside.rename(target)
 
@@ -210,17 +272,24 @@ def _pending(scratch: Path) -> list[dict] | None:
     return None if state.get("done") else state["moves"]
 
 
+def _lock_name(target: str) -> str:
+    """The lock a journalled move's target is changed under: its run's, or the optimisation state's."""
+    return STATE_FOLDER if Path(target).parent.name == STATE_FOLDER else Path(target).name
+
+
 def recover_imports(store: Path | None = None) -> list[str]:
-    """Undo any import a kill interrupted (its scratch folder ``.import-*`` in the store), and remove the scratch
-    folders of finished or never-started ones; returns what was undone."""
+    """Undo any import whose process is gone (killed while it moved runs into the store), under the locks of the runs
+    it moved, and remove the working folders that dead imports left; returns what was undone. An import still
+    running is left alone (its folder is owned: ``vitbn_nb.store.owned``)."""
     store = Path(store) if store is not None else runs_dir()
     undone = []
-    for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
-        if (moves := _pending(scratch)) is not None:
-            with contextlib.ExitStack() as locks:
-                for move in moves:
-                    locks.enter_context(run_lock(Path(move["target"]).name, progress=False))
-                _undo(moves)
-            undone.append(scratch.name)
-        shutil.rmtree(scratch, ignore_errors=True)
+    for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
+        with taken_over(scratch) as abandoned:
+            if not abandoned:
+                continue
+            if (moves := _pending(scratch)) is not None:
+                with _locks(store, [_lock_name(move["target"]) for move in moves]):
+                    _undo(moves)
+                undone.append(scratch.name)
+            shutil.rmtree(scratch, ignore_errors=True)
     return undone

@@ -21,8 +21,10 @@ import pandas as pd
 import torch
 
 from .. import atomic
-from ..paths import runs_dir
+from ..models import build_model
+from ..paths import is_committed, runs_dir
 from .hpo_state import state_file_problem
+from .owned import is_owned
 from .run_config import RunConfig
 
 STATUSES = ("running", "finished", "diverged")
@@ -39,6 +41,8 @@ def retrain_fix(run_id: str) -> str:
 
 
 def delete_fix(folder: Path) -> str:
+    if is_committed(folder):
+        return restore_fix(folder)
     return (
         f"fix: delete {folder} (its configuration cannot be read, so nothing can retrain it in place), then "
         "python -m vitbn_nb train (it trains every run the chapters lack)"
@@ -216,9 +220,20 @@ def read_record(folder: Path) -> dict:
     return record
 
 
+def restore_fix(folder: Path) -> str:
+    """A committed record is the book's evidence, kept in git: it is restored, never deleted or retrained in place."""
+    return (
+        f"fix: restore it from git (git checkout -- {Path(folder) / 'record.json'}); the records committed beside "
+        "figures/ are never written by the book"
+    )
+
+
 def repair_fix(folder: Path) -> str:
     """``runs retrain`` when the record still says what the run was (its JSON and configuration readable),
-    otherwise deleting the folder: the fix the error prints is one that works."""
+    otherwise deleting the folder; restoring it from git when it is a committed record: the fix the error prints is
+    one that works."""
+    if is_committed(folder):
+        return restore_fix(folder)
     try:
         record = json.loads((Path(folder) / "record.json").read_text())
         RunConfig(**record["config"])
@@ -257,6 +272,20 @@ def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
     except Exception as error:
         reason = str(error).splitlines()[0][:200]
         raise RunStoreError(run_id, f"{path} cannot be read as weights ({type(error).__name__}: {reason})") from None
+
+
+def fit_problem(config: dict, state: Any) -> str | None:
+    """Why the weights ``state`` do not fit the model the record's configuration builds (None when they do): a
+    weight file can be whole, its checksum listed, and still belong to another model."""
+    try:
+        model = build_model(config["model"], **config["model_kwargs"])
+    except (KeyError, TypeError, ValueError) as error:
+        return f"its record's configuration builds no model ({error})"
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError, AttributeError) as error:
+        return f"does not fit its model ({' '.join(str(error).split())[:240]})"
+    return None
 
 
 def load_checkpoint(folder: Path, record: dict) -> dict:
@@ -301,16 +330,19 @@ def _problems(folder: Path) -> list[tuple[str, str]]:
     problems = []
     if (problem := identity_problem(record, folder.name)) is not None:
         problems.append((f"{folder / 'record.json'}: {problem}", delete_fix(folder)))
+    state = None
     if record["status"] not in ENDED and (folder / "checkpoint.pt").exists():
         try:
-            load_checkpoint(folder, record)
+            state = ("checkpoint.pt", load_checkpoint(folder, record)["model"])
         except RunStoreError as error:
             problems.append((error.problem, error.fix))
     if record["status"] in ENDED and (folder / "model.pt").exists():  # absent: imported as its record alone
         try:
-            load_weights(folder / "model.pt", folder.name, record["checksums"]["model.pt"])
+            state = ("model.pt", load_weights(folder / "model.pt", folder.name, record["checksums"]["model.pt"]))
         except RunStoreError as error:
             problems.append((error.problem, error.fix))
+    if state is not None and (problem := fit_problem(record["config"], state[1])) is not None:
+        problems.append((f"{folder / state[0]} {problem}", retrain_fix(folder.name)))
     return problems
 
 
@@ -340,6 +372,8 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
             for problem, fix in _problems(entry):
                 rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
     for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
+        if is_owned(scratch):
+            continue  # an import under way, not damage
         rows.append(
             {
                 "run": scratch.name,

@@ -29,6 +29,7 @@ from ..limits import Deadline, DeadlineReached
 from ..models import build_model
 from ..paths import runs_dir, stored_path
 from ..system import hardware, pick_device, versions
+from .owned import LOCKS
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -95,11 +96,13 @@ def timestamp() -> str:
 
 
 @contextlib.contextmanager
-def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
-    """Hold the run's OS file lock; a second process waits here (and says so) until the first lets go.
+def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> Iterator[None]:
+    """Hold the run's OS file lock in ``store`` (default: the run store); a second process waits here (and says so)
+    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle_import``).
 
     Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
-    folder = runs_dir() / ".locks"
+    store = Path(store) if store is not None else runs_dir()
+    folder = store / LOCKS
     lock = FileLock(str(folder / f"{run_id}.lock"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -118,7 +121,7 @@ def run_lock(run_id: str, progress: bool = True) -> Iterator[None]:
             ) from None
         raise RunStoreError(
             run_id,
-            f"the run store {runs_dir()} cannot be written ({error.strerror or error}), and this run needs writing "
+            f"the run store {store} cannot be written ({error.strerror or error}), and this run needs writing "
             "(training, resuming or a measurement it lacks)",
             fix="fix: make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it",
         ) from None

@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ...models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters
 from ...publishing import figures
+from ..depth_study.settings import DepthSettings
 
 if TYPE_CHECKING:
     from .study import ModelsResult
@@ -49,11 +50,14 @@ def configurations() -> pd.DataFrame:
 
     for model, depth in AS_RUN_DEPTH.items():
         add(model, depth, "article 1 as run (03, 04)")
-    for model in VIT_FAMILY:  # the reference repository's transfer checkpoints are all depth 6
+    for model in AS_RUN_DEPTH:  # the reference repository's transfer checkpoints are all depth 6
         add(model, TRANSFER_DEPTH, "EMNIST transfer (06)")
     for model in ("ViT", "ViTBNFFN"):
         for depth in DEPTHS:
             add(model, depth, "depth study (05)")
+    depth_study = DepthSettings()  # the paper protocol: the models chapter 05 trains beside the article's two
+    for model in depth_study.extra_models or ():
+        add(model, depth_study.extra_depth, "depth study (05)")
     for depth in EQUAL_DEPTHS:
         for model in VIT_FAMILY:
             add(model, depth, "equal depth")
@@ -77,7 +81,8 @@ def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> 
 
     ``FlopCounterMode`` does not count the fused CPU attention kernel, so attention runs on its
     math backend here (the same arithmetic as two batched matmuls, which it does count).
-    Norms, softmax, activations and additions are not counted.
+    Norms, softmax, activations and additions are not counted: LayerNorm, BatchNorm and DyT alike (DyT's
+    multiplications and tanh are elementwise, as LayerNorm's arithmetic is).
     """
     model = model.eval()
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -109,7 +114,8 @@ def model_table(result: ModelsResult):
         result,
         reproduces="new/model_table",
         caption="Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per "
-        "multiply-add; norms and softmax not counted) of every configuration in the book",
+        "multiply-add; norms (LayerNorm, BatchNorm, DyT alike) and softmax not counted) of every configuration in "
+        "the book",
         reads=DEFINITIONS,
         precision=2,
     )
@@ -121,12 +127,13 @@ def model_size_figure(result: ModelsResult):
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     columns = (("parameters", 1e3, "parameters (thousands)"), ("MFLOPs per image", 1, "forward MFLOPs per image"))
-    # The three families nearly coincide (a norm adds at most 2 x 128 parameters per block), so
+    # The families nearly coincide (a norm adds at most 2 x 128 (+ 1 for DyT) parameters per block), so
     # they are drawn from wide and faint to narrow and solid to keep all three visible.
     looks = {
         "ViT": dict(marker="o", markersize=11, linewidth=7, alpha=0.35),
         "ViTBNFFN": dict(marker="s", markersize=6, linewidth=2),
         "ViTBN": dict(marker="D", markersize=5, linewidth=0),
+        "ViTDyT": dict(marker="^", markersize=7, linewidth=1, linestyle=(0, (3, 2))),
     }
     for ax, (column, scale, label) in zip(axes, columns):
         for model in VIT_FAMILY:

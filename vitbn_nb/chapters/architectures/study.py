@@ -18,14 +18,21 @@ from einops.layers.torch import Rearrange
 from torch import nn
 
 from ... import data
-from ...models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
+from ...models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, DyT, build_model, count_parameters
 from ...models.norms import check_choice
 from ...publishing import figures
 from ...publishing.results import ChapterResult
-from . import sizes as model_sizes
 from .settings import ModelsSettings
+from .sizes import model_sizes
 
 CHAPTER = "02_models"
+#: What normalises each ViT of the family, in words.
+NORMS_IN = {
+    "ViT": "LayerNorm only",
+    "ViTBNFFN": "BatchNorm in the FFN",
+    "ViTBN": "BatchNorm everywhere",
+    "ViTDyT": "DyT only (no statistic at all)",
+}
 
 
 def _describe(module: nn.Module) -> str:
@@ -33,6 +40,8 @@ def _describe(module: nn.Module) -> str:
         return f"BatchNorm({module.num_features})"
     if isinstance(module, nn.LayerNorm):
         return f"LayerNorm({module.normalized_shape[0]})"
+    if isinstance(module, DyT):
+        return f"DyT({module.weight.shape[0]})"
     if isinstance(module, nn.Linear):
         return f"Linear({module.in_features}→{module.out_features})"
     if isinstance(module, Rearrange):
@@ -138,7 +147,7 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
 
 
 def norm_sites() -> pd.DataFrame:
-    """Which normalisation each of the three ViTs uses at each place, read off the built models."""
+    """Which normalisation each ViT of the family uses at each place, read off the built models."""
     sites = {
         "patch embedding (before the Linear)": lambda m: _describe(m.to_patch_embedding[1]),
         "patch embedding (after the Linear)": lambda m: _describe(m.to_patch_embedding[3]),
@@ -216,12 +225,7 @@ def batch_dependence(seed: int = 0) -> pd.DataFrame:
     for name in VIT_FAMILY:
         torch.manual_seed(seed)
         model = build_model(name)
-        row = {
-            "model": name,
-            "norms": "LayerNorm only"
-            if name == "ViT"
-            else ("BatchNorm in the FFN" if name == "ViTBNFFN" else "BatchNorm everywhere"),
-        }
+        row = {"model": name, "norms": NORMS_IN[name]}
         for mode in ("train", "eval"):
             probe = copy.deepcopy(model).train(mode == "train")  # a train-mode pass moves the running stats
             with torch.no_grad():

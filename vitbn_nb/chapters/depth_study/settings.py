@@ -34,6 +34,12 @@ class DepthSettings(ChapterSettings):
     fig9_depths: tuple[int, ...] = (1, 2, 3, 4)
     #: Fig 10: how far each model falls from Fig 8's lr to Fig 9's, at these depths (trained at both rates).
     fig10_depths: tuple[int, ...] = (2, 3, 4)
+    #: Not article 2's: further ViT-family models trained beside ViT and ViTBNFFN at one (depth, lr) the study trains,
+    #: with as many seeds (``None``: none; at a (depth, lr) the study does not train, none train and the chapter says
+    #: so). DyT (Zhu et al., 2025) asks where a ViT with no normalisation stands.
+    extra_models: tuple[str, ...] | None = ("ViTDyT",)
+    extra_depth: int = 6
+    extra_lr: float = 0.003
     #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.engines.stack``); the chapter shows no
     #: timings.
     engine: str = AUTO_ENGINE
@@ -47,6 +53,12 @@ class DepthSettings(ChapterSettings):
         for name in ("fig8_depths", "fig9_depths", "fig10_depths"):
             if any(d < 1 for d in getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; give depths >= 1")
+        if self.extra_models:
+            from ...models import VIT_FAMILY
+
+            allowed = [m for m in VIT_FAMILY if m not in ("ViT", "ViTBNFFN")]  # those two train anyway
+            if any(m not in allowed for m in self.extra_models):
+                raise ValueError(f"extra_models={self.extra_models!r} is not allowed; choose from {', '.join(allowed)}")
 
     @property
     def depths(self) -> Mapping[float, tuple[int, ...]]:

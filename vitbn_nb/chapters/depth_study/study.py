@@ -7,11 +7,15 @@ test batch 5000. Article 2 ran lr 0.003 at depths 4-7 (its Fig 8), lr 0.005 at d
 (Fig 9), and compared the two lrs at depths 2, 3, 4 (Fig 10), so depths 2 and 3 also run
 at lr 0.003. Every figure sits beside the article's finding and a verdict computed from
 the final accuracies, with their spread over seeds.
+
+Beside them, not a claim of article 2: the settings' ``extra_models`` (ViTDyT, Zhu et al.'s
+DyT in place of every LayerNorm) train at one (depth, lr) of the study with the same protocol
+and seeds, so a reader sees where a ViT without normalisation stands on article 2's question.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -45,28 +49,52 @@ CHAPTER = "05_depth_study"
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DepthResult(results.ChapterResult):
-    """Chapter 05's runs: one row per run and epoch (``table``), and the settings that trained them."""
+    """Chapter 05's runs: one row per run and epoch of article 2's two models (``table``) and of the extra models
+    (``extra``, not article 2's), and the settings that trained them."""
 
     settings: DepthSettings
     table: pd.DataFrame
+    extra: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _extra_trained(settings: DepthSettings) -> bool:
+    """Whether the study trains the extra models' (depth, lr), where ViT and ViTBNFFN are there to compare."""
+    return bool(settings.extra_models) and any(
+        np.isclose(lr, settings.extra_lr) and settings.extra_depth in depths for lr, depths in settings.depths.items()
+    )
 
 
 def plan(settings: DepthSettings) -> list[RunConfig]:
-    """Per lr and depth of the profile, per random seed: ViT and ViTBNFFN at that same depth, on augmented MNIST."""
-    return [
-        RunConfig.from_settings(
+    """Per lr and depth of the profile, per random seed: ViT and ViTBNFFN at that same depth, on augmented MNIST;
+    then each of ``extra_models`` at ``extra_depth`` and ``extra_lr`` (where the study trains them), per seed."""
+
+    def config(model: str, depth: int, lr: float, seed: int) -> RunConfig:
+        return RunConfig.from_settings(
             settings, model=model, model_kwargs={"depth": depth}, dataset="mnist_aug", lr=lr, seed=seed
         )
+
+    article = [
+        config(model, depth, lr, seed)
         for lr, depths in settings.depths.items()
         for depth in sorted(depths)
         for seed in range(settings.seeds)
         for model in MODELS
     ]
+    extra = [
+        config(model, settings.extra_depth, settings.extra_lr, seed)
+        for seed in range(settings.seeds)
+        for model in (settings.extra_models if _extra_trained(settings) else ())
+    ]
+    return article + extra
 
 
 def run(settings: DepthSettings, force: bool = False) -> DepthResult:
     """Train (or fetch from the run store) every run of the chapter."""
-    return DepthResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
+    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    if "model" not in table.columns:
+        return DepthResult(settings, table)
+    article = table["model"].isin(MODELS)
+    return DepthResult(settings, table[article].reset_index(drop=True), table[~article].reset_index(drop=True))
 
 
 def overview(settings: DepthSettings) -> pd.DataFrame:
@@ -84,7 +112,17 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": 2 * len(depths) * settings.seeds,
+                "runs": 2 * len(depths) * settings.seeds
+                + (
+                    len(settings.extra_models) * settings.seeds
+                    if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
+                    else 0
+                ),
+                "beside them (not article 2's)": ", ".join(
+                    f"{m} d{settings.extra_depth}" for m in settings.extra_models
+                )
+                if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
+                else "—",
             }
             for lr, depths in settings.depths.items()
         ]
@@ -362,6 +400,106 @@ def depth_summary_table(result: DepthResult):
         result,
         reproduces="new/depth_summary",
         caption=caption,
+    )
+
+
+def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The runs at the extra models' (depth, lr): article 2's two models and the extra ones; and the models shown."""
+    settings = result.settings
+    both = pd.concat([result.table, result.extra], ignore_index=True) if len(result.extra) else result.table
+    shown = (*MODELS, *(settings.extra_models or ()))
+    if not len(both):
+        return both, shown
+    return select(both, settings.extra_lr, settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
+
+
+#: What each model normalises with, in words (the extra models' tables say it).
+NORMS_IN = {
+    "ViT": "LayerNorm",
+    "ViTBNFFN": "LayerNorm; BatchNorm in the FFN",
+    "ViTBN": "BatchNorm",
+    "ViTDyT": "DyT in place of every LayerNorm (no normalisation)",
+}
+
+
+def extra_models_table(result: DepthResult):
+    """The extra models (ViTDyT) beside ViT and ViTBNFFN at their depth and lr: final accuracies and the differences
+    paired by seed, shown without a verdict (no article claims anything about them); saved."""
+    settings = result.settings
+    used, shown = _beside(result)
+    lr, depth = settings.extra_lr, settings.extra_depth
+    rows = []
+    for model in shown:
+        accuracy = final_accuracy(used, lr, depth, model) if len(used) else pd.Series(dtype=float)
+        row = {
+            "model": model,
+            "norms": NORMS_IN.get(model, ""),
+            "final accuracy (%)": results.mean_sd(accuracy) if len(accuracy) else "not run",
+            "seeds": len(accuracy),
+            "diverged": int((results.final_epochs(used[used["model"] == model])["status"] == "diverged").sum())
+            if len(accuracy)
+            else 0,
+        }
+        for other in MODELS:
+            if model in MODELS:
+                row[f"model − {other} (pt)"] = "—"
+                continue
+            paired = (accuracy - final_accuracy(used, lr, depth, other)).dropna() if len(accuracy) else accuracy
+            row[f"model − {other} (pt)"] = results.mean_sd(paired) if len(paired) else "n/a"
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    extra = ", ".join(settings.extra_models or ()) or "no extra model"
+    caption = (
+        f"Not a claim of article 2 (nor of article 1): {extra} trained beside ViT and ViTBNFFN at depth {depth}, "
+        f"lr {lr:g}, with the chapter's protocol and seeds; final test accuracy, mean ± sd over seeds, and each "
+        "extra model minus ViT and minus ViTBNFFN paired by seed; shown, not judged"
+        + (f"; {figures.spread_label(used)}" if len(used) else f"; not run under profile '{settings.profile}'")
+    )
+    return figures.save_table(
+        frame,
+        "new_depth_extra_models_table",
+        result,
+        reproduces="new/depth_extra_models",
+        caption=caption,
+        runs=used,
+        reads="" if len(used) else "no run: these models are not trained under this profile",
+    )
+
+
+def extra_models_figure(result: DepthResult):
+    """Test accuracy per epoch of ViT, ViTBNFFN and the extra models at the extra models' depth and lr."""
+    settings = result.settings
+    used, shown = _beside(result)
+    lr, depth = settings.extra_lr, settings.extra_depth
+    figures.use_style()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    drawn = [m for m in shown if len(used) and (used["model"] == m).any()]
+    for model in drawn:
+        one = used[used["model"] == model]
+        figures.mean_band(ax, one, x="epoch", y="test_acc", label=model, color=figures.color(model), marker="o")
+    if drawn:
+        ax.set(xlabel="epoch", ylabel="test accuracy (%)")
+        figures.integer_epochs(ax)
+        ax.legend(loc="lower right", frameon=True, framealpha=0.85, edgecolor="0.8")
+    else:
+        _missing(ax, f"depth {depth} at lr {lr:g}\nnot run under profile '{settings.profile}'")
+    fig.suptitle(
+        f"Beside article 2 (not its claim) · augmented MNIST, depth {depth}, lr {lr:g}: "
+        f"{' vs '.join(shown)}\n" + (figures.spread_label(used) if len(used) else "")
+    )
+    caption = (
+        f"Test accuracy per epoch of {', '.join(shown)} at depth {depth}, lr {lr:g}, augmented MNIST; "
+        "not a claim of either article, shown without a verdict"
+        + (f"; {figures.spread_label(used)}" if len(used) else "")
+    )
+    return figures.save_figure(
+        fig,
+        "new_depth_extra_models",
+        result,
+        reproduces="new/depth_extra_models",
+        caption=caption,
+        runs=used,
+        reads="" if len(used) else "no run: these models are not trained under this profile",
     )
 
 

@@ -11,7 +11,7 @@ from IPython.display import Markdown
 from ...judging import verdicts
 from ...publishing import figures
 from .accounting import published_ratio
-from .study import BN_MODELS, PIPELINE_LABELS, TIMED, SpeedResult, name, pct
+from .study import BN_MODELS, PIPELINE_LABELS, SpeedResult, name, pct
 
 # ---------------------------------------------------------------------------------------------
 # BatchNorm forms, utilisation
@@ -82,7 +82,7 @@ def norm_forms_table(result: SpeedResult):
         caption="BatchNorm on (batch, tokens, features): article 1's BatchNorm1d over b d n, article 2's "
         "BatchNorm2d over b d n 1 and the book's flattened (b n) d BatchNorm1d, time per call (the median of "
         "interleaved rounds), and the flattened form against each, judged by the rule round by round",
-        reads=TIMED,
+        reads=result.reads,
         extra={"hardware_line": result.bench.hardware_label},
     )
 

@@ -7,14 +7,20 @@ runs on, the three things mixed in that number: depth (ViT at depth 6 against Vi
 1), normalisation at equal depth (each BatchNorm model against ViT of its own depth), and
 the data pipeline (article 1's against the book's engine), plus what BatchNorm can truly buy
 at inference (folding it into the neighbouring Linear layers). Every number comes from
-:func:`vitbn_nb.bench.measure`, the function behind ``python -m vitbn_nb bench``, called
-afresh by :func:`run`; nothing is read back from an earlier bench file. The accounting of the
-published gain is in :mod:`.speed_accounting`.
+:func:`vitbn_nb.bench.measure`, the function behind ``python -m vitbn_nb bench``: by default the
+measurement committed in ``figures/bench.json`` (its machine and date said with it), so that the book
+renders in minutes; measured anew on the rendering machine when asked (``run(..., measure=True)``,
+the notebook's ``measure`` parameter, ``python -m vitbn_nb book --measure``). ViTDyT (no
+normalisation at all) is timed beside them at equal depth: not a model of the articles. The
+accounting of the published gain is in :mod:`.speed_accounting`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -23,7 +29,7 @@ import pandas as pd
 from IPython.display import Markdown
 from matplotlib.patches import Patch
 
-from ... import bench
+from ... import atomic, bench, paths, profiles
 from ...bench import op_counts
 from ...judging import articles, verdicts
 from ...publishing import figures
@@ -31,10 +37,16 @@ from ...publishing.results import ChapterResult
 from .settings import SpeedSettings
 
 CHAPTER = "08_where_the_speed_comes_from"
-#: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs.
+#: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs or committed.
 TIMED = "fresh models timed by vitbn_nb.bench as the chapter ran"
+COMMITTED_TIMED = "fresh models timed by vitbn_nb.bench, the measurement committed in figures/bench.json"
+#: Article 1's models (the accounting of its gain is about them); the settings' ``models`` may add others.
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 BN_MODELS = ("ViTBNFFN", "ViTBN")
+#: The committed measurement, beside the figures (``vitbn_nb.paths.book_figures_dir``).
+BENCH_FILE = "bench.json"
+#: The command that replaces the committed measurement (on a quiet machine), then renders the book from it.
+MEASURE_COMMAND = "python -m vitbn_nb book --profile cpu --measure"
 PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline"}
 
 
@@ -46,9 +58,26 @@ class SpeedResult(ChapterResult):
     bench: bench.BenchResult
     #: operations dispatched per training step and inference pass, per model and depth (:mod:`vitbn_nb.bench.op_counts`)
     op_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``"measured"``: timed as the chapter ran, on this machine; ``"committed"``: read from ``figures/bench.json``
+    source: str = "measured"
+    #: models the chapter's settings ask for that the committed measurement does not hold (not timed in its rounds)
+    not_measured: tuple[str, ...] = ()
+    #: why no committed measurement was used, when one was looked for and the chapter measured instead
+    why_measured: str = ""
 
     def row(self, kind: str, **where) -> dict:
         return self.bench.row(kind, **where)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models the measurement holds, in the settings' order."""
+        held = set(self.bench.training["model"]) if "model" in self.bench.training else set()
+        return tuple(m for m in self.settings.models if m in held)
+
+    @property
+    def reads(self) -> str:
+        """What the outputs are drawn from, for their source line."""
+        return COMMITTED_TIMED if self.source == "committed" else TIMED
 
 
 def plan(settings: SpeedSettings) -> list:
@@ -56,15 +85,66 @@ def plan(settings: SpeedSettings) -> list:
     return []
 
 
-def run(settings: SpeedSettings, force: bool = False, device=None) -> SpeedResult:
-    """Every measurement of the chapter, fresh (``force`` changes nothing: nothing is stored to reuse)."""
+def _check_depths(settings: SpeedSettings) -> None:
     if not {1, 6} <= set(settings.depths) & set(settings.count_depths):
         raise ValueError(
             f"depths={settings.depths!r}, count_depths={settings.count_depths!r} are not allowed; the accounting "
             "needs depths 1 and 6 (article 1's depths) in both, e.g. (1, 6)"
         )
+
+
+def measure_requested(measure=False) -> bool:
+    """Whether to measure anew: the ``measure`` argument (a bool, or papermill's 'true' / 'false'), or
+    ``VITBN_MEASURE=1`` (``python -m vitbn_nb book --measure``)."""
+    return profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
+
+
+def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | None, str]:
+    """The committed measurement (``figures/bench.json``) and the settings it was taken with; or (None, None, why
+    it cannot be used)."""
+    file = paths.book_figures_dir() / BENCH_FILE
+    try:
+        found = json.loads(file.read_text())
+        taken = dict(found["settings"])
+        known = {item.name for item in dataclasses.fields(SpeedSettings)}
+        settings = SpeedSettings(**{k: v for k, v in taken.items() if k in known})
+        _check_depths(settings)
+        result = bench.BenchResult.from_dict(found)
+        for model in settings.models:  # every row the views read is there
+            for depth in settings.depths:
+                result.row("training", model=model, depth=depth, pipeline="engine")
+                result.row("inference", model=model, depth=depth, pipeline="engine")
+        for key in ("date", "hardware_label", "device", "matmul_peak", "versions", "timing", "memory_measure"):
+            found[key]
+    except FileNotFoundError:
+        return None, None, f"there is no committed measurement ({file} is absent)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return None, None, f"the committed measurement {file} cannot be read ({type(error).__name__}: {error})"
+    return result, settings, ""
+
+
+def run(settings: SpeedSettings, force: bool = False, device=None, measure=False) -> SpeedResult:
+    """The chapter's measurements: by default the committed one (``figures/bench.json``, with the settings it was
+    taken with; the models the settings ask for that it lacks are named in ``not_measured``); measured anew on this
+    machine when ``measure`` (or ``VITBN_MEASURE=1``) asks, or when there is no usable committed measurement. A new
+    measurement is kept beside the chapter's outputs (``bench.json``), so a complete book run publishes it.
+    ``force`` changes nothing: nothing is stored to reuse."""
+    _check_depths(settings)
+    why = ""
+    if not measure_requested(measure):
+        found, taken, why = committed_measurement()
+        if found is not None:
+            counted = op_counts.table(taken.models, taken.count_depths, taken.batch_size)
+            lacking = tuple(m for m in settings.models if m not in taken.models)
+            return SpeedResult(taken, found, pd.DataFrame(counted), source="committed", not_measured=lacking)
+    measured = bench.measure(settings, device, log=None)
+    if settings.profile != "smoke":  # a smoke run's timings mean nothing: they never stand as the book's
+        atomic.write_text(
+            paths.figures_dir() / BENCH_FILE,
+            bench.to_json(measured),
+        )
     counted = op_counts.table(settings.models, settings.count_depths, settings.batch_size)
-    return SpeedResult(settings, bench.measure(settings, device, log=None), pd.DataFrame(counted))
+    return SpeedResult(settings, measured, pd.DataFrame(counted), why_measured=why)
 
 
 def overview(result: SpeedResult) -> pd.DataFrame:
@@ -74,6 +154,12 @@ def overview(result: SpeedResult) -> pd.DataFrame:
     sizes = lambda n: "all" if n is None else f"{n:,}"
     rows = [
         ("hardware", f"{result.bench.hardware_label} ({meta['device']})"),
+        (
+            "measurement",
+            f"committed (figures/{BENCH_FILE}), taken {meta['date'][:10]}"
+            if result.source == "committed"
+            else f"measured now, {meta['date'][:10]}",
+        ),
         ("torch, threads", f"{meta['versions'].get('torch')}, {peak['threads']} threads"),
         (
             "fp32 matmul peak",
@@ -100,16 +186,45 @@ def overview(result: SpeedResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["", "this run"])
 
 
+def source_text(result: SpeedResult) -> str:
+    """Whether the numbers are the committed measurement (its machine, date and profile) or were measured now, and
+    which models the committed one lacks."""
+    meta = result.bench.meta
+    if result.source == "committed":
+        text = (
+            f"**These numbers are the committed measurement** (`figures/{BENCH_FILE}`), taken on "
+            f"**{result.bench.hardware_label}** on {meta['date'][:10]} with the `{meta.get('profile')}` profile's "
+            "settings; rendering this chapter measured nothing. To measure anew on the rendering machine: set "
+            f"`measure = True` in the parameters cell, or `{MEASURE_COMMAND}` (tens of minutes; a quiet machine)."
+        )
+        if result.not_measured:
+            names = ", ".join(result.not_measured)
+            text += (
+                f" **{names} {'is' if len(result.not_measured) == 1 else 'are'} not in this measurement**: it was "
+                f"taken before the book added {'it' if len(result.not_measured) == 1 else 'them'}, so no table or "
+                f"figure below shows {names}; `{MEASURE_COMMAND}` on a quiet machine times every model of the "
+                "chapter's settings and publishes the new measurement."
+            )
+        return text
+    why = f" ({result.why_measured}.)" if result.why_measured else ""
+    return (
+        f"**These numbers were measured now**, as this chapter rendered, on **{result.bench.hardware_label}** "
+        f"({meta['date'][:10]}).{why}"
+    )
+
+
 def hardware_note(result: SpeedResult) -> Markdown:
-    """A sentence for the chapter: which machine, and what that means for the numbers."""
-    where = f"These numbers were measured on **{result.bench.hardware_label}** ({result.bench.meta['date'][:10]})."
+    """Sentences for the chapter: where the numbers come from (committed or measured now), which machine, and what
+    that means for the numbers."""
+    where = source_text(result)
+    machine = "this machine" if result.source == "measured" else "the machine that took it"
     if result.bench.meta["device"] == "cpu":
         return Markdown(
-            where + " There is **no GPU** on this machine, so every time below is a CPU time. Article 1's times: "
+            where + f" There is **no GPU** on {machine}, so every time below is a CPU time. Article 1's times: "
             f"{articles.ARTICLE1_DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
             "so nothing below is a GPU-against-CPU contrast. How these ratios would change on a GPU is not "
-            "measured here: run this chapter on one (the `paper` profile is the default there) and the same code "
-            "fills every figure and table with its numbers."
+            "measured here: run this chapter on one with `measure = True` (the `paper` profile is the default "
+            "there) and the same code fills every figure and table with its numbers."
         )
     return Markdown(
         where + " This is a GPU run. Article 1's times (MNIST without augmentation, whole epochs): "
@@ -141,7 +256,7 @@ def equal_depth(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
     rows = []
     for depth in result.settings.depths:
-        for model in MODELS:
+        for model in result.models:
             row = {
                 "model": model,
                 "depth": depth,
@@ -211,7 +326,7 @@ def equal_depth_figure(result: SpeedResult):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
     for ax, kind in zip(axes, ("training", "inference")):
         series = []
-        for model in MODELS:
+        for model in result.models:
             for pipeline in ("engine", "reference"):
                 rows = [result.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
                 series.append(
@@ -233,7 +348,7 @@ def equal_depth_figure(result: SpeedResult):
             if kind == "training"
             else f"{kind} (test batch {result.settings.test_batch_size})",
         )
-    handles = [Patch(color=figures.color(m), label=m) for m in MODELS] + [
+    handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
         Patch(facecolor="white", edgecolor="0.4", hatch="///", label="article 1's pipeline"),
     ]
@@ -244,10 +359,13 @@ def equal_depth_figure(result: SpeedResult):
         "new_equal_depth_timing",
         result,
         reproduces="new/equal_depth_timing",
-        caption="Training and inference time per 1,000 images of ViT, ViTBNFFN and ViTBN at depths 1 and 6, "
-        "through the book's engine (solid) and article 1's per-sample pipeline (hatched); * marks the "
-        "configurations article 1 compared (ViT depth 6, BatchNorm models depth 1).",
-        reads=TIMED,
+        caption=f"Training and inference time per 1,000 images of {', '.join(result.models)} at depths "
+        f"{' and '.join(map(str, depths))}, through the book's engine (solid) and article 1's per-sample pipeline "
+        "(hatched); * marks the configurations article 1 compared (ViT depth 6, BatchNorm models depth 1)"
+        + ("; ViTDyT (DyT in place of LayerNorm) is not a model of the articles" if "ViTDyT" in result.models else "")
+        + (f"; not in this measurement: {', '.join(result.not_measured)}" if result.not_measured else "")
+        + ".",
+        reads=result.reads,
         extra={"hardware_line": result.bench.hardware_label},
     )
 
@@ -263,7 +381,7 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
     rows = []
     ratio = {(r["model"], r["depth"]): r for r in result.bench.ratios.to_dict("records")}
     for depth in result.settings.depths:
-        for model in MODELS:
+        for model in result.models:
             for pipeline in ("reference", "engine"):
                 train = result.row("training", model=model, depth=depth, pipeline=pipeline)
                 infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
@@ -292,7 +410,7 @@ def pipeline_split_figure(result: SpeedResult):
     """Stacked bars: seconds per 1,000 images spent producing batches and computing, both pipelines."""
     labels, train_parts, infer_parts = [], [], []
     for depth in result.settings.depths:
-        for model in MODELS:
+        for model in result.models:
             for pipeline in ("reference", "engine"):
                 train = result.row("training", model=model, depth=depth, pipeline=pipeline)
                 infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
@@ -331,7 +449,7 @@ def pipeline_split_figure(result: SpeedResult):
         "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
         "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
         "pipeline and the book's engine.",
-        reads=TIMED,
+        reads=result.reads,
         extra={"hardware_line": result.bench.hardware_label},
     )
 
@@ -420,6 +538,6 @@ def folding_figure(result: SpeedResult):
         "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
         "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
         "which cannot fold, costs.",
-        reads=TIMED,
+        reads=result.reads,
         extra={"hardware_line": result.bench.hardware_label},
     )

@@ -424,6 +424,7 @@ def _fig10_rows(epoch):
 def test_a_changed_protocol_rate_is_followed_by_the_plan_the_claims_and_the_figures():
     moved = chapters.settings("05_depth_study", "paper", fig8_lr=0.004)
     assert {c.lr for c in depth.plan(moved)} == {0.004, 0.005}
+    assert {c.lr for c in depth.plan(moved) if c.model == "ViTDyT"} == {0.004}  # the extra models follow Fig 8's rate
     rows = [
         (m, 6, 0.004, seed, 10, 1.0, 1.0, acc + seed, 0.5)
         for seed in (0, 1, 2)

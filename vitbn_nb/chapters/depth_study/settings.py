@@ -39,7 +39,8 @@ class DepthSettings(ChapterSettings):
     #: so). DyT (Zhu et al., 2025) asks where a ViT with no normalisation stands.
     extra_models: tuple[str, ...] | None = ("ViTDyT",)
     extra_depth: int = 6
-    extra_lr: float = 0.003
+    #: ``None``: Fig 8's rate (``fig8_lr``), so that the extra models follow the protocol's rate.
+    extra_lr: float | None = None
     #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.engines.stack``); the chapter shows no
     #: timings.
     engine: str = AUTO_ENGINE
@@ -53,6 +54,8 @@ class DepthSettings(ChapterSettings):
         for name in ("fig8_depths", "fig9_depths", "fig10_depths"):
             if any(d < 1 for d in getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; give depths >= 1")
+        if self.extra_lr is None:
+            object.__setattr__(self, "extra_lr", self.fig8_lr)
         if self.extra_models:
             from ...models import VIT_FAMILY
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vitbn_nb import atomic
+from vitbn_nb import atomic, chapters
 from vitbn_nb.__main__ import cli, main
 from vitbn_nb.store import bundle, bundle_import, records, run_folder, runs
 from vitbn_nb.store.records import RunStoreError, sha256, write_record
@@ -580,9 +580,7 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
 def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
     configs = {
         c.run_id("cpu")
-        for c in __import__("vitbn_nb.chapters.batchnorm_intro.study").studies.batchnorm_intro.plan(
-            __import__("vitbn_nb.chapters").chapters.settings("01_batchnorm_intro", "smoke")
-        )
+        for c in chapters.study("01_batchnorm_intro").plan(chapters.settings("01_batchnorm_intro", "smoke"))
     }
     assert main(["train", "--profile", "smoke", "--chapters", "01"]) == 0
     assert configs <= {p.name for p in store.iterdir()}

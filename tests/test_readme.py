@@ -20,10 +20,13 @@ def test_readme_agrees_with_the_committed_figures():
 
 def _claims_csv(folder, rows):
     """A chapter's judged claims, as ``claims.table`` writes them."""
+    from vitbn_nb import chapters
+    from vitbn_nb.chapters.depth_study import article
     from vitbn_nb.judging import claims, verdicts
 
     found = [verdicts.difference(key, values, +1, condition=condition) for key, values, condition in rows]
-    claims.table(found).to_csv(folder / "05_claims.csv", index=False)
+    depth_claims = article.claims(chapters.settings("05_depth_study", "paper"))
+    claims.table(found, depth_claims).to_csv(folder / "05_claims.csv", index=False)
 
 
 def test_the_results_table_lists_every_saved_claim_with_the_rules_verdict(tmp_path):

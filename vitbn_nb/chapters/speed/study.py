@@ -126,12 +126,13 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
 def run(settings: SpeedSettings, force: bool = False, device=None, measure=False) -> SpeedResult:
     """The chapter's measurements: by default the committed one (``figures/bench.json``, with the settings it was
     taken with; the models the settings ask for that it lacks are named in ``not_measured``); measured anew on this
-    machine when ``measure`` (or ``VITBN_MEASURE=1``) asks, or when there is no usable committed measurement. A new
-    measurement is kept beside the chapter's outputs (``bench.json``), so a complete book run publishes it.
+    machine when ``measure`` (or ``VITBN_MEASURE=1``) asks, under ``smoke`` (seconds, and a smoke book's outputs are
+    all its own), or when there is no usable committed measurement. A new measurement is kept beside the chapter's
+    outputs (``bench.json``), so a complete book run publishes it.
     ``force`` changes nothing: nothing is stored to reuse."""
     _check_depths(settings)
     why = ""
-    if not measure_requested(measure):
+    if settings.profile != "smoke" and not measure_requested(measure):
         found, taken, why = committed_measurement()
         if found is not None:
             counted = op_counts.table(taken.models, taken.count_depths, taken.batch_size)

@@ -72,7 +72,9 @@ settings
 # validation set too; our run store augments the test set **once, with a fixed seed**, so both
 # models and every epoch are tested on the same images. Adam, cross-entropy, training batch
 # 100, test batch 5000, 10 epochs. Learning rate 0.003 at depths 4–7 (Figure 8), 0.005 at
-# depths 1–4 (Figure 9); Figure 10 needs depths 2 and 3 at 0.003 as well.
+# depths 1–4 (Figure 9); Figure 10 needs depths 2 and 3 at 0.003 as well. These numbers are
+# written once, in the chapter's settings (`fig8_lr`, `fig8_depths`, `fig9_lr`, `fig9_depths`,
+# `fig10_depths`): the runs, the panels, the captions and the claims below all follow them.
 
 # %%
 depth.overview(settings)
@@ -176,9 +178,9 @@ depth.depth_summary_table(result)
 # carries no verdict. ViTDyT replaces every LayerNorm of ViT by DyT (Zhu et al., "Transformers
 # without Normalization", CVPR 2025: $w \odot \tanh(\alpha x) + b$, chapter 2), which computes no
 # statistic at all. Its runs use the protocol and seeds of the article's two models at the depth
-# and learning rate the settings name (`extra_models`, `extra_depth`, `extra_lr`: ViTDyT at
-# depth 6 and lr 0.003, one of Figure 8's panels), so the runs of ViT and ViTBNFFN there are the
-# same runs the figures above show. The table gives each model's final accuracy and ViTDyT's
+# and learning rate the settings name (`extra_models`, `extra_depth`, and `extra_lr`, Figure 8's
+# rate unless set: ViTDyT at depth 6 and lr 0.003, one of Figure 8's panels), so the runs of ViT
+# and ViTBNFFN there are the same runs the figures above show. The table gives each model's final accuracy and ViTDyT's
 # differences from the other two, paired by seed, as measured; Zhu et al. tuned DyT on far larger
 # models and data, and nothing here says how it would fare at another depth, rate or scale.
 

@@ -179,7 +179,7 @@ class Claim:
             raise ValueError(f"{self.key}: direction={self.direction!r} is not +1, -1 or 0")
 
 
-def _worded(lead: str, words: str) -> int:
+def worded_direction(lead: str, words: str) -> int:
     """The direction of "``lead`` ``words``" for the measure "ViTBNFFN − ViT" (ViT leading points the other way)."""
     return WORDING[words] * (-1 if lead == "ViT" else 1)
 

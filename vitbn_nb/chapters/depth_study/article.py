@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging.articles import DIFFERENCE, WORDING, Claim
+from ...judging.articles import DIFFERENCE, WORDING, Claim, worded_direction
 from .settings import DepthSettings
 
 #: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
@@ -106,7 +106,7 @@ def claims(settings: DepthSettings) -> list[Claim]:
     found = []
     for (figure, depth), (where, _, words_said, lead, words) in SAID.items():
         lr = settings.figure_lr(figure)
-        direction = WORDING[words] * (-1 if lead == "ViT" else 1)
+        direction = worded_direction(lead, words)
         measure = f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {lr:g} (pt)"
         found.append(
             Claim(depth_key(settings, figure, depth), f"article 2, {where}", words_said, DIFFERENCE, measure, direction)

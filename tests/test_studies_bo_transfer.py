@@ -208,7 +208,9 @@ def _measured(source, seeds=1, rounds=5):
 
 
 def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
-    from vitbn_nb.judging import claims, verdicts
+    from vitbn_nb.chapters.emnist_transfer import article, claims
+    from vitbn_nb.judging import verdicts
+    from vitbn_nb.judging.claims import table
 
     found = claims.transfer(_measured(data.FALLBACK_SOURCE), "CPU: a test machine")
     assert [v.claim for v in found] == ["article1/transfer/ViTBNFFN", "article1/transfer/ViTBN"]
@@ -220,7 +222,7 @@ def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
         # the README's row reads the condition: it names the stand-in set and its single seed
         assert "scikit-learn's 8x8 digits upsampled to 28x28" in verdict.condition
         assert "1 seed trained" in verdict.condition
-    row = claims.table(found).iloc[0]
+    row = table(found, article.claims()).iloc[0]
     assert "8x8 digits" in row["condition"] and "1 seed" in row["condition"]
     emnist = claims.transfer(_measured(data.EMNIST_SOURCE, seeds=3), "CPU: a test machine")
     assert "on EMNIST digits; 3 seeds trained" in emnist[0].condition and "scikit-learn" not in emnist[0].condition
@@ -249,7 +251,8 @@ def _optimised(epochs, train_size, batches):
 
 
 def test_the_optimised_runs_count_their_own_steps_not_the_article_1_protocols():
-    from vitbn_nb.judging import claims, verdicts
+    from vitbn_nb.chapters.bayes_opt import claims
+    from vitbn_nb.judging import verdicts
 
     batches = {"ViT": 20, "ViTBNFFN": 40, "ViTBN": 100}
     found = claims.experiment2(_optimised(5, 6000, batches))

@@ -276,20 +276,3 @@ def largest_fall(curve: pd.DataFrame) -> float:
     if "diverged" in curve and curve["diverged"].astype(bool).any():
         return float(accuracy.max() - 10.0)
     return float((accuracy.cummax() - accuracy).max())
-
-
-def per_seed(table: pd.DataFrame, statistic) -> pd.Series:
-    """``statistic`` of each run's curve, indexed by seed (a table of one configuration)."""
-    return table.groupby("seed").apply(statistic, include_groups=False).sort_index()
-
-
-def paired(table: pd.DataFrame, first: dict, second: dict, statistic) -> pd.Series:
-    """``statistic(first) − statistic(second)`` per seed, for two configurations given as column filters."""
-
-    def select(where: dict) -> pd.DataFrame:
-        keep = np.ones(len(table), dtype=bool)
-        for column, value in where.items():
-            keep &= np.isclose(table[column], value) if isinstance(value, float) else (table[column] == value)
-        return table[keep]
-
-    return (per_seed(select(first), statistic) - per_seed(select(second), statistic)).dropna()

@@ -162,10 +162,10 @@ def _record(
 def drawer() -> str:
     """``module.function`` of the function that drew the output being saved: the first caller of this module whose
     name is not private, so that a helper (``depth._accuracy_grid``) names the function a chapter calls
-    (``depth.fig8_figure``), and the savers (this module, ``claims.save``) name their caller; a notebook cell is
-    named by its module (``__main__``)."""
+    (``depth.fig8_figure``), and the savers of this module name their caller; a notebook cell is named by its module
+    (``__main__``)."""
     frame = sys._getframe(1)
-    while frame.f_globals.get("__name__") in (__name__, "vitbn_nb.judging.claims"):
+    while frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back
     caller = frame
     while frame is not None and frame.f_code.co_name.startswith(("_", "<")) and frame.f_code.co_name != "<module>":
@@ -346,6 +346,22 @@ def save_table(
     )
     styled = table.style.format(precision=precision).hide(axis="index")
     return Saved(styled.set_caption(f"{caption} ({stamp(result.profile, run_ids)})"), SourceLine.of(entry))
+
+
+def save_claims(result, found: list, claims: list) -> Saved:
+    """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text."""
+    from ..judging import verdicts
+    from ..judging.claims import table
+
+    kept = table(found, claims)
+    judged = kept["outcome"].value_counts()
+    tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
+    caption = (
+        f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
+        f"page): the measured value, its 95 % interval over seeds (over rounds for times measured in interleaved "
+        f"rounds), the verdict ({tally})"
+    )
+    return save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="new/claims", caption=caption)
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic
-from ..judging import articles, verdicts
+from ..chapters.fixed_lr.article import DEVICES, DEVICES_SHORT
+from ..chapters.speed.article import RATIOS
+from ..judging import verdicts
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 
@@ -143,7 +145,7 @@ def results_block(folder=None) -> str:
         counts = claims["outcome"].value_counts()
         tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
         lines += [
-            f"Every claim the book encodes (`vitbn_nb/judging/articles.py`), judged by [the one rule]"
+            f"Every claim the book encodes (`vitbn_nb/chapters/*/article.py`), judged by [the one rule]"
             f"(#{verdicts.RULE_TITLE.lower().replace(' ', '-')}) from the chapters' `figures/NN_claims.csv` "
             f"({len(claims)} rows: {tally}):",
             "",
@@ -213,7 +215,7 @@ def performance_block(folder=None) -> str:
     deepest, shallowest = max(depths), min(depths)
 
     def article(kind: str) -> str:
-        values = [v for m in bn_models for v in articles.ARTICLE1_RATIOS[kind].get(m, ())]
+        values = [v for m in bn_models for v in RATIOS[kind].get(m, ())]
         return f"{_span(values, 1)}×" if values else "—"
 
     rows = [
@@ -289,10 +291,10 @@ def performance_block(folder=None) -> str:
         f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
         f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times. Each ratio is judged by "
         "the book's rule from its rounds (the 95 % interval of the per-round ratio); the range is of the rule's "
-        f"estimates over the models; article 1's ratios, from whole epochs ({articles.ARTICLE1_DEVICES}), stand "
+        f"estimates over the models; article 1's ratios, from whole epochs ({DEVICES}), stand "
         "beside the comparison it made:",
         "",
-        f"| measure | range over the models | by the rule | article 1 ({articles.ARTICLE1_DEVICES_SHORT}) |",
+        f"| measure | range over the models | by the rule | article 1 ({DEVICES_SHORT}) |",
         "| --- | --- | --- | --- |",
         *(
             f"| {name} | {_span([v.estimate for v in judged]) + '×' if judged else '—'} | "

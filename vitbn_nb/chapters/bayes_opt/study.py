@@ -18,13 +18,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import chapters, hpo, profiles
-from ...judging import claims
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures, results
 from ...store import records, runs
 from ...store.runs import RunConfig
 from .. import Plan
 from ..emnist_transfer.settings import TransferSettings
+from . import article
+from .claims import experiment2
 from .numbers import MODELS, best_settings, best_trials, comparison, epochs_text, model_label, speedups
 from .settings import BayesOptSettings
 
@@ -290,4 +291,4 @@ def comparison_table(result: BayesOptResult):
 
 def claims_table(result):
     """Article 1's Experiment 2 claims (the optimised runs), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, claims.experiment2(result.table))
+    return figures.save_claims(result, experiment2(result.table), article.claims())

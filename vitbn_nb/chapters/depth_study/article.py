@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging.articles import DIFFERENCE, WORDING, Claim, worded_direction
+from ...judging.claims import DIFFERENCE, WORDING, Claim, worded_direction
 from .settings import DepthSettings
 
 #: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on

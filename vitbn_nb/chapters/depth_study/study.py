@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...judging import claims
+from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
@@ -31,10 +31,8 @@ from .article import claims as article_claims
 from .numbers import (
     MODELS,
     difference,
-    final_accuracy,
     lr_effect,
     rule_verdicts,
-    select,
     statement,
     summary,
     verdicts,
@@ -170,7 +168,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     rule = rule_verdicts(table, settings)
     legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
-        rows = select(table, lr, depth)
+        rows = select(table, lr=lr, depth=depth)
         ax.set_title(f"depth {depth}")
         if rows.empty:
             _missing(ax, f"depth {depth} at lr {lr:g}\nnot run under profile '{settings.profile}'")
@@ -252,7 +250,7 @@ def fig10_figure(result: DepthResult):
             ax.set_title(f"{model}_d{depth}")
             plotted = []
             for lr in lrs:
-                one = select(table, lr, depth, model)
+                one = select(table, lr=lr, depth=depth, model=model)
                 if one.empty:
                     continue
                 linestyle, marker, dark = styles[lr]
@@ -271,9 +269,8 @@ def fig10_figure(result: DepthResult):
                 _missing(ax, f"{model} at depth {depth}\nnot run under profile '{settings.profile}'")
                 continue
             if len(plotted) == 2:
-                drop = (
-                    final_accuracy(table, lrs[0], depth, model) - final_accuracy(table, lrs[1], depth, model)
-                ).dropna()
+                at = select(table, depth=depth, model=model)
+                drop = (final_accuracy(at, lr=lrs[0]) - final_accuracy(at, lr=lrs[1])).dropna()
                 ax.text(
                     0.97,
                     0.05,
@@ -410,7 +407,7 @@ def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:
     shown = (*MODELS, *(settings.extra_models or ()))
     if not len(both):
         return both, shown
-    return select(both, settings.extra_lr, settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
+    return select(both, lr=settings.extra_lr, depth=settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
 
 
 #: What each model normalises with, in words (the extra models' tables say it).
@@ -430,7 +427,7 @@ def extra_models_table(result: DepthResult):
     lr, depth = settings.extra_lr, settings.extra_depth
     rows = []
     for model in shown:
-        accuracy = final_accuracy(used, lr, depth, model) if len(used) else pd.Series(dtype=float)
+        accuracy = final_accuracy(used, lr=lr, depth=depth, model=model) if len(used) else pd.Series(dtype=float)
         row = {
             "model": model,
             "norms": NORMS_IN.get(model, ""),
@@ -444,7 +441,11 @@ def extra_models_table(result: DepthResult):
             if model in MODELS:
                 row[f"model − {other} (pt)"] = "—"
                 continue
-            paired = (accuracy - final_accuracy(used, lr, depth, other)).dropna() if len(accuracy) else accuracy
+            paired = (
+                (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna()
+                if len(accuracy)
+                else accuracy
+            )
             row[f"model − {other} (pt)"] = results.mean_sd(paired) if len(paired) else "n/a"
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -505,4 +506,5 @@ def extra_models_figure(result: DepthResult):
 
 def claims_table(result):
     """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, chapter_claims.judge(result.table, result.settings), article_claims(result.settings))
+    found = chapter_claims.judge(result.table, result.settings)
+    return figures.save_claims(result, found, article_claims(result.settings))

@@ -9,9 +9,11 @@ import pandas as pd
 from ... import data
 from ...bench import timing
 from ...engines import engine
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import results
 from ...system import pick_device
+from .article import SAID
+from .claims import round_pairs, transfer
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
@@ -24,14 +26,12 @@ RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
     """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
-    from ...judging import claims, verdicts
-
     rows = []
     for model in ALL_MODELS:
         one = measured[measured["model"] == model]
         if one.empty:
             continue
-        pairs = claims.round_pairs(measured, model)
+        pairs = round_pairs(measured, model)
         judged = verdicts.speed_ratio(f"{model} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs])
         depth = one["depth"].iloc[0]
         rows.append(
@@ -106,9 +106,7 @@ def timed_on(measured: pd.DataFrame) -> str:
 
 
 def rule_verdicts(measured: pd.DataFrame) -> list:
-    from ...judging import claims
-
-    return claims.transfer(measured, timed_on(measured))
+    return transfer(measured, timed_on(measured))
 
 
 def comparison(measured: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +119,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
         if model in frame.index:
             rows.append(
                 {
-                    "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["bn_faster"],
+                    "claim (article 1, on the transfer article)": SAID["bn_faster"],
                     "model": model,
                     "this run": f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}",
                     "verdict": judged[model].text,
@@ -130,7 +128,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     if REFERENCE in frame.index:
         rows.append(
             {
-                "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["cnn"],
+                "claim (article 1, on the transfer article)": SAID["cnn"],
                 "model": REFERENCE,
                 "this run": f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}",
                 "verdict": "not a claim: a reference, for which article 1 gives no number",

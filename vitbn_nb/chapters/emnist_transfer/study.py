@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from ... import data, hpo
-from ...judging import claims
 from ...models import build_model, count_parameters
 from ...paths import stored_path
 from ...publishing import figures, results
@@ -34,6 +33,7 @@ from ...store.runs import RunConfig
 from ...system import pick_device
 from .. import Plan
 from ..bayes_opt import study as bayes_opt
+from . import article
 from .numbers import (
     ALL_MODELS,
     MODELS,
@@ -450,4 +450,4 @@ def comparison_table(result: TransferResult):
 
 def claims_table(result: TransferResult):
     """Article 1's claim about the transfer set, judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, rule_verdicts(result.measured))
+    return figures.save_claims(result, rule_verdicts(result.measured), article.claims())

@@ -15,7 +15,7 @@ beyond and between them, every lr with the same seeds. Per model the views read,
   that it could not break down by that measure;
 * at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
 
-Article 1's conclusion itself is judged in :func:`vitbn_nb.judging.claims.larger_lr`, from each run's stability over
+Article 1's conclusion itself is judged in :func:`.claims.larger_lr`, from each run's stability over
 its whole run and only over runs as long as article 1's (:func:`takeaway` reports it).
 """
 
@@ -27,10 +27,14 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ...engines import engine
-from ...judging import articles, claims, verdicts
+from ...judging import verdicts
+from ...judging.claims import MNIST_TRAIN_IMAGES, article_steps
+from ...judging.selection import final_accuracy
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures
 from ...store.runs import RunConfig
+from .article import EPOCHS, EXPERIMENT1
+from .claims import larger_lr
 from .numbers import UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
 
@@ -74,7 +78,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
     for run_id, run in sweep.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
         first = run.iloc[0]
-        images = claims.MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
+        images = MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
         per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
         broke = unstable_epoch(run)
         rows.append(
@@ -82,7 +86,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
                 "model": first["model"],
                 "lr": float(first["lr"]),
                 "seed": int(first["seed"]),
-                "final accuracy (%)": float(claims.final_accuracy(run).iloc[-1]),
+                "final accuracy (%)": float(final_accuracy(run).iloc[-1]),
                 "best accuracy (%)": float(run["test_acc"].max()),
                 "broke down at epoch": broke,
                 "broke down at step": None if broke is None else broke * per_epoch,
@@ -185,7 +189,7 @@ def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
 
 def _scale(runs: pd.DataFrame) -> str:
     steps = int(runs["steps"].min()) if len(runs) else 0
-    article = articles.ARTICLE_STEPS["article 1, Experiment 1"]
+    article = article_steps(EPOCHS)
     return f"{steps:,} steps a run, {steps / article:.1%} of article 1's {article:,}"
 
 
@@ -297,10 +301,10 @@ def statement(result) -> Markdown:
         lines.append(
             f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}{versus}."
         )
-    breakdown = articles.ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"]
+    breakdown = EXPERIMENT1[0.01]["vit_unstable_epoch"]
     return Markdown(
         f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
-        f"breakdown like the one article 1 saw near epoch {breakdown} (step {breakdown * articles.STEPS_PER_EPOCH:,}) "
+        f"breakdown like the one article 1 saw near epoch {breakdown} (step {article_steps(breakdown):,}) "
         "cannot show here unless it comes earlier."
         + (
             " A breakdown marked *(last test)* is one fall at a run's last test, which no later test confirms."
@@ -314,9 +318,9 @@ def statement(result) -> Markdown:
 
 def takeaway(result) -> Markdown:
     """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`vitbn_nb.judging.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
+    (:func:`.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
     as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
-    found = claims.larger_lr(result.sweep)
+    found = larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
     count = lambda outcome: sum(v.outcome == outcome for v in found)
@@ -332,7 +336,7 @@ def takeaway(result) -> Markdown:
     if len(untestable) == len(found):
         return Markdown(
             f"{head}: here **{verdicts.UNTESTABLE}** ({untestable[0].scale}). A breakdown like article 1's near its "
-            f"epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
+            f"epoch {EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
             "cannot show in shorter runs, so the sweep above describes these runs without judging the conclusion."
         )
     judged = [v for v in found if v.outcome != verdicts.UNTESTABLE]

@@ -25,18 +25,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...judging import articles, audit, claims
+from ...judging import audit
+from ...judging.selection import require
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
-from . import lr_sweep
+from . import article, lr_sweep
+from .claims import experiment1, larger_lr
 from .numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
     article_reported,
-    at_lr,
     comparison,
     configuration,
     lr_variation,
@@ -159,7 +160,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     """
     table = result.table
     figures.use_style()
-    subset = configuration(at_lr(table, lr), which)
+    subset = configuration(require(table, lr=float(lr)), which)
     if subset.empty:
         raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
     name, reproduces = _names(lr, which)
@@ -201,7 +202,7 @@ def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
     table = result.table
     name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
+    subset = require(table, lr=float(lr))
     return figures.save_table(
         comparison(subset, lr),
         f"{name}_vs_article",
@@ -216,7 +217,7 @@ def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
     table = result.table
     name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
+    subset = require(table, lr=float(lr))
     return figures.save_table(
         this_run(subset, lr),
         f"{name}_numbers",
@@ -363,10 +364,10 @@ def _audited(reference: audit.ReferenceAudit) -> str:
 def claims_table(result):
     """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
     sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
-    found = claims.experiment1(result.table)
+    found = experiment1(result.table)
     if result.sweep is not None and not result.sweep.empty:
-        found += claims.larger_lr(result.sweep)
-    return claims.save(result, found)
+        found += larger_lr(result.sweep)
+    return figures.save_claims(result, found, article.claims())
 
 
 def instability_note(result: FixedLrResult):
@@ -392,7 +393,7 @@ def instability_note(result: FixedLrResult):
         + "; ".join(found)
         + f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is "
         + ("shown, not judged (the book's rule needs three); " if seeds < 3 else "")
-        + f"article 1 reports a breakdown of ViT near epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}"
+        + f"article 1 reports a breakdown of ViT near epoch {article.EXPERIMENT1[0.01]['vit_unstable_epoch']}"
         " while ViTBNFFN and ViTBN stay stable: models it describes at depth 6, whose code computed one block (the "
         "audit above). The claims table judges that only over runs as long as article 1's."
     )

@@ -15,8 +15,8 @@ import math
 import pandas as pd
 
 from ...engines import engine
-from ...judging import claims, verdicts
-from ...judging.claims import MNIST_TRAIN_IMAGES
+from ...judging import verdicts
+from ...judging.claims import MNIST_TRAIN_IMAGES, hardware_of
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...system import contended
@@ -93,7 +93,7 @@ def summary(result) -> pd.DataFrame:
     (median over the seeds that reached it, and how many did), and the rule's verdict on the seconds."""
     table = result.table
     reached = per_run(table)
-    hardware = claims.hardware_of(table)
+    hardware = hardware_of(table)
     rows = []
     for lr in sorted(reached["lr"].unique()):
         for which, depths in CONFIGURATIONS.items():
@@ -145,7 +145,7 @@ def table(result):
         reproduces="new/time_to_accuracy",
         caption=f"Training steps and seconds until the test accuracy first reached each target (at an epoch's end; "
         f"median over the seeds that reached it), ViT depth 6 against each BatchNorm model in both configurations, "
-        f"after at most {steps:,} steps; seconds on {claims.hardware_of(result.table)}, "
+        f"after at most {steps:,} steps; seconds on {hardware_of(result.table)}, "
         f"{results.contention(result.table)} timed while the machine was busier than its cores; "
         f"{int(result.table['seed'].nunique())} seed(s) per configuration",
     )

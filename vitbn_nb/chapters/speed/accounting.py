@@ -8,8 +8,10 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import figures
+from ..fixed_lr.article import DEVICES, DEVICES_SHORT
+from .article import RATIOS, SETUP
 from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 
 
@@ -18,7 +20,7 @@ from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 # ---------------------------------------------------------------------------------------------
 def published_ratio(kind: str, model: str) -> str:
     """Article 1's ratios r for ``model`` and ``kind`` as a range, with the gains g = 1 - 1/r they imply."""
-    values = articles.ARTICLE1_RATIOS[kind][model]
+    values = RATIOS[kind][model]
     low, high = min(values), max(values)
     return f"{low:.1f}–{high:.1f} (g {100 * (1 - 1 / low):.0f}–{100 * (1 - 1 / high):.0f} %)"
 
@@ -86,7 +88,7 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             )
 
         row(
-            f"published r = T(ViT d6) / T(model d1), article 1 ({articles.ARTICLE1_DEVICES_SHORT})",
+            f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
             lambda n, k, model=model: published_ratio(k, model),
         )
         row(
@@ -131,7 +133,7 @@ def accounting_table(result: SpeedResult):
         "r(normalisation at depth 1), exactly; shares are of ln r; the data pipeline's share of time in "
         "each pipeline",
         reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label, "published": articles.ARTICLE1_RATIOS_SETUP},
+        extra={"hardware_line": result.bench.hardware_label, "published": SETUP},
     )
 
 
@@ -193,7 +195,7 @@ def accounting_statement(result: SpeedResult) -> Markdown:
                 f"**{model}** as article 1 ran it, T(ViT d6) / T({model} d1) on {here}: "
                 f"{verdicts.speed_text(n['judged_as_run'])} with the book's engine "
                 f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 "
-                f"({articles.ARTICLE1_DEVICES}): {published_ratio(kind, model)}). "
+                f"({DEVICES}): {published_ratio(kind, model)}). "
                 f"Depth alone (ViT with 6 blocks against 1): "
                 f"{verdicts.speed_text(n['judged_depth'])}; {model} against ViT at equal depth 1: "
                 f"{verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
@@ -262,9 +264,9 @@ def article_reported() -> pd.DataFrame:
                 {
                     "ratio": short,
                     "model": model,
-                    **dict(zip(where, articles.ARTICLE1_RATIOS[kind][model])),
-                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(articles.ARTICLE1_RATIOS[kind][model])):.0f}–"
-                    f"{100 * (1 - 1 / max(articles.ARTICLE1_RATIOS[kind][model])):.0f} %",
+                    **dict(zip(where, RATIOS[kind][model])),
+                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
+                    f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
                 }
             )
     return pd.DataFrame(rows)

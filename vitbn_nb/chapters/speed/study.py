@@ -31,9 +31,10 @@ from matplotlib.patches import Patch
 
 from ... import atomic, bench, paths, profiles
 from ...bench import op_counts
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import figures
 from ...publishing.results import ChapterResult
+from ..fixed_lr.article import DEVICES
 from .settings import SpeedSettings
 
 CHAPTER = "08_where_the_speed_comes_from"
@@ -222,14 +223,14 @@ def hardware_note(result: SpeedResult) -> Markdown:
     if result.bench.meta["device"] == "cpu":
         return Markdown(
             where + f" There is **no GPU** on {machine}, so every time below is a CPU time. Article 1's times: "
-            f"{articles.ARTICLE1_DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
+            f"{DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
             "so nothing below is a GPU-against-CPU contrast. How these ratios would change on a GPU is not "
             "measured here: run this chapter on one with `measure = True` (the `paper` profile is the default "
             "there) and the same code fills every figure and table with its numbers."
         )
     return Markdown(
         where + " This is a GPU run. Article 1's times (MNIST without augmentation, whole epochs): "
-        f"{articles.ARTICLE1_DEVICES}; whether they were taken on a GPU the reference repository cannot tell, so the "
+        f"{DEVICES}; whether they were taken on a GPU the reference repository cannot tell, so the "
         "ratios below are this GPU's, set beside article 1's, not a reproduction of its device."
     )
 

@@ -14,12 +14,13 @@ import pandas as pd
 
 from ...data import image_sets
 from ...engines import engine, finetune
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...models import build_model
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -241,7 +242,7 @@ def finetune_table(result: FinetuneResult):
 
 def claims(result: FinetuneResult):
     """Touvron et al.'s statements about attention-only fine-tuning next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     column, _ = _memory_column(per_run)
 
     def saving(value: str) -> str:

@@ -13,12 +13,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from ...judging import articles
 from ...models import build_model, count_parameters
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ..architectures.sizes import forward_flops
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -180,7 +180,7 @@ def stem_table(result: StemResult):
 
 def claims(result: StemResult):
     """Touvron et al.'s statements about the hMLP stem next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()
     mixing = per_run.groupby("variant", sort=False)["mixing"].max()
     return shared.sentences(

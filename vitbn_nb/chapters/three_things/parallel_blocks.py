@@ -16,11 +16,12 @@ import pandas as pd
 
 from ... import data
 from ...bench import timing
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -201,7 +202,7 @@ def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
 
 def claims(result: ParallelResult):
     """Touvron et al.'s statements about parallel blocks next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     out = []
     for depth, group in per_run.groupby("total_depth", sort=False):
         params = group.groupby(["model", "variant"])["parameters"].first().unstack()

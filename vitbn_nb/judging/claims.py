@@ -15,6 +15,8 @@ from .verdicts import Verdict
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 MNIST_TRAIN_IMAGES = 60_000
+#: The time per epoch behind each of article 1's ratios r_t (training) and r_v (inference).
+TIMED = {"r_t": "train_seconds", "r_v": "test_seconds"}
 
 #: The kinds of claim, which decide how the one rule applies.
 DIFFERENCE = "difference"  # between two models, from paired per-seed values

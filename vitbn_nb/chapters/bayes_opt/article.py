@@ -13,13 +13,6 @@ EXPERIMENT2 = dict(
     accuracy={"ViT": 98.1, "ViTBNFFN": 97.6, "ViTBN": 97.8},  # after 30 epochs with the optimised settings
     r_t={"ViTBNFFN": 3.9, "ViTBN": 3.5},
     r_v={"ViTBNFFN": 2.6, "ViTBN": 2.5},
-    trials=20,
-    lr_range={"ViT": "[1e-5, 1e-3]", "ViTBNFFN": "[1e-5, 1e-2]", "ViTBN": "[1e-5, 1e-2]"},
-    batch_range="[20, 120]",
-    notes=(
-        "the optimised ViT converges in fewer epochs than the BN models",
-        "g_t above 70 % for both BN models, g_v a little above 60 % (Table 3)",
-    ),
 )
 DEVICES = f"no machine stated for Experiment 2 (an {HARDWARE} for Experiment 1), {CODE_DEVICE}"
 

@@ -6,18 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...judging import claims as shared
 from ...judging import verdicts
-from ...judging.claims import (
-    BN_MODELS,
-    Claim,
-    absolute,
-    gain,
-    hardware_of,
-    judge_difference,
-    protocol_scale,
-    run_gains,
-    short_of,
-)
+from ...judging.claims import Claim
 from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from ...models import CONFIGURATIONS
@@ -32,7 +23,7 @@ def _rows(which: str) -> dict[str, dict]:
 def experiment1(table: pd.DataFrame) -> list[Verdict]:
     """Every claim of Experiment 1 at each rate the table holds."""
     found = []
-    hardware = hardware_of(table)
+    hardware = shared.hardware_of(table)
     for lr in sorted(article.EXPERIMENT1):
         at_lr = select(table, lr=float(lr))
         if at_lr.empty:
@@ -41,20 +32,22 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
             kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
             if kind == "accuracy":
                 runs = select(at_lr, **_rows("as run")[model])
-                found.append(short_of(runs, claim.epochs, claim.key, unit="%") or absolute(claim, final_accuracy(runs)))
+                found.append(
+                    shared.short_of(runs, claim.epochs, claim.key, unit="%")
+                    or shared.absolute(claim, final_accuracy(runs))
+                )
             elif kind in ("r_t", "r_v"):
-                column = "train_seconds" if kind == "r_t" else "test_seconds"
                 for which in CONFIGURATIONS:
                     rows = _rows(which)
-                    gains = run_gains(at_lr, rows[model], rows["ViT"], column)
+                    gains = shared.run_gains(at_lr, rows[model], rows["ViT"], shared.TIMED[kind])
                     condition = f"{which}: {model} d{rows[model]['depth']} against ViT d{rows['ViT']['depth']}"
-                    found.append(gain(claim, gains, article.against_article(hardware), condition))
+                    found.append(shared.gain(claim, gains, article.against_article(hardware), condition))
             elif kind == "converges":
-                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy, protocol_scale(at_lr, EPOCHS))
+                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy, shared.protocol_scale(at_lr, EPOCHS))
             elif kind == "breakdown":
                 # ViT breaking down near epoch 15 and the BatchNorm models staying stable to the end need the whole run
-                untestable = short_of(at_lr, claim.epochs, claim.key)
-                scale = protocol_scale(at_lr, EPOCHS)
+                untestable = shared.short_of(at_lr, claim.epochs, claim.key)
+                scale = shared.protocol_scale(at_lr, EPOCHS)
                 found += [untestable] if untestable else _vit_against_bn(claim, at_lr, verdicts.largest_fall, scale)
     return found
 
@@ -65,10 +58,10 @@ def _vit_against_bn(claim: Claim, at_lr: pd.DataFrame, statistic, scale: str) ->
     for which in CONFIGURATIONS:
         rows = _rows(which)
         vit = per_seed(select(at_lr, **rows["ViT"]), statistic)
-        for model in BN_MODELS:
+        for model in shared.BN_MODELS:
             values = paired(vit, per_seed(select(at_lr, **rows[model]), statistic))
             condition = f"{which}: ViT d{rows['ViT']['depth']} against {model} d{rows[model]['depth']}"
-            found.append(judge_difference(claim, values, scale, condition))
+            found.append(shared.judge_difference(claim, values, scale, condition))
     return found
 
 
@@ -82,7 +75,7 @@ def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
     claims = {c.key: c for c in article.claims()}
     largest = max(article.EXPERIMENT1)
     rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
-    for model in (m for m in BN_MODELS if m in set(sweep["model"])):
+    for model in (m for m in shared.BN_MODELS if m in set(sweep["model"])):
         claim = claims[f"article1/larger_lr/{model}"]
         for lr in rates:
             pair = select(sweep, lr=float(lr))
@@ -94,7 +87,7 @@ def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
                 per_seed(select(pair, model=model), verdicts.largest_fall),
             )
             found.append(
-                short_of(pair, EPOCHS, claim.key, condition=condition)
-                or judge_difference(claim, values, protocol_scale(pair, EPOCHS), condition)
+                shared.short_of(pair, EPOCHS, claim.key, condition=condition)
+                or shared.judge_difference(claim, values, shared.protocol_scale(pair, EPOCHS), condition)
             )
     return found

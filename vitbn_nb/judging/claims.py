@@ -140,18 +140,8 @@ def hardware_of(table: pd.DataFrame) -> str:
 def table(found: list[Verdict], claims: list[Claim]) -> pd.DataFrame:
     """The verdicts as a chapter saves them: the claim's source, words, kind and measure beside the numbers."""
     by_key = {c.key: c for c in claims}
-    rows = []
-    for verdict in found:
-        claim = by_key[verdict.claim]
-        rows.append(
-            {
-                "claim": claim.key,
-                "source": claim.source,
-                "says": claim.says,
-                "kind": claim.kind,
-                "measure": claim.measure,
-                "condition": verdict.condition,
-                **{k: v for k, v in verdict.row().items() if k not in ("claim", "condition")},
-            }
-        )
-    return pd.DataFrame(rows)
+    said = lambda claim: {name: getattr(claim, name) for name in ("source", "says", "kind", "measure")}
+    # the row's claim and condition keep the places given first: claim, the claim's words, condition, the numbers
+    return pd.DataFrame(
+        [{"claim": v.claim, **said(by_key[v.claim]), "condition": v.condition, **v.row()} for v in found]
+    )

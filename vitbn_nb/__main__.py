@@ -112,20 +112,17 @@ def main(argv=None) -> int:
     commands.add_parser(
         "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
     )
-    readme = commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
-    readme.add_argument("--check", action="store_true", help="exit 1 when README.md and figures/ disagree")
-    readme.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
-    readme.add_argument(
-        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
+    from .publishing import readme
+
+    readme.add_arguments(
+        commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
     )
     args = parser.parse_args(argv)
-    if getattr(args, "measure", False):  # the kernels papermill starts inherit it
-        from .paths import MEASURE_VARIABLE
+    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
 
+    if getattr(args, "measure", False):  # the kernels papermill starts inherit these
         os.environ[MEASURE_VARIABLE] = "1"
-    if getattr(args, "from_scratch", False):  # the kernels papermill starts inherit it
-        from .paths import COMMITTED_VARIABLE
-
+    if getattr(args, "from_scratch", False):
         os.environ[COMMITTED_VARIABLE] = "ignore"
 
     if args.command == "data":
@@ -272,13 +269,7 @@ def main(argv=None) -> int:
 
         return colab_main()
     elif args.command == "readme":
-        from .publishing.readme import main as readme_main
-
-        return readme_main(
-            ["--check"] * args.check
-            + ["--measure-setup"] * args.measure_setup
-            + (["--figures", args.figures] if args.figures else [])
-        )
+        return readme.run(args)
     return 0
 
 

@@ -11,9 +11,18 @@ import os
 import sys
 
 DEBUG_VARIABLE = "VITBN_DEBUG"
-FROM_SCRATCH_HELP = (
-    "ignore the records committed in figures/records/: train every run the run store lacks (a reproduction)"
-)
+
+
+def _shared_arguments(command) -> None:
+    """``book`` and ``train``: the profile, the chapters, ``--force`` and ``--from-scratch``."""
+    command.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
+    command.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
+    command.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    command.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="ignore the records committed in figures/records/: train every run the run store lacks (a reproduction)",
+    )
 
 
 def main(argv=None) -> int:
@@ -21,16 +30,13 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("data", help="prepare MNIST (exact offline copy if need be) and the transfer set")
     book = commands.add_parser("book", help="execute every chapter with papermill and build the HTML book")
-    book.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
-    book.add_argument("--chapters", nargs="+", metavar="NN", help="run only these chapters (numbers or names)")
-    book.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    _shared_arguments(book)
     book.add_argument(
         "--no-train",
         dest="train",
         action="store_false",
         help="render from the run store only: a missing run fails its chapter, naming the run",
     )
-    book.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
     book.add_argument(
         "--measure",
         action="store_true",
@@ -63,10 +69,7 @@ def main(argv=None) -> int:
     train = commands.add_parser(
         "train", help="train every chapter's runs without rendering (then: make book TRAIN=never)"
     )
-    train.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
-    train.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
-    train.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
-    train.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
+    _shared_arguments(train)
     train.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="stop at the last epoch boundary before this many seconds"
     )
@@ -223,27 +226,6 @@ def main(argv=None) -> int:
     elif args.command == "runs":
         from .store import records, runs
 
-        if args.runs_command in ("export", "import"):
-            from .store import bundle, bundle_import
-
-            try:
-                if args.runs_command == "export":
-                    done = bundle.export(args.file, profile=args.profile, weights=args.weights)
-                    print(
-                        f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), "
-                        f"{done['checkpoints']} unfinished checkpoint(s): "
-                        f"{done['bytes'] / 2**20:.1f} MiB in {args.file}"
-                    )
-                else:
-                    done = bundle_import.import_bundle(args.file)
-                    print(
-                        f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
-                        f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
-                    )
-            except (ValueError, runs.RunStoreError) as error:
-                print(f"runs {args.runs_command}: {error}", file=sys.stderr)
-                return 1
-            return 0
         if args.runs_command == "check":
             damaged = records.check_store()
             notes = "".join(f"\nnote: {note}" for note in records.store_notes())
@@ -259,10 +241,25 @@ def main(argv=None) -> int:
                 print(f"- {row.run} ({row.folder}): {row.problem}\n  {row.fix}")
             print(notes.lstrip("\n"))
             return 1
+        from .store import bundle, bundle_import
+
         try:
-            runs.retrain(args.run_id)
+            if args.runs_command == "export":
+                done = bundle.export(args.file, profile=args.profile, weights=args.weights)
+                print(
+                    f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), {done['checkpoints']} "
+                    f"unfinished checkpoint(s): {done['bytes'] / 2**20:.1f} MiB in {args.file}"
+                )
+            elif args.runs_command == "import":
+                done = bundle_import.import_bundle(args.file)
+                print(
+                    f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
+                    f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
+                )
+            else:
+                runs.retrain(args.run_id)
         except (ValueError, runs.RunStoreError) as error:
-            print(f"runs retrain: {error}", file=sys.stderr)
+            print(f"runs {args.runs_command}: {error}", file=sys.stderr)
             return 1
     elif args.command == "colab-cell":
         from .publishing.colab import main as colab_main

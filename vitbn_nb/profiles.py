@@ -26,6 +26,16 @@ ENGINES = ("eager", "stacked")
 AUTO_ENGINE = "auto"
 
 
+#: Each plain type a setting may have: what it accepts, and its name in an error.
+_PLAIN = {
+    type(None): (lambda v: v is None, "None"),
+    bool: (lambda v: isinstance(v, bool), "True or False"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+}
+
+
 def _check_value(name: str, value, kind):
     """``value`` converted to ``kind`` (a list to a tuple, an int to a float), or a ValueError naming ``name``."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
@@ -35,22 +45,9 @@ def _check_value(name: str, value, kind):
                 return _check_value(name, value, option)
             except ValueError:
                 continue
-        raise ValueError(f"{name}={value!r} is not allowed; it must be {_describe(kind)}")
-    if kind is type(None):
-        if value is None:
-            return None
-    elif kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
+    elif kind in _PLAIN:
+        if _PLAIN[kind][0](value):
+            return float(value) if kind is float else value
     elif origin is tuple:
         if isinstance(value, (list, tuple)) and value:
             return tuple(_check_value(f"{name}[{i}]", item, args[0]) for i, item in enumerate(value))
@@ -75,7 +72,7 @@ def _describe(kind) -> str:
         return f"a non-empty list, each {_describe(args[0])}"
     if origin in (Mapping, dict):
         return f"a non-empty mapping, each key {_describe(args[0])} and each value {_describe(args[1])}"
-    return {type(None): "None", bool: "True or False", int: "an integer", float: "a number", str: "a string"}[kind]
+    return _PLAIN[kind][1]
 
 
 @dataclass(frozen=True)

@@ -183,64 +183,64 @@ def performance_block(folder=None) -> str:
         values = [v for m in bn_models for v in articles.ARTICLE1_RATIOS[kind].get(m, ())]
         return f"{_span(values, 1)}×" if values else "—"
 
+    kinds = ("training", "inference")
+    speeds = lambda kind, pairs: [measured.speed(kind, a, b) for a, b in pairs]
     rows = [
         *(
             (
-                f"{kind} images/s, book's engine ÷ article 1's pipeline",
-                [measured.speed(kind, at(m, d), at(m, d, "reference")) for m, d in models],
+                f"{k} images/s, book's engine ÷ article 1's pipeline",
+                speeds(k, [(at(m, d), at(m, d, "reference")) for m, d in models]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
-                [measured.speed(kind, at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models],
-                # article 1 timed its own pipeline: its ratios stand beside that row only
-                article(kind) if pipeline == "reference" else "—",
+                f"{k}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
+                speeds(k, [(at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models]),
+                article(k) if pipeline == "reference" else "—",  # article 1 timed its own pipeline
             )
-            for kind in ("training", "inference")
+            for k in kinds
             for pipeline, through in (("reference", "article 1's pipeline"), ("engine", "book's engine"))
         ),
         *(
             (
-                f"{kind}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}",
-                [measured.speed(kind, at("ViT", shallowest), at("ViT", deepest))],
+                f"{k}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}",
+                speeds(k, [(at("ViT", shallowest), at("ViT", deepest))]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind} images/s, BatchNorm model ÷ ViT of the same depth",
-                [measured.speed(kind, at(m, d), at("ViT", d)) for m, d in bn],
+                f"{k} images/s, BatchNorm model ÷ ViT of the same depth",
+                speeds(k, [(at(m, d), at("ViT", d)) for m, d in bn]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind} images/s, {m} (not a model of the articles) ÷ ViT of the same depth",
-                [measured.speed(kind, at(m, d), at("ViT", d)) for d in depths if (m, d) in others],
+                f"{k} images/s, {m} (not a model of the articles) ÷ ViT of the same depth",
+                speeds(k, [(at(m, d), at("ViT", d)) for d in depths if (m, d) in others]),
                 "—",
             )
             for m in sorted({m for m, _ in others})
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         (
             "folded BatchNorm ÷ unfolded, inference images/s",
-            [
-                measured.speed("inference", at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"]))
-                for r in folding
-            ],
+            speeds(
+                "inference", [(at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"])) for r in folding]
+            ),
             "—",
         ),
         (
             "ViT without its LayerNorms ÷ ViT, inference images/s",
-            [
-                measured.speed("inference", at("ViT", d, norms_removed=True), at("ViT", d))
-                for d in sorted({r["depth"] for r in folding})
-            ],
+            speeds(
+                "inference",
+                [(at("ViT", d, norms_removed=True), at("ViT", d)) for d in sorted({r["depth"] for r in folding})],
+            ),
             "—",
         ),
     ]

@@ -100,7 +100,8 @@ def _publish(staging: Path, target: Path, book_run: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _execute(source: Path, executed: Path, *, profile: str, force: bool, position: str, title: str) -> float:
+def _execute(source: Path, executed: Path, profile: str, force: bool, position: str, title: str) -> float:
+    """Run one chapter with papermill; its wall seconds, or a :class:`BookError` naming the failed cell."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -206,11 +207,8 @@ def build_book(
         rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
     held = _held_profiles(figures)
     # an output that names no chapter counts against every chapter
-    bigger = lambda path: {
-        p
-        for p in held.get(path.stem[:2], set()) | held.get("", set())
-        if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[rendered_at[path]]
-    }
+    held_by = lambda path: held.get(path.stem[:2], set()) | held.get("", set())
+    bigger = lambda path: {p for p in held_by(path) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[rendered_at[path]]}
     larger = sorted(f"{path.stem} ({', '.join(sorted(bigger(path)))})" for path in selected if bigger(path))
     if larger and not replace_larger:
         raise BookError(
@@ -275,14 +273,8 @@ def build_book(
     ):
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name
-            seconds = _execute(
-                source,
-                private / source.name,
-                profile=rendered_at[source],
-                force=force,
-                position=f"{i}/{len(selected)}",
-                title=titles[source],
-            )
+            position = f"{i}/{len(selected)}"
+            seconds = _execute(source, private / source.name, rendered_at[source], force, position, titles[source])
             os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
     shutil.rmtree(private, ignore_errors=True)

@@ -14,7 +14,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from ..profiles import ChapterSettings, resolve
+from ..profiles import ChapterSettings, flag, resolve
 from .architectures import settings as architectures
 from .batchnorm_intro import settings as batchnorm_intro
 from .bayes_opt import settings as bayes_opt
@@ -67,6 +67,12 @@ def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSetting
         raise ValueError(f"unknown setting(s) {sorted(unknown)} for {chapter}; it takes {sorted(names)}")
     chosen = {**changes(chapter, profile), **{k: v for k, v in overrides.items() if v is not None}}
     return kind(profile=profile, **chosen)
+
+
+def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tuple:
+    """A notebook's parameters cell read once: ``(settings, force, *flags)``, each yes/no flag as a bool (papermill's
+    ``-p force false`` arrives as the string 'false', which Python reads as true; anything else is refused by name)."""
+    return settings(chapter, profile), *(flag(name, value) for name, value in {"force": force, **flags}.items())
 
 
 def chapter_of(settings: ChapterSettings) -> str:

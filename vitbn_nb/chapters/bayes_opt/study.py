@@ -241,14 +241,7 @@ def fig8_figure(result: BayesOptResult):
         "its own best lr and batch size (so time per epoch also reflects the batch size); "
         + figures.spread_label(table)
     )
-    return figures.save_figure(
-        fig,
-        "article1_fig8",
-        result,
-        reproduces="article1/fig8",
-        caption=caption,
-        runs=table,
-    )
+    return figures.save_figure(fig, "article1_fig8", result, reproduces="article1/fig8", caption=caption, runs=table)
 
 
 def ratios_table(result: BayesOptResult):
@@ -261,12 +254,7 @@ def ratios_table(result: BayesOptResult):
         f"). This run: {found}. The article's g are derived from its quoted r (its Table 3 is an image)"
     )
     return figures.save_table(
-        frame,
-        "article1_table3",
-        result,
-        reproduces="article1/table3",
-        caption=caption,
-        runs=table,
+        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=table
     )
 
 

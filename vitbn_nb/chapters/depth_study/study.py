@@ -1,17 +1,6 @@
-"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth.
-
-Both models share every setting but the norm in the feed-forward network (SPEC §5); they
-are trained on augmented MNIST (the test set augmented once, with a fixed seed, by the run
-store -- as article 2 augmented its validation set) for 10 epochs with Adam, batch 100,
-test batch 5000. Article 2 ran lr 0.003 at depths 4-7 (its Fig 8), lr 0.005 at depths 1-4
-(Fig 9), and compared the two lrs at depths 2, 3, 4 (Fig 10), so depths 2 and 3 also run
-at lr 0.003. Every figure sits beside the article's finding and a verdict computed from
-the final accuracies, with their spread over seeds.
-
-Beside them, not a claim of article 2: the settings' ``extra_models`` (ViTDyT, Zhu et al.'s
-DyT in place of every LayerNorm) train at one (depth, lr) of the study with the same protocol
-and seeds, so a reader sees where a ViT without normalisation stands on article 2's question.
-"""
+"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth, on augmented MNIST, at lr 0.003
+(Fig 8, depths 4-7) and 0.005 (Fig 9, depths 1-4), both at depths 2-4 (Fig 10); each figure beside the article's
+finding and the rule's verdict. Beside them, not article 2's: ``extra_models`` (ViTDyT) at one (depth, lr)."""
 
 from __future__ import annotations
 
@@ -130,11 +119,6 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# numbers
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
 # figures and tables
 # ---------------------------------------------------------------------------------------------
 def _missing(ax, text: str) -> None:
@@ -144,21 +128,18 @@ def _missing(ax, text: str) -> None:
     ax.grid(False)
 
 
+def _note(ax, text: str) -> None:
+    """A boxed note in the panel's lower right corner."""
+    box = dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9)
+    ax.text(0.97, 0.05, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, bbox=box)
+
+
 def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     if deltas.empty:
         return
     shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.mean_sd(deltas)} pt"
     note = f"{shown}\n{judged.text}" if judged is not None else shown
-    ax.text(
-        0.97,
-        0.05,
-        f"final ViTBNFFN − ViT: {note}",
-        transform=ax.transAxes,
-        ha="right",
-        va="bottom",
-        fontsize=9,
-        bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
-    )
+    _note(ax, f"final ViTBNFFN − ViT: {note}")
 
 
 def _accuracy_grid(result: DepthResult, spec: dict):
@@ -194,14 +175,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
         f"Test accuracy per epoch of ViT and ViTBNFFN at equal depth d = {', '.join(map(str, depths))}, "
         f"lr {lr:g}, augmented MNIST; {figures.spread_label(used)}"
     )
-    return figures.save_figure(
-        fig,
-        spec["name"],
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
-    )
+    return figures.save_figure(fig, spec["name"], result, reproduces=spec["reproduces"], caption=caption, runs=used)
 
 
 def fig8_figure(result: DepthResult):
@@ -274,16 +248,7 @@ def fig10_figure(result: DepthResult):
                 drop = (
                     final_accuracy(table, lrs[0], depth, model) - final_accuracy(table, lrs[1], depth, model)
                 ).dropna()
-                ax.text(
-                    0.97,
-                    0.05,
-                    f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt",
-                    transform=ax.transAxes,
-                    ha="right",
-                    va="bottom",
-                    fontsize=9,
-                    bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
-                )
+                _note(ax, f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt")
             ax.set(xlabel="epoch" if row == len(depths) - 1 else "", ylabel="test accuracy (%)" if col == 0 else "")
             figures.integer_epochs(ax)
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
@@ -297,14 +262,7 @@ def fig10_figure(result: DepthResult):
         f"Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr {lrs[0]:g} (solid) and {lrs[1]:g} "
         f"(dashed), depths {shown}; {figures.spread_label(used)}"
     )
-    return figures.save_figure(
-        fig,
-        spec["name"],
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
-    )
+    return figures.save_figure(fig, spec["name"], result, reproduces=spec["reproduces"], caption=caption, runs=used)
 
 
 def fig10_table(result: DepthResult):
@@ -320,12 +278,7 @@ def fig10_table(result: DepthResult):
     )
     used = table[table["depth"].isin(spec["depths"])]
     return figures.save_table(
-        frame,
-        f"{spec['name']}_vs_article",
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
+        frame, f"{spec['name']}_vs_article", result, reproduces=spec["reproduces"], caption=caption, runs=used
     )
 
 
@@ -364,13 +317,7 @@ def depth_summary_figure(result: DepthResult):
         f"Final test accuracy (epoch {epochs}) of ViT and ViTBNFFN at equal depth, per lr; "
         + figures.spread_label(table, "bars")
     )
-    return figures.save_figure(
-        fig,
-        "new_depth_summary",
-        result,
-        reproduces="new/depth_summary",
-        caption=caption,
-    )
+    return figures.save_figure(fig, "new_depth_summary", result, reproduces="new/depth_summary", caption=caption)
 
 
 def depth_summary_table(result: DepthResult):
@@ -394,13 +341,7 @@ def depth_summary_table(result: DepthResult):
         "article 2's claim at each (lr, depth) it makes one"
     )
     wide["lr"] = wide["lr"].map(lambda lr: f"{lr:g}")
-    return figures.save_table(
-        wide,
-        "new_depth_summary_table",
-        result,
-        reproduces="new/depth_summary",
-        caption=caption,
-    )
+    return figures.save_table(wide, "new_depth_summary_table", result, reproduces="new/depth_summary", caption=caption)
 
 
 def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:

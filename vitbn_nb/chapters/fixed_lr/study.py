@@ -187,14 +187,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     caption = (
         f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
     )
-    return figures.save_figure(
-        fig,
-        name,
-        result,
-        reproduces=reproduces,
-        caption=caption,
-        runs=subset,
-    )
+    return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=subset)
 
 
 def comparison_table(result: FixedLrResult, lr: float):
@@ -274,13 +267,7 @@ def time_per_lr_figure(result: FixedLrResult):
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
         f"{_footer_text('as run')}; {figures.spread_label(table)}"
     )
-    return figures.save_figure(
-        fig,
-        "article1_fig6",
-        result,
-        reproduces="article1/fig6",
-        caption=caption,
-    )
+    return figures.save_figure(fig, "article1_fig6", result, reproduces="article1/fig6", caption=caption)
 
 
 def time_per_lr_table(result: FixedLrResult):
@@ -311,13 +298,7 @@ def ratios_table(result: FixedLrResult):
         "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    return figures.save_table(
-        speedups(table),
-        "article1_table1",
-        result,
-        reproduces="article1/table1",
-        caption=caption,
-    )
+    return figures.save_table(speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption)
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):

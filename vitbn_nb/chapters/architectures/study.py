@@ -1,10 +1,5 @@
-"""Chapter 02: the architectures, measured rather than described.
-
-Nothing here trains. Shapes come from forward hooks on the real models, norms are
-compared on a real token batch, the running statistics on real MNIST patches, and the
-size table counts parameters with ``count_parameters`` and forward FLOPs with PyTorch's
-``FlopCounterMode``.
-"""
+"""Chapter 02: the architectures, measured rather than described (nothing trains: hooks on real models, norms on
+real tokens, ``count_parameters`` and ``FlopCounterMode``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3).
-
-DNN_d3 and DNNBN_d3 (784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)) are
-trained on augmented MNIST with Adam and cross-entropy at two learning rates. Article 2
-reports no numbers for this experiment, only what its figures show; ``articles.ARTICLE2_DNN`` quotes
-that, and ``summary`` sets this run's final accuracies (mean ± sd over seeds) beside it.
-"""
+"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3): DNN_d3 against DNNBN_d3 on augmented
+MNIST at two learning rates, beside what article 2's figures show (it reports no numbers)."""
 
 from __future__ import annotations
 

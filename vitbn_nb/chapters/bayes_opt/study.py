@@ -1,15 +1,5 @@
-"""Chapter 04: Experiment 2 of article 1, the optimised models.
-
-Per model of article 1's trio as run (ViT depth 6, ViTBNFFN and ViTBN depth 1: the reference code of
-the time ran only the first block of the BatchNorm models, see chapter 3), Ax + BoTorch
-maximise the test accuracy over lr (log scale) and batch size on MNIST without augmentation
-(``vitbn_nb.hpo``); each model is then trained for the full epoch count with its best lr and
-batch size, several seeds. The chapter redraws Table 2 (best hyperparameters and accuracy),
-Figure 7 (best-so-far accuracy vs trial; the article showed ViTBNFFN's only), Figure 8 (the
-four panels of the optimised trio) and Table 3 (r_t, r_v, g_t, g_v), each beside what the
-article reports. The optimised hyperparameters are written to ``runs_dir()/hpo/`` where
-chapter 06 reads them.
-"""
+"""Chapter 04: Experiment 2 of article 1: Ax + BoTorch tune lr and batch size of the trio as run, then each trains
+with its best; Table 2, Figures 7-8 and Table 3 beside the article. The best values go to ``runs_dir()/hpo/``."""
 
 from __future__ import annotations
 

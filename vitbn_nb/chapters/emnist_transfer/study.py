@@ -1,20 +1,6 @@
-"""Chapter 06: the optimised trio on a digit set they never saw (the series' EMNIST transfer, announced in article 1).
-
-ViT, ViTBNFFN and ViTBN, all at depth 6 (the depth article 1 states; the reference repository's transfer checkpoints
-hold six blocks, but their BatchNorm models computed one, a comparison this chapter does not train, so its verdict is
-at equal depth only), are trained on augmented MNIST for the same number of epochs with optimised learning
-rates and batch sizes (under ``paper`` optimised again on augmented MNIST at depth 6, as the
-series did, and under ``cpu`` with a shorter search; ``smoke`` reuses chapter 04's), together
-with a small CNN trained on the same data (Adam, fixed lr and batch) as the order-of-magnitude
-reference for inference time.
-Each is then evaluated on EMNIST digits: accuracy, and the time of one full pass over the set
-(eval mode, ``inference_mode``, the device synchronised before each clock read; the median of
-several passes after a warm-up pass).
-
-EMNIST cannot be downloaded without internet; ``data.load_emnist_digits`` then returns
-scikit-learn's 1,797 8x8 digits made MNIST-style, and says so in its ``source`` string, which
-this module puts in every caption and in the manifest (``transfer_set``).
-"""
+"""Chapter 06: the optimised depth-6 trio, trained on augmented MNIST, tested on a digit set they never saw (EMNIST
+digits; offline, scikit-learn's 8x8 digits made MNIST-style, named in every caption), beside a small CNN as the
+order-of-magnitude reference for inference time."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""Chapter 03: Experiment 1 of article 1, in both configurations, at three fixed learning rates.
-
-Article 1 says all three models have depth 6 (L = 6). The reference code of that time
-returned from the encoder after its first block in the BatchNorm models (``model/vitbnv1a.py``
-at 5c9074d, 2024-06-14; ``vitbnffn.py`` / ``vitbn.py`` at 5fcc4ac and 99a16b1, 2024-07-29;
-fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed their depth to
-1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
-one block. The chapter trains both:
-
-* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (the configuration article 1 ran);
-* **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
-
-MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every
-epoch, timed as article 1 timed it (the run store's ``reference`` pipeline: a DataLoader over
-ToTensor MNIST, ``.item()`` per step, a per-sample per-class count in the test loop). It redraws
-Figures 3-5 and 6 for the configuration as run, the same four panels as written, and Table 1
-for both side by side, each beside the numbers the article reports.
-"""
+"""Chapter 03: Experiment 1 of article 1 at three fixed learning rates, as run (ViT d6 against BatchNorm models
+whose code computed one block) and as written (all three at depth 6), timed through article 1's pipeline; Figures
+3-6 and Table 1 beside the numbers the article reports."""
 
 from __future__ import annotations
 

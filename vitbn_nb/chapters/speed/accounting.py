@@ -1,7 +1,5 @@
-"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
-three forms of BatchNorm on tokens and utilisation; views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings
-(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
+"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline; every
+"faster" or "slower" is the book's rule on interleaved rounds."""
 
 from __future__ import annotations
 

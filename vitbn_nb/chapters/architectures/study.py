@@ -13,7 +13,7 @@ from einops.layers.torch import Rearrange
 from torch import nn
 
 from ... import data
-from ...models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, DyT, build_model, count_parameters
+from ...models import NORMS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ...models.norms import check_choice
 from ...publishing import figures
 from ...publishing.results import ChapterResult
@@ -31,12 +31,8 @@ NORMS_IN = {
 
 
 def _describe(module: nn.Module) -> str:
-    if isinstance(module, BatchNorm):
-        return f"BatchNorm({module.num_features})"
-    if isinstance(module, nn.LayerNorm):
-        return f"LayerNorm({module.normalized_shape[0]})"
-    if isinstance(module, DyT):
-        return f"DyT({module.weight.shape[0]})"
+    if isinstance(module, tuple(NORMS.values())):  # any registered norm: its class and its number of features
+        return f"{type(module).__name__}({module.weight.shape[0]})"
     if isinstance(module, nn.Linear):
         return f"Linear({module.in_features}→{module.out_features})"
     if isinstance(module, Rearrange):

@@ -14,6 +14,7 @@ from ...judging import articles, claims
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
+from .. import panels
 from .settings import IntroSettings
 
 CHAPTER = "01_batchnorm_intro"
@@ -127,23 +128,12 @@ def lr_comparison_figure(result: IntroResult):
     figures.use_style()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
     lrs = sorted(table["lr"].unique())
-    styles = ["-", "--", ":", "-."]
+    # One model, one hue: the higher learning rates darker and dashed.
+    lines = ["-", "--", ":", "-."]
+    styles = {lr: (lines[i % 4], "o" if i == 0 else "s", 0.4 * i / max(len(lrs) - 1, 1)) for i, lr in enumerate(lrs)}
     for ax, model in zip(axes, MODELS):
         rows = _select(table, model=model)
-        for i, lr in enumerate(lrs):
-            at_lr = rows[(rows["lr"] - lr).abs() < 1e-12]
-            if not at_lr.empty:
-                # One model, one hue: the higher learning rates darker and dashed.
-                figures.mean_band(
-                    ax,
-                    at_lr,
-                    x="epoch",
-                    y="test_acc",
-                    label=f"lr = {lr:g}",
-                    color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
-                    linestyle=styles[i % len(styles)],
-                    marker="o" if i == 0 else "s",
-                )
+        panels.lr_curves(ax, rows, model, styles)
         ax.set(xlabel="epoch", title=model)
         _chance_line(ax)
         figures.integer_epochs(ax)

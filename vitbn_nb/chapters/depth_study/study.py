@@ -15,6 +15,7 @@ from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from .. import panels
 from . import claims as chapter_claims
 from .article import claims as article_claims
 from .numbers import (
@@ -224,23 +225,7 @@ def fig10_figure(result: DepthResult):
         for col, model in enumerate(MODELS):
             ax = axes[row, col]
             ax.set_title(f"{model}_d{depth}")
-            plotted = []
-            for lr in lrs:
-                one = select(table, lr, depth, model)
-                if one.empty:
-                    continue
-                linestyle, marker, dark = styles[lr]
-                figures.mean_band(
-                    ax,
-                    one,
-                    x="epoch",
-                    y="test_acc",
-                    label=f"lr = {lr:g}",
-                    color=figures.darker(figures.color(model), dark),
-                    linestyle=linestyle,
-                    marker=marker,
-                )
-                plotted.append(lr)
+            plotted = panels.lr_curves(ax, table[(table["depth"] == depth) & (table["model"] == model)], model, styles)
             if not plotted:
                 _missing(ax, f"{model} at depth {depth}\nnot run under profile '{settings.profile}'")
                 continue

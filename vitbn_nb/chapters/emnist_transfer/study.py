@@ -48,16 +48,14 @@ def transfer_note():
 
     images, _, source = transfer_set()
     if source == data.EMNIST_SOURCE:
-        text = (
+        return Markdown(
             f"**Transfer set used in this run: EMNIST digits**, test split ({len(images):,} images, orientation fixed)."
         )
-    else:
-        text = (
-            f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
-            f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
-            f"({len(images):,} images; source: `{source}`). Every caption below says so too."
-        )
-    return Markdown(text)
+    return Markdown(
+        f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
+        f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
+        f"({len(images):,} images; source: `{source}`). Every caption below says so too."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,8 +73,7 @@ class TransferResult(results.ChapterResult):
 
 
 def plan(settings: TransferSettings) -> Plan:
-    """The CNN's runs; the transformers' follow from their optimised hyperparameters (optimised here under
-    ``reoptimise``, else chapter 04's)."""
+    """The CNN's runs; the transformers' follow from their optimised hyperparameters (here or chapter 04's)."""
     cnn = pd.DataFrame(
         [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
     )
@@ -158,8 +155,7 @@ def stored_runs(settings: TransferSettings) -> list[RunConfig]:
 
 
 def hyperparameters(result: TransferResult):
-    """The lr and batch size each model trained with, where they came from and the trial that chose them, saved as
-    ``06_hyperparameters`` (its sources: those trials and the runs trained with the values)."""
+    """The lr and batch size each model trained with, where they came from and the trial that chose them (saved)."""
     trials = [t for t in result.hyper["best trial"] if t != "—"]
     return figures.save_table(
         result.hyper,
@@ -228,12 +224,9 @@ def _blank(model: str, settings: TransferSettings):
 # ---------------------------------------------------------------------------------------------
 # measuring on the transfer set
 # ---------------------------------------------------------------------------------------------
-
-
 def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd.DataFrame:
-    """Every trained run on the transfer set: one row per run (accuracy, median seconds per pass, images/s, each
-    round's seconds). The passes of all runs are timed in the same interleaved rounds, so that two models' times
-    pair up round by round under the book's rule; a run that lacks them is timed again with all the others."""
+    """Every trained run on the transfer set, one row per run; all runs' passes are timed in the same interleaved
+    rounds (so that they pair up under the book's rule), all again when one lacks them."""
     images, labels, source = transfer_set()
     last = results.final_epochs(table)
     stored = {run_id: runs.Run(stored_path(run_id)) for run_id in last["run_id"]}

@@ -15,6 +15,7 @@ from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from .. import panels
 from . import lr_sweep
 from .numbers import (
     FIGURE_OF_LR,
@@ -209,38 +210,20 @@ def numbers_table(result: FixedLrResult, lr: float):
     )
 
 
-def _lr_styles(lrs) -> dict:
-    """Line style, marker and darkening (0 = the model's colour) per lr, so model_1..model_3 tell apart in grey too."""
-    styles = [("-", "o", 0.0), ("--", "s", 0.3), (":", "^", 0.55), ("-.", "D", 0.7)]
-    return {lr: styles[i % len(styles)] for i, lr in enumerate(sorted(lrs))}
-
-
 def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
     table = result.table
     figures.use_style()
     table = configuration(table, "as run")
     lrs = sorted(table["lr"].unique())
-    styles = _lr_styles(lrs)
+    styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
     fig, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4.2), squeeze=False)
     for ax, model in zip(axes.flat, present):
         one = table[table["model"] == model]
-        for i, lr in enumerate(lrs, 1):
-            group = one[np.isclose(one["lr"], lr)]
-            if group.empty:
-                continue
-            linestyle, marker, dark = styles[lr]
-            figures.mean_band(
-                ax,
-                group,
-                x="epoch",
-                y="train_seconds",
-                label=f"{model}_{i}: lr {lr:g}",
-                color=figures.darker(figures.color(model), dark),
-                linestyle=linestyle,
-                marker=marker,
-            )
+        panels.lr_curves(
+            ax, one, model, styles, y="train_seconds", label=lambda i, lr, model=model: f"{model}_{i}: lr {lr:g}"
+        )
         ax.set(title=_label(model, one["depth"].iloc[0]), xlabel="epoch", ylabel="train time per epoch (s)")
         ax.set_ylim(bottom=0)
         figures.integer_epochs(ax)

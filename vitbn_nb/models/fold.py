@@ -114,15 +114,9 @@ def count_batchnorms(model: nn.Module) -> int:
 
 
 def fold_batchnorm(model: nn.Module, *, strict: bool = False) -> nn.Module:
-    """An eval-mode copy of ``model`` with every BatchNorm that neighbours a Linear folded into it.
-
-    Handles ``nn.Sequential`` chains (``Linear -> BN`` and ``BN -> Linear``: the ViTs' patch
-    embedding and feed-forward, the DNNs; ``Conv2d -> BatchNorm2d``: the hMLP stem), the attention pre-norm
-    (``BN -> to_qkv``) and the ViT's final norm (``BN -> pool -> mlp_head``). Folding uses the running statistics, i.e.
-    what the model computes in eval mode; so the copy is always in eval mode, whatever mode
-    ``model`` is in, and ``model`` itself is left untouched (weights and mode). LayerNorm is
-    kept: it cannot fold. A BatchNorm with no neighbouring Linear (or without running
-    statistics) stays as it is; ``strict=True`` raises instead, naming it.
+    """An eval-mode copy of ``model`` (left untouched) with every BatchNorm that neighbours a Linear (or a Conv2d)
+    folded into it, through the attention pre-norm and the final pooling too; LayerNorm stays. A BatchNorm it cannot
+    fold stays as it is; ``strict=True`` raises instead, naming it.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"fold_batchnorm takes an nn.Module, got {type(model).__name__}")

@@ -90,8 +90,10 @@ def run(settings: DepthSettings, force: bool = False) -> DepthResult:
 def overview(settings: DepthSettings) -> pd.DataFrame:
     """What the profile trains: one row per lr."""
     size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
-    return pd.DataFrame(
-        [
+    rows = []
+    for lr, depths in settings.depths.items():
+        extra = settings.extra_models if _extra_trained(settings) and np.isclose(lr, settings.extra_lr) else ()
+        rows.append(
             {
                 "lr": lr,
                 "depths": ", ".join(map(str, sorted(depths))),
@@ -102,21 +104,11 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": 2 * len(depths) * settings.seeds
-                + (
-                    len(settings.extra_models) * settings.seeds
-                    if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
-                    else 0
-                ),
-                "beside them (not article 2's)": ", ".join(
-                    f"{m} d{settings.extra_depth}" for m in settings.extra_models
-                )
-                if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
-                else "—",
+                "runs": (2 * len(depths) + len(extra)) * settings.seeds,
+                "beside them (not article 2's)": ", ".join(f"{m} d{settings.extra_depth}" for m in extra) or "—",
             }
-            for lr, depths in settings.depths.items()
-        ]
-    )
+        )
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------

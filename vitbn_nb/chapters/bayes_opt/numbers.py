@@ -11,7 +11,6 @@ from ...publishing import results
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 
-
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 

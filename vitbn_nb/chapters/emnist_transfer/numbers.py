@@ -17,7 +17,6 @@ MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
 ALL_MODELS = (*MODELS, REFERENCE)
 
-
 #: The summary's column of speed ratios, each judged by the rule from the interleaved rounds.
 RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 

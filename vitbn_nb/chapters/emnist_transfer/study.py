@@ -20,6 +20,7 @@ from ...store.runs import RunConfig
 from ...system import pick_device
 from .. import Plan
 from ..bayes_opt import study as bayes_opt
+from ..bayes_opt.numbers import epochs_text
 from .numbers import (
     ALL_MODELS,
     MODELS,
@@ -288,7 +289,7 @@ def transfer_table(result: TransferResult):
     frame = summary(measured).drop(columns="speed-up mean")
     caption = (
         f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
-        f"MNIST for {_epochs(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
+        f"MNIST for {epochs_text(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
         f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.sd_label(measured)}. "
         + findings(measured)
     )
@@ -353,7 +354,7 @@ def transfer_figure(result: TransferResult):
     )
 
     fig.suptitle(
-        f"EMNIST transfer · trained on augmented MNIST ({_epochs(settings.epochs)}), tested on: {source}\n"
+        f"EMNIST transfer · trained on augmented MNIST ({epochs_text(settings.epochs)}), tested on: {source}\n"
         f"ViT, ViTBNFFN, ViTBN at depth {settings.depth}; the CNN as the order-of-magnitude reference"
     )
     caption = (
@@ -369,10 +370,6 @@ def transfer_figure(result: TransferResult):
         caption=caption,
         extra={"transfer_set": source},
     )
-
-
-def _epochs(n: int) -> str:
-    return f"{n} epoch{'' if n == 1 else 's'}"
 
 
 def _tick(model: str, measured: pd.DataFrame) -> str:

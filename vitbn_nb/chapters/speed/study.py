@@ -274,9 +274,9 @@ def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) ->
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
-    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group, marks per group)]."""
+    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group[, marks per group])]."""
     width = 0.8 / len(series)
-    for i, (label, color, hatch, alpha, values, marks) in enumerate(series):
+    for i, (label, color, hatch, alpha, values, *marks) in enumerate(series):
         x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
         bars = ax.bar(
             x,
@@ -289,7 +289,7 @@ def _bars(ax, groups, series, *, ylabel: str, title: str):
             edgecolor=color if hatch else "white",
             linewidth=0.8,
         )
-        for bar, mark in zip(bars, marks):
+        for bar, mark in zip(bars, marks[0] if marks else ()):
             if mark:
                 ax.annotate(
                     mark,
@@ -507,7 +507,7 @@ def folding_figure(result: SpeedResult):
     _bars(
         ax,
         [f"depth {d}" for d in depths],
-        [s if len(s) == 6 else (*s, [""] * len(depths)) for s in series],
+        series,
         ylabel="images per second (higher is faster)",
         title=f"Inference, book's engine, test batch {result.settings.test_batch_size}",
     )

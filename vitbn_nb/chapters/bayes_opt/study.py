@@ -133,12 +133,8 @@ def optimise(
 def best_hyperparameters(
     profile: str, *, dataset: str = DATASET, deadline: runs.Deadline | None = None
 ) -> tuple[dict, str]:
-    """Chapter 04's optimised lr and batch size per model, and where they came from.
-
-    Reads ``runs_dir()/hpo/best-<dataset>-<profile>.json``; when it is absent, runs this
-    chapter's optimisation under ``profile`` (stored trials are reused, so after chapter 04
-    has run this trains nothing).
-    """
+    """Chapter 04's optimised lr and batch size per model (``runs_dir()/hpo/best-<dataset>-<profile>.json``), and
+    where they came from; when the file is absent, chapter 04's optimisation runs (reusing stored trials)."""
     best = hpo.load_best(dataset, profiles.resolve(profile))
     if best is not None:
         return best, f"read from {hpo.best_path(dataset, profiles.resolve(profile)).name} (chapter 04)"
@@ -158,12 +154,8 @@ def final_runs(result: BayesOptResult) -> pd.DataFrame:
 
 
 def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConfig]:
-    """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials' seed).
-
-    Timed as article 1 timed them (the ``reference`` pipeline: DataLoader over ToTensor MNIST, ``.item()``
-    per step, per-sample per-class counts), so Figure 8 and Table 3 compare like with like with the article;
-    the trials themselves ran on the book's engine, which changes no number they are chosen by.
-    """
+    """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials'), timed
+    through article 1's pipeline as the article timed them (the trials ran on the book's engine)."""
     return [
         RunConfig.from_settings(
             settings,

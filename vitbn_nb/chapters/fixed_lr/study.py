@@ -176,38 +176,27 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=subset)
 
 
+def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
+    name, reproduces = _names(lr)
+    subset = at_lr(result.table, lr)
+    return figures.save_table(frame, f"{name}_{suffix}", result, reproduces=reproduces, caption=caption, runs=subset)
+
+
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
-    return figures.save_table(
-        comparison(subset, lr),
-        f"{name}_vs_article",
-        result,
-        reproduces=reproduces,
-        caption=statement(subset, lr),
-        runs=subset,
-    )
+    subset = at_lr(result.table, lr)
+    return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
-    return figures.save_table(
-        this_run(subset, lr),
-        f"{name}_numbers",
-        result,
-        reproduces=reproduces,
-        runs=subset,
-        caption=(
-            f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
-            "within each configuration (as run: BN models d1; as written: d6); timed "
-            "through article 1's pipeline"
-        ),
+    subset = at_lr(result.table, lr)
+    caption = (
+        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
+        "within each configuration (as run: BN models d1; as written: d6); timed "
+        "through article 1's pipeline"
     )
+    return _save_at_lr(result, lr, this_run(subset, lr), "numbers", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):

@@ -109,14 +109,15 @@ def small_transfer_set(n=300):
 def test_time_passes_counts_passes_and_accuracy(mnist_ready):
     images, labels, _ = small_transfer_set(120)
     model = models.build_model("CNN").eval()
-    timing = transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=3, device="cpu")
+    time = transfer_numbers.time_passes_interleaved
+    timing = time({"CNN": model}, images, labels, batch_size=50, repeats=3, device="cpu")["CNN"]
     assert len(timing["all_seconds"]) == 3 and timing["seconds"] == sorted(timing["all_seconds"])[1]
     assert timing["images"] == 120 and timing["images_per_second"] == pytest.approx(120 / timing["seconds"])
     with torch.inference_mode():
         expected = 100 * (model(data.to_float(images)).argmax(1) == labels).float().mean().item()
     assert timing["accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="repeats"):
-        transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=0)
+        time({"CNN": model}, images, labels, batch_size=50, repeats=0)
 
 
 def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):

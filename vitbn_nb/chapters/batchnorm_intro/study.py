@@ -1,10 +1,5 @@
-"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3).
-
-DNN_d3 and DNNBN_d3 (784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)) are
-trained on augmented MNIST with Adam and cross-entropy at two learning rates. Article 2
-reports no numbers for this experiment, only what its figures show; ``article.SAID`` quotes
-that, and ``summary`` sets this run's final accuracies (mean ± sd over seeds) beside it.
-"""
+"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3): DNN_d3 against DNNBN_d3 on augmented
+MNIST at two learning rates, beside what article 2's figures show (it reports no numbers)."""
 
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ from ...judging.selection import require
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
+from .. import panels
 from . import article
 from .claims import judge
 from .settings import IntroSettings
@@ -124,23 +120,12 @@ def lr_comparison_figure(result: IntroResult):
     figures.use_style()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
     lrs = sorted(table["lr"].unique())
-    styles = ["-", "--", ":", "-."]
+    # One model, one hue: the higher learning rates darker and dashed.
+    lines = ["-", "--", ":", "-."]
+    styles = {lr: (lines[i % 4], "o" if i == 0 else "s", 0.4 * i / max(len(lrs) - 1, 1)) for i, lr in enumerate(lrs)}
     for ax, model in zip(axes, MODELS):
         rows = require(table, model=model)
-        for i, lr in enumerate(lrs):
-            at_lr = rows[(rows["lr"] - lr).abs() < 1e-12]
-            if not at_lr.empty:
-                # One model, one hue: the higher learning rates darker and dashed.
-                figures.mean_band(
-                    ax,
-                    at_lr,
-                    x="epoch",
-                    y="test_acc",
-                    label=f"lr = {lr:g}",
-                    color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
-                    linestyle=styles[i % len(styles)],
-                    marker="o" if i == 0 else "s",
-                )
+        panels.lr_curves(ax, rows, model, styles)
         ax.set(xlabel="epoch", title=model)
         _chance_line(ax)
         figures.integer_epochs(ax)

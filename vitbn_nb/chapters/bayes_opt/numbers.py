@@ -12,7 +12,6 @@ from .claims import experiment2
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 
-
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 

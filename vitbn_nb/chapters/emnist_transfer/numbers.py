@@ -19,7 +19,6 @@ MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
 ALL_MODELS = (*MODELS, REFERENCE)
 
-
 #: The summary's column of speed ratios, each judged by the rule from the interleaved rounds.
 RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
@@ -147,36 +146,12 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def time_passes(model, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
-    """Accuracy (%) and the wall time of ``repeats`` full passes over ``images`` (after one untimed warm-up).
-
-    Each pass is ``engine.evaluate``: eval mode, ``torch.inference_mode``, batches of
-    ``batch_size``, the device synchronised before every clock read.
-    """
-    device = pick_device(device)
-    model = model.to(device)
-    images_set = data.ImageSet(images.to(device), labels.to(device))
-    first = engine.evaluate(model, images_set, batch_size=batch_size, device=device)  # warm-up: allocator, caches
-    passes = timing.repeat(
-        lambda: engine.evaluate(model, images_set, batch_size=batch_size, device=device),
-        repeats=repeats,
-        device=device,
-        warmup=0,
-    )
-    return {
-        "accuracy": first["test_acc"],
-        "class_acc": first["class_acc"],
-        "seconds": passes.seconds,
-        "all_seconds": list(passes.samples),
-        "images": len(labels),
-        "images_per_second": len(labels) / passes.seconds,
-    }
-
-
 def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
-    """:func:`time_passes` for several models at once: after one untimed pass each (which gives the accuracy), one
-    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`), so a busy
-    spell slows them alike and their times pair up round by round."""
+    """Accuracy (%) of each model (an untimed pass, through ``engine.evaluate``) and the wall time of its full passes
+    over ``images``, one pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`):
+    a busy spell slows them alike and their times pair up round by round."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
     images_set = data.ImageSet(images.to(device), labels.to(device))
     first, runners = {}, {}

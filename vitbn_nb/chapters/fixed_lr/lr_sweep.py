@@ -1,23 +1,6 @@
-"""Chapter 03's learning-rate sweep: the articles' second claim, that BatchNorm lets a ViT train at higher learning
-rates, tested at equal depth.
-
-Article 1 reports its ViT breaking down at lr 0.01 near epoch 15 while ViTBNFFN and ViTBN stay stable (Fig 5);
-article 2 has ViT losing more accuracy than ViTBNFFN when the lr rises from 0.003 to 0.005 (Fig 10). Both compare
-models of different depth or a single step of lr. Here the three models, all at depth 6 (article 1 as written),
-train over one grid of learning rates: chapter 03's three (their runs are shared) and the settings' ``sweep_lrs``
-beyond and between them, every lr with the same seeds. Per model the views read, from each seed's whole curve:
-
-* the final accuracy at each lr, and whether it is as good as the model's best lr, by the book's rule (the paired
-  per-seed differences and their 95 % interval; with fewer than 3 seeds, shown, not judged);
-* the largest lr that still trains as well as the best one, and the step at which each run broke down (its test
-  accuracy more than ``UNSTABLE_DROP`` points below its best so far, or a NaN loss; a fall at a run's last test is
-  marked, since no later test confirms it), and the lrs at which a model never came that close to its best lr, so
-  that it could not break down by that measure;
-* at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
-
-Article 1's conclusion itself is judged in :func:`.claims.larger_lr`, from each run's stability over
-its whole run and only over runs as long as article 1's (:func:`takeaway` reports it).
-"""
+"""Chapter 03's learning-rate sweep: whether BatchNorm lets a ViT train at higher learning rates, at equal depth 6,
+over chapter 03's rates and ``sweep_lrs``: per model and lr, the final accuracy against the best lr's and ViT's, and
+where runs broke down, by the book's rule. Article 1's conclusion is judged in ``claims.larger_lr``."""
 
 from __future__ import annotations
 

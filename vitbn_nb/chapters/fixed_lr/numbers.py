@@ -15,17 +15,14 @@ from .claims import experiment1
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 
-
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 
 #: Which figure of article 1 each learning rate reproduces.
 FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
 
-
 #: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
 UNSTABLE_DROP = 10.0
-
 
 #: Every (model, depth) the chapter trains, in order: ViT d6 (both configurations), the BN models at d1, then at d6.
 PAIRS = tuple(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))

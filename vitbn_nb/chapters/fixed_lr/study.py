@@ -1,21 +1,6 @@
-"""Chapter 03: Experiment 1 of article 1, in both configurations, at three fixed learning rates.
-
-Article 1 says all three models have depth 6 (L = 6). The reference code of that time
-returned from the encoder after its first block in the BatchNorm models (``model/vitbnv1a.py``
-at 5c9074d, 2024-06-14; ``vitbnffn.py`` / ``vitbn.py`` at 5fcc4ac and 99a16b1, 2024-07-29;
-fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed their depth to
-1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
-one block. The chapter trains both:
-
-* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (the configuration article 1 ran);
-* **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
-
-MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every
-epoch, timed as article 1 timed it (the run store's ``reference`` pipeline: a DataLoader over
-ToTensor MNIST, ``.item()`` per step, a per-sample per-class count in the test loop). It redraws
-Figures 3-5 and 6 for the configuration as run, the same four panels as written, and Table 1
-for both side by side, each beside the numbers the article reports.
-"""
+"""Chapter 03: Experiment 1 of article 1 at three fixed learning rates, as run (ViT d6 against BatchNorm models
+whose code computed one block) and as written (all three at depth 6), timed through article 1's pipeline; Figures
+3-6 and Table 1 beside the numbers the article reports."""
 
 from __future__ import annotations
 
@@ -31,6 +16,7 @@ from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from .. import panels
 from . import article, lr_sweep
 from .claims import experiment1, larger_lr
 from .numbers import (
@@ -188,54 +174,30 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     caption = (
         f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
     )
-    return figures.save_figure(
-        fig,
-        name,
-        result,
-        reproduces=reproduces,
-        caption=caption,
-        runs=subset,
-    )
+    return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=subset)
+
+
+def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
+    name, reproduces = _names(lr)
+    subset = require(result.table, lr=float(lr))
+    return figures.save_table(frame, f"{name}_{suffix}", result, reproduces=reproduces, caption=caption, runs=subset)
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = require(table, lr=float(lr))
-    return figures.save_table(
-        comparison(subset, lr),
-        f"{name}_vs_article",
-        result,
-        reproduces=reproduces,
-        caption=statement(subset, lr),
-        runs=subset,
-    )
+    subset = require(result.table, lr=float(lr))
+    return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = require(table, lr=float(lr))
-    return figures.save_table(
-        this_run(subset, lr),
-        f"{name}_numbers",
-        result,
-        reproduces=reproduces,
-        runs=subset,
-        caption=(
-            f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
-            "within each configuration (as run: BN models d1; as written: d6); timed "
-            "through article 1's pipeline"
-        ),
+    subset = require(result.table, lr=float(lr))
+    caption = (
+        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
+        "within each configuration (as run: BN models d1; as written: d6); timed "
+        "through article 1's pipeline"
     )
-
-
-def _lr_styles(lrs) -> dict:
-    """Line style, marker and darkening (0 = the model's colour) per lr, so model_1..model_3 tell apart in grey too."""
-    styles = [("-", "o", 0.0), ("--", "s", 0.3), (":", "^", 0.55), ("-.", "D", 0.7)]
-    return {lr: styles[i % len(styles)] for i, lr in enumerate(sorted(lrs))}
+    return _save_at_lr(result, lr, this_run(subset, lr), "numbers", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):
@@ -244,26 +206,14 @@ def time_per_lr_figure(result: FixedLrResult):
     figures.use_style()
     table = configuration(table, "as run")
     lrs = sorted(table["lr"].unique())
-    styles = _lr_styles(lrs)
+    styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
     fig, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4.2), squeeze=False)
     for ax, model in zip(axes.flat, present):
         one = table[table["model"] == model]
-        for i, lr in enumerate(lrs, 1):
-            group = one[np.isclose(one["lr"], lr)]
-            if group.empty:
-                continue
-            linestyle, marker, dark = styles[lr]
-            figures.mean_band(
-                ax,
-                group,
-                x="epoch",
-                y="train_seconds",
-                label=f"{model}_{i}: lr {lr:g}",
-                color=figures.darker(figures.color(model), dark),
-                linestyle=linestyle,
-                marker=marker,
-            )
+        panels.lr_curves(
+            ax, one, model, styles, y="train_seconds", label=lambda i, lr, model=model: f"{model}_{i}: lr {lr:g}"
+        )
         ax.set(title=_label(model, one["depth"].iloc[0]), xlabel="epoch", ylabel="train time per epoch (s)")
         ax.set_ylim(bottom=0)
         figures.integer_epochs(ax)
@@ -275,13 +225,7 @@ def time_per_lr_figure(result: FixedLrResult):
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
         f"{_footer_text('as run')}; {figures.spread_label(table)}"
     )
-    return figures.save_figure(
-        fig,
-        "article1_fig6",
-        result,
-        reproduces="article1/fig6",
-        caption=caption,
-    )
+    return figures.save_figure(fig, "article1_fig6", result, reproduces="article1/fig6", caption=caption)
 
 
 def time_per_lr_table(result: FixedLrResult):
@@ -312,13 +256,7 @@ def ratios_table(result: FixedLrResult):
         "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    return figures.save_table(
-        speedups(table),
-        "article1_table1",
-        result,
-        reproduces="article1/table1",
-        caption=caption,
-    )
+    return figures.save_table(speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption)
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):

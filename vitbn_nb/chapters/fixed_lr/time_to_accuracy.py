@@ -1,12 +1,6 @@
-"""Chapter 03, the practitioner's question behind article 1's title: how long does each model take to reach a given
-test accuracy? Read from the runs' per-epoch records (no new training): per run and target, the first epoch whose
-test accuracy reaches it, the training steps up to its end and the training seconds up to its end, timed on the
-machine that trained it (named, with how many of those epochs ran while it was busier than its cores).
-
-A target reached mid-epoch counts at the epoch's end (the test runs once per epoch). A model is compared with ViT
-by the book's rule, per seed: the ratio of the seconds each took (:func:`vitbn_nb.judging.verdicts.speed_ratio`, seeds
-paired), judged only where both reached the target in at least 3 seeds.
-"""
+"""Chapter 03: how long each model takes to reach a test accuracy, from the runs' per-epoch records (a target
+reached mid-epoch counts at the epoch's end); each model against ViT by the book's rule on the seconds each took,
+seeds paired, judged where both reached the target in at least 3 seeds."""
 
 from __future__ import annotations
 

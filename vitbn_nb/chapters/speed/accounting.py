@@ -1,7 +1,5 @@
-"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
-three forms of BatchNorm on tokens and utilisation; views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings
-(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
+"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline; every
+"faster" or "slower" is the book's rule on interleaved rounds."""
 
 from __future__ import annotations
 
@@ -26,15 +24,8 @@ def published_ratio(kind: str, model: str) -> str:
 
 
 def accounting(result: SpeedResult) -> dict:
-    """The decomposition behind the accounting table, as numbers and verdicts, per BatchNorm model and kind.
-
-    r(as run) = T(ViT d6) / T(model d1) = [T(ViT d6) / T(ViT d1)] x [T(ViT d1) / T(model d1)]
-                    = r(depth) x r(normalisation at depth 1), exactly, within one pipeline.
-
-    Every ratio is read from the interleaved rounds (:meth:`vitbn_nb.bench.BenchResult.speed`): its estimate is the
-    mean of the per-round log ratios, so the split stays exact (the log ratios of one round add up, and so do their
-    means), and each factor comes with the rule's verdict.
-    """
+    """The decomposition behind the accounting table, per BatchNorm model and kind: r(as run) = T(ViT d6) / T(model
+    d1) = r(depth) x r(normalisation at depth 1), exactly, as the means of the rounds' log ratios add up."""
     bench_ = result.bench
     at = lambda model, depth, pipeline="engine": dict(model=model, depth=depth, pipeline=pipeline)
     out = {}
@@ -214,13 +205,8 @@ def accounting_statement(result: SpeedResult) -> Markdown:
 
 
 def effects_statement(result: SpeedResult) -> Markdown:
-    """The corrected account in one sentence per effect, computed from this run's numbers, each ratio judged by the
-    rule from its interleaved rounds.
-
-    Article 1's gain = its effective depth, 6 blocks against 1 (the early return of the reference code's
-    BatchNorm models), times what the normalisation changes at that depth, pulled towards 1 by the data
-    pipeline; at equal depth 6, as article 1 wrote it, only the normalisation (and folding) is left.
-    """
+    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), each ratio judged by
+    the rule from its interleaved rounds."""
     numbers = accounting(result)
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (

@@ -22,7 +22,6 @@ Every timing is a median (:mod:`.timing`, the book's one home for clocks). The r
 
 from __future__ import annotations
 
-from .compile import time_compile
 from .measurements import PeakMemory, inference_flops, measure, training_flops, without_norms
 from .norm_forms import NORM_FORMS, time_norm_forms
 from .report import BenchResult, format_report, to_json, write
@@ -34,7 +33,6 @@ __all__ = [
     "format_report",
     "inference_flops",
     "measure",
-    "time_compile",
     "time_norm_forms",
     "to_json",
     "training_flops",

@@ -1,5 +1,5 @@
 """The bench's measurements: throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm
-folding, the three forms of BatchNorm on tokens, and (on request) ``torch.compile``. :func:`measure`
+folding, the three forms of BatchNorm on tokens. :func:`measure`
 runs them all and returns a :class:`~vitbn_nb.bench.report.BenchResult`."""
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
 from . import timing
-from .compile import time_compile
 from .norm_forms import time_norm_forms
 from .pipelines import (
     DATASET,
@@ -232,12 +231,9 @@ def inference_memory(
 
 
 def measure(
-    settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print, compile_models: bool = False
+    settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print
 ) -> BenchResult:
-    """Run every measurement of the module docstring, with ``settings`` (chapter 08's).
-
-    ``compile_models`` adds :func:`time_compile` for ViT depth 6 and ViTBN depth 1 (minutes on a CPU).
-    """
+    """Run every measurement of the module docstring, with ``settings`` (chapter 08's)."""
     device = pick_device(device)
     log = log or (lambda message: None)
     log(f"bench on {hardware_label(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads")
@@ -335,16 +331,10 @@ def measure(
         repeats=settings.repeats,
     )
     results["memory_measure"] = memory_what
-    if compile_models:
-        results["compile"] = []
-        for name, depth in (("ViT", 6), ("ViTBN", 1)):
-            log(f"torch.compile {name} d{depth} ...")
-            results["compile"].append(time_compile(name, depth, settings, device))
     norm_forms = results.pop("norm_forms")
     return BenchResult(
         results,
         pd.DataFrame(training),
         pd.DataFrame(inference),
         pd.DataFrame(norm_forms),
-        pd.DataFrame(results.pop("compile", [])),
     )

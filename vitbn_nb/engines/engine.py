@@ -9,7 +9,7 @@ so a run resumed after epoch ``k`` continues exactly as if it had never stopped.
 On a GPU the loop never waits for the device inside an epoch: losses are summed on the device, the data time is
 read from CUDA events once per epoch, and the clock is read (after a sync) only at the epoch's two ends.
 
-No ``torch.compile``: ``python -m vitbn_nb bench --compile`` on the book's 2-core CPU measured
+No ``torch.compile``: timed once on the book's 2-core CPU, it took
 ~21 s of compilation (empty cache) for ViT depth 6 and ~8 s for ViTBN depth 1, for a training
 step within ±3 % of eager (95 -> 98 ms, 20.4 -> 19.8 ms): it would pay back, if ever, after
 ~12,000 steps of one shape, while a ``cpu``-profile chapter runs ~500-1,000 steps per model and

@@ -88,7 +88,8 @@ def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_re
 def test_the_calibration_times_blocks_of_steps_between_two_syncs(mnist_ready, monkeypatch):
     import torch
 
-    from vitbn_nb.bench import calibration, timing
+    from vitbn_nb import timing
+    from vitbn_nb.bench import calibration
 
     syncs = []
     monkeypatch.setattr(timing, "synchronize", lambda device: syncs.append(1))

@@ -14,7 +14,7 @@ trio "as run": ViT depth 6 against BatchNorm models of depth 1), with chapter 08
   (:func:`vitbn_nb.models.fold_batchnorm`) against the unfolded model and the LayerNorm ViT;
 * the three ways of writing BatchNorm on ``(b, n, d)`` tokens.
 
-Every timing is a median (:mod:`.timing`, the book's one home for clocks). The result is a
+Every timing is a median (:mod:`vitbn_nb.timing`, the book's one home for clocks). The result is a
 :class:`BenchResult` of DataFrames; the command prints it and writes JSON to
 ``build/bench/bench-<date>.json`` and ``figures/bench.json``. Chapter 08 shows the committed
 ``figures/bench.json`` (saying so, with its machine and date), or calls :func:`measure` itself when asked.

@@ -32,7 +32,7 @@ from ..engines import engine
 from ..models import VIT_FAMILY, build_model
 from ..store.run_config import RunConfig
 from ..system import pick_device
-from . import timing
+from .. import timing
 from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).

@@ -23,7 +23,7 @@ from ..chapters.speed.settings import SpeedSettings
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
-from . import timing
+from .. import timing
 from .norm_forms import time_norm_forms
 from .pipelines import (
     DATASET,

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..models import BatchNorm
 from ..system import pick_device
-from . import timing
+from .. import timing
 
 
 class TransposedBatchNorm1d(nn.BatchNorm1d):

@@ -17,7 +17,7 @@ from .. import data
 from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import build_model
-from . import timing
+from .. import timing
 
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.

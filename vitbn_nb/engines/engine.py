@@ -27,10 +27,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from ..bench import timing
+from .. import timing
 from ..data import Batches
-from ..system import machine_load, pick_device
-from . import determinism
+from ..system import machine_load, nondeterminism_recorded, pick_device, watch_determinism
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -77,14 +76,14 @@ def train_epoch(
     loss_sum = torch.zeros((), device=device)
     seen = 0
     epoch = TimedBatches(train_data.batches(batch_size, generator=generator, shuffle=True, min_batch=2), device, bar)
-    with determinism.watch():
+    with watch_determinism():
         for x, y in epoch:
             loss = train_step(model, optimizer, x, y)
             if item_per_step:
                 loss = loss.item()
             loss_sum += loss * len(y)  # the engine sums on the device: no host sync per step
             seen += len(y)
-    return {"train_loss": (loss_sum / max(seen, 1)).item(), **epoch.timings, **determinism.recorded()}
+    return {"train_loss": (loss_sum / max(seen, 1)).item(), **epoch.timings, **nondeterminism_recorded()}
 
 
 class TimedBatches:

@@ -37,7 +37,8 @@ from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..data import Batches
-from . import determinism, engine
+from ..system import nondeterminism_recorded, watch_determinism
+from . import engine
 
 #: Attention under ``vmap`` uses the math backend on every device. Inside ``vmap`` a tensor reports
 #: ``requires_grad=False``, so on a GPU the fused-kernel choice can take memory-efficient attention without the
@@ -196,7 +197,7 @@ def train_epoch(
     sums = torch.zeros(len(stack.members), device=device)
     seen = 0
     epoch = engine.TimedBatches(train_data.stacked_batches(batch_size, generators, min_batch=2), device, bar)
-    with determinism.watch():
+    with watch_determinism():
         for x, y in epoch:
             sums += stack.step(x, y) * y.shape[1]
             seen += y.shape[1]
@@ -205,7 +206,7 @@ def train_epoch(
         **epoch.timings,
         "stacked_runs": len(stack.members),
         "cuda_graph": stack.graph is not None,
-        **determinism.recorded(),
+        **nondeterminism_recorded(),
     }
     if stack.graph_failed not in (None, "not asked for"):
         shared["cuda_graph_failed"] = stack.graph_failed[:300]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ... import data
-from ...bench import timing
+from ... import timing
 from ...engines import engine
 from ...judging import articles, verdicts
 from ...publishing import results
@@ -177,7 +177,7 @@ def time_passes(model, images, labels, *, batch_size: int, repeats: int, device=
 
 def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
     """:func:`time_passes` for several models at once: after one untimed pass each (which gives the accuracy), one
-    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`), so a busy
+    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.timing.interleave`), so a busy
     spell slows them alike and their times pair up round by round."""
     device = pick_device(device)
     images_set = data.ImageSet(images.to(device), labels.to(device))

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ... import data
-from ...bench import timing
+from ... import timing
 from ...judging import articles, verdicts
 from ...publishing import figures, results
 from ...store import runs
@@ -43,7 +43,7 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 
 def latencies_ms(models: dict, images, *, repeats: int) -> dict:
     """Milliseconds per image of each model's eval-mode forward pass over ``images``, one pass of every model per
-    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.bench.timing.interleave`)."""
+    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
     import torch
 
     def runner(model):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..system import synchronize
+from .system import synchronize
 
 STATISTIC = "median"
 #: What every caption says about a timing.

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from vitbn_nb import atomic, chapters
+from vitbn_nb import train as training
 from vitbn_nb.__main__ import cli, main
 from vitbn_nb.store import bundle, bundle_import, records, run_folder, runs
 from vitbn_nb.store.records import RunStoreError, sha256, write_record
@@ -91,7 +92,7 @@ def _bundle(path: Path, files: dict[str, bytes], *, listed: dict[str, bytes] | N
 def _exported(store: Path, tmp_path: Path) -> dict[str, bytes]:
     """The files of a real bundle of ``store`` (every weight file), by name."""
     file = tmp_path / "real.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)
+    bundle.export(file, profile="smoke", store=store)
     with tarfile.open(file) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile() and m.name != "bundle.json"}
 
@@ -238,14 +239,14 @@ def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(
         with pytest.raises(RunStoreError, match="record.json"):
             runs.train(RunConfig(**TINY, seed=0), progress=False)
         with pytest.raises(RunStoreError, match="record.json"):
-            bundle.export(tmp_path / "out.tar.gz", profile="smoke")
+            bundle.export(tmp_path / "out.tar.gz", needed=training.needed_weights("smoke"), profile="smoke")
         assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1
         assert "Traceback" not in capsys.readouterr().err
 
 
 def test_import_is_all_or_nothing_and_names_every_conflict(store, tmp_path, monkeypatch, capsys):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, weights="all", profile="smoke")
+    bundle.export(file, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     runs.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
@@ -288,7 +289,7 @@ def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_r
     (study / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 2}')
     (study / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 2}}')
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     other = tmp_path / "other" / "hpo" / study.name
     other.mkdir(parents=True)
     (other / "trials.json").write_text('{"0": {"a": 1}}')
@@ -354,7 +355,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
 def test_a_read_only_store_is_one_line_for_import_and_the_app(store, tmp_path):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)
+    bundle.export(file, profile="smoke", store=store)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "VITBN_PROGRESS": "0"}
@@ -450,7 +451,7 @@ def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, t
     out = capsys.readouterr().out
     assert f"{folder / 'model.pt'} does not fit its model (" in out and f"runs retrain {_ids()[0]}" in out
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)  # export loads weights, it builds no model
+    bundle.export(file, profile="smoke", store=store)  # export loads weights, it builds no model
     with pytest.raises(bundle.BundleError, match=f"holds {_ids()[0]}/model.pt, which does not fit its model"):
         bundle_import.import_bundle(file, store=tmp_path / "other")
 
@@ -517,8 +518,8 @@ def test_retrain_refuses_what_is_not_a_run_and_never_offers_to_delete_the_store(
 
 def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monkeypatch):
     records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
-    bundle.export(records_only, profile="smoke")
-    bundle.export(everything, weights="all", profile="smoke")
+    bundle.export(records_only, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(everything, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     bundle_import.import_bundle(records_only)
@@ -569,7 +570,7 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
     assert "not an Ax snapshot" in capsys.readouterr().out
     (study / "ax_state.json").unlink()
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     files = _exported(store, tmp_path)
     files[f"runs/hpo/{study.name}/trials.json"] = b'{"0": {"accuracy": "high"}}'
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
@@ -644,7 +645,7 @@ def test_environment_variables_name_themselves_when_wrong(run_store, tmp_path, m
 
 def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monkeypatch):
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
     bundle_import.import_bundle(file)
     assert not (tmp_path / "other" / "hpo").exists()

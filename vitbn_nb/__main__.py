@@ -227,11 +227,13 @@ def main(argv=None) -> int:
         from .store import records, runs
 
         if args.runs_command in ("export", "import"):
+            from . import train as training
             from .store import bundle, bundle_import
 
             try:
                 if args.runs_command == "export":
-                    done = bundle.export(args.file, profile=args.profile, weights=args.weights)
+                    needed = None if args.weights == "all" else training.needed_weights(args.profile)
+                    done = bundle.export(args.file, needed=needed, profile=args.profile)
                     print(
                         f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), "
                         f"{done['checkpoints']} unfinished checkpoint(s): "

@@ -19,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import timing
 from ..chapters.speed.settings import SpeedSettings
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
-from .. import timing
 from .norm_forms import time_norm_forms
 from .pipelines import (
     DATASET,
@@ -230,9 +230,7 @@ def inference_memory(
     return memory
 
 
-def measure(
-    settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print
-) -> BenchResult:
+def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print) -> BenchResult:
     """Run every measurement of the module docstring, with ``settings`` (chapter 08's)."""
     device = pick_device(device)
     log = log or (lambda message: None)

@@ -8,9 +8,9 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from .. import timing
 from ..models import BatchNorm
 from ..system import pick_device
-from .. import timing
 
 
 class TransposedBatchNorm1d(nn.BatchNorm1d):

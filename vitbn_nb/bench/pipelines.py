@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from .. import data
+from .. import data, timing
 from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import build_model
-from .. import timing
 
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.

@@ -10,7 +10,7 @@ on the device :func:`vitbn_nb.system.pick_device` chooses:
 * on CUDA only: the graphed stack against the eager stack over the same epochs (same rule), the step without
   a single host sync (``torch.cuda.set_sync_debug_mode("error")``: a replay, an eager stacked step, an eager
   step and a batch fetch), and the stack's peak memory;
-* the step times of the eager, stacked and (on CUDA) graphed engines (:func:`vitbn_nb.bench.calibration.engines`).
+* the step times of the eager, stacked and (on CUDA) graphed engines (:func:`vitbn_nb.engines.stack.time_engines`).
 
 It prints one table and keeps the verdict in the run store (``.device-checks/``), one small JSON per device
 model, driver and library versions. An engine whose check failed is not used on that device
@@ -333,9 +333,7 @@ def _models(s: CheckSettings, device: torch.device) -> list[tuple[int, torch.nn.
 
 
 def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
-    from ..bench.calibration import STACK_MEMBERS, engines
-
-    timed = engines(
+    timed = stack.time_engines(
         device, steps=s.timing_steps, warmup=s.timing_warmup, repeats=s.timing_repeats, depths=s.timing_depths
     )
     rows = []
@@ -346,6 +344,6 @@ def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
             for name, seconds in per_run.items()
             if name != "eager"
         ]
-        detail = ", ".join(parts) + f" per run and step (batch 100, a stack of {STACK_MEMBERS})"
+        detail = ", ".join(parts) + f" per run and step (batch 100, a stack of {stack.STACK_MEMBERS})"
         rows.append(_row(f"step time, ViT d{depth}", None, "info", detail))
     return rows

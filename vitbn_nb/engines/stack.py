@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -36,7 +37,9 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .. import data, timing
 from ..data import Batches
+from ..models import build_model
 from ..system import nondeterminism_recorded, watch_determinism
 from . import engine
 
@@ -282,3 +285,56 @@ def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, devi
             per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return
+
+
+#: Runs in a timed stack (a configuration's three random seeds).
+STACK_MEMBERS = 3
+
+
+def time_engines(
+    device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6), batch: int = 100
+):
+    """Seconds per training image of one ViT run on one batch already on the device (compute only), by engine:
+    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
+    Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
+    import pandas as pd
+
+    train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
+    images = next(iter(train_set.batches(batch)))
+    rows = []
+    for depth in depths:
+        runners = engine_runners(depth, images, device)
+        timings = timing.interleave(runners, warmup=warmup + GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
+        for name, repeats_ in timings.items():
+            rows.append(
+                {
+                    "depth": depth,
+                    "image": 28,
+                    "pipeline": "engine (compute only)",
+                    "engine": name,
+                    "seconds_per_image": timing.median_repeat(repeats_)["seconds"]
+                    / (batch * (1 if name == "eager" else STACK_MEMBERS)),
+                    "device": device.type,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
+    """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
+    x, y = batch
+    models = []
+    for seed in range(STACK_MEMBERS):
+        torch.manual_seed(seed)
+        models.append(build_model("ViT", depth=depth).to(device))
+    alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)
+    members = [Member(m, optimizer_for(m, 1e-4, device), seed) for seed, m in enumerate(models)]
+    xs, ys = torch.stack([x] * STACK_MEMBERS), torch.stack([y] * STACK_MEMBERS)
+    runs = {"eager": lambda: engine.train_step(models[0], alone, x, y)}
+    runs["stacked"] = functools.partial(Stack(members, device, graph=False).step, xs, ys)
+    if device.type == "cuda":
+        runs["graphed"] = functools.partial(Stack(members, device).step, xs, ys)
+    return {
+        name: functools.partial(lambda n, f: {"seconds": timing.block(f, calls=n, device=device)}, f=fn)
+        for name, fn in runs.items()
+    }

@@ -28,7 +28,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import paths, profiles
+from .. import campaign, paths, profiles
 from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
 from ..store import bundle_import, committed
@@ -337,7 +337,7 @@ def build_book(
     timings = {"execute": time.perf_counter() - start}
 
     publish_start = time.perf_counter()
-    if missing := committed.stage(staging, runs):
+    if missing := committed.stage(staging, runs, campaign.run_ids()):
         _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,10 +1,8 @@
 """Moving runs between machines: ``python -m vitbn_nb runs export FILE`` / ``runs import FILE``.
 
 A bundle is a ``.tar.gz`` of the run store's records, its optimisation state (``hpo/``), the checkpoints
-of unfinished runs (so training resumes on the other machine) and, with ``weights="needed"``, only the
-weights the other machine still loads (:func:`needed_weights`): what chapters 06 and 07 measure of
-their trained runs travels in the records (``run_measurements.measured``), so their weights stay behind once
-measured. ``weights="all"`` takes every finished run's weights.
+of unfinished runs (so training resumes on the other machine) and the finished runs' weights: all, or only those
+the other machine still loads (:func:`needed_weights`; what chapters measure of trained runs travels in the records).
 
 A bundle comes from someone else's machine, so it is data, and it costs no more than its limits allow. Every tar
 header is read before anything is written (:func:`survey`), with bounded memory (tar extensions a bundle never has
@@ -30,7 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, chapters, profiles
+from .. import atomic
 from ..paths import runs_dir
 from .hpo_state import state_file_problem
 from .records import (
@@ -47,7 +45,6 @@ from .records import (
 )
 from .run_config import RunConfig
 
-WEIGHTS = ("needed", "all")
 FORMAT = 2
 #: What a bundle may hold: a run's files, and the optimisation state (a study's three files, the chosen values).
 _RUN_FILE = re.compile(
@@ -78,35 +75,17 @@ def _run_folders(store: Path) -> list[Path]:
     return sorted(p for p in store.iterdir() if p.is_dir() and (p / "record.json").is_file()) if store.is_dir() else []
 
 
-def _measured_plans(profile: str) -> list[RunConfig]:
-    """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
-    final runs follow from its stored hyperparameters (read, never optimised here)."""
-    from ..chapters.emnist_transfer import study as transfer
-    from ..chapters.three_things import study as three_things
-
-    settings = chapters.settings("06_emnist_transfer", profile)
-    return [
-        *three_things.plan(chapters.settings("07_three_things", profile)),
-        *transfer.plan(settings),
-        *transfer.stored_runs(settings),
-    ]
-
-
-def needed_weights(profile: str, store: Path | None = None) -> set[str]:
-    """Run ids whose ``model.pt`` the receiving machine loads: the app's choice; the source of every fine-tuning run
-    not finished yet (stored or planned), to train it there; and each run of the measuring chapters that has no
-    stored measurement yet, which a render there would take. Measured runs travel as records alone."""
-    from ..app import model_choice
-
+def needed_weights(measured: list[RunConfig], choice: str | None, store: Path | None = None) -> set[str]:
+    """Run ids whose ``model.pt`` the receiving machine loads: ``choice`` (the app's model); the source of every
+    fine-tuning run not finished yet (stored or planned), to train it there; and each ``measured`` run (planned by a
+    chapter that measures trained runs) with no stored measurement yet. Measured runs travel as records alone."""
     store = Path(store) if store is not None else runs_dir()
     stored = {folder.name: read_record(folder) for folder in _run_folders(store)}
-    ended = {run_id for run_id, record in stored.items() if record["status"] in ("finished", "diverged")}
+    ended = {run_id for run_id, record in stored.items() if record["status"] in ENDED}
     needed = {r["config"]["init_from"] for i, r in stored.items() if r["config"].get("init_from") and i not in ended}
-    choice = model_choice(store)
-    if choice is not None:
-        needed.add(choice.run_id)
+    needed |= {choice} - {None}
     device_types = {record["hardware"]["device"] for record in stored.values()}
-    for config in _measured_plans(profile):
+    for config in measured:
         ids = {config.run_id(device) for device in device_types} & ended
         if config.init_from and not ids:
             needed.add(config.init_from)
@@ -147,16 +126,15 @@ def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]]
 
 
 def export(
-    file: str | Path, *, profile: str = "auto", weights: str = "needed", store: str | Path | None = None
+    file: str | Path, *, needed: set[str] | None = None, profile: str = "auto", store: str | Path | None = None
 ) -> dict:
-    """Write the bundle ``file`` (atomically); returns what it holds (runs, weight files, bytes)."""
-    if weights not in WEIGHTS:
-        raise ValueError(f"weights={weights!r} is not allowed; choose one of {', '.join(map(repr, WEIGHTS))}")
+    """Write the bundle ``file`` (atomically) with the weights of the ``needed`` runs (None: every finished run's)
+    for rendering ``profile``; returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
-    keep = needed_weights(profiles.resolve(profile), store) if weights == "needed" else None
-    members, counts = _members(store, keep)
+    weights = "all" if needed is None else "needed"
+    members, counts = _members(store, needed)
     listing = {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for path, name in members}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..paths import RECORDS_FOLDER, committed_records_dir
@@ -82,10 +83,11 @@ def _named_studies(best_files: dict[str, Path]) -> set[str]:
     return names
 
 
-def stage(staging: Path, store: Path) -> list[str]:
+def stage(staging: Path, store: Path, campaign: Iterable[str] = ()) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (read from ``store``, else
-    from the records staged or committed before), the runs they started from, and the optimisation state behind
-    them, weights left out. Returns the run ids no source holds (an output carried over from an earlier run)."""
+    from the records staged or committed before), the runs they started from, the optimisation state behind
+    them, and every ``campaign`` run any source holds ended, weights left out. Returns the run ids no source holds
+    (an output carried over from an earlier run)."""
     outputs = _manifest_outputs(staging)
     sources = [store, staging / RECORDS_FOLDER]
     if (committed := committed_records_dir()) is not None:
@@ -96,7 +98,7 @@ def stage(staging: Path, store: Path) -> list[str]:
     studies = _studies(sources, named, _named_studies(best_files))
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
-    wanted = _with_starting_runs(named, sources) | _campaign_runs(sources)
+    wanted = _with_starting_runs(named, sources) | _ended(campaign, sources)
     fresh = staging / f".{RECORDS_FOLDER}.new"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
@@ -118,13 +120,11 @@ def stage(staging: Path, store: Path) -> list[str]:
     return missing
 
 
-def _campaign_runs(sources: list[Path]) -> set[str]:
-    """The finished runs of the ``paper`` campaign (``vitbn_nb.campaign``) any source holds: committed as they finish,
-    before an output names them, and kept by every render, so that hours of training are never dropped."""
-    from ..campaign import run_ids
-
+def _ended(run_ids: Iterable[str], sources: list[Path]) -> set[str]:
+    """Those of ``run_ids`` any source holds ended (the ``paper`` campaign's: kept by every render, so that hours of
+    training are never dropped)."""
     found = set()
-    for run_id in run_ids():
+    for run_id in run_ids:
         record = _first_existing(f"{run_id}/record.json", sources)
         if record is not None and json.loads(record.read_text()).get("status") in ENDED:
             found.add(run_id)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import data
-from ... import timing
+from ... import data, timing
 from ...engines import engine
 from ...judging import articles, verdicts
 from ...publishing import results

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ... import data
-from ... import timing
+from ... import data, timing
 from ...judging import articles, verdicts
 from ...publishing import figures, results
 from ...store import runs

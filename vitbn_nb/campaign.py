@@ -201,7 +201,7 @@ def train(
     from .engines import check_device
     from .store.bundle_import import recover_imports
 
-    if undone := recover_imports():  # only imports whose process is gone (vitbn_nb.store.owned)
+    if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
     stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
     if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one

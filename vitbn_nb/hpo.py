@@ -9,7 +9,7 @@ size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.
 The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
 every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
 every suggestion and every completion (those files, and the checks they pass when read back:
-``vitbn_nb.store.hpo_state``). Calling :func:`optimise` again loads it, finishes the trials that
+``vitbn_nb.store.records``). Calling :func:`optimise` again loads it, finishes the trials that
 were suggested but never completed (their runs resume from the store), and asks Ax for new
 ones until the requested number of trials is complete. The study key names
 everything that changes a trial's number (model and its configuration, dataset, subsets,
@@ -45,13 +45,7 @@ from . import atomic, profiles
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
 from .store import runs, tracking
-from .store.hpo_state import LEDGER_FILE, STATE_FILE, read_ledger, state_fix, state_problem
-
-# The chapters call the chosen values' functions as hpo.*:
-from .store.hpo_state import best_path as best_path
-from .store.hpo_state import best_trial as best_trial
-from .store.hpo_state import load_best as load_best
-from .store.hpo_state import save_best as save_best
+from .store.records import LEDGER_FILE, STATE_FILE, read_ledger, read_state, state_fix, state_problem
 from .store.run_config import DEVICE_TYPES, RunConfig
 from .system import pick_device
 
@@ -354,3 +348,50 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
     if not table.empty:
         table["best_so_far"] = table["accuracy"].cummax()
     return table
+
+
+# -- the chosen values ---------------------------------------------------------------------------------------
+
+
+def best_trial(table: pd.DataFrame) -> pd.Series:
+    """The trial with the highest accuracy (the earliest of equals) of one model's trial table."""
+    if table.empty:
+        raise ValueError("the trial table is empty: run the optimisation first")
+    if table["model"].nunique() != 1:
+        raise ValueError(f"best_trial takes one model's trials; this table holds {sorted(table['model'].unique())}")
+    return table.sort_values(["accuracy", "trial"], ascending=[False, True]).iloc[0]
+
+
+def best_path(dataset: str, profile: str) -> Path:
+    """Where the optimised hyperparameters of ``dataset`` under ``profile`` are kept."""
+    return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
+
+
+def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
+    """Write each model's best trial (lr, batch size, accuracy, trial, depth ...) as JSON; return the path."""
+    best = {}
+    for model, trials in table.groupby("model", sort=False):
+        row = best_trial(trials)
+        best[model] = {
+            "lr": float(row["lr"]),
+            "batch_size": int(row["batch_size"]),
+            "accuracy": float(row["accuracy"]),
+            "trial": int(row["trial"]),
+            "trials": len(trials),
+            "depth": int(row["depth"]),
+            "trial_epochs": int(row["trial_epochs"]),
+            "generator": row["generator"],
+            "run_id": row["run_id"],
+            "study": row["study"],
+            "dataset": dataset,
+            "profile": profile,
+        }
+    path = best_path(dataset, profile)
+    atomic.write_json(path, best)
+    return path
+
+
+def load_best(dataset: str, profile: str) -> dict | None:
+    """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
+    path = stored_path(best_path(dataset, profile).relative_to(runs_dir()))
+    return read_state(path, state_fix(path)) if path.exists() else None

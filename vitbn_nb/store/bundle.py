@@ -30,7 +30,6 @@ from pathlib import Path
 
 from .. import atomic
 from ..paths import runs_dir
-from .hpo_state import state_file_problem
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -42,6 +41,7 @@ from .records import (
     load_weights,
     read_record,
     sha256,
+    state_file_problem,
 )
 from .run_config import RunConfig
 

@@ -4,7 +4,7 @@ then every action planned and every conflict with the store found, then applied 
 store are journalled before the first one, so a failure, or a kill (undone by :func:`recover_imports` at the next
 import, ``train`` or ``book``), puts the store back as it was.
 
-An import works in a folder of the store (``.import-*``) that it owns for its whole life (``vitbn_nb.store.owned``: an
+An import works in a folder of the store (``.import-*``) that it owns for its whole life (``records.owned_folder``: an
 OS lock the process holds until it ends), and it plans and moves under the locks of the runs it touches (and of the
 optimisation state), the same locks training takes. So a second command recovers only imports whose process is gone,
 under those same locks, and two imports, or an import and a training, of the same runs take turns: the second plans
@@ -22,8 +22,16 @@ from pathlib import Path
 from .. import atomic
 from ..paths import runs_dir
 from .bundle import Bundle, BundleError, read_bundle, survey
-from .owned import owned_folder, taken_over
-from .records import ENDED, STATE_FOLDER, WEIGHT_FILES, RunStoreError, read_record, write_record
+from .records import (
+    ENDED,
+    STATE_FOLDER,
+    WEIGHT_FILES,
+    RunStoreError,
+    owned_folder,
+    read_record,
+    taken_over,
+    write_record,
+)
 from .run_folder import run_lock
 
 #: The name of an import's working folder in the store (followed by a random suffix).
@@ -280,7 +288,7 @@ def _lock_name(target: str) -> str:
 def recover_imports(store: Path | None = None) -> list[str]:
     """Undo any import whose process is gone (killed while it moved runs into the store), under the locks of the runs
     it moved, and remove the working folders that dead imports left; returns what was undone. An import still
-    running is left alone (its folder is owned: ``vitbn_nb.store.owned``)."""
+    running is left alone (its folder is owned: ``records.owned_folder``)."""
     store = Path(store) if store is not None else runs_dir()
     undone = []
     for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:

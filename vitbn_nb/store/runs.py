@@ -7,7 +7,7 @@ continues from its last checkpoint; ``force=True`` trains it anew. :func:`train_
 together (:func:`train_stack`: the stacked engine, ``vitbn_nb.engines.stack``, and the device check it follows are
 loaded there only, so the eager path never imports them). ``load_table()`` gathers every record into one tidy
 pandas table (one row per run and epoch); :func:`retrain` trains one stored run anew. What the chapters measure
-of trained runs is kept in their records (``vitbn_nb.store.run_measurements``). Every record carries a SHA-256 of
+of trained runs is kept in their records (``run_folder.measured``). Every record carries a SHA-256 of
 itself and of its weight files; ``records.check_store`` verifies the whole store (``python -m vitbn_nb runs
 check``).
 """
@@ -37,9 +37,9 @@ from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
 
 # The chapters and the figures' footers call the stored measurements as runs.*:
-from .run_measurements import measured as measured
-from .run_measurements import timed_on as timed_on
-from .run_measurements import trained_on as trained_on
+from .run_folder import measured as measured
+from .run_folder import timed_on as timed_on
+from .run_folder import trained_on as trained_on
 
 
 def _initialise_from(model: nn.Module, config: RunConfig) -> None:

@@ -99,7 +99,7 @@ def _most(one: pd.DataFrame) -> str:
 
 def timed_on(measured: pd.DataFrame) -> str:
     """The machines that timed the passes, from the runs' stored measurements."""
-    from ...store.run_measurements import timed_on as machines
+    from ...store.runs import timed_on as machines
 
     return ", ".join(machines(measured["run_id"])) or "this machine"
 

@@ -13,7 +13,7 @@ from vitbn_nb import train as training
 from vitbn_nb.__main__ import main
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
 from vitbn_nb.chapters.three_things import study as three_things
-from vitbn_nb.store import bundle, bundle_import, records, runs
+from vitbn_nb.store import bundle, records, runs
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
 
@@ -84,7 +84,7 @@ def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, mo
     record["finished"] = "another day"
     records.write_record(folder / "record.json", record)
     with pytest.raises(bundle.BundleError, match="differs"):
-        bundle_import.import_bundle(file)
+        bundle.import_bundle(file)
     assert records.read_record(folder)["finished"] == "another day"  # left as it was
 
 

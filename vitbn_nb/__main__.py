@@ -228,7 +228,7 @@ def main(argv=None) -> int:
 
         if args.runs_command in ("export", "import"):
             from . import train as training
-            from .store import bundle, bundle_import
+            from .store import bundle
 
             try:
                 if args.runs_command == "export":
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
                         f"{done['bytes'] / 2**20:.1f} MiB in {args.file}"
                     )
                 else:
-                    done = bundle_import.import_bundle(args.file)
+                    done = bundle.import_bundle(args.file)
                     print(
                         f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
                         f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"

@@ -199,7 +199,7 @@ def train(
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
     device = pick_device(None)
     from .engines import check_device
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
     if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")

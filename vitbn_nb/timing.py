@@ -18,7 +18,6 @@ import torch
 
 from .system import synchronize
 
-STATISTIC = "median"
 #: What every caption says about a timing.
 TIMING_NOTE = "median of the timed repeats after a warm-up, the device synchronised before each clock read"
 

@@ -176,7 +176,7 @@ def train(
     """
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")

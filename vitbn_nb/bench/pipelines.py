@@ -121,13 +121,6 @@ def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch
     return {key: _training_row(timings[key], settings.steps) for key in variants}
 
 
-def time_training(
-    model: nn.Module, train_data, *, pipeline: str, settings: SpeedSettings, device: torch.device
-) -> dict:
-    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
-    return time_training_many({0: (model, train_data, pipeline)}, settings=settings, device=device)[0]
-
-
 def inference_runner(
     model: nn.Module, test_data, per_sample: bool, settings: SpeedSettings, device: torch.device, num_classes: int = 10
 ):

@@ -31,7 +31,7 @@ from pathlib import Path
 from .. import campaign, paths, profiles
 from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
-from ..store import bundle_import, committed
+from ..store import bundle, committed
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -266,7 +266,7 @@ def build_book(
             f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
             "to write elsewhere."
         )
-    if undone := bundle_import.recover_imports(runs):
+    if undone := bundle.recover_imports(runs):
         _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,7 @@
-"""The records behind ``figures/``, committed beside them in ``figures/records/``.
+"""The records behind ``figures/``, committed beside them in ``figures/records/``: a run store without weights.
 
-A run store without weight files: every run's ``record.json`` (its configuration, per-epoch numbers, status,
-hardware and stored measurements) that an output in the manifest names, the runs those started from, and the
-optimisation state behind them (every study one of whose trials an output names, and every study a staged
-chosen-values file names, with all its trials: chapter 06 reads its chosen values and optimises again without
-their study), and every finished run of the ``paper`` campaign, named by an output yet or not. They are read
-beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a fresh clone renders every chapter without
-training, and every number leads to its run in one hop. The book runner stages them with the figures
-(:func:`stage`), so they are replaced together, by a complete run only.
-"""
+Every run an output names, the runs those started from, the optimisation state behind them and the campaign's ended
+runs, so a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
 
 from __future__ import annotations
 

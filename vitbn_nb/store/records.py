@@ -1,11 +1,6 @@
-"""The run store's files: each run's ``record.json`` (with a SHA-256 of itself) and its weight files (with
-theirs), read and written atomically and verified.
-
-A record is trusted only when it is whole: its checksum present and matching, every key the book reads there
-with the right type (:func:`check_record`). Weight files are loaded weights-only (tensors and plain types, never
-code), so a file from elsewhere is data. :func:`check_store` lists every damaged run with a repair that works,
-and :func:`store_notes` what in the store is not a run or holds only its record.
-"""
+"""The run store's files, read and written atomically and verified: each run's ``record.json`` (with a SHA-256 of
+itself) and weight files (loaded weights-only: data, never code), the optimisation state's JSON files, and the
+working folders of imports. :func:`check_store` lists every damaged run with a repair that works."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""What names a run: its configuration, checked whole when it is made, and the run id it gives with the device
-type it ran on (the run's folder in the store, ``vitbn_nb.store.run_folder``).
+"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type.
 
-The id is a digest of :meth:`RunConfig.to_dict`, so a field added with a default, or a pipeline renamed, must
-leave that dictionary as it was for every run already stored: otherwise those runs would train again.
-"""
+The id is a digest of :meth:`RunConfig.to_dict`: a field added must leave that dictionary as it was for every run
+already stored, or those runs would train again."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), and
-locked while anything writes it.
+"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked
+while anything writes it (an OS file lock per run, gone with its process), and its stored measurements.
 
-The folder ``runs_dir()/<run id>`` holds ``record.json`` (config, per-epoch metrics, status, hardware, library
-versions, a SHA-256 of itself and of its weight files), ``checkpoint.pt`` while the run is unfinished
-(``{"model", "optimizer", "epochs"}``: weights, optimiser state and metrics so far; rewritten atomically every
-``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop) and ``model.pt`` once it is done. A run resumes from its
-checkpoint's last epoch. One process at a time writes a run: an OS file lock per run (``runs/.locks/<id>.lock``,
-gone with its process) makes a second process wait, then reuse what the first finished.
-"""
+The folder holds ``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically every
+``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop; a run resumes from it) and ``model.pt`` once done."""
 
 from __future__ import annotations
 
@@ -100,7 +95,7 @@ def timestamp() -> str:
 @contextlib.contextmanager
 def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> Iterator[None]:
     """Hold the run's OS file lock in ``store`` (default: the run store); a second process waits here (and says so)
-    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle_import``).
+    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle``).
 
     Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
     store = Path(store) if store is not None else runs_dir()

@@ -1,16 +1,9 @@
-"""The run store: every training run recorded, reused, and resumable.
+"""The run store: every training run recorded, reused and resumable.
 
-A run is named by its configuration and the device type it ran on (``vitbn_nb.store.run_config``); its folder under
-``runs_dir()`` holds its record, a checkpoint while it is unfinished and its final weights
-(``vitbn_nb.store.run_folder``). Asking for a finished configuration again returns the stored run; an interrupted one
-continues from its last checkpoint; ``force=True`` trains it anew. :func:`train_all` trains several, stacked ones
-together (:func:`train_stack`: the stacked engine, ``vitbn_nb.engines.stack``, and the device check it follows are
-loaded there only, so the eager path never imports them). ``load_table()`` gathers every record into one tidy
-pandas table (one row per run and epoch); :func:`retrain` trains one stored run anew. What the chapters measure
-of trained runs is kept in their records (``run_folder.measured``). Every record carries a SHA-256 of
-itself and of its weight files; ``records.check_store`` verifies the whole store (``python -m vitbn_nb runs
-check``).
-"""
+A run is named by its configuration and device type (``run_config``); its folder holds its record, a checkpoint
+while unfinished and its final weights (``run_folder``). A finished configuration asked for again comes from the
+store, an interrupted one resumes, ``force=True`` trains anew. Stacked runs train together (:func:`train_stack`,
+the only place the stacked engine is loaded)."""
 
 from __future__ import annotations
 

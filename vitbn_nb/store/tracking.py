@@ -1,30 +1,9 @@
-"""A mirror of the run store in MLflow, the reference repository's tracker -- only when the user asks for it.
+"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``).
 
-The run store (``runs.py``) stays the truth; MLflow gets a copy of every finished (or
-diverged) run: the configuration flattened into params, every epoch's metrics with
-``step = epoch``, tags (``run_id``, ``status``, hardware, versions) and the trained weights
-(``model.pt``) plus the run's ``record.json`` as artifacts.
-
-It is switched on by ``MLFLOW_TRACKING_URI`` in the environment (set it before starting
-Jupyter or the book runner, and every chapter mirrors) or by ``runs.train(..., mlflow=True)``.
-Without either, nothing here is imported and ``mlflow`` is never loaded.
-
-Stores that work offline, with no server:
-
-* ``sqlite:///abs/path/mlflow.db`` -- MLflow's recommended local backend (needs ``alembic``,
-  listed in the ``tracking`` extra); artifacts go to ``mlartifacts/`` beside the database
-  file, not into the working directory.
-* ``file:///abs/path/mlruns`` (or a plain path) -- the file store, which MLflow 3 keeps in
-  maintenance mode and refuses unless ``MLFLOW_ALLOW_FILE_STORE=true``; naming such a URI is
-  taken as that opt-in, so this module sets the variable for you.
-
-``mlflow=True`` with no ``MLFLOW_TRACKING_URI`` uses ``sqlite:///<runs_dir()>/mlflow.db``.
-
-Mirroring happens when ``runs.train`` returns a finished run, so a run resumed after an
-interruption is logged once, with all its epochs. A run already mirrored (same run id and
-start time in the same experiment) is not logged again; a ``force=True`` retrain starts
-anew, so it gets a new MLflow run.
-"""
+The run store stays the truth; MLflow gets each finished run once (params, per-epoch metrics, tags, ``model.pt``
+and ``record.json``). Offline stores: ``sqlite:///abs/path/mlflow.db`` (artifacts beside it), or a ``file://``
+store (MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true``, which naming one sets). ``mlflow=True`` with no URI uses
+``sqlite:///<runs_dir()>/mlflow.db``. Without either, ``mlflow`` is never imported."""
 
 from __future__ import annotations
 

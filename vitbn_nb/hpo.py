@@ -1,29 +1,10 @@
 """Bayesian optimisation of learning rate and batch size with Ax + BoTorch (article 1, Experiment 2).
 
-Per model, Ax maximises the test accuracy reached after a short training (``trial_epochs``)
-over lr (log scale; [1e-5, 1e-3] for ViT, [1e-5, 1e-2] for the BatchNorm models) and batch
-size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.py`` did
-(20 trials; its trials train 3 epochs). Every trial is an ordinary run of the run store
-(``runs.train``), so a finished trial is never trained twice and an interrupted one resumes.
-
-The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
-every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
-every suggestion and every completion (those files, and the checks they pass when read back:
-``vitbn_nb.store.records``). Calling :func:`optimise` again loads it, finishes the trials that
-were suggested but never completed (their runs resume from the store), and asks Ax for new
-ones until the requested number of trials is complete. The study key names
-everything that changes a trial's number (model and its configuration, dataset, subsets,
-epochs per trial, test batch, seed, device type) but not the trial count, so asking for more
-trials extends a study, and asking for fewer reads its first trials. Ax is seeded
-(``random_seed`` and the Sobol seed), so the same settings give the same suggestions.
-
-Ax's default generation strategy (Ax 1.x ``Client``): the centre of the search space, then
-Sobol points until 5 initialisation trials exist (at least 2 of them completed), then
-BoTorch (Ax's modular BoTorch model, a GP with log expected improvement). With 5 trials or
-fewer no BoTorch suggestion is ever made.
-
-Ax takes seconds to import, so it is imported inside the functions that need it.
-"""
+Per model, Ax maximises the test accuracy after ``trial_epochs`` over lr (log scale) and batch size, one trial at a
+time, as the article's ``hypopt_train.py`` did. Every trial is a run of the run store, so none trains twice. The Ax
+state is saved as JSON under ``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so
+:func:`optimise` resumes; the study key names everything that changes a trial's number but not the trial count, so
+asking for more trials extends a study. Ax is seeded, and imported only inside the functions that need it (seconds)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The digit app's server: which model, MNIST-style preprocessing, and the Flask routes.
-
-Routes: ``GET /`` the drawing page; ``GET /api/model`` which run answers; ``POST /api/predict``
-with an image as the request body (the page sends its canvas as PNG; ``curl --data-binary
-@digit.png -H 'Content-Type: image/png' http://127.0.0.1:5000/api/predict`` works too) answers
-``{"digit", "confidence", "top3", "probabilities", "input", "model"}``. A bad request gets a
-4xx status and ``{"error": "..."}`` naming the problem; the server keeps serving.
-"""
+"""The digit app's server: which model, MNIST-style preprocessing, and the Flask routes (``GET /``, ``GET
+/api/model``, ``POST /api/predict`` with the image as the body). A bad request gets a 4xx and ``{"error": ...}``."""
 
 from __future__ import annotations
 

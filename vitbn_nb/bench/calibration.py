@@ -1,22 +1,8 @@
-"""A short calibration of this device's training step, and the time of a run estimated from it.
+"""A short calibration of this device's training step, and the time of a run estimated from it (for planning).
 
-``calibrate`` times ViT training steps at batch 100 on MNIST through both pipelines at depths 1 and
-6, and at depth 6 on the 56-pixel images, with the bench's runners (the median of a few repeats
-after a warm-up, each repeat a block of steps between two clock reads, as an epoch runs them), and a
-pass over test images through each pipeline at depths 1 and 6 (article 1's counts its classes in a
-Python loop over the samples, three ``.item()`` each). ``estimate_seconds`` turns it into a run's time:
-the time per training image and per test image at the run's depth (linear in depth through the two
-measured depths), pipeline and image size, times the images it trains and tests on. The DNNs and the
-CNN are timed themselves (:data:`OTHER_MODELS`, on augmented MNIST as the book trains them: their steps
-are so short that drawing the augmentations is a large part of them); a calibration without them prices
-them as a depth-1 ViT, which they are not slower than. It is an estimate for planning, said as such
-wherever it is shown.
-
-``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
-(``engine.train_step``), a stack of three runs (``vitbn_nb.engines.stack``, eagerly), and on a
-GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run, and is what ``make bench``
-reports as stacking's speed per run against one run alone.
-"""
+``calibrate`` times ViT training steps and test passes through both pipelines at depths 1 and 6 (and 56-pixel
+images), the other models on their own, and the engines against one another (pricing a stacked run);
+``estimate_seconds`` turns it into a run's time (linear in depth between the two measured depths)."""
 
 from __future__ import annotations
 

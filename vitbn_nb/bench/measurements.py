@@ -1,6 +1,5 @@
-"""The bench's measurements: throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm
-folding, the three forms of BatchNorm on tokens. :func:`measure`
-runs them all and returns a :class:`~vitbn_nb.bench.report.BenchResult`."""
+"""The bench's measurements (throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm folding,
+BatchNorm's forms on tokens); :func:`measure` runs them all."""
 
 from __future__ import annotations
 

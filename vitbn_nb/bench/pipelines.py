@@ -1,10 +1,6 @@
 """The two input pipelines the bench times, and its runners: training steps and test batches, clocked in parts.
-
-``reference`` is written to match article 1's loop as its reference code runs it (``mlflow_modules/train_mnist.py``
-at commit 74b1791: a ``DataLoader`` over torchvision's MNIST with ``ToTensor``, a loss ``.item()`` per step,
-per-class accuracy counted in a Python loop over the samples); ``engine`` is the book's (uint8 images on the
-device, batches cut there, counts vectorised).
-"""
+``reference`` matches article 1's loop (a ``DataLoader``, a ``.item()`` per step, per-class counts in Python);
+``engine`` is the book's (uint8 images on the device, counts vectorised)."""
 
 from __future__ import annotations
 

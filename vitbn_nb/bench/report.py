@@ -1,6 +1,4 @@
-"""The bench's result as DataFrames, what follows from them (ratios, folding, each ratio judged by the book's rule
-from its interleaved rounds), and its outputs:
-the printed report and the JSON file (``build/bench/bench-<date>.json``, ``figures/bench.json``)."""
+"""The bench's result as DataFrames, the ratios judged by the book's rule, the printed report and the JSON file."""
 
 from __future__ import annotations
 

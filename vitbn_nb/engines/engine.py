@@ -1,20 +1,10 @@
 """The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings.
 
-Two input pipelines feed it the same way (``.batches(...)`` yielding float images and labels):
-``vitbn_nb.data.ImageSet`` (the book's engine) and ``vitbn_nb.data.ReferenceSet`` (article 1's).
-
-Every epoch's randomness (shuffling, augmentation, dropout) is seeded from ``(seed, epoch)``,
-so a run resumed after epoch ``k`` continues exactly as if it had never stopped.
-
-On a GPU the loop never waits for the device inside an epoch: losses are summed on the device, the data time is
-read from CUDA events once per epoch, and the clock is read (after a sync) only at the epoch's two ends.
-
-No ``torch.compile``: timed once on the book's 2-core CPU, it took
-~21 s of compilation (empty cache) for ViT depth 6 and ~8 s for ViTBN depth 1, for a training
-step within ±3 % of eager (95 -> 98 ms, 20.4 -> 19.8 ms): it would pay back, if ever, after
-~12,000 steps of one shape, while a ``cpu``-profile chapter runs ~500-1,000 steps per model and
-every model, depth and batch shape (the test batch, a short last batch) compiles anew.
-"""
+Two input pipelines feed it alike: ``data.ImageSet`` (the book's) and ``data.ReferenceSet`` (article 1's). Every
+epoch's randomness is seeded from ``(seed, epoch)``, so a resumed run continues exactly. On a GPU the loop never
+waits for the device inside an epoch. No ``torch.compile``: timed on the book's 2-core CPU it took ~21 s (ViT d6)
+and ~8 s (ViTBN d1) to compile for a step within ±3 % of eager, paying back after ~12,000 steps of one shape, while
+a ``cpu`` chapter runs ~500-1,000 steps per model and every shape compiles anew."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """Fine-tuning helpers: which weights train, a model moved to another image size, and what a step costs.
 
-Touvron et al. ("Three things everyone should know about Vision Transformers", 2022) fine-tune
-only the multi-head self-attention. Their code (``--attn-only`` in facebookresearch/deit) leaves
-trainable every parameter named ``.attn.`` (timm's qkv and output projection; the block's
-pre-norm ``norm1`` lies outside ``attn`` and stays frozen), the classification head, and the
-position embedding (which must adapt when the resolution changes), and freezes the patch
-embedding, the feed-forward networks, the other norms and the class token. :func:`attention_only`
-does the same on this book's ViT family (``to_qkv``, ``to_out``, ``mlp_head``, ``pos_embedding``);
-``norm=True`` also trains the attention pre-norm, whose weights in this layout live inside the
-attention module.
-
-"Frozen" means no gradient and no optimiser state. A frozen BatchNorm still updates its running
-statistics in training mode: they are buffers, not weights, so the BatchNorm models' frozen
-layers re-estimate the new data's token statistics while the LayerNorm ones cannot.
-"""
+:func:`attention_only` follows Touvron et al. 2022 (``--attn-only`` in facebookresearch/deit): the attention, the
+head and the position embedding train; the rest is frozen (no gradient, no optimiser state; a frozen BatchNorm
+still updates its running statistics, which are buffers)."""
 
 from __future__ import annotations
 

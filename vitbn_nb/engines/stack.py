@@ -1,25 +1,9 @@
 """Many runs of one architecture trained at once, as one stacked model (``engine="stacked"``).
 
-The members' parameters are stacked for every forward and backward pass (``torch.func.vmap`` over
-``functional_call``), so one set of kernels trains them all; each member keeps its own ``nn.Module``
-(its own parameters, as leaves), its own Adam and learning rate, its own BatchNorm statistics (the
-buffers are stacked and updated in place by the vmapped forward), and its own data order and
-augmentation (a generator per member, seeded as its run alone would be). The members' losses are
-independent, so the gradient of their sum gives each member exactly its own gradient: a stacked run
-equals the same runs trained one by one up to fp32 rounding (the batched matrix products round
-differently), which ``tests/test_stack.py`` checks.
-
-Attention runs on PyTorch's math backend inside the stack (:data:`ATTENTION_BACKENDS`). The members'
-parameters are listed once and stacked anew each step, so gradients flow back to each member's own leaves:
-``torch.func.stack_module_state`` would make the stacked copies the leaves, and then no member's own Adam
-(its learning rate, its state, its checkpoint) would own its parameters.
-
-On CUDA, with ``Adam(capturable=True)``, the whole step (forward, backward, optimiser) of a full batch is
-captured once as a CUDA graph and replayed; a short last batch runs the same step eagerly. A capture that
-fails is undone (the stream and the allocator as they were), warned about once, and the stack trains on
-eagerly: the same kernels, the same numbers. An engine that ``python -m vitbn_nb check-device`` found wrong on
-this device is not used (:func:`train_models`), and the runs' records say why.
-"""
+Parameters are stacked each step (``vmap`` over ``functional_call``) while each member keeps its own module, Adam,
+learning rate, BatchNorm statistics and data order, so a stacked run equals its runs trained one by one up to fp32
+rounding (``tests/test_stack.py``). On CUDA a full batch's whole step is captured once as a CUDA graph and replayed;
+a failed capture is undone and the stack trains on eagerly. An engine ``check-device`` found wrong is not used."""
 
 from __future__ import annotations
 

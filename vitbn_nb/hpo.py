@@ -161,13 +161,8 @@ def _load_client(study: Study, path: Path):
 
 
 def _trial_accuracy(run) -> float:
-    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals.
-
-    Ax's JSON snapshot keeps about 10 decimals of each observation, so a study reloaded from
-    disk would fit BoTorch to slightly different numbers than one that never stopped; values
-    that survive the round trip exactly make a resumed study suggest what an uninterrupted one
-    would. A diverged trial scores its last accuracy; a NaN would be no observation for Ax.
-    """
+    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals so that it survives Ax's JSON
+    snapshot exactly (a resumed study then suggests what an uninterrupted one would)."""
     accuracy = run.final_accuracy
     return round(float(accuracy), 6) if math.isfinite(accuracy) else 0.0
 
@@ -182,16 +177,9 @@ def optimise(
     mlflow: bool | None = None,
     deadline: runs.Deadline | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete.
-
-    Returns one row per trial (the first ``trials`` of the study): ``trial`` (1-based), ``lr``,
-    ``batch_size``, ``accuracy`` (test accuracy after ``trial_epochs``, %), ``best_so_far``,
-    ``run_id``, ``generator`` (centre / Sobol / BoTorch), ``suggest_seconds`` (Ax's time to
-    propose it, when this store saw it happen), ``train_seconds`` (the trial's training and
-    test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
-    ``force=True`` discards the stored study and retrains every trial. ``deadline``: a trial stops at
-    its last epoch boundary before it (:class:`vitbn_nb.store.runs.DeadlineReached`); the study resumes there.
-    """
+    """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete; one row per
+    trial (``trial``, ``lr``, ``batch_size``, ``accuracy``, ``best_so_far``, ``run_id``, ``generator``, timings ...).
+    ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")

@@ -125,12 +125,8 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
 
 
 def model_choice(store=None) -> Run | None:
-    """The run the app serves: the best finished, full-scale 28x28 ViT-family run in the store, or None.
-
-    Runs trained on augmented MNIST come first when they reach :data:`GOOD_ENOUGH` % on their
-    augmented test set (they cope better with hand-drawn digits); otherwise the most accurate
-    run wins. Ties go to the run that saw more training images. Smoke-scale runs are passed over.
-    """
+    """The run the app serves, or None: the best finished full-scale 28x28 ViT-family run, augmented-MNIST runs
+    first when they reach :data:`GOOD_ENOUGH` % (they cope better with drawn digits), then accuracy."""
     found, _ = candidates(store)
     return found[0] if found else None
 

@@ -64,15 +64,9 @@ def _malloc_trim() -> None:
 
 
 class PeakMemory:
-    """Peak memory of the block above what was in use when it began, in MiB (``.mib``).
-
-    CUDA: ``torch.cuda.max_memory_allocated`` (tensors only, reset at entry). CPU: the
-    process's resident-set high-water mark (VmHWM), reset at entry through
-    ``/proc/self/clear_refs`` where Linux allows it, after ``gc.collect()`` and glibc's
-    ``malloc_trim(0)`` have handed freed memory back (otherwise memory kept from an earlier,
-    larger configuration would hide this one's); where the reset is impossible, ``ru_maxrss``,
-    the peak over the whole process, which can only say "no more than". ``.what`` says which.
-    """
+    """Peak memory of the block above what was in use when it began, in MiB (``.mib``; ``.what`` says how): CUDA's
+    ``max_memory_allocated``, or the CPU's VmHWM reset through ``/proc/self/clear_refs`` after freed memory is
+    returned (else ``ru_maxrss``, an upper bound)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -193,13 +187,8 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
 # The whole measurement
 # ---------------------------------------------------------------------------------------------
 def without_norms(model: nn.Module) -> nn.Module:
-    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity.
-
-    Not a usable model (its outputs are wrong): its inference time is what the model would
-    cost if its norms were free, so the difference is what the norms cost. For a BatchNorm
-    model folding reaches this (up to the bias the attention projection gains); for the
-    LayerNorm ViT it is out of reach, since LayerNorm cannot fold.
-    """
+    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity: wrong outputs, but its
+    time is the model's with free norms (what folding reaches for BatchNorm, and LayerNorm cannot)."""
     stripped = copy.deepcopy(model).eval()
     norms = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
     for module in list(stripped.modules()):

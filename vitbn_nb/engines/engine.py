@@ -118,12 +118,8 @@ def peak_memory(device: torch.device) -> dict:
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
-    """Add a batch's per-class hits and counts to ``correct`` and ``total``, on the device.
-
-    ``index_add_`` rather than ``bincount(y[hit])``: a boolean index needs the number of hits on
-    the host, which on a GPU is a sync per batch. The counts are whole numbers (< 2^24 in
-    float32), so they are exact in any summation order.
-    """
+    """Add a batch's per-class hits and counts to ``correct`` and ``total`` on the device (``index_add_``: a boolean
+    index would sync with the host per batch; whole-number counts are exact in any order)."""
     hit = logits.argmax(dim=1) == y
     total.index_add_(0, y, torch.ones_like(y, dtype=total.dtype))
     correct.index_add_(0, y, hit.to(correct.dtype))
@@ -195,14 +191,9 @@ def train_model(
     progress: bool = True,
     desc: str | None = None,
 ) -> list[dict]:
-    """Train with Adam and cross-entropy, testing after every epoch.
-
-    Returns one dict per epoch from ``start_epoch + 1`` to ``epochs``: ``train_loss`` (mean per
-    image), ``test_acc`` and ``class_acc`` (%), ``train_seconds`` (data pipeline included),
-    ``data_seconds`` (the part spent producing batches), ``test_seconds``, ``diverged``. A
-    non-finite loss ends training at that epoch with ``diverged=True``; it is not raised. ``stop(metrics)``,
-    asked after each epoch has been handed to ``on_epoch_end``, ends training there when it says so.
-    """
+    """Train with Adam and cross-entropy, testing after every epoch; returns one dict per epoch from ``start_epoch + 1``
+    (``train_loss``, ``test_acc``, ``class_acc``, ``train_seconds``, ``data_seconds``, ``test_seconds``, ``diverged``).
+    A non-finite loss ends training with ``diverged=True``; ``stop(metrics)`` ends it after ``on_epoch_end``."""
     device = pick_device(device)
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)

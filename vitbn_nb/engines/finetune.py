@@ -91,12 +91,8 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
 def interpolate_pos_embedding(
     pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
 ) -> Tensor:
-    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the patch positions resampled as a 2-D map.
-
-    The class token's embedding (the first ``extra_tokens``) is kept as it is; the patch
-    embeddings are laid out on their ``old_grid`` (rows, columns, in the tokens' row-major order)
-    and resized to ``new_grid`` with ``F.interpolate`` (``'bicubic'`` as DeiT does, or ``'bilinear'``).
-    """
+    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the class token kept, the patch positions resized as a 2-D
+    map from ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
     check_choice("mode", mode, ("bicubic", "bilinear"))
     (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
     if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
@@ -129,16 +125,9 @@ def _bytes(tensors) -> int:
 
 
 def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int = 1) -> dict:
-    """Memory of one Adam training step of a copy of ``model`` on this batch (the model itself is untouched).
-
-    Always reported, on every device, as an accounting of the tensors a step holds (MiB):
-    ``weights`` + ``gradients`` + ``adam_state`` (two moments per trainable value) +
-    ``activations`` (the distinct storages autograd saves for the backward pass, counted with
-    saved-tensor hooks; weights it saves are not counted twice). Their sum ``accounted`` bounds
-    the step's peak from above up to transient workspace. On CUDA, ``cuda_peak`` is
-    ``torch.cuda.max_memory_allocated`` over one step after ``warmup`` steps (the allocator's real
-    peak, inputs included); on the CPU it is NaN, because PyTorch's CPU allocator keeps no peak.
-    """
+    """Memory (MiB) of one Adam step of a copy of ``model`` on this batch: ``weights`` + ``gradients`` + ``adam_state``
+    + ``activations`` (storages autograd saves, counted by hooks) = ``accounted``, an upper bound up to workspace;
+    on CUDA also ``cuda_peak`` (the allocator's peak over one step after ``warmup``), NaN on the CPU."""
     model = copy.deepcopy(model).train()
     device = images.device
     trainable = [p for p in model.parameters() if p.requires_grad]

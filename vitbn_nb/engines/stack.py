@@ -219,15 +219,9 @@ def train_models(
     bar=None,
     refused: dict[str, str],
 ) -> None:
-    """Train the members from ``start_epoch + 1`` to ``epochs``. After each epoch ``on_epoch_end(metrics per
-    member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
-    stack there (its run records the divergence; the caller trains the others on without it).
-
-    An engine this device's check (:mod:`vitbn_nb.engines.check_device`) found wrong is not used: without the stacked
-    engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
-    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) is the device check's
-    verdict (:func:`vitbn_nb.engines.check_device.refused_engines`; the check itself trains through here with none).
-    """
+    """Train the members from ``start_epoch + 1`` to ``epochs``; ``on_epoch_end(metrics per member)`` stores an epoch
+    and says whether to stop, and a diverged member stops the stack. An engine in ``refused`` (the device check's
+    verdict) is not used: the members train alone, or without the graph, and their metrics say why."""
     if "stacked" in refused:
         why = refused["stacked"]
         _train_one_by_one(

@@ -134,11 +134,8 @@ def _try_lock(fd: int) -> bool:
 
 @contextlib.contextmanager
 def owned_folder(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new folder ``parent/<prefix><random>``, owned by this process until the block ends.
-
-    The lock is taken before the folder is made and let go after the block, so the folder never exists unowned
-    while this process lives. The block decides what becomes of the folder (removed, or left for
-    :func:`taken_over` to finish); the lock file goes when the block ends."""
+    """A new folder ``parent/<prefix><random>``, owned by this process until the block ends (locked before it is
+    made, let go after the block; the block decides what becomes of the folder)."""
     folder = Path(parent) / f"{prefix}{uuid.uuid4().hex[:12]}"
     lock = _lock_path(folder)
     lock.parent.mkdir(parents=True, exist_ok=True)

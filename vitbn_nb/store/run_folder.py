@@ -146,11 +146,8 @@ def checkpoint_seconds() -> float:
 
 
 def stored_device_type(config: RunConfig, device: torch.device) -> str:
-    """The device type whose id names ``config`` here: this device's, unless only another device finished it.
-
-    A store trained on a GPU and rendered on a laptop (or the reverse) reuses the finished runs; what trained
-    each one stays in its record (``hardware``, ``segments``) and in every figure's footer.
-    """
+    """The device type whose id names ``config`` here: this device's, unless only another device finished it (a
+    store trained on a GPU renders on a laptop; the record keeps what trained each run)."""
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         folder = stored_path(config.run_id(device_type))
@@ -342,16 +339,9 @@ def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
 def measured(
     run: Run, name: str, measure: Callable[[], Any], device: torch.device | None, *, retake: bool = False
 ) -> Any:
-    """A measurement of a finished run (a latency, a pass's time, a step's memory), taken once and kept in its record.
-
-    ``python -m vitbn_nb train`` takes it on the machine that trained the run, right after training; a chapter
-    rendered elsewhere reads it from the record, so it needs no weights. Only a measurement that was never taken is
-    taken where the chapter runs, and it is stored with that machine's hardware, which the footers then name ("timed
-    on"). ``device=None`` marks a number that depends on the weights alone (an accuracy, a property of the stem):
-    kept the same way, with no hardware, and not counted as a timing. ``retake``: measure again and replace the
-    stored value (timings taken in rounds with other runs: when one run of the rounds must be timed, all are, or
-    their rounds would not pair up).
-    """
+    """A measurement of a finished run, taken once (by ``train``, on the machine that trained it) and kept in its
+    record with that machine's hardware, so a chapter rendered elsewhere needs no weights. ``device=None``: a number
+    of the weights alone (no hardware, not a timing). ``retake``: measure again and replace the stored value."""
     stored = run.record.get("measurements", {}).get(name)
     if stored is not None and not retake:
         return stored["value"]

@@ -102,16 +102,10 @@ def train(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> Run:
-    """Train ``config`` (or return it from the store when it already finished).
+    """Train ``config``, or return it from the store when it already finished.
 
-    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`), a checkpoint written
-    there; the same call later resumes the run. A stacked configuration trains as a stack of one (the same
-    arithmetic as its stack; :func:`train_all` trains whole stacks).
-
-    ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.store.tracking``); ``None`` (default)
-    mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
-    (or the string 'true' / 'false'): anything else is refused rather than read as "retrain".
-    """
+    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror
+    the finished run (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
     if config.engine == "stacked":
         return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
     device = pick_device(device)
@@ -183,12 +177,8 @@ def train_all(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train several configurations in order (finished ones come straight from the store); stacked
-    configurations that share a stack key train together when the first of them comes up.
-
-    With a ``deadline``, no run starts after it and a running one stops at its last epoch boundary
-    before it (:class:`DeadlineReached`).
-    """
+    """Train several configurations in order (finished ones come from the store); stacked ones that share a stack
+    key train together when the first of them comes up. No run starts after ``deadline``."""
     force = profiles.flag("force", force)
     configs = list(configs)
     stacks: dict[str, list[RunConfig]] = {}
@@ -277,11 +267,8 @@ def train_stack(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train runs of one stack key together (``engine="stacked"``); each is stored as its own run.
-
-    Finished members come from the store; the others resume from their own checkpoints, and those that stand
-    at the same epoch train as one stack (members at different epochs train as separate stacks).
-    """
+    """Train runs of one stack key together (``engine="stacked"``), each stored as its own run; members standing at
+    different epochs train as separate stacks."""
     from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
 
     if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:

@@ -224,9 +224,9 @@ def optimise(
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
             try:
-                tracking.tag_run(
+                tracking.mirror_run(
                     run,
-                    {
+                    tags={
                         "hpo.study": study.key(device_type),
                         "hpo.trial": index + 1,
                         "hpo.generator": generator,
@@ -278,11 +278,9 @@ def study_device_type(study: Study, here: str, trials: int) -> str:
     """The device type whose study this is: this device's, unless only another device completed ``trials``
     trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
-        ledger_path = study.folder(device_type) / LEDGER_FILE
-        if ledger_path.exists():
-            done = sum("accuracy" in entry for entry in read_ledger(ledger_path).values())
-            if device_type == here or done >= trials:
-                return device_type
+        folder = study.folder(device_type)
+        if (folder / LEDGER_FILE).exists() and (device_type == here or completed_trials(folder) >= trials):
+            return device_type
     return here
 
 

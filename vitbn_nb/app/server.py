@@ -22,10 +22,8 @@ STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
 MIN_SIDE, MAX_SIDE = 28, 2048
 SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
-#: The only formats an upload is read as: what the page's canvas sends (PNG) and what a digit drawn or photographed
-#: elsewhere comes as. Each states its size in its header and decodes only when loaded. Every other format Pillow
-#: knows is never tried: some decode inside ``Image.open`` itself (ICO and ICNS their largest embedded image, WebP
-#: allocates its canvas), and EPS hands the upload to Ghostscript, an external program.
+#: The only formats an upload is read as: each states its size in its header and decodes only when loaded (others
+#: decode inside ``Image.open``, or hand the upload to an external program, as EPS does to Ghostscript).
 FORMATS = ("PNG", "JPEG", "GIF", "BMP")
 FORMAT_NAMES = "PNG, JPEG, GIF or BMP"
 #: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
@@ -62,9 +60,7 @@ class BadImage(ValueError):
         self.status = status
 
 
-# ---------------------------------------------------------------------------------------------
-# Which model
-# ---------------------------------------------------------------------------------------------
+# -- Which model ------------------------------------------------------------------------------------------------------
 def _usable(run: Run) -> bool:
     config = run.record["config"]
     kwargs = config["model_kwargs"]
@@ -193,9 +189,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     return model, run
 
 
-# ---------------------------------------------------------------------------------------------
-# The drawing, made like an MNIST digit
-# ---------------------------------------------------------------------------------------------
+# -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
     """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`.
 
@@ -305,9 +299,7 @@ def _png_data_url(digit: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-# ---------------------------------------------------------------------------------------------
-# The Flask app
-# ---------------------------------------------------------------------------------------------
+# -- The Flask app ----------------------------------------------------------------------------------------------------
 def _too_large():
     from werkzeug.wrappers import Response
 

@@ -45,9 +45,7 @@ TIMING_NOTE = (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# Clocks, memory, FLOPs
-# ---------------------------------------------------------------------------------------------
+# -- Clocks, memory, FLOPs --------------------------------------------------------------------------------------------
 def _rss_kib(field: str) -> int | None:
     try:
         status = Path("/proc/self/status").read_text()
@@ -178,14 +176,7 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------------
-# The three ways to write BatchNorm on tokens
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# The whole measurement
-# ---------------------------------------------------------------------------------------------
+# -- The whole measurement --------------------------------------------------------------------------------------------
 def without_norms(model: nn.Module) -> nn.Module:
     """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity: wrong outputs, but its
     time is the model's with free norms (what folding reaches for BatchNorm, and LayerNorm cannot)."""

@@ -170,9 +170,7 @@ def table(verdict: dict) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# the checks
-# ---------------------------------------------------------------------------------------------
+# -- the checks -------------------------------------------------------------------------------------------------------
 def _row(check: str, engine_: str | None, result: str, detail: str) -> dict:
     return {"check": check, "engine": engine_, "result": result, "detail": detail}
 

@@ -85,9 +85,7 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
     return full(model) if trainable == "all" else attention_only(model)
 
 
-# ---------------------------------------------------------------------------------------------
-# Another image size: the position embedding interpolated on its 2-D grid
-# ---------------------------------------------------------------------------------------------
+# -- Another image size: the position embedding interpolated on its 2-D grid ------------------------------------------
 def interpolate_pos_embedding(
     pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
 ) -> Tensor:
@@ -117,9 +115,7 @@ def load_resized(model: nn.Module, state_dict: dict, old_grid) -> nn.Module:
     return model
 
 
-# ---------------------------------------------------------------------------------------------
-# What one training step holds in memory, and how long it takes
-# ---------------------------------------------------------------------------------------------
+# -- What one training step holds in memory, and how long it takes ----------------------------------------------------
 def _bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 

@@ -27,11 +27,8 @@ from ..models import build_model
 from ..system import nondeterminism_recorded, watch_determinism
 from . import engine
 
-#: Attention under ``vmap`` uses the math backend on every device. Inside ``vmap`` a tensor reports
-#: ``requires_grad=False``, so on a GPU the fused-kernel choice can take memory-efficient attention without the
-#: log-sum-exp its backward needs (the backward then fails on builds without PyTorch's fix), and the CPU's fused
-#: kernel has no batching rule (``vmap`` would loop over the members). At 17 tokens the 17 x 17 score matrix is
-#: tiny: the fused kernels, made to avoid materialising it, buy next to nothing.
+#: Attention under ``vmap`` uses the math backend: on a GPU the fused choice can pick a kernel whose backward fails
+#: there, the CPU's has no batching rule, and at 17 tokens the fused kernels buy next to nothing.
 ATTENTION_BACKENDS = [SDPBackend.MATH]
 
 

@@ -172,8 +172,8 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
     experiment_id_ = experiment_id(mlflow_client, experiment)
     existing = _find(mlflow_client, experiment_id_, record)
     if existing is not None:
-        if tags:
-            set_tags(existing.info.run_id, tags, mlflow_client=mlflow_client)
+        for key, value in (tags or {}).items():  # the optimisation marks its trials this way
+            mlflow_client.set_tag(existing.info.run_id, key, str(value))
         return existing.info.run_id
 
     start = _millis(record.get("started"))
@@ -196,15 +196,3 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         raise
     mlflow_client.set_terminated(mlflow_run_id, status="FINISHED", end_time=_millis(record.get("finished")))
     return mlflow_run_id
-
-
-def set_tags(mlflow_run_id: str, tags: dict, *, mlflow_client=None, uri: str | None = None) -> None:
-    """Add ``tags`` to an MLflow run (the optimisation marks its trials this way)."""
-    mlflow_client = mlflow_client or client(uri)
-    for key, value in tags.items():
-        mlflow_client.set_tag(mlflow_run_id, key, str(value))
-
-
-def tag_run(run, tags: dict, *, uri: str | None = None, experiment: str | None = None) -> None:
-    """Add ``tags`` to the MLflow mirror of ``run`` (mirroring it first if it is not there yet)."""
-    mirror_run(run, uri=uri, experiment=experiment, tags=tags)

@@ -42,7 +42,8 @@ LEDGER_FILE = "trials.json"
 
 def state_fix(path: Path) -> str:
     return (
-        f"fix: delete {path} and run the optimising chapter again, or import the bundle of the machine that optimised"
+        f"fix: delete {path} and run the optimising chapter again (04 or 06), or import the bundle of the machine "
+        "that optimised"
     )
 
 
@@ -513,36 +514,18 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
     rows = []
     for entry in _entries(store):
         if entry.name == STATE_FOLDER:
-            for path, problem in _state_problems(entry):
-                rows.append(
-                    {
-                        "run": STATE_FOLDER,
-                        "folder": str(path),
-                        "problem": problem,
-                        "fix": f"fix: delete {path} and run the optimising chapter again (04 or 06), or import the "
-                        "bundle of the machine that optimised",
-                    }
-                )
+            for path in sorted(p for p in entry.rglob("*.json") if p.is_file()):
+                if problem := state_file_problem(path):
+                    rows.append((STATE_FOLDER, path, problem, state_fix(path)))
         elif entry.is_dir() and (entry / "record.json").exists():
-            for problem, fix in _problems(entry):
-                rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
+            rows += [(entry.name, entry, problem, fix) for problem, fix in _problems(entry)]
     for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
-        if is_owned(scratch):
-            continue  # an import under way, not damage
-        rows.append(
-            {
-                "run": scratch.name,
-                "folder": str(scratch),
-                "problem": "an import that was interrupted (runs moved aside there are not in the store)",
-                "fix": "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was",
-            }
-        )
+        if not is_owned(scratch):  # owned: an import under way, not damage
+            problem = "an import that was interrupted (runs moved aside there are not in the store)"
+            fix = "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was"
+            rows.append((scratch.name, scratch, problem, fix))
+    rows = [(run, str(folder), problem, fix) for run, folder, problem, fix in rows]
     return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
-
-
-def _state_problems(folder: Path) -> list[tuple[Path, str]]:
-    """The optimisation state's files that do not hold what the code reads back (:func:`state_problem`)."""
-    return [(p, problem) for p in sorted(folder.rglob("*.json")) if p.is_file() and (problem := state_file_problem(p))]
 
 
 def store_notes(store: str | Path | None = None) -> list[str]:

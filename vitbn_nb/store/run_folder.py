@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -160,15 +161,7 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
 
 def is_run_name(name: str) -> bool:
     """Whether ``name`` can be a run folder's: a plain name, not the store's own folders (hpo, .locks)."""
-    return (
-        isinstance(name, str)
-        and bool(name)
-        and "/" not in name
-        and "\\" not in name
-        and "\0" not in name
-        and not name.startswith(".")
-        and name != STATE_FOLDER
-    )
+    return isinstance(name, str) and bool(re.fullmatch(r"[^./\\\0][^/\\\0]*", name)) and name != STATE_FOLDER
 
 
 def _check_folder(folder: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import warnings
 from collections.abc import Iterable
 
@@ -25,6 +24,7 @@ from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, runs_dir, stored_path
 from ..system import pick_device
+from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
@@ -61,27 +61,32 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
 
 
-def refuse_when_off(run_id: str) -> None:
-    raise RunStoreError(
-        run_id,
-        f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
-        fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
-        "of the machine that trained them",
-    )
-
-
 def training_sets(config: RunConfig, device: torch.device):
     if config.pipeline == "engine":
         return image_sets(config.dataset, config.train_size, config.test_size, str(device))
     return reference_sets(config.dataset, config.train_size, config.test_size, device)
 
 
-def new_model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
+def _opened(config: RunConfig, run_id: str, device: torch.device, deadline, force: bool, off: bool, mlflow):
+    """Under the run's lock: the stored run when it is finished, else its files started (resumed from its checkpoint
+    when there is one), its model and its optimiser's state."""
+    files = RunFiles(config, run_id, device, deadline)
+    if (done := files.finished(force)) is not None:
+        return mirror(done, mlflow)
+    if off:
+        raise RunStoreError(
+            run_id,
+            f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+            fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
+            "of the machine that trained them",
+        )
     torch.manual_seed(config.seed)
     model = build_model(config.model, **config.model_kwargs).to(device)
     if config.init_from is not None:
         _initialise_from(model, config)
-    return model, finetune.set_trainable(model, config.trainable)
+    trainable = finetune.set_trainable(model, config.trainable)
+    train_data, test_data = training_sets(config, device)
+    return files, model, files.start(model, len(train_data), len(test_data), trainable), train_data, test_data
 
 
 def check_force(force: bool, off: bool, run_id: str) -> bool:
@@ -117,14 +122,10 @@ def train(
     if deadline is not None and deadline.passed():
         raise DeadlineReached(run_id)
     with run_lock(run_id, progress):
-        files = RunFiles(config, run_id, device, deadline)
-        if (done := files.finished(force)) is not None:
-            return mirror(done, mlflow)
-        if off:
-            refuse_when_off(run_id)
-        model, trainable = new_model(config, device)
-        train_data, test_data = training_sets(config, device)
-        optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+        opened = _opened(config, run_id, device, deadline, force, off, mlflow)
+        if isinstance(opened, Run):
+            return opened
+        files, model, optimizer_state, train_data, test_data = opened
         engine.train_model(
             model,
             train_data,
@@ -150,10 +151,8 @@ def train(
 
 def mirror(run: Run, mlflow: bool | None) -> Run:
     """Copy a finished run to MLflow when asked; mlflow is imported only then."""
-    if mlflow is False or (mlflow is None and not os.environ.get("MLFLOW_TRACKING_URI")):
+    if not tracking.enabled(mlflow):
         return run
-    from . import tracking
-
     if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
         tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
         return run
@@ -293,15 +292,11 @@ def train_stack(
         for config, run_id in zip(configs, ids):
             if run_id in found or any(f.run_id == run_id for group in waiting.values() for _, f, _, _ in group):
                 continue  # listed twice
-            files = RunFiles(config, run_id, device, deadline)
-            if (done := files.finished(force)) is not None:
-                found[run_id] = mirror(done, mlflow)
+            opened = _opened(config, run_id, device, deadline, force, off, mlflow)
+            if isinstance(opened, Run):
+                found[run_id] = opened
                 continue
-            if off:
-                refuse_when_off(run_id)
-            model, trainable = new_model(config, device)
-            train_data, test_data = training_sets(config, device)
-            optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+            files, model, optimizer_state, _, _ = opened
             optimizer = stack.optimizer_for(model, config.lr, device)
             if optimizer_state is not None:
                 optimizer.load_state_dict(optimizer_state)

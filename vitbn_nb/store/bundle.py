@@ -41,7 +41,7 @@ from .records import (
     write_record,
 )
 from .run_config import RunConfig
-from .run_folder import run_lock
+from .run_folder import run_locks
 
 FORMAT = 2
 _RUN_FILE = re.compile(
@@ -407,16 +407,6 @@ def read_bundle(file: str | Path, scratch: Path, listed: dict | None = None) -> 
 SCRATCH_PREFIX = ".import-"
 
 
-def _digest(record: dict) -> str:
-    return record["record_sha256"]
-
-
-def _same_but_measurements(a: dict, b: dict) -> bool:
-    """The same training, one of them measured more (a render elsewhere measured what training had not)."""
-    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
-    return strip(a) == strip(b)
-
-
 def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
     """(what to do, the conflict if any) for one run of the bundle against the store."""
     target = store / run_id
@@ -426,10 +416,11 @@ def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str
         mine = read_record(target)
     except RunStoreError as error:
         return "", f"run {run_id} is damaged in the store ({error.problem}); {error.fix}"
-    if _digest(mine) == _digest(record):
+    if mine["record_sha256"] == record["record_sha256"]:
         missing = [n for n in WEIGHT_FILES if (folder / n).exists() and not (target / n).exists()]
         return ("weights", None) if missing else ("unchanged", None)
-    if _same_but_measurements(record, mine):
+    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
+    if strip(record) == strip(mine):  # the same training, one measured more (a render elsewhere measured it)
         return "measurements", None
     if (
         mine["status"] not in ENDED
@@ -504,19 +495,6 @@ def _clean(scratch: Path) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _locks(store: Path, names) -> contextlib.ExitStack:
-    """The locks of the runs (and the optimisation state, as ``hpo``) an import changes, taken in one order by every
-    process (sorted), so that no two wait on each other."""
-    locks = contextlib.ExitStack()
-    try:
-        for name in sorted(set(names)):
-            locks.enter_context(run_lock(name, progress=False, store=store))
-    except BaseException:
-        locks.close()
-        raise
-    return locks
-
-
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
     store = Path(store) if store is not None else runs_dir()
@@ -533,7 +511,7 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
             raise _unwritable(file, store, error) from None
         owning.callback(_clean, scratch)  # before the folder's lock is let go
         found = read_bundle(file, scratch / "new", listed)
-        with _locks(store, [*found.runs, *([STATE_FOLDER] if found.state else [])]):
+        with run_locks([*found.runs, *([STATE_FOLDER] if found.state else [])], progress=False, store=store):
             plans = {
                 run_id: _plan_run(store, run_id, found.runs[run_id], found.records[run_id]) for run_id in found.runs
             }
@@ -665,7 +643,7 @@ def recover_imports(store: Path | None = None) -> list[str]:
             if not abandoned:
                 continue
             if (moves := _pending(scratch)) is not None:
-                with _locks(store, [_lock_name(move["target"]) for move in moves]):
+                with run_locks([_lock_name(move["target"]) for move in moves], progress=False, store=store):
                     _undo(moves)
                 undone.append(scratch.name)
             shutil.rmtree(scratch, ignore_errors=True)

@@ -129,6 +129,16 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
         lock.release()
 
 
+@contextlib.contextmanager
+def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterator[None]:
+    """The locks of several runs (or the optimisation state, as ``hpo``), taken in one order by every process
+    (sorted), so that no two wait on each other."""
+    with contextlib.ExitStack() as locks:
+        for name in sorted(set(names)):
+            locks.enter_context(run_lock(name, progress, store))
+        yield
+
+
 def _remove_stale_temporaries(folder: Path) -> None:
     """Temporary files of atomic writes a killed process left behind (safe: this process holds the run's lock)."""
     for leftover in folder.glob(".*.tmp"):

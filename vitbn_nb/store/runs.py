@@ -7,7 +7,6 @@ the only place the stacked engine is loaded)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import warnings
 from collections.abc import Iterable
@@ -27,7 +26,7 @@ from ..system import pick_device
 from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
-from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
+from .run_folder import Run, RunFiles, is_run_name, run_lock, run_locks, stored_device_type, stored_run
 
 # The chapters and the figures' footers call the stored measurements as runs.*:
 from .run_folder import measured as measured
@@ -285,9 +284,7 @@ def train_stack(
             return [found[run_id] for run_id in ids]
     if deadline is not None and deadline.passed():
         raise DeadlineReached(next(i for i in ids if i not in found))
-    with contextlib.ExitStack() as locks:
-        for run_id in sorted(set(ids)):  # one order for every process: no two wait on each other
-            locks.enter_context(run_lock(run_id, progress))
+    with run_locks(ids, progress):
         waiting: dict[int, list[tuple[RunConfig, RunFiles, nn.Module, torch.optim.Optimizer]]] = {}
         for config, run_id in zip(configs, ids):
             if run_id in found or any(f.run_id == run_id for group in waiting.values() for _, f, _, _ in group):

@@ -7,12 +7,12 @@ images), the other models on their own, and the engines against one another (pri
 from __future__ import annotations
 
 import statistics
+from types import SimpleNamespace
 
 import pandas as pd
 import torch
 
 from .. import data
-from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import VIT_FAMILY, build_model
 from ..store.run_config import RunConfig
@@ -44,7 +44,7 @@ def calibrate(
     through the book's pipeline), then the engines' rows (``engines.stack.time_engines``) when ``with_engines``.
     The ViT's rows have ``model`` "ViT"."""
     device = pick_device(device)
-    settings = SpeedSettings(profile="smoke", batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats)
+    settings = SimpleNamespace(batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats, seed=0, lr=1e-3)
     variants, tests = {}, {}
     for depth, side, pipeline in points:
         dataset = "mnist" if side == 28 else "mnist56"

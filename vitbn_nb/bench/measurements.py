@@ -12,6 +12,7 @@ import re
 import resource
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -19,7 +20,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import timing
-from ..chapters.speed.settings import SpeedSettings
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
@@ -35,6 +35,9 @@ from .pipelines import (
     training_runner,
 )
 from .report import BenchResult
+
+if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
+    from ..chapters.speed.settings import SpeedSettings
 
 TIMING_NOTE = (
     "medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "

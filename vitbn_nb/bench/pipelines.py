@@ -5,14 +5,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from .. import data, timing
-from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import build_model
+
+if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
+    from ..chapters.speed.settings import SpeedSettings
 
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.

@@ -20,7 +20,6 @@ from ..models.norms import check_choice
 from ..models.vit import pair as vit_pair
 
 PIPELINES = ("engine", "reference")
-ENGINES = profiles.ENGINES
 #: Device types a run id can name; a finished run of either is reused wherever the book renders.
 DEVICE_TYPES = ("cpu", "cuda")
 #: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record

@@ -56,11 +56,8 @@ def _check_cuda(index: int | None) -> None:
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU.
-
-    A GPU that is asked for, or present on the machine, but cannot be used raises :class:`DeviceError`
-    instead of training on the CPU for hours: ``VITBN_DEVICE=cpu`` chooses the CPU on purpose.
-    """
+    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU. A GPU asked for, or present, but unusable
+    raises :class:`DeviceError` rather than training on the CPU for hours (``VITBN_DEVICE=cpu`` chooses it)."""
     requested = device if device is not None else (os.environ.get(DEVICE_VARIABLE) or None)
     if requested is None:
         if torch.cuda.is_available():
@@ -157,11 +154,8 @@ def versions() -> dict:
 
 
 def machine_load() -> dict:
-    """How busy the machine is now: the 1-minute load average and the other processes running this instant.
-
-    Recorded beside every epoch's timings, so a time measured while another job ran can be flagged
-    (on Linux; elsewhere the fields are None).
-    """
+    """How busy the machine is now (1-minute load, other processes running this instant; None off Linux): recorded
+    with every epoch's timings, so a time measured while another job ran can be flagged."""
     try:
         load = round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):

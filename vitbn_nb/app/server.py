@@ -129,10 +129,7 @@ def model_choice(store=None) -> Run | None:
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
     """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
-
-    A run whose weights are damaged is passed over (and named); an explicitly asked-for run that is
-    damaged stops the app with the reason.
-    """
+    A damaged run is passed over (and named); a damaged run asked for stops the app with the reason."""
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
         if not is_run_name(run_id):

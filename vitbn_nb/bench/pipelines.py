@@ -23,11 +23,8 @@ DATASET = "mnist"
 
 
 def pipelines(settings: SpeedSettings, device: torch.device) -> dict:
-    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data).
-
-    ``reference``: torchvision's MNIST with ``ToTensor`` behind a ``DataLoader``, as article 1 timed it.
-    ``engine``: ``data.image_sets``, uint8 on the device.
-    """
+    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data):
+    ``reference`` torchvision's MNIST behind a ``DataLoader``, ``engine`` ``data.image_sets`` (uint8 on the device)."""
     reference = data.reference_sets(DATASET, settings.train_size, settings.test_size, device)
     engine_sets = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
     return {"reference": reference, "engine": engine_sets}

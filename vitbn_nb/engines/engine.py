@@ -58,10 +58,7 @@ def train_epoch(
     item_per_step: bool = False,
 ) -> dict:
     """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds.
-
-    ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (``loss.item()``):
-    on a GPU that waits for the device every step, so its epoch times include that wait.
-    """
+    ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (a GPU then waits each step)."""
     model.train()
     loss_sum = torch.zeros((), device=device)
     seen = 0
@@ -143,11 +140,8 @@ def evaluate(
     device: torch.device | None = None,
     per_sample: bool = False,
 ) -> dict:
-    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the seconds the pass took.
-
-    Counted on the device with no per-sample Python, or with ``per_sample`` as the reference code counted
-    (:func:`count_classes_per_sample`).
-    """
+    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the pass's seconds: counted on the device,
+    or with ``per_sample`` as the reference code counted (:func:`count_classes_per_sample`)."""
     device = device or next(model.parameters()).device
     model.eval()
     if per_sample:

@@ -56,11 +56,8 @@ def full(model: nn.Module) -> Trainable:
 
 
 def attention_only(model: nn.Module, *, norm: bool = False, pos_embedding: bool = True) -> Trainable:
-    """Freeze everything but the MHSA projections, the head and (by default) the position embedding.
-
-    ``norm=True`` also trains each attention's pre-norm; ``pos_embedding=False`` freezes the
-    position embedding too. Works on parallel blocks (every branch's attention trains).
-    """
+    """Freeze everything but the MHSA projections, the head and (``pos_embedding``) the position embedding; ``norm``
+    also trains each attention's pre-norm. Parallel blocks: every branch's attention trains."""
     attentions = [m for m in model.modules() if isinstance(m, Attention)]
     if not attentions or not hasattr(model, "mlp_head"):
         raise ValueError(

@@ -100,11 +100,8 @@ class Stack:
         return losses.detach()
 
     def step(self, x: Tensor, y: Tensor) -> Tensor:
-        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up.
-
-        Returns a tensor of its own: a replay writes its losses into the same tensor every time, so it is cloned
-        (three numbers) before a caller can keep it.
-        """
+        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up; returns a
+        tensor of its own (a replay writes into the same tensor every time)."""
         if self.device.type != "cuda" or self.graph_failed is not None:
             return self.eager_step(x, y)
         if self._full_shape is None:

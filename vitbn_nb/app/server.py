@@ -188,11 +188,9 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 
 # -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
-    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`.
-
-    Only :data:`FORMATS` are tried, and the size is read from the header and checked before a pixel is decoded, so a
-    request costs at most a :data:`MAX_SIDE`-square image however its bytes were made; Pillow's own limit on pixels
-    (set by :func:`create_app`) stands behind that check. Any failure to decode is a 400 naming the problem."""
+    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`. Only
+    :data:`FORMATS` are tried and the size is checked from the header before a pixel is decoded (Pillow's pixel
+    limit, set by :func:`create_app`, stands behind it)."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
@@ -305,12 +303,8 @@ def _too_large():
 
 
 def _bounded_body(wsgi_app):
-    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413.
-
-    Flask checks MAX_CONTENT_LENGTH against the Content-Length header only: a chunked body has none, and
-    werkzeug cuts it at the limit without a word (a large image whose first bytes decode would pass). The
-    bytes actually read are counted instead.
-    """
+    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413. The
+    bytes read are counted: Flask checks only the Content-Length header, which a chunked body lacks."""
     from werkzeug.exceptions import HTTPException
     from werkzeug.wsgi import get_input_stream
 

@@ -109,7 +109,7 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
-    committed.stage(staging, tmp_path / "empty-store")
+    committed.stage(staging, tmp_path / "empty-store", campaign.run_ids())
     assert (staging / "records" / run.run_id / "record.json").is_file()
 
 

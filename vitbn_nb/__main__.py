@@ -241,17 +241,19 @@ def main(argv=None) -> int:
                 print(f"- {row.run} ({row.folder}): {row.problem}\n  {row.fix}")
             print(notes.lstrip("\n"))
             return 1
-        from .store import bundle, bundle_import
+        from . import train as training
+        from .store import bundle
 
         try:
             if args.runs_command == "export":
-                done = bundle.export(args.file, profile=args.profile, weights=args.weights)
+                needed = None if args.weights == "all" else training.needed_weights(args.profile)
+                done = bundle.export(args.file, needed=needed, profile=args.profile)
                 print(
                     f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), {done['checkpoints']} "
                     f"unfinished checkpoint(s): {done['bytes'] / 2**20:.1f} MiB in {args.file}"
                 )
             elif args.runs_command == "import":
-                done = bundle_import.import_bundle(args.file)
+                done = bundle.import_bundle(args.file)
                 print(
                     f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
                     f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"

@@ -1,22 +1,9 @@
 """The ``paper`` profile trained on a CPU as a campaign over time-limited sessions.
 
-The articles' protocols take hours per chapter on two cores: more than one session holds. A campaign is the ordered
-list of :data:`STAGES`, each a chapter's ``paper`` plan (or the part of it at some learning rates, so that adding a
-rate later is a setting, not code). ``python -m vitbn_nb campaign --deadline SECONDS`` continues it:
-
-- runs a kill or a deadline interrupted resume first (their checkpoint is in the run store, which should lie outside
-  the work tree so that a new checkout finds it: ``VITBN_RUNS_DIR``);
-- then the cheapest runs first, so that the outputs needing the fewest training hours are complete soonest (article
-  2's Fig 9 and Fig 10 before Fig 8);
-- with a deadline, only runs whose estimate fits before it start: a session that ends mid-run loses that run where
-  the machine is not kept;
-- a stage whose epoch times the book shows (``quiet``) trains only when ``--quiet`` promises that nothing else runs
-  beside it; an epoch timed while another process ran is flagged in its record and left out of every timing.
-
-``campaign --dry-run`` says what is done, what is left and its estimate; ``campaign commit`` copies every finished
-run's record (never its weights) into ``figures/records/``, where a fresh clone reads it and a book render keeps it
-(:func:`run_ids`), so that no finished run is lost when a machine is not kept.
-"""
+The ordered :data:`STAGES` (a chapter's ``paper`` plan, or part of it) continue with ``campaign --deadline S``:
+interrupted runs first, then the cheapest, only runs whose estimate fits the deadline; a stage whose epoch times the
+book shows trains only under ``--quiet``. ``campaign commit`` copies finished runs' records into
+``figures/records/``, so no finished run is lost when a machine is not kept."""
 
 from __future__ import annotations
 
@@ -199,9 +186,9 @@ def train(
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
     device = pick_device(None)
     from .engines import check_device
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
-    if undone := recover_imports():  # only imports whose process is gone (vitbn_nb.store.owned)
+    if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
     stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
     if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one

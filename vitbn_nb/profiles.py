@@ -75,6 +75,22 @@ def _describe(kind) -> str:
     return _PLAIN[kind][1]
 
 
+def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) -> None:
+    """The fields a chapter's settings pass to its runs, checked alike wherever they are built: in the settings and
+    in a run's configuration (``RunConfig``, also read back from records)."""
+    for name in counts:
+        value = getattr(obj, name, 1)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+    if getattr(obj, "engine", "eager") not in ENGINES:
+        allowed = (*ENGINES, AUTO_ENGINE) if isinstance(obj, ChapterSettings) else ENGINES
+        raise ValueError(f"engine={obj.engine!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+    for name in ("train_size", "test_size"):
+        value = getattr(obj, name, None)
+        if value is not None and (not isinstance(value, int) or value < 2):
+            raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+
+
 @dataclass(frozen=True)
 class ChapterSettings:
     """What every chapter's settings share: the profile they come from, and type checks on every field."""
@@ -85,19 +101,9 @@ class ChapterSettings:
         hints = typing.get_type_hints(type(self))
         for item in dataclasses.fields(self):
             object.__setattr__(self, item.name, _check_value(item.name, getattr(self, item.name), hints[item.name]))
-        for name in ("seeds", "epochs", "batch_size", "test_batch_size", "trials", "trial_epochs"):
-            value = getattr(self, name, 1)
-            if value < 1:
-                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
         if getattr(self, "engine", None) == AUTO_ENGINE:
             object.__setattr__(self, "engine", "stacked" if torch.cuda.is_available() else "eager")
-        if getattr(self, "engine", "eager") not in ENGINES:
-            allowed = ", ".join(map(repr, (*ENGINES, AUTO_ENGINE)))
-            raise ValueError(f"engine={self.engine!r} is not allowed; choose one of {allowed}")
-        for name in ("train_size", "test_size"):
-            value = getattr(self, name, None)
-            if value is not None and value < 2:
-                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+        check_run_fields(self, ("seeds", "epochs", "batch_size", "test_batch_size", "trials", "trial_epochs"))
 
     def _repr_html_(self) -> str:
         """In a notebook: one row per setting, so the chapter shows what it will run."""

@@ -30,6 +30,19 @@ def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
     return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))
 
 
+def needed_weights(profile: str, store=None) -> set[str]:
+    """Run ids whose weights a machine rendering ``profile`` loads (``runs export``): the app's model, and the runs of
+    the chapters that measure trained runs (chapter 06's final runs follow from its stored hyperparameters)."""
+    from .app import model_choice
+    from .store import bundle
+
+    profile = profiles.resolve(profile)
+    measured = [config for chapter in MEASURED_BY for config in planned_runs(chapter, profile)]
+    measured += chapters.study("06_emnist_transfer").stored_runs(chapters.settings("06_emnist_transfer", profile))
+    choice = model_choice(store)
+    return bundle.needed_weights(measured, choice.run_id if choice else None, store)
+
+
 def needs_device_check(configs: list[runs.RunConfig]) -> bool:
     """Whether training ``configs`` here needs the device check first: on a GPU, or where a stacked run is planned
     (the eager engine on a CPU is what the test suite proves)."""
@@ -148,7 +161,7 @@ def train(
     before it (:class:`vitbn_nb.store.runs.DeadlineReached`), everything resumable."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")

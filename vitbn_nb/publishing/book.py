@@ -17,10 +17,10 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import paths, profiles
+from .. import campaign, paths, profiles
 from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
-from ..store import bundle_import, committed
+from ..store import bundle, committed
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -216,7 +216,7 @@ def build_book(
             f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
             "to write elsewhere."
         )
-    if undone := bundle_import.recover_imports(runs):
+    if undone := bundle.recover_imports(runs):
         _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +281,7 @@ def build_book(
     timings = {"execute": time.perf_counter() - start}
 
     publish_start = time.perf_counter()
-    if missing := committed.stage(staging, runs):
+    if missing := committed.stage(staging, runs, campaign.run_ids()):
         _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import data
-from ...bench import timing
+from ... import data, timing
 from ...engines import engine
 from ...judging import verdicts
 from ...publishing import results
@@ -99,7 +98,7 @@ def _most(one: pd.DataFrame) -> str:
 
 def timed_on(measured: pd.DataFrame) -> str:
     """The machines that timed the passes, from the runs' stored measurements."""
-    from ...store.run_measurements import timed_on as machines
+    from ...store.runs import timed_on as machines
 
     return ", ".join(machines(measured["run_id"])) or "this machine"
 
@@ -148,7 +147,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
 
 def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
     """Accuracy (%) of each model (an untimed pass, through ``engine.evaluate``) and the wall time of its full passes
-    over ``images``, one pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`):
+    over ``images``, one pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.timing.interleave`):
     a busy spell slows them alike and their times pair up round by round."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")

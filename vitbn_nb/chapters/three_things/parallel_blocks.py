@@ -7,8 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ... import data
-from ...bench import timing
+from ... import data, timing
 from ...judging import verdicts
 from ...publishing import figures, results
 from ...store import runs
@@ -30,8 +29,8 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 
 
 def latencies_ms(models: dict, images, *, repeats: int) -> dict:
-    """Milliseconds per image of each model's eval-mode forward pass over ``images``, in ``repeats`` interleaved
-    rounds after one warm-up pass (:func:`vitbn_nb.bench.timing.interleave`)."""
+    """Milliseconds per image of each model's eval-mode forward pass over ``images``, one pass of every model per
+    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
     import torch
 
     def runner(model):

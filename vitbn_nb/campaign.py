@@ -99,9 +99,12 @@ class Estimator:
             measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
         )
         self.load_after = machine_load()
-        #: measured ÷ calibrated epoch, over the given runs that trained epochs here: the calibration times steps on
-        #: plain MNIST without the augmentation or the test pass's overheads, which the runs' own epochs include
-        ratios = [m / c for config in configs if (m := self._measured(config)) and (c := self._calibrated(config))]
+        #: measured ÷ calibrated epoch, over the given runs that trained epochs here on a quiet machine: the
+        #: calibration times steps on plain MNIST without the augmentation or the test pass's overheads, which the
+        #: runs' own epochs include; an epoch timed beside other work would price that work's load into every run
+        ratios = [
+            m / c for config in configs if (m := self._measured(config, quiet=True)) and (c := self._calibrated(config))
+        ]
         self.correction = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
 
     def busy(self) -> str:
@@ -127,14 +130,16 @@ class Estimator:
 
         return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
 
-    def _measured(self, config: RunConfig) -> float | None:
-        """The median epoch (training and test pass) of this run's own record, else None."""
+    def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
+        """The median epoch (training and test pass) of this run's own record (``quiet``: of its epochs timed with no
+        other process running), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs if "train_seconds" in e)
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and e.get("busy_processes"))]
+        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs)
         return seconds[len(seconds) // 2] if seconds else None
 
     def seconds_left(self, config: RunConfig) -> float | None:
@@ -204,16 +209,26 @@ def train(
                 "only on a quiet machine (run the campaign with --quiet and nothing else beside it)"
             )
             continue
-        estimator = Estimator(left, device)
-        if why := estimator.busy():
-            log(f"{stage.chapter}: {why}")
-        too_long = []
-        for unit in _order(_units(left), estimator):
-            seconds = sum(estimator.seconds_left(c) or 0.0 for c in unit)
-            if deadline is not None and deadline.no_room_for(seconds):
-                too_long.append(seconds)
-                continue
-            log(f"{stage.chapter}: training {', '.join(c.label() for c in unit)} (estimated {seconds / 60:.0f} min)")
+        pending, too_long, estimator = _units(left), [], None
+        while pending:
+            if estimator is None or estimator.busy():
+                # a calibration taken beside other work prices that work's load: taken anew before each unit, so
+                # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)
+                estimator = Estimator([c for unit in pending for c in unit], device)
+                if why := estimator.busy():
+                    log(f"{stage.chapter}: {why}")
+            ordered = _order(pending, estimator)
+            seconds = {id(unit): sum(estimator.seconds_left(c) or 0.0 for c in unit) for unit in ordered}
+            fits = [u for u in ordered if deadline is None or not deadline.no_room_for(seconds[id(u)])]
+            if not fits:
+                too_long = [seconds[id(u)] for u in ordered]
+                break
+            unit = fits[0]
+            pending.remove(unit)
+            log(
+                f"{stage.chapter}: training {', '.join(c.label() for c in unit)} "
+                f"(estimated {seconds[id(unit)] / 60:.0f} min)"
+            )
             started = time.monotonic()
             trained += runs.train_all(unit, deadline=deadline)
             log(f"{stage.chapter}: finished in {(time.monotonic() - started) / 60:.1f} min")

@@ -78,7 +78,7 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
 
 def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, monkeypatch):
     file = tmp_path / "bundle.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=None, profile="smoke")
     folder = trained_store / CONFIGS[0].run_id("cpu")
     record = records.read_record(folder)
     record["finished"] = "another day"

@@ -82,14 +82,14 @@ def bundles(tmp_path_factory, mnist_ready):
         patch.setenv("VITBN_RUNS_DIR", str(folder / "source"))
         for config in IMPORTED:
             runs.train(config, progress=False)
-        bundle.export(folder / "all.tar.gz", profile="smoke")
+        bundle.export(folder / "all.tar.gz", needed=None, profile="smoke")
         record = records.read_record(folder / "source" / IMPORTED[0].run_id("cpu"))
         record["finished"] = "on another machine"
         write_record(folder / "source" / IMPORTED[0].run_id("cpu") / "record.json", record)
-        bundle.export(folder / "conflicting.tar.gz", profile="smoke")
+        bundle.export(folder / "conflicting.tar.gz", needed=None, profile="smoke")
         patch.setenv("VITBN_RUNS_DIR", str(folder / "held"))
         runs.train(HELD, progress=False)
-        bundle.export(folder / "held.tar.gz", profile="smoke")
+        bundle.export(folder / "held.tar.gz", needed=None, profile="smoke")
     return folder
 
 

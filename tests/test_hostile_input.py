@@ -92,7 +92,7 @@ def _bundle(path: Path, files: dict[str, bytes], *, listed: dict[str, bytes] | N
 def _exported(store: Path, tmp_path: Path) -> dict[str, bytes]:
     """The files of a real bundle of ``store`` (every weight file), by name."""
     file = tmp_path / "real.tar.gz"
-    bundle.export(file, profile="smoke", store=store)
+    bundle.export(file, needed=None, profile="smoke", store=store)
     with tarfile.open(file) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile() and m.name != "bundle.json"}
 
@@ -246,7 +246,7 @@ def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(
 
 def test_import_is_all_or_nothing_and_names_every_conflict(store, tmp_path, monkeypatch, capsys):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     runs.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
@@ -355,7 +355,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
 def test_a_read_only_store_is_one_line_for_import_and_the_app(store, tmp_path):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, profile="smoke", store=store)
+    bundle.export(file, needed=None, profile="smoke", store=store)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "VITBN_PROGRESS": "0"}
@@ -451,7 +451,7 @@ def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, t
     out = capsys.readouterr().out
     assert f"{folder / 'model.pt'} does not fit its model (" in out and f"runs retrain {_ids()[0]}" in out
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke", store=store)  # export loads weights, it builds no model
+    bundle.export(file, needed=None, profile="smoke", store=store)  # export loads weights, it builds no model
     with pytest.raises(bundle.BundleError, match=f"holds {_ids()[0]}/model.pt, which does not fit its model"):
         bundle.import_bundle(file, store=tmp_path / "other")
 
@@ -519,7 +519,7 @@ def test_retrain_refuses_what_is_not_a_run_and_never_offers_to_delete_the_store(
 def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monkeypatch):
     records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
     bundle.export(records_only, needed=training.needed_weights("smoke"), profile="smoke")
-    bundle.export(everything, profile="smoke")
+    bundle.export(everything, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     bundle.import_bundle(records_only)

@@ -13,7 +13,8 @@ def select(table: pd.DataFrame, **where) -> pd.DataFrame:
     """The rows whose columns equal ``where``'s values (a float, such as an lr, compared with ``np.isclose``)."""
     keep = np.ones(len(table), dtype=bool)
     for column, value in where.items():
-        keep &= np.isclose(table[column], value) if isinstance(value, float) else (table[column] == value).to_numpy()
+        close = isinstance(value, (float, np.floating))
+        keep &= np.isclose(table[column], value) if close else (table[column] == value).to_numpy()
     return table[keep]
 
 
@@ -21,7 +22,7 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
     """:func:`select`, refusing a selection that holds no run."""
     chosen = select(table, **where)
     if chosen.empty:
-        known = sorted(table[list(where)].drop_duplicates().itertuples(index=False))
+        known = table[list(where)].drop_duplicates().to_dict("records")
         raise ValueError(f"the run table has no rows for {where}; it holds {known}")
     return chosen
 

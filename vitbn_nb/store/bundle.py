@@ -119,10 +119,10 @@ def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]]
 
 
 def export(
-    file: str | Path, *, needed: set[str] | None = None, profile: str = "auto", store: str | Path | None = None
+    file: str | Path, *, needed: set[str] | None, profile: str = "auto", store: str | Path | None = None
 ) -> dict:
-    """Write the bundle ``file`` (atomically) with the weights of the ``needed`` runs (None: every finished run's)
-    for rendering ``profile``; returns what it holds (runs, weight files, bytes)."""
+    """Write the bundle ``file`` (atomically) with the weights of the ``needed`` runs (``None``, said outright: every
+    finished run's) for rendering ``profile``; returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")

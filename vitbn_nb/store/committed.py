@@ -76,7 +76,7 @@ def _named_studies(best_files: dict[str, Path]) -> set[str]:
     return names
 
 
-def stage(staging: Path, store: Path, campaign: Iterable[str] = ()) -> list[str]:
+def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (read from ``store``, else
     from the records staged or committed before), the runs they started from, the optimisation state behind
     them, and every ``campaign`` run any source holds ended, weights left out. Returns the run ids no source holds

@@ -19,7 +19,7 @@ EPOCHS = IntroSettings.epochs
 
 def claims(settings: IntroSettings) -> list[Claim]:
     """Figs 1-3 at the settings' low and high rate (their keys name the figures, their measures the rates)."""
-    low, high = settings.lrs[0], settings.lrs[-1]
+    low, high = min(settings.lrs), max(settings.lrs)
     mean = "DNNBN_d3 − DNN_d3 mean test accuracy over the epochs, lr {:g} (pt)"
     return [
         Claim("article2/fig1/converges", "article 2, Fig 1", SAID["article2/fig1"], CURVE, mean.format(low), +1),

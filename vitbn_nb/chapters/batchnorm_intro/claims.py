@@ -19,7 +19,7 @@ END_OF_PROTOCOL = ("article2/fig1/final", "article2/fig2/stable", "article2/fig3
 
 def judge(table: pd.DataFrame, settings: IntroSettings) -> list[Verdict]:
     claims = {c.key: c for c in article.claims(settings)}
-    low, high = settings.lrs[0], settings.lrs[-1]
+    low, high = min(settings.lrs), max(settings.lrs)
     scale = protocol_scale(table, article.EPOCHS)
     mean = lambda lr, model: per_seed(select(table, lr=lr, model=model), verdicts.mean_accuracy)
     final = lambda lr, model: final_accuracy(table, lr=lr, model=model)

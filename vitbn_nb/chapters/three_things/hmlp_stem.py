@@ -59,7 +59,8 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
 
 
 def flops_per_image(model: torch.nn.Module) -> float:
-    """Forward FLOPs of one image, counted as chapter 02's table counts them (:func:`.sizes.forward_flops`)."""
+    """Forward FLOPs of one image, counted as chapter 02's table counts them
+    (:func:`vitbn_nb.chapters.architectures.sizes.forward_flops`)."""
     return forward_flops(model)
 
 

@@ -145,3 +145,39 @@ def test_a_claim_at_a_full_protocol_lr_is_judged_from_the_paper_runs(figures_sto
     entry = read_manifest()["outputs"]["03_claims"]
     assert f"lr 0.01 {FULL}" in entry["scale"] and "lr 0.005 cpu: 200 of" in entry["caption"]
     assert any(i.startswith("paper-") for i in entry["run_ids"])
+
+
+def test_the_book_counts_an_lr_rendered_from_paper_runs_as_the_larger_profile(tmp_path, monkeypatch):
+    import json
+
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from vitbn_nb.publishing import book
+
+    folder = tmp_path / "chapters"
+    folder.mkdir()
+    parameters = new_code_cell("profile = 'auto'\nforce = False", metadata={"tags": ["parameters"]})
+    nbformat.write(new_notebook(cells=[new_markdown_cell("# Fixed lr"), parameters]), folder / "03_fixed_lr.ipynb")
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    held = {"article1_fig5": {"profile": "paper", "chapter": "03_fixed_lr", "files": []}}
+    (figures / "manifest.json").write_text(json.dumps({"outputs": held}))
+
+    class PastTheCheck(Exception):
+        pass
+
+    def past(path):
+        raise PastTheCheck
+
+    monkeypatch.setattr(book, "_check_chapter", past)  # the first step after the larger-profile check
+    options = dict(notebooks_dir=folder, output_dir=tmp_path / "build", figures_dir=figures, html=False, train=False)
+    options["runs_dir"] = tmp_path / "runs"
+    # no paper run held: a cpu rendering would replace the paper Fig 5, and is refused
+    with pytest.raises(book.BookError, match="larger profile"):
+        book.build_book("cpu", **options)
+    # every paper run of lr 0.01 held: that lr renders from them, so the paper Fig 5 is replaced only by its like
+    only_001 = lambda configs, device=None: [] if all(np.isclose(c.lr, 0.01) for c in configs) else ["missing"]
+    monkeypatch.setattr(run_folder, "missing_runs", only_001)
+    with pytest.raises(PastTheCheck):
+        book.build_book("cpu", **options)

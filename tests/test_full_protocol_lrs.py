@@ -181,3 +181,29 @@ def test_the_book_counts_an_lr_rendered_from_paper_runs_as_the_larger_profile(tm
     monkeypatch.setattr(run_folder, "missing_runs", only_001)
     with pytest.raises(PastTheCheck):
         book.build_book("cpu", **options)
+
+
+def test_run_keeps_the_paper_runs_apart_from_the_profiles(monkeypatch):
+    def table(configs):
+        return pd.DataFrame(
+            [
+                {
+                    "run_id": c.run_id("cpu"),
+                    "model": c.model,
+                    "depth": c.model_kwargs.get("depth", 6 if c.model == "ViT" else 1),
+                    "lr": c.lr,
+                    "train_size": c.train_size,
+                }
+                for c in configs
+            ],
+            columns=["run_id", "model", "depth", "lr", "train_size"],
+        )
+
+    monkeypatch.setattr(fixed_lr.runs, "train_all", lambda configs, force=False: list(configs))
+    monkeypatch.setattr(fixed_lr.runs, "load_table", table)
+    result = fixed_lr.run(chapters.settings(CHAPTER, "cpu", full_protocol_lrs=(0.01,)))
+    paper_ids = {c.run_id("cpu") for c in _at(fixed_lr.plan(chapters.settings(CHAPTER, "paper")), 0.01)}
+    assert set(result.full["run_id"]) == paper_ids
+    assert (result.table["train_size"] == 5000).all() and (result.sweep["train_size"] == 5000).all()
+    assert set(fixed_lr.evidence(result).query("lr == 0.01")["run_id"]) == paper_ids
+    assert fixed_lr.run(chapters.settings(CHAPTER, "cpu")).full is None

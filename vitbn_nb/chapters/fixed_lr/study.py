@@ -164,12 +164,13 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
+                "article's whole protocol at": ", ".join(f"lr {lr:g}" for lr in _full_lrs(settings)) or "-",
                 "epochs": settings.epochs,
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": len(settings.lrs) * settings.seeds,
+                "runs": len(settings.lrs) * settings.seeds + len(_full_lrs(settings)) * full_protocol(settings).seeds,
             }
             for model, depth in PAIRS
         ]

@@ -142,12 +142,18 @@ def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
 def evidence(result: FixedLrResult) -> pd.DataFrame:
     """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, the profile's
     elsewhere."""
-    return pd.concat([at_lr(result, lr)[0] for lr in result.settings.lrs], ignore_index=True)
+    full = _full_lrs(result.settings) if result.full is not None else ()
+    if not full:
+        return result.table
+    taken = np.isclose(result.table["lr"].to_numpy()[:, None], np.asarray(full)[None, :]).any(axis=1)
+    return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
 
 
 def evidence_scale(result: FixedLrResult) -> str:
     """Per lr, the scale of the runs :func:`evidence` takes."""
-    return "; ".join(f"lr {lr:g} {scale(*at_lr(result, lr))}" for lr in result.settings.lrs)
+    judged = evidence(result)
+    held = [lr for lr in result.settings.lrs if np.isclose(judged["lr"], lr).any()]
+    return "; ".join(f"lr {lr:g} {scale(*at_lr(result, lr))}" for lr in held)
 
 
 def overview(settings: FixedLrSettings) -> pd.DataFrame:

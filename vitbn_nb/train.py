@@ -11,9 +11,8 @@ from . import chapters, profiles
 from .data import IMAGE_SIZE
 from .engines import engine
 from .limits import training_is_off
-from .paths import stored_path
 from .store import runs
-from .store.run_folder import stored_device_type, stored_run
+from .store.run_folder import missing_runs, stored_device_type
 from .system import pick_device
 
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
@@ -111,12 +110,7 @@ def plan_table(
 
 def _missing_runs(configs, device) -> list[str]:
     """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
-    missing = []
-    for config in configs:
-        run_id = config.run_id(stored_device_type(config, device))
-        if stored_run(stored_path(run_id)) is None:
-            missing.append(run_id)
-    return missing
+    return missing_runs(configs, device)
 
 
 def evidence_profile(chapter: str, profile: str) -> str:

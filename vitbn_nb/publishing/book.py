@@ -201,14 +201,18 @@ def build_book(
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
+    from ..chapters import full_protocol_lrs
     from ..train import evidence_profile
 
     with _environment(VITBN_RUNS_DIR=runs):
         rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
+        # the lrs at which a chapter's notebook takes the paper runs (chapters.parameters finds the same)
+        paper_lrs = {path: full_protocol_lrs(path.stem, rendered_at[path]) for path in selected}
     held = _held_profiles(figures)
     # an output that names no chapter counts against every chapter
     held_by = lambda path: held.get(path.stem[:2], set()) | held.get("", set())
-    bigger = lambda path: {p for p in held_by(path) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[rendered_at[path]]}
+    largest = lambda path: "paper" if paper_lrs[path] else rendered_at[path]
+    bigger = lambda path: {p for p in held_by(path) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[largest(path)]}
     larger = sorted(f"{path.stem} ({', '.join(sorted(bigger(path)))})" for path in selected if bigger(path))
     if larger and not replace_larger:
         raise BookError(
@@ -258,6 +262,10 @@ def build_book(
     for path, chapter_profile in rendered_at.items():
         if chapter_profile != resolved:
             _log(f"  {path.stem} renders at {chapter_profile}: every run of its {chapter_profile} protocol is held")
+    for path, lrs in paper_lrs.items():
+        if lrs:
+            shown = ", ".join(f"{lr:g}" for lr in lrs)
+            _log(f"  {path.stem} takes the paper runs at lr {shown}: every paper run at that lr is held")
     _log(f"  run store {runs}{'' if train else ' (render only: no run is trained)'}")
     _log(f"  figures staged in {staging}, published to {figures} ({why})")
     runs_done: list[ChapterRun] = []

@@ -114,15 +114,17 @@ def trained_on(run_ids) -> dict[str, int]:
     return runs.trained_on(list(run_ids))
 
 
-def _record(name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None) -> SourceLine:
-    """List an output in the manifest; its source line."""
+def _record(
+    name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None
+) -> SourceLine:
+    """List an output in the manifest (``profile``: its runs' own, where not the result's); its source line."""
     entry = {
         "kind": kind,
         "files": [f.name for f in files],
         "chapter": result.chapter,
         "reproduces": reproduces,
         "caption": caption,
-        "profile": result.profile,
+        "profile": profile or result.profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
         "trained_on": trained_on(run_ids),
@@ -251,36 +253,44 @@ def _footer(fig, text: str) -> None:
     footer.set_text("\n".join(lines))
 
 
-def save_figure(fig, name: str, result, *, runs=None, **about) -> Saved:
+def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> Saved:
     """Stamp, save as PNG and SVG, list in the manifest, close; the PNG with its source line, for display.
 
     ``result``: the chapter's result (``chapter``, ``profile``, ``run_ids``); ``runs``: the runs used when not all of
-    the result's (a run table or ids); ``about``: ``reproduces``, ``caption``, ``reads`` (what else it was computed
-    from, in words) and ``extra`` (more manifest fields)."""
+    the result's (a run table or ids); ``profile``: the profile of those runs where it is not the result's (a
+    ``cpu`` rendering reading the ``paper`` runs of one lr); ``about``: ``reproduces``, ``caption``, ``reads`` (what
+    else it was computed from, in words) and ``extra`` (more manifest fields)."""
     from IPython.display import Image
 
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
-    _footer(fig, stamp(result.profile, run_ids))
+    profile = profile or result.profile
+    _footer(fig, stamp(profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
         atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
     plt.close(fig)
-    return Saved(Image(filename=str(files[0])), _record(name, files, "figure", result, run_ids, **about))
+    source = _record(name, files, "figure", result, run_ids, profile=profile, **about)
+    return Saved(Image(filename=str(files[0])), source)
 
 
-def save_table(table: pd.DataFrame, name: str, result, *, runs=None, precision: int = 2, **about) -> Saved:
+def save_table(
+    table: pd.DataFrame, name: str, result, *, runs=None, profile=None, precision: int = 2, **about
+) -> Saved:
     """Save as CSV, list in the manifest (arguments as :func:`save_figure`); the table styled with the stamp in its
     caption, and its source line."""
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
+    profile = profile or result.profile
     path = figures_dir() / f"{name}.csv"
     atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
-    source = _record(name, [path], "table", result, run_ids, **about)
+    source = _record(name, [path], "table", result, run_ids, profile=profile, **about)
     styled = table.style.format(precision=precision).hide(axis="index")
-    return Saved(styled.set_caption(f"{about['caption']} ({stamp(result.profile, run_ids)})"), source)
+    return Saved(styled.set_caption(f"{about['caption']} ({stamp(profile, run_ids)})"), source)
 
 
-def save_claims(result, found: list, claims: list) -> Saved:
-    """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text."""
+def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None) -> Saved:
+    """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text;
+    ``scale``: the scale of the runs they were judged over where it is not one profile's (in the caption and the
+    manifest); ``runs``: those runs where not all of the result's."""
     from ..judging import verdicts
     from ..judging.claims import table
 
@@ -290,9 +300,11 @@ def save_claims(result, found: list, claims: list) -> Saved:
     caption = (
         f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
         f"page): the measured value, its 95 % interval over seeds (over rounds for times measured in interleaved "
-        f"rounds), the verdict ({tally})"
+        f"rounds), the verdict ({tally})" + (f"; judged over runs at {scale}" if scale else "")
     )
-    return save_table(kept, f"{result.chapter[:2]}_claims", result, reproduces="new/claims", caption=caption)
+    about = {"extra": {"scale": scale}} if scale else {}
+    name = f"{result.chapter[:2]}_claims"
+    return save_table(kept, name, result, runs=runs, reproduces="new/claims", caption=caption, **about)
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

@@ -169,6 +169,17 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
     return here
 
 
+def missing_runs(configs: Iterable[RunConfig], device: torch.device | None = None) -> list[str]:
+    """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
+    device = pick_device(None) if device is None else device
+    missing = []
+    for config in configs:
+        run_id = config.run_id(stored_device_type(config, device))
+        if stored_run(stored_path(run_id)) is None:
+            missing.append(run_id)
+    return missing
+
+
 def is_run_name(name: str) -> bool:
     """Whether ``name`` can be a run folder's: a plain name, not the store's own folders (hpo, .locks)."""
     return isinstance(name, str) and bool(re.fullmatch(r"[^./\\\0][^/\\\0]*", name)) and name != STATE_FOLDER

@@ -4,13 +4,14 @@ whose code computed one block) and as written (all three at depth 6), timed thro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ...judging import audit
+from ...judging.claims import protocol_scale
 from ...judging.selection import require
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
@@ -18,6 +19,7 @@ from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
 from . import article, lr_sweep
+from .article import EPOCHS
 from .claims import experiment1, larger_lr
 from .numbers import (
     FIGURE_OF_LR,
@@ -58,11 +60,33 @@ class FixedLrResult(results.ChapterResult):
     table: pd.DataFrame
     #: The learning-rate sweep's runs (``studies.lr_sweep``): the depth-6 trio at every lr, chapter 03's included.
     sweep: pd.DataFrame | None = None
+    #: The runs of article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper`` plan's own runs), one
+    #: row per run and epoch; empty where the settings name no such lr.
+    full: pd.DataFrame | None = None
 
 
-def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
-    learning-rate sweep's further runs."""
+#: What article 1's whole protocol fixes: the ``paper`` defaults of these settings.
+PROTOCOL = ("seeds", "epochs", "batch_size", "test_batch_size", "train_size", "test_size")
+
+
+def full_protocol(settings: FixedLrSettings) -> FixedLrSettings:
+    """``settings`` with article 1's whole protocol (the ``paper`` defaults of :data:`PROTOCOL`)."""
+    paper = FixedLrSettings()
+    return replace(settings, **{name: getattr(paper, name) for name in PROTOCOL})
+
+
+def _full_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
+    """The full-protocol lrs that are the chapter's own and whose runs differ from the profile's."""
+    if settings == full_protocol(settings):
+        return ()
+    lrs = settings.full_protocol_lrs or ()
+    unknown = [lr for lr in lrs if not np.isclose(lr, settings.lrs).any()]
+    if unknown:
+        raise ValueError(f"full_protocol_lrs={unknown!r} are not among the chapter's lrs {settings.lrs!r}")
+    return tuple(lrs)
+
+
+def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
     return [
         RunConfig.from_settings(
             settings,
@@ -73,17 +97,63 @@ def plan(settings: FixedLrSettings) -> list[RunConfig]:
             seed=seed,
             pipeline=PIPELINE,
         )
-        for lr in settings.lrs
+        for lr in lrs
         for seed in range(settings.seeds)
         for model, depth in PAIRS
-    ] + lr_sweep.plan(settings, PIPELINE)
+    ]
+
+
+def plan(settings: FixedLrSettings) -> list[RunConfig]:
+    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
+    learning-rate sweep's further runs, then article 1's whole protocol at ``full_protocol_lrs`` (built as the
+    ``paper`` plan builds them, so they are its runs)."""
+    own = _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
+    return own + _chapter_plan(full_protocol(settings), _full_lrs(settings))
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
-    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest."""
-    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest, and the
+    whole protocol's runs apart from the profile's."""
+    trained = runs.train_all(plan(settings), force=force)
+    own = len(_chapter_plan(settings, settings.lrs)) + len(lr_sweep.plan(settings, PIPELINE))
+    table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
     chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
-    return FixedLrResult(settings, chapter.reset_index(drop=True), lr_sweep.sweep_rows(table).reset_index(drop=True))
+    return FixedLrResult(
+        settings,
+        chapter.reset_index(drop=True),
+        lr_sweep.sweep_rows(table).reset_index(drop=True),
+        full.reset_index(drop=True) if len(full) else None,
+    )
+
+
+def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
+    """The runs at ``lr`` that its outputs read, and their profile: the whole protocol's (``paper``) where the settings
+    take it at ``lr`` and the result holds its runs, else the profile's own. An lr is never mixed."""
+    if result.full is not None and np.isclose(lr, _full_lrs(result.settings)).any():
+        return require(result.full, lr=float(lr)), "paper"
+    return require(result.table, lr=float(lr)), result.profile
+
+
+def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
+    """An output's own scale, for its caption and manifest: 'paper: 18,000 of the article's 18,000 steps'."""
+    return f"{profile}: {protocol_scale(runs_at_lr, EPOCHS)}"
+
+
+def evidence(result: FixedLrResult) -> pd.DataFrame:
+    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, the profile's
+    elsewhere."""
+    full = _full_lrs(result.settings) if result.full is not None else ()
+    if not full:
+        return result.table
+    taken = np.isclose(result.table["lr"].to_numpy()[:, None], np.asarray(full)[None, :]).any(axis=1)
+    return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
+
+
+def evidence_scale(result: FixedLrResult) -> str:
+    """Per lr, the scale of the runs :func:`evidence` takes."""
+    judged = evidence(result)
+    held = [lr for lr in result.settings.lrs if np.isclose(judged["lr"], lr).any()]
+    return "; ".join(f"lr {lr:g} {scale(*at_lr(result, lr))}" for lr in held)
 
 
 def overview(settings: FixedLrSettings) -> pd.DataFrame:
@@ -100,12 +170,13 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
+                "article's whole protocol at": ", ".join(f"lr {lr:g}" for lr in _full_lrs(settings)) or "-",
                 "epochs": settings.epochs,
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": len(settings.lrs) * settings.seeds,
+                "runs": len(settings.lrs) * settings.seeds + len(_full_lrs(settings)) * full_protocol(settings).seeds,
             }
             for model, depth in PAIRS
         ]
@@ -144,9 +215,9 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
 
     As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
     """
-    table = result.table
+    at, profile = at_lr(result, lr)
     figures.use_style()
-    subset = configuration(require(table, lr=float(lr)), which)
+    subset = configuration(at, which)
     if subset.empty:
         raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
     name, reproduces = _names(lr, which)
@@ -171,27 +242,41 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
             va="bottom",
             fontsize=9,
         )
+    scaled = scale(subset, profile)
     caption = (
-        f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
+        f"Experiment 1 at lr {lr:g} ({scaled}), {_footer_text(which)}; {figures.spread_label(subset)}; "
+        "× marks a diverged run"
     )
-    return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=subset)
+    return figures.save_figure(
+        fig, name, result, reproduces=reproduces, caption=caption, runs=subset, profile=profile, extra={"scale": scaled}
+    )
 
 
 def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
     name, reproduces = _names(lr)
-    subset = require(result.table, lr=float(lr))
-    return figures.save_table(frame, f"{name}_{suffix}", result, reproduces=reproduces, caption=caption, runs=subset)
+    subset, profile = at_lr(result, lr)
+    scaled = scale(subset, profile)
+    return figures.save_table(
+        frame,
+        f"{name}_{suffix}",
+        result,
+        reproduces=reproduces,
+        caption=f"{caption} ({scaled})",
+        runs=subset,
+        profile=profile,
+        extra={"scale": scaled},
+    )
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    subset = require(result.table, lr=float(lr))
+    subset = at_lr(result, lr)[0]
     return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    subset = require(result.table, lr=float(lr))
+    subset = at_lr(result, lr)[0]
     caption = (
         f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
         "within each configuration (as run: BN models d1; as written: d6); timed "
@@ -302,10 +387,14 @@ def _audited(reference: audit.ReferenceAudit) -> str:
 def claims_table(result):
     """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
     sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
-    found = experiment1(result.table)
+    judged = evidence(result)
+    found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
         found += larger_lr(result.sweep)
-    return figures.save_claims(result, found, article.claims())
+    if result.full is None:  # one profile's runs: its stamp says their scale
+        return figures.save_claims(result, found, article.claims())
+    read = [*results.run_ids_of(judged), *results.run_ids_of(result.sweep)]
+    return figures.save_claims(result, found, article.claims(), scale=evidence_scale(result), runs=read)
 
 
 def instability_note(result: FixedLrResult):
@@ -316,7 +405,7 @@ def instability_note(result: FixedLrResult):
     from .numbers import UNSTABLE_DROP
 
     found = []
-    for (model, depth, lr), runs_ in result.table.groupby(["model", "depth", "lr"]):
+    for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         info = stability(runs_, model)
         if info["unstable"]:
             epochs = ", ".join(map(str, info["unstable"]))

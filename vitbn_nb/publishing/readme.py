@@ -73,13 +73,20 @@ def _provenance(folder: Path) -> str:
         from .. import chapters
         from ..profiles import PROFILE_NAMES
 
-        shown = [chapters.settings(c, p) for p in profiles if p in PROFILE_NAMES for c in chapters.CHAPTERS]
+        smaller = [p for p in profiles if p != "paper"]
+        shown = [chapters.settings(c, p) for p in smaller if p in PROFILE_NAMES for c in chapters.CHAPTERS]
         seeds = sorted({str(s.seeds) for s in shown if hasattr(s, "seeds")})
+        full = sorted(name for name, entry in outputs.items() if entry.get("profile") == "paper")
         text += (
-            f" These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
-            f"epochs, 3 seeds) has not produced these figures; here {' or '.join(seeds)} seed(s) per "
-            "configuration, so accuracies sit below the articles' and a single-seed difference carries no "
-            "error bar."
+            (
+                f" {len(full)} of them ({', '.join(f'`{name}`' for name in full)}) come from the articles' full "
+                "protocols (`paper`: full MNIST, the articles' epochs, 3 seeds); the others do not"
+                if full
+                else " These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
+                "epochs, 3 seeds) has not produced these figures"
+            )
+            + f"; at `{'`, `'.join(smaller)}`, {' or '.join(seeds)} seed(s) per configuration, so accuracies sit "
+            "below the articles' and a single-seed difference carries no error bar."
         )
     return text
 

@@ -45,11 +45,10 @@ force = False
 # say nothing).
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.chapters.batchnorm_intro import study as batchnorm_intro
 
-settings = chapters.settings("01_batchnorm_intro", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("01_batchnorm_intro", profile, force)
 settings
 
 # %% [markdown]

@@ -38,12 +38,11 @@ force = False
 # figures and tables like everywhere else.
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.models import build_model
 from vitbn_nb.chapters.architectures import study as architectures, sizes as model_sizes
 
-settings = chapters.settings("02_models", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("02_models", profile, force)
 settings
 
 # %% [markdown]

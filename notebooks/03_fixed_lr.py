@@ -76,12 +76,11 @@ force = False
 # nothing).
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.judging import audit
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr, lr_sweep, time_to_accuracy
 
-settings = chapters.settings("03_fixed_lr", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("03_fixed_lr", profile, force)
 settings
 
 # %% [markdown]

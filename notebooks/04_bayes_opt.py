@@ -54,11 +54,10 @@ force = False
 # it proves that everything runs, and its numbers say nothing.
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.chapters.bayes_opt import study as bayes_opt, search as bayes_opt_search
 
-settings = chapters.settings("04_bayes_opt", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("04_bayes_opt", profile, force)
 settings
 
 # %% [markdown]

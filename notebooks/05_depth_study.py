@@ -49,11 +49,10 @@ force = False
 # figure some content, on a few hundred images (its numbers say nothing).
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.chapters.depth_study import study as depth, numbers as depth_numbers
 
-settings = chapters.settings("05_depth_study", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("05_depth_study", profile, force)
 settings
 
 # %% [markdown]

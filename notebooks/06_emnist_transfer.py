@@ -72,11 +72,10 @@ force = False
 # runs first); its numbers only prove that everything runs.
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.chapters.emnist_transfer import study as transfer
 
-settings = chapters.settings("06_emnist_transfer", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("06_emnist_transfer", profile, force)
 settings
 
 # %%

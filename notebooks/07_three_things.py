@@ -56,13 +56,12 @@ force = False
 # produced (depth 2, three training steps: its numbers mean nothing).
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.publishing import figures
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks, study as three_things
 
 figures.use_style()
-settings = chapters.settings("07_three_things", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
+settings, force = chapters.parameters("07_three_things", profile, force)
 settings
 
 # %% [markdown]

@@ -64,12 +64,10 @@ measure = False
 # nothing. No run is trained, so `force` has nothing to retrain.
 
 # %%
-from vitbn_nb import chapters, profiles
+from vitbn_nb import chapters
 from vitbn_nb.chapters.speed import study as speed, accounting as speed_accounting, kernels as speed_kernels
 
-settings = chapters.settings("08_where_the_speed_comes_from", profile)
-force = profiles.flag("force", force)  # papermill's -p force false arrives as a string
-measure = speed.measure_requested(measure)  # or VITBN_MEASURE=1 (book --measure)
+settings, force, measure = chapters.parameters("08_where_the_speed_comes_from", profile, force, measure=measure)
 settings
 
 # %% [markdown]

@@ -9,10 +9,11 @@ import torch
 from test_hostile_input import Payload
 
 from vitbn_nb import chapters
+from vitbn_nb import train as training
 from vitbn_nb.__main__ import main
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
 from vitbn_nb.chapters.three_things import study as three_things
-from vitbn_nb.store import bundle, bundle_import, records, runs
+from vitbn_nb.store import bundle, records, runs
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
 
@@ -43,7 +44,7 @@ def test_a_bundle_imported_into_an_empty_store_gives_the_same_runs(trained_store
 
 
 def test_needed_weights_leave_out_runs_no_chapter_loads(trained_store, tmp_path):
-    done = bundle.export(tmp_path / "needed.tar.gz", profile="smoke", weights="needed")
+    done = bundle.export(tmp_path / "needed.tar.gz", needed=training.needed_weights("smoke"), profile="smoke")
     assert done["runs"] == 2 and done["weights"] == 0  # chapter 01's DNNs are never loaded when rendering
     with tarfile.open(tmp_path / "needed.tar.gz") as tar:
         assert json.loads(tar.extractfile("bundle.json").read())["weights"] == "needed"
@@ -57,10 +58,10 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
     sources = {config.run_id("cpu") for config in three_things.sequential_configs(settings)}
     timed = {config.run_id("cpu") for _, config in three_things.parallel_pairs(settings)}
     parallel_blocks.run(settings)  # (a)'s runs trained and timed; (b)'s fine-tunings of its sources not yet trained
-    needed = bundle.needed_weights("smoke")
+    needed = training.needed_weights("smoke")
     assert sources <= needed and not (timed - sources) & needed
     assert main(["train", "--profile", "smoke", "--chapters", "07"]) == 0  # the rest trained and measured
-    assert not planned & bundle.needed_weights("smoke")
+    assert not planned & training.needed_weights("smoke")
     parts = (parallel_blocks, attention_finetune, hmlp_stem)
     here = [part.run(settings).per_run for part in parts]
     file = tmp_path / "bundle.tar.gz"
@@ -77,13 +78,13 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
 
 def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, monkeypatch):
     file = tmp_path / "bundle.tar.gz"
-    bundle.export(file, weights="all", profile="smoke")
+    bundle.export(file, needed=None, profile="smoke")
     folder = trained_store / CONFIGS[0].run_id("cpu")
     record = records.read_record(folder)
     record["finished"] = "another day"
     records.write_record(folder / "record.json", record)
     with pytest.raises(bundle.BundleError, match="differs"):
-        bundle_import.import_bundle(file)
+        bundle.import_bundle(file)
     assert records.read_record(folder)["finished"] == "another day"  # left as it was
 
 

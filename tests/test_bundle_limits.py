@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vitbn_nb.store import bundle, bundle_import
+from vitbn_nb.store import bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The growth of a process's peak memory a refused bundle may cost, and what it may write (its one line of error).
@@ -96,7 +96,7 @@ def write_bomb(path: Path, kind: str) -> Path:
 MEASURE = r"""
 import contextlib, io, json, resource, sys
 from vitbn_nb.__main__ import cli
-from vitbn_nb.store import bundle_import  # imported before the baseline
+from vitbn_nb.store import bundle  # imported before the baseline
 
 def written():
     with open("/proc/self/io") as f:
@@ -156,12 +156,12 @@ def test_the_bundle_is_held_to_one_total_and_the_free_disk_before_anything_is_wr
     per_file = bundle.MAX_FILE_BYTES[".pt"]
     many = {f"runs/DNN_d3-r{i}/model.pt": per_file for i in range(bundle.MAX_BYTES // per_file + 1)}
     with pytest.raises(bundle.BundleError, match=r"unpacks to 4\.\d GiB \(a bundle unpacks to at most 4 GiB\)"):
-        bundle_import.import_bundle(_small_listing(tmp_path / "many.tar.gz", many), store=store)
+        bundle.import_bundle(_small_listing(tmp_path / "many.tar.gz", many), store=store)
     small = {"runs/DNN_d3-r0/model.pt": 10 * 2**20}
     full = type("Usage", (), {"free": 2**20})()
     monkeypatch.setattr(bundle.shutil, "disk_usage", lambda path: full)
     with pytest.raises(bundle.BundleError, match=r"unpacks to 10\.0 MiB, more than the 1\.0 MiB free.*free some space"):
-        bundle_import.import_bundle(_small_listing(tmp_path / "small.tar.gz", small), store=store)
+        bundle.import_bundle(_small_listing(tmp_path / "small.tar.gz", small), store=store)
     assert [p.name for p in store.iterdir()] == []
 
 
@@ -177,7 +177,7 @@ def test_a_damaged_header_after_the_first_member_refuses_the_bundle_instead_of_e
     file.write_bytes(gzip.compress(bytes(data)))
     store = tmp_path / "store"
     with pytest.raises(bundle.BundleError, match="is damaged: a tar header cannot be read"):
-        bundle_import.import_bundle(file, store=store)
+        bundle.import_bundle(file, store=store)
 
 
 def test_the_headers_the_book_writes_pass_the_survey(tmp_path):

@@ -82,6 +82,48 @@ def test_a_deadline_starts_only_the_runs_estimated_to_fit(smoke_campaign, monkey
     assert any("not started" in line for line in logged)
 
 
+def test_a_calibration_taken_under_load_is_taken_anew_once_the_machine_is_quiet(smoke_campaign, monkeypatch):
+    trained = fake_training(monkeypatch)
+    calibrations = []
+
+    class LoadedThenQuiet(Priced):
+        """The first calibration ran beside other work and prices every run 3x; later ones find the machine quiet."""
+
+        def __init__(self, configs, device=None):
+            self.loaded = not calibrations
+            calibrations.append(len(configs))
+
+        def busy(self):
+            return "the calibration ran while 3 other process(es) were running" if self.loaded else ""
+
+        def seconds_left(self, config):
+            return (3.0 if self.loaded else 1.0) * super().seconds_left(config)
+
+    monkeypatch.setattr(campaign, "Estimator", LoadedThenQuiet)
+    clock = [0.0]
+    deadline = Deadline(at=45.0, clock=lambda: clock[0], margin=1.0)  # loaded: only depth 1 fits; quiet: 1 and 3
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(deadline, log=logged.append)
+    assert len(calibrations) == 2 and {c.model_kwargs["depth"] for c in trained} == {1, 3}
+    assert any("other process(es)" in line for line in logged)
+
+
+def test_the_price_correction_leaves_out_epochs_timed_beside_other_work(tmp_path, monkeypatch):
+    config = chapters.study("05_depth_study").plan(chapters.settings("05_depth_study", "smoke"))[0]
+    (tmp_path / "record.json").write_text("{}")
+    epochs = [
+        {"train_seconds": 9.0, "test_seconds": 1.0, "busy_processes": 0},
+        {"train_seconds": 99.0, "test_seconds": 1.0, "busy_processes": 4},
+        {"train_seconds": 99.0, "test_seconds": 1.0, "busy_processes": 2},
+    ]
+    monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path)
+    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": epochs})
+    estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
+    assert estimator._measured(config) == 100.0  # the run's own pace, whatever the load: what its next epoch takes
+    assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the quiet epoch only
+
+
 def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):
     configs = smoke_campaign[0].configs()
     deepest = max(configs, key=lambda c: c.model_kwargs["depth"])
@@ -109,7 +151,7 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
-    committed.stage(staging, tmp_path / "empty-store")
+    committed.stage(staging, tmp_path / "empty-store", campaign.run_ids())
     assert (staging / "records" / run.run_id / "record.json").is_file()
 
 

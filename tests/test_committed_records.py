@@ -83,7 +83,7 @@ def test_staging_commits_the_records_the_manifest_names_without_weights(committe
     outputs = {"a": {"profile": "cpu", "run_ids": [committed_store.run_id, "gone-run"]}}
     (staging / "manifest.json").write_text(json.dumps({"outputs": outputs}))
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "ignore")
-    missing = committed.stage(staging, store)
+    missing = committed.stage(staging, store, campaign=())
     records = staging / "records"
     assert missing == ["gone-run"]
     assert sorted(p.name for p in (records / committed_store.run_id).iterdir()) == ["record.json"]
@@ -113,7 +113,7 @@ def test_a_study_that_chosen_values_name_is_staged_with_all_its_trials(tmp_path,
     staging.mkdir()
     (staging / "manifest.json").write_text(json.dumps({"outputs": {"a": {"profile": "cpu", "run_ids": ["final-run"]}}}))
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "ignore")
-    assert committed.stage(staging, store) == []
+    assert committed.stage(staging, store, campaign=()) == []
     records = staging / "records"
     assert sorted(p.name for p in (records / "hpo").iterdir()) == ["ViT-d6-mnist_aug-study", "best-mnist_aug-cpu.json"]
     assert sorted(p.name for p in records.iterdir() if p.name != "hpo") == ["final-run", "trial-0", "trial-1"]

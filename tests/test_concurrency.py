@@ -32,7 +32,7 @@ import json, os, pathlib, sys, time, types
 from vitbn_nb import atomic, chapters, train
 from vitbn_nb.__main__ import cli
 from vitbn_nb.publishing import book
-from vitbn_nb.store import bundle_import, runs
+from vitbn_nb.store import bundle, runs
 
 flag = pathlib.Path(os.environ.get("PAUSE_FLAG", "/nonexistent"))
 
@@ -42,12 +42,12 @@ def pause():
         time.sleep(0.05)
 
 if os.environ.get("PAUSE_AT") == "unpacked":
-    unpack = bundle_import.read_bundle
+    unpack = bundle.read_bundle
     def read_then_pause(*args, **kwargs):
         found = unpack(*args, **kwargs)
         pause()
         return found
-    bundle_import.read_bundle = read_then_pause
+    bundle.read_bundle = read_then_pause
 elif os.environ.get("PAUSE_AT") == "moved":
     write_json = atomic.write_json
     def pause_before_done(path, obj):
@@ -56,12 +56,12 @@ elif os.environ.get("PAUSE_AT") == "moved":
         return write_json(path, obj)
     atomic.write_json = pause_before_done
 if os.environ.get("RECOVERED"):
-    recover = bundle_import.recover_imports
+    recover = bundle.recover_imports
     def recover_then_say(*args, **kwargs):
         undone = recover(*args, **kwargs)
         pathlib.Path(os.environ["RECOVERED"]).write_text(json.dumps(undone))
         return undone
-    bundle_import.recover_imports = recover_then_say
+    bundle.recover_imports = recover_then_say
 if os.environ.get("PLAN"):
     plan = [runs.RunConfig(**config) for config in json.loads(os.environ["PLAN"])]
     chapters.study = lambda chapter: types.SimpleNamespace(plan=lambda settings: plan)
@@ -82,14 +82,14 @@ def bundles(tmp_path_factory, mnist_ready):
         patch.setenv("VITBN_RUNS_DIR", str(folder / "source"))
         for config in IMPORTED:
             runs.train(config, progress=False)
-        bundle.export(folder / "all.tar.gz", weights="all", profile="smoke")
+        bundle.export(folder / "all.tar.gz", needed=None, profile="smoke")
         record = records.read_record(folder / "source" / IMPORTED[0].run_id("cpu"))
         record["finished"] = "on another machine"
         write_record(folder / "source" / IMPORTED[0].run_id("cpu") / "record.json", record)
-        bundle.export(folder / "conflicting.tar.gz", weights="all", profile="smoke")
+        bundle.export(folder / "conflicting.tar.gz", needed=None, profile="smoke")
         patch.setenv("VITBN_RUNS_DIR", str(folder / "held"))
         runs.train(HELD, progress=False)
-        bundle.export(folder / "held.tar.gz", weights="all", profile="smoke")
+        bundle.export(folder / "held.tar.gz", needed=None, profile="smoke")
     return folder
 
 
@@ -98,9 +98,8 @@ def store(bundles, tmp_path, monkeypatch):
     """A store holding the one run HELD (imported from its bundle)."""
     folder = tmp_path / "store"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(folder))
-    from vitbn_nb.store import bundle_import
 
-    bundle_import.import_bundle(bundles / "held.tar.gz")
+    bundle.import_bundle(bundles / "held.tar.gz")
     return folder
 
 
@@ -238,30 +237,30 @@ def test_an_undo_stopped_half_way_runs_again_without_touching_what_is_in_place(s
     back nor one written there since (a training of the same run, say)."""
     import shutil
 
-    from vitbn_nb.store import bundle_import
+    from vitbn_nb.store import bundle
 
-    write_json = bundle_import.atomic.write_json
+    write_json = bundle.atomic.write_json
 
     def killed_before_done(path, obj):
-        if Path(path).name == bundle_import.JOURNAL and obj.get("done"):
+        if Path(path).name == bundle.JOURNAL and obj.get("done"):
             raise KeyboardInterrupt  # every run moved in, the journal not yet marked done
         return write_json(path, obj)
 
     def no_undo(journal):
         raise KeyboardInterrupt  # the kill stops the process's own undo too
 
-    monkeypatch.setattr(bundle_import.atomic, "write_json", killed_before_done)
-    monkeypatch.setattr(bundle_import, "_undo", no_undo)
+    monkeypatch.setattr(bundle.atomic, "write_json", killed_before_done)
+    monkeypatch.setattr(bundle, "_undo", no_undo)
     with pytest.raises(KeyboardInterrupt):
-        bundle_import.import_bundle(bundles / "all.tar.gz")
+        bundle.import_bundle(bundles / "all.tar.gz")
     monkeypatch.undo()
     (scratch,) = store.glob(".import-*")
-    moves = json.loads((scratch / bundle_import.JOURNAL).read_text())["moves"]
-    bundle_import._undo(moves[2:])  # the last moves undone first, then the kill
+    moves = json.loads((scratch / bundle.JOURNAL).read_text())["moves"]
+    bundle._undo(moves[2:])  # the last moves undone first, then the kill
     last = moves[-1]
     shutil.copytree(last["removed"], last["target"])  # the same run, written there again since
-    bundle_import._undo(moves)  # the whole undo, again
-    bundle_import._undo(moves)
+    bundle._undo(moves)  # the whole undo, again
+    bundle._undo(moves)
     assert {p.name for p in store.iterdir() if not p.name.startswith(".")} == _ids(HELD) | {Path(last["target"]).name}
-    assert bundle_import.recover_imports(store) == [scratch.name]
+    assert bundle.recover_imports(store) == [scratch.name]
     assert set(_runs(store)) == _ids(HELD) | {Path(last["target"]).name}

@@ -12,7 +12,7 @@ import torch
 
 from vitbn_nb import system
 from vitbn_nb.data.sets import ImageSet
-from vitbn_nb.engines import determinism, engine
+from vitbn_nb.engines import engine
 from vitbn_nb.models import build_model
 
 
@@ -51,7 +51,7 @@ def test_starting_cuda_chooses_deterministic_kernels_warnings_not_errors_and_no_
 
 
 def test_a_nondeterminism_warning_reaches_the_user_and_every_later_epoch_records_it(monkeypatch):
-    monkeypatch.setattr(determinism, "_SEEN", {})
+    monkeypatch.setattr(system, "_SEEN", {})
     alert = (
         "scatter_add_cuda_kernel does not have a deterministic implementation, but you set "
         "'torch.use_deterministic_algorithms(True, warn_only=True)'. You can file an issue"

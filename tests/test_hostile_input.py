@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from vitbn_nb import atomic, chapters
+from vitbn_nb import train as training
 from vitbn_nb.__main__ import cli, main
-from vitbn_nb.store import bundle, bundle_import, records, run_folder, runs
+from vitbn_nb.store import bundle, records, run_folder, runs
 from vitbn_nb.store.records import RunStoreError, sha256, write_record
 from vitbn_nb.store.runs import RunConfig
 
@@ -91,7 +92,7 @@ def _bundle(path: Path, files: dict[str, bytes], *, listed: dict[str, bytes] | N
 def _exported(store: Path, tmp_path: Path) -> dict[str, bytes]:
     """The files of a real bundle of ``store`` (every weight file), by name."""
     file = tmp_path / "real.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)
+    bundle.export(file, needed=None, profile="smoke", store=store)
     with tarfile.open(file) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile() and m.name != "bundle.json"}
 
@@ -182,7 +183,7 @@ def test_a_bundle_cannot_replace_the_optimisation_state_or_the_locks(store, tmp_
     for folder in ("hpo", ".locks", "..", "x/../hpo"):
         file = _bundle(tmp_path / "b.tar.gz", {f"runs/{folder}/record.json": record})
         with pytest.raises(bundle.BundleError, match="nothing was imported"):
-            bundle_import.import_bundle(file)
+            bundle.import_bundle(file)
     assert _tree(store / "hpo") == before
 
 
@@ -201,13 +202,13 @@ def test_unlisted_or_altered_files_and_odd_members_refuse_the_bundle(store, tmp_
     for expected, kwargs in cases.items():
         file = _bundle(tmp_path / "b.tar.gz", **kwargs)
         with pytest.raises(bundle.BundleError) as refused:
-            bundle_import.import_bundle(file)
+            bundle.import_bundle(file)
         text = str(refused.value)
         assert "nothing was imported" in text, text
         assert expected in text or "does not list" in text or "of the wrong size" in text, text
     file = _bundle(tmp_path / "b.tar.gz", {}, extra=[link])
     with pytest.raises(bundle.BundleError, match="not a regular file"):
-        bundle_import.import_bundle(file)
+        bundle.import_bundle(file)
     assert _tree(store) == before
 
 
@@ -238,14 +239,14 @@ def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(
         with pytest.raises(RunStoreError, match="record.json"):
             runs.train(RunConfig(**TINY, seed=0), progress=False)
         with pytest.raises(RunStoreError, match="record.json"):
-            bundle.export(tmp_path / "out.tar.gz", profile="smoke")
+            bundle.export(tmp_path / "out.tar.gz", needed=training.needed_weights("smoke"), profile="smoke")
         assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1
         assert "Traceback" not in capsys.readouterr().err
 
 
 def test_import_is_all_or_nothing_and_names_every_conflict(store, tmp_path, monkeypatch, capsys):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, weights="all", profile="smoke")
+    bundle.export(file, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     runs.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
@@ -288,17 +289,17 @@ def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_r
     (study / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 2}')
     (study / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 2}}')
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     other = tmp_path / "other" / "hpo" / study.name
     other.mkdir(parents=True)
     (other / "trials.json").write_text('{"0": {"a": 1}}')
     (other / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 1}')
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
-    assert bundle_import.import_bundle(file)["state files"] == 1
+    assert bundle.import_bundle(file)["state files"] == 1
     assert json.loads((other / "ax_state.json").read_text())["v"] == 2
     (other / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 3}}')
     with pytest.raises(bundle.BundleError, match="trials and this store.s differ"):
-        bundle_import.import_bundle(file)
+        bundle.import_bundle(file)
 
 
 # -- a read-only store renders; every failure is one message -------------------------------------------------
@@ -354,7 +355,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
 def test_a_read_only_store_is_one_line_for_import_and_the_app(store, tmp_path):
     file = tmp_path / "all.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)
+    bundle.export(file, needed=None, profile="smoke", store=store)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "VITBN_PROGRESS": "0"}
@@ -450,9 +451,9 @@ def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, t
     out = capsys.readouterr().out
     assert f"{folder / 'model.pt'} does not fit its model (" in out and f"runs retrain {_ids()[0]}" in out
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, weights="all", profile="smoke", store=store)  # export loads weights, it builds no model
+    bundle.export(file, needed=None, profile="smoke", store=store)  # export loads weights, it builds no model
     with pytest.raises(bundle.BundleError, match=f"holds {_ids()[0]}/model.pt, which does not fit its model"):
-        bundle_import.import_bundle(file, store=tmp_path / "other")
+        bundle.import_bundle(file, store=tmp_path / "other")
 
 
 def test_a_damaged_committed_record_is_restored_from_git_never_deleted(run_store, tmp_path, monkeypatch):
@@ -517,11 +518,11 @@ def test_retrain_refuses_what_is_not_a_run_and_never_offers_to_delete_the_store(
 
 def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monkeypatch):
     records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
-    bundle.export(records_only, profile="smoke")
-    bundle.export(everything, weights="all", profile="smoke")
+    bundle.export(records_only, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(everything, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
-    bundle_import.import_bundle(records_only)
+    bundle.import_bundle(records_only)
     before = {k: v for k, v in _tree(other).items() if not k.startswith(".")}
     renames, real = [], Path.rename
 
@@ -534,20 +535,20 @@ def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monk
     def killed_again(journal):
         raise KeyboardInterrupt  # the kill also stops the in-process undo, as SIGKILL would
 
-    monkeypatch.setattr(bundle_import, "_undo", killed_again)
+    monkeypatch.setattr(bundle, "_undo", killed_again)
     monkeypatch.setattr(Path, "rename", killed_after_one_move)
     with pytest.raises(KeyboardInterrupt):
-        bundle_import.import_bundle(everything)
+        bundle.import_bundle(everything)
     monkeypatch.undo()
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     assert len([p for p in other.iterdir() if not p.name.startswith(".")]) == 2  # one run moved aside
     assert set(records.check_store()["problem"]) == {
         "an import that was interrupted (runs moved aside there are not in the store)"
     }
-    assert bundle_import.recover_imports(other)
+    assert bundle.recover_imports(other)
     assert {k: v for k, v in _tree(other).items() if not k.startswith(".")} == before
     assert not list(other.glob(".import-*"))
-    assert bundle_import.import_bundle(everything)["updated"] == 3  # and the import then goes through
+    assert bundle.import_bundle(everything)["updated"] == 3  # and the import then goes through
 
 
 def test_a_bundle_is_not_written_inside_the_store(store, capsys):
@@ -569,12 +570,12 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
     assert "not an Ax snapshot" in capsys.readouterr().out
     (study / "ax_state.json").unlink()
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     files = _exported(store, tmp_path)
     files[f"runs/hpo/{study.name}/trials.json"] = b'{"0": {"accuracy": "high"}}'
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
     with pytest.raises(bundle.BundleError, match="'accuracy' has the wrong type"):
-        bundle_import.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
+        bundle.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
 
 
 def test_a_short_deadline_over_finished_runs_is_success(store, capsys):
@@ -611,7 +612,7 @@ def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(s
     name = next(n for n in files if n.endswith("model.pt"))
     listed = {**files, name: files[name] + b"\0"}  # listed one byte longer than it is
     with pytest.raises(bundle.BundleError, match="of the wrong size"):
-        bundle_import.import_bundle(_bundle(tmp_path / "b.tar.gz", files, listed=listed))
+        bundle.import_bundle(_bundle(tmp_path / "b.tar.gz", files, listed=listed))
     late = tmp_path / "late.tar.gz"
     with tarfile.open(late, "w:gz") as tar:  # bundle.json not first: nothing is read before the list
         for n, data in [("runs/x/record.json", b"{}"), ("bundle.json", b"{}")]:
@@ -619,7 +620,7 @@ def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(s
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     with pytest.raises(bundle.BundleError, match="does not begin with bundle.json"):
-        bundle_import.import_bundle(late)
+        bundle.import_bundle(late)
 
 
 def test_a_refused_pickle_never_suggests_loading_it_unsafely(store, tmp_path):
@@ -644,9 +645,9 @@ def test_environment_variables_name_themselves_when_wrong(run_store, tmp_path, m
 
 def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monkeypatch):
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, profile="smoke")
+    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
-    bundle_import.import_bundle(file)
+    bundle.import_bundle(file)
     assert not (tmp_path / "other" / "hpo").exists()
 
 

@@ -124,7 +124,7 @@ def test_a_fall_before_the_last_test_is_not_marked_and_a_run_that_never_learned_
 def test_article_1s_larger_lr_conclusion_is_not_testable_in_runs_shorter_than_its_protocol():
     from types import SimpleNamespace
 
-    from vitbn_nb.judging import claims
+    from vitbn_nb.chapters.fixed_lr import claims
 
     found = claims.larger_lr(_sweep())
     # ViT against ViTBN at 0.01 and 0.05 (0.001 and 0.005 are below article 1's largest rate); 3 epochs of 50 steps
@@ -165,7 +165,7 @@ def _full_sweep(bn_falls_at_001=False):
 def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protocol():
     from types import SimpleNamespace
 
-    from vitbn_nb.judging import claims
+    from vitbn_nb.chapters.fixed_lr import claims
 
     found = claims.larger_lr(_full_sweep())
     assert [v.condition for v in found] == ["lr 0.01: ViT d6 against ViTBN d6", "lr 0.05: ViT d6 against ViTBN d6"]
@@ -182,7 +182,7 @@ def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protoc
 
 
 def test_a_batchnorm_model_that_breaks_down_too_is_not_counted_as_stable():
-    from vitbn_nb.judging import claims
+    from vitbn_nb.chapters.fixed_lr import claims
 
     found = {v.condition.split(":")[0]: v for v in claims.larger_lr(_full_sweep(bn_falls_at_001=True))}
     # at lr 0.01 ViTBN falls about 76 points (96 -> 20), ViT about 55: the rule finds the opposite of the claim
@@ -191,7 +191,7 @@ def test_a_batchnorm_model_that_breaks_down_too_is_not_counted_as_stable():
 
 
 def test_a_run_still_under_way_leaves_the_claim_untestable():
-    from vitbn_nb.judging import claims
+    from vitbn_nb.chapters.fixed_lr import claims
 
     sweep = _full_sweep()
     unfinished = sweep[~((sweep["model"] == "ViTBN") & (sweep["seed"] == 1) & (sweep["epoch"] > 20))]

@@ -25,8 +25,9 @@ def _claims_csv(folder, rows):
     from vitbn_nb.judging import claims, verdicts
 
     found = [verdicts.difference(key, values, +1, condition=condition) for key, values, condition in rows]
-    depth_claims = article.claims(chapters.settings("05_depth_study", "paper"))
-    claims.table(found, depth_claims).to_csv(folder / "05_claims.csv", index=False)
+    claims.table(found, article.claims(chapters.settings("05_depth_study", "paper"))).to_csv(
+        folder / "05_claims.csv", index=False
+    )
 
 
 def test_the_results_table_lists_every_saved_claim_with_the_rules_verdict(tmp_path):
@@ -131,7 +132,8 @@ def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(t
     import pandas as pd
 
     from vitbn_nb import data
-    from vitbn_nb.judging import claims
+    from vitbn_nb.chapters.emnist_transfer import article, claims
+    from vitbn_nb.judging.claims import table
 
     copy = tmp_path / "figures"
     copy.mkdir()
@@ -142,7 +144,9 @@ def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(t
             for m, t in (("ViT", 1.0), ("ViTBNFFN", 0.8), ("ViTBN", 0.8))
         ]
     )
-    claims.table(claims.transfer(measured, "CPU: a test machine")).to_csv(copy / "06_claims.csv", index=False)
+    table(claims.transfer(measured, "CPU: a test machine"), article.claims()).to_csv(
+        copy / "06_claims.csv", index=False
+    )
     rows = [line for line in readme.results_block(copy).splitlines() if "transfer article" in line]
     assert len(rows) == 2
     for row in rows:

@@ -31,7 +31,7 @@ def _executed_imports(tree: ast.Module):
 
 def import_graph() -> dict[str, set[str]]:
     """Module -> the package's modules it imports (a submodule's import of its own package is how Python works, not
-    an arrow: ``from . import timing`` points at ``bench.timing``)."""
+    an arrow: ``from . import engine`` points at ``engines.engine``)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {name: set() for name in modules}
     for name, path in modules.items():

@@ -109,14 +109,15 @@ def small_transfer_set(n=300):
 def test_time_passes_counts_passes_and_accuracy(mnist_ready):
     images, labels, _ = small_transfer_set(120)
     model = models.build_model("CNN").eval()
-    timing = transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=3, device="cpu")
+    time = transfer_numbers.time_passes_interleaved
+    timing = time({"CNN": model}, images, labels, batch_size=50, repeats=3, device="cpu")["CNN"]
     assert len(timing["all_seconds"]) == 3 and timing["seconds"] == sorted(timing["all_seconds"])[1]
     assert timing["images"] == 120 and timing["images_per_second"] == pytest.approx(120 / timing["seconds"])
     with torch.inference_mode():
         expected = 100 * (model(data.to_float(images)).argmax(1) == labels).float().mean().item()
     assert timing["accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="repeats"):
-        transfer_numbers.time_passes(model, images, labels, batch_size=50, repeats=0)
+        time({"CNN": model}, images, labels, batch_size=50, repeats=0)
 
 
 def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):
@@ -208,7 +209,9 @@ def _measured(source, seeds=1, rounds=5):
 
 
 def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
-    from vitbn_nb.judging import claims, verdicts
+    from vitbn_nb.chapters.emnist_transfer import article, claims
+    from vitbn_nb.judging import verdicts
+    from vitbn_nb.judging.claims import table
 
     found = claims.transfer(_measured(data.FALLBACK_SOURCE), "CPU: a test machine")
     assert [v.claim for v in found] == ["article1/transfer/ViTBNFFN", "article1/transfer/ViTBN"]
@@ -220,7 +223,7 @@ def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
         # the README's row reads the condition: it names the stand-in set and its single seed
         assert "scikit-learn's 8x8 digits upsampled to 28x28" in verdict.condition
         assert "1 seed trained" in verdict.condition
-    row = claims.table(found).iloc[0]
+    row = table(found, article.claims()).iloc[0]
     assert "8x8 digits" in row["condition"] and "1 seed" in row["condition"]
     emnist = claims.transfer(_measured(data.EMNIST_SOURCE, seeds=3), "CPU: a test machine")
     assert "on EMNIST digits; 3 seeds trained" in emnist[0].condition and "scikit-learn" not in emnist[0].condition
@@ -249,7 +252,8 @@ def _optimised(epochs, train_size, batches):
 
 
 def test_the_optimised_runs_count_their_own_steps_not_the_article_1_protocols():
-    from vitbn_nb.judging import claims, verdicts
+    from vitbn_nb.chapters.bayes_opt import claims
+    from vitbn_nb.judging import verdicts
 
     batches = {"ViT": 20, "ViTBNFFN": 40, "ViTBN": 100}
     found = claims.experiment2(_optimised(5, 6000, batches))

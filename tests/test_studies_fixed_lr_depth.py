@@ -11,9 +11,11 @@ from vitbn_nb.chapters.depth_study import article as depth_article
 from vitbn_nb.chapters.depth_study import claims as depth_claims
 from vitbn_nb.chapters.depth_study import numbers as depth_numbers
 from vitbn_nb.chapters.depth_study import study as depth
+from vitbn_nb.chapters.fixed_lr import claims
 from vitbn_nb.chapters.fixed_lr import numbers as fixed_lr_numbers
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr
-from vitbn_nb.judging import claims, verdicts
+from vitbn_nb.judging import verdicts
+from vitbn_nb.judging.claims import reached_steps
 from vitbn_nb.models import REFERENCE_VIT
 from vitbn_nb.publishing.figures import read_manifest
 
@@ -354,7 +356,7 @@ def test_a_run_that_diverged_ended_its_protocol_and_a_run_under_way_has_not():
     ]
     table = synthetic(rows).assign(epochs=30)
     # ViT's loss became NaN at epoch 16 and its runs stopped there: the comparison stands at the article's scale
-    assert claims.reached_steps(table) == 18_000
+    assert reached_steps(table) == 18_000
     found = claims.experiment1(table)
     judged = [v for v in found if v.claim == "article1/lr0.01/breakdown" and v.condition.startswith("as run")]
     assert all(v.outcome == verdicts.AGREES for v in judged)
@@ -363,7 +365,7 @@ def test_a_run_that_diverged_ended_its_protocol_and_a_run_under_way_has_not():
     assert [v.outcome for v in above] == [verdicts.AGREES, verdicts.AGREES]  # 97.5-97.7 % against "above 97 %"
     # a BatchNorm run that has finished 20 of its 30 epochs (and did not diverge) has not reached the protocol
     under_way = table[~((table["model"] == "ViTBN") & (table["seed"] == 2) & (table["epoch"] > 20))]
-    assert claims.reached_steps(under_way) == 12_000
+    assert reached_steps(under_way) == 12_000
     assert {v.outcome for v in claims.experiment1(under_way) if v.claim == "article1/lr0.01/breakdown"} == {
         verdicts.UNTESTABLE
     }

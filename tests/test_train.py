@@ -88,12 +88,14 @@ def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_re
 def test_the_calibration_times_blocks_of_steps_between_two_syncs(mnist_ready, monkeypatch):
     import torch
 
-    from vitbn_nb.bench import calibration, timing
+    from vitbn_nb import timing
+    from vitbn_nb.bench import calibration
+    from vitbn_nb.engines import stack
 
     syncs = []
     monkeypatch.setattr(timing, "synchronize", lambda device: syncs.append(1))
     x, y = torch.rand(100, 1, 28, 28), torch.randint(0, 10, (100,))
-    runners = calibration._engine_runners(1, (x, y), torch.device("cpu"))
+    runners = stack.engine_runners(1, (x, y), torch.device("cpu"))
     counted = []
     for steps in (1, 3):
         syncs.clear()

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from vitbn_nb.judging import verdicts
+from vitbn_nb.judging import selection, verdicts
 
 
 def test_an_interval_on_the_articles_side_agrees():
@@ -85,7 +85,9 @@ def test_paired_differences_follow_the_seeds():
         for s, acc in ((0, 50.0), (1, 60.0), (2, 70.0))
         for e in (1, 2)
     ]
-    diffs = verdicts.paired(pd.DataFrame(rows), {"model": "B"}, {"model": "A"}, verdicts.mean_accuracy)
+    table = pd.DataFrame(rows)
+    mean = lambda model: selection.per_seed(selection.select(table, model=model), verdicts.mean_accuracy)
+    diffs = selection.paired(mean("B"), mean("A"))
     assert list(diffs) == [5.0, 5.0, 5.0]
 
 

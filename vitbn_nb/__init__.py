@@ -2,9 +2,9 @@
 
 Models (``vitbn_nb.models``), data (``data``), the training engine (``engine``), the run store
 (``runs``, ``records``), every chapter's settings (``profiles``), what the articles report
-(``articles``), figures, Bayesian optimisation (``hpo``), MLflow mirroring (``tracking``), the
-benchmark and every clock (``bench``), training apart from rendering (``train``, ``bundle``), the
-book runner (``book``), the chapters (``studies``) and the digit-drawing app (``app``).
+(each chapter's ``article.py``), figures, Bayesian optimisation (``hpo``), MLflow mirroring (``tracking``), the
+benchmark (``bench``), every clock (``timing``), training apart from rendering (``train``, ``bundle``), the
+book runner (``book``), the chapters (``chapters``, one folder each) and the digit-drawing app (``app``).
 ``python -m vitbn_nb --help`` lists the commands; ``CONTRIBUTING.md`` maps the modules.
 """
 

@@ -11,9 +11,18 @@ import os
 import sys
 
 DEBUG_VARIABLE = "VITBN_DEBUG"
-FROM_SCRATCH_HELP = (
-    "ignore the records committed in figures/records/: train every run the run store lacks (a reproduction)"
-)
+
+
+def _shared_arguments(command) -> None:
+    """``book`` and ``train``: the profile, the chapters, ``--force`` and ``--from-scratch``."""
+    command.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
+    command.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
+    command.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    command.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="ignore the records committed in figures/records/: train every run the run store lacks (a reproduction)",
+    )
 
 
 def main(argv=None) -> int:
@@ -21,16 +30,13 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("data", help="prepare MNIST (exact offline copy if need be) and the transfer set")
     book = commands.add_parser("book", help="execute every chapter with papermill and build the HTML book")
-    book.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
-    book.add_argument("--chapters", nargs="+", metavar="NN", help="run only these chapters (numbers or names)")
-    book.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
+    _shared_arguments(book)
     book.add_argument(
         "--no-train",
         dest="train",
         action="store_false",
         help="render from the run store only: a missing run fails its chapter, naming the run",
     )
-    book.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
     book.add_argument(
         "--measure",
         action="store_true",
@@ -63,10 +69,7 @@ def main(argv=None) -> int:
     train = commands.add_parser(
         "train", help="train every chapter's runs without rendering (then: make book TRAIN=never)"
     )
-    train.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
-    train.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
-    train.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
-    train.add_argument("--from-scratch", action="store_true", help=FROM_SCRATCH_HELP)
+    _shared_arguments(train)
     train.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="stop at the last epoch boundary before this many seconds"
     )
@@ -112,20 +115,17 @@ def main(argv=None) -> int:
     commands.add_parser(
         "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
     )
-    readme = commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
-    readme.add_argument("--check", action="store_true", help="exit 1 when README.md and figures/ disagree")
-    readme.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
-    readme.add_argument(
-        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
+    from .publishing import readme
+
+    readme.add_arguments(
+        commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
     )
     args = parser.parse_args(argv)
-    if getattr(args, "measure", False):  # the kernels papermill starts inherit it
-        from .paths import MEASURE_VARIABLE
+    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
 
+    if getattr(args, "measure", False):  # the kernels papermill starts inherit these
         os.environ[MEASURE_VARIABLE] = "1"
-    if getattr(args, "from_scratch", False):  # the kernels papermill starts inherit it
-        from .paths import COMMITTED_VARIABLE
-
+    if getattr(args, "from_scratch", False):
         os.environ[COMMITTED_VARIABLE] = "ignore"
 
     if args.command == "data":
@@ -226,27 +226,6 @@ def main(argv=None) -> int:
     elif args.command == "runs":
         from .store import records, runs
 
-        if args.runs_command in ("export", "import"):
-            from .store import bundle, bundle_import
-
-            try:
-                if args.runs_command == "export":
-                    done = bundle.export(args.file, profile=args.profile, weights=args.weights)
-                    print(
-                        f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), "
-                        f"{done['checkpoints']} unfinished checkpoint(s): "
-                        f"{done['bytes'] / 2**20:.1f} MiB in {args.file}"
-                    )
-                else:
-                    done = bundle_import.import_bundle(args.file)
-                    print(
-                        f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
-                        f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
-                    )
-            except (ValueError, runs.RunStoreError) as error:
-                print(f"runs {args.runs_command}: {error}", file=sys.stderr)
-                return 1
-            return 0
         if args.runs_command == "check":
             damaged = records.check_store()
             notes = "".join(f"\nnote: {note}" for note in records.store_notes())
@@ -262,23 +241,34 @@ def main(argv=None) -> int:
                 print(f"- {row.run} ({row.folder}): {row.problem}\n  {row.fix}")
             print(notes.lstrip("\n"))
             return 1
+        from . import train as training
+        from .store import bundle
+
         try:
-            runs.retrain(args.run_id)
+            if args.runs_command == "export":
+                needed = None if args.weights == "all" else training.needed_weights(args.profile)
+                done = bundle.export(args.file, needed=needed, profile=args.profile)
+                print(
+                    f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), {done['checkpoints']} "
+                    f"unfinished checkpoint(s): {done['bytes'] / 2**20:.1f} MiB in {args.file}"
+                )
+            elif args.runs_command == "import":
+                done = bundle.import_bundle(args.file)
+                print(
+                    f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
+                    f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
+                )
+            else:
+                runs.retrain(args.run_id)
         except (ValueError, runs.RunStoreError) as error:
-            print(f"runs retrain: {error}", file=sys.stderr)
+            print(f"runs {args.runs_command}: {error}", file=sys.stderr)
             return 1
     elif args.command == "colab-cell":
         from .publishing.colab import main as colab_main
 
         return colab_main()
     elif args.command == "readme":
-        from .publishing.readme import main as readme_main
-
-        return readme_main(
-            ["--check"] * args.check
-            + ["--measure-setup"] * args.measure_setup
-            + (["--figures", args.figures] if args.figures else [])
-        )
+        return readme.run(args)
     return 0
 
 

@@ -1,7 +1,5 @@
-"""Writes that never leave a half-written file: write a sibling temporary, then rename over.
-
-A write that fails (a full disk, a read-only folder) raises :class:`WriteError` naming the file, and the file
-it would have replaced is left as it was."""
+"""Writes that never leave a half-written file: a sibling temporary, synced, then renamed over. A failed write
+raises :class:`WriteError` naming the file, which is left as it was."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """The ``paper`` profile trained on a CPU as a campaign over time-limited sessions.
 
-The articles' protocols take hours per chapter on two cores: more than one session holds. A campaign is the ordered
-list of :data:`STAGES`, each a chapter's ``paper`` plan (or the part of it at some learning rates, so that adding a
-rate later is a setting, not code). ``python -m vitbn_nb campaign --deadline SECONDS`` continues it:
-
-- runs a kill or a deadline interrupted resume first (their checkpoint is in the run store, which should lie outside
-  the work tree so that a new checkout finds it: ``VITBN_RUNS_DIR``);
-- then the cheapest runs first, so that the outputs needing the fewest training hours are complete soonest (article
-  2's Fig 9 and Fig 10 before Fig 8);
-- with a deadline, only runs whose estimate fits before it start: a session that ends mid-run loses that run where
-  the machine is not kept;
-- a stage whose epoch times the book shows (``quiet``) trains only when ``--quiet`` promises that nothing else runs
-  beside it; an epoch timed while another process ran is flagged in its record and left out of every timing.
-
-``campaign --dry-run`` says what is done, what is left and its estimate; ``campaign commit`` copies every finished
-run's record (never its weights) into ``figures/records/``, where a fresh clone reads it and a book render keeps it
-(:func:`run_ids`), so that no finished run is lost when a machine is not kept.
-"""
+The ordered :data:`STAGES` (a chapter's ``paper`` plan, or part of it) continue with ``campaign --deadline S``:
+interrupted runs first, then the cheapest, only runs whose estimate fits the deadline; a stage whose epoch times the
+book shows trains only under ``--quiet``. ``campaign commit`` copies finished runs' records into
+``figures/records/``, so no finished run is lost when a machine is not kept."""
 
 from __future__ import annotations
 
@@ -112,9 +99,12 @@ class Estimator:
             measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
         )
         self.load_after = machine_load()
-        #: measured ÷ calibrated epoch, over the given runs that trained epochs here: the calibration times steps on
-        #: plain MNIST without the augmentation or the test pass's overheads, which the runs' own epochs include
-        ratios = [m / c for config in configs if (m := self._measured(config)) and (c := self._calibrated(config))]
+        #: measured ÷ calibrated epoch, over the given runs that trained epochs here on a quiet machine: the
+        #: calibration times steps on plain MNIST without the augmentation or the test pass's overheads, which the
+        #: runs' own epochs include; an epoch timed beside other work would price that work's load into every run
+        ratios = [
+            m / c for config in configs if (m := self._measured(config, quiet=True)) and (c := self._calibrated(config))
+        ]
         self.correction = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
 
     def busy(self) -> str:
@@ -140,14 +130,16 @@ class Estimator:
 
         return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
 
-    def _measured(self, config: RunConfig) -> float | None:
-        """The median epoch (training and test pass) of this run's own record, else None."""
+    def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
+        """The median epoch (training and test pass) of this run's own record (``quiet``: of its epochs timed with no
+        other process running), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs if "train_seconds" in e)
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and e.get("busy_processes"))]
+        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs)
         return seconds[len(seconds) // 2] if seconds else None
 
     def seconds_left(self, config: RunConfig) -> float | None:
@@ -199,9 +191,9 @@ def train(
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
     device = pick_device(None)
     from .engines import check_device
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
-    if undone := recover_imports():  # only imports whose process is gone (vitbn_nb.store.owned)
+    if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
     stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
     if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one
@@ -217,16 +209,26 @@ def train(
                 "only on a quiet machine (run the campaign with --quiet and nothing else beside it)"
             )
             continue
-        estimator = Estimator(left, device)
-        if why := estimator.busy():
-            log(f"{stage.chapter}: {why}")
-        too_long = []
-        for unit in _order(_units(left), estimator):
-            seconds = sum(estimator.seconds_left(c) or 0.0 for c in unit)
-            if deadline is not None and deadline.no_room_for(seconds):
-                too_long.append(seconds)
-                continue
-            log(f"{stage.chapter}: training {', '.join(c.label() for c in unit)} (estimated {seconds / 60:.0f} min)")
+        pending, too_long, estimator = _units(left), [], None
+        while pending:
+            if estimator is None or estimator.busy():
+                # a calibration taken beside other work prices that work's load: taken anew before each unit, so
+                # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)
+                estimator = Estimator([c for unit in pending for c in unit], device)
+                if why := estimator.busy():
+                    log(f"{stage.chapter}: {why}")
+            ordered = _order(pending, estimator)
+            seconds = {id(unit): sum(estimator.seconds_left(c) or 0.0 for c in unit) for unit in ordered}
+            fits = [u for u in ordered if deadline is None or not deadline.no_room_for(seconds[id(u)])]
+            if not fits:
+                too_long = [seconds[id(u)] for u in ordered]
+                break
+            unit = fits[0]
+            pending.remove(unit)
+            log(
+                f"{stage.chapter}: training {', '.join(c.label() for c in unit)} "
+                f"(estimated {seconds[id(unit)] / 60:.0f} min)"
+            )
             started = time.monotonic()
             trained += runs.train_all(unit, deadline=deadline)
             log(f"{stage.chapter}: finished in {(time.monotonic() - started) / 60:.1f} min")

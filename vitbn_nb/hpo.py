@@ -1,29 +1,10 @@
 """Bayesian optimisation of learning rate and batch size with Ax + BoTorch (article 1, Experiment 2).
 
-Per model, Ax maximises the test accuracy reached after a short training (``trial_epochs``)
-over lr (log scale; [1e-5, 1e-3] for ViT, [1e-5, 1e-2] for the BatchNorm models) and batch
-size (integer, [20, 120]), one trial at a time, as the article's ``hypopt_train.py`` did
-(20 trials; its trials train 3 epochs). Every trial is an ordinary run of the run store
-(``runs.train``), so a finished trial is never trained twice and an interrupted one resumes.
-
-The optimisation itself is resumable too. Its Ax state (experiment, generation strategy,
-every suggestion and result) is written as JSON under ``runs_dir()/hpo/<study key>/`` after
-every suggestion and every completion (those files, and the checks they pass when read back:
-``vitbn_nb.store.hpo_state``). Calling :func:`optimise` again loads it, finishes the trials that
-were suggested but never completed (their runs resume from the store), and asks Ax for new
-ones until the requested number of trials is complete. The study key names
-everything that changes a trial's number (model and its configuration, dataset, subsets,
-epochs per trial, test batch, seed, device type) but not the trial count, so asking for more
-trials extends a study, and asking for fewer reads its first trials. Ax is seeded
-(``random_seed`` and the Sobol seed), so the same settings give the same suggestions.
-
-Ax's default generation strategy (Ax 1.x ``Client``): the centre of the search space, then
-Sobol points until 5 initialisation trials exist (at least 2 of them completed), then
-BoTorch (Ax's modular BoTorch model, a GP with log expected improvement). With 5 trials or
-fewer no BoTorch suggestion is ever made.
-
-Ax takes seconds to import, so it is imported inside the functions that need it.
-"""
+Per model, Ax maximises the test accuracy after ``trial_epochs`` over lr (log scale) and batch size, one trial at a
+time, as the article's ``hypopt_train.py`` did. Every trial is a run of the run store, so none trains twice. The Ax
+state is saved as JSON under ``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so
+:func:`optimise` resumes; the study key names everything that changes a trial's number but not the trial count, so
+asking for more trials extends a study. Ax is seeded, and imported only inside the functions that need it (seconds)."""
 
 from __future__ import annotations
 
@@ -45,13 +26,7 @@ from . import atomic, profiles
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
 from .store import runs, tracking
-from .store.hpo_state import LEDGER_FILE, STATE_FILE, read_ledger, state_fix, state_problem
-
-# The chapters call the chosen values' functions as hpo.*:
-from .store.hpo_state import best_path as best_path
-from .store.hpo_state import best_trial as best_trial
-from .store.hpo_state import load_best as load_best
-from .store.hpo_state import save_best as save_best
+from .store.records import LEDGER_FILE, STATE_FILE, read_ledger, read_state, state_fix, state_problem
 from .store.run_config import DEVICE_TYPES, RunConfig
 from .system import pick_device
 
@@ -186,13 +161,8 @@ def _load_client(study: Study, path: Path):
 
 
 def _trial_accuracy(run) -> float:
-    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals.
-
-    Ax's JSON snapshot keeps about 10 decimals of each observation, so a study reloaded from
-    disk would fit BoTorch to slightly different numbers than one that never stopped; values
-    that survive the round trip exactly make a resumed study suggest what an uninterrupted one
-    would. A diverged trial scores its last accuracy; a NaN would be no observation for Ax.
-    """
+    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals so that it survives Ax's JSON
+    snapshot exactly (a resumed study then suggests what an uninterrupted one would)."""
     accuracy = run.final_accuracy
     return round(float(accuracy), 6) if math.isfinite(accuracy) else 0.0
 
@@ -207,16 +177,9 @@ def optimise(
     mlflow: bool | None = None,
     deadline: runs.Deadline | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete.
-
-    Returns one row per trial (the first ``trials`` of the study): ``trial`` (1-based), ``lr``,
-    ``batch_size``, ``accuracy`` (test accuracy after ``trial_epochs``, %), ``best_so_far``,
-    ``run_id``, ``generator`` (centre / Sobol / BoTorch), ``suggest_seconds`` (Ax's time to
-    propose it, when this store saw it happen), ``train_seconds`` (the trial's training and
-    test time), plus ``model``, ``depth``, ``dataset``, ``trial_epochs``, ``study``.
-    ``force=True`` discards the stored study and retrains every trial. ``deadline``: a trial stops at
-    its last epoch boundary before it (:class:`vitbn_nb.store.runs.DeadlineReached`); the study resumes there.
-    """
+    """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete; one row per
+    trial (``trial``, ``lr``, ``batch_size``, ``accuracy``, ``best_so_far``, ``run_id``, ``generator``, timings ...).
+    ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
@@ -261,9 +224,9 @@ def optimise(
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
             try:
-                tracking.tag_run(
+                tracking.mirror_run(
                     run,
-                    {
+                    tags={
                         "hpo.study": study.key(device_type),
                         "hpo.trial": index + 1,
                         "hpo.generator": generator,
@@ -315,11 +278,9 @@ def study_device_type(study: Study, here: str, trials: int) -> str:
     """The device type whose study this is: this device's, unless only another device completed ``trials``
     trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
-        ledger_path = study.folder(device_type) / LEDGER_FILE
-        if ledger_path.exists():
-            done = sum("accuracy" in entry for entry in read_ledger(ledger_path).values())
-            if device_type == here or done >= trials:
-                return device_type
+        folder = study.folder(device_type)
+        if (folder / LEDGER_FILE).exists() and (device_type == here or completed_trials(folder) >= trials):
+            return device_type
     return here
 
 
@@ -354,3 +315,50 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
     if not table.empty:
         table["best_so_far"] = table["accuracy"].cummax()
     return table
+
+
+# -- the chosen values ---------------------------------------------------------------------------------------
+
+
+def best_trial(table: pd.DataFrame) -> pd.Series:
+    """The trial with the highest accuracy (the earliest of equals) of one model's trial table."""
+    if table.empty:
+        raise ValueError("the trial table is empty: run the optimisation first")
+    if table["model"].nunique() != 1:
+        raise ValueError(f"best_trial takes one model's trials; this table holds {sorted(table['model'].unique())}")
+    return table.sort_values(["accuracy", "trial"], ascending=[False, True]).iloc[0]
+
+
+def best_path(dataset: str, profile: str) -> Path:
+    """Where the optimised hyperparameters of ``dataset`` under ``profile`` are kept."""
+    return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
+
+
+def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
+    """Write each model's best trial (lr, batch size, accuracy, trial, depth ...) as JSON; return the path."""
+    best = {}
+    for model, trials in table.groupby("model", sort=False):
+        row = best_trial(trials)
+        best[model] = {
+            "lr": float(row["lr"]),
+            "batch_size": int(row["batch_size"]),
+            "accuracy": float(row["accuracy"]),
+            "trial": int(row["trial"]),
+            "trials": len(trials),
+            "depth": int(row["depth"]),
+            "trial_epochs": int(row["trial_epochs"]),
+            "generator": row["generator"],
+            "run_id": row["run_id"],
+            "study": row["study"],
+            "dataset": dataset,
+            "profile": profile,
+        }
+    path = best_path(dataset, profile)
+    atomic.write_json(path, best)
+    return path
+
+
+def load_best(dataset: str, profile: str) -> dict | None:
+    """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
+    path = stored_path(best_path(dataset, profile).relative_to(runs_dir()))
+    return read_state(path, state_fix(path)) if path.exists() else None

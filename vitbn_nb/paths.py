@@ -1,9 +1,5 @@
-"""Where the book keeps data, runs and figures.
-
-Each location can be moved with an environment variable (the test-suite uses this to keep
-its smoke runs away from the committed ``figures/``); otherwise it lies in the project
-checkout, found by walking up from the working directory to ``pyproject.toml``.
-"""
+"""Where the book keeps data, runs and figures: each in the project checkout unless an environment variable moves
+it."""
 
 from __future__ import annotations
 
@@ -53,17 +49,16 @@ RECORDS_FOLDER = "records"
 
 
 def committed_records_dir() -> Path | None:
-    """``figures/records/``: the record of every run behind the committed figures and the optimisation state
-    (no weights), read beneath the run store so that a fresh clone renders the book without training; None when
-    ``VITBN_COMMITTED_RECORDS=ignore``."""
+    """``figures/records/``: the records behind the committed figures (no weights), read beneath the run store so that
+    a fresh clone renders without training; None when ``VITBN_COMMITTED_RECORDS=ignore``."""
     if os.environ.get(COMMITTED_VARIABLE, "").strip().lower() == "ignore":
         return None
     return book_figures_dir() / RECORDS_FOLDER
 
 
 def stored_path(name: str | os.PathLike) -> Path:
-    """Where the store's entry ``name`` (a run id, ``hpo/best-mnist-cpu.json`` ...) is read: the run store's own,
-    or the committed record's when only that exists. Everything is written to the run store alone."""
+    """Where the store's entry ``name`` is read: the run store's own, or the committed record's when only that
+    exists (everything is written to the run store alone)."""
     own = runs_dir() / name
     committed = committed_records_dir()
     if own.exists() or own.is_symlink() or committed is None:
@@ -84,9 +79,8 @@ def book_figures_dir() -> Path:
 
 
 def figures_dir() -> Path:
-    """Where a chapter saves its outputs: the book runner's staging folder (``VITBN_FIGURES_DIR``), or, for a
-    chapter run by hand in Lab or Colab, ``build/figures-interactive/``, so that it never overwrites the
-    book's results in ``figures/``."""
+    """Where a chapter saves its outputs: the book runner's staging folder, or, run by hand,
+    ``build/figures-interactive/`` (never the book's ``figures/``)."""
     return _location("VITBN_FIGURES_DIR", "build/figures-interactive")
 
 

@@ -1,14 +1,8 @@
-"""The three scales of the book and every chapter's settings, in one place.
+"""The three scales of the book and what every chapter's settings share.
 
-Each chapter has a frozen settings class whose defaults are the ``paper`` profile: the
-articles' protocol unchanged (with 3 random seeds where the articles ran one). ``cpu`` and
-``smoke`` are written as differences from it: ``cpu`` keeps every effect visible on a 2-core
-laptop in under two hours for the whole book, with three seeds behind every judged difference;
-``smoke`` only proves that everything runs and every output is produced.
-``settings(chapter, profile, **overrides)`` builds one, refusing unknown names and ill-typed
-values with a ``ValueError`` that names the field.
-
-``train_size`` / ``test_size`` of ``None`` mean the whole split (60,000 / 10,000 images).
+A chapter's settings default to the ``paper`` profile (the articles' protocol, 3 seeds); ``cpu`` (the whole book on a
+2-core laptop in under two hours) and ``smoke`` (only proves everything runs) are differences from it. A
+``train_size`` / ``test_size`` of ``None`` means the whole split.
 """
 
 from __future__ import annotations
@@ -27,10 +21,19 @@ PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
 #: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr
 #: (``vitbn_nb.engines.stack``).
 ENGINES = ("eager", "stacked")
-#: A setting's engine "auto" follows the device: stacked on a GPU, where a stack's graph replays many runs for the
-#: launches of one; alone on a CPU, where a stack trains each run slower than one alone (``train --dry-run`` prints
-#: the calibrated ratio).
+#: A setting's engine "auto" follows the device: stacked on a GPU, alone on a CPU (where a stack trains each run
+#: slower; ``train --dry-run`` prints the calibrated ratio).
 AUTO_ENGINE = "auto"
+
+
+#: Each plain type a setting may have: what it accepts, and its name in an error.
+_PLAIN = {
+    type(None): (lambda v: v is None, "None"),
+    bool: (lambda v: isinstance(v, bool), "True or False"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+}
 
 
 def _check_value(name: str, value, kind):
@@ -42,22 +45,9 @@ def _check_value(name: str, value, kind):
                 return _check_value(name, value, option)
             except ValueError:
                 continue
-        raise ValueError(f"{name}={value!r} is not allowed; it must be {_describe(kind)}")
-    if kind is type(None):
-        if value is None:
-            return None
-    elif kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
+    elif kind in _PLAIN:
+        if _PLAIN[kind][0](value):
+            return float(value) if kind is float else value
     elif origin is tuple:
         if isinstance(value, (list, tuple)) and value:
             return tuple(_check_value(f"{name}[{i}]", item, args[0]) for i, item in enumerate(value))
@@ -82,7 +72,23 @@ def _describe(kind) -> str:
         return f"a non-empty list, each {_describe(args[0])}"
     if origin in (Mapping, dict):
         return f"a non-empty mapping, each key {_describe(args[0])} and each value {_describe(args[1])}"
-    return {type(None): "None", bool: "True or False", int: "an integer", float: "a number", str: "a string"}[kind]
+    return _PLAIN[kind][1]
+
+
+def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) -> None:
+    """The fields a chapter's settings pass to its runs, checked alike wherever they are built: in the settings and
+    in a run's configuration (``RunConfig``, also read back from records)."""
+    for name in counts:
+        value = getattr(obj, name, 1)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+    if getattr(obj, "engine", "eager") not in ENGINES:
+        allowed = (*ENGINES, AUTO_ENGINE) if isinstance(obj, ChapterSettings) else ENGINES
+        raise ValueError(f"engine={obj.engine!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+    for name in ("train_size", "test_size"):
+        value = getattr(obj, name, None)
+        if value is not None and (not isinstance(value, int) or value < 2):
+            raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
 
 
 @dataclass(frozen=True)
@@ -95,19 +101,9 @@ class ChapterSettings:
         hints = typing.get_type_hints(type(self))
         for item in dataclasses.fields(self):
             object.__setattr__(self, item.name, _check_value(item.name, getattr(self, item.name), hints[item.name]))
-        for name in ("seeds", "epochs", "batch_size", "test_batch_size", "trials", "trial_epochs"):
-            value = getattr(self, name, 1)
-            if value < 1:
-                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
         if getattr(self, "engine", None) == AUTO_ENGINE:
             object.__setattr__(self, "engine", "stacked" if torch.cuda.is_available() else "eager")
-        if getattr(self, "engine", "eager") not in ENGINES:
-            allowed = ", ".join(map(repr, (*ENGINES, AUTO_ENGINE)))
-            raise ValueError(f"engine={self.engine!r} is not allowed; choose one of {allowed}")
-        for name in ("train_size", "test_size"):
-            value = getattr(self, name, None)
-            if value is not None and value < 2:
-                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
+        check_run_fields(self, ("seeds", "epochs", "batch_size", "test_batch_size", "trials", "trial_epochs"))
 
     def _repr_html_(self) -> str:
         """In a notebook: one row per setting, so the chapter shows what it will run."""
@@ -137,11 +133,8 @@ def resolve(profile: str) -> str:
 
 
 def flag(name: str, value) -> bool:
-    """A yes/no parameter as papermill or a Lab user may give it: a bool, or the string 'true' / 'false'.
-
-    Papermill's ``-p force false`` arrives as the string ``'false'``, which Python reads as true: taken
-    as it is, it would delete and retrain every run of a chapter. Anything else is refused by name.
-    """
+    """A yes/no parameter as a bool, from a bool or papermill's string 'true' / 'false' (``-p force false`` taken as
+    it is would read as true and retrain every run); anything else is refused by name."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):

@@ -1,4 +1,6 @@
-"""What machine and which libraries produced a result: recorded with every run and figure."""
+"""What machine and which libraries produced a result: recorded with every run and figure; and determinism on a
+GPU, decided in one place (the settings, and what a run records when torch says a kernel it ran is not
+deterministic)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,11 @@ import contextlib
 import functools
 import os
 import platform
+import warnings
+from collections.abc import Iterator
 from importlib import metadata
 
 import torch
-
-from .engines import determinism
 
 #: Names the training device outright (``cpu``, ``cuda``, ``cuda:1``), over the automatic choice.
 DEVICE_VARIABLE = "VITBN_DEVICE"
@@ -43,7 +45,7 @@ def _check_cuda(index: int | None) -> None:
             else "torch.cuda.is_available() is False (driver missing, too old, or no visible device)"
         )
         raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
-    determinism.use()  # the choices and why: vitbn_nb/engines/determinism.py
+    use_determinism()
     try:
         torch.zeros(1, device=torch.device("cuda", index)).add_(1).cpu()
     except Exception as error:
@@ -54,11 +56,8 @@ def _check_cuda(index: int | None) -> None:
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU.
-
-    A GPU that is asked for, or present on the machine, but cannot be used raises :class:`DeviceError`
-    instead of training on the CPU for hours: ``VITBN_DEVICE=cpu`` chooses the CPU on purpose.
-    """
+    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU. A GPU asked for, or present, but unusable
+    raises :class:`DeviceError` rather than training on the CPU for hours (``VITBN_DEVICE=cpu`` chooses it)."""
     requested = device if device is not None else (os.environ.get(DEVICE_VARIABLE) or None)
     if requested is None:
         if torch.cuda.is_available():
@@ -155,11 +154,8 @@ def versions() -> dict:
 
 
 def machine_load() -> dict:
-    """How busy the machine is now: the 1-minute load average and the other processes running this instant.
-
-    Recorded beside every epoch's timings, so a time measured while another job ran can be flagged
-    (on Linux; elsewhere the fields are None).
-    """
+    """How busy the machine is now (1-minute load, other processes running this instant; None off Linux): recorded
+    with every epoch's timings, so a time measured while another job ran can be flagged."""
     try:
         load = round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
@@ -183,3 +179,47 @@ def machine_load() -> dict:
 def contended(load_1min, cpu_cores) -> bool:
     """True when more threads wanted to run than the machine has cores, by more than one on average."""
     return load_1min is not None and cpu_cores is not None and load_1min > cpu_cores + 1
+
+
+# -- determinism on a GPU -------------------------------------------------------------------------------------
+#: Words of torch's non-determinism alerts: "... does not have a deterministic implementation, but you set
+#: 'torch.use_deterministic_algorithms(True, warn_only=True)'" and "... defaults to a non-deterministic algorithm".
+_ALERTS = ("deterministic implementation", "non-deterministic algorithm", "use_deterministic_algorithms")
+#: Every alert this process has seen (first sentence), in order: torch warns some once per process.
+_SEEN: dict[str, None] = {}
+#: Re-emitted warnings, so each shows once per place (as Python's default filter would have shown it).
+_SHOWN: dict = {}
+
+
+def use_determinism() -> None:
+    """Deterministic kernels and settings on CUDA (the CPU's are deterministic as they are). An op without a
+    deterministic kernel warns rather than stopping a run hours in (:func:`watch_determinism` records it). No NaN
+    fill of new memory: the book never reads memory it has not written, and the device check would catch a kernel
+    that did. (cuBLAS's workspace is set when the package is imported: ``vitbn_nb/__init__.py``.)"""
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+
+
+@contextlib.contextmanager
+def watch_determinism() -> Iterator[None]:
+    """Note torch's non-determinism alerts raised inside the block; every warning still reaches the user (once
+    per place, when the block ends)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        text = str(warning.message)
+        if any(words in text for words in _ALERTS):
+            _SEEN.setdefault(text.split(". ")[0][:200])
+        warnings.warn_explicit(
+            warning.message, warning.category, warning.filename, warning.lineno, registry=_SHOWN, source=warning.source
+        )
+
+
+def nondeterminism_recorded() -> dict:
+    """What an epoch records: ``{"nondeterministic": [alerts]}`` once this process has seen one, else nothing."""
+    return {"nondeterministic": list(_SEEN)} if _SEEN else {}

@@ -1,11 +1,5 @@
-"""``python -m vitbn_nb train``: every chapter's runs trained apart from rendering, without papermill.
-
-Each chapter's ``plan(settings)`` lists what it trains; chapters 04 and 06 also optimise first and
-then train what the optimisation chose (``after_optimisation``). Finished runs come from the run
-store, so running it again trains only what is missing; ``make book TRAIN=never`` then renders.
-``--dry-run`` lists the runs and their training steps per chapter and trains nothing; ``--deadline
-SECONDS`` stops at the last epoch boundary before it, leaving everything resumable (exit status 75).
-"""
+"""``python -m vitbn_nb train``: every chapter's runs (its ``plan``, then what its optimisation chose) trained apart
+from rendering, without papermill; finished runs come from the run store, so it trains only what is missing."""
 
 from __future__ import annotations
 
@@ -17,15 +11,13 @@ from . import chapters, profiles
 from .data import IMAGE_SIZE
 from .engines import engine
 from .limits import training_is_off
-from .paths import stored_path
 from .store import runs
-from .store.run_folder import stored_device_type, stored_run
+from .store.run_folder import missing_runs, stored_device_type
 from .system import pick_device
 
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
-#: Chapters whose results measure trained runs (inference passes, latencies, a step's memory, what else needs the
-#: weights): their ``run`` is called right after training, so the measurements are taken on the machine that trained
-#: and kept in the runs' records (``runs.measured``), for a chapter rendered anywhere to read without the weights.
+#: Chapters whose results measure trained runs: their parts' ``run`` follows training, so the measurements are taken
+#: on the machine that trained and kept in the runs' records, readable anywhere without the weights.
 MEASURED_BY = {
     "06_emnist_transfer": ("study",),
     "07_three_things": ("parallel_blocks", "attention_finetune", "hmlp_stem"),
@@ -37,11 +29,22 @@ def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
     return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))
 
 
+def needed_weights(profile: str, store=None) -> set[str]:
+    """Run ids whose weights a machine rendering ``profile`` loads (``runs export``): the app's model, and the runs of
+    the chapters that measure trained runs (chapter 06's final runs follow from its stored hyperparameters)."""
+    from .app import model_choice
+    from .store import bundle
+
+    profile = profiles.resolve(profile)
+    measured = [config for chapter in MEASURED_BY for config in planned_runs(chapter, profile)]
+    measured += chapters.study("06_emnist_transfer").stored_runs(chapters.settings("06_emnist_transfer", profile))
+    choice = model_choice(store)
+    return bundle.needed_weights(measured, choice.run_id if choice else None, store)
+
+
 def needs_device_check(configs: list[runs.RunConfig]) -> bool:
-    """Whether training ``configs`` here needs the device check first (``vitbn_nb.engines.check_device``): on a GPU,
-    or where
-    a stacked run is planned. The eager engine on a CPU is what the test suite proves; the check trains stacks, so
-    the CPU path neither loads nor runs the stacked engine."""
+    """Whether training ``configs`` here needs the device check first: on a GPU, or where a stacked run is planned
+    (the eager engine on a CPU is what the test suite proves)."""
     return pick_device(None).type != "cpu" or any(c.engine == "stacked" for c in configs)
 
 
@@ -52,9 +55,8 @@ def steps(config: runs.RunConfig) -> int:
 
 
 def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig], list[runs.RunConfig]]:
-    """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only: a trial's
-    batch size is Ax's to choose and the final lr and batch size the optimisation's, so these configurations
-    carry the study's placeholders; time per image does not depend on either."""
+    """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only (their lr and batch
+    size are placeholders: time per image depends on neither)."""
     module, planned = chapters.study(chapter), chapters.study(chapter).plan(settings)
     trials, finals = [], []
     pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
@@ -76,9 +78,8 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
 def plan_table(
     profile: str, selected: list[str] | None = None, calibration: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """One row per chapter: its runs (those finished in the run store or the committed records) and training
-    steps, the optimisations it runs first and the runs they lead to, and (with a ``calibration``) the estimated
-    minutes of what is left on the calibrated device."""
+    """One row per chapter: its runs (finished ones too), training steps, optimisation trials, and (with a
+    ``calibration``) the estimated minutes of what is left."""
     from .bench.calibration import estimate_seconds
 
     rows = []
@@ -109,18 +110,12 @@ def plan_table(
 
 def _missing_runs(configs, device) -> list[str]:
     """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
-    missing = []
-    for config in configs:
-        run_id = config.run_id(stored_device_type(config, device))
-        if stored_run(stored_path(run_id)) is None:
-            missing.append(run_id)
-    return missing
+    return missing_runs(configs, device)
 
 
 def evidence_profile(chapter: str, profile: str) -> str:
     """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan is held
-    (the run store or the committed records: the campaign's), so its outputs follow the largest evidence there is;
-    else ``profile``. A chapter that optimises first is not upgraded: its final runs are known only after."""
+    (a chapter that optimises first is not upgraded), else ``profile``."""
     if profile != "cpu" or chapter not in chapters.CHAPTERS:
         return profile
     planned = chapters.study(chapter).plan(chapters.settings(chapter, "paper"))
@@ -130,8 +125,8 @@ def evidence_profile(chapter: str, profile: str) -> str:
 
 
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
-    """What the selected chapters would train under ``profile``: their planned runs and optimisations that neither
-    the run store nor the committed records hold (an optimisation's final runs follow its state, kept with it)."""
+    """The planned runs and optimisations of the selected chapters that neither the run store nor the committed
+    records hold."""
     from .hpo import completed_trials, study_device_type
 
     profile, device = profiles.resolve(profile), pick_device(None)
@@ -156,14 +151,11 @@ def train(
     deadline: runs.Deadline | None = None,
     log: Callable[[str], None] = print,
 ) -> list[runs.Run]:
-    """Train every run of the selected chapters under ``profile`` (finished ones come from the store).
-
-    With a ``deadline`` it stops at the last epoch boundary before it (:class:`vitbn_nb.store.runs.DeadlineReached`),
-    everything stored and resumable by the same call.
-    """
+    """Train every run of the selected chapters under ``profile``; with a ``deadline``, stop at the last epoch boundary
+    before it (:class:`vitbn_nb.store.runs.DeadlineReached`), everything resumable."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
-    from .store.bundle_import import recover_imports
+    from .store.bundle import recover_imports
 
     if undone := recover_imports():
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")

@@ -1,11 +1,5 @@
-"""The digit app's server: which model, MNIST-style preprocessing, and the Flask routes.
-
-Routes: ``GET /`` the drawing page; ``GET /api/model`` which run answers; ``POST /api/predict``
-with an image as the request body (the page sends its canvas as PNG; ``curl --data-binary
-@digit.png -H 'Content-Type: image/png' http://127.0.0.1:5000/api/predict`` works too) answers
-``{"digit", "confidence", "top3", "probabilities", "input", "model"}``. A bad request gets a
-4xx status and ``{"error": "..."}`` naming the problem; the server keeps serving.
-"""
+"""The digit app's server: which model, MNIST-style preprocessing, and the Flask routes (``GET /``, ``GET
+/api/model``, ``POST /api/predict`` with the image as the body). A bad request gets a 4xx and ``{"error": ...}``."""
 
 from __future__ import annotations
 
@@ -28,10 +22,8 @@ STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
 MIN_SIDE, MAX_SIDE = 28, 2048
 SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
-#: The only formats an upload is read as: what the page's canvas sends (PNG) and what a digit drawn or photographed
-#: elsewhere comes as. Each states its size in its header and decodes only when loaded. Every other format Pillow
-#: knows is never tried: some decode inside ``Image.open`` itself (ICO and ICNS their largest embedded image, WebP
-#: allocates its canvas), and EPS hands the upload to Ghostscript, an external program.
+#: The only formats an upload is read as: each states its size in its header and decodes only when loaded (others
+#: decode inside ``Image.open``, or hand the upload to an external program, as EPS does to Ghostscript).
 FORMATS = ("PNG", "JPEG", "GIF", "BMP")
 FORMAT_NAMES = "PNG, JPEG, GIF or BMP"
 #: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
@@ -68,9 +60,7 @@ class BadImage(ValueError):
         self.status = status
 
 
-# ---------------------------------------------------------------------------------------------
-# Which model
-# ---------------------------------------------------------------------------------------------
+# -- Which model ------------------------------------------------------------------------------------------------------
 def _usable(run: Run) -> bool:
     config = run.record["config"]
     kwargs = config["model_kwargs"]
@@ -131,22 +121,15 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
 
 
 def model_choice(store=None) -> Run | None:
-    """The run the app serves: the best finished, full-scale 28x28 ViT-family run in the store, or None.
-
-    Runs trained on augmented MNIST come first when they reach :data:`GOOD_ENOUGH` % on their
-    augmented test set (they cope better with hand-drawn digits); otherwise the most accurate
-    run wins. Ties go to the run that saw more training images. Smoke-scale runs are passed over.
-    """
+    """The run the app serves, or None: the best finished full-scale 28x28 ViT-family run, augmented-MNIST runs
+    first when they reach :data:`GOOD_ENOUGH` % (they cope better with drawn digits), then accuracy."""
     found, _ = candidates(store)
     return found[0] if found else None
 
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
     """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
-
-    A run whose weights are damaged is passed over (and named); an explicitly asked-for run that is
-    damaged stops the app with the reason.
-    """
+    A damaged run is passed over (and named); a damaged run asked for stops the app with the reason."""
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
         if not is_run_name(run_id):
@@ -203,15 +186,11 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     return model, run
 
 
-# ---------------------------------------------------------------------------------------------
-# The drawing, made like an MNIST digit
-# ---------------------------------------------------------------------------------------------
+# -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
-    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`.
-
-    Only :data:`FORMATS` are tried, and the size is read from the header and checked before a pixel is decoded, so a
-    request costs at most a :data:`MAX_SIDE`-square image however its bytes were made; Pillow's own limit on pixels
-    (set by :func:`create_app`) stands behind that check. Any failure to decode is a 400 naming the problem."""
+    """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`. Only
+    :data:`FORMATS` are tried and the size is checked from the header before a pixel is decoded (Pillow's pixel
+    limit, set by :func:`create_app`, stands behind it)."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
@@ -315,9 +294,7 @@ def _png_data_url(digit: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-# ---------------------------------------------------------------------------------------------
-# The Flask app
-# ---------------------------------------------------------------------------------------------
+# -- The Flask app ----------------------------------------------------------------------------------------------------
 def _too_large():
     from werkzeug.wrappers import Response
 
@@ -326,12 +303,8 @@ def _too_large():
 
 
 def _bounded_body(wsgi_app):
-    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413.
-
-    Flask checks MAX_CONTENT_LENGTH against the Content-Length header only: a chunked body has none, and
-    werkzeug cuts it at the limit without a word (a large image whose first bytes decode would pass). The
-    bytes actually read are counted instead.
-    """
+    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413. The
+    bytes read are counted: Flask checks only the Content-Length header, which a chunked body lacks."""
     from werkzeug.exceptions import HTTPException
     from werkzeug.wsgi import get_input_stream
 

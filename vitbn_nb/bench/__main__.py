@@ -18,7 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)"
     )
     parser.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
-    parser.add_argument("--compile", action="store_true", help="also time torch.compile (minutes on a CPU)")
     parser.add_argument(
         "--no-calibration", dest="calibration", action="store_false", help="skip train --dry-run's calibration"
     )
@@ -35,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 1
-    result = measure(settings, device, compile_models=args.compile)
+    result = measure(settings, device)
     print()
     print(format_report(result))
     for path in write(result, args.out, copy_to_figures=args.copy):

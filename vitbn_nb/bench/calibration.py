@@ -1,38 +1,22 @@
-"""A short calibration of this device's training step, and the time of a run estimated from it.
+"""A short calibration of this device's training step, and the time of a run estimated from it (for planning).
 
-``calibrate`` times ViT training steps at batch 100 on MNIST through both pipelines at depths 1 and
-6, and at depth 6 on the 56-pixel images, with the bench's runners (the median of a few repeats
-after a warm-up, each repeat a block of steps between two clock reads, as an epoch runs them), and a
-pass over test images through each pipeline at depths 1 and 6 (article 1's counts its classes in a
-Python loop over the samples, three ``.item()`` each). ``estimate_seconds`` turns it into a run's time:
-the time per training image and per test image at the run's depth (linear in depth through the two
-measured depths), pipeline and image size, times the images it trains and tests on. The DNNs and the
-CNN are timed themselves (:data:`OTHER_MODELS`, on augmented MNIST as the book trains them: their steps
-are so short that drawing the augmentations is a large part of them); a calibration without them prices
-them as a depth-1 ViT, which they are not slower than. It is an estimate for planning, said as such
-wherever it is shown.
-
-``calibrate`` also times the engines against one another at depths 1 and 6: one run's eager step
-(``engine.train_step``), a stack of :data:`STACK_MEMBERS` runs (``vitbn_nb.engines.stack``, eagerly), and on a
-GPU the same stack replayed as a CUDA graph; their ratio prices a stacked run, and is what ``make bench``
-reports as stacking's speed per run against one run alone.
-"""
+``calibrate`` times ViT training steps and test passes through both pipelines at depths 1 and 6 (and 56-pixel
+images), the other models on their own, and the engines against one another (pricing a stacked run);
+``estimate_seconds`` turns it into a run's time (linear in depth between the two measured depths)."""
 
 from __future__ import annotations
 
-import functools
 import statistics
+from types import SimpleNamespace
 
 import pandas as pd
 import torch
 
 from .. import data
-from ..chapters.speed.settings import SpeedSettings
 from ..engines import engine
 from ..models import VIT_FAMILY, build_model
 from ..store.run_config import RunConfig
 from ..system import pick_device
-from . import timing
 from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
@@ -42,8 +26,6 @@ TRAIN_IMAGES, TEST_IMAGES = 60_000, 10_000
 OTHER_MODELS = (("DNN_d3", "mnist_aug"), ("DNNBN_d3", "mnist_aug"), ("CNN", "mnist_aug"))
 #: Test images per timed test pass.
 TEST_PASS_IMAGES = 500
-#: Runs in the calibrated stack (a configuration's three random seeds).
-STACK_MEMBERS = 3
 BATCH = 100
 
 
@@ -59,10 +41,10 @@ def calibrate(
 ) -> pd.DataFrame:
     """Seconds per training image at each of ``points`` on ``device`` (``pass`` "train"), seconds per test image
     at those of 28 pixels (``pass`` "test"), then each of ``others`` (``model`` named; a training and a test row,
-    through the book's pipeline), then the engines' rows (:func:`engines`) when ``with_engines``. The ViT's rows
-    have ``model`` "ViT"."""
+    through the book's pipeline), then the engines' rows (``engines.stack.time_engines``) when ``with_engines``.
+    The ViT's rows have ``model`` "ViT"."""
     device = pick_device(device)
-    settings = SpeedSettings(profile="smoke", batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats)
+    settings = SimpleNamespace(batch_size=BATCH, steps=steps, warmup=warmup, repeats=repeats, seed=0, lr=1e-3)
     variants, tests = {}, {}
     for depth, side, pipeline in points:
         dataset = "mnist" if side == 28 else "mnist56"
@@ -94,7 +76,10 @@ def calibrate(
             rows.append(row(key, "test", _test_seconds(*tests[name], "engine", device, repeats), name))
     frames = [pd.DataFrame(rows)]
     if with_engines:
-        frames.append(engines(device, steps=steps, warmup=warmup, repeats=repeats).assign(**{"pass": "train"}))
+        from ..engines import stack  # the stacked engine, loaded only to be timed
+
+        timed = stack.time_engines(device, steps=steps, warmup=warmup, repeats=repeats, batch=BATCH)
+        frames.append(timed.assign(**{"pass": "train"}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -117,54 +102,6 @@ def points_for(configs: list[RunConfig]) -> tuple[tuple, bool, tuple]:
     names = {c.model for c in configs}
     others = tuple(other for other in OTHER_MODELS if other[0] in names)
     return tuple(p for p in POINTS if p in wanted), any(c.engine == "stacked" for c in configs), others
-
-
-def engines(
-    device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6)
-) -> pd.DataFrame:
-    """Seconds per training image of one run on one batch already on the device (compute only), by engine:
-    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
-    Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
-    from ..engines import stack  # the stacked engine, loaded only to be timed
-
-    train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
-    batch = next(iter(train_set.batches(BATCH)))
-    rows = []
-    for depth in depths:
-        runners = _engine_runners(depth, batch, device)
-        timings = timing.interleave(runners, warmup=warmup + stack.GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
-        for name, repeats_ in timings.items():
-            rows.append(
-                {
-                    "depth": depth,
-                    "image": 28,
-                    "pipeline": "engine (compute only)",
-                    "engine": name,
-                    "seconds_per_image": timing.median_repeat(repeats_)["seconds"]
-                    / (BATCH * (1 if name == "eager" else STACK_MEMBERS)),
-                    "device": device.type,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def _engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
-    """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
-    from ..engines import stack
-
-    x, y = batch
-    models = [_build("ViT", depth, seed, device) for seed in range(STACK_MEMBERS)]
-    alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)
-    members = [stack.Member(m, stack.optimizer_for(m, 1e-4, device), seed) for seed, m in enumerate(models)]
-    xs, ys = torch.stack([x] * STACK_MEMBERS), torch.stack([y] * STACK_MEMBERS)
-    steps = {"eager": lambda: engine.train_step(models[0], alone, x, y)}
-    steps["stacked"] = functools.partial(stack.Stack(members, device, graph=False).step, xs, ys)
-    if device.type == "cuda":
-        steps["graphed"] = functools.partial(stack.Stack(members, device).step, xs, ys)
-    return {
-        name: functools.partial(lambda n, f: {"seconds": timing.block(f, calls=n, device=device)}, f=fn)
-        for name, fn in steps.items()
-    }
 
 
 def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
@@ -238,6 +175,8 @@ def describe(calibration: pd.DataFrame) -> str:
         calibration.to_string(index=False),
     ]
     if (calibration["pipeline"] == "engine (compute only)").any():
+        from ..engines.stack import STACK_MEMBERS
+
         speedups = engine_speedups(calibration)
         lines += [
             f"stacking: each run's speed in a stack of {STACK_MEMBERS} runs against one run trained alone (x; "

@@ -1,6 +1,5 @@
-"""The bench's measurements: throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm
-folding, the three forms of BatchNorm on tokens, and (on request) ``torch.compile``. :func:`measure`
-runs them all and returns a :class:`~vitbn_nb.bench.report.BenchResult`."""
+"""The bench's measurements (throughput of both pipelines, FLOPs and utilisation, peak memory, BatchNorm folding,
+BatchNorm's forms on tokens); :func:`measure` runs them all."""
 
 from __future__ import annotations
 
@@ -13,18 +12,17 @@ import re
 import resource
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..chapters.speed.settings import SpeedSettings
+from .. import timing
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
-from . import timing
-from .compile import time_compile
 from .norm_forms import time_norm_forms
 from .pipelines import (
     DATASET,
@@ -38,6 +36,9 @@ from .pipelines import (
 )
 from .report import BenchResult
 
+if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
+    from ..chapters.speed.settings import SpeedSettings
+
 TIMING_NOTE = (
     "medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "
     "interleaved (so a busy spell slows them alike); the device is synchronised before every clock read; "
@@ -47,9 +48,7 @@ TIMING_NOTE = (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# Clocks, memory, FLOPs
-# ---------------------------------------------------------------------------------------------
+# -- Clocks, memory, FLOPs --------------------------------------------------------------------------------------------
 def _rss_kib(field: str) -> int | None:
     try:
         status = Path("/proc/self/status").read_text()
@@ -66,15 +65,9 @@ def _malloc_trim() -> None:
 
 
 class PeakMemory:
-    """Peak memory of the block above what was in use when it began, in MiB (``.mib``).
-
-    CUDA: ``torch.cuda.max_memory_allocated`` (tensors only, reset at entry). CPU: the
-    process's resident-set high-water mark (VmHWM), reset at entry through
-    ``/proc/self/clear_refs`` where Linux allows it, after ``gc.collect()`` and glibc's
-    ``malloc_trim(0)`` have handed freed memory back (otherwise memory kept from an earlier,
-    larger configuration would hide this one's); where the reset is impossible, ``ru_maxrss``,
-    the peak over the whole process, which can only say "no more than". ``.what`` says which.
-    """
+    """Peak memory of the block above what was in use when it began, in MiB (``.mib``; ``.what`` says how): CUDA's
+    ``max_memory_allocated``, or the CPU's VmHWM reset through ``/proc/self/clear_refs`` after freed memory is
+    returned (else ``ru_maxrss``, an upper bound)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -186,22 +179,10 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------------
-# The three ways to write BatchNorm on tokens
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# The whole measurement
-# ---------------------------------------------------------------------------------------------
+# -- The whole measurement --------------------------------------------------------------------------------------------
 def without_norms(model: nn.Module) -> nn.Module:
-    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity.
-
-    Not a usable model (its outputs are wrong): its inference time is what the model would
-    cost if its norms were free, so the difference is what the norms cost. For a BatchNorm
-    model folding reaches this (up to the bias the attention projection gains); for the
-    LayerNorm ViT it is out of reach, since LayerNorm cannot fold.
-    """
+    """An eval copy of ``model`` with every LayerNorm and BatchNorm replaced by the identity: wrong outputs, but its
+    time is the model's with free norms (what folding reaches for BatchNorm, and LayerNorm cannot)."""
     stripped = copy.deepcopy(model).eval()
     norms = (nn.LayerNorm, nn.modules.batchnorm._BatchNorm)
     for module in list(stripped.modules()):
@@ -231,13 +212,8 @@ def inference_memory(
     return memory
 
 
-def measure(
-    settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print, compile_models: bool = False
-) -> BenchResult:
-    """Run every measurement of the module docstring, with ``settings`` (chapter 08's).
-
-    ``compile_models`` adds :func:`time_compile` for ViT depth 6 and ViTBN depth 1 (minutes on a CPU).
-    """
+def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print) -> BenchResult:
+    """Run every measurement of the module docstring, with ``settings`` (chapter 08's)."""
     device = pick_device(device)
     log = log or (lambda message: None)
     log(f"bench on {hardware_label(device)} | torch {torch.__version__} | {torch.get_num_threads()} threads")
@@ -335,16 +311,10 @@ def measure(
         repeats=settings.repeats,
     )
     results["memory_measure"] = memory_what
-    if compile_models:
-        results["compile"] = []
-        for name, depth in (("ViT", 6), ("ViTBN", 1)):
-            log(f"torch.compile {name} d{depth} ...")
-            results["compile"].append(time_compile(name, depth, settings, device))
     norm_forms = results.pop("norm_forms")
     return BenchResult(
         results,
         pd.DataFrame(training),
         pd.DataFrame(inference),
         pd.DataFrame(norm_forms),
-        pd.DataFrame(results.pop("compile", [])),
     )

@@ -8,9 +8,9 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from .. import timing
 from ..models import BatchNorm
 from ..system import pick_device
-from . import timing
 
 
 class TransposedBatchNorm1d(nn.BatchNorm1d):
@@ -44,13 +44,9 @@ def time_norm_forms(
     min_run_time: float = 0.2,
     repeats: int = 5,
 ) -> list[dict]:
-    """Each form's time for a training forward+backward on ``(batch, tokens, d)`` and an eval forward on
-    ``(test_batch, tokens, d)``, and how far its output is from the flattened form's (they compute the same thing).
-
-    The three forms of a case are timed in ``repeats`` interleaved rounds (:func:`.timing.interleave`), one block
-    of calls of each form per round, the blocks about ``min_run_time`` seconds in all per form: a busy spell slows
-    the three alike, so that one form against another is judged by the book's rule round by round
-    (``microseconds_rounds``); ``microseconds`` is the median round."""
+    """Each form's time for a training forward+backward and an eval forward, and its distance from the flattened
+    form's output; the forms are timed in ``repeats`` interleaved rounds (``microseconds_rounds``, judged round by
+    round), ``microseconds`` being the median round."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} is not allowed; time at least one round")
     device = pick_device(device)

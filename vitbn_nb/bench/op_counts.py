@@ -1,13 +1,6 @@
 """How many operations one training step and one inference pass dispatch, per model and depth: a count that does
-not depend on the machine it is taken on.
-
-Every ATen operation PyTorch dispatches that is not a view (a view only relabels memory) runs at least one kernel
-on a GPU. For models as small as these (embedding 64, 17 tokens) a GPU finishes most kernels faster than it can
-launch the next, so its step time follows the number of operations more than their FLOPs; a CPU, where the
-arithmetic dominates, shows the FLOPs instead. The counts are taken on the CPU under a dispatch mode (nothing is
-timed) with Adam's multi-tensor ``foreach`` implementation, PyTorch's default on a GPU (one dispatched operation per
-update for all parameters at once; on a CPU the default loops over the parameters).
-"""
+not depend on the machine. A GPU's step time on models this small follows the number of kernels more than their
+FLOPs. Counted on the CPU under a dispatch mode, with Adam's ``foreach`` implementation (a GPU's default)."""
 
 from __future__ import annotations
 

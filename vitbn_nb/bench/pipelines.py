@@ -1,23 +1,21 @@
 """The two input pipelines the bench times, and its runners: training steps and test batches, clocked in parts.
-
-``reference`` is written to match article 1's loop as its reference code runs it (``mlflow_modules/train_mnist.py``
-at commit 74b1791: a ``DataLoader`` over torchvision's MNIST with ``ToTensor``, a loss ``.item()`` per step,
-per-class accuracy counted in a Python loop over the samples); ``engine`` is the book's (uint8 images on the
-device, batches cut there, counts vectorised).
-"""
+``reference`` matches article 1's loop (a ``DataLoader``, a ``.item()`` per step, per-class counts in Python);
+``engine`` is the book's (uint8 images on the device, counts vectorised)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .. import data
-from ..chapters.speed.settings import SpeedSettings
+from .. import data, timing
 from ..engines import engine
 from ..models import build_model
-from . import timing
+
+if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
+    from ..chapters.speed.settings import SpeedSettings
 
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.
@@ -25,11 +23,8 @@ DATASET = "mnist"
 
 
 def pipelines(settings: SpeedSettings, device: torch.device) -> dict:
-    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data).
-
-    ``reference``: torchvision's MNIST with ``ToTensor`` behind a ``DataLoader``, as article 1 timed it.
-    ``engine``: ``data.image_sets``, uint8 on the device.
-    """
+    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data):
+    ``reference`` torchvision's MNIST behind a ``DataLoader``, ``engine`` ``data.image_sets`` (uint8 on the device)."""
     reference = data.reference_sets(DATASET, settings.train_size, settings.test_size, device)
     engine_sets = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
     return {"reference": reference, "engine": engine_sets}
@@ -120,13 +115,6 @@ def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch
     }
     timings = timing.interleave(runners, warmup=settings.warmup, repeats=settings.repeats, length=settings.steps)
     return {key: _training_row(timings[key], settings.steps) for key in variants}
-
-
-def time_training(
-    model: nn.Module, train_data, *, pipeline: str, settings: SpeedSettings, device: torch.device
-) -> dict:
-    """Training throughput of ``model`` through ``pipeline``: ``repeats`` x ``steps`` steps after ``warmup``."""
-    return time_training_many({0: (model, train_data, pipeline)}, settings=settings, device=device)[0]
 
 
 def inference_runner(

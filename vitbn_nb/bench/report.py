@@ -1,6 +1,4 @@
-"""The bench's result as DataFrames, what follows from them (ratios, folding, each ratio judged by the book's rule
-from its interleaved rounds), and its outputs:
-the printed report and the JSON file (``build/bench/bench-<date>.json``, ``figures/bench.json``)."""
+"""The bench's result as DataFrames, the ratios judged by the book's rule, the printed report and the JSON file."""
 
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ class BenchResult:
     training: pd.DataFrame
     inference: pd.DataFrame
     norm_forms: pd.DataFrame
-    compile: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def __post_init__(self):
         for frame in (self.training, self.inference):
@@ -169,19 +166,16 @@ class BenchResult:
             "training": self.training.to_dict("records"),
             "inference": self.inference.to_dict("records"),
             "norm_forms": self.norm_forms.to_dict("records"),
-            "compile": self.compile.to_dict("records"),
             "ratios": self.ratios.to_dict("records"),
             "folding": self.folding.to_dict("records"),
         }
 
     @classmethod
     def from_dict(cls, found: dict) -> BenchResult:
-        # derived tables are recomputed, not read (an older file's "targets" too: the book no longer sets any)
+        # derived tables are recomputed, not read (an older file's "targets" and "compile" too: no longer measured)
         kinds = ("training", "inference", "norm_forms", "compile", "ratios", "folding", "targets")
         meta = {k: v for k, v in found.items() if k not in kinds}
-        return cls(
-            meta, *(pd.DataFrame(found.get(kind) or []) for kind in ("training", "inference", "norm_forms", "compile"))
-        )
+        return cls(meta, *(pd.DataFrame(found.get(kind) or []) for kind in kinds[:3]))
 
 
 def _where(where: dict) -> str:
@@ -261,18 +255,6 @@ def format_report(result: BenchResult) -> str:
             f"{r['form']:<48}{r['mode']:<24}{'x'.join(map(str, r['shape'])):<16}{r['microseconds']:>9.0f}"
             f"{r['relative_to_fastest']:>10.2f}"
         )
-    if len(result.compile):
-        lines += [
-            "",
-            "TORCH.COMPILE (engine training step; compile time with an empty inductor cache)",
-            f"{'model':<12}{'compile s':>10}{'eager ms':>10}{'compiled ms':>12}{'x':>7}{'break-even steps':>18}",
-        ]
-        for r in result.compile.to_dict("records"):
-            lines.append(
-                f"{r['model']:<8} d{r['depth']:<3}{r['compile_seconds']:>10.1f}"
-                f"{1e3 * r['eager_step_seconds']:>10.1f}{1e3 * r['compiled_step_seconds']:>12.1f}"
-                f"{r['speedup']:>7.2f}{r['break_even_steps']:>18.0f}"
-            )
     lines += ["", "RATIOS BY THE BOOK'S RULE (interleaved rounds; 95 % interval of the per-round ratio)"]
     for r in result.ratios.to_dict("records"):
         lines.append(f"  {_label(r)} engine / reference: training {r['train_engine_over_reference_rule']}")

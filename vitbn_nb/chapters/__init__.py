@@ -14,7 +14,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from ..profiles import ChapterSettings, resolve
+from ..profiles import ChapterSettings, flag, resolve
 from .architectures import settings as architectures
 from .batchnorm_intro import settings as batchnorm_intro
 from .bayes_opt import settings as bayes_opt
@@ -67,6 +67,32 @@ def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSetting
         raise ValueError(f"unknown setting(s) {sorted(unknown)} for {chapter}; it takes {sorted(names)}")
     chosen = {**changes(chapter, profile), **{k: v for k, v in overrides.items() if v is not None}}
     return kind(profile=profile, **chosen)
+
+
+def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tuple:
+    """A notebook's parameters cell read once: ``(settings, force, *flags)``, each yes/no flag as a bool (papermill's
+    ``-p force false`` arrives as the string 'false', which Python reads as true; anything else is refused by name).
+    A ``cpu`` rendering takes article 1's whole protocol at the lrs whose ``paper`` runs are all held
+    (:func:`full_protocol_lrs`)."""
+    profile = resolve(profile)
+    held = full_protocol_lrs(chapter, profile)
+    chosen = settings(chapter, profile, **({"full_protocol_lrs": held} if held else {}))
+    return chosen, *(flag(name, value) for name, value in {"force": force, **flags}.items())
+
+
+def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
+    """The lrs of a chapter with ``full_protocol_lrs`` in its settings at which a ``cpu`` rendering takes the
+    ``paper`` runs: those whose every ``paper`` run the run store or the committed records hold finished."""
+    if profile != "cpu" or chapter not in CHAPTERS:
+        return ()
+    if "full_protocol_lrs" not in {item.name for item in dataclasses.fields(SETTINGS[chapter])}:
+        return ()
+    from ..store.run_folder import missing_runs
+
+    paper = settings(chapter, "paper")
+    planned = study(chapter).plan(paper)
+    at = lambda lr: [config for config in planned if abs(config.lr - lr) <= 1e-12 * max(1.0, abs(lr))]
+    return tuple(lr for lr in paper.lrs if at(lr) and not missing_runs(at(lr)))
 
 
 def chapter_of(settings: ChapterSettings) -> str:

@@ -171,21 +171,9 @@ def _apply_params(images: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Ten
 def augment_batch(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Article 2's augmentation for a whole batch on its device: uint8 [B,1,28,28] -> float [0,1].
 
-    Same distributions as ``reference_augmentation()``, sample by sample:
-    rotation by U(-20, 20) degrees about the image centre, nearest sampling, zero fill, clipped
-    to the frame; then an integer shift round(U(-5.6, 5.6)) per axis with zero fill; then with
-    probability 0.2 a zoom-out (image pasted at a random place on a zero canvas of side
-    int(28 * U(2, 3)), resized back to 28 by Pillow's antialiased bilinear filter); ToTensor scale.
-
-    Exact: the parameter distributions and their roundings; rotation + shift done as one
-    ``grid_sample`` whose frame mask reproduces the two-step clipping; the zoom-out's resize,
-    which reimplements Pillow's fixed-point separable filter (weights, rounding between passes)
-    as batched matrix products, so given the same parameters it matches Pillow bit for bit.
-    Approximated: nearest-neighbour rotation in float32 instead of Pillow's 16.16 fixed point,
-    so a source pixel can differ where a sample point falls within ~1e-4 px of a pixel edge
-    (measured: ~3 pixels in 10^5); the random numbers differ from torch's global RNG stream,
-    so outputs match the reference in distribution, not sample by sample.
-    All randomness comes from ``generator`` (on the images' device): seeded, it is reproducible.
+    The distributions and roundings of ``reference_augmentation()`` (rotation, integer shift, zoom-out with Pillow's
+    bilinear resize, matched bit for bit); the rotation's nearest sampling in float32 differs from Pillow's fixed
+    point in ~3 pixels in 10^5, and the random stream is ``generator``'s, so outputs match in distribution.
     """
     if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, _SIZE, _SIZE):
         raise ValueError(f"augment_batch takes uint8 [B,1,28,28], got {images.dtype} {tuple(images.shape)}")
@@ -193,13 +181,8 @@ def augment_batch(images: torch.Tensor, generator: torch.Generator) -> torch.Ten
 
 
 def augment_members(images: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
-    """:func:`augment_batch` for the members of a stack at once: uint8 ``[M, B, 1, 28, 28]`` -> float.
-
-    Member ``i``'s samples draw from ``generators[i]`` exactly as ``augment_batch(images[i], generators[i])``
-    would (one ``rand`` each); everything after the draws works sample by sample, so one batched pass over all
-    ``M * B`` images gives each member what its own call gives, bit for bit, with one set of kernels instead of
-    ``M`` (``tests/test_gpu_paths.py`` checks it).
-    """
+    """:func:`augment_batch` for the members of a stack at once, uint8 ``[M, B, 1, 28, 28]`` -> float: member ``i``
+    gets what ``augment_batch(images[i], generators[i])`` gives, bit for bit (``tests/test_gpu_paths.py``)."""
     if images.ndim != 5 or len(generators) != images.shape[0]:
         raise ValueError(
             f"augment_members takes uint8 [M,B,1,28,28] and M generators, got {tuple(images.shape)} and "

@@ -1,12 +1,6 @@
-"""The datasets a run can train on, held in memory: the registry, its subsets and the two pipelines.
-
-Two pipelines feed the engine the same way (``.batches(...)`` yielding float images and labels):
-
-* ``ImageSet`` (the book's engine): the split lives on the training device as uint8; batches are
-  cut, shuffled and augmented there, whole batches at a time.
-* ``ReferenceSet`` (article 1's pipeline): a torch ``DataLoader`` over per-sample torchvision
-  transforms of PIL images, kept to measure what the pipeline costs.
-"""
+"""The datasets a run can train on, held in memory: the registry, its subsets and the two pipelines, ``ImageSet``
+(the book's engine: uint8 on the device, batches cut and augmented there) and ``ReferenceSet`` (article 1's
+per-sample ``DataLoader``, kept to measure what it costs)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """``python -m vitbn_nb check-device``: does this device train the book's engines right? A few minutes at most.
 
-No GPU ran this book before its readers' did, so every device checks itself before it trains (``train`` and
-the book runner run the check where no verdict is stored; on a GPU the stacked engine does too). It trains,
-on the device :func:`vitbn_nb.system.pick_device` chooses:
-
-* one eager run twice: the per-epoch loss and accuracies must be identical (the book's determinism claim);
-* a stack of 3 runs (two random seeds, two learning rates) and the same runs one by one, for a ViT and a DNN:
-  per-epoch loss within a relative 1e-4 and accuracy within one test image (``tests/test_stack.py``'s rule);
-* on CUDA only: the graphed stack against the eager stack over the same epochs (same rule), the step without
-  a single host sync (``torch.cuda.set_sync_debug_mode("error")``: a replay, an eager stacked step, an eager
-  step and a batch fetch), and the stack's peak memory;
-* the step times of the eager, stacked and (on CUDA) graphed engines (:func:`vitbn_nb.bench.calibration.engines`).
-
-It prints one table and keeps the verdict in the run store (``.device-checks/``), one small JSON per device
-model, driver and library versions. An engine whose check failed is not used on that device
-(:func:`refused_engines`): the stacked runs train one by one with the eager engine, or their stack runs
-without the graph, and their records say why.
-"""
+It trains one eager run twice (identical, the determinism claim), a stack against the same runs one by one (the
+``tests/test_stack.py`` rule), on CUDA the graphed stack against the eager one with no host sync in a step, and
+times the engines. The verdict is kept in the run store (``.device-checks/``) per device, driver and versions; an
+engine whose check failed is not used there (:func:`refused_engines`) and the runs' records say why."""
 
 from __future__ import annotations
 
@@ -183,9 +170,7 @@ def table(verdict: dict) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# the checks
-# ---------------------------------------------------------------------------------------------
+# -- the checks -------------------------------------------------------------------------------------------------------
 def _row(check: str, engine_: str | None, result: str, detail: str) -> dict:
     return {"check": check, "engine": engine_, "result": result, "detail": detail}
 
@@ -333,9 +318,7 @@ def _models(s: CheckSettings, device: torch.device) -> list[tuple[int, torch.nn.
 
 
 def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
-    from ..bench.calibration import STACK_MEMBERS, engines
-
-    timed = engines(
+    timed = stack.time_engines(
         device, steps=s.timing_steps, warmup=s.timing_warmup, repeats=s.timing_repeats, depths=s.timing_depths
     )
     rows = []
@@ -346,6 +329,6 @@ def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:
             for name, seconds in per_run.items()
             if name != "eager"
         ]
-        detail = ", ".join(parts) + f" per run and step (batch 100, a stack of {STACK_MEMBERS})"
+        detail = ", ".join(parts) + f" per run and step (batch 100, a stack of {stack.STACK_MEMBERS})"
         rows.append(_row(f"step time, ViT d{depth}", None, "info", detail))
     return rows

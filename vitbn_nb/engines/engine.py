@@ -1,20 +1,10 @@
 """The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings.
 
-Two input pipelines feed it the same way (``.batches(...)`` yielding float images and labels):
-``vitbn_nb.data.ImageSet`` (the book's engine) and ``vitbn_nb.data.ReferenceSet`` (article 1's).
-
-Every epoch's randomness (shuffling, augmentation, dropout) is seeded from ``(seed, epoch)``,
-so a run resumed after epoch ``k`` continues exactly as if it had never stopped.
-
-On a GPU the loop never waits for the device inside an epoch: losses are summed on the device, the data time is
-read from CUDA events once per epoch, and the clock is read (after a sync) only at the epoch's two ends.
-
-No ``torch.compile``: ``python -m vitbn_nb bench --compile`` on the book's 2-core CPU measured
-~21 s of compilation (empty cache) for ViT depth 6 and ~8 s for ViTBN depth 1, for a training
-step within ±3 % of eager (95 -> 98 ms, 20.4 -> 19.8 ms): it would pay back, if ever, after
-~12,000 steps of one shape, while a ``cpu``-profile chapter runs ~500-1,000 steps per model and
-every model, depth and batch shape (the test batch, a short last batch) compiles anew.
-"""
+Two input pipelines feed it alike: ``data.ImageSet`` (the book's) and ``data.ReferenceSet`` (article 1's). Every
+epoch's randomness is seeded from ``(seed, epoch)``, so a resumed run continues exactly. On a GPU the loop never
+waits for the device inside an epoch. No ``torch.compile``: timed on the book's 2-core CPU it took ~21 s (ViT d6)
+and ~8 s (ViTBN d1) to compile for a step within ±3 % of eager, paying back after ~12,000 steps of one shape, while
+a ``cpu`` chapter runs ~500-1,000 steps per model and every shape compiles anew."""
 
 from __future__ import annotations
 
@@ -27,10 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from ..bench import timing
+from .. import timing
 from ..data import Batches
-from ..system import machine_load, pick_device
-from . import determinism
+from ..system import machine_load, nondeterminism_recorded, pick_device, watch_determinism
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -69,22 +58,19 @@ def train_epoch(
     item_per_step: bool = False,
 ) -> dict:
     """One pass over ``train_data``: mean per-image loss, wall seconds (data included) and data seconds.
-
-    ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (``loss.item()``):
-    on a GPU that waits for the device every step, so its epoch times include that wait.
-    """
+    ``item_per_step`` reads every step's loss back to the host, as article 1's loop did (a GPU then waits each step)."""
     model.train()
     loss_sum = torch.zeros((), device=device)
     seen = 0
     epoch = TimedBatches(train_data.batches(batch_size, generator=generator, shuffle=True, min_batch=2), device, bar)
-    with determinism.watch():
+    with watch_determinism():
         for x, y in epoch:
             loss = train_step(model, optimizer, x, y)
             if item_per_step:
                 loss = loss.item()
             loss_sum += loss * len(y)  # the engine sums on the device: no host sync per step
             seen += len(y)
-    return {"train_loss": (loss_sum / max(seen, 1)).item(), **epoch.timings, **determinism.recorded()}
+    return {"train_loss": (loss_sum / max(seen, 1)).item(), **epoch.timings, **nondeterminism_recorded()}
 
 
 class TimedBatches:
@@ -129,12 +115,8 @@ def peak_memory(device: torch.device) -> dict:
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
-    """Add a batch's per-class hits and counts to ``correct`` and ``total``, on the device.
-
-    ``index_add_`` rather than ``bincount(y[hit])``: a boolean index needs the number of hits on
-    the host, which on a GPU is a sync per batch. The counts are whole numbers (< 2^24 in
-    float32), so they are exact in any summation order.
-    """
+    """Add a batch's per-class hits and counts to ``correct`` and ``total`` on the device (``index_add_``: a boolean
+    index would sync with the host per batch; whole-number counts are exact in any order)."""
     hit = logits.argmax(dim=1) == y
     total.index_add_(0, y, torch.ones_like(y, dtype=total.dtype))
     correct.index_add_(0, y, hit.to(correct.dtype))
@@ -158,11 +140,8 @@ def evaluate(
     device: torch.device | None = None,
     per_sample: bool = False,
 ) -> dict:
-    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the seconds the pass took.
-
-    Counted on the device with no per-sample Python, or with ``per_sample`` as the reference code counted
-    (:func:`count_classes_per_sample`).
-    """
+    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the pass's seconds: counted on the device,
+    or with ``per_sample`` as the reference code counted (:func:`count_classes_per_sample`)."""
     device = device or next(model.parameters()).device
     model.eval()
     if per_sample:
@@ -206,14 +185,9 @@ def train_model(
     progress: bool = True,
     desc: str | None = None,
 ) -> list[dict]:
-    """Train with Adam and cross-entropy, testing after every epoch.
-
-    Returns one dict per epoch from ``start_epoch + 1`` to ``epochs``: ``train_loss`` (mean per
-    image), ``test_acc`` and ``class_acc`` (%), ``train_seconds`` (data pipeline included),
-    ``data_seconds`` (the part spent producing batches), ``test_seconds``, ``diverged``. A
-    non-finite loss ends training at that epoch with ``diverged=True``; it is not raised. ``stop(metrics)``,
-    asked after each epoch has been handed to ``on_epoch_end``, ends training there when it says so.
-    """
+    """Train with Adam and cross-entropy, testing after every epoch; returns one dict per epoch from ``start_epoch + 1``
+    (``train_loss``, ``test_acc``, ``class_acc``, ``train_seconds``, ``data_seconds``, ``test_seconds``, ``diverged``).
+    A non-finite loss ends training with ``diverged=True``; ``stop(metrics)`` ends it after ``on_epoch_end``."""
     device = pick_device(device)
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)

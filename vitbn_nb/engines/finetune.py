@@ -1,19 +1,8 @@
 """Fine-tuning helpers: which weights train, a model moved to another image size, and what a step costs.
 
-Touvron et al. ("Three things everyone should know about Vision Transformers", 2022) fine-tune
-only the multi-head self-attention. Their code (``--attn-only`` in facebookresearch/deit) leaves
-trainable every parameter named ``.attn.`` (timm's qkv and output projection; the block's
-pre-norm ``norm1`` lies outside ``attn`` and stays frozen), the classification head, and the
-position embedding (which must adapt when the resolution changes), and freezes the patch
-embedding, the feed-forward networks, the other norms and the class token. :func:`attention_only`
-does the same on this book's ViT family (``to_qkv``, ``to_out``, ``mlp_head``, ``pos_embedding``);
-``norm=True`` also trains the attention pre-norm, whose weights in this layout live inside the
-attention module.
-
-"Frozen" means no gradient and no optimiser state. A frozen BatchNorm still updates its running
-statistics in training mode: they are buffers, not weights, so the BatchNorm models' frozen
-layers re-estimate the new data's token statistics while the LayerNorm ones cannot.
-"""
+:func:`attention_only` follows Touvron et al. 2022 (``--attn-only`` in facebookresearch/deit): the attention, the
+head and the position embedding train; the rest is frozen (no gradient, no optimiser state; a frozen BatchNorm
+still updates its running statistics, which are buffers)."""
 
 from __future__ import annotations
 
@@ -67,11 +56,8 @@ def full(model: nn.Module) -> Trainable:
 
 
 def attention_only(model: nn.Module, *, norm: bool = False, pos_embedding: bool = True) -> Trainable:
-    """Freeze everything but the MHSA projections, the head and (by default) the position embedding.
-
-    ``norm=True`` also trains each attention's pre-norm; ``pos_embedding=False`` freezes the
-    position embedding too. Works on parallel blocks (every branch's attention trains).
-    """
+    """Freeze everything but the MHSA projections, the head and (``pos_embedding``) the position embedding; ``norm``
+    also trains each attention's pre-norm. Parallel blocks: every branch's attention trains."""
     attentions = [m for m in model.modules() if isinstance(m, Attention)]
     if not attentions or not hasattr(model, "mlp_head"):
         raise ValueError(
@@ -96,18 +82,12 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
     return full(model) if trainable == "all" else attention_only(model)
 
 
-# ---------------------------------------------------------------------------------------------
-# Another image size: the position embedding interpolated on its 2-D grid
-# ---------------------------------------------------------------------------------------------
+# -- Another image size: the position embedding interpolated on its 2-D grid ------------------------------------------
 def interpolate_pos_embedding(
     pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
 ) -> Tensor:
-    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the patch positions resampled as a 2-D map.
-
-    The class token's embedding (the first ``extra_tokens``) is kept as it is; the patch
-    embeddings are laid out on their ``old_grid`` (rows, columns, in the tokens' row-major order)
-    and resized to ``new_grid`` with ``F.interpolate`` (``'bicubic'`` as DeiT does, or ``'bilinear'``).
-    """
+    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the class token kept, the patch positions resized as a 2-D
+    map from ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
     check_choice("mode", mode, ("bicubic", "bilinear"))
     (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
     if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
@@ -132,24 +112,15 @@ def load_resized(model: nn.Module, state_dict: dict, old_grid) -> nn.Module:
     return model
 
 
-# ---------------------------------------------------------------------------------------------
-# What one training step holds in memory, and how long it takes
-# ---------------------------------------------------------------------------------------------
+# -- What one training step holds in memory, and how long it takes ----------------------------------------------------
 def _bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int = 1) -> dict:
-    """Memory of one Adam training step of a copy of ``model`` on this batch (the model itself is untouched).
-
-    Always reported, on every device, as an accounting of the tensors a step holds (MiB):
-    ``weights`` + ``gradients`` + ``adam_state`` (two moments per trainable value) +
-    ``activations`` (the distinct storages autograd saves for the backward pass, counted with
-    saved-tensor hooks; weights it saves are not counted twice). Their sum ``accounted`` bounds
-    the step's peak from above up to transient workspace. On CUDA, ``cuda_peak`` is
-    ``torch.cuda.max_memory_allocated`` over one step after ``warmup`` steps (the allocator's real
-    peak, inputs included); on the CPU it is NaN, because PyTorch's CPU allocator keeps no peak.
-    """
+    """Memory (MiB) of one Adam step of a copy of ``model`` on this batch: ``weights`` + ``gradients`` + ``adam_state``
+    + ``activations`` (storages autograd saves, counted by hooks) = ``accounted``, an upper bound up to workspace;
+    on CUDA also ``cuda_peak`` (the allocator's peak over one step after ``warmup``), NaN on the CPU."""
     model = copy.deepcopy(model).train()
     device = images.device
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -1,30 +1,15 @@
 """Many runs of one architecture trained at once, as one stacked model (``engine="stacked"``).
 
-The members' parameters are stacked for every forward and backward pass (``torch.func.vmap`` over
-``functional_call``), so one set of kernels trains them all; each member keeps its own ``nn.Module``
-(its own parameters, as leaves), its own Adam and learning rate, its own BatchNorm statistics (the
-buffers are stacked and updated in place by the vmapped forward), and its own data order and
-augmentation (a generator per member, seeded as its run alone would be). The members' losses are
-independent, so the gradient of their sum gives each member exactly its own gradient: a stacked run
-equals the same runs trained one by one up to fp32 rounding (the batched matrix products round
-differently), which ``tests/test_stack.py`` checks.
-
-Attention runs on PyTorch's math backend inside the stack (:data:`ATTENTION_BACKENDS`). The members'
-parameters are listed once and stacked anew each step, so gradients flow back to each member's own leaves:
-``torch.func.stack_module_state`` would make the stacked copies the leaves, and then no member's own Adam
-(its learning rate, its state, its checkpoint) would own its parameters.
-
-On CUDA, with ``Adam(capturable=True)``, the whole step (forward, backward, optimiser) of a full batch is
-captured once as a CUDA graph and replayed; a short last batch runs the same step eagerly. A capture that
-fails is undone (the stream and the allocator as they were), warned about once, and the stack trains on
-eagerly: the same kernels, the same numbers. An engine that ``python -m vitbn_nb check-device`` found wrong on
-this device is not used (:func:`train_models`), and the runs' records say why.
-"""
+Parameters are stacked each step (``vmap`` over ``functional_call``) while each member keeps its own module, Adam,
+learning rate, BatchNorm statistics and data order, so a stacked run equals its runs trained one by one up to fp32
+rounding (``tests/test_stack.py``). On CUDA a full batch's whole step is captured once as a CUDA graph and replayed;
+a failed capture is undone and the stack trains on eagerly. An engine ``check-device`` found wrong is not used."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -36,14 +21,14 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .. import data, timing
 from ..data import Batches
-from . import determinism, engine
+from ..models import build_model
+from ..system import nondeterminism_recorded, watch_determinism
+from . import engine
 
-#: Attention under ``vmap`` uses the math backend on every device. Inside ``vmap`` a tensor reports
-#: ``requires_grad=False``, so on a GPU the fused-kernel choice can take memory-efficient attention without the
-#: log-sum-exp its backward needs (the backward then fails on builds without PyTorch's fix), and the CPU's fused
-#: kernel has no batching rule (``vmap`` would loop over the members). At 17 tokens the 17 x 17 score matrix is
-#: tiny: the fused kernels, made to avoid materialising it, buy next to nothing.
+#: Attention under ``vmap`` uses the math backend: on a GPU the fused choice can pick a kernel whose backward fails
+#: there, the CPU's has no batching rule, and at 17 tokens the fused kernels buy next to nothing.
 ATTENTION_BACKENDS = [SDPBackend.MATH]
 
 
@@ -115,11 +100,8 @@ class Stack:
         return losses.detach()
 
     def step(self, x: Tensor, y: Tensor) -> Tensor:
-        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up.
-
-        Returns a tensor of its own: a replay writes its losses into the same tensor every time, so it is cloned
-        (three numbers) before a caller can keep it.
-        """
+        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up; returns a
+        tensor of its own (a replay writes into the same tensor every time)."""
         if self.device.type != "cuda" or self.graph_failed is not None:
             return self.eager_step(x, y)
         if self._full_shape is None:
@@ -196,7 +178,7 @@ def train_epoch(
     sums = torch.zeros(len(stack.members), device=device)
     seen = 0
     epoch = engine.TimedBatches(train_data.stacked_batches(batch_size, generators, min_batch=2), device, bar)
-    with determinism.watch():
+    with watch_determinism():
         for x, y in epoch:
             sums += stack.step(x, y) * y.shape[1]
             seen += y.shape[1]
@@ -205,7 +187,7 @@ def train_epoch(
         **epoch.timings,
         "stacked_runs": len(stack.members),
         "cuda_graph": stack.graph is not None,
-        **determinism.recorded(),
+        **nondeterminism_recorded(),
     }
     if stack.graph_failed not in (None, "not asked for"):
         shared["cuda_graph_failed"] = stack.graph_failed[:300]
@@ -231,15 +213,9 @@ def train_models(
     bar=None,
     refused: dict[str, str],
 ) -> None:
-    """Train the members from ``start_epoch + 1`` to ``epochs``. After each epoch ``on_epoch_end(metrics per
-    member)`` stores it and says whether to stop there; a member whose loss is no longer finite stops the
-    stack there (its run records the divergence; the caller trains the others on without it).
-
-    An engine this device's check (:mod:`vitbn_nb.engines.check_device`) found wrong is not used: without the stacked
-    engine each member trains alone with the eager one, without the graph the stack runs eagerly; every epoch's
-    metrics say why (``engine_fallback``, ``cuda_graph_off``). ``refused`` (engine: why) is the device check's
-    verdict (:func:`vitbn_nb.engines.check_device.refused_engines`; the check itself trains through here with none).
-    """
+    """Train the members from ``start_epoch + 1`` to ``epochs``; ``on_epoch_end(metrics per member)`` stores an epoch
+    and says whether to stop, and a diverged member stops the stack. An engine in ``refused`` (the device check's
+    verdict) is not used: the members train alone, or without the graph, and their metrics say why."""
     if "stacked" in refused:
         why = refused["stacked"]
         _train_one_by_one(
@@ -281,3 +257,56 @@ def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, devi
             per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return
+
+
+#: Runs in a timed stack (a configuration's three random seeds).
+STACK_MEMBERS = 3
+
+
+def time_engines(
+    device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6), batch: int = 100
+):
+    """Seconds per training image of one ViT run on one batch already on the device (compute only), by engine:
+    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
+    Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
+    import pandas as pd
+
+    train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
+    images = next(iter(train_set.batches(batch)))
+    rows = []
+    for depth in depths:
+        runners = engine_runners(depth, images, device)
+        timings = timing.interleave(runners, warmup=warmup + GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
+        for name, repeats_ in timings.items():
+            rows.append(
+                {
+                    "depth": depth,
+                    "image": 28,
+                    "pipeline": "engine (compute only)",
+                    "engine": name,
+                    "seconds_per_image": timing.median_repeat(repeats_)["seconds"]
+                    / (batch * (1 if name == "eager" else STACK_MEMBERS)),
+                    "device": device.type,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def engine_runners(depth: int, batch: tuple, device: torch.device) -> dict:
+    """``run(n)`` per engine: ``n`` training steps in a row, their seconds per step."""
+    x, y = batch
+    models = []
+    for seed in range(STACK_MEMBERS):
+        torch.manual_seed(seed)
+        models.append(build_model("ViT", depth=depth).to(device))
+    alone = torch.optim.Adam(models[0].parameters(), lr=1e-4)
+    members = [Member(m, optimizer_for(m, 1e-4, device), seed) for seed, m in enumerate(models)]
+    xs, ys = torch.stack([x] * STACK_MEMBERS), torch.stack([y] * STACK_MEMBERS)
+    runs = {"eager": lambda: engine.train_step(models[0], alone, x, y)}
+    runs["stacked"] = functools.partial(Stack(members, device, graph=False).step, xs, ys)
+    if device.type == "cuda":
+        runs["graphed"] = functools.partial(Stack(members, device).step, xs, ys)
+    return {
+        name: functools.partial(lambda n, f: {"seconds": timing.block(f, calls=n, device=device)}, f=fn)
+        for name, fn in runs.items()
+    }

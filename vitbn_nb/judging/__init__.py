@@ -1,2 +1,2 @@
-"""The rule and the claims: what the articles report, the one rule that judges a claim, each chapter's claims judged
-by it, the checkpoint audit."""
+"""What every chapter's claims share: the one rule that judges a claim (``verdicts``), the claim type and the helpers
+that judge one (``claims``), picking runs from a run table (``selection``), the checkpoint audit (``audit``)."""

@@ -1,26 +1,16 @@
-"""Checkpoint audit: which encoder blocks of a ViT ever trained.
-
-A block that no training step ever reached keeps its norms at their initial values
-(weight 1, bias 0) and, for a BatchNorm, ``num_batches_tracked`` at 0. That is how the
-reference repository's article-era BatchNorm checkpoints show the early return of their
-encoder (``REFERENCE_FACTS.md``): blocks 2-6 untouched. :func:`block_usage` reads any
-state dict laid out as the einops-style vit-pytorch (``transformer.layers.{i}.{0,1}...``),
-which the book's own models follow, and says per block whether it trained.
-
-Offline, :func:`recorded_audit` returns what this audit printed for the reference
-checkpoints when they were last downloaded (``recorded_reference_audit.json``, which names
-the commits); :func:`download_reference_checkpoint` fetches one pinned to its commit where
-the internet is reachable (Colab), and :func:`load_reference_into_book_model` scores it with
-the book's own classes.
+"""Checkpoint audit: which encoder blocks of a ViT ever trained. A block no training step reached keeps its norms at
+their initial values (and a BatchNorm's ``num_batches_tracked`` at 0): how the reference repository's article-era
+BatchNorm checkpoints show the early return of their encoder (``REFERENCE_FACTS.md``). Offline, the audit recorded
+from them (``recorded_reference_audit.json``) stands in for a live one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.request
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -32,26 +22,15 @@ from ..models import build_model
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
 #: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it.
 REFERENCE_CHECKPOINTS = {
-    "ViT_opt_30": dict(
-        commit="10c3799dc85f6875b15ebb915ea1ffe55b2f287f", path="model_pth_dir/ViT_opt_30.pth", model="ViT"
-    ),
-    "ViTBNFFN_opt_30": dict(
-        commit="a84dfedf986302bc59b5c8be357ef94ea3042e33", path="model_pth_dir/ViTBNFFN_opt_30.pth", model="ViTBNFFN"
-    ),
-    "FinOptAug1_ViT_30": dict(
-        commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf", path="model_pth_dir/FinOptAug1_ViT_30.pth", model="ViT"
-    ),
-    "FinOptAug1_ViTBNFFN_30": dict(
-        commit="8ae6225fc5eea038597a1cccbe27b460190cdfbf",
-        path="model_pth_dir/FinOptAug1_ViTBNFFN_30.pth",
-        model="ViTBNFFN",
-    ),
-    "FinOptAug1_ViTBN_30": dict(
-        commit="6770a6c55893747bcafe11c627f00bb79996a2ac", path="model_pth_dir/FinOptAug1_ViTBN_30.pth", model="ViTBN"
-    ),
-    "VITBNFFN_d5_15": dict(
-        commit="8125e17fb12865c2a419a4c5bb1c62b893307945", path="model_pth_dir/VITBNFFN_d5_15.pth", model="ViTBNFFN"
-    ),
+    name: dict(commit=commit, path=f"model_pth_dir/{name}.pth", model=model)
+    for name, commit, model in (
+        ("ViT_opt_30", "10c3799dc85f6875b15ebb915ea1ffe55b2f287f", "ViT"),
+        ("ViTBNFFN_opt_30", "a84dfedf986302bc59b5c8be357ef94ea3042e33", "ViTBNFFN"),
+        ("FinOptAug1_ViT_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViT"),
+        ("FinOptAug1_ViTBNFFN_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViTBNFFN"),
+        ("FinOptAug1_ViTBN_30", "6770a6c55893747bcafe11c627f00bb79996a2ac", "ViTBN"),
+        ("VITBNFFN_d5_15", "8125e17fb12865c2a419a4c5bb1c62b893307945", "ViTBNFFN"),
+    )
 }
 RECORDED = Path(__file__).with_name("recorded_reference_audit.json")
 _BLOCK = re.compile(r"^(?:.*\.)?transformer\.layers\.(\d+)\.(.+)$")
@@ -92,11 +71,9 @@ def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.T
 
 
 def block_usage(checkpoint) -> pd.DataFrame:
-    """One row per encoder block: its norms, whether they still hold their initial values, its BatchNorm
-    step counter, and a verdict (``trained`` / ``never trained``).
-
-    ``checkpoint``: a path, a state dict (optionally under ``model`` / ``state_dict``) or a module.
-    """
+    """One row per encoder block: its norms, whether they still hold their initial values, its BatchNorm step
+    counter, and a verdict. ``checkpoint``: a path, a state dict (optionally under ``model`` / ``state_dict``) or a
+    module."""
     state = _state_dict(checkpoint)
     blocks: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
     for name, tensor in state.items():
@@ -118,10 +95,7 @@ def block_usage(checkpoint) -> pd.DataFrame:
         ]
         counters = [int(leaves["num_batches_tracked"]) for leaves in norms.values() if "num_batches_tracked" in leaves]
         untouched = bool(at_initial) and all(at_initial) and all(count == 0 for count in counters)
-        if not norms:
-            verdict = "unknown (no norm in this block)"
-        else:
-            verdict = "never trained" if untouched else "trained"
+        verdict = ("never trained" if untouched else "trained") if norms else "unknown (no norm in this block)"
         rows.append(
             {
                 "block": index + 1,
@@ -205,13 +179,9 @@ def book_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_kwargs) -> nn.Module:
-    """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything
-    outside the encoder) loaded; a bias on the attention's qkv projection is kept when the checkpoint has one.
-
-    For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives the model
-    that actually ran; ``depth=6`` puts blocks 2-6 back at their initial weights, as the later fix did.
-    ``model_kwargs`` override the reference configuration (other sizes).
-    """
+    """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything outside
+    the encoder) loaded. For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives
+    the model that actually ran; ``model_kwargs`` override the reference configuration."""
     state = book_names(_state_dict(checkpoint))
     kept = {}
     for name, tensor in state.items():
@@ -256,7 +226,7 @@ EXPECTED_SCORES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ReferenceAudit:
     """The audit of the reference checkpoints: per-block verdicts, MNIST scores, and where they come from."""
 
@@ -290,8 +260,8 @@ class ReferenceAudit:
         return pd.DataFrame(rows)
 
 
-def _audit_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
-    entry = REFERENCE_CHECKPOINTS[name]
+def _audit_rows(name: str, frame: pd.DataFrame, entry: dict | None = None) -> pd.DataFrame:
+    entry = entry or REFERENCE_CHECKPOINTS[name]
     return frame.assign(checkpoint=name, commit=entry["commit"], model=entry["model"])[
         ["checkpoint", "commit", "model", *frame.columns]
     ]
@@ -338,24 +308,13 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
         folder = Path(folder) if folder is not None else Path.home() / ".cache" / "vitbn_nb" / "reference"
         for name in REFERENCE_CHECKPOINTS:
             download_reference_checkpoint(name, folder)
-        result = audit_folder(folder)
-        return ReferenceAudit(
-            result.blocks,
-            result.scores,
-            f"live: downloaded from github.com/{REFERENCE_REPOSITORY} at the pinned commits into {folder}",
-            live=True,
-        )
+        source = f"live: downloaded from github.com/{REFERENCE_REPOSITORY} at the pinned commits into {folder}"
+        return dataclasses.replace(audit_folder(folder), source=source)
     record = recorded_audit()
     blocks = pd.concat(
-        [
-            pd.DataFrame(entry["blocks"]).assign(checkpoint=name, commit=entry["commit"], model=entry["model"])
-            for name, entry in record["checkpoints"].items()
-        ],
+        [_audit_rows(name, pd.DataFrame(entry["blocks"]), entry) for name, entry in record["checkpoints"].items()],
         ignore_index=True,
     )
-    blocks = blocks[
-        ["checkpoint", "commit", "model", *[c for c in blocks.columns if c not in ("checkpoint", "commit", "model")]]
-    ]
     blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
     return ReferenceAudit(
         blocks,
@@ -376,9 +335,7 @@ def record(folder, target=RECORDED) -> Path:
         f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
         "checkpoints": {
             name: {
-                "commit": REFERENCE_CHECKPOINTS[name]["commit"],
-                "path": REFERENCE_CHECKPOINTS[name]["path"],
-                "model": REFERENCE_CHECKPOINTS[name]["model"],
+                **REFERENCE_CHECKPOINTS[name],
                 "blocks": json.loads(group.drop(columns=["checkpoint", "commit", "model"]).to_json(orient="records")),
             }
             for name, group in result.blocks.groupby("checkpoint", sort=False)

@@ -1,28 +1,5 @@
-"""The book's one decision rule: every verdict in the chapters and the README comes from here.
-
-A claim about a difference between two models is judged from the **paired per-seed differences** (the two runs
-of a seed see the same data in the same order) and their **95 % interval** (Student's t, n − 1
-degrees of freedom):
-
-- the interval excludes zero on the article's side: **agrees**; on the other side: **disagrees**;
-- the interval contains zero: **within noise** (for an article's "comparable", that is what it says);
-- fewer than :data:`MIN_SEEDS` seeds: no verdict at all, **shown, not judged** (one or two runs cannot say how
-  large the seed-to-seed noise is).
-
-Curves are judged as curves: a per-seed number read from the whole curve (the mean accuracy over epochs for
-"converges faster", the largest fall below the best accuracy so far for "becomes unstable") is differenced and
-judged by the same rule. A claim about what the article's full protocol produced (an absolute number, the
-accuracies its runs ended with, a model's stability over the whole run) is judged only when the runs reached that
-protocol, otherwise **not testable at this scale** (with how many of the article's steps were reached). A timing
-ratio measured on other hardware is shown beside the article's and judged on the article's qualitative claim (a gain
-above a stated level) from one value per seed (each run's epochs averaged first, as the article's T is a mean time
-per epoch: the epochs of one run share its machine and its load, so they are not independent repeats), with both
-machines named. A speed ratio the book measures itself
-(one model against another, folded against unfolded) is judged from interleaved rounds of timings: per round the
-log of the ratio of the two throughputs measured back to back, its interval by the same rule, shown back as a
-ratio: **a speed-up of x [low, high]**, **no speed-up, slower** (the interval below 1), or **within noise**. A
-ratio of two such ratios (how much a data pipeline pulls a speed-up towards 1) is judged from the same rounds and
-read as **above 1**, **below 1** or **within noise**.
+"""The book's one decision rule: every verdict in the chapters and the README comes from here. The rule is stated
+once, in words, by :func:`rule_markdown` (the book's front page and the README print it).
 """
 
 from __future__ import annotations
@@ -104,14 +81,9 @@ class Verdict:
         """The estimate as a reader sees it: ``+1.2 pt [−0.3, +2.7] (3 seeds)``; one seed shows its value alone."""
         if not math.isfinite(self.estimate):
             return "—"
-        digits = 2 if self.unit == "×" else 1
-        value = f"{self.estimate:+.{digits}f}" if self.unit != "×" else f"{self.estimate:.{digits}f}"
-        interval = (
-            f" [{self.low:+.{digits}f}, {self.high:+.{digits}f}]"
-            if math.isfinite(self.low) and self.unit != "×"
-            else (f" [{self.low:.{digits}f}, {self.high:.{digits}f}]" if math.isfinite(self.low) else "")
-        )
-        return f"{value} {self.unit}{interval} ({self.count})"
+        form = ".2f" if self.unit == "×" else "+.1f"  # a ratio unsigned, a difference signed
+        interval = f" [{self.low:{form}}, {self.high:{form}}]" if math.isfinite(self.low) else ""
+        return f"{self.estimate:{form}} {self.unit}{interval} ({self.count})"
 
     @property
     def count(self) -> str:
@@ -181,18 +153,17 @@ def difference(
 
 
 def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value exceeds ``level``" (a gain above 60 %, a ratio above 1) from per-seed (or per-epoch)
-    values; the estimate and interval are shown as measured, not as distances from ``level``."""
-    judged = difference(claim, [v - level for v in values], +1, **shown)
-    return dataclasses.replace(
-        judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
-    )
+    """Judge "the value exceeds ``level``" (a gain above 60 %) from per-seed values, shown as measured."""
+    return _against(claim, values, level, +1, **shown)
 
 
 def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value is about ``level``" (an article's "≈ 98.2 %"): within noise when the interval holds
-    ``level``, disagrees when it excludes it; shown as measured, like :func:`above`."""
-    judged = difference(claim, [v - level for v in values], 0, **shown)
+    """Judge "the value is about ``level``" (an article's "≈ 98.2 %"): within noise when the interval holds it."""
+    return _against(claim, values, level, 0, **shown)
+
+
+def _against(claim: str, values: Sequence[float], level: float, direction: int, **shown) -> Verdict:
+    judged = difference(claim, [v - level for v in values], direction, **shown)
     return dataclasses.replace(
         judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
     )
@@ -254,11 +225,6 @@ def scale_note(reached_steps: int, article_steps: int | None) -> str:
     return f"{reached_steps:,} of the article's {article_steps:,} steps"
 
 
-def frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """Verdicts as a table of numbers (one row each): what chapters save and the README reads."""
-    return pd.DataFrame([v.row() for v in verdicts])
-
-
 # -- numbers read from whole curves, per run ---------------------------------------------------------------------
 
 
@@ -276,20 +242,3 @@ def largest_fall(curve: pd.DataFrame) -> float:
     if "diverged" in curve and curve["diverged"].astype(bool).any():
         return float(accuracy.max() - 10.0)
     return float((accuracy.cummax() - accuracy).max())
-
-
-def per_seed(table: pd.DataFrame, statistic) -> pd.Series:
-    """``statistic`` of each run's curve, indexed by seed (a table of one configuration)."""
-    return table.groupby("seed").apply(statistic, include_groups=False).sort_index()
-
-
-def paired(table: pd.DataFrame, first: dict, second: dict, statistic) -> pd.Series:
-    """``statistic(first) − statistic(second)`` per seed, for two configurations given as column filters."""
-
-    def select(where: dict) -> pd.DataFrame:
-        keep = np.ones(len(table), dtype=bool)
-        for column, value in where.items():
-            keep &= np.isclose(table[column], value) if isinstance(value, float) else (table[column] == value)
-        return table[keep]
-
-    return (per_seed(select(first), statistic) - per_seed(select(second), statistic)).dropna()

@@ -1,24 +1,9 @@
 """Fold eval-mode BatchNorm into the neighbouring Linear layer: an inference copy without BatchNorm.
 
-In eval mode a BatchNorm is a fixed per-feature affine map ``y = s * x + t`` with
-``s = gamma / sqrt(running_var + eps)`` and ``t = beta - running_mean * s``. Next to a Linear
-``z = W x + b`` that map disappears into the Linear's weights:
-
-``torch.nn.utils.fusion`` folds a BatchNorm that comes after a Linear or a convolution; this module
-adds what it lacks (a BatchNorm before a Linear, through the pooling, and the walk over the models):
-
-* BatchNorm **after** a Linear (ViTBNFFN's and ViTBN's feed-forward ``Linear -> BN``, the
-  patch embedding's ``Linear -> BN(dim)``, DNNBN's ``Linear -> BN``; likewise a
-  ``BatchNorm2d`` after a ``Conv2d``, as in the hMLP stem):
-  ``W' = diag(s) W``, ``b' = s * b + t``.
-* BatchNorm **before** a Linear (ViTBN's attention pre-norm ``BN -> to_qkv``, the patch
-  embedding's ``BN(patch_dim) -> Linear``, ViTBN's final ``BN -> token select/mean -> head``):
-  ``W' = W diag(s)``, ``b' = W t + b`` (a Linear without bias, such as ``to_qkv``, gains one).
-  Selecting the CLS token or averaging over tokens commutes with a per-feature affine map, so
-  the final BatchNorm folds through the pooling into ``mlp_head``.
-
-A LayerNorm cannot fold: its mean and variance are computed from each token at inference
-time, so it is not a fixed affine map; ``fold_batchnorm`` leaves every LayerNorm in place.
+In eval mode a BatchNorm is ``y = s * x + t`` with ``s = gamma / sqrt(running_var + eps)``, ``t = beta -
+running_mean * s``. After a Linear (or a ``BatchNorm2d`` after a ``Conv2d``): ``W' = diag(s) W``, ``b' = s * b + t``
+(``torch.nn.utils.fusion``). Before a Linear, also through the CLS/mean pooling: ``W' = W diag(s)``, ``b' = W t + b``.
+A LayerNorm computes its statistics at inference, so it cannot fold and stays in place.
 """
 
 from __future__ import annotations
@@ -129,15 +114,9 @@ def count_batchnorms(model: nn.Module) -> int:
 
 
 def fold_batchnorm(model: nn.Module, *, strict: bool = False) -> nn.Module:
-    """An eval-mode copy of ``model`` with every BatchNorm that neighbours a Linear folded into it.
-
-    Handles ``nn.Sequential`` chains (``Linear -> BN`` and ``BN -> Linear``: the ViTs' patch
-    embedding and feed-forward, the DNNs; ``Conv2d -> BatchNorm2d``: the hMLP stem), the attention pre-norm
-    (``BN -> to_qkv``) and the ViT's final norm (``BN -> pool -> mlp_head``). Folding uses the running statistics, i.e.
-    what the model computes in eval mode; so the copy is always in eval mode, whatever mode
-    ``model`` is in, and ``model`` itself is left untouched (weights and mode). LayerNorm is
-    kept: it cannot fold. A BatchNorm with no neighbouring Linear (or without running
-    statistics) stays as it is; ``strict=True`` raises instead, naming it.
+    """An eval-mode copy of ``model`` (left untouched) with every BatchNorm that neighbours a Linear (or a Conv2d)
+    folded into it, through the attention pre-norm and the final pooling too; LayerNorm stays. A BatchNorm it cannot
+    fold stays as it is; ``strict=True`` raises instead, naming it.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"fold_batchnorm takes an nn.Module, got {type(model).__name__}")

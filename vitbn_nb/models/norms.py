@@ -1,20 +1,8 @@
-"""Normalisation layers shared by every model family, and the registry that names them.
+"""Normalisation layers as layer factories (timm's ``norm_layer``: number of features -> a module over the last
+dimension), and :data:`NORMS`, which names them: a new norm is one class and one entry there.
 
-A norm is a *layer factory*, as timm's ``norm_layer``: a callable that takes the number of
-features and returns a module normalising the last dimension of ``(b, d)`` features or
-``(b, n, d)`` tokens. :data:`NORMS` names the book's: a new norm is one class here and one
-entry in :data:`NORMS`, and every model of the ViT family can use it
-(``ViT(norm="dyt")``, or a factory itself: ``ViT(norm=MyNorm)``).
-
-BatchNorm on token tensors ``(b, n, d)`` normalises each feature ``d`` over the batch
-*and* the tokens. Article 1 writes this as ``BatchNorm1d`` over ``b d n`` and article 2 as
-``BatchNorm2d`` over ``b d n 1``; both need a transposed copy. Flattening to ``(b n) d``
-and calling ``BatchNorm1d`` on the 2-D view is the same arithmetic (same statistics,
-same running estimates, same parameters) with no copy; ``tests/test_models.py`` checks
-the equality and ``vitbn_nb.bench`` measures the three forms.
-
-DyT (Zhu et al., "Transformers without Normalization", CVPR 2025) is not a norm: it
-normalises nothing, but stands where LayerNorm stood, ``weight * tanh(alpha * x) + bias``.
+BatchNorm on tokens ``(b, n, d)`` normalises each feature over batch and tokens; it runs ``BatchNorm1d`` on the
+``(b n) d`` view, the same arithmetic as the articles' transposed forms with no copy (``tests/test_models.py``).
 """
 
 from __future__ import annotations

@@ -110,16 +110,9 @@ class Attention(nn.Module):
 
 
 def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
-    """Kernel sizes of the three hMLP stages for one patch side: their product is ``patch_size``.
-
-    Touvron et al. cut a 16-pixel patch as 4 -> 2 -> 2: a larger first stage, then two
-    2x2 merges. The general rule here: start with the whole patch in the first stage and
-    move its smallest prime factor ``q`` to the next later stage while what stays is still
-    at least ``q`` (the later stages sorted largest first); stages left over are 1x1 (a
-    per-position MLP). So 16 -> (4, 2, 2), 14 -> (7, 2, 1), 12 -> (3, 2, 2), 18 -> (3, 3, 2),
-    8 -> (2, 2, 2) and the book's prime 7 -> (7, 1, 1): on
-    7x7 patches the "hierarchy" collapses to one 7x7 stage followed by two 1x1 stages, i.e. a
-    three-layer MLP on each patch alone.
+    """Kernel sizes of the three hMLP stages for one patch side, whose product is ``patch_size``: the smallest prime
+    factors move to the later stages while the first stays at least as large (16 -> (4, 2, 2), 14 -> (7, 2, 1));
+    the book's prime 7 -> (7, 1, 1), a three-layer MLP on each patch alone.
     """
     check_positive("patch_size", patch_size)
     kernels = [patch_size, 1, 1]
@@ -152,16 +145,8 @@ def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
 
 
 class HMLPStem(nn.Sequential):
-    """Touvron et al.'s hierarchical MLP stem: tokens ``(b, n, dim)`` from images, patch by patch.
-
-    Three convolutions whose kernel equals their stride, so no output ever sees two
-    patches: conv k1 -> norm -> GELU -> conv k2 -> norm -> GELU -> conv k3 -> norm, of widths
-    dim/4, dim/4, dim (``kernels`` per stage as in :func:`hmlp_kernels`, or given as three
-    ints or (h, w) pairs whose products are the patch size). ``norm`` is a token norm's layer factory,
-    applied over the channels (:func:`~vitbn_nb.models.norms.map_norm`): LayerNorm normalises each
-    position over its channels; BatchNorm is ``BatchNorm2d``, whose training-mode
-    statistics pool every position of the batch (two numbers per channel, as any BatchNorm
-    does; in eval mode the patches are fully independent).
+    """Touvron et al.'s hierarchical MLP stem: three convolutions whose kernel equals their stride (so no output sees
+    two patches), of widths dim/4, dim/4, dim, each followed by ``norm`` over the channels (:func:`.norms.map_norm`).
     """
 
     def __init__(
@@ -253,14 +238,9 @@ class Transformer(nn.Module):
 class ViT(nn.Module):
     """Vision Transformer with the keyword signature of the einops-based vit-pytorch (and of the reference repository).
 
-    ``norm`` is the norm (a name of ``NORMS`` or a layer factory) of the patch embedding, the attention
-    pre-norm and the final norm; ``ffn_norm`` and ``ffn_hidden_norm`` the feed-forward network's before and
-    after its first Linear (see the module docstring).
-    ``branches > 1`` makes every block run that many MHSA (then FFN) branches in parallel:
-    ``x + a1(x) + a2(x)``, then ``x + f1(x) + f2(x)``, so depth 3 x 2 branches has the
-    parameters of depth 6. ``stem='hmlp'`` replaces the linear patch embedding by
-    :class:`HMLPStem` (``hmlp_kernels`` overrides its kernel sizes). ``qkv_bias`` (as timm's) adds a bias to
-    the attention's qkv projection: the reference repository's BatchNorm checkpoints have one.
+    ``norm``, ``ffn_norm``, ``ffn_hidden_norm``: see the module docstring. ``branches > 1`` runs that many MHSA (then
+    FFN) branches in parallel per block (depth 3 x 2 branches has depth 6's parameters); ``stem='hmlp'`` uses
+    :class:`HMLPStem`; ``qkv_bias`` (as timm's) matches the reference BatchNorm checkpoints.
     """
 
     def __init__(

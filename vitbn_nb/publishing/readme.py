@@ -1,10 +1,7 @@
 """The README's results, written from the committed outputs in ``figures/``.
 
-No result number in README.md is typed by hand: the blocks between the markers below are
-rendered from ``figures/manifest.json``, the chapters' CSVs and ``figures/bench.json``. The
-book runner rewrites them after every complete run that publishes ``figures/``;
-``python -m vitbn_nb readme`` rewrites them by hand and ``--check`` says whether README.md
-and ``figures/`` agree (a test runs that check).
+No result number in README.md is typed by hand: the blocks between the markers are rendered from ``figures/`` after
+every complete book run that publishes it, or by ``python -m vitbn_nb readme`` (``--check``: only compare).
 """
 
 from __future__ import annotations
@@ -16,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic
-from ..judging import articles, verdicts
+from ..chapters.fixed_lr.article import DEVICES, DEVICES_SHORT
+from ..chapters.speed.article import RATIOS
+from ..judging import verdicts
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 
@@ -30,14 +29,6 @@ def _markers(block: str) -> tuple[str, str]:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# one row per claim
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# the blocks
-# ---------------------------------------------------------------------------------------------
 def read_manifest(folder: Path) -> dict:
     """``manifest.json``'s ``outputs`` (output name -> entry); a file of another shape raises ValueError naming it."""
     path = Path(folder) / "manifest.json"
@@ -54,6 +45,10 @@ def read_manifest(folder: Path) -> dict:
     return outputs
 
 
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _provenance(folder: Path) -> str:
     if not (folder / "manifest.json").is_file():
         return "`figures/` holds no manifest yet: run `make book` to fill it."
@@ -66,14 +61,7 @@ def _provenance(folder: Path) -> str:
     profiles, hardware, dates, runs = values("profile"), values("hardware"), values("date"), values("book_run")
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "an unknown date"
     # the machine that rendered (and timed what a chapter measures as it renders) need not be the one that trained
-    trained = sorted(
-        {
-            name
-            for entry in outputs.values()
-            if isinstance(entry.get("trained_on"), dict)
-            for name in entry["trained_on"]
-        }
-    )
+    trained = sorted({name for entry in outputs.values() for name in _mapping(entry.get("trained_on"))})
     text = (
         f"`figures/` holds {len(outputs)} outputs of the **`{'`, `'.join(profiles)}`** profile "
         f"(rendered on {'; '.join(hardware) or 'unknown hardware'}"
@@ -85,30 +73,27 @@ def _provenance(folder: Path) -> str:
         from .. import chapters
         from ..profiles import PROFILE_NAMES
 
-        seeds = sorted(
-            {
-                str(s.seeds)
-                for p in profiles
-                if p in PROFILE_NAMES
-                for s in map(lambda c: chapters.settings(c, p), chapters.CHAPTERS)
-                if hasattr(s, "seeds")
-            }
-        )
+        smaller = [p for p in profiles if p != "paper"]
+        shown = [chapters.settings(c, p) for p in smaller if p in PROFILE_NAMES for c in chapters.CHAPTERS]
+        seeds = sorted({str(s.seeds) for s in shown if hasattr(s, "seeds")})
+        full = sorted(name for name, entry in outputs.items() if entry.get("profile") == "paper")
         text += (
-            f" These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
-            f"epochs, 3 seeds) has not produced these figures; here {' or '.join(seeds)} seed(s) per "
-            "configuration, so accuracies sit below the articles' and a single-seed difference carries no "
-            "error bar."
+            (
+                f" {len(full)} of them ({', '.join(f'`{name}`' for name in full)}) come from the articles' full "
+                "protocols (`paper`: full MNIST, the articles' epochs, 3 seeds); the others do not"
+                if full
+                else " These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
+                "epochs, 3 seeds) has not produced these figures"
+            )
+            + f"; at `{'`, `'.join(smaller)}`, {' or '.join(seeds)} seed(s) per configuration, so accuracies sit "
+            "below the articles' and a single-seed difference carries no error bar."
         )
     return text
 
 
-CLAIMS_SUFFIX = "_claims.csv"
-
-
 def claim_rows(folder: Path) -> pd.DataFrame:
-    """Every judged claim the chapters saved (``NN_claims.csv``), in chapter order, as numbers and verdicts."""
-    frames = [pd.read_csv(path, keep_default_na=False) for path in sorted(folder.glob(f"*{CLAIMS_SUFFIX}"))]
+    """Every judged claim the chapters saved (``NN_claims.csv``), in chapter order."""
+    frames = [pd.read_csv(path, keep_default_na=False) for path in sorted(folder.glob("*_claims.csv"))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -143,7 +128,7 @@ def results_block(folder=None) -> str:
         counts = claims["outcome"].value_counts()
         tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
         lines += [
-            f"Every claim the book encodes (`vitbn_nb/judging/articles.py`), judged by [the one rule]"
+            f"Every claim the book encodes (`vitbn_nb/chapters/*/article.py`), judged by [the one rule]"
             f"(#{verdicts.RULE_TITLE.lower().replace(' ', '-')}) from the chapters' `figures/NN_claims.csv` "
             f"({len(claims)} rows: {tally}):",
             "",
@@ -158,10 +143,6 @@ def results_block(folder=None) -> str:
     if audit := audit_line(folder):
         lines += ["", audit]
     return "\n".join(lines)
-
-
-def rule_block(folder=None) -> str:
-    return verdicts.rule_markdown()
 
 
 def _span(values, digits: int = 2) -> str:
@@ -181,19 +162,14 @@ def _by_rule(texts) -> str:
         ("round", "not judged (too few rounds)"),
     )
     texts = [t for t in texts if t]
-    counts = [(label, sum(_judged_as(t, word) for t in texts)) for word, label in words]
+    judged = lambda t, word: verdicts.NOT_JUDGED in t if word == "round" else t.startswith(word)
+    counts = [(label, sum(judged(t, word) for t in texts)) for word, label in words]
     return ", ".join(f"{label} in {n} of {len(texts)}" for label, n in counts if n) or "n/a"
 
 
-def _judged_as(text: str, word: str) -> bool:
-    return verdicts.NOT_JUDGED in text if word == "round" else text.startswith(word)
-
-
 def performance_block(folder=None) -> str:
-    """``make bench``'s ratios, each judged by the book's rule from its interleaved rounds (the range over the models
-    is of the rule's estimates, the mean of the per-round ratios in log terms), article 1's ratios beside the ones
-    that compare what it compared (with both machines named), and the ceiling a data pipeline can reach on that
-    machine; no targets (chapter 8 shows what a CPU allows)."""
+    """``make bench``'s ratios, each judged by the book's rule from its rounds, article 1's beside the ones that compare
+    what it compared, and the ceiling a data pipeline can reach on that machine."""
     from ..bench.report import BenchResult
 
     folder = Path(folder) if folder is not None else book_figures_dir()
@@ -213,67 +189,67 @@ def performance_block(folder=None) -> str:
     deepest, shallowest = max(depths), min(depths)
 
     def article(kind: str) -> str:
-        values = [v for m in bn_models for v in articles.ARTICLE1_RATIOS[kind].get(m, ())]
+        values = [v for m in bn_models for v in RATIOS[kind].get(m, ())]
         return f"{_span(values, 1)}×" if values else "—"
 
+    kinds = ("training", "inference")
+    speeds = lambda kind, pairs: [measured.speed(kind, a, b) for a, b in pairs]
     rows = [
         *(
             (
-                f"{kind} images/s, book's engine ÷ article 1's pipeline",
-                [measured.speed(kind, at(m, d), at(m, d, "reference")) for m, d in models],
+                f"{k} images/s, book's engine ÷ article 1's pipeline",
+                speeds(k, [(at(m, d), at(m, d, "reference")) for m, d in models]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
-                [measured.speed(kind, at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models],
-                # article 1 timed its own pipeline: its ratios stand beside that row only
-                article(kind) if pipeline == "reference" else "—",
+                f"{k}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
+                speeds(k, [(at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models]),
+                article(k) if pipeline == "reference" else "—",  # article 1 timed its own pipeline
             )
-            for kind in ("training", "inference")
+            for k in kinds
             for pipeline, through in (("reference", "article 1's pipeline"), ("engine", "book's engine"))
         ),
         *(
             (
-                f"{kind}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}",
-                [measured.speed(kind, at("ViT", shallowest), at("ViT", deepest))],
+                f"{k}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}",
+                speeds(k, [(at("ViT", shallowest), at("ViT", deepest))]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind} images/s, BatchNorm model ÷ ViT of the same depth",
-                [measured.speed(kind, at(m, d), at("ViT", d)) for m, d in bn],
+                f"{k} images/s, BatchNorm model ÷ ViT of the same depth",
+                speeds(k, [(at(m, d), at("ViT", d)) for m, d in bn]),
                 "—",
             )
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         *(
             (
-                f"{kind} images/s, {m} (not a model of the articles) ÷ ViT of the same depth",
-                [measured.speed(kind, at(m, d), at("ViT", d)) for d in depths if (m, d) in others],
+                f"{k} images/s, {m} (not a model of the articles) ÷ ViT of the same depth",
+                speeds(k, [(at(m, d), at("ViT", d)) for d in depths if (m, d) in others]),
                 "—",
             )
             for m in sorted({m for m, _ in others})
-            for kind in ("training", "inference")
+            for k in kinds
         ),
         (
             "folded BatchNorm ÷ unfolded, inference images/s",
-            [
-                measured.speed("inference", at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"]))
-                for r in folding
-            ],
+            speeds(
+                "inference", [(at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"])) for r in folding]
+            ),
             "—",
         ),
         (
             "ViT without its LayerNorms ÷ ViT, inference images/s",
-            [
-                measured.speed("inference", at("ViT", d, norms_removed=True), at("ViT", d))
-                for d in sorted({r["depth"] for r in folding})
-            ],
+            speeds(
+                "inference",
+                [(at("ViT", d, norms_removed=True), at("ViT", d)) for d in sorted({r["depth"] for r in folding})],
+            ),
             "—",
         ),
     ]
@@ -289,10 +265,10 @@ def performance_block(folder=None) -> str:
         f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
         f"{peak['flops_per_s'] / 1e9:.0f} GFLOP/s), over every model and depth it times. Each ratio is judged by "
         "the book's rule from its rounds (the 95 % interval of the per-round ratio); the range is of the rule's "
-        f"estimates over the models; article 1's ratios, from whole epochs ({articles.ARTICLE1_DEVICES}), stand "
+        f"estimates over the models; article 1's ratios, from whole epochs ({DEVICES}), stand "
         "beside the comparison it made:",
         "",
-        f"| measure | range over the models | by the rule | article 1 ({articles.ARTICLE1_DEVICES_SHORT}) |",
+        f"| measure | range over the models | by the rule | article 1 ({DEVICES_SHORT}) |",
         "| --- | --- | --- | --- |",
         *(
             f"| {name} | {_span([v.estimate for v in judged]) + '×' if judged else '—'} | "
@@ -308,8 +284,7 @@ def performance_block(folder=None) -> str:
 
 
 def _chapter8_measurement(folder: Path) -> str:
-    """Which measurement chapter 8's numbers come from, when the manifest names it: a separate one from
-    ``make bench``'s, so the two can differ by their noise (and by their machines, when those differ)."""
+    """Which measurement chapter 8's numbers come from, when the manifest names it."""
     if not (Path(folder) / "manifest.json").is_file():
         return ""
     outputs = read_manifest(folder).values()
@@ -400,7 +375,7 @@ def render(readme_text: str, folder=None) -> str:
         if start not in readme_text or end not in readme_text:
             raise ValueError(f"README.md lacks the {block} markers:\n  {start}\n  {end}")
     for block, body in (
-        ("rule", rule_block(folder)),
+        ("rule", verdicts.rule_markdown()),
         ("results", results_block(folder)),
         ("performance", performance_block(folder)),
         ("setup", setup_block(folder)),
@@ -422,20 +397,27 @@ def update(readme=None, folder=None) -> bool:
     return new != old
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--check", action="store_true", help="exit 1 when README.md and figures/ disagree")
+    parser.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
+    parser.add_argument(
+        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
+    )
+
+
 def main(argv=None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m vitbn_nb readme", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only say whether README.md agrees with figures/")
-    parser.add_argument("--figures", default=None, help="the outputs to read (default: figures/)")
-    parser.add_argument(
-        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
-    )
-    args = parser.parse_args(argv)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args) -> int:
+    """Rewrite (or ``--check``) README.md's blocks; a figures folder without a readable manifest is refused first."""
     readme = project_root() / "README.md"
     figures = Path(args.figures) if args.figures else book_figures_dir()
     try:
-        # A folder without a manifest would render every results block empty: refused before anything is written.
         if not figures.is_dir():
             raise ValueError(
                 f"{figures} is not a folder, so it has no manifest.json of book outputs; fix: pass the book's "

@@ -1,9 +1,5 @@
-"""What a chapter's results share, and summaries of run tables: final accuracies with their spread, and article 1's
-speed ratios.
-
-The articles report single runs; the book reports the mean and standard deviation over seeds
-(``n`` says how many), so a claim such as "ViTBNFFN beats ViT" can be read against the spread.
-"""
+"""What a chapter's results share, and summaries of run tables: final accuracies with their spread over seeds, and
+article 1's speed ratios."""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ from ..profiles import ChapterSettings
 
 @dataclass(frozen=True)
 class ChapterResult:
-    """What every chapter's result holds first, its settings, and what each figure and table it draws names as its
-    source: the chapter and profile (from the settings) and the runs behind it (``run_ids``, from its run table
-    ``table`` where it has one). On its own, ``ChapterResult(settings)`` stands for outputs drawn from no runs."""
+    """A chapter's result: its settings, and the chapter, profile and run ids (from its ``table``, if any) its outputs
+    name as their source."""
 
     settings: ChapterSettings
 
@@ -76,11 +71,8 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
 
 
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
-    """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch, and gains g = 1 - 1/r (%).
-
-    ``r_t`` uses training time, ``r_v`` test (inference) time. Runs are paired by seed (and by
-    the ``by`` columns); the result gives the mean and standard deviation over the pairs.
-    """
+    """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch (``r_t`` training, ``r_v`` test) and gains
+    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns: mean and sd over the pairs."""
     keys = [*by, "seed"]
     per_run = table.groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]].mean().reset_index()
     base = per_run[per_run["model"] == baseline].drop(columns="model")

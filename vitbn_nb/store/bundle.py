@@ -1,25 +1,17 @@
-"""Moving runs between machines: ``python -m vitbn_nb runs export FILE`` / ``runs import FILE``.
+"""Moving runs between machines: ``runs export FILE`` writes a bundle, ``runs import FILE`` reads one.
 
-A bundle is a ``.tar.gz`` of the run store's records, its optimisation state (``hpo/``), the checkpoints
-of unfinished runs (so training resumes on the other machine) and, with ``weights="needed"``, only the
-weights the other machine still loads (:func:`needed_weights`): what chapters 06 and 07 measure of
-their trained runs travels in the records (``run_measurements.measured``), so their weights stay behind once
-measured. ``weights="all"`` takes every finished run's weights.
-
-A bundle comes from someone else's machine, so it is data, and it costs no more than its limits allow. Every tar
-header is read before anything is written (:func:`survey`), with bounded memory (tar extensions a bundle never has
-are refused before their data is read), and the whole bundle is held to one total and to the store's free disk.
-Then it is unpacked and checked whole (:func:`read_bundle`): only regular files at the places a bundle may hold (a
-run folder named by the run id its record's configuration gives, holding ``record.json`` and the weight files that
-record lists; the optimisation state's JSON files), every one listed in ``bundle.json`` with its SHA-256, every
-record whole (``records.record_problem``), every weight file loadable weights-only into the model its record
-builds. Then it is imported all or nothing (``vitbn_nb.store.bundle_import``): a conflict with the store (a finished run
-that differs, say) is named and nothing is written.
+A bundle is a ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. One
+from elsewhere is data: every header is checked with bounded memory against the limits and the free disk before
+anything is written (:func:`survey`), then it is unpacked and checked whole (:func:`read_bundle`), then imported
+all or nothing (:func:`import_bundle`) under the locks of the runs it touches (the locks training takes). The
+moves are journalled first, so a failure, or a kill (undone by :func:`recover_imports`), puts the store back as it
+was. An import's working folder is owned by its process (``records.owned_folder``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -30,9 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, chapters, profiles
+from .. import atomic
 from ..paths import runs_dir
-from .hpo_state import state_file_problem
 from .records import (
     ENDED,
     STATE_FOLDER,
@@ -42,14 +33,17 @@ from .records import (
     identity_problem,
     load_checkpoint,
     load_weights,
+    owned_folder,
     read_record,
     sha256,
+    state_file_problem,
+    taken_over,
+    write_record,
 )
 from .run_config import RunConfig
+from .run_folder import run_locks
 
-WEIGHTS = ("needed", "all")
 FORMAT = 2
-#: What a bundle may hold: a run's files, and the optimisation state (a study's three files, the chosen values).
 _RUN_FILE = re.compile(
     r"^runs/(?P<run>[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})/(?P<file>record\.json|model\.pt|checkpoint\.pt)$"
 )
@@ -57,16 +51,12 @@ _STATE_FILE = re.compile(
     r"^runs/hpo/(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,150}/(?:ax_state|trials|study)\.json|best-[A-Za-z0-9_-]{1,80}\.json)$"
 )
 _FOLDERS = re.compile(r"^runs(?:/hpo|/[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})?(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,150})?$")
-#: What a bundle may cost, checked before anything is written: the whole bundle unpacked (a paper store with every
-#: weight file is a few hundred MiB), its entries, and each file by kind (a record is KiB, a study's Ax snapshot a
-#: few hundred KiB, the largest model's weights a few MiB and its checkpoint three times that).
+#: What a bundle may cost (a paper store with every weight file unpacks to a few hundred MiB).
 MAX_BYTES = 4 * 2**30
 MAX_FILES = 10_000
 MAX_FILE_BYTES = {".json": 4 * 2**20, ".pt": 256 * 2**20}
-#: bundle.json lists each file with its checksum and size: about 150 bytes a file.
 MAX_LISTING_BYTES = 4 * 2**20
-#: The one tar extension the book's bundles carry: a pax header per member, which tarfile writes for a file's
-#: sub-second modification time (and for a path over 100 characters); a few dozen bytes each.
+#: The one tar extension a bundle carries: a pax header per member (sub-second times, long paths).
 MAX_PAX_BYTES = 4096
 
 
@@ -78,35 +68,17 @@ def _run_folders(store: Path) -> list[Path]:
     return sorted(p for p in store.iterdir() if p.is_dir() and (p / "record.json").is_file()) if store.is_dir() else []
 
 
-def _measured_plans(profile: str) -> list[RunConfig]:
-    """The runs of the chapters that measure trained runs (``train.MEASURED_BY``) under ``profile``; chapter 06's
-    final runs follow from its stored hyperparameters (read, never optimised here)."""
-    from ..chapters.emnist_transfer import study as transfer
-    from ..chapters.three_things import study as three_things
-
-    settings = chapters.settings("06_emnist_transfer", profile)
-    return [
-        *three_things.plan(chapters.settings("07_three_things", profile)),
-        *transfer.plan(settings),
-        *transfer.stored_runs(settings),
-    ]
-
-
-def needed_weights(profile: str, store: Path | None = None) -> set[str]:
-    """Run ids whose ``model.pt`` the receiving machine loads: the app's choice; the source of every fine-tuning run
-    not finished yet (stored or planned), to train it there; and each run of the measuring chapters that has no
-    stored measurement yet, which a render there would take. Measured runs travel as records alone."""
-    from ..app import model_choice
-
+def needed_weights(measured: list[RunConfig], choice: str | None, store: Path | None = None) -> set[str]:
+    """Run ids whose ``model.pt`` the receiving machine loads: ``choice`` (the app's model); the source of every
+    fine-tuning run not finished yet (stored or planned), to train it there; and each ``measured`` run (planned by a
+    chapter that measures trained runs) with no stored measurement yet. Measured runs travel as records alone."""
     store = Path(store) if store is not None else runs_dir()
     stored = {folder.name: read_record(folder) for folder in _run_folders(store)}
-    ended = {run_id for run_id, record in stored.items() if record["status"] in ("finished", "diverged")}
+    ended = {run_id for run_id, record in stored.items() if record["status"] in ENDED}
     needed = {r["config"]["init_from"] for i, r in stored.items() if r["config"].get("init_from") and i not in ended}
-    choice = model_choice(store)
-    if choice is not None:
-        needed.add(choice.run_id)
+    needed |= {choice} - {None}
     device_types = {record["hardware"]["device"] for record in stored.values()}
-    for config in _measured_plans(profile):
+    for config in measured:
         ids = {config.run_id(device) for device in device_types} & ended
         if config.init_from and not ids:
             needed.add(config.init_from)
@@ -147,16 +119,15 @@ def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]]
 
 
 def export(
-    file: str | Path, *, profile: str = "auto", weights: str = "needed", store: str | Path | None = None
+    file: str | Path, *, needed: set[str] | None, profile: str = "auto", store: str | Path | None = None
 ) -> dict:
-    """Write the bundle ``file`` (atomically); returns what it holds (runs, weight files, bytes)."""
-    if weights not in WEIGHTS:
-        raise ValueError(f"weights={weights!r} is not allowed; choose one of {', '.join(map(repr, WEIGHTS))}")
+    """Write the bundle ``file`` (atomically) with the weights of the ``needed`` runs (``None``, said outright: every
+    finished run's) for rendering ``profile``; returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
-    keep = needed_weights(profiles.resolve(profile), store) if weights == "needed" else None
-    members, counts = _members(store, keep)
+    weights = "all" if needed is None else "needed"
+    members, counts = _members(store, needed)
     listing = {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for path, name in members}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
@@ -179,11 +150,10 @@ def _refuse(file: Path, problem: str, fix: str = "fix: export it again with `pyt
 
 
 class _Refused(Exception):
-    """A header refused while tarfile reads it (the bundle's name is added where it is caught)."""
+    """A header refused while tarfile reads it."""
 
 
-#: Tar extensions tarfile would read whole into memory (GNU long names), apply to every later member (global pax
-#: headers) or expand (sparse files): a bundle of this book never has one.
+#: Tar extensions tarfile would read whole into memory, apply to every later member or expand: never in a bundle.
 _NEVER = {
     tarfile.GNUTYPE_LONGNAME: "a GNU long-name header",
     tarfile.GNUTYPE_LONGLINK: "a GNU long-link header",
@@ -194,10 +164,8 @@ _NEVER = {
 
 
 class _Header(tarfile.TarInfo):
-    """A tar header read with bounded memory. tarfile reads an extension header's data (a GNU long name, a pax
-    header) whole into memory, however large the header says it is, and ends the archive quietly at a damaged
-    header; here both are refused before anything is read past the 512-byte header. ``_proc_member`` is the hook
-    tarfile names for subclasses to override."""
+    """A tar header read with bounded memory: an oversized extension header and a damaged header are refused
+    before anything past the 512-byte header is read (tarfile would read the one whole, end quietly at the other)."""
 
     @classmethod
     def frombuf(cls, buf, encoding, errors):
@@ -218,7 +186,7 @@ class _Header(tarfile.TarInfo):
 
 @contextlib.contextmanager
 def _reading(file: Path):
-    """The bundle's tar stream, every way of failing to read it turned into one refusal naming the file."""
+    """The bundle's tar stream; every way of failing to read it is one refusal naming the file."""
     try:
         with tarfile.open(file, "r:gz", tarinfo=_Header) as tar:
             yield tar
@@ -268,7 +236,7 @@ def _allowed(name: str) -> bool:
 
 
 def _check_listing(file: Path, listed: dict, store: Path) -> None:
-    """What the bundle says it holds, against the limits and the free disk: one total, before anything is written."""
+    """What the bundle says it holds, against the limits and the free disk."""
     if len(listed) > MAX_FILES:
         _refuse(file, f"lists {len(listed):,} files (a bundle holds at most {MAX_FILES:,})")
     for name, entry in listed.items():
@@ -316,10 +284,8 @@ def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[s
 
 
 def survey(file: str | Path, store: Path) -> dict:
-    """Every header of the bundle checked before anything is written: its list against the limits and the free disk
-    of ``store`` (one total), then each member against that list (name, kind, size, once) and every listed file
-    present, reading headers only (memory bounded: 512 bytes a header, a few KiB for a pax header). Returns the
-    list; the files' checksums are checked while they are unpacked (:func:`read_bundle`)."""
+    """Every header checked before anything is written (headers only, bounded memory): the list against the limits
+    and ``store``'s free disk, each member against the list; returns the list (checksums are checked on unpacking)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
@@ -339,8 +305,7 @@ _WRITABLE_FIX = "fix: free some space in the run store, or make it writable, and
 
 
 def _copy(file: Path, source, target: Path) -> str:
-    """Copy one member to ``target`` in 1 MiB pieces; returns its SHA-256. Reading errors are the bundle's (told by
-    :func:`_reading`), writing errors the store's: named as such."""
+    """Copy one member to ``target`` in 1 MiB pieces; returns its SHA-256 (a write error is named as the store's)."""
     digest = hashlib.sha256()
     with contextlib.ExitStack() as opened:
         try:
@@ -358,8 +323,7 @@ def _copy(file: Path, source, target: Path) -> str:
 
 
 def _unpack(file: Path, listed: dict, scratch: Path) -> dict[str, Path]:
-    """Every file of the bundle copied under ``scratch``, each checked against the bundle's list (name, kind, size,
-    checksum) before and while it is written; returns name -> path. Nothing unlisted, missing or altered passes."""
+    """Every file copied under ``scratch``, checked against the list (name, kind, size, checksum); name -> path."""
     unpacked, seen = {}, set()
     with _reading(file) as tar:
         if _read_listing(file, tar) != listed:
@@ -389,8 +353,8 @@ class Bundle:
 
 
 def _check_run(file: Path, folder: Path) -> dict:
-    """A run folder of the bundle: a whole record naming this folder through its configuration, and only the
-    weight files it lists, each matching its checksum and loadable weights-only."""
+    """A run folder: a whole record naming this folder, and only the weight files it lists, each matching its
+    checksum, loadable weights-only and fitting its model."""
     run_id = folder.name
     if not (folder / "record.json").is_file():
         _refuse(file, f"holds files of run {run_id} without its record.json")
@@ -418,9 +382,8 @@ def _check_run(file: Path, folder: Path) -> dict:
 
 
 def read_bundle(file: str | Path, scratch: Path, listed: dict | None = None) -> Bundle:
-    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem). ``listed``:
-    what :func:`survey` returned for it (surveyed here when not given), so nothing is written before every header
-    has passed."""
+    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem); ``listed``
+    is :func:`survey`'s answer (surveyed here when not given)."""
     file = Path(file)
     if listed is None:
         listed = survey(file, scratch.parent)
@@ -436,3 +399,252 @@ def read_bundle(file: str | Path, scratch: Path, listed: dict | None = None) -> 
     for run_id, folder in sorted(found.runs.items()):
         found.records[run_id] = _check_run(file, folder)
     return found
+
+
+# -- importing: planned whole, then applied all or nothing ------------------------------------------------
+
+#: The name of an import's working folder in the store (followed by a random suffix).
+SCRATCH_PREFIX = ".import-"
+
+
+def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
+    """(what to do, the conflict if any) for one run of the bundle against the store."""
+    target = store / run_id
+    if not target.exists():
+        return "add", None
+    try:
+        mine = read_record(target)
+    except RunStoreError as error:
+        return "", f"run {run_id} is damaged in the store ({error.problem}); {error.fix}"
+    if mine["record_sha256"] == record["record_sha256"]:
+        missing = [n for n in WEIGHT_FILES if (folder / n).exists() and not (target / n).exists()]
+        return ("weights", None) if missing else ("unchanged", None)
+    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
+    if strip(record) == strip(mine):  # the same training, one measured more (a render elsewhere measured it)
+        return "measurements", None
+    if (
+        mine["status"] not in ENDED
+        and (record["status"] in ENDED or record.get("checkpoint_epoch", 0) > mine.get("checkpoint_epoch", 0))
+        and record["config"] == mine["config"]
+    ):
+        return "replace", None
+    return "", (
+        f"run {run_id}: the bundle's copy differs from the one in {store} ({record['status']} there, "
+        f"{mine['status']} here)"
+    )
+
+
+def _ledger(path: Path) -> dict:
+    try:
+        ledger = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return ledger if isinstance(ledger, dict) else {}
+
+
+def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
+    """For each study folder and each chosen-values file of the bundle: add, replace (the bundle's optimisation
+    went further: every trial here is in its ledger, the same), or keep; conflicting states are named."""
+    plans, conflicts = {}, []
+    studies = sorted({name.split("/")[0] for name in found.state if "/" in name})
+    for study in studies:
+        mine, theirs = store / STATE_FOLDER / study, found.state.get(f"{study}/trials.json")
+        if not mine.exists():
+            plans[study] = "add"
+            continue
+        same = all(
+            (mine / n.split("/")[1]).is_file() and (mine / n.split("/")[1]).read_bytes() == p.read_bytes()
+            for n, p in found.state.items()
+            if n.startswith(f"{study}/")
+        )
+        here, there = _ledger(mine / "trials.json"), _ledger(theirs) if theirs else {}
+        if same:
+            plans[study] = "unchanged"
+        elif here.items() <= there.items():
+            plans[study] = "replace"
+        elif there.items() <= here.items():
+            plans[study] = "unchanged"  # this store's optimisation went further
+        else:
+            conflicts.append(f"optimisation {study}: the bundle's trials and this store's differ")
+    for name, path in found.state.items():
+        if "/" in name:
+            continue
+        target = store / STATE_FOLDER / name
+        if not target.exists():
+            plans[name] = "add"
+        elif target.read_bytes() == path.read_bytes():
+            plans[name] = "unchanged"
+        else:
+            conflicts.append(f"{target} differs from the bundle's copy")
+    return plans, conflicts
+
+
+def _unwritable(file, store: Path, error: OSError) -> BundleError:
+    """One line for a store an import cannot write (read-only, full): which store, and the fix."""
+    if getattr(error, "errno", None) == errno.ENOSPC:
+        fix = "free some space on its disk and import again"
+    else:
+        fix = "make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it and import there"
+    reason = getattr(error, "strerror", None) or str(error)
+    return BundleError(f"{file}: the run store {store} cannot be written ({reason}); nothing was imported; fix: {fix}")
+
+
+def _clean(scratch: Path) -> None:
+    """Remove an import's working folder, unless it holds moves not undone: those are left for recover_imports."""
+    if not _pending(scratch):
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
+    """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
+    store = Path(store) if store is not None else runs_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _unwritable(file, store, error) from None
+    recover_imports(store)
+    listed = survey(file, store)  # every header, against the limits and the free disk: nothing written yet
+    with contextlib.ExitStack() as owning:
+        try:
+            scratch = owning.enter_context(owned_folder(store, SCRATCH_PREFIX))  # on the store's disk: moves rename
+        except OSError as error:
+            raise _unwritable(file, store, error) from None
+        owning.callback(_clean, scratch)  # before the folder's lock is let go
+        found = read_bundle(file, scratch / "new", listed)
+        with run_locks([*found.runs, *([STATE_FOLDER] if found.state else [])], progress=False, store=store):
+            plans = {
+                run_id: _plan_run(store, run_id, found.runs[run_id], found.records[run_id]) for run_id in found.runs
+            }
+            state_plans, conflicts = _plan_state(store, found)
+            conflicts = [c for _, c in plans.values() if c] + conflicts
+            if conflicts:
+                raise BundleError(
+                    f"{file}: {len(conflicts)} conflict(s) with the store: {'; '.join(conflicts)}; nothing was "
+                    "imported; fix: keep one copy of each (delete the store's folder named and import again, or "
+                    "leave the store as it is)"
+                )
+            try:
+                _apply(store, scratch, found, plans, state_plans)
+            except OSError as error:  # undone already: the store is as it was
+                raise _unwritable(file, store, error) from None
+    counts = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
+    for action, _ in plans.values():
+        counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
+    counts["state files"] = sum(action in ("add", "replace") for action in state_plans.values())
+    return counts
+
+
+def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> list[tuple[Path, Path]]:
+    """(ready folder or file, its place in the store) for every planned change, all built inside ``scratch``."""
+    moves: list[tuple[Path, Path]] = []
+    for run_id, (action, _) in sorted(plans.items()):
+        if action == "unchanged":
+            continue
+        new, target = found.runs[run_id], store / run_id
+        if action in ("measurements", "weights"):
+            merged = scratch / "merged" / run_id
+            shutil.copytree(target, merged)
+            if action == "weights":
+                for name in WEIGHT_FILES:
+                    if (new / name).exists() and not (merged / name).exists():
+                        shutil.copy2(new / name, merged / name)
+            else:
+                record = read_record(target)
+                # Both kept: the bundle's measurements win where both took one (it comes from training).
+                record["measurements"] = {
+                    **record.get("measurements", {}),
+                    **found.records[run_id].get("measurements", {}),
+                }
+                write_record(merged / "record.json", record)
+            new = merged
+        moves.append((new, target))
+    for name, action in sorted(state_plans.items()):
+        if action in ("add", "replace"):  # a study's folder, or a file of chosen values
+            moves.append((scratch / "new" / "runs" / STATE_FOLDER / name, store / STATE_FOLDER / name))
+    return moves
+
+
+def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
+    """Move every planned change into the store. The moves are journalled first, so a failure here, or a kill
+    (undone by :func:`recover_imports` at the next import, ``train`` or ``book``), puts the store back as it was."""
+    moves = _prepared(store, scratch, found, plans, state_plans)
+    if any(target.parent.name == STATE_FOLDER for _, target in moves):
+        (store / STATE_FOLDER).mkdir(exist_ok=True)
+    journal = [
+        {
+            "new": str(new),
+            "target": str(target),
+            "aside": str(scratch / "old" / str(i)),
+            "removed": str(scratch / "removed" / str(i)),
+            "existed": target.exists(),
+        }
+        for i, (new, target) in enumerate(moves)
+    ]
+    (scratch / "old").mkdir()
+    (scratch / "removed").mkdir()
+    atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": False})
+    try:
+        for move in journal:
+            if move["existed"]:
+                Path(move["target"]).rename(move["aside"])
+            Path(move["new"]).rename(move["target"])
+        atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
+    except BaseException:
+        _undo(journal)
+        # Undone: nothing left to recover. Should this write fail too, the undo (which can be repeated) is left
+        # to recover_imports.
+        with contextlib.suppress(OSError):
+            atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
+        raise
+
+
+JOURNAL = "journal.json"
+
+
+def _undo(journal: list[dict]) -> None:
+    """Put back what the journalled moves changed, in reverse order, from wherever they stopped. Every step is a
+    rename that leaves a trace, so an undo stopped half-way (a kill) can be run again and never touches a run that
+    is not the bundle's copy: the bundle's copy is taken out of the store into ``removed`` (not deleted), and the
+    store's own copy comes back from ``aside``."""
+    for move in reversed(journal):
+        new, target, aside = Path(move["new"]), Path(move["target"]), Path(move["aside"])
+        # (journals written before "removed" existed keep it beside "old")
+        removed = Path(move.get("removed") or aside.parent.parent / "removed" / aside.name)
+        bundle_copy_in_place = not new.exists() and not removed.exists() and (aside.exists() or not move["existed"])
+        if bundle_copy_in_place and (target.exists() or target.is_symlink()):
+            removed.parent.mkdir(exist_ok=True)
+            target.rename(removed)
+        if move["existed"] and aside.exists():
+            aside.rename(target)
+
+
+def _pending(scratch: Path) -> list[dict] | None:
+    """The journalled moves of an import that neither finished nor was undone (None when there are none)."""
+    try:
+        state = json.loads((scratch / JOURNAL).read_text())
+    except (OSError, ValueError):
+        return None  # stopped before moving anything
+    return None if state.get("done") else state["moves"]
+
+
+def _lock_name(target: str) -> str:
+    """The lock a journalled move's target is changed under: its run's, or the optimisation state's."""
+    return STATE_FOLDER if Path(target).parent.name == STATE_FOLDER else Path(target).name
+
+
+def recover_imports(store: Path | None = None) -> list[str]:
+    """Undo any import whose process is gone (killed while it moved runs into the store), under the locks of the runs
+    it moved, and remove the working folders that dead imports left; returns what was undone. An import still
+    running is left alone (its folder is owned: ``records.owned_folder``)."""
+    store = Path(store) if store is not None else runs_dir()
+    undone = []
+    for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
+        with taken_over(scratch) as abandoned:
+            if not abandoned:
+                continue
+            if (moves := _pending(scratch)) is not None:
+                with run_locks([_lock_name(move["target"]) for move in moves], progress=False, store=store):
+                    _undo(moves)
+                undone.append(scratch.name)
+            shutil.rmtree(scratch, ignore_errors=True)
+    return undone

@@ -1,19 +1,13 @@
-"""The records behind ``figures/``, committed beside them in ``figures/records/``.
+"""The records behind ``figures/``, committed beside them in ``figures/records/``: a run store without weights.
 
-A run store without weight files: every run's ``record.json`` (its configuration, per-epoch numbers, status,
-hardware and stored measurements) that an output in the manifest names, the runs those started from, and the
-optimisation state behind them (every study one of whose trials an output names, and every study a staged
-chosen-values file names, with all its trials: chapter 06 reads its chosen values and optimises again without
-their study), and every finished run of the ``paper`` campaign, named by an output yet or not. They are read
-beneath the run store (:func:`vitbn_nb.paths.stored_path`), so a fresh clone renders every chapter without
-training, and every number leads to its run in one hop. The book runner stages them with the figures
-(:func:`stage`), so they are replaced together, by a complete run only.
-"""
+Every run an output names, the runs those started from, the optimisation state behind them and the campaign's ended
+runs, so a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..paths import RECORDS_FOLDER, committed_records_dir
@@ -82,10 +76,11 @@ def _named_studies(best_files: dict[str, Path]) -> set[str]:
     return names
 
 
-def stage(staging: Path, store: Path) -> list[str]:
+def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (read from ``store``, else
-    from the records staged or committed before), the runs they started from, and the optimisation state behind
-    them, weights left out. Returns the run ids no source holds (an output carried over from an earlier run)."""
+    from the records staged or committed before), the runs they started from, the optimisation state behind
+    them, and every ``campaign`` run any source holds ended, weights left out. Returns the run ids no source holds
+    (an output carried over from an earlier run)."""
     outputs = _manifest_outputs(staging)
     sources = [store, staging / RECORDS_FOLDER]
     if (committed := committed_records_dir()) is not None:
@@ -96,7 +91,7 @@ def stage(staging: Path, store: Path) -> list[str]:
     studies = _studies(sources, named, _named_studies(best_files))
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
-    wanted = _with_starting_runs(named, sources) | _campaign_runs(sources)
+    wanted = _with_starting_runs(named, sources) | _ended(campaign, sources)
     fresh = staging / f".{RECORDS_FOLDER}.new"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
@@ -118,13 +113,11 @@ def stage(staging: Path, store: Path) -> list[str]:
     return missing
 
 
-def _campaign_runs(sources: list[Path]) -> set[str]:
-    """The finished runs of the ``paper`` campaign (``vitbn_nb.campaign``) any source holds: committed as they finish,
-    before an output names them, and kept by every render, so that hours of training are never dropped."""
-    from ..campaign import run_ids
-
+def _ended(run_ids: Iterable[str], sources: list[Path]) -> set[str]:
+    """Those of ``run_ids`` any source holds ended (the ``paper`` campaign's: kept by every render, so that hours of
+    training are never dropped)."""
     found = set()
-    for run_id in run_ids():
+    for run_id in run_ids:
         record = _first_existing(f"{run_id}/record.json", sources)
         if record is not None and json.loads(record.read_text()).get("status") in ENDED:
             found.add(run_id)

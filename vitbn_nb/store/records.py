@@ -1,19 +1,19 @@
-"""The run store's files: each run's ``record.json`` (with a SHA-256 of itself) and its weight files (with
-theirs), read and written atomically and verified.
-
-A record is trusted only when it is whole: its checksum present and matching, every key the book reads there
-with the right type (:func:`check_record`). Weight files are loaded weights-only (tensors and plain types, never
-code), so a file from elsewhere is data. :func:`check_store` lists every damaged run with a repair that works,
-and :func:`store_notes` what in the store is not a run or holds only its record.
-"""
+"""The run store's files, read and written atomically and verified: each run's ``record.json`` (with a SHA-256 of
+itself) and weight files (loaded weights-only: data, never code), the optimisation state's JSON files, and the
+working folders of imports. :func:`check_store` lists every damaged run with a repair that works."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import math
+import os
 import pickle
 import re
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,6 @@ import torch
 from .. import atomic
 from ..models import build_model
 from ..paths import is_committed, runs_dir
-from .hpo_state import state_file_problem
-from .owned import is_owned
 from .run_config import RunConfig
 
 STATUSES = ("running", "finished", "diverged")
@@ -34,6 +32,164 @@ WEIGHT_FILES = ("model.pt", "checkpoint.pt")
 #: The optimisation state's folder in the store (``vitbn_nb.hpo``); not a run.
 STATE_FOLDER = "hpo"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+# -- the optimisation state's files (``vitbn_nb.hpo``): ``hpo/<study>/`` and ``hpo/best-<dataset>-<profile>.json`` --
+
+STATE_FILE = "ax_state.json"
+LEDGER_FILE = "trials.json"
+
+
+def state_fix(path: Path) -> str:
+    return (
+        f"fix: delete {path} and run the optimising chapter again (04 or 06), or import the bundle of the machine "
+        "that optimised"
+    )
+
+
+_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+#: What each kind of trial-ledger entry and chosen-values entry must hold (key: test), as the code reads them.
+_LEDGER_ENTRY = {
+    "trial": _int,
+    "lr": lambda v: _num(v) and 0 < v < 10,
+    "batch_size": lambda v: _int(v) and v >= 2,
+    "run_id": lambda v: isinstance(v, str),
+    "generator": lambda v: isinstance(v, str),
+    "accuracy": lambda v: _num(v) and 0 <= v <= 100,
+    "suggest_seconds": lambda v: _num(v) and v >= 0,
+    "status": lambda v: isinstance(v, str),
+}
+_BEST_ENTRY = {**_LEDGER_ENTRY, "depth": _int, "trials": _int, "trial_epochs": _int}
+_BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
+
+
+def state_problem(name: str, state) -> str | None:
+    """What makes one file of the optimisation state unusable (None when it is whole): the trial ledger, Ax's
+    snapshot, the study's description, or a chosen-values file, checked as the code reads them back."""
+    if not isinstance(state, dict):
+        return "is not a JSON object"
+    if name == LEDGER_FILE:
+        for key, entry in state.items():
+            if not key.isdigit() or not isinstance(entry, dict):
+                return f"holds trial {key!r}, which is not a numbered trial"
+            if bad := [k for k, test in _LEDGER_ENTRY.items() if k in entry and not test(entry[k])]:
+                return f"trial {key}: {bad[0]!r} has the wrong type or range"
+    elif name == STATE_FILE:
+        if not isinstance(state.get("experiment"), dict) or not isinstance(state.get("generation_strategy"), dict):
+            return "is not an Ax snapshot (no experiment and generation strategy)"
+    elif name == "study.json":
+        if not isinstance(state.get("model"), str):
+            return "does not name the study's model"
+    elif name.startswith("best-"):
+        for model, entry in state.items():
+            if not isinstance(entry, dict) or any(k not in entry for k in _BEST_REQUIRED):
+                return f"does not hold {model}'s {', '.join(_BEST_REQUIRED)}"
+            if bad := [k for k, test in _BEST_ENTRY.items() if k in entry and not test(entry[k])]:
+                return f"{model}: {bad[0]!r} has the wrong type or range"
+        if not state:
+            return "holds no model"
+    return None
+
+
+def state_file_problem(path: Path) -> str | None:
+    """What makes a file of the optimisation state unusable (:func:`state_problem`), unreadable JSON included."""
+    try:
+        return state_problem(path.name, json.loads(path.read_text()))
+    except (OSError, ValueError, RecursionError) as error:
+        return f"cannot be read ({'nested too deeply' if isinstance(error, RecursionError) else error})"
+
+
+def read_state(path: Path, fix: str) -> dict:
+    """A file of the optimisation state, checked; a damaged one is named with ``fix``."""
+    if problem := state_file_problem(path):
+        raise ValueError(f"{path} {problem}; {fix}")
+    return json.loads(path.read_text())
+
+
+def read_ledger(path: Path) -> dict:
+    return read_state(path, state_fix(path.parent))
+
+
+# -- working folders owned by the live process that made them (an import's ``.import-*``) ---------------------
+# Before such a folder exists its owner takes an OS lock (``flock``, ``.locks/<folder name>.lock``) and holds it for
+# the folder's life; the OS lets go when the process ends (kill -9 included), so a lock another process can take
+# means an owner that is gone: only such folders are cleaned up, each by one process.
+
+#: The store's lock folder, shared with the run locks (``run_folder.run_lock``); run ids never begin with a dot, so
+#: a working folder's lock (``.import-*.lock``) is never a run's.
+LOCKS = ".locks"
+
+
+def _lock_path(folder: Path) -> Path:
+    return folder.parent / LOCKS / f"{folder.name}.lock"
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def owned_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new folder ``parent/<prefix><random>``, owned by this process until the block ends (locked before it is
+    made, let go after the block; the block decides what becomes of the folder)."""
+    folder = Path(parent) / f"{prefix}{uuid.uuid4().hex[:12]}"
+    lock = _lock_path(folder)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
+        folder.mkdir()
+        yield folder
+    finally:
+        lock.unlink(missing_ok=True)  # before letting go: a folder left behind then reads as ownerless
+        os.close(fd)
+
+
+def is_owned(folder: Path) -> bool:
+    """Whether a live process owns ``folder`` (read only: nothing is created or removed)."""
+    try:
+        fd = os.open(_lock_path(folder), os.O_RDONLY)
+    except FileNotFoundError:
+        return False  # the lock comes before the folder and goes after it: no lock file, no owner
+    except OSError:
+        return True  # cannot tell: assume someone is at work rather than call it abandoned
+    try:
+        if not _try_lock(fd):
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def taken_over(folder: Path) -> Iterator[bool]:
+    """Whether ``folder`` is this process's to clean up: True when its owner is gone and the folder is still there.
+    Then this process holds the folder's lock until the block ends (no other command cleans it at the same time),
+    and the lock file is removed with it. False for a folder a live process owns, or one that cannot be locked
+    (a store this process cannot write: nothing could be cleaned there anyway)."""
+    lock = _lock_path(folder)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        # Created when missing: a folder left by a version of the book that took no lock, or whose lock file was
+        # deleted by hand, is taken over by one process only.
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield False
+        return
+    held = False
+    try:
+        held = _try_lock(fd)
+        yield held and folder.is_dir()  # the owner may have finished (and removed it) since it was seen
+    finally:
+        if held:
+            lock.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def retrain_fix(run_id: str) -> str:
@@ -358,36 +514,18 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
     rows = []
     for entry in _entries(store):
         if entry.name == STATE_FOLDER:
-            for path, problem in _state_problems(entry):
-                rows.append(
-                    {
-                        "run": STATE_FOLDER,
-                        "folder": str(path),
-                        "problem": problem,
-                        "fix": f"fix: delete {path} and run the optimising chapter again (04 or 06), or import the "
-                        "bundle of the machine that optimised",
-                    }
-                )
+            for path in sorted(p for p in entry.rglob("*.json") if p.is_file()):
+                if problem := state_file_problem(path):
+                    rows.append((STATE_FOLDER, path, problem, state_fix(path)))
         elif entry.is_dir() and (entry / "record.json").exists():
-            for problem, fix in _problems(entry):
-                rows.append({"run": entry.name, "folder": str(entry), "problem": problem, "fix": fix})
+            rows += [(entry.name, entry, problem, fix) for problem, fix in _problems(entry)]
     for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
-        if is_owned(scratch):
-            continue  # an import under way, not damage
-        rows.append(
-            {
-                "run": scratch.name,
-                "folder": str(scratch),
-                "problem": "an import that was interrupted (runs moved aside there are not in the store)",
-                "fix": "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was",
-            }
-        )
+        if not is_owned(scratch):  # owned: an import under way, not damage
+            problem = "an import that was interrupted (runs moved aside there are not in the store)"
+            fix = "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was"
+            rows.append((scratch.name, scratch, problem, fix))
+    rows = [(run, str(folder), problem, fix) for run, folder, problem, fix in rows]
     return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
-
-
-def _state_problems(folder: Path) -> list[tuple[Path, str]]:
-    """The optimisation state's files that do not hold what the code reads back (``hpo_state.state_problem``)."""
-    return [(p, problem) for p in sorted(folder.rglob("*.json")) if p.is_file() and (problem := state_file_problem(p))]
 
 
 def store_notes(store: str | Path | None = None) -> list[str]:

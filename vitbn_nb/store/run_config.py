@@ -1,9 +1,7 @@
-"""What names a run: its configuration, checked whole when it is made, and the run id it gives with the device
-type it ran on (the run's folder in the store, ``vitbn_nb.store.run_folder``).
+"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type.
 
-The id is a digest of :meth:`RunConfig.to_dict`, so a field added with a default, or a pipeline renamed, must
-leave that dictionary as it was for every run already stored: otherwise those runs would train again.
-"""
+The id is a digest of :meth:`RunConfig.to_dict`: a field added must leave that dictionary as it was for every run
+already stored, or those runs would train again."""
 
 from __future__ import annotations
 
@@ -22,7 +20,6 @@ from ..models.norms import check_choice
 from ..models.vit import pair as vit_pair
 
 PIPELINES = ("engine", "reference")
-ENGINES = profiles.ENGINES
 #: Device types a run id can name; a finished run of either is reused wherever the book renders.
 DEVICE_TYPES = ("cpu", "cuda")
 #: Records and run ids spell the engine pipeline "fast" (its name when the first runs were stored); a record
@@ -72,20 +69,12 @@ class RunConfig:
         check_choice("dataset", self.dataset, DATASETS)
         object.__setattr__(self, "pipeline", _READ_AS.get(self.pipeline, self.pipeline))
         check_choice("pipeline", self.pipeline, PIPELINES)
-        for name in ("epochs", "batch_size", "test_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+        profiles.check_run_fields(self)
         if self.batch_size < 2:
             raise ValueError(f"batch_size={self.batch_size!r} is not allowed; training batches need >= 2 images")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):
             raise ValueError(f"lr={self.lr!r} is not allowed; it must be a number in (0, 10)")
-        for name in ("train_size", "test_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 2):
-                raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
         check_choice("trainable", self.trainable, ("all", "attention"))
-        check_choice("engine", self.engine, ENGINES)
         if self.engine == "stacked" and (why := stacking_refusal(self)):
             raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
         if self.trainable == "attention" and self.model not in VIT_FAMILY:

@@ -1,23 +1,20 @@
-"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), and
-locked while anything writes it.
+"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked
+while anything writes it (an OS file lock per run, gone with its process), and its stored measurements.
 
-The folder ``runs_dir()/<run id>`` holds ``record.json`` (config, per-epoch metrics, status, hardware, library
-versions, a SHA-256 of itself and of its weight files), ``checkpoint.pt`` while the run is unfinished
-(``{"model", "optimizer", "epochs"}``: weights, optimiser state and metrics so far; rewritten atomically every
-``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop) and ``model.pt`` once it is done. A run resumes from its
-checkpoint's last epoch. One process at a time writes a run: an OS file lock per run (``runs/.locks/<id>.lock``,
-gone with its process) makes a second process wait, then reuse what the first finished.
-"""
+The folder holds ``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically every
+``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop; a run resumes from it) and ``model.pt`` once done."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import os
+import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -27,11 +24,12 @@ from torch import nn
 from .. import atomic
 from ..limits import Deadline, DeadlineReached
 from ..models import build_model
-from ..paths import runs_dir, stored_path
+from ..paths import is_committed, runs_dir, stored_path
 from ..system import hardware, pick_device, versions
-from .owned import LOCKS
+from ..system import label as system_label
 from .records import (
     ENDED,
+    LOCKS,
     STATE_FOLDER,
     RunStoreError,
     load_checkpoint,
@@ -98,7 +96,7 @@ def timestamp() -> str:
 @contextlib.contextmanager
 def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> Iterator[None]:
     """Hold the run's OS file lock in ``store`` (default: the run store); a second process waits here (and says so)
-    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle_import``).
+    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle``).
 
     Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
     store = Path(store) if store is not None else runs_dir()
@@ -131,6 +129,16 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
         lock.release()
 
 
+@contextlib.contextmanager
+def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterator[None]:
+    """The locks of several runs (or the optimisation state, as ``hpo``), taken in one order by every process
+    (sorted), so that no two wait on each other."""
+    with contextlib.ExitStack() as locks:
+        for name in sorted(set(names)):
+            locks.enter_context(run_lock(name, progress, store))
+        yield
+
+
 def _remove_stale_temporaries(folder: Path) -> None:
     """Temporary files of atomic writes a killed process left behind (safe: this process holds the run's lock)."""
     for leftover in folder.glob(".*.tmp"):
@@ -149,11 +157,8 @@ def checkpoint_seconds() -> float:
 
 
 def stored_device_type(config: RunConfig, device: torch.device) -> str:
-    """The device type whose id names ``config`` here: this device's, unless only another device finished it.
-
-    A store trained on a GPU and rendered on a laptop (or the reverse) reuses the finished runs; what trained
-    each one stays in its record (``hardware``, ``segments``) and in every figure's footer.
-    """
+    """The device type whose id names ``config`` here: this device's, unless only another device finished it (a
+    store trained on a GPU renders on a laptop; the record keeps what trained each run)."""
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         folder = stored_path(config.run_id(device_type))
@@ -164,17 +169,20 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
     return here
 
 
+def missing_runs(configs: Iterable[RunConfig], device: torch.device | None = None) -> list[str]:
+    """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
+    device = pick_device(None) if device is None else device
+    missing = []
+    for config in configs:
+        run_id = config.run_id(stored_device_type(config, device))
+        if stored_run(stored_path(run_id)) is None:
+            missing.append(run_id)
+    return missing
+
+
 def is_run_name(name: str) -> bool:
     """Whether ``name`` can be a run folder's: a plain name, not the store's own folders (hpo, .locks)."""
-    return (
-        isinstance(name, str)
-        and bool(name)
-        and "/" not in name
-        and "\\" not in name
-        and "\0" not in name
-        and not name.startswith(".")
-        and name != STATE_FOLDER
-    )
+    return isinstance(name, str) and bool(re.fullmatch(r"[^./\\\0][^/\\\0]*", name)) and name != STATE_FOLDER
 
 
 def _check_folder(folder: Path) -> None:
@@ -314,3 +322,54 @@ class RunFiles:
         write_record(self.record_path, self.record)
         self.checkpoint_path.unlink(missing_ok=True)
         return Run(self.folder)
+
+
+# -- measurements of finished runs kept in their records, and the machines that trained and timed them -------
+
+
+def trained_on(run_ids: Iterable[str]) -> dict[str, int]:
+    """The machines that trained ``run_ids`` (every resumed segment's), each with how many of the runs it trained."""
+    return _machines(run_ids, lambda r: [s["hardware"] for s in r.get("segments") or [{"hardware": r["hardware"]}]])
+
+
+def timed_on(run_ids: Iterable[str]) -> dict[str, int]:
+    """The machines that took the stored measurements (:func:`measured`) of ``run_ids``, with how many runs each."""
+    return _machines(
+        run_ids, lambda r: [m["hardware"] for m in r.get("measurements", {}).values() if m.get("hardware")]
+    )
+
+
+def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for run_id in sorted(set(run_ids)):
+        folder = stored_path(run_id)
+        if not (folder / "record.json").is_file():
+            continue
+        for name in {system_label(info) for info in hardware_of(read_record(folder))}:
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def measured(
+    run: Run, name: str, measure: Callable[[], Any], device: torch.device | None, *, retake: bool = False
+) -> Any:
+    """A measurement of a finished run, taken once (by ``train``, on the machine that trained it) and kept in its
+    record with that machine's hardware, so a chapter rendered elsewhere needs no weights. ``device=None``: a number
+    of the weights alone (no hardware, not a timing). ``retake``: measure again and replace the stored value."""
+    stored = run.record.get("measurements", {}).get(name)
+    if stored is not None and not retake:
+        return stored["value"]
+    if is_committed(run.folder):
+        what = "must retake" if stored is not None else "lacks"
+        raise ValueError(
+            f"run {run.run_id}: its committed record ({run.folder}) {what} the measurement {name!r}, which needs its "
+            "weights; train the run here (python -m vitbn_nb train --from-scratch) to take it"
+        )
+    value = measure()
+    taken_on = hardware(device) if device is not None else None
+    with run_lock(run.run_id, progress=False):
+        record = read_record(run.folder)
+        record.setdefault("measurements", {})[name] = {"value": value, "hardware": taken_on, "measured": timestamp()}
+        write_record(run.folder / "record.json", record)
+    run.record = record
+    return value

@@ -1,22 +1,13 @@
-"""The run store: every training run recorded, reused, and resumable.
+"""The run store: every training run recorded, reused and resumable.
 
-A run is named by its configuration and the device type it ran on (``vitbn_nb.store.run_config``); its folder under
-``runs_dir()`` holds its record, a checkpoint while it is unfinished and its final weights
-(``vitbn_nb.store.run_folder``). Asking for a finished configuration again returns the stored run; an interrupted one
-continues from its last checkpoint; ``force=True`` trains it anew. :func:`train_all` trains several, stacked ones
-together (:func:`train_stack`: the stacked engine, ``vitbn_nb.engines.stack``, and the device check it follows are
-loaded there only, so the eager path never imports them). ``load_table()`` gathers every record into one tidy
-pandas table (one row per run and epoch); :func:`retrain` trains one stored run anew. What the chapters measure
-of trained runs is kept in their records (``vitbn_nb.store.run_measurements``). Every record carries a SHA-256 of
-itself and of its weight files; ``records.check_store`` verifies the whole store (``python -m vitbn_nb runs
-check``).
-"""
+A run is named by its configuration and device type (``run_config``); its folder holds its record, a checkpoint
+while unfinished and its final weights (``run_folder``). A finished configuration asked for again comes from the
+store, an interrupted one resumes, ``force=True`` trains anew. Stacked runs train together (:func:`train_stack`,
+the only place the stacked engine is loaded)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import warnings
 from collections.abc import Iterable
 
@@ -32,14 +23,15 @@ from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, runs_dir, stored_path
 from ..system import pick_device
+from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
-from .run_folder import Run, RunFiles, is_run_name, run_lock, stored_device_type, stored_run
+from .run_folder import Run, RunFiles, is_run_name, run_lock, run_locks, stored_device_type, stored_run
 
 # The chapters and the figures' footers call the stored measurements as runs.*:
-from .run_measurements import measured as measured
-from .run_measurements import timed_on as timed_on
-from .run_measurements import trained_on as trained_on
+from .run_folder import measured as measured
+from .run_folder import timed_on as timed_on
+from .run_folder import trained_on as trained_on
 
 
 def _initialise_from(model: nn.Module, config: RunConfig) -> None:
@@ -68,27 +60,32 @@ def _initialise_from(model: nn.Module, config: RunConfig) -> None:
         raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
 
 
-def refuse_when_off(run_id: str) -> None:
-    raise RunStoreError(
-        run_id,
-        f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
-        fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
-        "of the machine that trained them",
-    )
-
-
 def training_sets(config: RunConfig, device: torch.device):
     if config.pipeline == "engine":
         return image_sets(config.dataset, config.train_size, config.test_size, str(device))
     return reference_sets(config.dataset, config.train_size, config.test_size, device)
 
 
-def new_model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
+def _opened(config: RunConfig, run_id: str, device: torch.device, deadline, force: bool, off: bool, mlflow):
+    """Under the run's lock: the stored run when it is finished, else its files started (resumed from its checkpoint
+    when there is one), its model and its optimiser's state."""
+    files = RunFiles(config, run_id, device, deadline)
+    if (done := files.finished(force)) is not None:
+        return mirror(done, mlflow)
+    if off:
+        raise RunStoreError(
+            run_id,
+            f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+            fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the runs "
+            "of the machine that trained them",
+        )
     torch.manual_seed(config.seed)
     model = build_model(config.model, **config.model_kwargs).to(device)
     if config.init_from is not None:
         _initialise_from(model, config)
-    return model, finetune.set_trainable(model, config.trainable)
+    trainable = finetune.set_trainable(model, config.trainable)
+    train_data, test_data = training_sets(config, device)
+    return files, model, files.start(model, len(train_data), len(test_data), trainable), train_data, test_data
 
 
 def check_force(force: bool, off: bool, run_id: str) -> bool:
@@ -109,16 +106,10 @@ def train(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> Run:
-    """Train ``config`` (or return it from the store when it already finished).
+    """Train ``config``, or return it from the store when it already finished.
 
-    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`), a checkpoint written
-    there; the same call later resumes the run. A stacked configuration trains as a stack of one (the same
-    arithmetic as its stack; :func:`train_all` trains whole stacks).
-
-    ``mlflow``: mirror the finished run to MLflow (``vitbn_nb.store.tracking``); ``None`` (default)
-    mirrors only when ``MLFLOW_TRACKING_URI`` is set, ``False`` never. ``force`` must be a bool
-    (or the string 'true' / 'false'): anything else is refused rather than read as "retrain".
-    """
+    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror
+    the finished run (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
     if config.engine == "stacked":
         return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
     device = pick_device(device)
@@ -130,14 +121,10 @@ def train(
     if deadline is not None and deadline.passed():
         raise DeadlineReached(run_id)
     with run_lock(run_id, progress):
-        files = RunFiles(config, run_id, device, deadline)
-        if (done := files.finished(force)) is not None:
-            return mirror(done, mlflow)
-        if off:
-            refuse_when_off(run_id)
-        model, trainable = new_model(config, device)
-        train_data, test_data = training_sets(config, device)
-        optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+        opened = _opened(config, run_id, device, deadline, force, off, mlflow)
+        if isinstance(opened, Run):
+            return opened
+        files, model, optimizer_state, train_data, test_data = opened
         engine.train_model(
             model,
             train_data,
@@ -163,10 +150,8 @@ def train(
 
 def mirror(run: Run, mlflow: bool | None) -> Run:
     """Copy a finished run to MLflow when asked; mlflow is imported only then."""
-    if mlflow is False or (mlflow is None and not os.environ.get("MLFLOW_TRACKING_URI")):
+    if not tracking.enabled(mlflow):
         return run
-    from . import tracking
-
     if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
         tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
         return run
@@ -190,12 +175,8 @@ def train_all(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train several configurations in order (finished ones come straight from the store); stacked
-    configurations that share a stack key train together when the first of them comes up.
-
-    With a ``deadline``, no run starts after it and a running one stops at its last epoch boundary
-    before it (:class:`DeadlineReached`).
-    """
+    """Train several configurations in order (finished ones come from the store); stacked ones that share a stack
+    key train together when the first of them comes up. No run starts after ``deadline``."""
     force = profiles.flag("force", force)
     configs = list(configs)
     stacks: dict[str, list[RunConfig]] = {}
@@ -284,11 +265,8 @@ def train_stack(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train runs of one stack key together (``engine="stacked"``); each is stored as its own run.
-
-    Finished members come from the store; the others resume from their own checkpoints, and those that stand
-    at the same epoch train as one stack (members at different epochs train as separate stacks).
-    """
+    """Train runs of one stack key together (``engine="stacked"``), each stored as its own run; members standing at
+    different epochs train as separate stacks."""
     from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
 
     if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:
@@ -306,22 +284,16 @@ def train_stack(
             return [found[run_id] for run_id in ids]
     if deadline is not None and deadline.passed():
         raise DeadlineReached(next(i for i in ids if i not in found))
-    with contextlib.ExitStack() as locks:
-        for run_id in sorted(set(ids)):  # one order for every process: no two wait on each other
-            locks.enter_context(run_lock(run_id, progress))
+    with run_locks(ids, progress):
         waiting: dict[int, list[tuple[RunConfig, RunFiles, nn.Module, torch.optim.Optimizer]]] = {}
         for config, run_id in zip(configs, ids):
             if run_id in found or any(f.run_id == run_id for group in waiting.values() for _, f, _, _ in group):
                 continue  # listed twice
-            files = RunFiles(config, run_id, device, deadline)
-            if (done := files.finished(force)) is not None:
-                found[run_id] = mirror(done, mlflow)
+            opened = _opened(config, run_id, device, deadline, force, off, mlflow)
+            if isinstance(opened, Run):
+                found[run_id] = opened
                 continue
-            if off:
-                refuse_when_off(run_id)
-            model, trainable = new_model(config, device)
-            train_data, test_data = training_sets(config, device)
-            optimizer_state = files.start(model, len(train_data), len(test_data), trainable)
+            files, model, optimizer_state, _, _ = opened
             optimizer = stack.optimizer_for(model, config.lr, device)
             if optimizer_state is not None:
                 optimizer.load_state_dict(optimizer_state)

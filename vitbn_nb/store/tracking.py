@@ -1,30 +1,9 @@
-"""A mirror of the run store in MLflow, the reference repository's tracker -- only when the user asks for it.
+"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``).
 
-The run store (``runs.py``) stays the truth; MLflow gets a copy of every finished (or
-diverged) run: the configuration flattened into params, every epoch's metrics with
-``step = epoch``, tags (``run_id``, ``status``, hardware, versions) and the trained weights
-(``model.pt``) plus the run's ``record.json`` as artifacts.
-
-It is switched on by ``MLFLOW_TRACKING_URI`` in the environment (set it before starting
-Jupyter or the book runner, and every chapter mirrors) or by ``runs.train(..., mlflow=True)``.
-Without either, nothing here is imported and ``mlflow`` is never loaded.
-
-Stores that work offline, with no server:
-
-* ``sqlite:///abs/path/mlflow.db`` -- MLflow's recommended local backend (needs ``alembic``,
-  listed in the ``tracking`` extra); artifacts go to ``mlartifacts/`` beside the database
-  file, not into the working directory.
-* ``file:///abs/path/mlruns`` (or a plain path) -- the file store, which MLflow 3 keeps in
-  maintenance mode and refuses unless ``MLFLOW_ALLOW_FILE_STORE=true``; naming such a URI is
-  taken as that opt-in, so this module sets the variable for you.
-
-``mlflow=True`` with no ``MLFLOW_TRACKING_URI`` uses ``sqlite:///<runs_dir()>/mlflow.db``.
-
-Mirroring happens when ``runs.train`` returns a finished run, so a run resumed after an
-interruption is logged once, with all its epochs. A run already mirrored (same run id and
-start time in the same experiment) is not logged again; a ``force=True`` retrain starts
-anew, so it gets a new MLflow run.
-"""
+The run store stays the truth; MLflow gets each finished run once (params, per-epoch metrics, tags, ``model.pt``
+and ``record.json``). Offline stores: ``sqlite:///abs/path/mlflow.db`` (artifacts beside it), or a ``file://``
+store (MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true``, which naming one sets). ``mlflow=True`` with no URI uses
+``sqlite:///<runs_dir()>/mlflow.db``. Without either, ``mlflow`` is never imported."""
 
 from __future__ import annotations
 
@@ -193,8 +172,8 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
     experiment_id_ = experiment_id(mlflow_client, experiment)
     existing = _find(mlflow_client, experiment_id_, record)
     if existing is not None:
-        if tags:
-            set_tags(existing.info.run_id, tags, mlflow_client=mlflow_client)
+        for key, value in (tags or {}).items():  # the optimisation marks its trials this way
+            mlflow_client.set_tag(existing.info.run_id, key, str(value))
         return existing.info.run_id
 
     start = _millis(record.get("started"))
@@ -217,15 +196,3 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         raise
     mlflow_client.set_terminated(mlflow_run_id, status="FINISHED", end_time=_millis(record.get("finished")))
     return mlflow_run_id
-
-
-def set_tags(mlflow_run_id: str, tags: dict, *, mlflow_client=None, uri: str | None = None) -> None:
-    """Add ``tags`` to an MLflow run (the optimisation marks its trials this way)."""
-    mlflow_client = mlflow_client or client(uri)
-    for key, value in tags.items():
-        mlflow_client.set_tag(mlflow_run_id, key, str(value))
-
-
-def tag_run(run, tags: dict, *, uri: str | None = None, experiment: str | None = None) -> None:
-    """Add ``tags`` to the MLflow mirror of ``run`` (mirroring it first if it is not there yet)."""
-    mirror_run(run, uri=uri, experiment=experiment, tags=tags)

@@ -24,12 +24,10 @@ CHAPTER = "02_models"
 #: What the size table and figure are computed from: no run, the models as the package builds them.
 DEFINITIONS = "the model definitions in vitbn_nb.models"
 
-
 DEPTHS = tuple(range(1, 8))
 
 
 EQUAL_DEPTHS = (1, 6)
-
 
 TRANSFER_DEPTH = 6
 

@@ -1,10 +1,5 @@
-"""Chapter 02: the architectures, measured rather than described.
-
-Nothing here trains. Shapes come from forward hooks on the real models, norms are
-compared on a real token batch, the running statistics on real MNIST patches, and the
-size table counts parameters with ``count_parameters`` and forward FLOPs with PyTorch's
-``FlopCounterMode``.
-"""
+"""Chapter 02: the architectures, measured rather than described (nothing trains: hooks on real models, norms on
+real tokens, ``count_parameters`` and ``FlopCounterMode``)."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ from einops.layers.torch import Rearrange
 from torch import nn
 
 from ... import data
-from ...models import REFERENCE_VIT, VIT_FAMILY, BatchNorm, DyT, build_model, count_parameters
+from ...models import NORMS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ...models.norms import check_choice
 from ...publishing import figures
 from ...publishing.results import ChapterResult
@@ -36,12 +31,8 @@ NORMS_IN = {
 
 
 def _describe(module: nn.Module) -> str:
-    if isinstance(module, BatchNorm):
-        return f"BatchNorm({module.num_features})"
-    if isinstance(module, nn.LayerNorm):
-        return f"LayerNorm({module.normalized_shape[0]})"
-    if isinstance(module, DyT):
-        return f"DyT({module.weight.shape[0]})"
+    if isinstance(module, tuple(NORMS.values())):  # any registered norm: its class and its number of features
+        return f"{type(module).__name__}({module.weight.shape[0]})"
     if isinstance(module, nn.Linear):
         return f"Linear({module.in_features}→{module.out_features})"
     if isinstance(module, Rearrange):
@@ -54,10 +45,8 @@ def _params(module: nn.Module | None) -> int:
 
 
 def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = None) -> pd.DataFrame:
-    """Every stage of a ViT-family model on a batch of MNIST-sized images: module, output shape, parameters.
-
-    The shapes are read by forward hooks from a real forward pass (eval mode), not written down.
-    """
+    """Every stage of a ViT-family model on a batch of MNIST-sized images: module, output shape (read by forward
+    hooks from a real eval-mode pass) and parameters."""
     check_choice("model_name", model_name, VIT_FAMILY)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; it must be an integer >= 1")
@@ -172,13 +161,8 @@ def token_batch(batch_size: int = 4, tokens: int = 5, features: int = 6, seed: i
 
 
 def norm_axes_demo(x: torch.Tensor | None = None) -> pd.DataFrame:
-    """LayerNorm vs BatchNorm on one token batch: over which axes each output is zero-mean and unit-variance.
-
-    LayerNorm normalises each token over its features (b·n groups of d numbers); BatchNorm (the
-    token form of the book, training mode) normalises each feature over the batch and the tokens
-    (d groups of b·n numbers). The table gives the largest |mean| and the range of the standard
-    deviation (biased, as the norms use) of each output along both kinds of group.
-    """
+    """LayerNorm (each token over its features) vs BatchNorm (each feature over batch and tokens, training mode) on
+    one token batch: the largest |mean| and the range of the (biased) std of each output along both kinds of group."""
     x = token_batch() if x is None else x
     if x.dim() != 3 or x.shape[0] < 2:
         raise ValueError(f"x of shape {tuple(x.shape)} is not allowed; give a (batch >= 2, tokens, features) tensor")
@@ -211,13 +195,8 @@ def _range(values: torch.Tensor) -> str:
 
 
 def batch_dependence(seed: int = 0) -> pd.DataFrame:
-    """Does a model's answer for one image depend on the other images of its batch?
-
-    The same MNIST test image is sent in two batches whose other images differ; the table gives
-    the largest difference between its two logit vectors, per model, in training mode (batch
-    statistics) and eval mode (running statistics). Each model is untrained (seeded) and its
-    running statistics are left as they were: this is about the mechanism, not accuracy.
-    """
+    """Does a model's answer for one image depend on the other images of its batch? The largest difference of its
+    logits between two batches, per untrained (seeded) model, in training and in eval mode: the mechanism only."""
     images, _ = data.load_mnist(train=False)
     x = data.to_float(images[:201])
     target, first, second = x[:1], x[1:101], x[101:201]
@@ -237,12 +216,8 @@ def batch_dependence(seed: int = 0) -> pd.DataFrame:
 
 
 def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float = 0.1, seed: int = 0) -> pd.DataFrame:
-    """How BatchNorm's running mean of MNIST patch pixels approaches the training-set mean, batch by batch.
-
-    This is ViTBN's first norm (BatchNorm over the 49 pixels of each 7×7 patch) fed training
-    batches as in an epoch; the error is the largest |running mean − training-set mean| over the
-    49 features. With momentum m the initial error shrinks as (1 − m)^k; what remains is batch noise.
-    """
+    """How the running mean of ViTBN's first norm (BatchNorm over the 49 pixels of each 7x7 patch) approaches the
+    training-set mean, batch by batch: with momentum m the initial error shrinks as (1 - m)^k, the rest is noise."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r} is not allowed; it must be an integer >= 1")
     images, _ = data.load_mnist(train=True)

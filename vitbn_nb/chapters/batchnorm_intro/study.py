@@ -1,10 +1,5 @@
-"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3).
-
-DNN_d3 and DNNBN_d3 (784 -> 3 x [Linear(100) (-> BatchNorm) -> Sigmoid] -> Linear(10)) are
-trained on augmented MNIST with Adam and cross-entropy at two learning rates. Article 2
-reports no numbers for this experiment, only what its figures show; ``articles.ARTICLE2_DNN`` quotes
-that, and ``summary`` sets this run's final accuracies (mean ± sd over seeds) beside it.
-"""
+"""Chapter 01: BatchNorm in a plain deep network (article 2, Figures 1-3): DNN_d3 against DNNBN_d3 on augmented
+MNIST at two learning rates, beside what article 2's figures show (it reports no numbers)."""
 
 from __future__ import annotations
 
@@ -15,10 +10,13 @@ from dataclasses import dataclass, field, replace
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ...judging import articles, claims
+from ...judging.selection import require
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
+from .. import panels
+from . import article
+from .claims import judge
 from .settings import IntroSettings
 
 CHAPTER = "01_batchnorm_intro"
@@ -78,16 +76,6 @@ def run(settings: IntroSettings, force: bool = False) -> IntroResult:
     return IntroResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
 
 
-def _select(table: pd.DataFrame, **where) -> pd.DataFrame:
-    chosen = table
-    for column, value in where.items():
-        chosen = chosen[chosen[column] == value] if column != "lr" else chosen[chosen["lr"].sub(value).abs() < 1e-12]
-    if chosen.empty:
-        known = sorted(table[list(where)].drop_duplicates().itertuples(index=False))
-        raise ValueError(f"the run table has no rows for {where}; it holds {known}")
-    return chosen
-
-
 def _reproduces(lr: float) -> str:
     return next((figure for known, figure in FIGURE_FOR_LR.items() if math.isclose(lr, known)), f"new/dnn_lr{lr:g}")
 
@@ -95,7 +83,7 @@ def _reproduces(lr: float) -> str:
 def accuracy_loss_figure(result: IntroResult, lr: float):
     """Article 2's Figure 1 (lr 0.01) or 2 (lr 0.1): test accuracy and training loss per epoch, both models."""
     table = result.table
-    chosen = _select(table, lr=lr)
+    chosen = require(table, lr=lr)
     figures.use_style()
     fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for model in MODELS:
@@ -132,23 +120,12 @@ def lr_comparison_figure(result: IntroResult):
     figures.use_style()
     fig, axes = plt.subplots(1, len(MODELS), figsize=(11, 4.2), sharey=True)
     lrs = sorted(table["lr"].unique())
-    styles = ["-", "--", ":", "-."]
+    # One model, one hue: the higher learning rates darker and dashed.
+    lines = ["-", "--", ":", "-."]
+    styles = {lr: (lines[i % 4], "o" if i == 0 else "s", 0.4 * i / max(len(lrs) - 1, 1)) for i, lr in enumerate(lrs)}
     for ax, model in zip(axes, MODELS):
-        rows = _select(table, model=model)
-        for i, lr in enumerate(lrs):
-            at_lr = rows[(rows["lr"] - lr).abs() < 1e-12]
-            if not at_lr.empty:
-                # One model, one hue: the higher learning rates darker and dashed.
-                figures.mean_band(
-                    ax,
-                    at_lr,
-                    x="epoch",
-                    y="test_acc",
-                    label=f"lr = {lr:g}",
-                    color=figures.darker(figures.color(model), 0.4 * i / max(len(lrs) - 1, 1)),
-                    linestyle=styles[i % len(styles)],
-                    marker="o" if i == 0 else "s",
-                )
+        rows = require(table, model=model)
+        panels.lr_curves(ax, rows, model, styles)
         ax.set(xlabel="epoch", title=model)
         _chance_line(ax)
         figures.integer_epochs(ax)
@@ -209,12 +186,12 @@ CLAIMS_OF = {
 }
 
 
-def _rule_lines(table: pd.DataFrame, reproduces: str) -> list[str]:
-    measures = {c.key: c.measure for c in articles.claims()}
+def _rule_lines(result: IntroResult, reproduces: str) -> list[str]:
+    measures = {c.key: c.measure for c in article.claims(result.settings)}
     shown = lambda v: "" if v.outcome == UNTESTABLE else f"{v.shown}; "
     return [
         f"{measures[v.claim]}: {shown(v)}by the book's rule: {v.text}."
-        for v in claims.dnn(table)
+        for v in judge(result.table, result.settings)
         if v.claim in CLAIMS_OF.get(reproduces, ())
     ]
 
@@ -238,7 +215,7 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
     table = result.table
     final = _final(table)
     if lr is not None:
-        _select(table, lr=lr)
+        require(table, lr=lr)
         final = final[(final["lr"] - lr).abs() < 1e-12]
     shown = final[["model", "lr", "accuracy (%)", "seeds", "diverged"]].rename(
         columns={"accuracy (%)": "final test accuracy (%) this run", "seeds": "seeds", "diverged": "diverged runs"}
@@ -248,10 +225,10 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
     reproduces = _reproduces(lr) if lr is not None else "article2/fig3"
     verdicts = [
         f"Article 2 ({reproduces.split('/')[-1]}, its words, no numbers given): "
-        f"{articles.ARTICLE2_DNN.get(reproduces, 'no such figure in article 2')}"
+        f"{article.SAID.get(reproduces, 'no such figure in article 2')}"
     ]
     lrs = [lr] if lr is not None else sorted(final["lr"].unique())
-    verdicts += _rule_lines(table, reproduces)
+    verdicts += _rule_lines(result, reproduces)
     verdicts += [line for line in (_stuck(final, value) for value in lrs) if line]
     if lr is None and len(lrs) >= 2:
         verdicts.append(_lr_cost(final, lrs[0], lrs[-1]))
@@ -283,4 +260,4 @@ def summary_table(result: IntroResult):
 
 def claims_table(result):
     """Article 2's claims about its DNNs (Figures 1-3), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, claims.dnn(result.table))
+    return figures.save_claims(result, judge(result.table, result.settings), article.claims(result.settings))

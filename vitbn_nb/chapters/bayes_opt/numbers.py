@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import hpo
-from ...judging import articles, claims
 from ...publishing import results
+from .article import EXPERIMENT2
+from .claims import experiment2
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
-
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
@@ -47,7 +47,7 @@ def best_settings(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
                 "best trial": f"{int(best['trial'])} of {int((trials['model'] == model).sum())} ({best['generator']})",
                 f"trial accuracy after {int(best['trial_epochs'])} ep. (%)": round(float(best["accuracy"]), 2),
                 f"accuracy after {epochs} ep. (%)": final.loc[model, "accuracy (%)"] if model in final.index else "n/a",
-                "article 1 after 30 ep. (%)": f"{articles.ARTICLE1_EXPERIMENT2['accuracy'][model]:g}",
+                "article 1 after 30 ep. (%)": f"{EXPERIMENT2['accuracy'][model]:g}",
                 "seeds": int(final.loc[model, "seeds"]) if model in final.index else 0,
             }
         )
@@ -62,8 +62,8 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     for _, row in ours.iterrows():
         model = row["model"]
         reported_t, reported_v = (
-            articles.ARTICLE1_EXPERIMENT2["r_t"].get(model),
-            articles.ARTICLE1_EXPERIMENT2["r_v"].get(model),
+            EXPERIMENT2["r_t"].get(model),
+            EXPERIMENT2["r_v"].get(model),
         )
         rows.append(
             {
@@ -88,7 +88,7 @@ def rule_verdicts(table: pd.DataFrame, judged: list | None = None) -> dict[str, 
     """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined); ``judged``
     are those verdicts when the caller has them already."""
     found: dict[str, list[str]] = {}
-    for verdict in claims.experiment2(table) if judged is None else judged:
+    for verdict in experiment2(table) if judged is None else judged:
         found.setdefault(verdict.claim, []).append(verdict.text)
     return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
 
@@ -98,13 +98,13 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     final = results.accuracy_summary(table, by=("model",)).set_index("model")
     speed = results.speed_ratios(table, baseline="ViT").set_index("model")
     epochs = int(table["epoch"].max())
-    judged = claims.experiment2(table)
+    judged = experiment2(table)
     rule = rule_verdicts(table, judged)
     rows = []
     for model in MODELS:
         if model not in final.index:
             continue
-        reported = articles.ARTICLE1_EXPERIMENT2["accuracy"][model]
+        reported = EXPERIMENT2["accuracy"][model]
         rows.append(
             {
                 "model": model,
@@ -117,7 +117,7 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     for key in ("r_t", "r_v"):
         for model in BN_MODELS:
             if model in speed.index:
-                reported = articles.ARTICLE1_EXPERIMENT2[key][model]
+                reported = EXPERIMENT2[key][model]
                 rows.append(
                     {
                         "model": model,

@@ -151,13 +151,7 @@ def fig7_figure(result: BayesOptResult):
         f"coloured by its accuracy (bottom); trials 1-{initial} are Ax's initialisation, later ones BoTorch's"
     )
     return figures.save_figure(
-        fig,
-        "article1_fig7",
-        result,
-        reproduces="article1/fig7",
-        caption=caption,
-        runs=trials,
-        reads=OPTIMISATION_STATE,
+        fig, "article1_fig7", result, reproduces="article1/fig7", caption=caption, runs=trials, reads=OPTIMISATION_STATE
     )
 
 

@@ -1,15 +1,5 @@
-"""Chapter 04: Experiment 2 of article 1, the optimised models.
-
-Per model of article 1's trio as run (ViT depth 6, ViTBNFFN and ViTBN depth 1: the reference code of
-the time ran only the first block of the BatchNorm models, see chapter 3), Ax + BoTorch
-maximise the test accuracy over lr (log scale) and batch size on MNIST without augmentation
-(``vitbn_nb.hpo``); each model is then trained for the full epoch count with its best lr and
-batch size, several seeds. The chapter redraws Table 2 (best hyperparameters and accuracy),
-Figure 7 (best-so-far accuracy vs trial; the article showed ViTBNFFN's only), Figure 8 (the
-four panels of the optimised trio) and Table 3 (r_t, r_v, g_t, g_v), each beside what the
-article reports. The optimised hyperparameters are written to ``runs_dir()/hpo/`` where
-chapter 06 reads them.
-"""
+"""Chapter 04: Experiment 2 of article 1: Ax + BoTorch tune lr and batch size of the trio as run, then each trains
+with its best; Table 2, Figures 7-8 and Table 3 beside the article. The best values go to ``runs_dir()/hpo/``."""
 
 from __future__ import annotations
 
@@ -18,13 +8,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import chapters, hpo, profiles
-from ...judging import claims
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures, results
 from ...store import records, runs
 from ...store.runs import RunConfig
 from .. import Plan
 from ..emnist_transfer.settings import TransferSettings
+from . import article
+from .claims import experiment2
 from .numbers import MODELS, best_settings, best_trials, comparison, epochs_text, model_label, speedups
 from .settings import BayesOptSettings
 
@@ -143,12 +134,8 @@ def optimise(
 def best_hyperparameters(
     profile: str, *, dataset: str = DATASET, deadline: runs.Deadline | None = None
 ) -> tuple[dict, str]:
-    """Chapter 04's optimised lr and batch size per model, and where they came from.
-
-    Reads ``runs_dir()/hpo/best-<dataset>-<profile>.json``; when it is absent, runs this
-    chapter's optimisation under ``profile`` (stored trials are reused, so after chapter 04
-    has run this trains nothing).
-    """
+    """Chapter 04's optimised lr and batch size per model (``runs_dir()/hpo/best-<dataset>-<profile>.json``), and
+    where they came from; when the file is absent, chapter 04's optimisation runs (reusing stored trials)."""
     best = hpo.load_best(dataset, profiles.resolve(profile))
     if best is not None:
         return best, f"read from {hpo.best_path(dataset, profiles.resolve(profile)).name} (chapter 04)"
@@ -168,12 +155,8 @@ def final_runs(result: BayesOptResult) -> pd.DataFrame:
 
 
 def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConfig]:
-    """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials' seed).
-
-    Timed as article 1 timed them (the ``reference`` pipeline: DataLoader over ToTensor MNIST, ``.item()``
-    per step, per-sample per-class counts), so Figure 8 and Table 3 compare like with like with the article;
-    the trials themselves ran on the book's engine, which changes no number they are chosen by.
-    """
+    """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials'), timed
+    through article 1's pipeline as the article timed them (the trials ran on the book's engine)."""
     return [
         RunConfig.from_settings(
             settings,
@@ -241,14 +224,7 @@ def fig8_figure(result: BayesOptResult):
         "its own best lr and batch size (so time per epoch also reflects the batch size); "
         + figures.spread_label(table)
     )
-    return figures.save_figure(
-        fig,
-        "article1_fig8",
-        result,
-        reproduces="article1/fig8",
-        caption=caption,
-        runs=table,
-    )
+    return figures.save_figure(fig, "article1_fig8", result, reproduces="article1/fig8", caption=caption, runs=table)
 
 
 def ratios_table(result: BayesOptResult):
@@ -261,12 +237,7 @@ def ratios_table(result: BayesOptResult):
         f"). This run: {found}. The article's g are derived from its quoted r (its Table 3 is an image)"
     )
     return figures.save_table(
-        frame,
-        "article1_table3",
-        result,
-        reproduces="article1/table3",
-        caption=caption,
-        runs=table,
+        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=table
     )
 
 
@@ -290,4 +261,4 @@ def comparison_table(result: BayesOptResult):
 
 def claims_table(result):
     """Article 1's Experiment 2 claims (the optimised runs), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, claims.experiment2(result.table))
+    return figures.save_claims(result, experiment2(result.table), article.claims())

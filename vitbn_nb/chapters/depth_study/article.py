@@ -8,28 +8,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging.articles import DIFFERENCE, WORDING, Claim, worded_direction
+from ...judging.claims import DIFFERENCE, WORDING, Claim, worded_direction
 from .settings import DepthSettings
 
 #: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
 #: and who leads in them. "comparable" is the article's headline at d = 4, 5 (Fig 8) and d = 1 (Fig 9); the slight
 #: lead it adds is within what "comparable" allows, so the claim judged is "comparable" (direction 0). Depths 2-3 at
 #: Fig 8's rate are from its text ("d < 4: comparable").
+_BELOW_4 = "accuracies stay comparable for d < 4"
 SAID = {
-    ("fig8", 2): (
-        "Fig 8 text",
-        "comparable (the text: accuracies stay comparable for d < 4)",
-        "accuracies stay comparable for d < 4",
-        "",
-        "comparable",
-    ),
-    ("fig8", 3): (
-        "Fig 8 text",
-        "comparable (the text: accuracies stay comparable for d < 4)",
-        "accuracies stay comparable for d < 4",
-        "",
-        "comparable",
-    ),
+    **{("fig8", d): ("Fig 8 text", f"comparable (the text: {_BELOW_4})", _BELOW_4, "", "comparable") for d in (2, 3)},
     ("fig8", 4): ("Fig 8", "comparable; ViT slightly better", "comparable; ViT slightly better", "", "comparable"),
     ("fig8", 5): (
         "Fig 8",

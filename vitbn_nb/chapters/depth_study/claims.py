@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging import verdicts
-from ...judging.claims import article_steps, final_accuracy, judge_difference, paired, protocol_scale, reached_steps
-from ...judging.claims import select as select_runs
+from ...judging.claims import judge_difference, protocol_scale, short_of
+from ...judging.selection import final_accuracy, paired, select
 from ...judging.verdicts import Verdict
 from . import article
 from .settings import DepthSettings
 
 MODELS = ("ViT", "ViTBNFFN")
 #: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps).
-ARTICLE2_EPOCHS = 10
+ARTICLE2_EPOCHS = DepthSettings.epochs
 
 
 def unplanned(settings: DepthSettings) -> list[str]:
@@ -43,32 +42,21 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
             + "; ".join(missing)
             + "; add the depths to fig8_depths, fig9_depths or fig10_depths"
         )
-    needed = article_steps(ARTICLE2_EPOCHS)
     table = table[table["model"].isin(MODELS)]
     found = []
     claims = {c.key: c for c in article.claims(settings)}
+
+    def judged(key: str, at: pd.DataFrame, values: pd.Series) -> Verdict:
+        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
+        return untestable or judge_difference(claims[key], values, protocol_scale(at, ARTICLE2_EPOCHS))
+
     for figure, depth in article.SAID:
-        claim = claims[article.depth_key(settings, figure, depth)]
-        at = select_runs(table, lr=settings.figure_lr(figure), depth=depth)
-        if not at.empty and reached_steps(at) < needed:
-            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
-            continue
-        values = paired(final_accuracy(select_runs(at, model="ViTBNFFN")), final_accuracy(select_runs(at, model="ViT")))
-        found.append(judge_difference(claim, values, protocol_scale(at, ARTICLE2_EPOCHS)))
+        at = select(table, lr=settings.figure_lr(figure), depth=depth)
+        values = paired(final_accuracy(at, model="ViTBNFFN"), final_accuracy(at, model="ViT"))
+        found.append(judged(article.depth_key(settings, figure, depth), at, values))
     low, high = settings.fig8_lr, settings.fig9_lr
     for depth in article.FIG10_SAID:
-        claim = claims[article.fig10_key(depth)]
-        at = pd.concat([select_runs(table, lr=low, depth=depth), select_runs(table, lr=high, depth=depth)])
-        if not at.empty and reached_steps(at) < needed:
-            found.append(verdicts.untestable(claim.key, reached_steps(at), needed))
-            continue
-
-        def fall(model: str, at: pd.DataFrame = at) -> pd.Series:
-            return final_accuracy(select_runs(at, lr=low, model=model)) - final_accuracy(
-                select_runs(at, lr=high, model=model)
-            )
-
-        found.append(
-            judge_difference(claim, paired(fall("ViT"), fall("ViTBNFFN")), protocol_scale(at, ARTICLE2_EPOCHS))
-        )
+        at = pd.concat([select(table, lr=lr, depth=depth) for lr in (low, high)])
+        fall = lambda model, at=at: final_accuracy(at, lr=low, model=model) - final_accuracy(at, lr=high, model=model)
+        found.append(judged(article.fig10_key(depth), at, paired(fall("ViT"), fall("ViTBNFFN"))))
     return found

@@ -3,31 +3,19 @@ them; computed from a run table (one row per run and epoch)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from ...judging.selection import final_accuracy, paired, select
 from ...publishing import results
 from . import article, claims
 from .claims import MODELS
 from .settings import DepthSettings
 
 
-def select(table: pd.DataFrame, lr: float, depth: int, model: str | None = None) -> pd.DataFrame:
-    keep = np.isclose(table["lr"], lr) & (table["depth"] == depth)
-    if model is not None:
-        keep &= table["model"] == model
-    return table[keep]
-
-
-def final_accuracy(table: pd.DataFrame, lr: float, depth: int, model: str) -> pd.Series:
-    """Final test accuracy per seed (a diverged run's is at the epoch it diverged)."""
-    last = results.final_epochs(select(table, lr, depth, model))
-    return last.set_index("seed")["test_acc"].sort_index()
-
-
 def difference(table: pd.DataFrame, lr: float, depth: int) -> pd.Series:
     """ViTBNFFN − ViT final accuracy per seed (points), paired by seed."""
-    return (final_accuracy(table, lr, depth, "ViTBNFFN") - final_accuracy(table, lr, depth, "ViT")).dropna()
+    at = dict(lr=lr, depth=depth)
+    return paired(final_accuracy(table, **at, model="ViTBNFFN"), final_accuracy(table, **at, model="ViT"))
 
 
 def rule_verdicts(table: pd.DataFrame, settings: DepthSettings) -> dict[str, object]:
@@ -47,8 +35,8 @@ def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) ->
             {
                 "lr": f"{lr:g}",
                 "depth": depth,
-                "ViT (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViT")),
-                "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr, depth, "ViTBNFFN")),
+                "ViT (%)": results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model="ViT")),
+                "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model="ViTBNFFN")),
                 "ViTBNFFN − ViT (pt)": _shown(judged, deltas),
                 "article 2": f"{said} ({where})",
                 "verdict": judged.text if judged is not None else "not a claim of article 2",
@@ -87,7 +75,8 @@ def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.D
         row = {"depth": depth}
         drops = {}
         for model in MODELS:
-            a, b = final_accuracy(table, low, depth, model), final_accuracy(table, high, depth, model)
+            at = select(table, depth=depth, model=model)
+            a, b = final_accuracy(at, lr=low), final_accuracy(at, lr=high)
             drops[model] = (a - b).dropna()
             row[f"{model} lr {low:g} (%)"] = results.mean_sd(a)
             row[f"{model} lr {high:g} (%)"] = results.mean_sd(b)

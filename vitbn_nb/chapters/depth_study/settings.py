@@ -1,10 +1,5 @@
-"""Chapter 05's settings: the ``paper`` protocol as the defaults, ``cpu`` and ``smoke`` as differences.
-
-Article 2's protocol is here and nowhere else: the learning rate of each of its figures and the depths each shows
-(Fig 10 compares Fig 8's rate with Fig 9's at its depths). The runs (:attr:`DepthSettings.depths`), the figures'
-panels and captions and the claims' keys (``article.claims``) all derive from these fields, so changing a rate is
-one edit.
-"""
+"""Chapter 05's settings: article 2's protocol (each figure's lr and depths) as the ``paper`` defaults, ``cpu`` and
+``smoke`` as differences; runs, panels and claim keys all derive from these fields."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth.
-
-Both models share every setting but the norm in the feed-forward network (SPEC §5); they
-are trained on augmented MNIST (the test set augmented once, with a fixed seed, by the run
-store -- as article 2 augmented its validation set) for 10 epochs with Adam, batch 100,
-test batch 5000. Article 2 ran lr 0.003 at depths 4-7 (its Fig 8), lr 0.005 at depths 1-4
-(Fig 9), and compared the two lrs at depths 2, 3, 4 (Fig 10), so depths 2 and 3 also run
-at lr 0.003. Every figure sits beside the article's finding and a verdict computed from
-the final accuracies, with their spread over seeds.
-
-Beside them, not a claim of article 2: the settings' ``extra_models`` (ViTDyT, Zhu et al.'s
-DyT in place of every LayerNorm) train at one (depth, lr) of the study with the same protocol
-and seeds, so a reader sees where a ViT without normalisation stands on article 2's question.
-"""
+"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth, on augmented MNIST, at lr 0.003
+(Fig 8, depths 4-7) and 0.005 (Fig 9, depths 1-4), both at depths 2-4 (Fig 10); each figure beside the article's
+finding and the rule's verdict. Beside them, not article 2's: ``extra_models`` (ViTDyT) at one (depth, lr)."""
 
 from __future__ import annotations
 
@@ -21,20 +10,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...judging import claims
+from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from .. import panels
 from . import claims as chapter_claims
 from .article import claims as article_claims
 from .numbers import (
     MODELS,
     difference,
-    final_accuracy,
     lr_effect,
     rule_verdicts,
-    select,
     statement,
     summary,
     verdicts,
@@ -100,8 +88,10 @@ def run(settings: DepthSettings, force: bool = False) -> DepthResult:
 def overview(settings: DepthSettings) -> pd.DataFrame:
     """What the profile trains: one row per lr."""
     size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
-    return pd.DataFrame(
-        [
+    rows = []
+    for lr, depths in settings.depths.items():
+        extra = settings.extra_models if _extra_trained(settings) and np.isclose(lr, settings.extra_lr) else ()
+        rows.append(
             {
                 "lr": lr,
                 "depths": ", ".join(map(str, sorted(depths))),
@@ -112,26 +102,11 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": 2 * len(depths) * settings.seeds
-                + (
-                    len(settings.extra_models) * settings.seeds
-                    if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
-                    else 0
-                ),
-                "beside them (not article 2's)": ", ".join(
-                    f"{m} d{settings.extra_depth}" for m in settings.extra_models
-                )
-                if _extra_trained(settings) and np.isclose(lr, settings.extra_lr)
-                else "—",
+                "runs": (2 * len(depths) + len(extra)) * settings.seeds,
+                "beside them (not article 2's)": ", ".join(f"{m} d{settings.extra_depth}" for m in extra) or "—",
             }
-            for lr, depths in settings.depths.items()
-        ]
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# numbers
-# ---------------------------------------------------------------------------------------------
+        )
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,21 +119,18 @@ def _missing(ax, text: str) -> None:
     ax.grid(False)
 
 
+def _note(ax, text: str) -> None:
+    """A boxed note in the panel's lower right corner."""
+    box = dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9)
+    ax.text(0.97, 0.05, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, bbox=box)
+
+
 def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     if deltas.empty:
         return
     shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.mean_sd(deltas)} pt"
     note = f"{shown}\n{judged.text}" if judged is not None else shown
-    ax.text(
-        0.97,
-        0.05,
-        f"final ViTBNFFN − ViT: {note}",
-        transform=ax.transAxes,
-        ha="right",
-        va="bottom",
-        fontsize=9,
-        bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
-    )
+    _note(ax, f"final ViTBNFFN − ViT: {note}")
 
 
 def _accuracy_grid(result: DepthResult, spec: dict):
@@ -170,7 +142,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     rule = rule_verdicts(table, settings)
     legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
-        rows = select(table, lr, depth)
+        rows = select(table, lr=lr, depth=depth)
         ax.set_title(f"depth {depth}")
         if rows.empty:
             _missing(ax, f"depth {depth} at lr {lr:g}\nnot run under profile '{settings.profile}'")
@@ -194,14 +166,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
         f"Test accuracy per epoch of ViT and ViTBNFFN at equal depth d = {', '.join(map(str, depths))}, "
         f"lr {lr:g}, augmented MNIST; {figures.spread_label(used)}"
     )
-    return figures.save_figure(
-        fig,
-        spec["name"],
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
-    )
+    return figures.save_figure(fig, spec["name"], result, reproduces=spec["reproduces"], caption=caption, runs=used)
 
 
 def fig8_figure(result: DepthResult):
@@ -250,40 +215,14 @@ def fig10_figure(result: DepthResult):
         for col, model in enumerate(MODELS):
             ax = axes[row, col]
             ax.set_title(f"{model}_d{depth}")
-            plotted = []
-            for lr in lrs:
-                one = select(table, lr, depth, model)
-                if one.empty:
-                    continue
-                linestyle, marker, dark = styles[lr]
-                figures.mean_band(
-                    ax,
-                    one,
-                    x="epoch",
-                    y="test_acc",
-                    label=f"lr = {lr:g}",
-                    color=figures.darker(figures.color(model), dark),
-                    linestyle=linestyle,
-                    marker=marker,
-                )
-                plotted.append(lr)
+            plotted = panels.lr_curves(ax, select(table, depth=depth, model=model), model, styles)
             if not plotted:
                 _missing(ax, f"{model} at depth {depth}\nnot run under profile '{settings.profile}'")
                 continue
             if len(plotted) == 2:
-                drop = (
-                    final_accuracy(table, lrs[0], depth, model) - final_accuracy(table, lrs[1], depth, model)
-                ).dropna()
-                ax.text(
-                    0.97,
-                    0.05,
-                    f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt",
-                    transform=ax.transAxes,
-                    ha="right",
-                    va="bottom",
-                    fontsize=9,
-                    bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9),
-                )
+                at = select(table, depth=depth, model=model)
+                drop = (final_accuracy(at, lr=lrs[0]) - final_accuracy(at, lr=lrs[1])).dropna()
+                _note(ax, f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt")
             ax.set(xlabel="epoch" if row == len(depths) - 1 else "", ylabel="test accuracy (%)" if col == 0 else "")
             figures.integer_epochs(ax)
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
@@ -297,14 +236,7 @@ def fig10_figure(result: DepthResult):
         f"Test accuracy per epoch of ViT (left) and ViTBNFFN (right) at lr {lrs[0]:g} (solid) and {lrs[1]:g} "
         f"(dashed), depths {shown}; {figures.spread_label(used)}"
     )
-    return figures.save_figure(
-        fig,
-        spec["name"],
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
-    )
+    return figures.save_figure(fig, spec["name"], result, reproduces=spec["reproduces"], caption=caption, runs=used)
 
 
 def fig10_table(result: DepthResult):
@@ -320,12 +252,7 @@ def fig10_table(result: DepthResult):
     )
     used = table[table["depth"].isin(spec["depths"])]
     return figures.save_table(
-        frame,
-        f"{spec['name']}_vs_article",
-        result,
-        reproduces=spec["reproduces"],
-        caption=caption,
-        runs=used,
+        frame, f"{spec['name']}_vs_article", result, reproduces=spec["reproduces"], caption=caption, runs=used
     )
 
 
@@ -364,13 +291,7 @@ def depth_summary_figure(result: DepthResult):
         f"Final test accuracy (epoch {epochs}) of ViT and ViTBNFFN at equal depth, per lr; "
         + figures.spread_label(table, "bars")
     )
-    return figures.save_figure(
-        fig,
-        "new_depth_summary",
-        result,
-        reproduces="new/depth_summary",
-        caption=caption,
-    )
+    return figures.save_figure(fig, "new_depth_summary", result, reproduces="new/depth_summary", caption=caption)
 
 
 def depth_summary_table(result: DepthResult):
@@ -394,13 +315,7 @@ def depth_summary_table(result: DepthResult):
         "article 2's claim at each (lr, depth) it makes one"
     )
     wide["lr"] = wide["lr"].map(lambda lr: f"{lr:g}")
-    return figures.save_table(
-        wide,
-        "new_depth_summary_table",
-        result,
-        reproduces="new/depth_summary",
-        caption=caption,
-    )
+    return figures.save_table(wide, "new_depth_summary_table", result, reproduces="new/depth_summary", caption=caption)
 
 
 def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -410,7 +325,7 @@ def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:
     shown = (*MODELS, *(settings.extra_models or ()))
     if not len(both):
         return both, shown
-    return select(both, settings.extra_lr, settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
+    return select(both, lr=settings.extra_lr, depth=settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
 
 
 #: What each model normalises with, in words (the extra models' tables say it).
@@ -430,7 +345,7 @@ def extra_models_table(result: DepthResult):
     lr, depth = settings.extra_lr, settings.extra_depth
     rows = []
     for model in shown:
-        accuracy = final_accuracy(used, lr, depth, model) if len(used) else pd.Series(dtype=float)
+        accuracy = final_accuracy(used, lr=lr, depth=depth, model=model) if len(used) else pd.Series(dtype=float)
         row = {
             "model": model,
             "norms": NORMS_IN.get(model, ""),
@@ -444,7 +359,11 @@ def extra_models_table(result: DepthResult):
             if model in MODELS:
                 row[f"model − {other} (pt)"] = "—"
                 continue
-            paired = (accuracy - final_accuracy(used, lr, depth, other)).dropna() if len(accuracy) else accuracy
+            paired = (
+                (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna()
+                if len(accuracy)
+                else accuracy
+            )
             row[f"model − {other} (pt)"] = results.mean_sd(paired) if len(paired) else "n/a"
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -505,4 +424,5 @@ def extra_models_figure(result: DepthResult):
 
 def claims_table(result):
     """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, chapter_claims.judge(result.table, result.settings), article_claims(result.settings))
+    found = chapter_claims.judge(result.table, result.settings)
+    return figures.save_claims(result, found, article_claims(result.settings))

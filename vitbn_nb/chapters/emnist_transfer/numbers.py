@@ -6,17 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import data
-from ...bench import timing
+from ... import data, timing
 from ...engines import engine
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import results
 from ...system import pick_device
+from .article import SAID
+from .claims import round_pairs, transfer
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
 ALL_MODELS = (*MODELS, REFERENCE)
-
 
 #: The summary's column of speed ratios, each judged by the rule from the interleaved rounds.
 RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
@@ -24,14 +24,12 @@ RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
     """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
-    from ...judging import claims, verdicts
-
     rows = []
     for model in ALL_MODELS:
         one = measured[measured["model"] == model]
         if one.empty:
             continue
-        pairs = claims.round_pairs(measured, model)
+        pairs = round_pairs(measured, model)
         judged = verdicts.speed_ratio(f"{model} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs])
         depth = one["depth"].iloc[0]
         rows.append(
@@ -100,15 +98,13 @@ def _most(one: pd.DataFrame) -> str:
 
 def timed_on(measured: pd.DataFrame) -> str:
     """The machines that timed the passes, from the runs' stored measurements."""
-    from ...store.run_measurements import timed_on as machines
+    from ...store.runs import timed_on as machines
 
     return ", ".join(machines(measured["run_id"])) or "this machine"
 
 
 def rule_verdicts(measured: pd.DataFrame) -> list:
-    from ...judging import claims
-
-    return claims.transfer(measured, timed_on(measured))
+    return transfer(measured, timed_on(measured))
 
 
 def comparison(measured: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +117,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
         if model in frame.index:
             rows.append(
                 {
-                    "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["bn_faster"],
+                    "claim (article 1, on the transfer article)": SAID["bn_faster"],
                     "model": model,
                     "this run": f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}",
                     "verdict": judged[model].text,
@@ -130,7 +126,7 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     if REFERENCE in frame.index:
         rows.append(
             {
-                "claim (article 1, on the transfer article)": articles.ARTICLE1_TRANSFER["cnn"],
+                "claim (article 1, on the transfer article)": SAID["cnn"],
                 "model": REFERENCE,
                 "this run": f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}",
                 "verdict": "not a claim: a reference, for which article 1 gives no number",
@@ -149,36 +145,12 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def time_passes(model, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
-    """Accuracy (%) and the wall time of ``repeats`` full passes over ``images`` (after one untimed warm-up).
-
-    Each pass is ``engine.evaluate``: eval mode, ``torch.inference_mode``, batches of
-    ``batch_size``, the device synchronised before every clock read.
-    """
-    device = pick_device(device)
-    model = model.to(device)
-    images_set = data.ImageSet(images.to(device), labels.to(device))
-    first = engine.evaluate(model, images_set, batch_size=batch_size, device=device)  # warm-up: allocator, caches
-    passes = timing.repeat(
-        lambda: engine.evaluate(model, images_set, batch_size=batch_size, device=device),
-        repeats=repeats,
-        device=device,
-        warmup=0,
-    )
-    return {
-        "accuracy": first["test_acc"],
-        "class_acc": first["class_acc"],
-        "seconds": passes.seconds,
-        "all_seconds": list(passes.samples),
-        "images": len(labels),
-        "images_per_second": len(labels) / passes.seconds,
-    }
-
-
 def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
-    """:func:`time_passes` for several models at once: after one untimed pass each (which gives the accuracy), one
-    timed pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.bench.timing.interleave`), so a busy
-    spell slows them alike and their times pair up round by round."""
+    """Accuracy (%) of each model (an untimed pass, through ``engine.evaluate``) and the wall time of its full passes
+    over ``images``, one pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.timing.interleave`):
+    a busy spell slows them alike and their times pair up round by round."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
     images_set = data.ImageSet(images.to(device), labels.to(device))
     first, runners = {}, {}

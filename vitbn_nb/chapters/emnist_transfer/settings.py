@@ -29,23 +29,9 @@ class TransferSettings(ChapterSettings):
 #: Each depth-6 model tuned for itself on augmented MNIST (a short search), so that no model trains with
 #: another's hyperparameters; one seed: its accuracy differences are shown, not judged.
 CPU = dict(
-    seeds=1,
-    reoptimise=True,
-    trials=8,
-    trial_epochs=1,
-    epochs=6,
-    train_size=10000,
-    test_size=2000,
-    inference_repeats=5,
+    seeds=1, reoptimise=True, trials=8, trial_epochs=1, epochs=6, train_size=10000, test_size=2000, inference_repeats=5
 )
 
 SMOKE = dict(
-    seeds=1,
-    reoptimise=False,
-    trials=3,
-    trial_epochs=1,
-    epochs=1,
-    train_size=400,
-    test_size=300,
-    inference_repeats=2,
+    seeds=1, reoptimise=False, trials=3, trial_epochs=1, epochs=1, train_size=400, test_size=300, inference_repeats=2
 )

@@ -1,20 +1,6 @@
-"""Chapter 06: the optimised trio on a digit set they never saw (the series' EMNIST transfer, announced in article 1).
-
-ViT, ViTBNFFN and ViTBN, all at depth 6 (the depth article 1 states; the reference repository's transfer checkpoints
-hold six blocks, but their BatchNorm models computed one, a comparison this chapter does not train, so its verdict is
-at equal depth only), are trained on augmented MNIST for the same number of epochs with optimised learning
-rates and batch sizes (under ``paper`` optimised again on augmented MNIST at depth 6, as the
-series did, and under ``cpu`` with a shorter search; ``smoke`` reuses chapter 04's), together
-with a small CNN trained on the same data (Adam, fixed lr and batch) as the order-of-magnitude
-reference for inference time.
-Each is then evaluated on EMNIST digits: accuracy, and the time of one full pass over the set
-(eval mode, ``inference_mode``, the device synchronised before each clock read; the median of
-several passes after a warm-up pass).
-
-EMNIST cannot be downloaded without internet; ``data.load_emnist_digits`` then returns
-scikit-learn's 1,797 8x8 digits made MNIST-style, and says so in its ``source`` string, which
-this module puts in every caption and in the manifest (``transfer_set``).
-"""
+"""Chapter 06: the optimised depth-6 trio, trained on augmented MNIST, tested on a digit set they never saw (EMNIST
+digits; offline, scikit-learn's 8x8 digits made MNIST-style, named in every caption), beside a small CNN as the
+order-of-magnitude reference for inference time."""
 
 from __future__ import annotations
 
@@ -25,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from ... import data, hpo
-from ...judging import claims
 from ...models import build_model, count_parameters
 from ...paths import stored_path
 from ...publishing import figures, results
@@ -34,6 +19,8 @@ from ...store.runs import RunConfig
 from ...system import pick_device
 from .. import Plan
 from ..bayes_opt import study as bayes_opt
+from ..bayes_opt.numbers import epochs_text
+from . import article
 from .numbers import (
     ALL_MODELS,
     MODELS,
@@ -62,16 +49,14 @@ def transfer_note():
 
     images, _, source = transfer_set()
     if source == data.EMNIST_SOURCE:
-        text = (
+        return Markdown(
             f"**Transfer set used in this run: EMNIST digits**, test split ({len(images):,} images, orientation fixed)."
         )
-    else:
-        text = (
-            f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
-            f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
-            f"({len(images):,} images; source: `{source}`). Every caption below says so too."
-        )
-    return Markdown(text)
+    return Markdown(
+        f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
+        f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
+        f"({len(images):,} images; source: `{source}`). Every caption below says so too."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,8 +74,7 @@ class TransferResult(results.ChapterResult):
 
 
 def plan(settings: TransferSettings) -> Plan:
-    """The CNN's runs; the transformers' follow from their optimised hyperparameters (optimised here under
-    ``reoptimise``, else chapter 04's)."""
+    """The CNN's runs; the transformers' follow from their optimised hyperparameters (here or chapter 04's)."""
     cnn = pd.DataFrame(
         [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
     )
@@ -172,8 +156,7 @@ def stored_runs(settings: TransferSettings) -> list[RunConfig]:
 
 
 def hyperparameters(result: TransferResult):
-    """The lr and batch size each model trained with, where they came from and the trial that chose them, saved as
-    ``06_hyperparameters`` (its sources: those trials and the runs trained with the values)."""
+    """The lr and batch size each model trained with, where they came from and the trial that chose them (saved)."""
     trials = [t for t in result.hyper["best trial"] if t != "—"]
     return figures.save_table(
         result.hyper,
@@ -242,12 +225,9 @@ def _blank(model: str, settings: TransferSettings):
 # ---------------------------------------------------------------------------------------------
 # measuring on the transfer set
 # ---------------------------------------------------------------------------------------------
-
-
 def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd.DataFrame:
-    """Every trained run on the transfer set: one row per run (accuracy, median seconds per pass, images/s, each
-    round's seconds). The passes of all runs are timed in the same interleaved rounds, so that two models' times
-    pair up round by round under the book's rule; a run that lacks them is timed again with all the others."""
+    """Every trained run on the transfer set, one row per run; all runs' passes are timed in the same interleaved
+    rounds (so that they pair up under the book's rule), all again when one lacks them."""
     images, labels, source = transfer_set()
     last = results.final_epochs(table)
     stored = {run_id: runs.Run(stored_path(run_id)) for run_id in last["run_id"]}
@@ -309,7 +289,7 @@ def transfer_table(result: TransferResult):
     frame = summary(measured).drop(columns="speed-up mean")
     caption = (
         f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
-        f"MNIST for {_epochs(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
+        f"MNIST for {epochs_text(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
         f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.sd_label(measured)}. "
         + findings(measured)
     )
@@ -374,7 +354,7 @@ def transfer_figure(result: TransferResult):
     )
 
     fig.suptitle(
-        f"EMNIST transfer · trained on augmented MNIST ({_epochs(settings.epochs)}), tested on: {source}\n"
+        f"EMNIST transfer · trained on augmented MNIST ({epochs_text(settings.epochs)}), tested on: {source}\n"
         f"ViT, ViTBNFFN, ViTBN at depth {settings.depth}; the CNN as the order-of-magnitude reference"
     )
     caption = (
@@ -390,10 +370,6 @@ def transfer_figure(result: TransferResult):
         caption=caption,
         extra={"transfer_set": source},
     )
-
-
-def _epochs(n: int) -> str:
-    return f"{n} epoch{'' if n == 1 else 's'}"
 
 
 def _tick(model: str, measured: pd.DataFrame) -> str:
@@ -450,4 +426,4 @@ def comparison_table(result: TransferResult):
 
 def claims_table(result: TransferResult):
     """Article 1's claim about the transfer set, judged by the book's one rule; saved as ``NN_claims``."""
-    return claims.save(result, rule_verdicts(result.measured))
+    return figures.save_claims(result, rule_verdicts(result.measured), article.claims())

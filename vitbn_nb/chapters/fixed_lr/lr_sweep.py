@@ -1,23 +1,6 @@
-"""Chapter 03's learning-rate sweep: the articles' second claim, that BatchNorm lets a ViT train at higher learning
-rates, tested at equal depth.
-
-Article 1 reports its ViT breaking down at lr 0.01 near epoch 15 while ViTBNFFN and ViTBN stay stable (Fig 5);
-article 2 has ViT losing more accuracy than ViTBNFFN when the lr rises from 0.003 to 0.005 (Fig 10). Both compare
-models of different depth or a single step of lr. Here the three models, all at depth 6 (article 1 as written),
-train over one grid of learning rates: chapter 03's three (their runs are shared) and the settings' ``sweep_lrs``
-beyond and between them, every lr with the same seeds. Per model the views read, from each seed's whole curve:
-
-* the final accuracy at each lr, and whether it is as good as the model's best lr, by the book's rule (the paired
-  per-seed differences and their 95 % interval; with fewer than 3 seeds, shown, not judged);
-* the largest lr that still trains as well as the best one, and the step at which each run broke down (its test
-  accuracy more than ``UNSTABLE_DROP`` points below its best so far, or a NaN loss; a fall at a run's last test is
-  marked, since no later test confirms it), and the lrs at which a model never came that close to its best lr, so
-  that it could not break down by that measure;
-* at each lr, each BatchNorm model against ViT (final accuracy, paired by seed), under the same rule.
-
-Article 1's conclusion itself is judged in :func:`vitbn_nb.judging.claims.larger_lr`, from each run's stability over
-its whole run and only over runs as long as article 1's (:func:`takeaway` reports it).
-"""
+"""Chapter 03's learning-rate sweep: whether BatchNorm lets a ViT train at higher learning rates, at equal depth 6,
+over chapter 03's rates and ``sweep_lrs``: per model and lr, the final accuracy against the best lr's and ViT's, and
+where runs broke down, by the book's rule. Article 1's conclusion is judged in ``claims.larger_lr``."""
 
 from __future__ import annotations
 
@@ -27,10 +10,14 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ...engines import engine
-from ...judging import articles, claims, verdicts
+from ...judging import verdicts
+from ...judging.claims import MNIST_TRAIN_IMAGES, article_steps
+from ...judging.selection import final_accuracy
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures
 from ...store.runs import RunConfig
+from .article import EPOCHS, EXPERIMENT1
+from .claims import larger_lr
 from .numbers import UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
 
@@ -74,7 +61,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
     for run_id, run in sweep.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
         first = run.iloc[0]
-        images = claims.MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
+        images = MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
         per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
         broke = unstable_epoch(run)
         rows.append(
@@ -82,7 +69,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
                 "model": first["model"],
                 "lr": float(first["lr"]),
                 "seed": int(first["seed"]),
-                "final accuracy (%)": float(claims.final_accuracy(run).iloc[-1]),
+                "final accuracy (%)": float(final_accuracy(run).iloc[-1]),
                 "best accuracy (%)": float(run["test_acc"].max()),
                 "broke down at epoch": broke,
                 "broke down at step": None if broke is None else broke * per_epoch,
@@ -185,7 +172,7 @@ def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
 
 def _scale(runs: pd.DataFrame) -> str:
     steps = int(runs["steps"].min()) if len(runs) else 0
-    article = articles.ARTICLE_STEPS["article 1, Experiment 1"]
+    article = article_steps(EPOCHS)
     return f"{steps:,} steps a run, {steps / article:.1%} of article 1's {article:,}"
 
 
@@ -297,10 +284,10 @@ def statement(result) -> Markdown:
         lines.append(
             f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}{versus}."
         )
-    breakdown = articles.ARTICLE1_EXPERIMENT1[0.01]["vit_unstable_epoch"]
+    breakdown = EXPERIMENT1[0.01]["vit_unstable_epoch"]
     return Markdown(
         f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
-        f"breakdown like the one article 1 saw near epoch {breakdown} (step {breakdown * articles.STEPS_PER_EPOCH:,}) "
+        f"breakdown like the one article 1 saw near epoch {breakdown} (step {article_steps(breakdown):,}) "
         "cannot show here unless it comes earlier."
         + (
             " A breakdown marked *(last test)* is one fall at a run's last test, which no later test confirms."
@@ -314,9 +301,9 @@ def statement(result) -> Markdown:
 
 def takeaway(result) -> Markdown:
     """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`vitbn_nb.judging.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
+    (:func:`.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
     as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
-    found = claims.larger_lr(result.sweep)
+    found = larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
     count = lambda outcome: sum(v.outcome == outcome for v in found)
@@ -332,7 +319,7 @@ def takeaway(result) -> Markdown:
     if len(untestable) == len(found):
         return Markdown(
             f"{head}: here **{verdicts.UNTESTABLE}** ({untestable[0].scale}). A breakdown like article 1's near its "
-            f"epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
+            f"epoch {EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
             "cannot show in shorter runs, so the sweep above describes these runs without judging the conclusion."
         )
     judged = [v for v in found if v.outcome != verdicts.UNTESTABLE]

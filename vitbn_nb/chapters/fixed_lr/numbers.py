@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...judging import articles, claims
+from ...judging import verdicts
+from ...judging.selection import require
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import results
+from .article import EXPERIMENT1, FIG6
+from .claims import experiment1
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
-
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
@@ -19,10 +21,8 @@ BN_MODELS = ("ViTBNFFN", "ViTBN")
 #: Which figure of article 1 each learning rate reproduces.
 FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
 
-
 #: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
 UNSTABLE_DROP = 10.0
-
 
 #: Every (model, depth) the chapter trains, in order: ViT d6 (both configurations), the BN models at d1, then at d6.
 PAIRS = tuple(dict.fromkeys((model, depths[model]) for depths in CONFIGURATIONS.values() for model in MODELS))
@@ -34,13 +34,6 @@ def configuration(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
         raise ValueError(f"which={which!r} is not allowed; choose one of {', '.join(map(repr, CONFIGURATIONS))}")
     depths = CONFIGURATIONS[which]
     return table[table["depth"] == table["model"].map(depths)]
-
-
-def at_lr(table: pd.DataFrame, lr: float) -> pd.DataFrame:
-    subset = table[np.isclose(table["lr"], lr)]
-    if subset.empty:
-        raise ValueError(f"lr={lr!r} has no runs in this table; it holds lr {sorted(table['lr'].unique())}")
-    return subset
 
 
 def unstable_epoch(run: pd.DataFrame, drop: float = UNSTABLE_DROP):
@@ -79,16 +72,14 @@ def ratios(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
 def rule_verdicts(table: pd.DataFrame) -> dict[tuple[str, str], str]:
     """The one rule's verdict on each of article 1's Experiment 1 claims, keyed by (claim, configuration)."""
     found: dict[tuple[str, str], list[str]] = {}
-    for verdict in claims.experiment1(table):
+    for verdict in experiment1(table):
         found.setdefault((verdict.claim, verdict.condition.split(":")[0]), []).append(verdict.text)
     return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
 
 
 def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
     """How the rule judged the claims (at ``lr``, or all): '3 agrees, 2 not testable at this scale ...'."""
-    from ...judging import verdicts
-
-    found = [v for v in claims.experiment1(table) if lr is None or v.claim.startswith(f"article1/lr{lr:g}/")]
+    found = [v for v in experiment1(table) if lr is None or v.claim.startswith(f"article1/lr{lr:g}/")]
     counts = pd.Series([v.outcome for v in found]).value_counts()
     return ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts) or "no claim judged"
 
@@ -99,7 +90,7 @@ def _which(model: str, depth: int) -> str:
 
 def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """This run's numbers at ``lr`` per model and depth: final accuracy, time per epoch, ratios to ViT depth 6."""
-    subset = at_lr(table, lr)
+    subset = require(table, lr=float(lr))
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
     rows = []
@@ -133,7 +124,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
 def article_reported(lr: float | None = None) -> pd.DataFrame:
     """Article 1's reported numbers for Experiment 1 (all lrs, or one), one row per quantity."""
     rows = []
-    for rate, article in articles.ARTICLE1_EXPERIMENT1.items():
+    for rate, article in EXPERIMENT1.items():
         if lr is not None and not np.isclose(rate, lr):
             continue
         where = f"article 1, {article['figure']} (lr {rate:g})"
@@ -165,17 +156,15 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
             )
         rows.append({"source": where, "model": "all", "quantity": "finding", "reported": article["note"]})
     if lr is None:
-        rows.append(
-            {"source": "article 1, Fig 6", "model": "all", "quantity": "finding", "reported": articles.ARTICLE1_FIG6}
-        )
+        rows.append({"source": "article 1, Fig 6", "model": "all", "quantity": "finding", "reported": FIG6})
     if not rows:
-        raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(articles.ARTICLE1_EXPERIMENT1)}")
+        raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(EXPERIMENT1)}")
     return pd.DataFrame(rows)
 
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """The article's number beside ours in each configuration (mean ± sd over seeds), with the rule's verdict."""
-    subset = at_lr(table, lr)
+    subset = require(table, lr=float(lr))
     article = _article_at(lr)
     rule = rule_verdicts(subset)
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
@@ -248,7 +237,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
 
 
 def _article_at(lr: float) -> dict:
-    for rate, article in articles.ARTICLE1_EXPERIMENT1.items():
+    for rate, article in EXPERIMENT1.items():
         if np.isclose(rate, lr):
             return article
     return {}
@@ -256,7 +245,7 @@ def _article_at(lr: float) -> dict:
 
 def statement(table: pd.DataFrame, lr: float) -> str:
     """One line: how the rule judged article 1's claims at ``lr`` (each verdict is in the claims table)."""
-    return f"lr {lr:g}, article 1's claims by the book's rule: {outcome_counts(at_lr(table, lr), lr)}."
+    return f"lr {lr:g}, article 1's claims by the book's rule: {outcome_counts(require(table, lr=float(lr)), lr)}."
 
 
 def lr_variation(table: pd.DataFrame) -> pd.DataFrame:

@@ -21,6 +21,11 @@ class FixedLrSettings(ChapterSettings):
     test_batch_size: int = 5000
     train_size: int | None = None
     test_size: int | None = None
+    #: The lrs at which a smaller profile also takes article 1's whole protocol (the ``paper`` defaults above: every
+    #: training image, 30 epochs, 3 seeds), whose runs are then the ``paper`` plan's own: a ``cpu`` rendering sets them
+    #: to the lrs whose ``paper`` runs are all held (``chapters.full_protocol_lrs``). That lr's figure, tables and
+    #: claims read those runs; the outputs across lrs (Fig 6, Table 1, the sweep) keep the profile's own runs.
+    full_protocol_lrs: tuple[float, ...] | None = None
 
 
 #: Three seeds wherever a difference is judged, paid for with fewer steps: chapter 03's accuracy and stability

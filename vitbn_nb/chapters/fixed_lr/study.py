@@ -1,42 +1,31 @@
-"""Chapter 03: Experiment 1 of article 1, in both configurations, at three fixed learning rates.
-
-Article 1 says all three models have depth 6 (L = 6). The reference code of that time
-returned from the encoder after its first block in the BatchNorm models (``model/vitbnv1a.py``
-at 5c9074d, 2024-06-14; ``vitbnffn.py`` / ``vitbn.py`` at 5fcc4ac and 99a16b1, 2024-07-29;
-fixed at 27ca0f8, 2024-08-27, and 297070d, 2024-09-01, when the README changed their depth to
-1, 97d7366), so what article 1 *ran* is a depth-6 ViT against ViTBNFFN and ViTBN that computed
-one block. The chapter trains both:
-
-* **as run**: ViT depth 6, ViTBNFFN depth 1, ViTBN depth 1 (the configuration article 1 ran);
-* **as written**: all three at depth 6 (the BatchNorm models at depth 6 are the new runs).
-
-MNIST without augmentation, Adam, batch 100, test batch 5000, no lr decay, a test after every
-epoch, timed as article 1 timed it (the run store's ``reference`` pipeline: a DataLoader over
-ToTensor MNIST, ``.item()`` per step, a per-sample per-class count in the test loop). It redraws
-Figures 3-5 and 6 for the configuration as run, the same four panels as written, and Table 1
-for both side by side, each beside the numbers the article reports.
-"""
+"""Chapter 03: Experiment 1 of article 1 at three fixed learning rates, as run (ViT d6 against BatchNorm models
+whose code computed one block) and as written (all three at depth 6), timed through article 1's pipeline; Figures
+3-6 and Table 1 beside the numbers the article reports."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...judging import articles, audit, claims
+from ...judging import audit
+from ...judging.claims import protocol_scale
+from ...judging.selection import require
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
-from . import lr_sweep
+from .. import panels
+from . import article, lr_sweep
+from .article import EPOCHS
+from .claims import experiment1, larger_lr
 from .numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
     article_reported,
-    at_lr,
     comparison,
     configuration,
     lr_variation,
@@ -71,11 +60,33 @@ class FixedLrResult(results.ChapterResult):
     table: pd.DataFrame
     #: The learning-rate sweep's runs (``studies.lr_sweep``): the depth-6 trio at every lr, chapter 03's included.
     sweep: pd.DataFrame | None = None
+    #: The runs of article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper`` plan's own runs), one
+    #: row per run and epoch; empty where the settings name no such lr.
+    full: pd.DataFrame | None = None
 
 
-def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
-    learning-rate sweep's further runs."""
+#: What article 1's whole protocol fixes: the ``paper`` defaults of these settings.
+PROTOCOL = ("seeds", "epochs", "batch_size", "test_batch_size", "train_size", "test_size")
+
+
+def full_protocol(settings: FixedLrSettings) -> FixedLrSettings:
+    """``settings`` with article 1's whole protocol (the ``paper`` defaults of :data:`PROTOCOL`)."""
+    paper = FixedLrSettings()
+    return replace(settings, **{name: getattr(paper, name) for name in PROTOCOL})
+
+
+def _full_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
+    """The full-protocol lrs that are the chapter's own and whose runs differ from the profile's."""
+    if settings == full_protocol(settings):
+        return ()
+    lrs = settings.full_protocol_lrs or ()
+    unknown = [lr for lr in lrs if not np.isclose(lr, settings.lrs).any()]
+    if unknown:
+        raise ValueError(f"full_protocol_lrs={unknown!r} are not among the chapter's lrs {settings.lrs!r}")
+    return tuple(lrs)
+
+
+def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
     return [
         RunConfig.from_settings(
             settings,
@@ -86,17 +97,63 @@ def plan(settings: FixedLrSettings) -> list[RunConfig]:
             seed=seed,
             pipeline=PIPELINE,
         )
-        for lr in settings.lrs
+        for lr in lrs
         for seed in range(settings.seeds)
         for model, depth in PAIRS
-    ] + lr_sweep.plan(settings, PIPELINE)
+    ]
+
+
+def plan(settings: FixedLrSettings) -> list[RunConfig]:
+    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
+    learning-rate sweep's further runs, then article 1's whole protocol at ``full_protocol_lrs`` (built as the
+    ``paper`` plan builds them, so they are its runs)."""
+    own = _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
+    return own + _chapter_plan(full_protocol(settings), _full_lrs(settings))
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
-    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest."""
-    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest, and the
+    whole protocol's runs apart from the profile's."""
+    trained = runs.train_all(plan(settings), force=force)
+    own = len(_chapter_plan(settings, settings.lrs)) + len(lr_sweep.plan(settings, PIPELINE))
+    table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
     chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
-    return FixedLrResult(settings, chapter.reset_index(drop=True), lr_sweep.sweep_rows(table).reset_index(drop=True))
+    return FixedLrResult(
+        settings,
+        chapter.reset_index(drop=True),
+        lr_sweep.sweep_rows(table).reset_index(drop=True),
+        full.reset_index(drop=True) if len(full) else None,
+    )
+
+
+def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
+    """The runs at ``lr`` that its outputs read, and their profile: the whole protocol's (``paper``) where the settings
+    take it at ``lr`` and the result holds its runs, else the profile's own. An lr is never mixed."""
+    if result.full is not None and np.isclose(lr, _full_lrs(result.settings)).any():
+        return require(result.full, lr=float(lr)), "paper"
+    return require(result.table, lr=float(lr)), result.profile
+
+
+def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
+    """An output's own scale, for its caption and manifest: 'paper: 18,000 of the article's 18,000 steps'."""
+    return f"{profile}: {protocol_scale(runs_at_lr, EPOCHS)}"
+
+
+def evidence(result: FixedLrResult) -> pd.DataFrame:
+    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, the profile's
+    elsewhere."""
+    full = _full_lrs(result.settings) if result.full is not None else ()
+    if not full:
+        return result.table
+    taken = np.isclose(result.table["lr"].to_numpy()[:, None], np.asarray(full)[None, :]).any(axis=1)
+    return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
+
+
+def evidence_scale(result: FixedLrResult) -> str:
+    """Per lr, the scale of the runs :func:`evidence` takes."""
+    judged = evidence(result)
+    held = [lr for lr in result.settings.lrs if np.isclose(judged["lr"], lr).any()]
+    return "; ".join(f"lr {lr:g} {scale(*at_lr(result, lr))}" for lr in held)
 
 
 def overview(settings: FixedLrSettings) -> pd.DataFrame:
@@ -113,12 +170,13 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
+                "article's whole protocol at": ", ".join(f"lr {lr:g}" for lr in _full_lrs(settings)) or "-",
                 "epochs": settings.epochs,
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": len(settings.lrs) * settings.seeds,
+                "runs": len(settings.lrs) * settings.seeds + len(_full_lrs(settings)) * full_protocol(settings).seeds,
             }
             for model, depth in PAIRS
         ]
@@ -157,9 +215,9 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
 
     As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
     """
-    table = result.table
+    at, profile = at_lr(result, lr)
     figures.use_style()
-    subset = configuration(at_lr(table, lr), which)
+    subset = configuration(at, which)
     if subset.empty:
         raise ValueError(f"lr={lr!r} has no runs of the configuration {which!r} in this table")
     name, reproduces = _names(lr, which)
@@ -184,57 +242,47 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
             va="bottom",
             fontsize=9,
         )
+    scaled = scale(subset, profile)
     caption = (
-        f"Experiment 1 at lr {lr:g}, {_footer_text(which)}; {figures.spread_label(subset)}; × marks a diverged run"
+        f"Experiment 1 at lr {lr:g} ({scaled}), {_footer_text(which)}; {figures.spread_label(subset)}; "
+        "× marks a diverged run"
     )
     return figures.save_figure(
-        fig,
-        name,
+        fig, name, result, reproduces=reproduces, caption=caption, runs=subset, profile=profile, extra={"scale": scaled}
+    )
+
+
+def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
+    name, reproduces = _names(lr)
+    subset, profile = at_lr(result, lr)
+    scaled = scale(subset, profile)
+    return figures.save_table(
+        frame,
+        f"{name}_{suffix}",
         result,
         reproduces=reproduces,
-        caption=caption,
+        caption=f"{caption} ({scaled})",
         runs=subset,
+        profile=profile,
+        extra={"scale": scaled},
     )
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
-    return figures.save_table(
-        comparison(subset, lr),
-        f"{name}_vs_article",
-        result,
-        reproduces=reproduces,
-        caption=statement(subset, lr),
-        runs=subset,
-    )
+    subset = at_lr(result, lr)[0]
+    return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    table = result.table
-    name, reproduces = _names(lr)
-    subset = at_lr(table, lr)
-    return figures.save_table(
-        this_run(subset, lr),
-        f"{name}_numbers",
-        result,
-        reproduces=reproduces,
-        runs=subset,
-        caption=(
-            f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
-            "within each configuration (as run: BN models d1; as written: d6); timed "
-            "through article 1's pipeline"
-        ),
+    subset = at_lr(result, lr)[0]
+    caption = (
+        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
+        "within each configuration (as run: BN models d1; as written: d6); timed "
+        "through article 1's pipeline"
     )
-
-
-def _lr_styles(lrs) -> dict:
-    """Line style, marker and darkening (0 = the model's colour) per lr, so model_1..model_3 tell apart in grey too."""
-    styles = [("-", "o", 0.0), ("--", "s", 0.3), (":", "^", 0.55), ("-.", "D", 0.7)]
-    return {lr: styles[i % len(styles)] for i, lr in enumerate(sorted(lrs))}
+    return _save_at_lr(result, lr, this_run(subset, lr), "numbers", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):
@@ -243,26 +291,14 @@ def time_per_lr_figure(result: FixedLrResult):
     figures.use_style()
     table = configuration(table, "as run")
     lrs = sorted(table["lr"].unique())
-    styles = _lr_styles(lrs)
+    styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
     fig, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4.2), squeeze=False)
     for ax, model in zip(axes.flat, present):
         one = table[table["model"] == model]
-        for i, lr in enumerate(lrs, 1):
-            group = one[np.isclose(one["lr"], lr)]
-            if group.empty:
-                continue
-            linestyle, marker, dark = styles[lr]
-            figures.mean_band(
-                ax,
-                group,
-                x="epoch",
-                y="train_seconds",
-                label=f"{model}_{i}: lr {lr:g}",
-                color=figures.darker(figures.color(model), dark),
-                linestyle=linestyle,
-                marker=marker,
-            )
+        panels.lr_curves(
+            ax, one, model, styles, y="train_seconds", label=lambda i, lr, model=model: f"{model}_{i}: lr {lr:g}"
+        )
         ax.set(title=_label(model, one["depth"].iloc[0]), xlabel="epoch", ylabel="train time per epoch (s)")
         ax.set_ylim(bottom=0)
         figures.integer_epochs(ax)
@@ -274,13 +310,7 @@ def time_per_lr_figure(result: FixedLrResult):
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
         f"{_footer_text('as run')}; {figures.spread_label(table)}"
     )
-    return figures.save_figure(
-        fig,
-        "article1_fig6",
-        result,
-        reproduces="article1/fig6",
-        caption=caption,
-    )
+    return figures.save_figure(fig, "article1_fig6", result, reproduces="article1/fig6", caption=caption)
 
 
 def time_per_lr_table(result: FixedLrResult):
@@ -311,13 +341,7 @@ def ratios_table(result: FixedLrResult):
         "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    return figures.save_table(
-        speedups(table),
-        "article1_table1",
-        result,
-        reproduces="article1/table1",
-        caption=caption,
-    )
+    return figures.save_table(speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption)
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
@@ -363,10 +387,14 @@ def _audited(reference: audit.ReferenceAudit) -> str:
 def claims_table(result):
     """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
     sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
-    found = claims.experiment1(result.table)
+    judged = evidence(result)
+    found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
-        found += claims.larger_lr(result.sweep)
-    return claims.save(result, found)
+        found += larger_lr(result.sweep)
+    if result.full is None:  # one profile's runs: its stamp says their scale
+        return figures.save_claims(result, found, article.claims())
+    read = [*results.run_ids_of(judged), *results.run_ids_of(result.sweep)]
+    return figures.save_claims(result, found, article.claims(), scale=evidence_scale(result), runs=read)
 
 
 def instability_note(result: FixedLrResult):
@@ -377,7 +405,7 @@ def instability_note(result: FixedLrResult):
     from .numbers import UNSTABLE_DROP
 
     found = []
-    for (model, depth, lr), runs_ in result.table.groupby(["model", "depth", "lr"]):
+    for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         info = stability(runs_, model)
         if info["unstable"]:
             epochs = ", ".join(map(str, info["unstable"]))
@@ -392,7 +420,7 @@ def instability_note(result: FixedLrResult):
         + "; ".join(found)
         + f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is "
         + ("shown, not judged (the book's rule needs three); " if seeds < 3 else "")
-        + f"article 1 reports a breakdown of ViT near epoch {articles.ARTICLE1_EXPERIMENT1[0.01]['vit_unstable_epoch']}"
+        + f"article 1 reports a breakdown of ViT near epoch {article.EXPERIMENT1[0.01]['vit_unstable_epoch']}"
         " while ViTBNFFN and ViTBN stay stable: models it describes at depth 6, whose code computed one block (the "
         "audit above). The claims table judges that only over runs as long as article 1's."
     )

@@ -1,12 +1,6 @@
-"""Chapter 03, the practitioner's question behind article 1's title: how long does each model take to reach a given
-test accuracy? Read from the runs' per-epoch records (no new training): per run and target, the first epoch whose
-test accuracy reaches it, the training steps up to its end and the training seconds up to its end, timed on the
-machine that trained it (named, with how many of those epochs ran while it was busier than its cores).
-
-A target reached mid-epoch counts at the epoch's end (the test runs once per epoch). A model is compared with ViT
-by the book's rule, per seed: the ratio of the seconds each took (:func:`vitbn_nb.judging.verdicts.speed_ratio`, seeds
-paired), judged only where both reached the target in at least 3 seeds.
-"""
+"""Chapter 03: how long each model takes to reach a test accuracy, from the runs' per-epoch records (a target
+reached mid-epoch counts at the epoch's end); each model against ViT by the book's rule on the seconds each took,
+seeds paired, judged where both reached the target in at least 3 seeds."""
 
 from __future__ import annotations
 
@@ -15,8 +9,8 @@ import math
 import pandas as pd
 
 from ...engines import engine
-from ...judging import claims, verdicts
-from ...judging.claims import MNIST_TRAIN_IMAGES
+from ...judging import verdicts
+from ...judging.claims import MNIST_TRAIN_IMAGES, hardware_of
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...system import contended
@@ -93,7 +87,7 @@ def summary(result) -> pd.DataFrame:
     (median over the seeds that reached it, and how many did), and the rule's verdict on the seconds."""
     table = result.table
     reached = per_run(table)
-    hardware = claims.hardware_of(table)
+    hardware = hardware_of(table)
     rows = []
     for lr in sorted(reached["lr"].unique()):
         for which, depths in CONFIGURATIONS.items():
@@ -145,7 +139,7 @@ def table(result):
         reproduces="new/time_to_accuracy",
         caption=f"Training steps and seconds until the test accuracy first reached each target (at an epoch's end; "
         f"median over the seeds that reached it), ViT depth 6 against each BatchNorm model in both configurations, "
-        f"after at most {steps:,} steps; seconds on {claims.hardware_of(result.table)}, "
+        f"after at most {steps:,} steps; seconds on {hardware_of(result.table)}, "
         f"{results.contention(result.table)} timed while the machine was busier than its cores; "
         f"{int(result.table['seed'].nunique())} seed(s) per configuration",
     )

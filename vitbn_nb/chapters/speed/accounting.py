@@ -1,15 +1,15 @@
-"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline, the
-three forms of BatchNorm on tokens and utilisation; views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings
-(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
+"""Chapter 08's accounting: the published speed-up decomposed into depth, normalisation and data pipeline; every
+"faster" or "slower" is the book's rule on interleaved rounds."""
 
 from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown
 
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import figures
+from ..fixed_lr.article import DEVICES, DEVICES_SHORT
+from .article import RATIOS, SETUP
 from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 
 
@@ -18,21 +18,14 @@ from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 # ---------------------------------------------------------------------------------------------
 def published_ratio(kind: str, model: str) -> str:
     """Article 1's ratios r for ``model`` and ``kind`` as a range, with the gains g = 1 - 1/r they imply."""
-    values = articles.ARTICLE1_RATIOS[kind][model]
+    values = RATIOS[kind][model]
     low, high = min(values), max(values)
     return f"{low:.1f}–{high:.1f} (g {100 * (1 - 1 / low):.0f}–{100 * (1 - 1 / high):.0f} %)"
 
 
 def accounting(result: SpeedResult) -> dict:
-    """The decomposition behind the accounting table, as numbers and verdicts, per BatchNorm model and kind.
-
-    r(as run) = T(ViT d6) / T(model d1) = [T(ViT d6) / T(ViT d1)] x [T(ViT d1) / T(model d1)]
-                    = r(depth) x r(normalisation at depth 1), exactly, within one pipeline.
-
-    Every ratio is read from the interleaved rounds (:meth:`vitbn_nb.bench.BenchResult.speed`): its estimate is the
-    mean of the per-round log ratios, so the split stays exact (the log ratios of one round add up, and so do their
-    means), and each factor comes with the rule's verdict.
-    """
+    """The decomposition behind the accounting table, per BatchNorm model and kind: r(as run) = T(ViT d6) / T(model
+    d1) = r(depth) x r(normalisation at depth 1), exactly, as the means of the rounds' log ratios add up."""
     bench_ = result.bench
     at = lambda model, depth, pipeline="engine": dict(model=model, depth=depth, pipeline=pipeline)
     out = {}
@@ -86,7 +79,7 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
             )
 
         row(
-            f"published r = T(ViT d6) / T(model d1), article 1 ({articles.ARTICLE1_DEVICES_SHORT})",
+            f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
             lambda n, k, model=model: published_ratio(k, model),
         )
         row(
@@ -131,7 +124,7 @@ def accounting_table(result: SpeedResult):
         "r(normalisation at depth 1), exactly; shares are of ln r; the data pipeline's share of time in "
         "each pipeline",
         reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label, "published": articles.ARTICLE1_RATIOS_SETUP},
+        extra={"hardware_line": result.bench.hardware_label, "published": SETUP},
     )
 
 
@@ -193,7 +186,7 @@ def accounting_statement(result: SpeedResult) -> Markdown:
                 f"**{model}** as article 1 ran it, T(ViT d6) / T({model} d1) on {here}: "
                 f"{verdicts.speed_text(n['judged_as_run'])} with the book's engine "
                 f"({verdicts.speed_text(n['judged_as_run_reference'])} through article 1's pipeline; article 1 "
-                f"({articles.ARTICLE1_DEVICES}): {published_ratio(kind, model)}). "
+                f"({DEVICES}): {published_ratio(kind, model)}). "
                 f"Depth alone (ViT with 6 blocks against 1): "
                 f"{verdicts.speed_text(n['judged_depth'])}; {model} against ViT at equal depth 1: "
                 f"{verdicts.speed_text(n['judged_depth1'])}; at equal depth 6: "
@@ -212,13 +205,8 @@ def accounting_statement(result: SpeedResult) -> Markdown:
 
 
 def effects_statement(result: SpeedResult) -> Markdown:
-    """The corrected account in one sentence per effect, computed from this run's numbers, each ratio judged by the
-    rule from its interleaved rounds.
-
-    Article 1's gain = its effective depth, 6 blocks against 1 (the early return of the reference code's
-    BatchNorm models), times what the normalisation changes at that depth, pulled towards 1 by the data
-    pipeline; at equal depth 6, as article 1 wrote it, only the normalisation (and folding) is left.
-    """
+    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), each ratio judged by
+    the rule from its interleaved rounds."""
     numbers = accounting(result)
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (
@@ -262,9 +250,9 @@ def article_reported() -> pd.DataFrame:
                 {
                     "ratio": short,
                     "model": model,
-                    **dict(zip(where, articles.ARTICLE1_RATIOS[kind][model])),
-                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(articles.ARTICLE1_RATIOS[kind][model])):.0f}–"
-                    f"{100 * (1 - 1 / max(articles.ARTICLE1_RATIOS[kind][model])):.0f} %",
+                    **dict(zip(where, RATIOS[kind][model])),
+                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
+                    f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
                 }
             )
     return pd.DataFrame(rows)

@@ -1,7 +1,5 @@
 """Chapter 08's view of the hardware: the three forms of BatchNorm on tokens, utilisation, and the operations one
-step dispatches (what a launch-bound GPU would see); views of :class:`.speed.SpeedResult`. Every "faster", "slower"
-or "as fast" is the book's rule applied to interleaved rounds of timings
-(:func:`vitbn_nb.judging.verdicts.speed_ratio`)."""
+step dispatches; every "faster" or "slower" is the book's rule on interleaved rounds."""
 
 from __future__ import annotations
 

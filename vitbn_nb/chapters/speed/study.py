@@ -1,19 +1,8 @@
-"""Chapter 08: where the speed comes from -- depth, data pipeline and normalisation, measured.
+"""Chapter 08: where article 1's speed-up comes from -- depth, data pipeline and normalisation, measured.
 
-Article 1 reports that ViTBNFFN and ViTBN train 2.5-4.3x and infer 2.5-2.7x faster than ViT
-(gains of 60-77 %), but it compares a depth-6 ViT with depth-1 BatchNorm models and times
-whole epochs through a per-sample PIL pipeline. This chapter measures, on the machine it
-runs on, the three things mixed in that number: depth (ViT at depth 6 against ViT at depth
-1), normalisation at equal depth (each BatchNorm model against ViT of its own depth), and
-the data pipeline (article 1's against the book's engine), plus what BatchNorm can truly buy
-at inference (folding it into the neighbouring Linear layers). Every number comes from
-:func:`vitbn_nb.bench.measure`, the function behind ``python -m vitbn_nb bench``: by default the
-measurement committed in ``figures/bench.json`` (its machine and date said with it), so that the book
-renders in minutes; measured anew on the rendering machine when asked (``run(..., measure=True)``,
-the notebook's ``measure`` parameter, ``python -m vitbn_nb book --measure``). ViTDyT (no
-normalisation at all) is timed beside them at equal depth: not a model of the articles. The
-accounting of the published gain is in :mod:`.speed_accounting`.
-"""
+Every number comes from :func:`vitbn_nb.bench.measure`: by default the measurement committed in
+``figures/bench.json``, anew when asked (``measure=True``, ``python -m vitbn_nb book --measure``).
+The accounting of the published gain is in :mod:`.accounting`."""
 
 from __future__ import annotations
 
@@ -31,9 +20,10 @@ from matplotlib.patches import Patch
 
 from ... import atomic, bench, paths, profiles
 from ...bench import op_counts
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...publishing import figures
 from ...publishing.results import ChapterResult
+from ..fixed_lr.article import DEVICES
 from .settings import SpeedSettings
 
 CHAPTER = "08_where_the_speed_comes_from"
@@ -52,17 +42,15 @@ PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline
 
 @dataclass(frozen=True)
 class SpeedResult(ChapterResult):
-    """Chapter 08's measurements (a :class:`vitbn_nb.bench.BenchResult`), and the settings they were taken with."""
+    """Chapter 08's measurements and the settings they were taken with; ``op_counts``: operations dispatched per
+    step; ``source``: "measured" now or "committed"; ``not_measured``: the settings' models the committed
+    measurement lacks; ``why_measured``: why no committed measurement was used."""
 
     settings: SpeedSettings
     bench: bench.BenchResult
-    #: operations dispatched per training step and inference pass, per model and depth (:mod:`vitbn_nb.bench.op_counts`)
     op_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
-    #: ``"measured"``: timed as the chapter ran, on this machine; ``"committed"``: read from ``figures/bench.json``
     source: str = "measured"
-    #: models the chapter's settings ask for that the committed measurement does not hold (not timed in its rounds)
     not_measured: tuple[str, ...] = ()
-    #: why no committed measurement was used, when one was looked for and the chapter measured instead
     why_measured: str = ""
 
     def row(self, kind: str, **where) -> dict:
@@ -78,6 +66,14 @@ class SpeedResult(ChapterResult):
     def reads(self) -> str:
         """What the outputs are drawn from, for their source line."""
         return COMMITTED_TIMED if self.source == "committed" else TIMED
+
+
+def _save(fig, name: str, result: SpeedResult, caption: str, reproduces: str):
+    """Save one of the chapter's figures, naming the measurement and its machine."""
+    extra = {"hardware_line": result.bench.hardware_label}
+    return figures.save_figure(
+        fig, name, result, reproduces=reproduces, caption=caption, reads=result.reads, extra=extra
+    )
 
 
 def plan(settings: SpeedSettings) -> list:
@@ -124,12 +120,9 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
 
 
 def run(settings: SpeedSettings, force: bool = False, device=None, measure=False) -> SpeedResult:
-    """The chapter's measurements: by default the committed one (``figures/bench.json``, with the settings it was
-    taken with; the models the settings ask for that it lacks are named in ``not_measured``); measured anew on this
-    machine when ``measure`` (or ``VITBN_MEASURE=1``) asks, under ``smoke`` (seconds, and a smoke book's outputs are
-    all its own), or when there is no usable committed measurement. A new measurement is kept beside the chapter's
-    outputs (``bench.json``), so a complete book run publishes it.
-    ``force`` changes nothing: nothing is stored to reuse."""
+    """The committed measurement (with the settings it was taken with), or a new one when ``measure`` (or
+    ``VITBN_MEASURE=1``) asks, under ``smoke``, or when none is usable; a new one (not smoke's) is kept as
+    ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored to reuse."""
     _check_depths(settings)
     why = ""
     if settings.profile != "smoke" and not measure_requested(measure):
@@ -140,10 +133,7 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
             return SpeedResult(taken, found, pd.DataFrame(counted), source="committed", not_measured=lacking)
     measured = bench.measure(settings, device, log=None)
     if settings.profile != "smoke":  # a smoke run's timings mean nothing: they never stand as the book's
-        atomic.write_text(
-            paths.figures_dir() / BENCH_FILE,
-            bench.to_json(measured),
-        )
+        atomic.write_text(paths.figures_dir() / BENCH_FILE, bench.to_json(measured))
     counted = op_counts.table(settings.models, settings.count_depths, settings.batch_size)
     return SpeedResult(settings, measured, pd.DataFrame(counted), why_measured=why)
 
@@ -188,8 +178,7 @@ def overview(result: SpeedResult) -> pd.DataFrame:
 
 
 def source_text(result: SpeedResult) -> str:
-    """Whether the numbers are the committed measurement (its machine, date and profile) or were measured now, and
-    which models the committed one lacks."""
+    """Whether the numbers are the committed measurement or were measured now, and which models it lacks."""
     meta = result.bench.meta
     if result.source == "committed":
         text = (
@@ -215,21 +204,20 @@ def source_text(result: SpeedResult) -> str:
 
 
 def hardware_note(result: SpeedResult) -> Markdown:
-    """Sentences for the chapter: where the numbers come from (committed or measured now), which machine, and what
-    that means for the numbers."""
+    """Where the numbers come from, which machine, and what that means for them."""
     where = source_text(result)
     machine = "this machine" if result.source == "measured" else "the machine that took it"
     if result.bench.meta["device"] == "cpu":
         return Markdown(
             where + f" There is **no GPU** on {machine}, so every time below is a CPU time. Article 1's times: "
-            f"{articles.ARTICLE1_DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
+            f"{DEVICES}; which of the two timed its epochs the reference repository cannot tell, "
             "so nothing below is a GPU-against-CPU contrast. How these ratios would change on a GPU is not "
             "measured here: run this chapter on one with `measure = True` (the `paper` profile is the default "
             "there) and the same code fills every figure and table with its numbers."
         )
     return Markdown(
         where + " This is a GPU run. Article 1's times (MNIST without augmentation, whole epochs): "
-        f"{articles.ARTICLE1_DEVICES}; whether they were taken on a GPU the reference repository cannot tell, so the "
+        f"{DEVICES}; whether they were taken on a GPU the reference repository cannot tell, so the "
         "ratios below are this GPU's, set beside article 1's, not a reproduction of its device."
     )
 
@@ -287,9 +275,9 @@ def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) ->
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
-    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group, marks per group)]."""
+    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group[, marks per group])]."""
     width = 0.8 / len(series)
-    for i, (label, color, hatch, alpha, values, marks) in enumerate(series):
+    for i, (label, color, hatch, alpha, values, *marks) in enumerate(series):
         x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
         bars = ax.bar(
             x,
@@ -302,7 +290,7 @@ def _bars(ax, groups, series, *, ylabel: str, title: str):
             edgecolor=color if hatch else "white",
             linewidth=0.8,
         )
-        for bar, mark in zip(bars, marks):
+        for bar, mark in zip(bars, marks[0] if marks else ()):
             if mark:
                 ax.annotate(
                     mark,
@@ -355,7 +343,7 @@ def equal_depth_figure(result: SpeedResult):
     ]
     axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     fig.suptitle("Equal depth: time per 1,000 MNIST images (* = article 1 as run)")
-    return figures.save_figure(
+    return _save(
         fig,
         "new_equal_depth_timing",
         result,
@@ -366,8 +354,6 @@ def equal_depth_figure(result: SpeedResult):
         + ("; ViTDyT (DyT in place of LayerNorm) is not a model of the articles" if "ViTDyT" in result.models else "")
         + (f"; not in this measurement: {', '.join(result.not_measured)}" if result.not_measured else "")
         + ".",
-        reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label},
     )
 
 
@@ -441,7 +427,7 @@ def pipeline_split_figure(result: SpeedResult):
         ax.legend(loc="best", fontsize=8)  # where the bars leave room (the short depth-1 rows)
     axes[0].set_yticks(y, labels, fontsize=8)
     fig.suptitle("Where the time goes: producing batches (data) against the model's work (* = article 1 as run)")
-    return figures.save_figure(
+    return _save(
         fig,
         "new_pipeline_split",
         result,
@@ -450,8 +436,6 @@ def pipeline_split_figure(result: SpeedResult):
         "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
         "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
         "pipeline and the book's engine.",
-        reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label},
     )
 
 
@@ -524,13 +508,13 @@ def folding_figure(result: SpeedResult):
     _bars(
         ax,
         [f"depth {d}" for d in depths],
-        [s if len(s) == 6 else (*s, [""] * len(depths)) for s in series],
+        series,
         ylabel="images per second (higher is faster)",
         title=f"Inference, book's engine, test batch {result.settings.test_batch_size}",
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle("What BatchNorm can buy at inference: folding it into the neighbouring Linear layers")
-    return figures.save_figure(
+    return _save(
         fig,
         "new_bn_folding",
         result,
@@ -539,6 +523,4 @@ def folding_figure(result: SpeedResult):
         "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
         "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
         "which cannot fold, costs.",
-        reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label},
     )

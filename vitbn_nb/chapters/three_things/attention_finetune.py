@@ -1,9 +1,5 @@
-"""Chapter 07 (b): attention-only against full fine-tuning at a new resolution (Touvron et al.).
-
-(a)'s depth-``depths[0]`` sequential models, trained on 28x28 MNIST, are fine-tuned on MNIST upscaled to
-56x56 (64 patches instead of 16; position embeddings interpolated bicubically), every weight or the
-attention only: accuracy before and after, trainable parameters, memory and compute time of a step.
-"""
+"""Chapter 07 (b): attention-only against full fine-tuning at 56x56 of (a)'s depth-``depths[0]`` models (Touvron
+et al.): accuracy before and after, trainable parameters, memory and compute time of a step."""
 
 from __future__ import annotations
 
@@ -14,12 +10,13 @@ import pandas as pd
 
 from ...data import image_sets
 from ...engines import engine, finetune
-from ...judging import articles, verdicts
+from ...judging import verdicts
 from ...models import build_model
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -28,13 +25,7 @@ MODES = {"full": "all", "attention only": "attention"}
 
 
 @dataclass(frozen=True)
-class FinetuneResult(results.ChapterResult):
-    """(b)'s fine-tuning runs (``table``: one row per run and epoch) and one row per run of measurements."""
-
-    settings: ThreeThingsSettings
-    table: pd.DataFrame
-    per_run: pd.DataFrame
-
+class FinetuneResult(shared.PartResult):
     @property
     def run_ids(self) -> list[str]:
         """The fine-tuning runs and the runs they started from."""
@@ -43,7 +34,7 @@ class FinetuneResult(results.ChapterResult):
 
 def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
     """Each source run with its two fine-tunings; a source is named by the id it is stored under (its own device
-    type's, so that a store trained on a GPU fine-tunes and renders anywhere)."""
+    type's: a store trained on a GPU fine-tunes anywhere)."""
     out = []
     for source in shared.sequential_configs(settings):
         source_id = source.run_id(runs.stored_device_type(source, device))
@@ -153,36 +144,19 @@ def finetune_figure(result: FinetuneResult):
     shared.accuracy_panel(
         axes[0], curves.sort_values("epoch"), variants, STYLES, "accuracy at 56x56 (epoch 0: no fine-tuning)"
     )
-    summary = (
-        per_run.groupby(["model", "variant"], sort=False)
-        .agg(
-            trainable=("trainable", "mean"),
-            total=("total", "mean"),
-            step_ms=("step_ms", "mean"),
-            memory_accounted=("memory_accounted", "mean"),
-            memory_cuda_peak=("memory_cuda_peak", "mean"),
-        )
-        .reset_index()
-    )
+    summary = shared.means(per_run, "trainable", "total", "step_ms", "memory_accounted", "memory_cuda_peak")
     summary["trainable_k"] = summary["trainable"] / 1000
-    shared.bars(
-        axes[1],
-        summary,
-        value="trainable_k",
-        variants=variants,
-        ylabel="trainable parameters (thousands)",
-        title="weights updated (and stored per task)",
-        annotate=lambda row: f"{100 * row['trainable'] / row['total']:.0f} %",
-    )
     column, label = _memory_column(per_run)
-    shared.bars(axes[2], summary, value=column, variants=variants, ylabel=label, title="memory of a training step")
-    shared.bars(
-        axes[3],
+    share = lambda row: f"{100 * row['trainable'] / row['total']:.0f} %"
+    shared.bar_panels(
+        axes[1:],
         summary,
-        value="step_ms",
-        variants=variants,
-        ylabel="compute time per step (ms)",
-        title="time per training step",
+        variants,
+        [
+            ("trainable_k", "trainable parameters (thousands)", "weights updated (and stored per task)", share),
+            (column, label, "memory of a training step"),
+            ("step_ms", "compute time per step (ms)", "time per training step"),
+        ],
     )
     shared.model_legend(fig, settings.models, variants)
     fig.suptitle(f"Fine-tuning depth-{settings.depths[0]} MNIST models at 56x56: every weight vs attention only")
@@ -208,25 +182,23 @@ def finetune_figure(result: FinetuneResult):
 
 def finetune_table(result: FinetuneResult):
     """Per model and mode: accuracy before and after, trainable share, memory and compute per step; saved."""
-    per_run, settings = result.per_run, result.settings
-    rows = []
-    for (model, variant), group in per_run.groupby(["model", "variant"], sort=False):
-        rows.append(
-            {
-                "model": model,
-                "fine-tuned": variant,
-                "before fine-tuning (%)": results.mean_sd(group["before"], 2),
-                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
-                "trainable parameters": int(group["trainable"].iloc[0]),
-                "of total (%)": 100 * group["trainable"].iloc[0] / group["total"].iloc[0],
-                "tensor memory per step (MiB)": group["memory_accounted"].mean(),
-                "of which activations (MiB)": group["memory_activations"].mean(),
-                "CUDA peak per step (MiB)": group["memory_cuda_peak"].mean(),
-                "compute ms/step": group["step_ms"].mean(),
-                "seeds": len(group),
-            }
-        )
-    out = pd.DataFrame(rows)
+    settings = result.settings
+    out = shared.table(
+        result.per_run,
+        ["model", "variant"],
+        lambda key, group: {
+            "model": key[0],
+            "fine-tuned": key[1],
+            "before fine-tuning (%)": results.mean_sd(group["before"], 2),
+            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "trainable parameters": int(group["trainable"].iloc[0]),
+            "of total (%)": 100 * group["trainable"].iloc[0] / group["total"].iloc[0],
+            "tensor memory per step (MiB)": group["memory_accounted"].mean(),
+            "of which activations (MiB)": group["memory_activations"].mean(),
+            "CUDA peak per step (MiB)": group["memory_cuda_peak"].mean(),
+            "compute ms/step": group["step_ms"].mean(),
+        },
+    )
     if out["CUDA peak per step (MiB)"].isna().all():
         out = out.drop(columns="CUDA peak per step (MiB)")
     return figures.save_table(
@@ -241,7 +213,7 @@ def finetune_table(result: FinetuneResult):
 
 def claims(result: FinetuneResult):
     """Touvron et al.'s statements about attention-only fine-tuning next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     column, _ = _memory_column(per_run)
 
     def saving(value: str) -> str:

@@ -1,18 +1,27 @@
-"""Chapter 07's shared parts: the runs its three parts share, the pieces of their figures and the words of their
-differences (each part in its own module: :mod:`.parallel_blocks`, :mod:`.attention_finetune`, :mod:`.hmlp_stem`;
-the chapter's plan in :mod:`.three_things`)."""
+"""Chapter 07's shared parts: the runs its three parts share, the pieces of their figures and tables."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ...publishing import figures
+from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .settings import ThreeThingsSettings
 
 CHAPTER = "07_three_things"
+
+
+@dataclass(frozen=True)
+class PartResult(results.ChapterResult):
+    """A part's runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
+
+    settings: ThreeThingsSettings
+    table: pd.DataFrame
+    per_run: pd.DataFrame
 
 
 def config(settings: ThreeThingsSettings, model: str, seed: int, **model_kwargs) -> RunConfig:
@@ -82,10 +91,26 @@ def sentences(table: pd.DataFrame):
 # ---------------------------------------------------------------------------------------------
 # pieces of the three parts' figures and claims
 # ---------------------------------------------------------------------------------------------
-def bars(ax, summary: pd.DataFrame, *, value: str, variants: list[str], ylabel: str, title: str, annotate=None):
-    """Grouped bars: one group per model, one bar per variant (hatched after the first).
+def means(per_run: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Per model and variant: the mean of each of ``columns`` over the seeds."""
+    return per_run.groupby(["model", "variant"], sort=False)[list(columns)].mean().reset_index()
 
-    ``annotate(row) -> str`` writes a label above each bar."""
+
+def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None:
+    """One :func:`bars` panel per ``(value, ylabel, title[, annotate])`` of ``panels``, on ``axes`` in turn."""
+    for ax, (value, ylabel, title, *annotate) in zip(axes, panels):
+        bars(
+            ax, summary, value=value, variants=variants, ylabel=ylabel, title=title, annotate=next(iter(annotate), None)
+        )
+
+
+def table(per_run: pd.DataFrame, keys: list[str], row) -> pd.DataFrame:
+    """One row per group of ``per_run`` by ``keys``: ``row(key values, group) -> dict``, plus its seeds."""
+    return pd.DataFrame([{**row(key, group), "seeds": len(group)} for key, group in per_run.groupby(keys, sort=False)])
+
+
+def bars(ax, summary: pd.DataFrame, *, value: str, variants: list[str], ylabel: str, title: str, annotate=None):
+    """Grouped bars: one group per model, one bar per variant (hatched after the first); ``annotate(row)`` labels."""
     models = list(dict.fromkeys(summary["model"]))
     width = 0.8 / len(variants)
     for i, variant in enumerate(variants):

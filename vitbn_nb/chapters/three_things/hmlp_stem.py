@@ -1,37 +1,25 @@
-"""Chapter 07 (c): the hMLP stem against the linear patch embedding (Touvron et al.).
-
-Each model at the chapter's first depth with a linear stem ((a)'s sequential runs) and with the
-hMLP stem (7x7 patches: a 7x7 convolution, then two 1x1 stages): accuracy, training time, the
-stem's parameters and FLOPs, and whether any patch's token depends on another patch's pixels.
-"""
+"""Chapter 07 (c): the hMLP stem against the linear patch embedding ((a)'s sequential runs) (Touvron et al.):
+accuracy, training time, the stem's parameters and FLOPs, and whether a patch's token sees another patch's pixels."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from ...judging import articles
 from ...models import build_model, count_parameters
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ..architectures.sizes import forward_flops
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
 STYLES = {"linear": "-", "hmlp": "--"}
 
 
-@dataclass(frozen=True)
-class StemResult(results.ChapterResult):
-    """(c)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
-
-    settings: ThreeThingsSettings
-    table: pd.DataFrame
-    per_run: pd.DataFrame
+StemResult = shared.PartResult
 
 
 def _pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
@@ -71,9 +59,8 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
 
 
 def flops_per_image(model: torch.nn.Module) -> float:
-    """Forward FLOPs of one image, counted as chapter 02's table counts every configuration
-    (:func:`.model_sizes.forward_flops`: one counter, 2 FLOPs per multiply-add, attention included), so that the
-    same ViT has the same count in both chapters."""
+    """Forward FLOPs of one image, counted as chapter 02's table counts them
+    (:func:`vitbn_nb.chapters.architectures.sizes.forward_flops`)."""
     return forward_flops(model)
 
 
@@ -114,27 +101,16 @@ def stem_figure(result: StemResult):
     variants = list(STYLES)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     shared.accuracy_panel(axes[0], table, variants, STYLES, f"accuracy (depth {settings.depths[0]})")
-    summary = (
-        per_run.groupby(["model", "variant"], sort=False)
-        .agg(train_seconds=("train_seconds", "mean"), stem_k=("stem_parameters", "mean"))
-        .reset_index()
-    )
-    summary["stem_k"] = summary["stem_k"] / 1000
-    shared.bars(
-        axes[1],
+    summary = shared.means(per_run, "train_seconds", "stem_parameters")
+    summary["stem_k"] = summary["stem_parameters"] / 1000
+    shared.bar_panels(
+        axes[1:],
         summary,
-        value="train_seconds",
-        variants=variants,
-        ylabel="train time per epoch (s)",
-        title="training time",
-    )
-    shared.bars(
-        axes[2],
-        summary,
-        value="stem_k",
-        variants=variants,
-        ylabel="stem parameters (thousands)",
-        title="patch-embedding parameters",
+        variants,
+        [
+            ("train_seconds", "train time per epoch (s)", "training time"),
+            ("stem_k", "stem parameters (thousands)", "patch-embedding parameters"),
+        ],
     )
     shared.model_legend(fig, settings.models, variants)
     fig.suptitle("Linear patch embedding vs hMLP stem (7x7 patches: 7x7 conv, then two 1x1 stages)")
@@ -151,24 +127,22 @@ def stem_figure(result: StemResult):
 
 def stem_table(result: StemResult):
     """Per model and stem: parameters, FLOPs, final accuracy, training time, patch mixing; saved."""
-    per_run = result.per_run
-    rows = []
-    for (model, variant), group in per_run.groupby(["model", "variant"], sort=False):
-        rows.append(
-            {
-                "model": model,
-                "stem": variant,
-                "parameters": int(group["parameters"].iloc[0]),
-                "stem parameters": int(group["stem_parameters"].iloc[0]),
-                "MFLOPs per image": group["flops"].iloc[0] / 1e6,
-                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
-                "train s/epoch (median)": group["train_seconds"].mean(),
-                "max change of other patches' tokens": group["mixing"].max(),
-                "seeds": len(group),
-            }
-        )
+    rows = shared.table(
+        result.per_run,
+        ["model", "variant"],
+        lambda key, group: {
+            "model": key[0],
+            "stem": key[1],
+            "parameters": int(group["parameters"].iloc[0]),
+            "stem parameters": int(group["stem_parameters"].iloc[0]),
+            "MFLOPs per image": group["flops"].iloc[0] / 1e6,
+            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "train s/epoch (median)": group["train_seconds"].mean(),
+            "max change of other patches' tokens": group["mixing"].max(),
+        },
+    )
     return figures.save_table(
-        pd.DataFrame(rows),
+        rows,
         "07_hmlp_stem_table",
         result,
         reproduces="new/hmlp_stem_table",
@@ -180,7 +154,7 @@ def stem_table(result: StemResult):
 
 def claims(result: StemResult):
     """Touvron et al.'s statements about the hMLP stem next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()
     mixing = per_run.groupby("variant", sort=False)["mixing"].max()
     return shared.sentences(

@@ -1,39 +1,26 @@
-"""Chapter 07 (a): sequential blocks against parallel blocks with the same parameters (Touvron et al.).
-
-Depth ``d`` against ``d / branches`` blocks of ``branches`` MHSA and FFN branches: test accuracy per
-epoch, training time per epoch (median over epochs, from the run store) and inference latency at
-batch 1 and at ``latency_batch``: every run's forward pass timed in the same ``latency_repeats`` interleaved rounds
-(one pass of each run per round, so a busy spell slows them alike), each round kept in the run's record, so that a
-latency carries its spread and sequential against parallel is judged by the book's rule, round by round.
-"""
+"""Chapter 07 (a): depth ``d`` against ``d / branches`` parallel blocks with the same parameters (Touvron et al.):
+accuracy, training time and inference latency, every run timed in the same interleaved rounds (kept in its record)
+so that sequential against parallel is judged by the book's rule, round by round."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ... import data
-from ...bench import timing
-from ...judging import articles, verdicts
+from ... import data, timing
+from ...judging import verdicts
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
+from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
 STYLES = {"sequential": "-", "parallel": "--"}
 
 
-@dataclass(frozen=True)
-class ParallelResult(results.ChapterResult):
-    """(a)'s runs (``table``: one row per run and epoch) and one row per run of measurements (``per_run``)."""
-
-    settings: ThreeThingsSettings
-    table: pd.DataFrame
-    per_run: pd.DataFrame
+ParallelResult = shared.PartResult
 
 
 def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
@@ -43,7 +30,7 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 
 def latencies_ms(models: dict, images, *, repeats: int) -> dict:
     """Milliseconds per image of each model's eval-mode forward pass over ``images``, one pass of every model per
-    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.bench.timing.interleave`)."""
+    round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
     import torch
 
     def runner(model):
@@ -119,27 +106,15 @@ def blocks_figure(result: ParallelResult):
             ax, table[table["total_depth"] == depth], variants, STYLES, f"accuracy: depth {depth} vs {depth // b} x {b}"
         )
     first = f"depth {depths[0]} vs {depths[0] // b} x {b}"
-    summary = (
-        per_run[per_run["total_depth"] == depths[0]]
-        .groupby(["model", "variant"], sort=False)
-        .agg(train_seconds=("train_seconds", "mean"), latency_1=("latency_1", "mean"))
-        .reset_index()
-    )
-    shared.bars(
-        axes[-2],
+    summary = shared.means(per_run[per_run["total_depth"] == depths[0]], "train_seconds", "latency_1")
+    shared.bar_panels(
+        axes[-2:],
         summary,
-        value="train_seconds",
-        variants=variants,
-        ylabel="train time per epoch (s)",
-        title=f"training time ({first})",
-    )
-    shared.bars(
-        axes[-1],
-        summary,
-        value="latency_1",
-        variants=variants,
-        ylabel="latency per image (ms)",
-        title=f"inference latency, batch of 1 ({first})",
+        variants,
+        [
+            ("train_seconds", "train time per epoch (s)", f"training time ({first})"),
+            ("latency_1", "latency per image (ms)", f"inference latency, batch of 1 ({first})"),
+        ],
     )
     shared.model_legend(fig, settings.models, variants)
     fig.suptitle(f"Parallel blocks: {b} MHSA + {b} FFN branches per block at the same parameter count")
@@ -156,23 +131,22 @@ def blocks_figure(result: ParallelResult):
 
 def blocks_table(result: ParallelResult):
     """Per model and structure: parameters, final accuracy (mean ± sd), train time, latency; saved."""
-    per_run, settings = result.per_run, result.settings
-    rows = []
-    for (_, model, _), group in per_run.groupby(["total_depth", "model", "variant"], sort=False):
-        rows.append(
-            {
-                "model": model,
-                "blocks (depth x branches)": group["blocks"].iloc[0],
-                "parameters": int(group["parameters"].iloc[0]),
-                "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
-                "train s/epoch (median)": group["train_seconds"].mean(),
-                "latency, batch 1 (ms/image): median [95 % interval of the rounds' mean]": _spread(group, "latency_1"),
-                f"latency, batch {settings.latency_batch} (ms/image): median [interval]": _spread(group, "latency_n"),
-                "seeds": len(group),
-            }
-        )
+    settings = result.settings
+    rows = shared.table(
+        result.per_run,
+        ["total_depth", "model", "variant"],
+        lambda key, group: {
+            "model": key[1],
+            "blocks (depth x branches)": group["blocks"].iloc[0],
+            "parameters": int(group["parameters"].iloc[0]),
+            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "train s/epoch (median)": group["train_seconds"].mean(),
+            "latency, batch 1 (ms/image): median [95 % interval of the rounds' mean]": _spread(group, "latency_1"),
+            f"latency, batch {settings.latency_batch} (ms/image): median [interval]": _spread(group, "latency_n"),
+        },
+    )
     return figures.save_table(
-        pd.DataFrame(rows),
+        rows,
         "07_parallel_blocks_table",
         result,
         reproduces="new/parallel_blocks_table",
@@ -201,7 +175,7 @@ def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
 
 def claims(result: ParallelResult):
     """Touvron et al.'s statements about parallel blocks next to what this run measured."""
-    per_run, said = result.per_run, articles.TOUVRON
+    per_run, said = result.per_run, article.SAID
     out = []
     for depth, group in per_run.groupby("total_depth", sort=False):
         params = group.groupby(["model", "variant"])["parameters"].first().unstack()

@@ -1,10 +1,5 @@
-"""Chapter 07: Touvron et al.'s "three things" on this book's LayerNorm and BatchNorm ViTs: its plan and protocol.
-
-(a) parallel blocks (:mod:`.parallel_blocks`), (b) attention-only fine-tuning at a new resolution
-(:mod:`.attention_finetune`) and (c) the hMLP stem (:mod:`.hmlp_stem`). The sequential runs of (a)
-are the baselines of (c) and the starting points of (b), so every model is trained once and reused
-from the run store; each part's ``force`` retrains only the runs it owns.
-"""
+"""Chapter 07: Touvron et al.'s "three things" on the book's ViTs, its plan and protocol: (a) parallel blocks, (b)
+attention-only fine-tuning, (c) the hMLP stem; (a)'s sequential runs serve (b) and (c), trained once."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Every clock of the book: the engine's epochs, the chapters' timed passes and the bench.
-
-One statistic everywhere: the **median** of the timed repeats (a busy spell on a shared machine
-lengthens some repeats; the median ignores them without flattering the code as a minimum would).
-The device is synchronised before every clock read. Short calls are timed by
-``torch.utils.benchmark`` (:func:`autorange`), long ones a fixed number of times (:func:`repeat`).
-"""
+"""Every clock of the book (the engine's epochs, the chapters' timed passes, the bench): the **median** of timed
+repeats (a busy spell lengthens some; a minimum would flatter), the device synchronised before every clock read."""
 
 from __future__ import annotations
 
@@ -16,9 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..system import synchronize
+from .system import synchronize
 
-STATISTIC = "median"
 #: What every caption says about a timing.
 TIMING_NOTE = "median of the timed repeats after a warm-up, the device synchronised before each clock read"
 

@@ -1,0 +1,37 @@
+"""Chapter 01's claims (article 2's Figs 1-3) judged by the one rule. What the runs ended with (Figs 1 and 3) and the
+stability at the high rate (Fig 2) are judged only over runs of the whole protocol; "converges faster" is read from
+the curves at any length, its scale named."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...judging import verdicts
+from ...judging.claims import judge_difference, protocol_scale, short_of
+from ...judging.selection import final_accuracy, paired, per_seed, select
+from ...judging.verdicts import Verdict
+from . import article
+from .settings import IntroSettings
+
+#: The claims about what the runs ended with, or about stability over the whole run.
+END_OF_PROTOCOL = ("article2/fig1/final", "article2/fig2/stable", "article2/fig3/cost")
+
+
+def judge(table: pd.DataFrame, settings: IntroSettings) -> list[Verdict]:
+    claims = {c.key: c for c in article.claims(settings)}
+    low, high = min(settings.lrs), max(settings.lrs)
+    scale = protocol_scale(table, article.EPOCHS)
+    mean = lambda lr, model: per_seed(select(table, lr=lr, model=model), verdicts.mean_accuracy)
+    final = lambda lr, model: final_accuracy(table, lr=lr, model=model)
+    fall = lambda model: final(low, model) - final(high, model)
+    values = {
+        "article2/fig1/converges": paired(mean(low, "DNNBN_d3"), mean(low, "DNN_d3")),
+        "article2/fig1/final": paired(final(low, "DNNBN_d3"), final(low, "DNN_d3")),
+        "article2/fig2/stable": paired(mean(high, "DNNBN_d3"), mean(high, "DNN_d3")),
+        "article2/fig3/cost": paired(fall("DNN_d3"), fall("DNNBN_d3")),
+    }
+    return [
+        (not table.empty and key in END_OF_PROTOCOL and short_of(table, article.EPOCHS, key))
+        or judge_difference(claims[key], found, scale)
+        for key, found in values.items()
+    ]

@@ -1,0 +1,58 @@
+"""Chapter 04's claims (article 1's Experiment 2) judged by the one rule from the optimised runs, one configuration
+per model (as run: ViT d6, the BatchNorm models d1), each at its own optimised batch size."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...judging import claims as shared
+from ...judging import verdicts
+from ...judging.selection import final_accuracy, paired, per_seed, select
+from ...judging.verdicts import Verdict
+from ..fixed_lr.article import against_article
+from . import article
+
+
+def experiment2(table: pd.DataFrame) -> list[Verdict]:
+    found = []
+    hardware = shared.hardware_of(table)
+    for claim in article.claims():
+        kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
+        if kind == "accuracy":
+            runs = select(table, model=model)
+            batch = int(runs["batch_size"].iloc[0]) if len(runs) else 100
+            reached, needed = shared.reached_steps(runs), shared.article_steps(claim.epochs, batch)
+            scale = (
+                f"{reached:,} of the {needed:,} steps {claim.epochs} epochs take at this run's optimised batch size; "
+                "the article's batch sizes are not in its text"
+            )
+            found.append(
+                Verdict(claim.key, verdicts.UNTESTABLE, unit="%", scale=scale)
+                if reached < needed
+                else shared.absolute(claim, final_accuracy(runs))
+            )
+        elif kind in ("r_t", "r_v"):
+            gains = shared.run_gains(table, dict(model=model), dict(model="ViT"), shared.TIMED[kind])
+            scale = against_article(hardware, article.DEVICES)
+            found.append(shared.gain(claim, gains, scale, f"{model} against ViT, each at its optimised settings"))
+        elif kind == "converges":
+            vit = per_seed(select(table, model="ViT"), verdicts.mean_accuracy)
+            for bn in shared.BN_MODELS:
+                values = paired(vit, per_seed(select(table, model=bn), verdicts.mean_accuracy))
+                pair = table[table["model"].isin(["ViT", bn])]
+                found.append(shared.judge_difference(claim, values, _optimised_scale(pair), f"ViT against {bn}"))
+    return found
+
+
+def _optimised_scale(table: pd.DataFrame) -> str:
+    """How much of the article's epochs each model's runs covered, in steps at that model's own batch size (the
+    article's optimised batch sizes are in its Table 2, which its text does not give)."""
+    steps = lambda runs: shared.article_steps(article.EPOCHS, int(runs["batch_size"].iloc[0]))
+    parts = [
+        f"{model} {shared.reached_steps(runs):,} of {steps(runs):,}"
+        for model, runs in table.groupby("model", sort=False)
+    ]
+    return (
+        f"steps of the {article.EPOCHS} epochs at each model's optimised batch size: {', '.join(parts)}; the "
+        "article's batch sizes are not in its text"
+    )

@@ -1,0 +1,26 @@
+"""What article 1's introduction says of the series' transfer article (not among the sources; it gives no numbers),
+and the claim chapter 06 tests."""
+
+from __future__ import annotations
+
+from ...judging.claims import BN_MODELS, RATIO, Claim
+
+SAID = {
+    "bn_faster": "the models with BatchNorm register a significant gain in inference time on EMNIST",
+    "cnn": "as an order-of-magnitude estimate, the inference times are compared with a CNN trained on the same data",
+}
+
+
+def claims() -> list[Claim]:
+    return [
+        Claim(
+            f"article1/transfer/{model}",
+            "article 1, on the series' transfer article",
+            SAID["bn_faster"],
+            RATIO,
+            f"{model} inference gain over ViT on the transfer set, at equal depth 6 (%)",
+            +1,
+            level=0.0,
+        )
+        for model in BN_MODELS
+    ]

@@ -1,0 +1,93 @@
+"""Chapter 03's claims (article 1's Experiment 1 and its conclusion on larger learning rates) judged by the one rule
+from the run table, in each configuration (as run: ViT d6 against BatchNorm models d1; as written: all at d6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...judging import claims as shared
+from ...judging import verdicts
+from ...judging.claims import Claim
+from ...judging.selection import final_accuracy, paired, per_seed, select
+from ...judging.verdicts import Verdict
+from ...models import CONFIGURATIONS
+from . import article
+from .article import EPOCHS
+
+
+def _rows(which: str) -> dict[str, dict]:
+    return {model: dict(model=model, depth=depth) for model, depth in CONFIGURATIONS[which].items()}
+
+
+def experiment1(table: pd.DataFrame) -> list[Verdict]:
+    """Every claim of Experiment 1 at each rate the table holds."""
+    found = []
+    hardware = shared.hardware_of(table)
+    for lr in sorted(article.EXPERIMENT1):
+        at_lr = select(table, lr=float(lr))
+        if at_lr.empty:
+            continue
+        for claim in (c for c in article.claims() if c.key.startswith(f"article1/lr{lr:g}/")):
+            kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
+            if kind == "accuracy":
+                runs = select(at_lr, **_rows("as run")[model])
+                found.append(
+                    shared.short_of(runs, claim.epochs, claim.key, unit="%")
+                    or shared.absolute(claim, final_accuracy(runs))
+                )
+            elif kind in ("r_t", "r_v"):
+                for which in CONFIGURATIONS:
+                    rows = _rows(which)
+                    gains = shared.run_gains(at_lr, rows[model], rows["ViT"], shared.TIMED[kind])
+                    condition = f"{which}: {model} d{rows[model]['depth']} against ViT d{rows['ViT']['depth']}"
+                    found.append(shared.gain(claim, gains, article.against_article(hardware), condition))
+            elif kind == "converges":
+                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy, shared.protocol_scale(at_lr, EPOCHS))
+            elif kind == "breakdown":
+                # ViT breaking down near epoch 15 and the BatchNorm models staying stable to the end need the whole run
+                untestable = shared.short_of(at_lr, claim.epochs, claim.key)
+                scale = shared.protocol_scale(at_lr, EPOCHS)
+                found += [untestable] if untestable else _vit_against_bn(claim, at_lr, verdicts.largest_fall, scale)
+    return found
+
+
+def _vit_against_bn(claim: Claim, at_lr: pd.DataFrame, statistic, scale: str) -> list[Verdict]:
+    """``statistic`` of ViT − that of each BatchNorm model, per seed, in each configuration."""
+    found = []
+    for which in CONFIGURATIONS:
+        rows = _rows(which)
+        vit = per_seed(select(at_lr, **rows["ViT"]), statistic)
+        for model in shared.BN_MODELS:
+            values = paired(vit, per_seed(select(at_lr, **rows[model]), statistic))
+            condition = f"{which}: ViT d{rows['ViT']['depth']} against {model} d{rows[model]['depth']}"
+            found.append(shared.judge_difference(claim, values, scale, condition))
+    return found
+
+
+def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
+    """Article 1's conclusion that BatchNorm allows a larger learning rate "without rendering the model unstable",
+    judged over the learning-rate sweep (the three models at depth 6) at every swept rate from article 1's largest up:
+    per seed, ViT's largest fall below its best accuracy so far minus the BatchNorm model's. Only runs of article 1's
+    whole protocol can show what it saw (a breakdown near epoch 15, stability to the end); shorter ones are "not
+    testable at this scale"."""
+    found = []
+    claims = {c.key: c for c in article.claims()}
+    largest = max(article.EXPERIMENT1)
+    rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
+    for model in (m for m in shared.BN_MODELS if m in set(sweep["model"])):
+        claim = claims[f"article1/larger_lr/{model}"]
+        for lr in rates:
+            pair = select(sweep, lr=float(lr))
+            pair = pair[pair["model"].isin([model, "ViT"])]
+            depth = int(pair["depth"].iloc[0])
+            condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
+            values = paired(
+                per_seed(select(pair, model="ViT"), verdicts.largest_fall),
+                per_seed(select(pair, model=model), verdicts.largest_fall),
+            )
+            found.append(
+                shared.short_of(pair, EPOCHS, claim.key, condition=condition)
+                or shared.judge_difference(claim, values, shared.protocol_scale(pair, EPOCHS), condition)
+            )
+    return found

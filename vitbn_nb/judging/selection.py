@@ -1,0 +1,47 @@
+"""Picking runs out of a run table (one row per run and epoch, :func:`vitbn_nb.store.runs.load_table`): the one
+home of "the runs at this lr, depth and model" and "the final accuracy per seed"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+
+def select(table: pd.DataFrame, **where) -> pd.DataFrame:
+    """The rows whose columns equal ``where``'s values (a float, such as an lr, compared with ``np.isclose``)."""
+    keep = np.ones(len(table), dtype=bool)
+    for column, value in where.items():
+        close = isinstance(value, (float, np.floating))
+        keep &= np.isclose(table[column], value) if close else (table[column] == value).to_numpy()
+    return table[keep]
+
+
+def require(table: pd.DataFrame, **where) -> pd.DataFrame:
+    """:func:`select`, refusing a selection that holds no run."""
+    chosen = select(table, **where)
+    if chosen.empty:
+        known = table[list(where)].drop_duplicates().to_dict("records")
+        raise ValueError(f"the run table has no rows for {where}; it holds {known}")
+    return chosen
+
+
+def final_epochs(table: pd.DataFrame) -> pd.DataFrame:
+    """The last recorded epoch of every run (a diverged run's is the epoch it diverged at)."""
+    return table.sort_values("epoch").groupby("run_id", sort=False).tail(1)
+
+
+def final_accuracy(table: pd.DataFrame, **where) -> pd.Series:
+    """Final test accuracy per seed of one configuration's runs (those of ``where``, when given)."""
+    return final_epochs(select(table, **where)).set_index("seed")["test_acc"].sort_index()
+
+
+def per_seed(table: pd.DataFrame, statistic: Callable[[pd.DataFrame], float]) -> pd.Series:
+    """``statistic`` of each run's curve, indexed by seed (a table of one configuration)."""
+    return pd.Series({seed: statistic(run) for seed, run in table.groupby("seed")}, dtype=float).sort_index()
+
+
+def paired(first: pd.Series, second: pd.Series) -> pd.Series:
+    """``first − second`` per seed, over the seeds both have."""
+    return (first - second).dropna()

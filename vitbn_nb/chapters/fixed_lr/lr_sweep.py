@@ -18,13 +18,11 @@ from ...publishing import figures
 from ...store.runs import RunConfig
 from .article import EPOCHS, EXPERIMENT1
 from .claims import larger_lr
-from .numbers import UNSTABLE_DROP, unstable_epoch
+from .numbers import MODELS, UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
 
 #: The depth all three models share in the sweep: article 1's L = 6.
 DEPTH = 6
-MODELS = ("ViT", "ViTBNFFN", "ViTBN")
-BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 
 def grid(settings: FixedLrSettings) -> list[float]:
@@ -34,19 +32,24 @@ def grid(settings: FixedLrSettings) -> list[float]:
 
 def plan(settings: FixedLrSettings, pipeline: str) -> list[RunConfig]:
     """The sweep's own runs: the depth-6 trio at each extra lr (chapter 03's lrs are trained by its own plan)."""
+    return configs(settings, settings.sweep_lrs, [(model, DEPTH) for model in MODELS], pipeline)
+
+
+def configs(settings: FixedLrSettings, lrs, pairs, pipeline: str) -> list[RunConfig]:
+    """One MNIST run per lr, seed and (model, depth) of ``pairs``, in that order."""
     return [
         RunConfig.from_settings(
             settings,
             model=model,
-            model_kwargs={} if AS_RUN_DEPTH[model] == DEPTH else {"depth": DEPTH},
+            model_kwargs={} if AS_RUN_DEPTH[model] == depth else {"depth": depth},
             dataset="mnist",
             lr=lr,
             seed=seed,
             pipeline=pipeline,
         )
-        for lr in settings.sweep_lrs
+        for lr in lrs
         for seed in range(settings.seeds)
-        for model in MODELS
+        for model, depth in pairs
     ]
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from ...judging import audit
 from ...judging.claims import protocol_scale
 from ...judging.selection import require
-from ...models import AS_RUN_DEPTH, CONFIGURATIONS
+from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -25,6 +25,7 @@ from .numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
+    UNSTABLE_DROP,
     article_reported,
     comparison,
     configuration,
@@ -49,9 +50,6 @@ CONFIGURATION_TEXT = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# runs
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FixedLrResult(results.ChapterResult):
     """Chapter 03's runs: one row per run and epoch (``table``), and the settings that trained them."""
@@ -87,35 +85,25 @@ def _full_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
 
 
 def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
-    return [
-        RunConfig.from_settings(
-            settings,
-            model=model,
-            model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
-            dataset="mnist",
-            lr=lr,
-            seed=seed,
-            pipeline=PIPELINE,
-        )
-        for lr in lrs
-        for seed in range(settings.seeds)
-        for model, depth in PAIRS
-    ]
+    return lr_sweep.configs(settings, lrs, PAIRS, PIPELINE)
 
 
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
     """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
     learning-rate sweep's further runs, then article 1's whole protocol at ``full_protocol_lrs`` (built as the
     ``paper`` plan builds them, so they are its runs)."""
-    own = _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
-    return own + _chapter_plan(full_protocol(settings), _full_lrs(settings))
+    return _own_plan(settings) + _chapter_plan(full_protocol(settings), _full_lrs(settings))
+
+
+def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
+    return _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest, and the
     whole protocol's runs apart from the profile's."""
     trained = runs.train_all(plan(settings), force=force)
-    own = len(_chapter_plan(settings, settings.lrs)) + len(lr_sweep.plan(settings, PIPELINE))
+    own = len(_own_plan(settings))
     table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
     chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
     return FixedLrResult(
@@ -183,27 +171,17 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# numbers
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# figures and tables
-# ---------------------------------------------------------------------------------------------
 def _label(model: str, depth) -> str:
     return f"{model} (depth {int(depth)})"
 
 
 def _names(lr: float, which: str = "as run") -> tuple[str, str]:
     """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
-    fig = FIGURE_OF_LR.get(next((k for k in FIGURE_OF_LR if np.isclose(k, lr)), None))
-    if fig is None:
-        name = f"fixed_lr_lr{lr:g}"
-        return (name, f"new/{name}") if which == "as run" else (f"{name}_as_written", f"new/{name}_as_written")
-    if which == "as run":
-        return f"article1_{fig}", f"article1/{fig}"
-    return f"article1_{fig}_as_written", f"new/article1_{fig}_as_written"
+    fig = next((fig for rate, fig in FIGURE_OF_LR.items() if np.isclose(rate, lr)), None)
+    name = f"fixed_lr_lr{lr:g}" if fig is None else f"article1_{fig}"
+    if which != "as run":
+        return f"{name}_as_written", f"new/{name}_as_written"
+    return name, f"new/{name}" if fig is None else f"article1/{fig}"
 
 
 def _footer_text(which: str) -> str:
@@ -233,15 +211,8 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     )
     if subset["diverged"].astype(bool).any():
         # lower left: a falling loss leaves it empty, and the × of a diverged run sits at the top edge
-        fig.axes[2].text(
-            0.02,
-            0.03,
-            "× = loss became NaN/inf (run stopped there)",
-            transform=fig.axes[2].transAxes,
-            ha="left",
-            va="bottom",
-            fontsize=9,
-        )
+        where = dict(transform=fig.axes[2].transAxes, ha="left", va="bottom", fontsize=9)
+        fig.axes[2].text(0.02, 0.03, "× = loss became NaN/inf (run stopped there)", **where)
     scaled = scale(subset, profile)
     caption = (
         f"Experiment 1 at lr {lr:g} ({scaled}), {_footer_text(which)}; {figures.spread_label(subset)}; "
@@ -287,9 +258,8 @@ def numbers_table(result: FixedLrResult, lr: float):
 
 def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
-    table = result.table
     figures.use_style()
-    table = configuration(table, "as run")
+    table = configuration(result.table, "as run")
     lrs = sorted(table["lr"].unique())
     styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
@@ -315,8 +285,7 @@ def time_per_lr_figure(result: FixedLrResult):
 
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
-    table = result.table
-    table = configuration(table, "as run")
+    table = configuration(result.table, "as run")
     return figures.save_table(
         lr_variation(table),
         "article1_fig6_numbers",
@@ -346,42 +315,36 @@ def ratios_table(result: FixedLrResult):
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_audit``: per reference checkpoint, which encoder blocks ever trained."""
-    frame = reference.summary()
-    return figures.save_table(
-        frame,
-        "new_reference_checkpoint_audit",
-        results.ChapterResult(settings),
-        reproduces="new/reference_checkpoint_audit",
-        caption=(
-            f"Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose "
-            f"norms hold their initial values and whose BatchNorm counted 0 steps never "
-            f"trained; source: {reference.source}"
-        ),
-        reads=_audited(reference),
+    caption = (
+        "Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose norms hold their initial "
+        "values and whose BatchNorm counted 0 steps never trained"
     )
+    return _audit_table(reference, settings, reference.summary(), "reference_checkpoint_audit", caption)
 
 
 def audit_scores_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_scores``: the reference checkpoints scored on MNIST with the book's classes."""
-    return figures.save_table(
-        reference.scores,
-        "new_reference_checkpoint_scores",
-        results.ChapterResult(settings),
-        reproduces="new/reference_checkpoint_scores",
-        caption=(
-            "Reference checkpoints loaded into the book's models (qkv_bias where they have "
-            "one; 'blocks loaded' = the depth built) and scored on the 10,000 MNIST test "
-            f"images, eval mode, ToTensor scaling; source: {reference.source}"
-        ),
-        reads=_audited(reference),
+    caption = (
+        "Reference checkpoints loaded into the book's models (qkv_bias where they have one; 'blocks loaded' = the "
+        "depth built) and scored on the 10,000 MNIST test images, eval mode, ToTensor scaling"
     )
+    return _audit_table(reference, settings, reference.scores, "reference_checkpoint_scores", caption)
 
 
-def _audited(reference: audit.ReferenceAudit) -> str:
-    """What the audit's tables read: the reference checkpoints themselves, or the audit recorded from them."""
+def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, frame, name: str, caption: str):
+    """Saved with what the audit read: the reference checkpoints themselves, or the audit recorded from them."""
     if reference.live:
-        return f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
-    return f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
+        reads = f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
+    else:
+        reads = f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
+    return figures.save_table(
+        frame,
+        f"new_{name}",
+        results.ChapterResult(settings),
+        reproduces=f"new/{name}",
+        caption=f"{caption}; source: {reference.source}",
+        reads=reads,
+    )
 
 
 def claims_table(result):
@@ -401,8 +364,6 @@ def instability_note(result: FixedLrResult):
     """Which runs broke down (accuracy more than 10 points below its best so far, or a NaN loss), at which epoch,
     per model, depth and lr: computed, and with one seed shown, not judged."""
     from IPython.display import Markdown
-
-    from .numbers import UNSTABLE_DROP
 
     found = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):

@@ -13,9 +13,6 @@ from .article import RATIOS, SETUP
 from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 
 
-# ---------------------------------------------------------------------------------------------
-# the accounting
-# ---------------------------------------------------------------------------------------------
 def published_ratio(kind: str, model: str) -> str:
     """Article 1's ratios r for ``model`` and ``kind`` as a range, with the gains g = 1 - 1/r they imply."""
     values = RATIOS[kind][model]
@@ -40,7 +37,7 @@ def accounting(result: SpeedResult) -> dict:
             pipeline = bench_.speed_of_ratios(
                 kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
             )
-            share_of = lambda m, d, p, kind=kind: result.row(kind, model=m, depth=d, pipeline=p)["data_share"]
+            share_of = lambda m, d, p, kind=kind: result.bench.row(kind, model=m, depth=d, pipeline=p)["data_share"]
             out[(model, kind)] = {
                 "published_engine": as_run.estimate,
                 "published_reference": as_run_reference.estimate,
@@ -68,48 +65,29 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
     here = result.bench.hardware_label
     rows = []
     for model in BN_MODELS:
-
-        def row(quantity, fn, model=model):
-            rows.append(
-                {
-                    "model": model,
-                    "quantity": quantity,
-                    **{kind: fn(numbers[(model, kind)], kind) for kind in ("training", "inference")},
-                }
-            )
-
-        row(
-            f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
-            lambda n, k, model=model: published_ratio(k, model),
-        )
-        row(
-            f"as run, article 1's pipeline, {here}, by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_as_run_reference"]),
-        )
-        row(f"as run, book's engine, {here}, by the rule", lambda n, k: verdicts.speed_text(n["judged_as_run"]))
-        row("depth: T(ViT d6) / T(ViT d1), by the rule", lambda n, k: verdicts.speed_text(n["judged_depth"]))
-        row(
-            f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_depth1"]),
-        )
-        row(
-            f"normalisation at depth 6: T(ViT d6) / T({model} d6), by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_depth6"]),
-        )
-        row("share of ln r (engine) explained by depth", lambda n, k: pct(n["depth_share"]))
-        row("share of ln r (engine) explained by normalisation", lambda n, k: pct(n["norm_share"]))
-        row(
-            "data loading, share of time, article 1's pipeline (ViT d6 / model d1)",
-            lambda n, k: f"{pct(n['data_share_reference'][0])} / {pct(n['data_share_reference'][1])}",
-        )
-        row(
-            "data loading, share of time, book's engine (ViT d6 / model d1)",
-            lambda n, k: f"{pct(n['data_share_engine'][0])} / {pct(n['data_share_engine'][1])}",
-        )
-        row(
-            "pipeline: r(article 1's pipeline) / r(engine), by the rule",
-            lambda n, k: verdicts.factor_text(n["judged_pipeline"]),
-        )
+        speed = lambda key: lambda n, k: verdicts.speed_text(n[key])
+        shares = lambda key: lambda n, k: f"{pct(n[key][0])} / {pct(n[key][1])}"
+        for quantity, fn in (
+            (
+                f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
+                lambda n, k, model=model: published_ratio(k, model),
+            ),
+            (f"as run, article 1's pipeline, {here}, by the rule", speed("judged_as_run_reference")),
+            (f"as run, book's engine, {here}, by the rule", speed("judged_as_run")),
+            ("depth: T(ViT d6) / T(ViT d1), by the rule", speed("judged_depth")),
+            (f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule", speed("judged_depth1")),
+            (f"normalisation at depth 6: T(ViT d6) / T({model} d6), by the rule", speed("judged_depth6")),
+            ("share of ln r (engine) explained by depth", lambda n, k: pct(n["depth_share"])),
+            ("share of ln r (engine) explained by normalisation", lambda n, k: pct(n["norm_share"])),
+            ("data loading, share of time, article 1's pipeline (ViT d6 / model d1)", shares("data_share_reference")),
+            ("data loading, share of time, book's engine (ViT d6 / model d1)", shares("data_share_engine")),
+            (
+                "pipeline: r(article 1's pipeline) / r(engine), by the rule",
+                lambda n, k: verdicts.factor_text(n["judged_pipeline"]),
+            ),
+        ):
+            each = {kind: fn(numbers[(model, kind)], kind) for kind in ("training", "inference")}
+            rows.append({"model": model, "quantity": quantity, **each})
     return pd.DataFrame(rows)
 
 
@@ -243,16 +221,14 @@ def effects_statement(result: SpeedResult) -> Markdown:
 def article_reported() -> pd.DataFrame:
     """What article 1 reports, ratio by ratio."""
     where = ("lr 0.0005 (text, Fig 3)", "lr 0.005 (text, Fig 4)", "lr 0.01 (text, Fig 5)", "optimised (text, Fig 8)")
-    rows = []
-    for kind, short in (("training", "r_t"), ("inference", "r_v")):
-        for model in BN_MODELS:
-            rows.append(
-                {
-                    "ratio": short,
-                    "model": model,
-                    **dict(zip(where, RATIOS[kind][model])),
-                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
-                    f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
-                }
-            )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "ratio": short,
+            "model": model,
+            **dict(zip(where, RATIOS[kind][model])),
+            "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
+            f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
+        }
+        for kind, short in (("training", "r_t"), ("inference", "r_v"))
+        for model in BN_MODELS
+    )

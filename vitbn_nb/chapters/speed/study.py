@@ -7,6 +7,7 @@ The accounting of the published gain is in :mod:`.accounting`."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -52,9 +53,6 @@ class SpeedResult(ChapterResult):
     source: str = "measured"
     not_measured: tuple[str, ...] = ()
     why_measured: str = ""
-
-    def row(self, kind: str, **where) -> dict:
-        return self.bench.row(kind, **where)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -106,10 +104,8 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
         settings = SpeedSettings(**{k: v for k, v in taken.items() if k in known})
         _check_depths(settings)
         result = bench.BenchResult.from_dict(found)
-        for model in settings.models:  # every row the views read is there
-            for depth in settings.depths:
-                result.row("training", model=model, depth=depth, pipeline="engine")
-                result.row("inference", model=model, depth=depth, pipeline="engine")
+        for model, depth, kind in itertools.product(settings.models, settings.depths, ("training", "inference")):
+            result.bench.row(kind, model=model, depth=depth, pipeline="engine")  # every row the views read is there
         for key in ("date", "hardware_label", "device", "matmul_peak", "versions", "timing", "memory_measure"):
             found[key]
     except FileNotFoundError:
@@ -222,9 +218,6 @@ def hardware_note(result: SpeedResult) -> Markdown:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# lookups
-# ---------------------------------------------------------------------------------------------
 def name(model: str, depth: int) -> str:
     return f"{model} d{depth}"
 
@@ -238,24 +231,16 @@ def share(part: float, whole: float) -> float:
     return math.log(part) / math.log(whole) if whole > 0 and part > 0 and abs(math.log(whole)) > 1e-9 else float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# equal depth
-# ---------------------------------------------------------------------------------------------
 def equal_depth(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
     rows = []
     for depth in result.settings.depths:
         for model in result.models:
-            row = {
-                "model": model,
-                "depth": depth,
-                "article 1 as run": "yes"
-                if result.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
-                else "",
-            }
+            as_run = result.bench.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
+            row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
             for kind in ("training", "inference"):
                 for pipeline in ("engine", "reference"):
-                    ips = result.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
+                    ips = result.bench.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
                     row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
                 short = "r_t" if kind == "training" else "r_v"
                 row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
@@ -317,7 +302,7 @@ def equal_depth_figure(result: SpeedResult):
         series = []
         for model in result.models:
             for pipeline in ("engine", "reference"):
-                rows = [result.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
                 series.append(
                     (
                         f"{model}, {PIPELINE_LABELS[pipeline]}",
@@ -357,9 +342,6 @@ def equal_depth_figure(result: SpeedResult):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# the data pipeline
-# ---------------------------------------------------------------------------------------------
 SPLIT_COLORS = {"data": "#E1A95F", "compute": "#6C8EBF", "forward": "#6C8EBF", "bookkeeping": "#B85450"}
 
 
@@ -370,8 +352,8 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
     for depth in result.settings.depths:
         for model in result.models:
             for pipeline in ("reference", "engine"):
-                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
+                train = result.bench.row("training", model=model, depth=depth, pipeline=pipeline)
+                infer = result.bench.row("inference", model=model, depth=depth, pipeline=pipeline)
                 r = ratio[(model, depth)]
                 rows.append(
                     {
@@ -399,8 +381,8 @@ def pipeline_split_figure(result: SpeedResult):
     for depth in result.settings.depths:
         for model in result.models:
             for pipeline in ("reference", "engine"):
-                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
+                train = result.bench.row("training", model=model, depth=depth, pipeline=pipeline)
+                infer = result.bench.row("inference", model=model, depth=depth, pipeline=pipeline)
                 labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
                 per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
                 train_parts.append(
@@ -439,59 +421,48 @@ def pipeline_split_figure(result: SpeedResult):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# folding
-# ---------------------------------------------------------------------------------------------
 def folding(result: SpeedResult) -> pd.DataFrame:
-    rows = []
-    for r in result.bench.folding.to_dict("records"):
-        rows.append(
-            {
-                "model": name(r["model"], r["depth"]),
-                "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
-                "folded (images/s)": round(r["folded_images_per_s"], 1),
-                "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
-                "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
-                "folded / ViT, by the rule": r["folded_over_vit_rule"],
-                "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
-                "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _folded_over_unfolded(result: SpeedResult, model: str, depth: int) -> verdicts.Verdict:
-    """Folded against unfolded inference, by the rule from their rounds (the figure marks its estimate)."""
-    unfolded = dict(model=model, depth=depth, pipeline="engine")
-    return result.bench.speed("inference", dict(folded=True, **unfolded), unfolded)
+    return pd.DataFrame(
+        {
+            "model": name(r["model"], r["depth"]),
+            "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
+            "folded (images/s)": round(r["folded_images_per_s"], 1),
+            "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
+            "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
+            "folded / ViT, by the rule": r["folded_over_vit_rule"],
+            "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
+            "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
+        }
+        for r in result.bench.folding.to_dict("records")
+    )
 
 
 def folding_figure(result: SpeedResult):
     """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
     depths = list(result.settings.depths)
     fold = {(r["model"], r["depth"]): r for r in result.bench.folding.to_dict("records")}
+    vit = lambda **removed: [
+        result.bench.row("inference", model="ViT", depth=d, pipeline="engine", **removed)["images_per_s"]
+        for d in depths
+    ]
+    # × marks folded against unfolded inference, by the rule from their rounds
+    unfolded = lambda model, d: dict(model=model, depth=d, pipeline="engine")
+    folded_over_unfolded = lambda m, d: result.bench.speed(
+        "inference", dict(folded=True, **unfolded(m, d)), unfolded(m, d)
+    )
     series = [
-        (
-            "ViT (LayerNorm)",
-            figures.color("ViT"),
-            None,
-            1.0,
-            [result.row("inference", model="ViT", depth=d, pipeline="engine")["images_per_s"] for d in depths],
-        ),
+        ("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit()),
         (
             "ViT with its LayerNorms removed (not a model: what LayerNorm costs)",
             figures.color("ViT"),
             "///",
             0.45,
-            [
-                result.row("inference", model="ViT", depth=d, pipeline="engine", norms_removed=True)["images_per_s"]
-                for d in depths
-            ],
+            vit(norms_removed=True),
         ),
     ]
     for model in BN_MODELS:
         series.append(
-            (f"{model}", figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
+            (model, figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
         )
         series.append(
             (
@@ -500,7 +471,7 @@ def folding_figure(result: SpeedResult):
                 "xx",
                 1.0,
                 [fold[(model, d)]["folded_images_per_s"] for d in depths],
-                [f"×{_folded_over_unfolded(result, model, d).estimate:.2f}" for d in depths],
+                [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths],
             )
         )
     figures.use_style()

@@ -105,7 +105,7 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
         _check_depths(settings)
         result = bench.BenchResult.from_dict(found)
         for model, depth, kind in itertools.product(settings.models, settings.depths, ("training", "inference")):
-            result.bench.row(kind, model=model, depth=depth, pipeline="engine")  # every row the views read is there
+            result.row(kind, model=model, depth=depth, pipeline="engine")  # every row the views read is there
         for key in ("date", "hardware_label", "device", "matmul_peak", "versions", "timing", "memory_measure"):
             found[key]
     except FileNotFoundError:

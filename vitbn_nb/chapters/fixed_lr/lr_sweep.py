@@ -1,6 +1,6 @@
-"""Chapter 03's learning-rate sweep: whether BatchNorm lets a ViT train at higher learning rates, at equal depth 6,
-over chapter 03's rates and ``sweep_lrs``: per model and lr, the final accuracy against the best lr's and ViT's, and
-where runs broke down, by the book's rule. Article 1's conclusion is judged in ``claims.larger_lr``."""
+"""Chapter 03's learning-rate sweep at equal depth 6 over its lrs and ``sweep_lrs``: per model and lr, final accuracy
+against the best lr's and ViT's, and where runs broke down, by the book's rule (article 1's conclusion:
+``claims.larger_lr``)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run_id, run in sweep.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
-        first = run.iloc[0]
-        images = MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
-        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        first, per_epoch = run.iloc[0], steps_per_epoch(run)
         broke = unstable_epoch(run)
         rows.append(
             {
@@ -83,6 +81,13 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).sort_values(["model", "lr", "seed"], ignore_index=True)
+
+
+def steps_per_epoch(run: pd.DataFrame) -> int:
+    """The optimiser steps of one epoch of a run (its first row's train size and batch)."""
+    images = run["train_size"].iloc[0] if "train_size" in run else None
+    images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
+    return engine.steps_per_epoch(images, int(run["batch_size"].iloc[0]))
 
 
 def _finals(runs: pd.DataFrame, model: str, lr: float) -> pd.Series:
@@ -108,12 +113,10 @@ def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
 def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
     """The largest lr whose runs train as well as at the best lr (the rule finds their difference within noise);
     None when there are too few seeds to judge."""
-    best = best_lr(runs, model)
-    lrs = sorted(runs.loc[runs["model"] == model, "lr"].unique())
-    if runs.loc[runs["model"] == model, "seed"].nunique() < verdicts.MIN_SEEDS:
+    best, one = best_lr(runs, model), runs[runs["model"] == model]
+    if one["seed"].nunique() < verdicts.MIN_SEEDS:
         return None
-    good = [lr for lr in lrs if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE]
-    return max(good)
+    return max(lr for lr in one["lr"].unique() if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE)
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -126,15 +129,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
             mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
             broke = one.dropna(subset=["broke down at step"])
             best = against_best(runs, model, lr)
-            vs_vit = (
-                verdicts.difference(
-                    f"{model} − ViT at lr {lr:g}",
-                    list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna()),
-                    +1,
-                )
-                if model != "ViT"
-                else None
-            )
+            ahead = list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna())
+            vs_vit = verdicts.difference(f"{model} − ViT at lr {lr:g}", ahead, +1) if model != "ViT" else None
             rows.append(
                 {
                     "model": model,

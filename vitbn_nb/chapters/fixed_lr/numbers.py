@@ -82,7 +82,7 @@ def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts) or "no claim judged"
 
 
-def _which(model: str, depth: int) -> str:
+def which_of(model: str, depth: int) -> str:
     return " and ".join(which for which, depths in CONFIGURATIONS.items() if depths.get(model) == depth)
 
 
@@ -104,7 +104,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
             {
                 "model": model,
                 "depth": depth,
-                "configuration": _which(model, depth),
+                "configuration": which_of(model, depth),
                 "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
                 "train s/epoch": results.mean_sd(per_run["train_seconds"], 2),
                 "test s/epoch": results.mean_sd(per_run["test_seconds"], 3),
@@ -164,7 +164,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 reported = f"> {article['accuracy_above'][model]:g}"
             else:
                 reported = "not quoted"
-            row = (_which(*key), f"{model} d{key[1]}", "final accuracy (%)", reported)
+            row = (which_of(*key), f"{model} d{key[1]}", "final accuracy (%)", reported)
             rows.append((*row, accuracy.loc[key, "accuracy (%)"], verdict))
         for quantity in ("r_t", "r_v"):
             for model in (m for m in BN_MODELS if m in speed.index):

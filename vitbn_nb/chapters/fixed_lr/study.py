@@ -1,6 +1,5 @@
-"""Chapter 03: Experiment 1 of article 1 at three fixed learning rates, as run (ViT d6 against BatchNorm models
-whose code computed one block) and as written (all three at depth 6), timed through article 1's pipeline; Figures
-3-6 and Table 1 beside the numbers the article reports."""
+"""Chapter 03: article 1's Experiment 1 at three fixed lrs, as run (ViT d6 against BatchNorm models whose code computed
+one block) and as written (all at depth 6), timed through article 1's pipeline; Figures 3-6 and Table 1."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import pandas as pd
 from ...judging import audit
 from ...judging.claims import protocol_scale
 from ...judging.selection import require
-from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -36,6 +34,7 @@ from .numbers import (
     statement,
     this_run,
     time_per_lr_statement,
+    which_of,
 )
 from .settings import FixedLrSettings
 
@@ -100,12 +99,11 @@ def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
-    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest, and the
-    whole protocol's runs apart from the profile's."""
+    """Train (or fetch) every run; the sweep's lrs apart, the whole protocol's apart from the profile's."""
     trained = runs.train_all(plan(settings), force=force)
     own = len(_own_plan(settings))
     table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
-    chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
+    chapter = table[_at_any(table, settings.lrs)]
     return FixedLrResult(
         settings,
         chapter.reset_index(drop=True),
@@ -122,18 +120,21 @@ def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
     return require(result.table, lr=float(lr)), result.profile
 
 
+def _at_any(table: pd.DataFrame, lrs) -> np.ndarray:
+    return np.isclose(table["lr"].to_numpy()[:, None], np.asarray(lrs)[None, :]).any(axis=1)
+
+
 def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
     """An output's own scale, for its caption and manifest: 'paper: 18,000 of the article's 18,000 steps'."""
     return f"{profile}: {protocol_scale(runs_at_lr, EPOCHS)}"
 
 
 def evidence(result: FixedLrResult) -> pd.DataFrame:
-    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, the profile's
-    elsewhere."""
+    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, else the profile's."""
     full = _full_lrs(result.settings) if result.full is not None else ()
     if not full:
         return result.table
-    taken = np.isclose(result.table["lr"].to_numpy()[:, None], np.asarray(full)[None, :]).any(axis=1)
+    taken = _at_any(result.table, full)
     return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
 
 
@@ -152,9 +153,7 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
             {
                 "model": model,
                 "depth": depth,
-                "configuration": " and ".join(
-                    which for which, depths in CONFIGURATIONS.items() if depths[model] == depth
-                ),
+                "configuration": which_of(model, depth),
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
@@ -189,10 +188,8 @@ def _footer_text(which: str) -> str:
 
 
 def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
-    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration.
-
-    As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
-    """
+    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration: as run it is
+    article 1's Figure 3, 4 or 5; as written, the comparison the article describes."""
     at, profile = at_lr(result, lr)
     figures.use_style()
     subset = configuration(at, which)
@@ -223,10 +220,12 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     )
 
 
-def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
+def _save_at_lr(result: FixedLrResult, lr: float, view, suffix: str, caption: str):
+    """``view(runs at lr, lr)`` saved as the lr's ``suffix`` table."""
     name, reproduces = _names(lr)
     subset, profile = at_lr(result, lr)
     scaled = scale(subset, profile)
+    frame = view(subset, lr)
     return figures.save_table(
         frame,
         f"{name}_{suffix}",
@@ -241,19 +240,16 @@ def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: s
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    subset = at_lr(result, lr)[0]
-    return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
+    return _save_at_lr(result, lr, comparison, "vs_article", statement(at_lr(result, lr)[0], lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    subset = at_lr(result, lr)[0]
     caption = (
-        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
-        "within each configuration (as run: BN models d1; as written: d6); timed "
-        "through article 1's pipeline"
+        f"This run at lr {lr:g}: {figures.sd_label(at_lr(result, lr)[0])}; ratios r = T(ViT d6) / T(model) within "
+        "each configuration (as run: BN models d1; as written: d6); timed through article 1's pipeline"
     )
-    return _save_at_lr(result, lr, this_run(subset, lr), "numbers", caption)
+    return _save_at_lr(result, lr, this_run, "numbers", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):
@@ -348,8 +344,8 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
 
 
 def claims_table(result):
-    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
-    sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
+    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger lrs (over the sweep, all at
+    depth 6), judged by the book's one rule; saved as NN_claims."""
     judged = evidence(result)
     found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
@@ -368,10 +364,10 @@ def instability_note(result: FixedLrResult):
     found = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         info = stability(runs_, model)
-        if info["unstable"]:
-            epochs = ", ".join(map(str, info["unstable"]))
+        if epochs := info["unstable"]:
             found.append(
-                f"**{model} d{depth} at lr {lr:g}**: from epoch {epochs} ({len(info['unstable'])}/{info['runs']} runs)"
+                f"**{model} d{depth} at lr {lr:g}**: from epoch {', '.join(map(str, epochs))} "
+                f"({len(epochs)}/{info['runs']} runs)"
             )
     seeds = int(result.table["seed"].nunique())
     if not found:

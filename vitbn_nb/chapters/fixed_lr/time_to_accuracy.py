@@ -1,6 +1,5 @@
-"""Chapter 03: how long each model takes to reach a test accuracy, from the runs' per-epoch records (a target
-reached mid-epoch counts at the epoch's end); each model against ViT by the book's rule on the seconds each took,
-seeds paired, judged where both reached the target in at least 3 seeds."""
+"""Chapter 03: how long each model takes to reach a test accuracy (a target reached mid-epoch counts at the epoch's
+end); each model against ViT by the book's rule on the seconds each took, seeds paired."""
 
 from __future__ import annotations
 
@@ -8,16 +7,15 @@ import math
 
 import pandas as pd
 
-from ...engines import engine
 from ...judging import verdicts
-from ...judging.claims import MNIST_TRAIN_IMAGES, hardware_of
+from ...judging.claims import BN_MODELS, hardware_of
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...system import contended
+from .lr_sweep import steps_per_epoch
 
 #: Test accuracies (%) a practitioner might train to; the smaller profiles reach the lower ones.
 TARGETS = (80.0, 90.0, 95.0)
-BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
@@ -26,10 +24,7 @@ def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
-        first = run.iloc[0]
-        images = first.get("train_size")
-        images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
-        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        first, per_epoch = run.iloc[0], steps_per_epoch(run)
         seconds = run["train_seconds"].cumsum().to_numpy()
         busy = [
             contended(load, cores) if pd.notna(load) else False

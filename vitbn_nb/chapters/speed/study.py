@@ -349,53 +349,54 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
     """Per configuration and pipeline: the share of time spent producing batches, and engine / article 1's pipeline."""
     rows = []
     ratio = {(r["model"], r["depth"]): r for r in result.bench.ratios.to_dict("records")}
+    for depth, model, pipeline, train, infer in _split_rows(result):
+        r, engine = ratio[(model, depth)], pipeline == "engine"
+        rows.append(
+            {
+                "configuration": name(model, depth) + (" *" if train["as_run"] else ""),
+                "pipeline": PIPELINE_LABELS[pipeline],
+                "training: data share": pct(train["data_share"]),
+                "training: data ms / step": round(1e3 * train["data_seconds"], 1),
+                "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
+                "inference: data share": pct(infer["data_share"]),
+                "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
+                "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"] if engine else "",
+                "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"] if engine else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _split_rows(result: SpeedResult):
+    """(depth, model, pipeline, training row, inference row) of every configuration, in the split's order."""
     for depth in result.settings.depths:
         for model in result.models:
             for pipeline in ("reference", "engine"):
-                train = result.bench.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.bench.row("inference", model=model, depth=depth, pipeline=pipeline)
-                r = ratio[(model, depth)]
-                rows.append(
-                    {
-                        "configuration": name(model, depth) + (" *" if train["as_run"] else ""),
-                        "pipeline": PIPELINE_LABELS[pipeline],
-                        "training: data share": pct(train["data_share"]),
-                        "training: data ms / step": round(1e3 * train["data_seconds"], 1),
-                        "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
-                        "inference: data share": pct(infer["data_share"]),
-                        "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
-                        "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"]
-                        if pipeline == "engine"
-                        else "",
-                        "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"]
-                        if pipeline == "engine"
-                        else "",
-                    }
+                where = dict(model=model, depth=depth, pipeline=pipeline)
+                yield (
+                    depth,
+                    model,
+                    pipeline,
+                    result.bench.row("training", **where),
+                    result.bench.row("inference", **where),
                 )
-    return pd.DataFrame(rows)
 
 
 def pipeline_split_figure(result: SpeedResult):
     """Stacked bars: seconds per 1,000 images spent producing batches and computing, both pipelines."""
     labels, train_parts, infer_parts = [], [], []
-    for depth in result.settings.depths:
-        for model in result.models:
-            for pipeline in ("reference", "engine"):
-                train = result.bench.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.bench.row("inference", model=model, depth=depth, pipeline=pipeline)
-                labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
-                per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
-                train_parts.append(
-                    {"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train}
-                )
-                per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
-                infer_parts.append(
-                    {
-                        "data": infer["data_seconds"] * per_infer,
-                        "forward": infer["forward_seconds"] * per_infer,
-                        "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
-                    }
-                )
+    for depth, model, pipeline, train, infer in _split_rows(result):
+        labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
+        per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
+        train_parts.append({"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train})
+        per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
+        infer_parts.append(
+            {
+                "data": infer["data_seconds"] * per_infer,
+                "forward": infer["forward_seconds"] * per_infer,
+                "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
+            }
+        )
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.36 * len(labels) + 1.6), sharey=True)
     y = np.arange(len(labels))[::-1]

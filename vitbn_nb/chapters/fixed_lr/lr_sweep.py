@@ -1,6 +1,5 @@
-"""Chapter 03's learning-rate sweep at equal depth 6 over its lrs and ``sweep_lrs``: per model and lr, final accuracy
-against the best lr's and ViT's, and where runs broke down, by the book's rule (article 1's conclusion:
-``claims.larger_lr``)."""
+"""Chapter 03's learning-rate sweep at equal depth 6: per model and lr, final accuracy against the best lr's and ViT's,
+and where runs broke down, by the book's rule (article 1's conclusion: ``claims.larger_lr``)."""
 
 from __future__ import annotations
 
@@ -111,8 +110,7 @@ def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
 
 
 def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
-    """The largest lr whose runs train as well as at the best lr (the rule finds their difference within noise);
-    None when there are too few seeds to judge."""
+    """The largest lr whose runs train as well as at the best lr, by the rule; None with too few seeds to judge."""
     best, one = best_lr(runs, model), runs[runs["model"] == model]
     if one["seed"].nunique() < verdicts.MIN_SEEDS:
         return None
@@ -120,8 +118,7 @@ def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per model and lr: the final accuracy over seeds, how many runs broke down and at which steps, the verdict
-    on "as good as the best lr", and the BatchNorm model against ViT at that lr."""
+    """Per model and lr: final accuracy, breakdowns, against the best lr and (BatchNorm models) against ViT."""
     rows = []
     for model in [m for m in MODELS if m in set(runs["model"])]:
         for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
@@ -160,9 +157,8 @@ def _steps_text(broke: pd.DataFrame) -> str:
 
 
 def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
-    """The lrs at which ``model``'s runs never came within the breakdown's drop of its best lr (their mean best
-    accuracy more than that below the best lr's mean final accuracy), with that best accuracy: such a run cannot
-    fall far enough to count as broken down, which is not the same as training stably."""
+    """The lrs (with their mean best accuracy) at which ``model`` never came within the breakdown's drop of its best
+    lr's final accuracy: such runs cannot count as broken down, which is not the same as training stably."""
     one = runs[runs["model"] == model]
     reference = one[np.isclose(one["lr"], best_lr(runs, model))]["final accuracy (%)"].mean()
     best = one.groupby("lr")["best accuracy (%)"].mean()
@@ -251,8 +247,7 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
 
 
 def statement(result) -> Markdown:
-    """Per model: the best lr, the largest lr that trains as well (by the rule), where runs broke down, and how each
-    BatchNorm model fares against ViT over the grid."""
+    """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
     runs = per_run(result.sweep)
     table = summary(runs)
     seeds = int(runs["seed"].nunique())
@@ -299,9 +294,7 @@ def statement(result) -> Markdown:
 
 
 def takeaway(result) -> Markdown:
-    """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
-    as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
+    """One line on article 1's conclusion on larger lrs, from its claims over the sweep (:func:`.claims.larger_lr`)."""
     found = larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")

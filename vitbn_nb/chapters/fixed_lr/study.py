@@ -88,9 +88,8 @@ def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
 
 
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
-    learning-rate sweep's further runs, then article 1's whole protocol at ``full_protocol_lrs`` (built as the
-    ``paper`` plan builds them, so they are its runs)."""
+    """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's further runs, then article 1's whole
+    protocol at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
     return _own_plan(settings) + _chapter_plan(full_protocol(settings), _full_lrs(settings))
 
 

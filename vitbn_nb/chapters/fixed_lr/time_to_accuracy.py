@@ -19,8 +19,7 @@ TARGETS = (80.0, 90.0, 95.0)
 
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
-    """One row per run and target: the epoch, steps and cumulative training seconds at which the run first reached
-    the target (NaN when it never did), and whether any epoch up to then was timed on a busy machine."""
+    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), and whether timed busy."""
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
@@ -63,8 +62,7 @@ def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: f
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
-    """``model`` at ``depth`` against ViT at depth 6, seconds to ``target``, by the rule (seeds paired; a seed
-    where either never reached the target leaves the comparison)."""
+    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired."""
     vit = _runs_of(reached, "ViT", 6, lr, target)["seconds"]
     other = _runs_of(reached, model, depth, lr, target)["seconds"]
     both = pd.concat([vit, other], axis=1, keys=["vit", "model"]).dropna()
@@ -78,8 +76,7 @@ def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target:
 
 
 def summary(result) -> pd.DataFrame:
-    """Per learning rate, configuration, BatchNorm model and target: each model's steps and seconds to the target
-    (median over the seeds that reached it, and how many did), and the rule's verdict on the seconds."""
+    """Per lr, configuration, BatchNorm model and target: median steps and seconds to it, and the rule's verdict."""
     table = result.table
     reached = per_run(table)
     hardware = hardware_of(table)

@@ -183,8 +183,7 @@ def accounting_statement(result: SpeedResult) -> Markdown:
 
 
 def effects_statement(result: SpeedResult) -> Markdown:
-    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), each ratio judged by
-    the rule from its interleaved rounds."""
+    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), judged by the rule."""
     numbers = accounting(result)
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (

@@ -22,8 +22,7 @@ def _form_rounds(row: dict) -> list[float]:
 
 
 def flattened_against(result: SpeedResult) -> dict:
-    """The flattened form (the book's) against each other form of the same case, by the rule from their rounds:
-    {(mode, dim, form): Verdict}; above 1, the flattened form is faster."""
+    """{(mode, dim, form): the book's flattened form against that form, by the rule}; above 1: flattened faster."""
     frame = result.bench.norm_forms
     judged = {}
     for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):

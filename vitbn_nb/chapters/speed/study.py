@@ -1,8 +1,5 @@
-"""Chapter 08: where article 1's speed-up comes from -- depth, data pipeline and normalisation, measured.
-
-Every number comes from :func:`vitbn_nb.bench.measure`: by default the measurement committed in
-``figures/bench.json``, anew when asked (``measure=True``, ``python -m vitbn_nb book --measure``).
-The accounting of the published gain is in :mod:`.accounting`."""
+"""Chapter 08: where article 1's speed-up comes from (depth, data pipeline, normalisation), from the measurement
+committed in ``figures/bench.json`` or one taken anew (``measure=True``); the accounting is in :mod:`.accounting`."""
 
 from __future__ import annotations
 
@@ -43,9 +40,8 @@ PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline
 
 @dataclass(frozen=True)
 class SpeedResult(ChapterResult):
-    """Chapter 08's measurements and the settings they were taken with; ``op_counts``: operations dispatched per
-    step; ``source``: "measured" now or "committed"; ``not_measured``: the settings' models the committed
-    measurement lacks; ``why_measured``: why no committed measurement was used."""
+    """Chapter 08's measurements, their settings and operation counts; ``source``: "measured" or "committed";
+    ``not_measured``: models the committed measurement lacks; ``why_measured``: why no committed one was used."""
 
     settings: SpeedSettings
     bench: bench.BenchResult
@@ -88,14 +84,12 @@ def _check_depths(settings: SpeedSettings) -> None:
 
 
 def measure_requested(measure=False) -> bool:
-    """Whether to measure anew: the ``measure`` argument (a bool, or papermill's 'true' / 'false'), or
-    ``VITBN_MEASURE=1`` (``python -m vitbn_nb book --measure``)."""
+    """Whether to measure anew: ``measure`` (a bool, or papermill's 'true' / 'false'), or ``VITBN_MEASURE=1``."""
     return profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
 
 
 def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | None, str]:
-    """The committed measurement (``figures/bench.json``) and the settings it was taken with; or (None, None, why
-    it cannot be used)."""
+    """The committed measurement and the settings it was taken with; or (None, None, why it cannot be used)."""
     file = paths.book_figures_dir() / BENCH_FILE
     try:
         found = json.loads(file.read_text())
@@ -116,9 +110,8 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
 
 
 def run(settings: SpeedSettings, force: bool = False, device=None, measure=False) -> SpeedResult:
-    """The committed measurement (with the settings it was taken with), or a new one when ``measure`` (or
-    ``VITBN_MEASURE=1``) asks, under ``smoke``, or when none is usable; a new one (not smoke's) is kept as
-    ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored to reuse."""
+    """The committed measurement, or a new one when ``measure`` asks, under ``smoke``, or when none is usable; a new one
+    (not smoke's) is kept as ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored."""
     _check_depths(settings)
     why = ""
     if settings.profile != "smoke" and not measure_requested(measure):

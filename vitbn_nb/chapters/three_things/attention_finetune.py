@@ -32,8 +32,7 @@ class FinetuneResult(shared.PartResult):
 
 
 def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
-    """Each source run with its two fine-tunings; a source is named by the id it is stored under (its own device
-    type's: a store trained on a GPU fine-tunes anywhere)."""
+    """Each source run with its two fine-tunings, the source named by the id it is stored under (any device's)."""
     out = []
     for source in shared.sequential_configs(settings):
         source_id = source.run_id(runs.stored_device_type(source, device))

@@ -64,11 +64,8 @@ def sequential_configs(settings: ThreeThingsSettings) -> list[RunConfig]:
 
 
 def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
-    """Train (or reuse) every config of ``(labels, config)`` pairs; a tidy per-epoch table with the labels added.
-
-    ``force`` retrains only the configs in ``own`` (all of them when ``own`` is None): a part never
-    retrains the runs it borrows from another.
-    """
+    """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
+    only those in ``own`` (all when None): a part never retrains the runs it borrows."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:

@@ -1,5 +1,4 @@
-"""Chapter 07 (c): the hMLP stem against the linear patch embedding ((a)'s sequential runs) (Touvron et al.):
-accuracy, training time, the stem's parameters and FLOPs, and whether a patch's token sees another patch's pixels."""
+"""Chapter 07 (c): the hMLP stem against the linear patch embedding ((a)'s runs): accuracy, time, parameters, FLOPs."""
 
 from __future__ import annotations
 

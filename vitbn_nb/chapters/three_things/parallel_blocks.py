@@ -1,6 +1,5 @@
-"""Chapter 07 (a): depth ``d`` against ``d / branches`` parallel blocks with the same parameters (Touvron et al.):
-accuracy, training time and inference latency, every run timed in the same interleaved rounds (kept in its record)
-so that sequential against parallel is judged by the book's rule, round by round."""
+"""Chapter 07 (a): depth ``d`` against ``d / branches`` parallel blocks with the same parameters (Touvron et al.),
+every run timed in the same interleaved rounds so that the rule judges them round by round."""
 
 from __future__ import annotations
 
@@ -161,8 +160,7 @@ def _spread(group: pd.DataFrame, key: str) -> str:
 
 
 def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
-    """Parallel against sequential latency of ``model`` by the rule: the rounds of the two runs of each seed,
-    paired (they were timed in the same rounds)."""
+    """Parallel against sequential latency of ``model`` by the rule, each seed's rounds paired (timed together)."""
     rates = {}
     for variant in ("parallel", "sequential"):
         runs_ = group[(group["model"] == model) & (group["variant"] == variant)].sort_values("seed")

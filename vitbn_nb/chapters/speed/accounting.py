@@ -28,34 +28,32 @@ def accounting(result: SpeedResult) -> dict:
     out = {}
     for model in BN_MODELS:
         for kind in ("training", "inference"):
-            as_run = bench_.speed(kind, at(model, 1), at("ViT", 6))
-            as_run_reference = bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference"))
-            depth = bench_.speed(kind, at("ViT", 1), at("ViT", 6))
-            norm1 = equal_depth_speed(result, kind, model, 1)
-            norm6 = equal_depth_speed(result, kind, model, 6)
-            # r through article 1's pipeline over r through the engine, round by round
-            pipeline = bench_.speed_of_ratios(
-                kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
-            )
+            # "faster", "slower" or "as fast", by the rule (never read off one median)
+            judged = {
+                "as_run": bench_.speed(kind, at(model, 1), at("ViT", 6)),
+                "as_run_reference": bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference")),
+                "depth": bench_.speed(kind, at("ViT", 1), at("ViT", 6)),
+                "depth1": equal_depth_speed(result, kind, model, 1),
+                "depth6": equal_depth_speed(result, kind, model, 6),
+                # r through article 1's pipeline over r through the engine, round by round
+                "pipeline": bench_.speed_of_ratios(
+                    kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
+                ),
+            }
+            r = {key: verdict.estimate for key, verdict in judged.items()}
             share_of = lambda m, d, p, kind=kind: result.bench.row(kind, model=m, depth=d, pipeline=p)["data_share"]
             out[(model, kind)] = {
-                "published_engine": as_run.estimate,
-                "published_reference": as_run_reference.estimate,
-                "depth": depth.estimate,
-                "norm_depth1": norm1.estimate,
-                "norm_depth6": norm6.estimate,
-                "depth_share": share(depth.estimate, as_run.estimate),
-                "norm_share": share(norm1.estimate, as_run.estimate),
-                "pipeline_factor": pipeline.estimate,
+                "published_engine": r["as_run"],
+                "published_reference": r["as_run_reference"],
+                "depth": r["depth"],
+                "norm_depth1": r["depth1"],
+                "norm_depth6": r["depth6"],
+                "depth_share": share(r["depth"], r["as_run"]),
+                "norm_share": share(r["depth1"], r["as_run"]),
+                "pipeline_factor": r["pipeline"],
                 "data_share_reference": (share_of("ViT", 6, "reference"), share_of(model, 1, "reference")),
                 "data_share_engine": (share_of("ViT", 6, "engine"), share_of(model, 1, "engine")),
-                # "faster", "slower" or "as fast", by the rule (never read off one median)
-                "judged_as_run": as_run,
-                "judged_as_run_reference": as_run_reference,
-                "judged_depth": depth,
-                "judged_depth1": norm1,
-                "judged_depth6": norm6,
-                "judged_pipeline": pipeline,
+                **{f"judged_{key}": verdict for key, verdict in judged.items()},
             }
     return out
 

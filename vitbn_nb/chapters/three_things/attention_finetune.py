@@ -116,9 +116,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
                 "trainable": record["parameters"]["trainable"],
                 "total": record["parameters"]["total"],
                 "step_ms": 1000 * compute.median() / steps,
-                "memory_accounted": memory["accounted"],
-                "memory_activations": memory["activations"],
-                "memory_cuda_peak": memory["cuda_peak"],
+                **{f"memory_{key}": memory[key] for key in ("accounted", "activations", "cuda_peak")},
                 "final_acc": run_.final_accuracy,
                 "before": before[label["source"]],
             }

@@ -115,16 +115,7 @@ def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None
         for i, variant in enumerate(variants):
             rows = summary[summary["variant"] == variant].set_index("model").reindex(models)
             x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
-            drawn = ax.bar(
-                x,
-                rows[value],
-                width,
-                color=[figures.color(m) for m in models],
-                alpha=1.0 if i == 0 else 0.55,
-                hatch=None if i == 0 else "//",
-                edgecolor="0.25",
-                linewidth=0.6,
-            )
+            drawn = ax.bar(x, rows[value], width, color=[figures.color(m) for m in models], linewidth=0.6, **_look(i))
             if annotate:
                 ax.bar_label(drawn, labels=[annotate[0](row) for _, row in rows.iterrows()], fontsize=8, padding=2)
         ax.set_xticks(np.arange(len(models)), models)
@@ -133,21 +124,17 @@ def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None
         ax.set_ylim(0, 1.2 * top if np.isfinite(top) and top > 0 else 1)  # room for the labels above the bars
 
 
+def _look(i: int) -> dict:
+    """The bars of the i-th variant: solid for the first, hatched and paler after."""
+    return dict(alpha=1.0 if i == 0 else 0.55, hatch=None if i == 0 else "//", edgecolor="0.25")
+
+
 def model_legend(fig, models, variants: list[str]):
     """One legend under the figure: a colour per model, then the bar style of each variant."""
     from matplotlib.patches import Patch
 
     handles = [Patch(color=figures.color(m), label=m) for m in models]
-    handles += [
-        Patch(
-            facecolor="0.6",
-            alpha=1.0 if i == 0 else 0.55,
-            hatch=None if i == 0 else "//",
-            edgecolor="0.25",
-            label=f"{variant} (bars)",
-        )
-        for i, variant in enumerate(variants)
-    ]
+    handles += [Patch(facecolor="0.6", label=f"{variant} (bars)", **_look(i)) for i, variant in enumerate(variants)]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), title=None)
 
 

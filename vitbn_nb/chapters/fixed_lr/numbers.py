@@ -49,8 +49,7 @@ def stability(table: pd.DataFrame, model: str = "ViT") -> dict:
     for _, one in rows.groupby("run_id"):
         if (one["status"] == "diverged").any():
             diverged.append(int(one.loc[one["diverged"].astype(bool), "epoch"].min()))
-        epoch = unstable_epoch(one)
-        if epoch is not None:
+        if (epoch := unstable_epoch(one)) is not None:
             unstable.append(epoch)
     return {"runs": rows["run_id"].nunique(), "diverged": sorted(diverged), "unstable": sorted(unstable)}
 

@@ -83,11 +83,6 @@ def _check_depths(settings: SpeedSettings) -> None:
         )
 
 
-def measure_requested(measure=False) -> bool:
-    """Whether to measure anew: ``measure`` (a bool, or papermill's 'true' / 'false'), or ``VITBN_MEASURE=1``."""
-    return profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
-
-
 def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | None, str]:
     """The committed measurement and the settings it was taken with; or (None, None, why it cannot be used)."""
     file = paths.book_figures_dir() / BENCH_FILE
@@ -114,7 +109,9 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
     (not smoke's) is kept as ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored."""
     _check_depths(settings)
     why = ""
-    if settings.profile != "smoke" and not measure_requested(measure):
+    # ``measure``: a bool, or papermill's 'true' / 'false'; ``VITBN_MEASURE=1`` asks too
+    requested = profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
+    if settings.profile != "smoke" and not requested:
         found, taken, why = committed_measurement()
         if found is not None:
             counted = op_counts.table(taken.models, taken.count_depths, taken.batch_size)
@@ -291,7 +288,11 @@ def equal_depth_figure(result: SpeedResult):
     figures.use_style()
     depths = list(result.settings.depths)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
-    for ax, kind in zip(axes, ("training", "inference")):
+    titles = {
+        "training": f"training (batch {result.settings.batch_size})",
+        "inference": f"inference (test batch {result.settings.test_batch_size})",
+    }
+    for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
             for pipeline in ("engine", "reference"):
@@ -306,15 +307,7 @@ def equal_depth_figure(result: SpeedResult):
                         ["*" if r["as_run"] else "" for r in rows],
                     )
                 )
-        _bars(
-            ax,
-            [f"depth {d}" for d in depths],
-            series,
-            ylabel="seconds per 1,000 images",
-            title=f"{kind} (batch {result.settings.batch_size})"
-            if kind == "training"
-            else f"{kind} (test batch {result.settings.test_batch_size})",
-        )
+        _bars(ax, [f"depth {d}" for d in depths], series, ylabel="seconds per 1,000 images", title=titles[kind])
     handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
         Patch(facecolor="white", edgecolor="0.4", hatch="///", label="article 1's pipeline"),

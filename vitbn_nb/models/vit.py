@@ -35,14 +35,7 @@ from einops import rearrange, repeat
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
-from .norms import (
-    NormLayer,
-    check_choice,
-    check_positive,
-    check_probability,
-    map_norm,
-    norm_layer,
-)
+from .norms import NormLayer, check_choice, check_positive, check_probability, map_norm, norm_layer
 
 
 def pair(t: int | tuple[int, int]) -> tuple[int, int]:

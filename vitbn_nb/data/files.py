@@ -1,9 +1,6 @@
-"""The book's data files: MNIST (exact, offline-capable) and the EMNIST digits, with their checks.
-
-Everything lands under ``paths.data_dir()`` unless a ``root`` is given; see ``data/README.md``.
-The raw files keep torchvision's layout (``<root>/MNIST/raw``, ``<root>/EMNIST/raw``) so the
-stock ``torchvision.datasets`` classes read them without any download flag.
-"""
+"""The book's data files: MNIST (exact, offline-capable) and the EMNIST digits, with their checks; under
+``paths.data_dir()`` unless a ``root`` is given (``data/README.md``), in torchvision's layout (``<root>/MNIST/raw``,
+``<root>/EMNIST/raw``) so the stock ``torchvision.datasets`` classes read them without any download flag."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Normalisation layers as layer factories (timm's ``norm_layer``: number of features -> a module over the last
-dimension), and :data:`NORMS`, which names them: a new norm is one class and one entry there.
-
-BatchNorm on tokens ``(b, n, d)`` normalises each feature over batch and tokens; it runs ``BatchNorm1d`` on the
-``(b n) d`` view, the same arithmetic as the articles' transposed forms with no copy (``tests/test_models.py``).
-"""
+dimension), and :data:`NORMS`, which names them: a new norm is one class and one entry there. BatchNorm on tokens
+``(b, n, d)`` runs ``BatchNorm1d`` on the ``(b n) d`` view: the articles' transposed forms' arithmetic, with no copy."""
 
 from __future__ import annotations
 

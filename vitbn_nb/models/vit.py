@@ -1,9 +1,8 @@
 """One Vision Transformer family whose normalisation is a constructor choice.
 
-``ViT`` is the standard pre-norm encoder of the einops-style vit-pytorch (its state-dict
-names, so checkpoints of that layout load). ``ViTBNFFN``, ``ViTBN`` and ``ViTDyT`` are the
-same class with other norms, each a layer factory of :mod:`vitbn_nb.models.norms` (or its
-name in ``NORMS``):
+``ViT`` is the standard pre-norm encoder of the einops-style vit-pytorch (its state-dict names, so checkpoints of that
+layout load). ``ViTBNFFN``, ``ViTBN`` and ``ViTDyT`` are the same class with other norms, each a layer factory of
+:mod:`vitbn_nb.models.norms` (or its name in ``NORMS``):
 
 =========  ==================  ======================  ===============  ==========
 model      patch embedding     attention               feed-forward     final norm
@@ -14,13 +13,9 @@ ViTBN      BatchNorm           BatchNorm -> MHSA       Lin -> BN-GELU   BatchNor
 ViTDyT     DyT                 DyT -> MHSA             DyT -> Lin-GELU  DyT
 =========  ==================  ======================  ===============  ==========
 
-``norm`` is the norm of the patch embedding, the attention and the end; ``ffn_norm`` the
-feed-forward network's before its first Linear, ``ffn_hidden_norm`` after it (either may be
-``None``).
-
-Two options of Touvron et al.'s "Three things everyone should know about Vision
-Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
-``stem='hmlp'`` (a hierarchical per-patch MLP instead of the linear patch embedding).
+``norm`` is the norm of the patch embedding, the attention and the end; ``ffn_norm`` the feed-forward network's before
+its first Linear, ``ffn_hidden_norm`` after it (either may be ``None``). ``branches`` and ``stem='hmlp'`` are from
+Touvron et al.'s "Three things" (2022), with every norm.
 """
 
 from __future__ import annotations

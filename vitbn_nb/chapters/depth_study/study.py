@@ -335,7 +335,7 @@ def extra_models_table(result: DepthResult):
     settings = result.settings
     used, shown = _beside(result)
     lr, depth = settings.extra_lr, settings.extra_depth
-    rows = []
+    rows, last = [], results.final_epochs(used) if len(used) else None
     for model in shown:
         accuracy = final_accuracy(used, lr=lr, depth=depth, model=model) if len(used) else pd.Series(dtype=float)
         ran = len(accuracy) > 0
@@ -344,9 +344,7 @@ def extra_models_table(result: DepthResult):
             "norms": NORMS_IN.get(model, ""),
             "final accuracy (%)": results.mean_sd(accuracy) if ran else "not run",
             "seeds": len(accuracy),
-            "diverged": int((results.final_epochs(used[used["model"] == model])["status"] == "diverged").sum())
-            if ran
-            else 0,
+            "diverged": int((last.loc[last["model"] == model, "status"] == "diverged").sum()) if ran else 0,
         }
         for other in MODELS:
             paired = (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna() if ran else accuracy

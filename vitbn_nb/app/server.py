@@ -129,7 +129,7 @@ def model_choice(store=None) -> Run | None:
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
     """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
-    A damaged run is passed over (and named); a damaged run asked for stops the app with the reason."""
+    A damaged run is passed over (named); one asked for stops the app with the reason."""
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
         if not is_run_name(run_id):
@@ -189,8 +189,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 # -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
     """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`. Only
-    :data:`FORMATS` are tried and the size is checked from the header before a pixel is decoded (Pillow's pixel
-    limit, set by :func:`create_app`, stands behind it)."""
+    :data:`FORMATS` are tried, the size checked from the header before a pixel is decoded."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
@@ -218,8 +217,7 @@ def read_image(data: bytes) -> np.ndarray:
 
 
 def limit_pillow() -> None:
-    """Pillow's decompression-bomb limit set for this app: an image larger than :data:`MAX_SIDE` squared is refused
-    by Pillow itself (``Image.open`` raises past twice the limit), behind the app's own check of the header."""
+    """Pillow's own decompression-bomb limit at :data:`MAX_SIDE` squared, behind the app's check of the header."""
     Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE
 
 
@@ -248,17 +246,9 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     h, w = crop.shape
     scale = 20 / max(h, w)
     size = (max(1, round(h * scale)), max(1, round(w * scale)))
-    box = (
-        F.interpolate(
-            torch.from_numpy(np.ascontiguousarray(crop))[None, None],
-            size=size,
-            mode="bilinear",
-            antialias=True,
-            align_corners=False,
-        )[0, 0]
-        .clamp(0, 1)
-        .numpy()
-    )
+    crop = torch.from_numpy(np.ascontiguousarray(crop))[None, None]
+    box = F.interpolate(crop, size=size, mode="bilinear", antialias=True, align_corners=False)[0, 0].clamp(0, 1)
+    box = box.numpy()
     h, w = box.shape
     mass = box.sum()
     cy = (box.sum(axis=1) * np.arange(h)).sum() / mass
@@ -303,8 +293,8 @@ def _too_large():
 
 
 def _bounded_body(wsgi_app):
-    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413. The
-    bytes read are counted: Flask checks only the Content-Length header, which a chunked body lacks."""
+    """``wsgi_app`` given the body read whole, up to :data:`MAX_BODY_BYTES` (counted: a chunked body has no
+    Content-Length for Flask to check); a longer one gets a 413."""
     from werkzeug.exceptions import HTTPException
     from werkzeug.wsgi import get_input_stream
 
@@ -347,15 +337,9 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     app.wsgi_app = _bounded_body(app.wsgi_app)
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
-        config = run.config
-        info = {
-            "run_id": run.run_id,
-            "model": config.model,
-            "depth": config.model_kwargs.get("depth"),
-            "dataset": config.dataset,
-            "train_images": run.record.get("train_images"),
-            "final_accuracy": round(run.final_accuracy, 2),
-        }
+        config, accuracy = run.config, round(run.final_accuracy, 2)
+        info = dict(run_id=run.run_id, model=config.model, depth=config.model_kwargs.get("depth"))
+        info.update(dataset=config.dataset, train_images=run.record.get("train_images"), final_accuracy=accuracy)
 
     @app.get("/")
     def index():

@@ -81,11 +81,8 @@ class RunConfig:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
-        image_size = self.model_kwargs.get("image_size", 28)
-        if (
-            vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size)
-            != (IMAGE_SIZE[self.dataset],) * 2
-        ):
+        image_size, side = self.model_kwargs.get("image_size", 28), IMAGE_SIZE[self.dataset]
+        if vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size) != (side, side):
             raise ValueError(
                 f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
                 f"image_size={image_size!r} must match"

@@ -67,8 +67,8 @@ def training_sets(config: RunConfig, device: torch.device):
 
 
 def _opened(config: RunConfig, run_id: str, device: torch.device, deadline, force: bool, off: bool, mlflow):
-    """Under the run's lock: the stored run when it is finished, else its files started (resumed from its checkpoint
-    when there is one), its model and its optimiser's state."""
+    """Under the run's lock: the stored run when it is finished, else its files started (resumed from a checkpoint),
+    its model, its optimiser's state and its data."""
     files = RunFiles(config, run_id, device, deadline)
     if (done := files.finished(force)) is not None:
         return mirror(done, mlflow)
@@ -106,10 +106,9 @@ def train(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> Run:
-    """Train ``config``, or return it from the store when it already finished.
-
-    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror
-    the finished run (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
+    """Train ``config``, or return it from the store when it already finished. ``deadline``: stop at the last epoch
+    boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror the finished run (``None``: when
+    ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
     if config.engine == "stacked":
         return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
     device = pick_device(device)
@@ -155,7 +154,6 @@ def mirror(run: Run, mlflow: bool | None) -> Run:
     if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
         tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
         return run
-
     try:
         tracking.mirror_run(run)
     except Exception as error:
@@ -208,13 +206,8 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
         config = dict(record["config"])
         kwargs = config.pop("model_kwargs")
         config["pipeline"] = _READ_AS.get(config.get("pipeline"), config.get("pipeline"))
-        base = {
-            "run_id": record["run_id"],
-            "status": record["status"],
-            "device": record["hardware"]["device"],
-            "depth": kwargs.get("depth"),
-            **config,
-        }
+        base = {"run_id": record["run_id"], "status": record["status"], "device": record["hardware"]["device"]}
+        base.update(depth=kwargs.get("depth"), **config)
         for epoch in record["epochs"]:
             row = {**base, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
@@ -223,10 +216,8 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
 
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
-    """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train).
-
-    A run held only among the committed records (a record without weights) is trained into the run store from the
-    configuration its record states; the committed record is never written."""
+    """Train one stored run anew from its recorded configuration (a damaged record's too, when it still parses); a
+    committed record's run is trained into the run store, the committed record never written."""
     if not is_run_name(run_id):
         raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
     folder = stored_path(str(run_id))

@@ -98,17 +98,13 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
     for record in sorted(folder.glob("*/record.json")):
         try:
             run = Run(record.parent)
+            if not _usable(run):
+                continue
+            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
         except RunStoreError as error:
             skipped.append(f"{record.parent.name}: damaged ({error})")
             continue
         except (OSError, ValueError, KeyError):  # a foreign folder is not a candidate
-            continue
-        if not _usable(run):
-            continue
-        try:
-            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
-        except RunStoreError as error:
-            skipped.append(f"{run.run_id}: damaged ({error})")
             continue
         if smoke_scale(run):
             skipped.append(
@@ -152,6 +148,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     else:
         found, skipped = candidates()
         model = run = None
+        why = "the best servable run in the store"
         for candidate in found:
             try:
                 model, run = candidate.load_model("cpu"), candidate
@@ -175,8 +172,6 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
             run = train(FALLBACK)
             model = run.load_model("cpu")
             why = "the app's own fallback, trained now"
-        else:
-            why = "the best servable run in the store"
     config = run.config
     log(
         f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "

@@ -208,17 +208,14 @@ def _read_listing(file: Path, tar: tarfile.TarFile) -> dict:
     except (OSError, ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else error
         _refuse(file, f"has an unreadable bundle.json ({reason})")
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != FORMAT
-        or not isinstance(manifest.get("files"), dict)
-    ):
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or manifest.get("format") != FORMAT:
         _refuse(file, "was written by another version of the book (no list of its files with checksums)")
     size = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    for name, entry in manifest["files"].items():
+    for name, entry in files.items():
         if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and size(entry.get("bytes"))):
             _refuse(file, f"lists {name!r} without its checksum and size")
-    return manifest["files"]
+    return files
 
 
 def _allowed(name: str) -> bool:
@@ -239,13 +236,9 @@ def _check_listing(file: Path, listed: dict, store: Path) -> None:
     total = sum(entry["bytes"] for entry in listed.values())
     if total > MAX_BYTES:
         _refuse(file, f"unpacks to {total / 2**30:.1f} GiB (a bundle unpacks to at most {MAX_BYTES / 2**30:.0f} GiB)")
-    free = shutil.disk_usage(store).free
-    if total > free:
-        _refuse(
-            file,
-            f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}",
-            "fix: free some space",
-        )
+    if total > (free := shutil.disk_usage(store).free):
+        problem = f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}"
+        _refuse(file, problem, "fix: free some space")
 
 
 def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[str]) -> bool:
@@ -438,36 +431,27 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
     """Per study folder and chosen-values file of the bundle: add, replace (the bundle's optimisation went further:
     every trial here is in its ledger, the same), or keep; conflicting states are named."""
     plans, conflicts = {}, []
-    studies = sorted({name.split("/")[0] for name in found.state if "/" in name})
-    for study in studies:
-        mine, theirs = store / STATE_FOLDER / study, found.state.get(f"{study}/trials.json")
-        if not mine.exists():
-            plans[study] = "add"
-            continue
-        same = all(
-            (mine / n.split("/")[1]).is_file() and (mine / n.split("/")[1]).read_bytes() == p.read_bytes()
+    ours = lambda name: store / STATE_FOLDER / name
+    for key in sorted({name.split("/")[0] for name in found.state}):  # a study's folder, or a chosen-values file
+        if not ours(key).exists():
+            plans[key] = "add"
+        elif all(
+            ours(n).is_file() and ours(n).read_bytes() == p.read_bytes()
             for n, p in found.state.items()
-            if n.startswith(f"{study}/")
-        )
-        here, there = _ledger(mine / "trials.json"), _ledger(theirs) if theirs else {}
-        if same:
-            plans[study] = "unchanged"
-        elif here.items() <= there.items():
-            plans[study] = "replace"
-        elif there.items() <= here.items():
-            plans[study] = "unchanged"  # this store's optimisation went further
+            if n.split("/")[0] == key
+        ):
+            plans[key] = "unchanged"
+        elif key in found.state:
+            conflicts.append(f"{ours(key)} differs from the bundle's copy")
         else:
-            conflicts.append(f"optimisation {study}: the bundle's trials and this store's differ")
-    for name, path in found.state.items():
-        if "/" in name:
-            continue
-        target = store / STATE_FOLDER / name
-        if not target.exists():
-            plans[name] = "add"
-        elif target.read_bytes() == path.read_bytes():
-            plans[name] = "unchanged"
-        else:
-            conflicts.append(f"{target} differs from the bundle's copy")
+            theirs = found.state.get(f"{key}/trials.json")
+            here, there = _ledger(ours(key) / "trials.json"), _ledger(theirs) if theirs else {}
+            if here.items() <= there.items():
+                plans[key] = "replace"
+            elif there.items() <= here.items():
+                plans[key] = "unchanged"  # this store's optimisation went further
+            else:
+                conflicts.append(f"optimisation {key}: the bundle's trials and this store's differ")
     return plans, conflicts
 
 
@@ -542,10 +526,7 @@ def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plan
             else:
                 record = read_record(target)
                 # Both kept: the bundle's measurements win where both took one (it comes from training).
-                record["measurements"] = {
-                    **record.get("measurements", {}),
-                    **found.records[run_id].get("measurements", {}),
-                }
+                record["measurements"] = record.get("measurements", {}) | found.records[run_id].get("measurements", {})
                 write_record(merged / "record.json", record)
             new = merged
         moves.append((new, target))

@@ -105,18 +105,8 @@ class Study:
         return self.model_kwargs["depth"]
 
     def trial_config(self, lr: float, batch_size: int) -> RunConfig:
-        return RunConfig(
-            model=self.model,
-            model_kwargs=self.model_kwargs,
-            dataset=self.dataset,
-            epochs=self.trial_epochs,
-            lr=float(lr),
-            batch_size=int(batch_size),
-            test_batch_size=self.test_batch_size,
-            seed=self.seed,
-            train_size=self.train_size,
-            test_size=self.test_size,
-        )
+        fields = {k: v for k, v in asdict(self).items() if k != "trial_epochs"}  # the rest are its trials' fields
+        return RunConfig(**fields, epochs=self.trial_epochs, lr=float(lr), batch_size=int(batch_size))
 
     def key(self, device_type: str) -> str:
         described = {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}

@@ -215,10 +215,8 @@ def _train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) -> list
 
 
 def _train_stack(name, kwargs, s, train_set, test_set, device, refused: dict) -> list[list[dict]]:
-    members = []
-    for seed, lr in s.members:
-        model = _model(name, kwargs, seed, device)
-        members.append(stack.Member(model, stack.optimizer_for(model, lr, device), seed))
+    models = [(seed, lr, _model(name, kwargs, seed, device)) for seed, lr in s.members]
+    members = [stack.Member(model, stack.optimizer_for(model, lr, device), seed) for seed, lr, model in models]
     history: list[list[dict]] = [[] for _ in members]
 
     def epoch_end(per_member: list[dict]) -> bool:

@@ -305,14 +305,9 @@ def _train_group(group: list, start_epoch: int, device: torch.device, progress: 
     with engine.progress_bar(config.epochs * steps, start_epoch * steps, desc, progress) as bar:
         while group:
             _train_members(group, train_data, test_data, device, bar)
-            still = []
-            for entry in group:
-                _, files, model, _ = entry
-                epochs = files.record["epochs"]
-                if epochs and (epochs[-1]["diverged"] or len(epochs) >= config.epochs):
-                    finished.append(mirror(files.finish(model), mlflow))
-                else:
-                    still.append(entry)
+            ended = lambda files: (e := files.record["epochs"]) and (e[-1]["diverged"] or len(e) >= config.epochs)
+            finished += [mirror(files.finish(model), mlflow) for _, files, model, _ in group if ended(files)]
+            still = [entry for entry in group if not ended(entry[1])]
             if still and len(still) == len(group):  # nobody diverged, nobody finished: the deadline stopped it
                 still[0][1].finish(still[0][2])  # raises DeadlineReached (every member is checkpointed)
             group = still

@@ -193,8 +193,7 @@ def train(
 
     if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
-    stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
-    if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one
+    if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
         check_device.ensure(log=log)
     trained = []
     for stage in STAGES:

@@ -211,11 +211,6 @@ def read_image(data: bytes) -> np.ndarray:
         ) from None
 
 
-def limit_pillow() -> None:
-    """Pillow's own decompression-bomb limit at :data:`MAX_SIDE` squared, behind the app's check of the header."""
-    Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE
-
-
 def _ink(image: Image.Image) -> np.ndarray:
     if "A" in image.getbands() or (image.mode == "P" and "transparency" in image.info):
         rgba = np.asarray(image.convert("RGBA"), dtype=np.float32) / 255
@@ -326,7 +321,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     if model is None:
         model, run = load_model(train_if_missing=train_if_missing)
     model = model.eval()
-    limit_pillow()
+    Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # Pillow's own bomb limit, behind read_image's check of the header
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.wsgi_app = _bounded_body(app.wsgi_app)

@@ -81,8 +81,8 @@ class TimedBatches:
         self.timings: dict = {}
 
     def __iter__(self) -> Iterator:
-        fetching = timing.Intervals(self.device)
-        if self.device.type == "cuda":
+        fetching, cuda = timing.Intervals(self.device), self.device.type == "cuda"
+        if cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
         start = timing.clock(self.device)
         batches = iter(self.batches)
@@ -99,16 +99,10 @@ class TimedBatches:
         self.timings = {
             "train_seconds": timing.clock(self.device) - start,
             "data_seconds": fetching.seconds(),
-            **peak_memory(self.device),
+            # the GPU's peak since the reset above; none on the CPU (the process's high-water mark is not the run's)
+            "peak_memory_mib": round(torch.cuda.max_memory_allocated(self.device) / 2**20, 1) if cuda else None,
             **machine_load(),
         }
-
-
-def peak_memory(device: torch.device) -> dict:
-    """The most memory the device held since its peak was last reset (MiB); ``None`` on the CPU (no per-run figure)."""
-    if device.type != "cuda":
-        return {"peak_memory_mib": None}
-    return {"peak_memory_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:

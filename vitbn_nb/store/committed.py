@@ -59,11 +59,6 @@ def _best_files(sources: list[Path], profiles: set) -> dict[str, Path]:
     return found
 
 
-def _named_studies(best_files: dict[str, Path]) -> set[str]:
-    chosen = [entry for best in best_files.values() for entry in json.loads(best.read_text()).values()]
-    return {e["study"] for e in chosen if isinstance(e, dict) and isinstance(e.get("study"), str)}
-
-
 def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (from ``store``, else the records
     staged or committed before), the runs they started from, the optimisation state behind them, and every ended
@@ -76,7 +71,9 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     named = {run_id for entry in outputs.values() for run_id in entry.get("run_ids", [])}
     profiles = {entry.get("profile") for entry in outputs.values()}
     best_files = _best_files(sources, profiles)
-    studies = _studies(sources, named, _named_studies(best_files))
+    chosen = [entry for best in best_files.values() for entry in json.loads(best.read_text()).values()]
+    chosen_studies = {e["study"] for e in chosen if isinstance(e, dict) and isinstance(e.get("study"), str)}
+    studies = _studies(sources, named, chosen_studies)
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
     wanted = _with_starting_runs(named, sources) | _ended(campaign, sources)

@@ -34,10 +34,6 @@ def tracking_uri(uri: str | None = None) -> str:
     return uri or os.environ.get(URI_VARIABLE) or f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
-def _is_file_store(uri: str) -> bool:
-    return urlparse(uri).scheme in ("", "file")
-
-
 def _sqlite_path(uri: str) -> Path | None:
     if not uri.startswith("sqlite:///"):
         return None
@@ -71,7 +67,7 @@ def client(uri: str | None = None):
     uri = tracking_uri(uri)
     if (why := unreachable(uri)) is not None:
         raise ConnectionError(f"{URI_VARIABLE}={uri}: {why}; fix: start the server, or unset {URI_VARIABLE}")
-    if _is_file_store(uri):
+    if urlparse(uri).scheme in ("", "file"):
         # Naming a file store is the opt-in MLflow 3 asks for; without it the client raises.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     elif (path := _sqlite_path(uri)) is not None:
@@ -142,11 +138,6 @@ def _tags(record: dict) -> dict[str, str]:
     return tags
 
 
-def _find(mlflow_client, experiment: str, record: dict):
-    hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'", max_results=50)
-    return next((hit for hit in hits if hit.data.tags.get("started") == (record.get("started") or "")), None)
-
-
 def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, tags: dict | None = None) -> str:
     """Log ``run`` (a finished or diverged ``runs.Run``) to MLflow once; return the MLflow run id."""
     from mlflow.entities import Param, RunTag
@@ -156,7 +147,8 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         raise ValueError(f"run {record['run_id']} is {record['status']!r}; only finished or diverged runs are mirrored")
     mlflow_client = client(uri)
     experiment_id_ = experiment_id(mlflow_client, experiment)
-    existing = _find(mlflow_client, experiment_id_, record)
+    found = mlflow_client.search_runs([experiment_id_], f"tags.run_id = '{record['run_id']}'", max_results=50)
+    existing = next((hit for hit in found if hit.data.tags.get("started") == (record.get("started") or "")), None)
     if existing is not None:
         for key, value in (tags or {}).items():  # the optimisation marks its trials this way
             mlflow_client.set_tag(existing.info.run_id, key, str(value))

@@ -1,9 +1,6 @@
-"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions.
-
-The ordered :data:`STAGES` (a chapter's ``paper`` plan, or part of it) continue with ``campaign --deadline S``:
-interrupted runs first, then the cheapest, only runs whose estimate fits the deadline; a stage whose epoch times the
-book shows trains only under ``--quiet``. ``campaign commit`` copies finished runs' records into
-``figures/records/``, so no finished run is lost when a machine is not kept."""
+"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions: the ordered :data:`STAGES`
+continue with ``campaign --deadline S`` (interrupted runs first, then the cheapest that fit; a stage whose epoch
+times the book shows only under ``--quiet``); ``campaign commit`` copies finished records into ``figures/records/``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type.
-
-The id is a digest of :meth:`RunConfig.to_dict`: a field added must leave that dictionary as it was for every run
-already stored, or those runs would train again."""
+"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type
+(a digest of :meth:`RunConfig.to_dict`: a field added must leave it as it was for every stored run)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The run store: every training run recorded, reused and resumable.
-
-A run is named by its configuration and device type (``run_config``); its folder holds its record, a checkpoint
-while unfinished and its final weights (``run_folder``). A finished configuration asked for again comes from the
-store, an interrupted one resumes, ``force=True`` trains anew. Stacked runs train together (:func:`train_stack`,
-the only place the stacked engine is loaded)."""
+"""The run store: every training run recorded, reused and resumable. A finished configuration asked for again comes
+from the store, an interrupted one resumes, ``force=True`` trains anew; stacked runs train together
+(:func:`train_stack`, the only place the stacked engine is loaded)."""
 
 from __future__ import annotations
 

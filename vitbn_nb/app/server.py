@@ -236,8 +236,8 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     h, w = crop.shape
     scale = 20 / max(h, w)
     size = (max(1, round(h * scale)), max(1, round(w * scale)))
-    crop = torch.from_numpy(np.ascontiguousarray(crop))[None, None]
-    box = F.interpolate(crop, size=size, mode="bilinear", antialias=True, align_corners=False)[0, 0].clamp(0, 1)
+    pixels = torch.from_numpy(np.ascontiguousarray(crop))[None, None]
+    box = F.interpolate(pixels, size=size, mode="bilinear", antialias=True, align_corners=False)[0, 0].clamp(0, 1)
     box = box.numpy()
     h, w = box.shape
     mass = box.sum()

@@ -327,9 +327,15 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     app.wsgi_app = _bounded_body(app.wsgi_app)
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
-        config, accuracy = run.config, round(run.final_accuracy, 2)
-        info = dict(run_id=run.run_id, model=config.model, depth=config.model_kwargs.get("depth"))
-        info.update(dataset=config.dataset, train_images=run.record.get("train_images"), final_accuracy=accuracy)
+        config = run.config
+        info = {
+            "run_id": run.run_id,
+            "model": config.model,
+            "depth": config.model_kwargs.get("depth"),
+            "dataset": config.dataset,
+            "train_images": run.record.get("train_images"),
+            "final_accuracy": round(run.final_accuracy, 2),
+        }
 
     @app.get("/")
     def index():

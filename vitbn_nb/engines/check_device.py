@@ -131,10 +131,16 @@ def run(
     }
     if "stacked" in refused and device.type == "cuda":
         refused.setdefault("graphed", refused["stacked"])
-    seconds, passed = round(time.perf_counter() - start, 1), not any(r["result"] == "FAIL" for r in rows)
-    checked = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    verdict = dict(key=device_key(device), checked=checked, settings=settings.name, seconds=seconds, passed=passed)
-    verdict.update(refused=refused, rows=rows, settings_used=asdict(settings))
+    verdict = {
+        "key": device_key(device),
+        "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "settings": settings.name,
+        "seconds": round(time.perf_counter() - start, 1),
+        "passed": not any(r["result"] == "FAIL" for r in rows),
+        "refused": refused,
+        "rows": rows,
+        "settings_used": asdict(settings),
+    }
     path = verdict_path(device, store)
     atomic.write_json(path, verdict)
     log(table(verdict))

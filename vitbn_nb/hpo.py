@@ -211,9 +211,14 @@ def optimise(
         entry.update(accuracy=accuracy, status=run.status)
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
-            tags = {"hpo.study": study.key(device_type), "hpo.trial": index + 1, "hpo.generator": generator}
+            tags = {
+                "hpo.study": study.key(device_type),
+                "hpo.trial": index + 1,
+                "hpo.generator": generator,
+                "hpo.accuracy": accuracy,
+            }
             try:
-                tracking.mirror_run(run, tags={**tags, "hpo.accuracy": accuracy})
+                tracking.mirror_run(run, tags=tags)
             except Exception as error:
                 if mlflow:
                     raise

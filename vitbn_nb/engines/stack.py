@@ -264,8 +264,16 @@ def time_engines(
         timings = timing.interleave(runners, warmup=warmup + GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
         for name, repeats_ in timings.items():
             seconds = timing.median_repeat(repeats_)["seconds"] / (batch * (1 if name == "eager" else STACK_MEMBERS))
-            row = {"depth": depth, "image": 28, "pipeline": "engine (compute only)", "engine": name}
-            rows.append({**row, "seconds_per_image": seconds, "device": device.type})
+            rows.append(
+                {
+                    "depth": depth,
+                    "image": 28,
+                    "pipeline": "engine (compute only)",
+                    "engine": name,
+                    "seconds_per_image": seconds,
+                    "device": device.type,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -203,8 +203,13 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
         config = dict(record["config"])
         kwargs = config.pop("model_kwargs")
         config["pipeline"] = _READ_AS.get(config.get("pipeline"), config.get("pipeline"))
-        base = {"run_id": record["run_id"], "status": record["status"], "device": record["hardware"]["device"]}
-        base |= {"depth": kwargs.get("depth"), **config}
+        base = {
+            "run_id": record["run_id"],
+            "status": record["status"],
+            "device": record["hardware"]["device"],
+            "depth": kwargs.get("depth"),
+            **config,
+        }
         for epoch in record["epochs"]:
             row = {**base, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})

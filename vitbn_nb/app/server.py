@@ -68,9 +68,7 @@ def _usable(run: Run) -> bool:
         run.status == "finished"
         and (run.folder / "model.pt").is_file()
         and config["model"] in VIT_FAMILY
-        and kwargs.get("image_size") == 28
-        and kwargs.get("channels") == 1
-        and kwargs.get("num_classes") == 10
+        and (kwargs.get("image_size"), kwargs.get("channels"), kwargs.get("num_classes")) == (28, 1, 10)
         and bool(run.record["epochs"])
     )
 
@@ -363,18 +361,10 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
             raise
         return jsonify({**predict(model, digit), "input": _png_data_url(digit), "model": info["run_id"]})
 
-    @app.errorhandler(BadImage)
-    def bad_image(error: BadImage):
-        return jsonify(error=str(error)), error.status
-
-    @app.errorhandler(413)
-    def too_large(error):
-        return _too_large()
-
-    @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException):
-        return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code
-
+    app.register_error_handler(BadImage, lambda error: (jsonify(error=str(error)), error.status))
+    app.register_error_handler(413, lambda error: _too_large())
+    describe = lambda error: f"{error.code} {error.name}: {error.description}"
+    app.register_error_handler(HTTPException, lambda error: (jsonify(error=describe(error)), error.code))
     return app
 
 

@@ -126,8 +126,7 @@ class Estimator:
         return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (training and test pass) of this run's record (``quiet``: of its epochs timed with no
-        other process running), else None."""
+        """The median epoch (train and test) of this run's record (``quiet``: of quiet epochs), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []

@@ -148,8 +148,7 @@ def versions() -> dict:
 
 
 def machine_load() -> dict:
-    """How busy the machine is now (1-minute load, other processes running this instant; None off Linux), recorded
-    with every epoch's timings."""
+    """How busy the machine is (1-minute load, other processes running now; None off Linux), for each epoch's record."""
     try:
         load = round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
@@ -198,8 +197,7 @@ def use_determinism() -> None:
 
 @contextlib.contextmanager
 def watch_determinism() -> Iterator[None]:
-    """Note torch's non-determinism alerts raised inside the block; every warning still reaches the user (once
-    per place, when the block ends)."""
+    """Note torch's non-determinism alerts raised in the block; every warning still shows (once a place) at the end."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield

@@ -224,8 +224,7 @@ def _ink(image: Image.Image) -> np.ndarray:
 
 
 def mnist_style(ink: np.ndarray) -> np.ndarray:
-    """MNIST's normalisation: crop to the ink, scale the longer side to 20 pixels keeping the aspect
-    ratio (antialiased), and place it in 28x28 with its centre of mass at the centre."""
+    """MNIST's normalisation: crop to the ink, longer side to 20 pixels (antialiased), mass centre at 28x28's centre."""
     mask = ink > INK_THRESHOLD
     if not mask.any():
         raise BadImage("the drawing is empty: no ink found (draw a digit first)")

@@ -106,8 +106,7 @@ class TimedBatches:
 
 
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
-    """Add a batch's per-class hits and counts to ``correct`` and ``total`` on the device (``index_add_``: a boolean
-    index would sync with the host per batch)."""
+    """Add a batch's per-class hits and counts on the device (``index_add_``: a boolean index would sync per batch)."""
     hit = logits.argmax(dim=1) == y
     total.index_add_(0, y, torch.ones_like(y, dtype=total.dtype))
     correct.index_add_(0, y, hit.to(correct.dtype))

@@ -71,8 +71,7 @@ _BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
 
 
 def state_problem(name: str, state) -> str | None:
-    """What makes one file of the optimisation state unusable (None when it is whole): the trial ledger, Ax's
-    snapshot, the study's description, or a chosen-values file, checked as the code reads them back."""
+    """What makes one file of the optimisation state unusable (None when it is whole), checked as the code reads it."""
     if not isinstance(state, dict):
         return "is not a JSON object"
     if name == LEDGER_FILE:
@@ -140,8 +139,7 @@ def _try_lock(fd: int) -> bool:
 
 @contextlib.contextmanager
 def owned_folder(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new folder ``parent/<prefix><random>``, owned by this process until the block ends (locked before it is
-    made, let go after the block; the block decides what becomes of the folder)."""
+    """A new folder ``parent/<prefix><random>``, locked by this process from before it is made to the block's end."""
     folder = Path(parent) / f"{prefix}{uuid.uuid4().hex[:12]}"
     lock = _lock_path(folder)
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -308,8 +306,7 @@ def _wrong_keys(obj: dict, keys: dict, where: str) -> str | None:
 
 
 def record_problem(record: Any, folder_name: str) -> str | None:
-    """What makes ``record`` untrustworthy (None when it is whole): its checksum, a key the book reads, or
-    a status its epochs and files do not bear out."""
+    """What makes ``record`` untrustworthy (None when whole): its checksum, a key the book reads, or its status."""
     if not isinstance(record, dict):
         return f"holds a JSON {type(record).__name__}, not a run record"
     if "record_sha256" not in record:
@@ -354,8 +351,7 @@ def record_problem(record: Any, folder_name: str) -> str | None:
 
 
 def read_record(folder: Path) -> dict:
-    """A run's record, verified (:func:`record_problem`); a damaged one raises :class:`RunStoreError` naming the
-    file and a fix that works."""
+    """A run's record, verified (:func:`record_problem`); a damaged one raises :class:`RunStoreError` with a fix."""
     path, run_id = Path(folder) / "record.json", Path(folder).name
     try:
         record = json.loads(path.read_text())

@@ -89,14 +89,7 @@ class RunConfig:
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
     #: The fields a chapter's settings supply to every run it plans (when the settings have them).
-    FROM_SETTINGS: ClassVar[tuple[str, ...]] = (
-        "epochs",
-        "batch_size",
-        "test_batch_size",
-        "train_size",
-        "test_size",
-        "engine",
-    )
+    FROM_SETTINGS: ClassVar = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size", "engine")
 
     @classmethod
     def from_settings(cls, settings: object, **fields: Any) -> RunConfig:

@@ -128,8 +128,7 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
 
 @contextlib.contextmanager
 def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterator[None]:
-    """The locks of several runs (or the optimisation state, as ``hpo``), taken in one order by every process
-    (sorted), so that no two wait on each other."""
+    """The locks of several runs (or ``hpo``), taken in sorted order by every process, so no two wait on each other."""
     with contextlib.ExitStack() as locks:
         for name in sorted(set(names)):
             locks.enter_context(run_lock(name, progress, store))
@@ -148,8 +147,7 @@ def checkpoint_seconds() -> float:
 
 
 def stored_device_type(config: RunConfig, device: torch.device) -> str:
-    """The device type whose id names ``config`` here: this device's, unless only another device finished it (a
-    store trained on a GPU renders on a laptop)."""
+    """This device's type, unless only another device finished ``config`` (a GPU's store renders on a laptop)."""
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         folder = stored_path(config.run_id(device_type))

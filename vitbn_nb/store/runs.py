@@ -258,8 +258,7 @@ def train_stack(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train runs of one stack key together (``engine="stacked"``), each stored as its own run; members standing at
-    different epochs train as separate stacks."""
+    """Train runs of one stack key together, each stored as its own run; members at different epochs stack apart."""
     from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
 
     if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:

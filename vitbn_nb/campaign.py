@@ -230,8 +230,7 @@ def train(
                 f"{stage.chapter}: {len(too_long)} run(s) not started: each is estimated at {min(too_long) / 60:.0f} "
                 "min or more, longer than what is left before the deadline"
             )
-    unfinished = [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]
-    if unfinished:
+    if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
     return trained
 

@@ -246,8 +246,8 @@ def format_report(result: BenchResult) -> str:
         )
     lines += ["", "RATIOS BY THE BOOK'S RULE (interleaved rounds; 95 % interval of the per-round ratio)"]
     for r in result.ratios.to_dict("records"):
-        lines.append(f"  {_label(r)} engine / reference: training {r['train_engine_over_reference_rule']}")
-        lines.append(f"  {_label(r)} engine / reference: inference {r['eval_engine_over_reference_rule']}")
+        for kind, column in (("training", "train"), ("inference", "eval")):
+            lines.append(f"  {_label(r)} engine / reference: {kind} {r[f'{column}_engine_over_reference_rule']}")
     for r in result.folding.to_dict("records"):
         lines.append(f"  {_label(r)} folded / unfolded: {r['folded_over_unfolded_rule']}")
     for r in result.folding.drop_duplicates("depth").to_dict("records"):

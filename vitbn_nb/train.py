@@ -61,13 +61,9 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
     trials, finals = [], []
     pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
     for study in getattr(planned, "optimisations", []):
-        common = dict(
-            model=study.model,
-            model_kwargs=study.model_kwargs,
-            dataset=study.dataset,
-            train_size=study.train_size,
-            test_size=study.test_size,
-        )
+        common = {
+            name: getattr(study, name) for name in ("model", "model_kwargs", "dataset", "train_size", "test_size")
+        }
         trials += [runs.RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
         finals += [
             runs.RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)

@@ -354,7 +354,7 @@ PANEL_TITLES = {
 def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model"):
     """Article 1's four panels: train time, test time, training loss and test accuracy per epoch."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    for ax, metric in zip(axes.flat, ["train_seconds", "test_seconds", "train_loss", "test_acc"]):
+    for ax, metric in zip(axes.flat, PANEL_TITLES):
         for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
             mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")

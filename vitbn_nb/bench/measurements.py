@@ -128,14 +128,9 @@ def _flop_counter():
     """A FlopCounterMode that also counts the CPU flash-attention kernels, which torch's table omits."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    aten = torch.ops.aten
-    extra = {}
-    for name, formula in (
-        ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_forward_flops),
-        ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_backward_flops),
-    ):
-        if hasattr(aten, name):
-            extra[getattr(aten, name)] = formula
+    kernel = "_scaled_dot_product_flash_attention_for_cpu"
+    formulas = {kernel: _sdpa_forward_flops, f"{kernel}_backward": _sdpa_backward_flops}
+    extra = {getattr(torch.ops.aten, name): f for name, f in formulas.items() if hasattr(torch.ops.aten, name)}
     return FlopCounterMode(display=False, custom_mapping=extra)
 
 

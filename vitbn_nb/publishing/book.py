@@ -42,20 +42,20 @@ _LOCK_FILES = (".manifest.lock",)
 @contextmanager
 def _environment(**variables):
     """Set (value) or remove (None) environment variables for the kernels papermill starts."""
-    saved = {name: os.environ.get(name) for name in variables}
-    try:
-        for name, value in variables.items():
+
+    def set_all(values: dict) -> None:
+        for name, value in values.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = str(value)
+
+    saved = {name: os.environ.get(name) for name in variables}
+    try:
+        set_all(variables)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        set_all(saved)
 
 
 def _chapter_key(name) -> str:
@@ -162,10 +162,8 @@ def _held_profiles(figures: Path) -> dict[str, set[str]]:
     """The profiles of the outputs ``figures`` holds, per chapter number ("05")."""
     manifest = figures / "manifest.json"
     held: dict[str, set[str]] = {}
-    if not manifest.is_file():
-        return held
     try:
-        outputs = json.loads(manifest.read_text()).get("outputs", {})
+        outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
     except json.JSONDecodeError:
         return held
     for entry in outputs.values():
@@ -195,8 +193,7 @@ def build_book(
     force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)
     selected = discover_chapters(notebooks_dir, chapters) if chapters is not None else all_chapters
-    output = Path(output_dir) if output_dir is not None else paths.project_root() / "build"
-    output = output.resolve()
+    output = (Path(output_dir) if output_dir is not None else paths.project_root() / "build").resolve()
     complete = set(selected) == set(all_chapters)
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
@@ -334,9 +331,5 @@ def _remove_abandoned(*folders) -> None:
 def _earlier_chapters(all_chapters: list[Path], selected: list[Path], executed_dir: Path) -> list[ChapterRun]:
     """The chapters this run did not execute, as their last execution under this profile left them (else unexecuted)."""
     others = [(source, executed_dir / source.name) for source in all_chapters if source not in selected]
-    return [
-        ChapterRun(
-            source.stem, source, executed if executed.is_file() else source, float("nan"), _check_chapter(source)
-        )
-        for source, executed in others
-    ]
+    shown = lambda source, executed: executed if executed.is_file() else source
+    return [ChapterRun(s.stem, s, shown(s, e), float("nan"), _check_chapter(s)) for s, e in others]

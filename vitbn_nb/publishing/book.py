@@ -172,6 +172,26 @@ def _held_profiles(figures: Path) -> dict[str, set[str]]:
     return held
 
 
+def _outputs(figures: Path) -> dict[str, dict]:
+    """The manifest's outputs in ``figures`` (none where it is absent or unreadable)."""
+    try:
+        return json.loads((figures / "manifest.json").read_text()).get("outputs", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _smaller_than_held(staging: Path, figures: Path) -> list[str]:
+    """The outputs ``staging`` would publish at a smaller profile than ``figures`` holds them: a chapter that mixes
+    scales (chapter 03 at a full-protocol lr) passes the check by chapter, so each output is checked again here."""
+    held, staged = _outputs(figures), _outputs(staging)
+    size = lambda entry: PROFILE_SIZE.get(entry.get("profile"), -1)
+    return sorted(
+        f"{name} ({held[name]['profile']} held, {entry.get('profile')} rendered)"
+        for name, entry in staged.items()
+        if name in held and size(held[name]) > size(entry)
+    )
+
+
 def build_book(
     profile: str = "auto",
     *,
@@ -288,6 +308,12 @@ def build_book(
     publish_start = time.perf_counter()
     if missing := committed.stage(staging, runs, campaign.run_ids()):
         _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
+    if (smaller := _smaller_than_held(staging, figures)) and not replace_larger:
+        raise BookError(
+            f"{figures} holds results of a larger profile than this run rendered for {', '.join(smaller)}; they "
+            f"were left as they were, and this run's figures are in {staging}. Pass --replace-larger "
+            "(replace_larger=True) to replace them anyway, or --figures DIR to write elsewhere."
+        )
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)
     timings["publish"] = time.perf_counter() - publish_start

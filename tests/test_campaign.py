@@ -156,10 +156,10 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
 
 
 def test_a_chapter_renders_at_paper_once_every_paper_run_is_held(monkeypatch):
-    monkeypatch.setattr(training, "_missing_runs", lambda configs, device: [])
+    monkeypatch.setattr(training, "missing_runs", lambda configs, device: [])
     assert training.evidence_profile("05_depth_study", "cpu") == "paper"
     assert training.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
     assert training.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
     assert training.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
-    monkeypatch.setattr(training, "_missing_runs", lambda configs, device: ["one-run"])
+    monkeypatch.setattr(training, "missing_runs", lambda configs, device: ["one-run"])
     assert training.evidence_profile("05_depth_study", "cpu") == "cpu"

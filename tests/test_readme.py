@@ -66,6 +66,26 @@ def test_the_performance_block_reports_ratios_and_ceilings_without_targets():
     assert "ceiling" in block and "target" not in block and "met" not in block.replace("measure", "")
 
 
+def test_chapter_8_rendered_from_the_committed_measurement_is_said_to_show_it(tmp_path):
+    import json
+
+    manifest = json.loads((FIGURES / "manifest.json").read_text())
+    timed = {"chapter": "08_where_the_speed_comes_from", "hardware": "CPU: X", "date": "2026-01-01"}
+    manifest["outputs"] = {
+        "new_equal_depth_timing": {
+            **timed,
+            "reads": "fresh models timed by vitbn_nb.bench, the measurement committed in figures/bench.json",
+        },
+        "new_op_counts": {**timed, "reads": "fresh models, operations counted as the chapter ran"},
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert readme._chapter8_measurement(tmp_path).startswith("Chapter 8 shows this same measurement")
+    manifest["outputs"]["new_equal_depth_timing"]["reads"] = "fresh models timed by vitbn_nb.bench as the chapter ran"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert "takes its own measurement" in readme._chapter8_measurement(tmp_path)
+    assert "CPU: X, 2026-01-01" in readme._chapter8_measurement(tmp_path)
+
+
 def test_an_empty_figures_folder_says_so(tmp_path):
     assert "no manifest yet" in readme.results_block(tmp_path)
     assert "has not written" in readme.performance_block(tmp_path)

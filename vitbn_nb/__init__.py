@@ -1,10 +1,5 @@
 """vitbn_nb: the helper package of vitbn-book, a reproduction book for "BatchNorm in Vision Transformers".
 
-Models (``vitbn_nb.models``), data (``data``), the training engine (``engine``), the run store
-(``runs``, ``records``), every chapter's settings (``profiles``), what the articles report
-(each chapter's ``article.py``), figures, Bayesian optimisation (``hpo``), MLflow mirroring (``tracking``), the
-benchmark (``bench``), every clock (``timing``), training apart from rendering (``train``, ``bundle``), the
-book runner (``book``), the chapters (``chapters``, one folder each) and the digit-drawing app (``app``).
 ``python -m vitbn_nb --help`` lists the commands; ``CONTRIBUTING.md`` maps the modules.
 """
 

@@ -136,19 +136,9 @@ def main(argv=None) -> int:
         from .publishing.book import BookError, build_book
 
         try:
-            build_book(
-                profile=args.profile,
-                notebooks_dir=args.notebooks,
-                output_dir=args.output,
-                figures_dir=args.figures,
-                runs_dir=args.runs,
-                chapters=args.chapters,
-                html=args.html,
-                force=args.force,
-                mlflow=args.mlflow,
-                replace_larger=args.replace_larger,
-                train=args.train,
-            )
+            folders = {f"{name}_dir": getattr(args, name) for name in ("notebooks", "output", "figures", "runs")}
+            flags = {name: getattr(args, name) for name in ("chapters", "html", "force", "mlflow", "replace_larger")}
+            build_book(args.profile, **folders, **flags, train=args.train)
         except (BookError, ValueError) as error:
             print(f"\nbook: {error}", file=sys.stderr)
             return 1

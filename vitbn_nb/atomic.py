@@ -29,17 +29,15 @@ def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except (OSError, RuntimeError) as error:  # torch's zip writer reports a full disk as a RuntimeError
+    except BaseException as error:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+        if not isinstance(error, (OSError, RuntimeError)):  # torch's zip writer reports a full disk as a RuntimeError
+            raise
         reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
         failure = WriteError(f"{path} could not be written ({reason}); it is unchanged")
         failure.errno = getattr(error, "errno", None)
         raise failure from error
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_bytes(path: Path, data: bytes) -> None:

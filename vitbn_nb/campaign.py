@@ -1,9 +1,6 @@
-"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions.
-
-The ordered :data:`STAGES` (a chapter's ``paper`` plan, or part of it) continue with ``campaign --deadline S``:
-interrupted runs first, then the cheapest, only runs whose estimate fits the deadline; a stage whose epoch times the
-book shows trains only under ``--quiet``. ``campaign commit`` copies finished runs' records into
-``figures/records/``, so no finished run is lost when a machine is not kept."""
+"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions: the ordered :data:`STAGES`
+continue with ``campaign --deadline S`` (interrupted runs first, then the cheapest that fit; a stage whose epoch
+times the book shows only under ``--quiet``); ``campaign commit`` copies finished records into ``figures/records/``."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from . import atomic
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
-from .store.records import ENDED, RunStoreError, read_record
+from .store.records import RunStoreError, read_record
 from .store.run_config import DEVICE_TYPES, RunConfig
 from .store.run_folder import stored_device_type, stored_run
 from .system import machine_load, pick_device
@@ -85,8 +82,8 @@ def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
 
 
 class Estimator:
-    """Seconds of a run's remaining epochs: the calibration's price, corrected by the ratio of the epochs this
-    store's runs of the same model really took (measured on this machine, under whatever load it had)."""
+    """Seconds of a run's remaining epochs: its own epochs' median, else the calibration's price corrected by the
+    ratio of the epochs this store's runs really took here on a quiet machine."""
 
     def __init__(self, configs: list[RunConfig], device: torch.device, calibrate: bool = True):
         from .bench.calibration import calibrate as measure
@@ -99,9 +96,8 @@ class Estimator:
             measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
         )
         self.load_after = machine_load()
-        #: measured ÷ calibrated epoch, over the given runs that trained epochs here on a quiet machine: the
-        #: calibration times steps on plain MNIST without the augmentation or the test pass's overheads, which the
-        #: runs' own epochs include; an epoch timed beside other work would price that work's load into every run
+        #: measured ÷ calibrated epoch over the runs with quiet epochs here: the calibration times plain steps, without
+        #: augmentation or the test pass; an epoch timed beside other work would price that load into every run
         ratios = [
             m / c for config in configs if (m := self._measured(config, quiet=True)) and (c := self._calibrated(config))
         ]
@@ -119,8 +115,7 @@ class Estimator:
         )
 
     def epoch_seconds(self, config: RunConfig) -> float | None:
-        measured = self._measured(config)
-        if measured is not None:
+        if (measured := self._measured(config)) is not None:
             return measured
         calibrated = self._calibrated(config)
         return None if calibrated is None else calibrated * self.correction
@@ -131,8 +126,7 @@ class Estimator:
         return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (training and test pass) of this run's own record (``quiet``: of its epochs timed with no
-        other process running), else None."""
+        """The median epoch (train and test) of this run's record (``quiet``: of quiet epochs), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
@@ -195,8 +189,7 @@ def train(
 
     if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
         log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
-    stacked = any(c.engine == "stacked" for stage in STAGES for c in stage.configs())
-    if stacked:  # the eager engine needs no check: the CPU path never loads the stacked one
+    if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
         check_device.ensure(log=log)
     trained = []
     for stage in STAGES:
@@ -237,8 +230,7 @@ def train(
                 f"{stage.chapter}: {len(too_long)} run(s) not started: each is estimated at {min(too_long) / 60:.0f} "
                 "min or more, longer than what is left before the deadline"
             )
-    unfinished = [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]
-    if unfinished:
+    if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
     return trained
 
@@ -251,14 +243,11 @@ def commit(log: Callable[[str], None] = print) -> list[str]:
     for stage in STAGES:
         for config in stage.configs():
             run_id = config.run_id(stored_device_type(config, device))
-            source = runs_dir() / run_id
-            if (source / "record.json").exists() and (run := stored_run(source)) is not None:
-                if run.status not in ENDED:
-                    continue
-                destination = target / run_id / "record.json"
-                text = (source / "record.json").read_text()
-                if destination.exists() and destination.read_text() == text:
-                    continue
+            source, destination = runs_dir() / run_id, target / run_id / "record.json"
+            if not (source / "record.json").exists() or stored_run(source) is None:  # ended runs only
+                continue
+            text = (source / "record.json").read_text()
+            if not destination.exists() or destination.read_text() != text:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 atomic.write_text(destination, text)
                 copied.append(run_id)

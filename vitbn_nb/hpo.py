@@ -1,10 +1,9 @@
 """Bayesian optimisation of learning rate and batch size with Ax + BoTorch (article 1, Experiment 2).
 
 Per model, Ax maximises the test accuracy after ``trial_epochs`` over lr (log scale) and batch size, one trial at a
-time, as the article's ``hypopt_train.py`` did. Every trial is a run of the run store, so none trains twice. The Ax
-state is saved as JSON under ``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so
-:func:`optimise` resumes; the study key names everything that changes a trial's number but not the trial count, so
-asking for more trials extends a study. Ax is seeded, and imported only inside the functions that need it (seconds)."""
+time, as the article's ``hypopt_train.py`` did; every trial is a stored run. Ax's state is saved under
+``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so :func:`optimise` resumes, and more trials
+extend a study (the key leaves the trial count out). Ax is seeded, and imported only where it is needed."""
 
 from __future__ import annotations
 
@@ -106,18 +105,8 @@ class Study:
         return self.model_kwargs["depth"]
 
     def trial_config(self, lr: float, batch_size: int) -> RunConfig:
-        return RunConfig(
-            model=self.model,
-            model_kwargs=self.model_kwargs,
-            dataset=self.dataset,
-            epochs=self.trial_epochs,
-            lr=float(lr),
-            batch_size=int(batch_size),
-            test_batch_size=self.test_batch_size,
-            seed=self.seed,
-            train_size=self.train_size,
-            test_size=self.test_size,
-        )
+        fields = {k: v for k, v in asdict(self).items() if k != "trial_epochs"}  # the rest are its trials' fields
+        return RunConfig(**fields, epochs=self.trial_epochs, lr=float(lr), batch_size=int(batch_size))
 
     def key(self, device_type: str) -> str:
         described = {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}
@@ -161,8 +150,8 @@ def _load_client(study: Study, path: Path):
 
 
 def _trial_accuracy(run) -> float:
-    """The objective Ax sees: the trial's final test accuracy (%), rounded to 6 decimals so that it survives Ax's JSON
-    snapshot exactly (a resumed study then suggests what an uninterrupted one would)."""
+    """The objective Ax sees: the final test accuracy (%), rounded to 6 decimals to survive Ax's JSON exactly (a
+    resumed study then suggests what an uninterrupted one would)."""
     accuracy = run.final_accuracy
     return round(float(accuracy), 6) if math.isfinite(accuracy) else 0.0
 
@@ -178,8 +167,7 @@ def optimise(
     deadline: runs.Deadline | None = None,
 ) -> pd.DataFrame:
     """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete; one row per
-    trial (``trial``, ``lr``, ``batch_size``, ``accuracy``, ``best_so_far``, ``run_id``, ``generator``, timings ...).
-    ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
+    trial. ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
@@ -223,16 +211,14 @@ def optimise(
         entry.update(accuracy=accuracy, status=run.status)
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
+            tags = {
+                "hpo.study": study.key(device_type),
+                "hpo.trial": index + 1,
+                "hpo.generator": generator,
+                "hpo.accuracy": accuracy,
+            }
             try:
-                tracking.mirror_run(
-                    run,
-                    tags={
-                        "hpo.study": study.key(device_type),
-                        "hpo.trial": index + 1,
-                        "hpo.generator": generator,
-                        "hpo.accuracy": accuracy,
-                    },
-                )
+                tracking.mirror_run(run, tags=tags)
             except Exception as error:
                 if mlflow:
                     raise
@@ -334,25 +320,18 @@ def best_path(dataset: str, profile: str) -> Path:
     return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
 
 
+#: What a chosen-values file keeps of each model's best trial, in its order, and as what (None: the trials counted).
+_BEST_KINDS = {"lr": float, "batch_size": int, "accuracy": float, "trial": int, "trials": None, "depth": int}
+_BEST_KINDS |= {"trial_epochs": int, "generator": str, "run_id": str, "study": str}
+
+
 def save_best(table: pd.DataFrame, *, dataset: str, profile: str) -> Path:
     """Write each model's best trial (lr, batch size, accuracy, trial, depth ...) as JSON; return the path."""
     best = {}
     for model, trials in table.groupby("model", sort=False):
         row = best_trial(trials)
-        best[model] = {
-            "lr": float(row["lr"]),
-            "batch_size": int(row["batch_size"]),
-            "accuracy": float(row["accuracy"]),
-            "trial": int(row["trial"]),
-            "trials": len(trials),
-            "depth": int(row["depth"]),
-            "trial_epochs": int(row["trial_epochs"]),
-            "generator": row["generator"],
-            "run_id": row["run_id"],
-            "study": row["study"],
-            "dataset": dataset,
-            "profile": profile,
-        }
+        best[model] = {key: len(trials) if kind is None else kind(row[key]) for key, kind in _BEST_KINDS.items()}
+        best[model].update(dataset=dataset, profile=profile)
     path = best_path(dataset, profile)
     atomic.write_json(path, best)
     return path

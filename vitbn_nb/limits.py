@@ -12,10 +12,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Deadline:
-    """Stop training at an epoch boundary when the next epoch would not end before ``at`` (a clock reading).
-
-    The next epoch is taken to last as long as the last one did, times ``margin``.
-    """
+    """Stop at an epoch boundary when the next epoch (the last one's length times ``margin``) would end after ``at``."""
 
     at: float
     clock: Callable[[], float] = time.monotonic
@@ -25,11 +22,7 @@ class Deadline:
 
     @classmethod
     def after(cls, seconds: float) -> Deadline:
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, (int, float))
-            or not (math.isfinite(seconds) and seconds > 0)
-        ):
+        if isinstance(seconds, bool) or not (isinstance(seconds, (int, float)) and 0 < seconds < math.inf):
             raise ValueError(f"deadline={seconds!r} is not allowed; give a positive, finite number of seconds")
         return cls(time.monotonic() + seconds)
 

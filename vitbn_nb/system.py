@@ -1,6 +1,5 @@
-"""What machine and which libraries produced a result: recorded with every run and figure; and determinism on a
-GPU, decided in one place (the settings, and what a run records when torch says a kernel it ran is not
-deterministic)."""
+"""What machine and which libraries produced a result (recorded with every run and figure), and determinism on a
+GPU: the settings, and what a run records when torch calls a kernel it ran nondeterministic."""
 
 from __future__ import annotations
 
@@ -27,14 +26,6 @@ class DeviceError(RuntimeError):
     """The device asked for (or the GPU this machine has) cannot train; never replaced by the CPU silently."""
 
 
-def _gpu_present() -> str | None:
-    """Why this machine looks as if it has an NVIDIA GPU (a driver file), else None."""
-    for marker in ("/proc/driver/nvidia/version", "/dev/nvidia0"):
-        if os.path.exists(marker):
-            return marker
-    return None
-
-
 @functools.cache
 def _check_cuda(index: int | None) -> None:
     """Start CUDA on the device once, with the deterministic settings, or say why it cannot start."""
@@ -55,9 +46,14 @@ def _check_cuda(index: int | None) -> None:
         ) from None
 
 
+def _gpu_present() -> str | None:
+    """Why this machine looks as if it has an NVIDIA GPU (a driver file), else None."""
+    return next(filter(os.path.exists, ("/proc/driver/nvidia/version", "/dev/nvidia0")), None)
+
+
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU. A GPU asked for, or present, but unusable
-    raises :class:`DeviceError` rather than training on the CPU for hours (``VITBN_DEVICE=cpu`` chooses it)."""
+    """The device asked for, else ``$VITBN_DEVICE``, else CUDA, else the CPU. A GPU asked for, or present (a driver
+    file), but unusable raises :class:`DeviceError` rather than training on the CPU for hours."""
     requested = device if device is not None else (os.environ.get(DEVICE_VARIABLE) or None)
     if requested is None:
         if torch.cuda.is_available():
@@ -129,8 +125,7 @@ def _nvidia_driver() -> str | None:
             first = f.readline()
     except OSError:
         return None
-    words = first.split()
-    return next((w for w in words if w[:1].isdigit() and "." in w), first.strip() or None)
+    return next((w for w in first.split() if w[:1].isdigit() and "." in w), first.strip() or None)
 
 
 def label(info: dict) -> str:
@@ -145,30 +140,27 @@ def hardware_label(device: torch.device | None = None) -> str:
 
 @functools.cache
 def versions() -> dict:
-    names = ["torch", "torchvision", "einops", "numpy", "pandas", "ax-platform", "botorch"]
     found = {"python": platform.python_version()}
-    for name in names:
+    for name in ["torch", "torchvision", "einops", "numpy", "pandas", "ax-platform", "botorch"]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
     return found
 
 
 def machine_load() -> dict:
-    """How busy the machine is now (1-minute load, other processes running this instant; None off Linux): recorded
-    with every epoch's timings, so a time measured while another job ran can be flagged."""
+    """How busy the machine is (1-minute load, other processes running now; None off Linux), for each epoch's record."""
     try:
         load = round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         load = None
     busy = None
-    proc = "/proc"
-    if os.path.isdir(proc):
+    if os.path.isdir("/proc"):
         busy, me = 0, os.getpid()
-        for entry in os.listdir(proc):
+        for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
             try:
-                with open(f"{proc}/{entry}/stat") as f:
+                with open(f"/proc/{entry}/stat") as f:
                     state = f.read().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
@@ -192,10 +184,9 @@ _SHOWN: dict = {}
 
 
 def use_determinism() -> None:
-    """Deterministic kernels and settings on CUDA (the CPU's are deterministic as they are). An op without a
-    deterministic kernel warns rather than stopping a run hours in (:func:`watch_determinism` records it). No NaN
-    fill of new memory: the book never reads memory it has not written, and the device check would catch a kernel
-    that did. (cuBLAS's workspace is set when the package is imported: ``vitbn_nb/__init__.py``.)"""
+    """Deterministic kernels and settings on CUDA. An op without a deterministic kernel warns rather than stopping a
+    run hours in (:func:`watch_determinism` records it). No NaN fill of new memory: the book never reads memory it has
+    not written. (cuBLAS's workspace is set on import: ``vitbn_nb/__init__.py``.)"""
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.allow_tf32 = False
@@ -206,8 +197,7 @@ def use_determinism() -> None:
 
 @contextlib.contextmanager
 def watch_determinism() -> Iterator[None]:
-    """Note torch's non-determinism alerts raised inside the block; every warning still reaches the user (once
-    per place, when the block ends)."""
+    """Note torch's non-determinism alerts raised in the block; every warning still shows (once a place) at the end."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield

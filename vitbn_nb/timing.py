@@ -3,7 +3,6 @@ repeats (a busy spell lengthens some; a minimum would flatter), the device synch
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -18,8 +17,7 @@ TIMING_NOTE = "median of the timed repeats after a warm-up, the device synchroni
 
 
 class Intervals:
-    """The sum of many short intervals (a step's data fetch), read once: on a GPU each interval is a pair of CUDA
-    events, so timing it adds no host sync; on the CPU the host clock (the work is done when the call returns)."""
+    """The sum of many short intervals (a step's data fetch), read once: CUDA events on a GPU (no host sync)."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
@@ -85,9 +83,7 @@ def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warm
 
 
 def block(fn: Callable[[], object], *, calls: int, device: torch.device) -> float:
-    """Seconds per call of ``calls`` calls in a row, the device synchronised only before and after the block: what
-    a training loop, which never waits for the device inside an epoch, pays per step (a sync around every step
-    would add the device's idle gaps to it)."""
+    """Seconds per call of ``calls`` calls in a row, synchronised only around the block (as a training loop pays)."""
     if calls < 1:
         raise ValueError(f"calls={calls!r} is not allowed; time at least one call")
     start = clock(device)
@@ -96,21 +92,9 @@ def block(fn: Callable[[], object], *, calls: int, device: torch.device) -> floa
     return (clock(device) - start) / calls
 
 
-def autorange(fn: Callable[[], object], *, min_run_time: float = 0.2) -> Timing:
-    """``torch.utils.benchmark.Timer.blocked_autorange``: blocks of calls until ``min_run_time`` seconds, with
-    the process's thread count (the Timer's default is one thread); one sample per block, per call."""
-    # Its import looks for a CUDA toolkit and logs a warning where there is none; nothing here compiles.
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    import torch.utils.benchmark
-
-    timer = torch.utils.benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    return Timing(tuple(t / measurement.number_per_run for t in measurement.raw_times))
-
-
 def interleave(runners: dict, *, warmup: int, repeats: int, length: int) -> dict[object, list[dict]]:
-    """Warm every runner up, then run their repeats in turn (A B C, A B C, ...), so that a busy spell on a shared
-    machine slows every variant alike instead of one of them. ``runner(n)`` returns a dict with ``seconds``."""
+    """Warm every runner up, then run their repeats in turn (A B C, A B C, ...): a busy spell slows every variant
+    alike. ``runner(n)`` returns a dict with ``seconds``."""
     for run in runners.values():
         if warmup:
             run(warmup)

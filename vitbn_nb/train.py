@@ -61,13 +61,9 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
     trials, finals = [], []
     pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
     for study in getattr(planned, "optimisations", []):
-        common = dict(
-            model=study.model,
-            model_kwargs=study.model_kwargs,
-            dataset=study.dataset,
-            train_size=study.train_size,
-            test_size=study.test_size,
-        )
+        common = {
+            name: getattr(study, name) for name in ("model", "model_kwargs", "dataset", "train_size", "test_size")
+        }
         trials += [runs.RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
         finals += [
             runs.RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
@@ -88,7 +84,7 @@ def plan_table(
         settings = chapters.settings(chapter, profile)
         planned = chapters.study(chapter).plan(settings)
         trials, finals = _optimisation_configs(chapter, settings)
-        missing = set(_missing_runs(planned, device))
+        missing = set(missing_runs(planned, device))
         left = [c for c in planned if c.run_id(stored_device_type(c, device)) in missing]
         row = {
             "chapter": chapter,
@@ -108,11 +104,6 @@ def plan_table(
     return pd.DataFrame(rows)
 
 
-def _missing_runs(configs, device) -> list[str]:
-    """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
-    return missing_runs(configs, device)
-
-
 def evidence_profile(chapter: str, profile: str) -> str:
     """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan is held
     (a chapter that optimises first is not upgraded), else ``profile``."""
@@ -121,7 +112,7 @@ def evidence_profile(chapter: str, profile: str) -> str:
     planned = chapters.study(chapter).plan(chapters.settings(chapter, "paper"))
     if not planned or getattr(planned, "optimisations", None):
         return profile
-    return "paper" if not _missing_runs(planned, pick_device(None)) else profile
+    return "paper" if not missing_runs(planned, pick_device(None)) else profile
 
 
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
@@ -134,7 +125,7 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
     for chapter in chapters.names(selected):
         settings = chapters.settings(chapter, profile)
         planned = chapters.study(chapter).plan(settings)
-        missing += _missing_runs(planned, device)
+        missing += missing_runs(planned, device)
         trials = getattr(settings, "trials", 1)
         for study in getattr(planned, "optimisations", []):
             folder = study.folder(study_device_type(study, device.type, trials))

@@ -1,12 +1,10 @@
 """Draw a digit in the browser; the book's best trained Vision Transformer answers (article 3's app).
 
-``python -m vitbn_nb.app`` (or ``make app``) serves the page on http://127.0.0.1:5000/. The
-model is the best finished ViT-family run in the run store (:func:`model_choice`), loaded
-once at start; with an empty store a small ViTBNFFN is trained first, through the run store.
-The drawing is preprocessed on the server the way MNIST's digits were made (:func:`preprocess`).
+``python -m vitbn_nb.app`` (or ``make app``) serves http://127.0.0.1:5000/: the best finished ViT-family run of the
+store (:func:`model_choice`; with none, a small ViTBNFFN is trained first), the drawing made like MNIST's digits.
 """
 
-from .server import (
+from .server import (  # noqa: F401 -- the app's public names
     FALLBACK,
     BadImage,
     create_app,
@@ -17,15 +15,3 @@ from .server import (
     preprocess,
     read_image,
 )
-
-__all__ = [
-    "FALLBACK",
-    "BadImage",
-    "create_app",
-    "load_model",
-    "mnist_style",
-    "model_choice",
-    "predict",
-    "preprocess",
-    "read_image",
-]

@@ -68,9 +68,7 @@ def _usable(run: Run) -> bool:
         run.status == "finished"
         and (run.folder / "model.pt").is_file()
         and config["model"] in VIT_FAMILY
-        and kwargs.get("image_size") == 28
-        and kwargs.get("channels") == 1
-        and kwargs.get("num_classes") == 10
+        and (kwargs.get("image_size"), kwargs.get("channels"), kwargs.get("num_classes")) == (28, 1, 10)
         and bool(run.record["epochs"])
     )
 
@@ -98,17 +96,13 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
     for record in sorted(folder.glob("*/record.json")):
         try:
             run = Run(record.parent)
+            if not _usable(run):
+                continue
+            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
         except RunStoreError as error:
             skipped.append(f"{record.parent.name}: damaged ({error})")
             continue
         except (OSError, ValueError, KeyError):  # a foreign folder is not a candidate
-            continue
-        if not _usable(run):
-            continue
-        try:
-            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
-        except RunStoreError as error:
-            skipped.append(f"{run.run_id}: damaged ({error})")
             continue
         if smoke_scale(run):
             skipped.append(
@@ -129,7 +123,7 @@ def model_choice(store=None) -> Run | None:
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
     """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
-    A damaged run is passed over (and named); a damaged run asked for stops the app with the reason."""
+    A damaged run is passed over (named); one asked for stops the app with the reason."""
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
         if not is_run_name(run_id):
@@ -152,6 +146,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
     else:
         found, skipped = candidates()
         model = run = None
+        why = "the best servable run in the store"
         for candidate in found:
             try:
                 model, run = candidate.load_model("cpu"), candidate
@@ -175,8 +170,6 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
             run = train(FALLBACK)
             model = run.load_model("cpu")
             why = "the app's own fallback, trained now"
-        else:
-            why = "the best servable run in the store"
     config = run.config
     log(
         f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "
@@ -189,8 +182,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 # -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
 def read_image(data: bytes) -> np.ndarray:
     """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`. Only
-    :data:`FORMATS` are tried and the size is checked from the header before a pixel is decoded (Pillow's pixel
-    limit, set by :func:`create_app`, stands behind it)."""
+    :data:`FORMATS` are tried, the size checked from the header before a pixel is decoded."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
@@ -217,12 +209,6 @@ def read_image(data: bytes) -> np.ndarray:
         ) from None
 
 
-def limit_pillow() -> None:
-    """Pillow's decompression-bomb limit set for this app: an image larger than :data:`MAX_SIDE` squared is refused
-    by Pillow itself (``Image.open`` raises past twice the limit), behind the app's own check of the header."""
-    Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE
-
-
 def _ink(image: Image.Image) -> np.ndarray:
     if "A" in image.getbands() or (image.mode == "P" and "transparency" in image.info):
         rgba = np.asarray(image.convert("RGBA"), dtype=np.float32) / 255
@@ -238,8 +224,7 @@ def _ink(image: Image.Image) -> np.ndarray:
 
 
 def mnist_style(ink: np.ndarray) -> np.ndarray:
-    """MNIST's normalisation: crop to the ink, scale the longer side to 20 pixels keeping the aspect
-    ratio (antialiased), and place it in 28x28 with its centre of mass at the centre."""
+    """MNIST's normalisation: crop to the ink, longer side to 20 pixels (antialiased), mass centre at 28x28's centre."""
     mask = ink > INK_THRESHOLD
     if not mask.any():
         raise BadImage("the drawing is empty: no ink found (draw a digit first)")
@@ -248,17 +233,9 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     h, w = crop.shape
     scale = 20 / max(h, w)
     size = (max(1, round(h * scale)), max(1, round(w * scale)))
-    box = (
-        F.interpolate(
-            torch.from_numpy(np.ascontiguousarray(crop))[None, None],
-            size=size,
-            mode="bilinear",
-            antialias=True,
-            align_corners=False,
-        )[0, 0]
-        .clamp(0, 1)
-        .numpy()
-    )
+    pixels = torch.from_numpy(np.ascontiguousarray(crop))[None, None]
+    box = F.interpolate(pixels, size=size, mode="bilinear", antialias=True, align_corners=False)[0, 0].clamp(0, 1)
+    box = box.numpy()
     h, w = box.shape
     mass = box.sum()
     cy = (box.sum(axis=1) * np.arange(h)).sum() / mass
@@ -303,8 +280,8 @@ def _too_large():
 
 
 def _bounded_body(wsgi_app):
-    """``wsgi_app`` given the request body read whole, up to :data:`MAX_BODY_BYTES`; a longer one gets a 413. The
-    bytes read are counted: Flask checks only the Content-Length header, which a chunked body lacks."""
+    """``wsgi_app`` given the body read whole, up to :data:`MAX_BODY_BYTES` (counted: a chunked body has no
+    Content-Length for Flask to check); a longer one gets a 413."""
     from werkzeug.exceptions import HTTPException
     from werkzeug.wsgi import get_input_stream
 
@@ -341,7 +318,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     if model is None:
         model, run = load_model(train_if_missing=train_if_missing)
     model = model.eval()
-    limit_pillow()
+    Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # Pillow's own bomb limit, behind read_image's check of the header
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.wsgi_app = _bounded_body(app.wsgi_app)
@@ -383,18 +360,10 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
             raise
         return jsonify({**predict(model, digit), "input": _png_data_url(digit), "model": info["run_id"]})
 
-    @app.errorhandler(BadImage)
-    def bad_image(error: BadImage):
-        return jsonify(error=str(error)), error.status
-
-    @app.errorhandler(413)
-    def too_large(error):
-        return _too_large()
-
-    @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException):
-        return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code
-
+    app.register_error_handler(BadImage, lambda error: (jsonify(error=str(error)), error.status))
+    app.register_error_handler(413, lambda error: _too_large())
+    describe = lambda error: f"{error.code} {error.name}: {error.description}"
+    app.register_error_handler(HTTPException, lambda error: (jsonify(error=describe(error)), error.code))
     return app
 
 

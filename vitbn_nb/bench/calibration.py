@@ -114,15 +114,12 @@ def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
 def _per_image(
     calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager", kind: str = "train"
 ) -> float:
-    calibration = _vit_rows(calibration)
-    rows = calibration[(calibration["engine"] == "eager") & (calibration["pass"] == kind)]
-    table = rows.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
-    one, six = table[(1, 28, pipeline)], table[(6, 28, pipeline)]
+    eager = _vit_rows(calibration)[lambda rows: rows["engine"] == "eager"]
+    table = lambda p: eager[eager["pass"] == p].set_index(["depth", "image", "pipeline"])["seconds_per_image"]
+    one, six = table(kind)[(1, 28, pipeline)], table(kind)[(6, 28, pipeline)]
     at_depth = one + (six - one) * (depth - 1) / 5
     if side == 56:
-        train = calibration[(calibration["engine"] == "eager") & (calibration["pass"] == "train")]
-        train = train.set_index(["depth", "image", "pipeline"])["seconds_per_image"]
-        at_depth *= train[(6, 56, "engine")] / train[(6, 28, "engine")]
+        at_depth *= table("train")[(6, 56, "engine")] / table("train")[(6, 28, "engine")]
     if engine_kind == "stacked" and kind == "train":
         at_depth /= _stack_speedup(calibration, depth)
     return max(at_depth, 0.0)

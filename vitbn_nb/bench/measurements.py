@@ -128,20 +128,15 @@ def _flop_counter():
     """A FlopCounterMode that also counts the CPU flash-attention kernels, which torch's table omits."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    aten = torch.ops.aten
-    extra = {}
-    for name, formula in (
-        ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_forward_flops),
-        ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_backward_flops),
-    ):
-        if hasattr(aten, name):
-            extra[getattr(aten, name)] = formula
+    kernel = "_scaled_dot_product_flash_attention_for_cpu"
+    formulas = {kernel: _sdpa_forward_flops, f"{kernel}_backward": _sdpa_backward_flops}
+    extra = {getattr(torch.ops.aten, name): f for name, f in formulas.items() if hasattr(torch.ops.aten, name)}
     return FlopCounterMode(display=False, custom_mapping=extra)
 
 
 def training_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
     """Floating-point operations of one training step's forward and backward pass (Adam's update not counted)."""
-    probe = _copy_to(model, device).train()
+    probe = copy.deepcopy(model).to(device).train()
     x = torch.rand(batch_size, 1, 28, 28, device=device)
     y = torch.randint(0, 10, (batch_size,), device=device)
     with _flop_counter() as counter:
@@ -151,14 +146,10 @@ def training_flops(model: nn.Module, batch_size: int, device: torch.device) -> i
 
 def inference_flops(model: nn.Module, batch_size: int, device: torch.device) -> int:
     """Floating-point operations of one forward pass over ``batch_size`` images in eval mode."""
-    probe = _copy_to(model, device).eval()
+    probe = copy.deepcopy(model).to(device).eval()
     with torch.inference_mode(), _flop_counter() as counter:
         probe(torch.rand(batch_size, 1, 28, 28, device=device))
     return int(counter.get_total_flops())
-
-
-def _copy_to(model: nn.Module, device: torch.device) -> nn.Module:
-    return copy.deepcopy(model).to(device)
 
 
 def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
@@ -192,26 +183,6 @@ def without_norms(model: nn.Module) -> nn.Module:
     return stripped
 
 
-def training_memory(
-    name: str, depth: int, train_data, *, pipeline: str, settings: SpeedSettings, device: torch.device
-) -> PeakMemory:
-    """Peak memory of building ``name`` at ``depth`` and taking two training steps (Adam's state included)."""
-    with PeakMemory(device) as memory:
-        model = _build(name, depth, settings.seed, device)
-        training_runner(model, train_data, pipeline, settings, device)(2)
-        del model
-    return memory
-
-
-def inference_memory(
-    model: nn.Module, test_data, *, per_sample: bool, settings: SpeedSettings, device: torch.device
-) -> PeakMemory:
-    """Peak memory of one test batch (producing it, the forward pass, the counts)."""
-    with PeakMemory(device) as memory:
-        inference_runner(model, test_data, per_sample, settings, device)(1)
-    return memory
-
-
 def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] | None = print) -> BenchResult:
     """Run every measurement of the module docstring, with ``settings`` (chapter 08's)."""
     device = pick_device(device)
@@ -230,8 +201,7 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         "timing": TIMING_NOTE,
     }
     log(f"fp32 matmul peak ({settings.matmul_size}^3, median of {settings.matmul_repeats}) ...")
-    peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
-    results["matmul_peak"] = peak
+    results["matmul_peak"] = peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
     sets = pipelines(settings, device)
     configs = [(name, depth) for name in settings.models for depth in settings.depths]
     # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
@@ -246,7 +216,10 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
     training, memory_what = [], ""
     for (name, depth, pipeline), row in rows.items():
         flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
-        memory = training_memory(name, depth, sets[pipeline][0], pipeline=pipeline, settings=settings, device=device)
+        with PeakMemory(device) as memory:  # building the model and two steps (Adam's state included)
+            fresh = _build(name, depth, settings.seed, device)
+            training_runner(fresh, sets[pipeline][0], pipeline, settings, device)(2)
+            del fresh
         memory_what = memory.what
         row.update(
             model=name,
@@ -262,18 +235,20 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         training.append(row)
 
     variants, extra = {}, {}
+    test_set = sets["engine"][1]
     for name, depth in configs:
         trained = models[(name, depth, "engine")].eval()  # some steps in: running statistics are not 0 and 1
         variants[(name, depth, "reference")] = (trained, sets["reference"][1], True)
-        extra[(name, depth, "reference")] = dict(pipeline="reference", folded=False)
-        variants[(name, depth, "engine")] = (trained, sets["engine"][1], False)
-        extra[(name, depth, "engine")] = dict(pipeline="engine", folded=False)
+        variants[(name, depth, "engine")] = (trained, test_set, False)
+        extra[(name, depth, "reference")], extra[(name, depth, "engine")] = (
+            dict(pipeline=p, folded=False) for p in ("reference", "engine")
+        )
         if count_batchnorms(trained):
             folded = fold_batchnorm(trained)
-            x, _ = next(iter(sets["engine"][1].batches(min(settings.test_batch_size, 256))))
+            x, _ = next(iter(test_set.batches(min(settings.test_batch_size, 256))))
             with torch.inference_mode():
                 difference = float((folded(x) - trained(x)).abs().max())
-            variants[(name, depth, "folded")] = (folded, sets["engine"][1], False)
+            variants[(name, depth, "folded")] = (folded, test_set, False)
             extra[(name, depth, "folded")] = dict(
                 pipeline="engine",
                 folded=True,
@@ -281,7 +256,7 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
                 max_abs_logit_difference=difference,
             )
         if name == "ViT":  # what LayerNorm, which cannot fold, costs
-            variants[(name, depth, "no norms")] = (without_norms(trained), sets["engine"][1], False)
+            variants[(name, depth, "no norms")] = (without_norms(trained), test_set, False)
             extra[(name, depth, "no norms")] = dict(pipeline="engine", folded=False, norms_removed=True)
     log(f"infer {len(variants)} variants (pipelines, folded, ViT without its LayerNorms), interleaved ...")
     rows = time_inference_many(variants, settings=settings, device=device)
@@ -290,7 +265,8 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         name, depth, _ = key
         model, test_data, per_sample = variants[key]
         flops_image = inference_flops(model, 2, device) / 2
-        memory = inference_memory(model, test_data, per_sample=per_sample, settings=settings, device=device)
+        with PeakMemory(device) as memory:  # one test batch: producing it, the forward pass, the counts
+            inference_runner(model, test_data, per_sample, settings, device)(1)
         row.update(
             model=name,
             depth=depth,
@@ -303,7 +279,7 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         )
         inference.append(row)
     log("BatchNorm forms on tokens ...")
-    results["norm_forms"] = time_norm_forms(
+    norm_forms = time_norm_forms(
         device,
         batch=settings.batch_size,
         test_batch=settings.test_batch_size,
@@ -311,10 +287,4 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         repeats=settings.repeats,
     )
     results["memory_measure"] = memory_what
-    norm_forms = results.pop("norm_forms")
-    return BenchResult(
-        results,
-        pd.DataFrame(training),
-        pd.DataFrame(inference),
-        pd.DataFrame(norm_forms),
-    )
+    return BenchResult(results, pd.DataFrame(training), pd.DataFrame(inference), pd.DataFrame(norm_forms))

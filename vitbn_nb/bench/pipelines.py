@@ -93,13 +93,13 @@ def training_runner(
     return run if split else run_block
 
 
-def _training_row(repeats: list[dict], steps: int) -> dict:
+def _row(repeats: list[dict], count: int, *parts: str) -> dict:
+    """The median repeat's throughput and ``<part>_seconds`` per step or batch (``count``): the whole ``step`` or
+    ``batch``, or one clocked part of it."""
     chosen = timing.median_repeat(repeats)
     return {
         "images_per_s": chosen["images"] / chosen["seconds"],
-        "step_seconds": chosen["seconds"] / steps,
-        "data_seconds": chosen["data"] / steps,
-        "compute_seconds": chosen["compute"] / steps,
+        **{f"{part}_seconds": chosen["seconds" if part in ("step", "batch") else part] / count for part in parts},
         "data_share": chosen["data"] / chosen["seconds"],
         "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
     }
@@ -114,7 +114,7 @@ def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch
         for key, (model, data_, pipeline) in variants.items()
     }
     timings = timing.interleave(runners, warmup=settings.warmup, repeats=settings.repeats, length=settings.steps)
-    return {key: _training_row(timings[key], settings.steps) for key in variants}
+    return {key: _row(timings[key], settings.steps, "step", "data", "compute") for key in variants}
 
 
 def inference_runner(
@@ -143,28 +143,9 @@ def inference_runner(
     def run(n: int) -> dict:
         parts = [one_batch() for _ in range(n)]
         data, forward, book, images = (sum(p[i] for p in parts) for i in range(4))
-        return {
-            "seconds": data + forward + book,
-            "data": data,
-            "forward": forward,
-            "bookkeeping": book,
-            "images": images,
-        }
+        return dict(seconds=data + forward + book, data=data, forward=forward, bookkeeping=book, images=images)
 
     return run
-
-
-def _inference_row(repeats: list[dict], batches: int) -> dict:
-    chosen = timing.median_repeat(repeats)
-    return {
-        "images_per_s": chosen["images"] / chosen["seconds"],
-        "batch_seconds": chosen["seconds"] / batches,
-        "data_seconds": chosen["data"] / batches,
-        "forward_seconds": chosen["forward"] / batches,
-        "bookkeeping_seconds": chosen["bookkeeping"] / batches,
-        "data_share": chosen["data"] / chosen["seconds"],
-        "images_per_s_repeats": [r["images"] / r["seconds"] for r in repeats],
-    }
 
 
 def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torch.device) -> dict:
@@ -178,7 +159,8 @@ def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torc
     timings = timing.interleave(
         runners, warmup=settings.eval_warmup, repeats=settings.repeats, length=settings.eval_batches
     )
-    return {key: _inference_row(timings[key], settings.eval_batches) for key in variants}
+    parts = ("batch", "data", "forward", "bookkeeping")
+    return {key: _row(timings[key], settings.eval_batches, *parts) for key in variants}
 
 
 def _build(name: str, depth: int, seed: int, device: torch.device, **overrides) -> nn.Module:

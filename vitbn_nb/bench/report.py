@@ -96,26 +96,22 @@ class BenchResult:
         """Per model and depth: engine / reference throughput for training and evaluation, and the ceiling a
         pipeline alone could reach (the reference's total time over its compute time)."""
         rows = []
+        rule = lambda kind, key: verdicts.speed_text(
+            self.speed(kind, dict(pipeline="engine", **key), dict(pipeline="reference", **key))
+        )
         for train_ref in self.training[self.training["pipeline"] == "reference"].to_dict("records"):
             key = dict(model=train_ref["model"], depth=train_ref["depth"])
             train_eng = self.row("training", pipeline="engine", **key)
-            eval_ref, eval_eng = (
-                self.row("inference", pipeline="reference", **key),
-                self.row("inference", pipeline="engine", **key),
-            )
+            eval_ref, eval_eng = (self.row("inference", pipeline=p, **key) for p in ("reference", "engine"))
             rows.append(
                 {
                     **key,
                     "as_run": train_ref["as_run"],
                     "train_engine_over_reference": ratio(train_eng["images_per_s"], train_ref["images_per_s"]),
-                    "train_engine_over_reference_rule": verdicts.speed_text(
-                        self.speed("training", dict(pipeline="engine", **key), dict(pipeline="reference", **key))
-                    ),
+                    "train_engine_over_reference_rule": rule("training", key),
                     "train_ceiling_without_data": ratio(train_ref["step_seconds"], train_ref["compute_seconds"]),
                     "eval_engine_over_reference": ratio(eval_eng["images_per_s"], eval_ref["images_per_s"]),
-                    "eval_engine_over_reference_rule": verdicts.speed_text(
-                        self.speed("inference", dict(pipeline="engine", **key), dict(pipeline="reference", **key))
-                    ),
+                    "eval_engine_over_reference_rule": rule("inference", key),
                     "eval_ceiling_without_data_and_loop": ratio(eval_ref["batch_seconds"], eval_ref["forward_seconds"]),
                 }
             )
@@ -125,34 +121,27 @@ class BenchResult:
     def folding(self) -> pd.DataFrame:
         """Per BatchNorm model and depth: folded / unfolded inference throughput, and each against the LayerNorm ViT."""
         rows = []
+        rule = lambda where, baseline: verdicts.speed_text(self.speed("inference", where, baseline))
         for folded in self.inference[self.inference["folded"]].to_dict("records"):
-            key = dict(model=folded["model"], depth=folded["depth"])
-            plain = self.row("inference", pipeline="engine", **key)
-            vit = self.row("inference", pipeline="engine", model="ViT", depth=folded["depth"])
-            free = self.row("inference", pipeline="engine", norms_removed=True, model="ViT", depth=folded["depth"])
-            engine, vit_key = dict(pipeline="engine"), dict(pipeline="engine", model="ViT", depth=folded["depth"])
+            key = dict(model=folded["model"], depth=folded["depth"], pipeline="engine")
+            vit_key = dict(pipeline="engine", model="ViT", depth=folded["depth"])
+            plain, vit = self.row("inference", **key), self.row("inference", **vit_key)
+            free = self.row("inference", norms_removed=True, **vit_key)
             rows.append(
                 {
-                    **key,
+                    "model": key["model"],
+                    "depth": key["depth"],
                     "folded_images_per_s": folded["images_per_s"],
                     "unfolded_images_per_s": plain["images_per_s"],
                     "folded_over_unfolded": ratio(folded["images_per_s"], plain["images_per_s"]),
-                    "folded_over_unfolded_rule": verdicts.speed_text(
-                        self.speed("inference", dict(folded=True, **engine, **key), dict(**engine, **key))
-                    ),
+                    "folded_over_unfolded_rule": rule(dict(folded=True, **key), key),
                     "vit_images_per_s": vit["images_per_s"],
                     "unfolded_over_vit": ratio(plain["images_per_s"], vit["images_per_s"]),
-                    "unfolded_over_vit_rule": verdicts.speed_text(
-                        self.speed("inference", dict(**engine, **key), vit_key)
-                    ),
+                    "unfolded_over_vit_rule": rule(key, vit_key),
                     "folded_over_vit": ratio(folded["images_per_s"], vit["images_per_s"]),
-                    "folded_over_vit_rule": verdicts.speed_text(
-                        self.speed("inference", dict(folded=True, **engine, **key), vit_key)
-                    ),
+                    "folded_over_vit_rule": rule(dict(folded=True, **key), vit_key),
                     "vit_without_layernorm_images_per_s": free["images_per_s"],
-                    "vit_without_layernorm_over_vit_rule": verdicts.speed_text(
-                        self.speed("inference", dict(norms_removed=True, **vit_key), vit_key)
-                    ),
+                    "vit_without_layernorm_over_vit_rule": rule(dict(norms_removed=True, **vit_key), vit_key),
                     "vit_layernorm_share": 1 - ratio(vit["images_per_s"], free["images_per_s"]),
                     "max_abs_logit_difference": folded["max_abs_logit_difference"],
                 }
@@ -257,8 +246,8 @@ def format_report(result: BenchResult) -> str:
         )
     lines += ["", "RATIOS BY THE BOOK'S RULE (interleaved rounds; 95 % interval of the per-round ratio)"]
     for r in result.ratios.to_dict("records"):
-        lines.append(f"  {_label(r)} engine / reference: training {r['train_engine_over_reference_rule']}")
-        lines.append(f"  {_label(r)} engine / reference: inference {r['eval_engine_over_reference_rule']}")
+        for kind, column in (("training", "train"), ("inference", "eval")):
+            lines.append(f"  {_label(r)} engine / reference: {kind} {r[f'{column}_engine_over_reference_rule']}")
     for r in result.folding.to_dict("records"):
         lines.append(f"  {_label(r)} folded / unfolded: {r['folded_over_unfolded_rule']}")
     for r in result.folding.drop_duplicates("depth").to_dict("records"):

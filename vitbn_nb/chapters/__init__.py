@@ -1,11 +1,7 @@
-"""The book's chapters, one folder each, and their one registry.
-
-A chapter's folder holds its settings (``settings.py``: the ``paper`` protocol as the defaults, ``CPU`` and ``SMOKE``
-as differences), its ``study.py`` (``plan(settings)`` lists what it will train without training anything,
-``run(settings, force=False)`` trains it or reads it back from the run store and returns one result object, and every
-figure, table and verdict is a view of that result) and the modules only it uses (its numbers, its parts). A chapter
-notebook calls these helpers one per cell; nothing here imports a notebook.
-"""
+"""The book's chapters, one folder each, and their one registry. A folder holds its ``settings.py`` (the ``paper``
+protocol as defaults, ``CPU`` and ``SMOKE`` as differences), its ``study.py`` (``plan(settings)`` lists the runs,
+``run(settings, force=False)`` trains or reads them back into one result whose views are the figures, tables and
+verdicts) and the modules only it uses; its notebook calls these one per cell."""
 
 from __future__ import annotations
 
@@ -37,14 +33,13 @@ CHAPTERS: dict[str, ModuleType] = {
 }
 
 
-def _settings_class(chapter: str) -> type[ChapterSettings]:
-    module = CHAPTERS[chapter]
+def _settings_class(module: ModuleType) -> type[ChapterSettings]:
     (kind,) = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
     return kind
 
 
 #: Each chapter's settings class.
-SETTINGS: dict[str, type[ChapterSettings]] = {chapter: _settings_class(chapter) for chapter in CHAPTERS}
+SETTINGS: dict[str, type[ChapterSettings]] = {chapter: _settings_class(module) for chapter, module in CHAPTERS.items()}
 
 
 def changes(chapter: str, profile: str) -> dict:
@@ -97,9 +92,9 @@ def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
 
 def chapter_of(settings: ChapterSettings) -> str:
     """The chapter whose settings these are."""
-    for chapter, kind in SETTINGS.items():
-        if type(settings) is kind:
-            return chapter
+    found = [chapter for chapter, kind in SETTINGS.items() if type(settings) is kind]
+    if found:
+        return found[0]
     raise ValueError(f"{type(settings).__name__} is no chapter's settings; build them with chapters.settings")
 
 

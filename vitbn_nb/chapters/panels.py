@@ -12,8 +12,7 @@ LR_STYLES = [("-", "o", 0.0), ("--", "s", 0.3), (":", "^", 0.55), ("-.", "D", 0.
 
 
 def lr_curves(ax, rows: pd.DataFrame, model: str, styles: dict, *, y: str = "test_acc", label=None) -> list[float]:
-    """One mean band per learning rate of ``styles`` (lr -> (linestyle, marker, darkening)) for ``model``'s
-    ``rows``; ``label(i, lr)`` names the i-th rate (from 1). Returns the rates drawn."""
+    """A mean band of ``model``'s ``rows`` per lr of ``styles``, ``label(i, lr)`` naming the i-th; the lrs drawn."""
     drawn = []
     for i, (lr, (linestyle, marker, dark)) in enumerate(styles.items(), 1):
         group = rows[np.isclose(rows["lr"], lr)]

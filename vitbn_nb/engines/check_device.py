@@ -1,9 +1,8 @@
 """``python -m vitbn_nb check-device``: does this device train the book's engines right? A few minutes at most.
 
-It trains one eager run twice (identical, the determinism claim), a stack against the same runs one by one (the
-``tests/test_stack.py`` rule), on CUDA the graphed stack against the eager one with no host sync in a step, and
-times the engines. The verdict is kept in the run store (``.device-checks/``) per device, driver and versions; an
-engine whose check failed is not used there (:func:`refused_engines`) and the runs' records say why."""
+One eager run trained twice (determinism), a stack against its runs one by one, on CUDA the graphed stack against
+the eager one with no host sync, and the engines timed. The verdict is kept per device, driver and versions in
+``.device-checks/``; an engine whose check failed is not used there (:func:`refused_engines`)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ FAILED_HELP = (
 
 @dataclass(frozen=True)
 class CheckSettings:
-    """How much the check trains. ``FULL`` is meaningful on a GPU (seconds there); ``QUICK`` runs every check
-    in seconds on a CPU (the smoke profile and the tests use it)."""
+    """How much the check trains: ``FULL`` for a GPU; ``QUICK`` runs every check in seconds on a CPU (smoke, tests)."""
 
     name: str
     train_size: int
@@ -89,8 +87,7 @@ def stored(device: torch.device, store: Path | None = None) -> dict | None:
 
 
 def refused_engines(device: torch.device) -> dict[str, str]:
-    """Engines this device's verdict refuses, each with why. On a GPU with no verdict the check runs first; a
-    CPU with none refuses nothing (its engines are the ones the test-suite checks)."""
+    """Engines this device's verdict refuses, each with why (a GPU without a verdict is checked first)."""
     verdict = stored(device)
     if verdict is None and device.type == "cuda":
         verdict = ensure(device)
@@ -104,8 +101,7 @@ def ensure(
     store: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """The stored verdict for this device, after running the check when there is none (or only a quick one and a
-    full one is wanted)."""
+    """This device's stored verdict, checked first when there is none (or only a quick one and a full one is wanted)."""
     device = system.pick_device(device)
     found = stored(device, store)
     if found is not None and (quick or found.get("settings") == FULL.name):
@@ -210,7 +206,7 @@ def _model(name: str, kwargs: dict, seed: int, device: torch.device) -> torch.nn
 
 
 def _train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) -> list[dict]:
-    history = engine.train_model(
+    return engine.train_model(
         _model(name, kwargs, seed, device),
         train_set,
         test_set,
@@ -222,14 +218,11 @@ def _train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) -> list
         device=device,
         progress=False,
     )
-    return history
 
 
 def _train_stack(name, kwargs, s, train_set, test_set, device, refused: dict) -> list[list[dict]]:
-    members = []
-    for seed, lr in s.members:
-        model = _model(name, kwargs, seed, device)
-        members.append(stack.Member(model, stack.optimizer_for(model, lr, device), seed))
+    models = [(seed, lr, _model(name, kwargs, seed, device)) for seed, lr in s.members]
+    members = [stack.Member(model, stack.optimizer_for(model, lr, device), seed) for seed, lr, model in models]
     history: list[list[dict]] = [[] for _ in members]
 
     def epoch_end(per_member: list[dict]) -> bool:
@@ -286,7 +279,8 @@ def _compare(check: str, engine_: str, expected: list, found: list, s: CheckSett
 
 def _sync_check(device: torch.device, s: CheckSettings, train_set) -> dict:
     """A replay, an eager stacked step, an eager step and a batch fetch with host syncs turned into errors."""
-    members = [stack.Member(m, stack.optimizer_for(m, 1e-3, device), seed) for seed, m in _models(s, device)]
+    models = [(seed, _model(s.vit, {"depth": s.vit_depth}, seed, device)) for seed, _ in s.members]
+    members = [stack.Member(m, stack.optimizer_for(m, 1e-3, device), seed) for seed, m in models]
     generators = [torch.Generator(device=device).manual_seed(seed) for seed, _ in s.members]
     x, y = next(iter(train_set.stacked_batches(s.batch_size, generators, min_batch=2)))
     graphed, eager_stack = stack.Stack(members, device), stack.Stack(members, device, graph=False)
@@ -311,10 +305,6 @@ def _sync_check(device: torch.device, s: CheckSettings, train_set) -> dict:
     finally:
         torch.cuda.set_sync_debug_mode(previous)
     return _row("no host sync in the step", "graphed", result, detail)
-
-
-def _models(s: CheckSettings, device: torch.device) -> list[tuple[int, torch.nn.Module]]:
-    return [(seed, _model(s.vit, {"depth": s.vit_depth}, seed, device)) for seed, _ in s.members]
 
 
 def _timing_rows(device: torch.device, s: CheckSettings) -> list[dict]:

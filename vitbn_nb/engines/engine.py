@@ -1,10 +1,9 @@
 """The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings.
 
-Two input pipelines feed it alike: ``data.ImageSet`` (the book's) and ``data.ReferenceSet`` (article 1's). Every
-epoch's randomness is seeded from ``(seed, epoch)``, so a resumed run continues exactly. On a GPU the loop never
-waits for the device inside an epoch. No ``torch.compile``: timed on the book's 2-core CPU it took ~21 s (ViT d6)
-and ~8 s (ViTBN d1) to compile for a step within ±3 % of eager, paying back after ~12,000 steps of one shape, while
-a ``cpu`` chapter runs ~500-1,000 steps per model and every shape compiles anew."""
+Fed by ``data.ImageSet`` (the book's) or ``data.ReferenceSet`` (article 1's); every epoch is seeded from ``(seed,
+epoch)``, so a resumed run continues exactly; on a GPU the loop never waits for the device inside an epoch. No
+``torch.compile``: on the book's 2-core CPU it took 8-21 s to compile for a step within ±3 % of eager, paying back
+after ~12,000 steps of one shape, while a ``cpu`` chapter runs ~500-1,000 steps per model."""
 
 from __future__ import annotations
 
@@ -74,17 +73,16 @@ def train_epoch(
 
 
 class TimedBatches:
-    """An epoch's batches, the time spent fetching them measured (CUDA events on a GPU, read once at the end) and the
-    clock read only at the epoch's two ends: no host sync per step. Once iterated, ``timings`` holds the epoch's
-    wall seconds (data included), data seconds, the device's peak memory and the machine's load."""
+    """An epoch's batches, timed with no host sync per step (fetches by CUDA events on a GPU, the clock at the two
+    ends). Once iterated, ``timings`` holds wall and data seconds, the device's peak memory and the machine's load."""
 
     def __init__(self, batches: Iterable, device: torch.device, bar: tqdm | None = None):
         self.batches, self.device, self.bar = batches, device, bar
         self.timings: dict = {}
 
     def __iter__(self) -> Iterator:
-        fetching = timing.Intervals(self.device)
-        if self.device.type == "cuda":
+        fetching, cuda = timing.Intervals(self.device), self.device.type == "cuda"
+        if cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
         start = timing.clock(self.device)
         batches = iter(self.batches)
@@ -101,22 +99,14 @@ class TimedBatches:
         self.timings = {
             "train_seconds": timing.clock(self.device) - start,
             "data_seconds": fetching.seconds(),
-            **peak_memory(self.device),
+            # the GPU's peak since the reset above; none on the CPU (the process's high-water mark is not the run's)
+            "peak_memory_mib": round(torch.cuda.max_memory_allocated(self.device) / 2**20, 1) if cuda else None,
             **machine_load(),
         }
 
 
-def peak_memory(device: torch.device) -> dict:
-    """The most memory the device held since its peak was last reset (MiB); ``None`` on the CPU, where no
-    per-run figure exists (the process's high-water mark covers everything it ever ran)."""
-    if device.type != "cuda":
-        return {"peak_memory_mib": None}
-    return {"peak_memory_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
-
-
 def count_classes(logits: Tensor, y: Tensor, correct: Tensor, total: Tensor) -> None:
-    """Add a batch's per-class hits and counts to ``correct`` and ``total`` on the device (``index_add_``: a boolean
-    index would sync with the host per batch; whole-number counts are exact in any order)."""
+    """Add a batch's per-class hits and counts on the device (``index_add_``: a boolean index would sync per batch)."""
     hit = logits.argmax(dim=1) == y
     total.index_add_(0, y, torch.ones_like(y, dtype=total.dtype))
     correct.index_add_(0, y, hit.to(correct.dtype))
@@ -154,10 +144,8 @@ def evaluate(
         count(model(x), y, correct, total)
     seconds = timing.clock(device) - start
     if per_sample:
-        accuracy, class_acc = (
-            100 * sum(correct) / max(sum(total), 1),
-            [100 * c / max(t, 1) for c, t in zip(correct, total)],
-        )
+        accuracy = 100 * sum(correct) / max(sum(total), 1)
+        class_acc = [100 * c / max(t, 1) for c, t in zip(correct, total)]
     else:
         accuracy = 100 * correct.sum().item() / max(total.sum().item(), 1)
         class_acc = (100 * correct / total.clamp(min=1)).tolist()
@@ -194,35 +182,16 @@ def train_model(
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
     steps = math.ceil(len(train_data) / batch_size)
+    train_options = dict(batch_size=batch_size, device=device, item_per_step=item_per_step)
+    test_options = dict(batch_size=test_batch_size, num_classes=num_classes, device=device, per_sample=per_sample_eval)
     history = []
     with progress_bar(epochs * steps, start_epoch * steps, desc, progress) as bar:
         for epoch in range(start_epoch + 1, epochs + 1):
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout and torchvision's transforms draw from here
             generator = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch))
-            metrics = {
-                "epoch": epoch,
-                **train_epoch(
-                    model,
-                    optimizer,
-                    train_data,
-                    batch_size=batch_size,
-                    generator=generator,
-                    device=device,
-                    bar=bar,
-                    item_per_step=item_per_step,
-                ),
-            }
-            metrics["diverged"] = not math.isfinite(metrics["train_loss"])
-            metrics.update(
-                evaluate(
-                    model,
-                    test_data,
-                    batch_size=test_batch_size,
-                    num_classes=num_classes,
-                    device=device,
-                    per_sample=per_sample_eval,
-                )
-            )
+            trained = train_epoch(model, optimizer, train_data, generator=generator, bar=bar, **train_options)
+            metrics = {"epoch": epoch, **trained, "diverged": not math.isfinite(trained["train_loss"])}
+            metrics.update(evaluate(model, test_data, **test_options))
             bar.set_postfix(epoch=epoch, loss=f"{metrics['train_loss']:.4f}", acc=f"{metrics['test_acc']:.2f}%")
             history.append(metrics)
             if on_epoch_end is not None:

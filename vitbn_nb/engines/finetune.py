@@ -1,8 +1,6 @@
 """Fine-tuning helpers: which weights train, a model moved to another image size, and what a step costs.
-
-:func:`attention_only` follows Touvron et al. 2022 (``--attn-only`` in facebookresearch/deit): the attention, the
-head and the position embedding train; the rest is frozen (no gradient, no optimiser state; a frozen BatchNorm
-still updates its running statistics, which are buffers)."""
+:func:`attention_only` follows Touvron et al. 2022 (``--attn-only`` in facebookresearch/deit); a frozen BatchNorm
+still updates its running statistics (buffers)."""
 
 from __future__ import annotations
 
@@ -42,11 +40,8 @@ class Trainable:
 
 def _report(model: nn.Module) -> Trainable:
     params = list(model.named_parameters())
-    return Trainable(
-        trainable=sum(p.numel() for _, p in params if p.requires_grad),
-        total=sum(p.numel() for _, p in params),
-        names=[name for name, p in params if p.requires_grad],
-    )
+    names = [name for name, p in params if p.requires_grad]
+    return Trainable(sum(p.numel() for _, p in params if p.requires_grad), sum(p.numel() for _, p in params), names)
 
 
 def full(model: nn.Module) -> Trainable:
@@ -155,14 +150,11 @@ def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int
         cuda_peak = torch.cuda.max_memory_allocated(device) / 2**20
     saved: dict[int, int] = {}
     step(saved)
+    adam = [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v) and v.dim() > 0]
     mib = {
         "weights": _bytes(model.parameters()) / 2**20,
         "gradients": _bytes(p.grad for p in trainable if p.grad is not None) / 2**20,
-        "adam_state": sum(
-            _bytes(v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
-            for state in optimizer.state.values()
-        )
-        / 2**20,
+        "adam_state": _bytes(adam) / 2**20,
         "activations": sum(saved.values()) / 2**20,
     }
     return {**mib, "accounted": sum(mib.values()), "cuda_peak": cuda_peak}

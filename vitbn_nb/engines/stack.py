@@ -1,9 +1,9 @@
 """Many runs of one architecture trained at once, as one stacked model (``engine="stacked"``).
 
-Parameters are stacked each step (``vmap`` over ``functional_call``) while each member keeps its own module, Adam,
-learning rate, BatchNorm statistics and data order, so a stacked run equals its runs trained one by one up to fp32
-rounding (``tests/test_stack.py``). On CUDA a full batch's whole step is captured once as a CUDA graph and replayed;
-a failed capture is undone and the stack trains on eagerly. An engine ``check-device`` found wrong is not used."""
+Parameters are stacked each step (``vmap`` over ``functional_call``); each member keeps its own module, Adam, lr,
+BatchNorm statistics and data order, so it equals its run trained alone up to fp32 rounding. On CUDA a full batch's
+step is captured once as a CUDA graph and replayed (a failed capture is undone: eager). An engine ``check-device``
+found wrong is not used."""
 
 from __future__ import annotations
 
@@ -63,21 +63,15 @@ class Stack:
         self._full_shape: torch.Size | None = None
         self._side_stream = None
 
-    def gather_buffers(self) -> None:
-        """Copy each member's BatchNorm statistics into the stacked ones (a resumed member brings its own)."""
+    def gather_buffers(self, back: bool = False) -> None:
+        """Copy each member's BatchNorm statistics into the stacked ones (a resumed member brings its own); ``back``:
+        the stacked ones back into each member's model (before testing, before saving)."""
         with torch.no_grad():
             for i, member in enumerate(self.members):
                 own = dict(member.model.named_buffers())
                 for name, stacked in self.buffers.items():
-                    stacked[i].copy_(own[name])
-
-    def scatter_buffers(self) -> None:
-        """Copy the stacked statistics back into each member's model (before testing, before saving)."""
-        with torch.no_grad():
-            for i, member in enumerate(self.members):
-                own = dict(member.model.named_buffers())
-                for name, stacked in self.buffers.items():
-                    own[name].copy_(stacked[i])
+                    source, target = (stacked[i], own[name]) if back else (own[name], stacked[i])
+                    target.copy_(source)
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits ``[members, batch, classes]`` for inputs ``[members, batch, ...]`` (training mode)."""
@@ -100,8 +94,7 @@ class Stack:
         return losses.detach()
 
     def step(self, x: Tensor, y: Tensor) -> Tensor:
-        """``eager_step``, replayed from a CUDA graph on a GPU once a few eager steps have warmed it up; returns a
-        tensor of its own (a replay writes into the same tensor every time)."""
+        """``eager_step``, replayed from a CUDA graph on a GPU after a few warm-up steps; returns its own tensor."""
         if self.device.type != "cuda" or self.graph_failed is not None:
             return self.eager_step(x, y)
         if self._full_shape is None:
@@ -120,8 +113,8 @@ class Stack:
         return self._capture(x, y)
 
     def _warm_up(self, x: Tensor, y: Tensor) -> Tensor:
-        """An eager step on a side stream, as PyTorch's recipe warms a graph up: what is created lazily (cuBLAS
-        handles and workspaces, the optimisers' state) is created there, before the capture."""
+        """An eager step on a side stream, PyTorch's recipe: what is created lazily (cuBLAS handles and workspaces, the
+        optimisers' state) is created there, before the capture."""
         current = torch.cuda.current_stream(self.device)
         if self._side_stream is None:
             self._side_stream = torch.cuda.Stream(self.device)
@@ -153,10 +146,8 @@ class Stack:
         return losses.clone()
 
     def _abandon_capture(self, stream, pool) -> None:
-        """Undo what a failed capture left behind. ``torch.cuda.graph`` ends the capture before it restores the
-        stream, so when ending raised, its capture stream is still current and the caching allocator still sends
-        that stream's allocations to the graph's private pool: both are put back as they were (the pool's memory,
-        one step's, stays reserved until the process ends)."""
+        """Undo what a failed capture left behind: when ending the capture raised, its stream is still current and the
+        allocator still sends its allocations to the graph's pool; both are put back (one step's memory stays)."""
         if torch.cuda.current_stream(self.device) != stream:
             torch.cuda.set_stream(stream)
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
@@ -182,7 +173,7 @@ def train_epoch(
         for x, y in epoch:
             sums += stack.step(x, y) * y.shape[1]
             seen += y.shape[1]
-    stack.scatter_buffers()
+    stack.gather_buffers(back=True)
     shared = {
         **epoch.timings,
         "stacked_runs": len(stack.members),
@@ -195,8 +186,7 @@ def train_epoch(
 
 
 def optimizer_for(model: nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
-    """A member's Adam: fused (one kernel per step instead of a loop of small ones, on the CPU as on a GPU) and, on
-    a GPU, capturable, which torch requires before it captures an optimiser's step in a CUDA graph."""
+    """A member's Adam: fused (one kernel per step) and, on a GPU, capturable (for a CUDA graph)."""
     return torch.optim.Adam(model.parameters(), lr=lr, fused=True, capturable=device.type == "cuda")
 
 
@@ -217,11 +207,8 @@ def train_models(
     and says whether to stop, and a diverged member stops the stack. An engine in ``refused`` (the device check's
     verdict) is not used: the members train alone, or without the graph, and their metrics say why."""
     if "stacked" in refused:
-        why = refused["stacked"]
-        _train_one_by_one(
-            members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why
-        )
-        return
+        args = (members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar)
+        return _train_one_by_one(*args, refused["stacked"])
     graph = "graphed" not in refused
     stack = Stack(members, device, graph=graph)
     note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
@@ -236,8 +223,7 @@ def train_models(
 
 
 def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why):
-    """``train_models`` with the eager engine: each member alone, on the data order and augmentation its run
-    would have had in the stack (both come from its own seed)."""
+    """``train_models`` with the eager engine: each member alone, on its own seed's data order and augmentation."""
     for epoch in range(start_epoch + 1, epochs + 1):
         per_member = []
         for i, member in enumerate(members):
@@ -266,9 +252,8 @@ STACK_MEMBERS = 3
 def time_engines(
     device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6), batch: int = 100
 ):
-    """Seconds per training image of one ViT run on one batch already on the device (compute only), by engine:
-    ``eager`` (one run), ``stacked`` (per run, of a stack of :data:`STACK_MEMBERS`) and on a GPU ``graphed``.
-    Each repeat is a block of ``steps`` steps between two clock reads; the engines' repeats are interleaved."""
+    """Seconds per training image of one ViT run on one batch on the device (compute only), by engine: ``eager``,
+    ``stacked`` (per run of :data:`STACK_MEMBERS`) and on a GPU ``graphed``; repeats of ``steps`` steps, interleaved."""
     import pandas as pd
 
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
@@ -278,14 +263,14 @@ def time_engines(
         runners = engine_runners(depth, images, device)
         timings = timing.interleave(runners, warmup=warmup + GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
         for name, repeats_ in timings.items():
+            seconds = timing.median_repeat(repeats_)["seconds"] / (batch * (1 if name == "eager" else STACK_MEMBERS))
             rows.append(
                 {
                     "depth": depth,
                     "image": 28,
                     "pipeline": "engine (compute only)",
                     "engine": name,
-                    "seconds_per_image": timing.median_repeat(repeats_)["seconds"]
-                    / (batch * (1 if name == "eager" else STACK_MEMBERS)),
+                    "seconds_per_image": seconds,
                     "device": device.type,
                 }
             )

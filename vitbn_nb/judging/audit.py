@@ -7,6 +7,7 @@ from them (``recorded_reference_audit.json``) stands in for a live one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import urllib.request
@@ -77,8 +78,7 @@ def block_usage(checkpoint) -> pd.DataFrame:
     state = _state_dict(checkpoint)
     blocks: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
     for name, tensor in state.items():
-        match = _BLOCK.match(name)
-        if match:
+        if match := _BLOCK.match(name):
             blocks[int(match.group(1))][match.group(2)] = tensor
     if not blocks:
         raise ValueError(
@@ -114,18 +114,14 @@ def block_usage(checkpoint) -> pd.DataFrame:
 def summary(frame: pd.DataFrame) -> str:
     """One line: how many blocks trained, and which never did."""
     never = frame.loc[frame["verdict"] == "never trained", "block"].tolist()
-    trained = int((frame["verdict"] == "trained").sum())
     if not never:
         return f"all {len(frame)} blocks trained"
-    return (
-        f"{trained} of {len(frame)} blocks trained; never trained: block{'s' if len(never) > 1 else ''} "
-        + ", ".join(map(str, never))
-    )
+    trained = int((frame["verdict"] == "trained").sum())
+    which = f"block{'s' * (len(never) > 1)} {', '.join(map(str, never))}"
+    return f"{trained} of {len(frame)} blocks trained; never trained: {which}"
 
 
-# ---------------------------------------------------------------------------------------------
-# the reference repository's checkpoints
-# ---------------------------------------------------------------------------------------------
+# -- the reference repository's checkpoints ---------------------------------------------------
 def reference_url(name: str) -> str:
     """The raw download address of a named reference checkpoint, pinned to its commit."""
     if name not in REFERENCE_CHECKPOINTS:
@@ -170,12 +166,7 @@ _RENAMES = (
 
 def book_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A reference state dict under the book's parameter names (names already in that layout pass unchanged)."""
-    renamed = {}
-    for name, tensor in state.items():
-        for pattern, replacement in _RENAMES:
-            name = pattern.sub(replacement, name)
-        renamed[name] = tensor
-    return renamed
+    return {functools.reduce(lambda n, rule: rule[0].sub(rule[1], n), _RENAMES, name): t for name, t in state.items()}
 
 
 def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_kwargs) -> nn.Module:
@@ -183,12 +174,7 @@ def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_k
     the encoder) loaded. For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives
     the model that actually ran; ``model_kwargs`` override the reference configuration."""
     state = book_names(_state_dict(checkpoint))
-    kept = {}
-    for name, tensor in state.items():
-        match = _BLOCK.match(name)
-        if match and int(match.group(1)) >= depth:
-            continue
-        kept[name] = tensor
+    kept = {name: t for name, t in state.items() if not ((m := _BLOCK.match(name)) and int(m.group(1)) >= depth)}
     qkv_bias = any(name.endswith("to_qkv.bias") for name in kept)
     book = build_model(model, **{**model_kwargs, "depth": depth, "qkv_bias": qkv_bias})
     try:

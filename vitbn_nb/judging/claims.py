@@ -28,17 +28,9 @@ KINDS = (DIFFERENCE, CURVE, ABSOLUTE, RATIO)
 #: The articles' wording, encoded once: the same words give the same direction wherever they occur. "X slightly
 #: better" and "X clearly better" both point to X (how large a lead is, the interval shows); "comparable" and "almost
 #: no difference" point nowhere (0).
-WORDING = {
-    "comparable": 0,
-    "almost no difference": 0,
-    "affected much the same": 0,
-    "slightly better": +1,
-    "slightly exceeds": +1,
-    "slightly higher": +1,
-    "significantly better": +1,
-    "clearly better": +1,
-    "milder": +1,
-}
+WORDING = dict.fromkeys(("comparable", "almost no difference", "affected much the same"), 0) | dict.fromkeys(
+    ("slightly better", "slightly exceeds", "slightly higher", "significantly better", "clearly better", "milder"), +1
+)
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,13 @@ LEVEL = 0.95
 AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
 NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
 OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
-#: Where a reader finds the rule from every verdict: a section of the book's front page (and of the README).
 #: The words of a speed ratio's verdict (:func:`speed_text`); a slower model is called slower, not only "no speed-up".
 SPEEDUP, SLOWER = "a speed-up of", "no speed-up"
 SLOWER_WORDS = f"{SLOWER}, slower"
 #: The words of a ratio between two speed ratios (:func:`factor_text`): no model is faster there, a ratio is larger.
 ABOVE, BELOW = "above 1", "below 1"
+#: The section of the book's front page (and of the README) where a reader finds the rule from every verdict.
 RULE_TITLE = "How this book judges a claim"
-RULE_LINK = "intro.html#how-this-book-judges-a-claim"
 
 
 def rule_markdown() -> str:
@@ -91,10 +90,9 @@ class Verdict:
 
     @property
     def text(self) -> str:
+        words = self.outcome
         if self.outcome == NOT_JUDGED:
             words = f"{'one ' + self.each if self.seeds == 1 else self.count}: {NOT_JUDGED}"
-        else:
-            words = self.outcome
         return f"{words} ({self.scale})" if self.scale and self.outcome != NOT_RUN else words
 
     def row(self) -> dict:
@@ -145,10 +143,7 @@ def difference(
     if n < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
     side = 1 if low > 0 else -1 if high < 0 else 0
-    if side == 0:
-        outcome = NOISE
-    else:
-        outcome = AGREES if side == direction else DISAGREES
+    outcome = NOISE if side == 0 else AGREES if side == direction else DISAGREES
     return Verdict(claim, outcome, mean, low, high, n, **common)
 
 

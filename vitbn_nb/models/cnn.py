@@ -12,12 +12,7 @@ class CNN(nn.Module):
 
     def __init__(self, *, channels: int = 1, num_classes: int = 10, width: int = 32, image_size: int = 28):
         super().__init__()
-        for name, value in [
-            ("channels", channels),
-            ("num_classes", num_classes),
-            ("width", width),
-            ("image_size", image_size),
-        ]:
+        for name, value in dict(channels=channels, num_classes=num_classes, width=width, image_size=image_size).items():
             check_positive(name, value)
         if image_size % 4:
             raise ValueError(f"image_size={image_size!r} is not allowed: the two 2x2 poolings need a multiple of 4")

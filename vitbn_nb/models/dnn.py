@@ -23,12 +23,7 @@ class DNN(nn.Module):
         batchnorm: bool = False,
     ):
         super().__init__()
-        for name, value in [
-            ("in_features", in_features),
-            ("hidden", hidden),
-            ("depth", depth),
-            ("num_classes", num_classes),
-        ]:
+        for name, value in dict(in_features=in_features, hidden=hidden, depth=depth, num_classes=num_classes).items():
             check_positive(name, value)
         layers: list[nn.Module] = [Rearrange("b ... -> b (...)")]
         width = in_features

@@ -40,24 +40,6 @@ def _foldable(bn: nn.Module) -> bool:
     return isinstance(bn, nn.BatchNorm1d) and bn.running_mean is not None
 
 
-def _fold_conv(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
-    """``bn(conv(x))`` as one convolution (the hMLP stem's ``Conv2d -> BatchNorm2d``): torch's own fusion."""
-    return fuse_conv_bn_eval(conv.eval(), bn.eval())
-
-
-def _with_bias(linear: nn.Linear) -> nn.Linear:
-    """``linear`` itself when it has a bias, else an equal Linear whose bias is zero."""
-    if linear.bias is not None:
-        return linear
-    out = nn.Linear(
-        linear.in_features, linear.out_features, bias=True, device=linear.weight.device, dtype=linear.weight.dtype
-    )
-    with torch.no_grad():
-        out.weight.copy_(linear.weight)
-        out.bias.zero_()
-    return out
-
-
 def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
     """``bn(linear(x))`` as one Linear: torch's own fusion."""
     if bn.num_features != linear.out_features:
@@ -73,9 +55,13 @@ def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:
         raise ValueError(
             f"cannot fold {bn!r} before {linear!r}: {bn.num_features} features != {linear.in_features} inputs"
         )
-    linear = _with_bias(linear)
     scale, shift = batchnorm_affine(bn)
     with torch.no_grad():
+        if linear.bias is None:  # an equal Linear with a zero bias to fold into
+            weight = linear.weight
+            linear = nn.Linear(linear.in_features, linear.out_features, device=weight.device, dtype=weight.dtype)
+            linear.weight.copy_(weight)
+            linear.bias.zero_()
         w, b = linear.weight.double(), linear.bias.double()
         linear.weight.copy_((w * scale[None, :]).to(linear.weight.dtype))
         linear.bias.copy_((w @ shift + b).to(linear.bias.dtype))
@@ -95,7 +81,7 @@ def _fold_sequential(seq: nn.Sequential) -> None:
             and isinstance(before, nn.Conv2d)
             and before.out_channels == bn.num_features
         ):
-            seq._modules[names[i - 1]] = _fold_conv(before, bn)
+            seq._modules[names[i - 1]] = fuse_conv_bn_eval(before.eval(), bn.eval())  # the hMLP stem's Conv2d -> BN
             seq._modules[name] = nn.Identity()
             continue
         if not _foldable(bn):

@@ -1,9 +1,6 @@
 """Normalisation layers as layer factories (timm's ``norm_layer``: number of features -> a module over the last
-dimension), and :data:`NORMS`, which names them: a new norm is one class and one entry there.
-
-BatchNorm on tokens ``(b, n, d)`` normalises each feature over batch and tokens; it runs ``BatchNorm1d`` on the
-``(b n) d`` view, the same arithmetic as the articles' transposed forms with no copy (``tests/test_models.py``).
-"""
+dimension), and :data:`NORMS`, which names them: a new norm is one class and one entry there. BatchNorm on tokens
+``(b, n, d)`` runs ``BatchNorm1d`` on the ``(b n) d`` view: the articles' transposed forms' arithmetic, with no copy."""
 
 from __future__ import annotations
 
@@ -17,12 +14,8 @@ NormLayer = Callable[[int], nn.Module]
 
 
 class BatchNorm(nn.BatchNorm1d):
-    """``BatchNorm1d`` for ``(b, d)`` features or ``(b, n, d)`` tokens.
-
-    A batch of one image cannot give batch statistics; PyTorch's own message for it is
-    cryptic (or, with several tokens per image, there is none and the statistics silently
-    become per-image), so training mode refuses it by name.
-    """
+    """``BatchNorm1d`` for ``(b, d)`` features or ``(b, n, d)`` tokens. Training mode refuses a batch of one image by
+    name: PyTorch's message is cryptic, or with several tokens there is none and the statistics become per-image."""
 
     def forward(self, x: Tensor) -> Tensor:
         if self.training and x.shape[0] < 2:
@@ -36,12 +29,8 @@ class BatchNorm(nn.BatchNorm1d):
 
 
 class DyT(nn.Module):
-    """Dynamic Tanh (Zhu et al., CVPR 2025): ``weight * tanh(alpha * x) + bias`` over the last dimension.
-
-    ``alpha`` is one learnable scalar (initialised to 0.5, the paper's default for
-    non-LLM models); ``weight`` and ``bias`` are per feature, initialised to ones and zeros as
-    LayerNorm's affine parameters are. No statistic is computed: each value is squashed on its own.
-    """
+    """Dynamic Tanh (Zhu et al., CVPR 2025): ``weight * tanh(alpha * x) + bias`` over the last dimension, no statistic.
+    ``alpha`` is one scalar (0.5, the paper's default for non-LLM models); ``weight``, ``bias`` as LayerNorm's."""
 
     def __init__(self, dim: int, alpha_init: float = 0.5):
         super().__init__()
@@ -65,10 +54,8 @@ NORMS: dict[str, NormLayer] = {
 
 
 def norm_layer(name: str, norm: str | NormLayer | None, *, optional: bool = False) -> NormLayer | None:
-    """The layer factory ``norm`` names (a key of :data:`NORMS`), or ``norm`` itself when it is one already.
-
-    ``optional=True`` lets ``None`` through (no norm at that place); anything else is refused by ``name``.
-    """
+    """The layer factory ``norm`` names (a key of :data:`NORMS`), or ``norm`` itself when it is one already;
+    ``optional=True`` lets ``None`` through (no norm at that place)."""
     if norm is None and optional:
         return None
     if isinstance(norm, str) or norm is None:

@@ -1,9 +1,8 @@
 """One Vision Transformer family whose normalisation is a constructor choice.
 
-``ViT`` is the standard pre-norm encoder of the einops-style vit-pytorch (its state-dict
-names, so checkpoints of that layout load). ``ViTBNFFN``, ``ViTBN`` and ``ViTDyT`` are the
-same class with other norms, each a layer factory of :mod:`vitbn_nb.models.norms` (or its
-name in ``NORMS``):
+``ViT`` is the standard pre-norm encoder of the einops-style vit-pytorch (its state-dict names, so checkpoints of that
+layout load). ``ViTBNFFN``, ``ViTBN`` and ``ViTDyT`` are the same class with other norms, each a layer factory of
+:mod:`vitbn_nb.models.norms` (or its name in ``NORMS``):
 
 =========  ==================  ======================  ===============  ==========
 model      patch embedding     attention               feed-forward     final norm
@@ -14,19 +13,14 @@ ViTBN      BatchNorm           BatchNorm -> MHSA       Lin -> BN-GELU   BatchNor
 ViTDyT     DyT                 DyT -> MHSA             DyT -> Lin-GELU  DyT
 =========  ==================  ======================  ===============  ==========
 
-``norm`` is the norm of the patch embedding, the attention and the end; ``ffn_norm`` the
-feed-forward network's before its first Linear, ``ffn_hidden_norm`` after it (either may be
-``None``).
-
-Two options of Touvron et al.'s "Three things everyone should know about Vision
-Transformers" (2022) work with every norm: ``branches`` (parallel blocks) and
-``stem='hmlp'`` (a hierarchical per-patch MLP instead of the linear patch embedding).
+``norm`` is the norm of the patch embedding, the attention and the end; ``ffn_norm`` the feed-forward network's before
+its first Linear, ``ffn_hidden_norm`` after it (either may be ``None``). ``branches`` and ``stem='hmlp'`` are from
+Touvron et al.'s "Three things" (2022), with every norm.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,14 +29,7 @@ from einops import rearrange, repeat
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
-from .norms import (
-    NormLayer,
-    check_choice,
-    check_positive,
-    check_probability,
-    map_norm,
-    norm_layer,
-)
+from .norms import NormLayer, check_choice, check_positive, check_probability, map_norm, norm_layer
 
 
 def pair(t: int | tuple[int, int]) -> tuple[int, int]:
@@ -127,21 +114,15 @@ def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
 
 def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
     """Three kernel sizes as (h, w) pairs (lists too, as they come back from JSON), or None if malformed."""
-
-    def is_size(k: object) -> bool:
-        return isinstance(k, int) and not isinstance(k, bool) and k >= 1
-
-    if not isinstance(kernels, (tuple, list)) or len(kernels) != 3:
+    is_size = lambda k: isinstance(k, int) and not isinstance(k, bool) and k >= 1
+    is_pair = lambda k: isinstance(k, (tuple, list)) and len(k) == 2 and all(map(is_size, k))
+    if (
+        not isinstance(kernels, (tuple, list))
+        or len(kernels) != 3
+        or not all(is_size(k) or is_pair(k) for k in kernels)
+    ):
         return None
-    pairs = []
-    for k in kernels:
-        if is_size(k):
-            pairs.append((k, k))
-        elif isinstance(k, (tuple, list)) and len(k) == 2 and all(map(is_size, k)):
-            pairs.append(tuple(k))
-        else:
-            return None
-    return pairs
+    return [(k, k) if is_size(k) else tuple(k) for k in kernels]
 
 
 class HMLPStem(nn.Sequential):
@@ -159,29 +140,23 @@ class HMLPStem(nn.Sequential):
         kernels: list[int] | tuple[int, ...] | None = None,
     ):
         patch_height, patch_width = pair(patch_size)
-        given = kernels
-        if kernels is None:
-            kernels = list(zip(hmlp_kernels(patch_height), hmlp_kernels(patch_width)))
-        kernels = _kernel_pairs(kernels)
-        if kernels is None or (math.prod(k[0] for k in kernels), math.prod(k[1] for k in kernels)) != (
-            patch_height,
-            patch_width,
-        ):
+        pairs = _kernel_pairs(
+            list(zip(hmlp_kernels(patch_height), hmlp_kernels(patch_width))) if kernels is None else kernels
+        )
+        if pairs is None or tuple(map(math.prod, zip(*pairs))) != (patch_height, patch_width):
             raise ValueError(
-                f"hmlp_kernels={given!r} is not allowed with patch_size={patch_size!r}: give three "
+                f"hmlp_kernels={kernels!r} is not allowed with patch_size={patch_size!r}: give three "
                 "positive kernel sizes (ints or (h, w) pairs) whose product is the patch size"
             )
         channel_norm = map_norm(norm)
         hidden = max(dim // 4, 1)
         widths = [channels, hidden, hidden, dim]
         layers = []
-        for stage, kernel in enumerate(kernels):
-            layers.append(nn.Conv2d(widths[stage], widths[stage + 1], kernel_size=kernel, stride=kernel))
-            layers.append(channel_norm(widths[stage + 1]))
-            if stage < 2:
-                layers.append(nn.GELU())
+        for stage, kernel in enumerate(pairs):
+            conv = nn.Conv2d(widths[stage], widths[stage + 1], kernel_size=kernel, stride=kernel)
+            layers += [conv, channel_norm(widths[stage + 1]), *([nn.GELU()] if stage < 2 else [])]
         super().__init__(*layers, Rearrange("b d h w -> b (h w) d"))
-        self.kernels = tuple(kernels)
+        self.kernels = tuple(pairs)
 
 
 class Parallel(nn.ModuleList):
@@ -207,25 +182,12 @@ class Transformer(nn.Module):
         qkv_bias: bool = False,
     ):
         super().__init__()
-
-        def branch(make: Callable[[], nn.Module]) -> nn.Module:
-            return make() if branches == 1 else Parallel(make() for _ in range(branches))
-
-        self.layers = nn.ModuleList(
-            nn.ModuleList(
-                [
-                    branch(
-                        lambda: Attention(
-                            dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm, qkv_bias=qkv_bias
-                        )
-                    ),
-                    branch(
-                        lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm, hidden_norm=ffn_hidden_norm)
-                    ),
-                ]
-            )
-            for _ in range(depth)
+        attention = lambda: Attention(
+            dim, heads=heads, dim_head=dim_head, dropout=dropout, norm=norm, qkv_bias=qkv_bias
         )
+        ffn = lambda: FeedForward(dim, mlp_dim, dropout=dropout, norm=ffn_norm, hidden_norm=ffn_hidden_norm)
+        branch = lambda make: make() if branches == 1 else Parallel(make() for _ in range(branches))
+        self.layers = nn.ModuleList(nn.ModuleList([branch(attention), branch(ffn)]) for _ in range(depth))
         self.norm = norm(dim)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -42,20 +42,20 @@ _LOCK_FILES = (".manifest.lock",)
 @contextmanager
 def _environment(**variables):
     """Set (value) or remove (None) environment variables for the kernels papermill starts."""
-    saved = {name: os.environ.get(name) for name in variables}
-    try:
-        for name, value in variables.items():
+
+    def set_all(values: dict) -> None:
+        for name, value in values.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = str(value)
+
+    saved = {name: os.environ.get(name) for name in variables}
+    try:
+        set_all(variables)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        set_all(saved)
 
 
 def _chapter_key(name) -> str:
@@ -162,16 +162,34 @@ def _held_profiles(figures: Path) -> dict[str, set[str]]:
     """The profiles of the outputs ``figures`` holds, per chapter number ("05")."""
     manifest = figures / "manifest.json"
     held: dict[str, set[str]] = {}
-    if not manifest.is_file():
-        return held
     try:
-        outputs = json.loads(manifest.read_text()).get("outputs", {})
+        outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
     except json.JSONDecodeError:
         return held
     for entry in outputs.values():
         if entry.get("profile"):
             held.setdefault(_chapter_key(entry.get("chapter")), set()).add(entry["profile"])
     return held
+
+
+def _outputs(figures: Path) -> dict[str, dict]:
+    """The manifest's outputs in ``figures`` (none where it is absent or unreadable)."""
+    try:
+        return json.loads((figures / "manifest.json").read_text()).get("outputs", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _smaller_than_held(staging: Path, figures: Path) -> list[str]:
+    """The outputs ``staging`` would publish at a smaller profile than ``figures`` holds them: a chapter that mixes
+    scales (chapter 03 at a full-protocol lr) passes the check by chapter, so each output is checked again here."""
+    held, staged = _outputs(figures), _outputs(staging)
+    size = lambda entry: PROFILE_SIZE.get(entry.get("profile"), -1)
+    return sorted(
+        f"{name} ({held[name]['profile']} held, {entry.get('profile')} rendered)"
+        for name, entry in staged.items()
+        if name in held and size(held[name]) > size(entry)
+    )
 
 
 def build_book(
@@ -195,8 +213,7 @@ def build_book(
     force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)
     selected = discover_chapters(notebooks_dir, chapters) if chapters is not None else all_chapters
-    output = Path(output_dir) if output_dir is not None else paths.project_root() / "build"
-    output = output.resolve()
+    output = (Path(output_dir) if output_dir is not None else paths.project_root() / "build").resolve()
     complete = set(selected) == set(all_chapters)
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
@@ -291,6 +308,12 @@ def build_book(
     publish_start = time.perf_counter()
     if missing := committed.stage(staging, runs, campaign.run_ids()):
         _log(f"  no record of {len(missing)} run(s) the manifest names, so not committed: {', '.join(missing)}")
+    if (smaller := _smaller_than_held(staging, figures)) and not replace_larger:
+        raise BookError(
+            f"{figures} holds results of a larger profile than this run rendered for {', '.join(smaller)}; they "
+            f"were left as they were, and this run's figures are in {staging}. Pass --replace-larger "
+            "(replace_larger=True) to replace them anyway, or --figures DIR to write elsewhere."
+        )
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)
     timings["publish"] = time.perf_counter() - publish_start
@@ -334,9 +357,5 @@ def _remove_abandoned(*folders) -> None:
 def _earlier_chapters(all_chapters: list[Path], selected: list[Path], executed_dir: Path) -> list[ChapterRun]:
     """The chapters this run did not execute, as their last execution under this profile left them (else unexecuted)."""
     others = [(source, executed_dir / source.name) for source in all_chapters if source not in selected]
-    return [
-        ChapterRun(
-            source.stem, source, executed if executed.is_file() else source, float("nan"), _check_chapter(source)
-        )
-        for source, executed in others
-    ]
+    shown = lambda source, executed: executed if executed.is_file() else source
+    return [ChapterRun(s.stem, s, shown(s, e), float("nan"), _check_chapter(s)) for s, e in others]

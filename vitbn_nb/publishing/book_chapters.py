@@ -57,19 +57,14 @@ def _read_notebook(path: Path):
     return nbformat.read(path, as_version=4)
 
 
-def _title(notebook, fallback: str) -> str:
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return fallback
+def _parameters_cell(notebook):
+    return next((c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
 
 
 def _check_chapter(path: Path) -> str:
-    """Refuse a chapter papermill could not parametrise; warn when its jupytext pair differs."""
+    """Refuse a chapter papermill could not parametrise; warn when its jupytext pair differs; its title."""
     notebook = _read_notebook(path)
-    if not any("parameters" in cell.get("metadata", {}).get("tags", []) for cell in notebook.cells):
+    if _parameters_cell(notebook) is None:
         raise BookError(
             f"chapter {path.stem}: no cell is tagged 'parameters', so the profile cannot be "
             f'injected (tag the cell holding `profile = "auto"` and `force = False`)',
@@ -90,7 +85,10 @@ def _check_chapter(path: Path) -> str:
                 )
         except Exception as error:  # a check only; never stop the book for it
             warnings.warn(f"could not compare {pair.name} with {path.name}: {error}", stacklevel=3)
-    return _title(notebook, path.stem)
+    markdown = (cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    return next(
+        (line[2:].strip() for text in markdown for line in text.splitlines() if line.startswith("# ")), path.stem
+    )
 
 
 def _check_kernel() -> None:
@@ -112,16 +110,13 @@ def check_parameters(source: Path, parameters: dict) -> None:
     """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
     import ast
 
-    cell = next(
-        (c for c in _read_notebook(source).cells if "parameters" in c.get("metadata", {}).get("tags", [])), None
-    )
+    cell = _parameters_cell(_read_notebook(source))
     declared = set()
     if cell is not None:
         for node in ast.parse(cell.source).body:
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             declared.update(t.id for t in targets if isinstance(t, ast.Name))
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:
+    if unknown := sorted(set(parameters) - declared):
         raise BookError(
             f"chapter {source.stem} has no parameter {', '.join(map(repr, unknown))}; its parameters "
             f"cell declares {', '.join(sorted(declared)) or 'none'}",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import shutil
 import string
 import subprocess
@@ -150,7 +149,6 @@ def build_html(result: BookBuild) -> Path:
             f"the HTML book could not be built (jupyter-book exit code {done.returncode}); "
             f"full log: {log_file}\n--- last lines ---\n{tail}"
         )
-    warnings_count = len(re.findall(r"WARNING:", done.stdout))
-    if warnings_count:
+    if warnings_count := done.stdout.count("WARNING:"):
         _log(f"  {warnings_count} Sphinx warning(s); see {log_file}")
     return index.resolve()

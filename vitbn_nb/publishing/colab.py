@@ -89,8 +89,7 @@ def _restart_needed() -> list[str]:
     """Libraries this kernel imported whose installed version changed since (the install upgraded them)."""
     changed = []
     for name in WATCHED:
-        module = sys.modules.get(name)
-        loaded = getattr(module, "__version__", None) if module is not None else None
+        loaded = getattr(sys.modules.get(name), "__version__", None)
         if loaded is None:
             continue
         try:

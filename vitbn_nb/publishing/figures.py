@@ -85,7 +85,7 @@ def stamp(profile: str, run_ids=()) -> str:
 
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
-    for verb, machines in (("trained", trained_on(run_ids)), ("timed", runs.timed_on(run_ids))):
+    for verb, machines in (("trained", runs.trained_on(run_ids)), ("timed", runs.timed_on(run_ids))):
         if machines:
             parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
     parts.append(f"rendered on {hardware_label()}" if len(parts) > 1 else hardware_label())
@@ -108,16 +108,12 @@ def read_manifest() -> dict:
     return json.loads(path.read_text()) if path.exists() else {"outputs": {}}
 
 
-def trained_on(run_ids) -> dict[str, int]:
-    from ..store import runs
-
-    return runs.trained_on(list(run_ids))
-
-
 def _record(
     name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None
 ) -> SourceLine:
     """List an output in the manifest (``profile``: its runs' own, where not the result's); its source line."""
+    from ..store import runs
+
     entry = {
         "kind": kind,
         "files": [f.name for f in files],
@@ -127,7 +123,7 @@ def _record(
         "profile": profile or result.profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
-        "trained_on": trained_on(run_ids),
+        "trained_on": runs.trained_on(list(run_ids)),
         "date": today(),
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
@@ -358,7 +354,7 @@ PANEL_TITLES = {
 def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model"):
     """Article 1's four panels: train time, test time, training loss and test accuracy per epoch."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    for ax, metric in zip(axes.flat, ["train_seconds", "test_seconds", "train_loss", "test_acc"]):
+    for ax, metric in zip(axes.flat, PANEL_TITLES):
         for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
             mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..chapters import chapter_of
+from ..judging.selection import final_epochs
 from ..profiles import ChapterSettings
 
 
@@ -50,11 +51,6 @@ def mean_sd(values, digits: int = 1) -> str:
     return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
 
 
-def final_epochs(table: pd.DataFrame) -> pd.DataFrame:
-    """The last recorded epoch of every run (a diverged run's is the epoch it diverged at)."""
-    return table.sort_values("epoch").groupby("run_id", sort=False).tail(1)
-
-
 def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
     """Final test accuracy per group: mean, standard deviation, seeds, diverged runs."""
     last = final_epochs(table)
@@ -77,10 +73,9 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
     per_run = table.groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]].mean().reset_index()
     base = per_run[per_run["model"] == baseline].drop(columns="model")
     pairs = per_run[per_run["model"] != baseline].merge(base, on=keys, suffixes=("", "_base"))
-    pairs["r_t"] = pairs["train_seconds_base"] / pairs["train_seconds"]
-    pairs["r_v"] = pairs["test_seconds_base"] / pairs["test_seconds"]
-    pairs["g_t"] = 100 * (1 - 1 / pairs["r_t"])
-    pairs["g_v"] = 100 * (1 - 1 / pairs["r_v"])
+    for r, g, column in (("r_t", "g_t", "train_seconds"), ("r_v", "g_v", "test_seconds")):
+        pairs[r] = pairs[f"{column}_base"] / pairs[column]
+        pairs[g] = 100 * (1 - 1 / pairs[r])
     rows = []
     for key, group in pairs.groupby([*by, "model"], sort=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -90,13 +85,8 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
             row[f"{column}_mean"] = group[column].mean()
         row["seeds"] = len(group)
         rows.append(row)
-    columns = [
-        *by,
-        "model",
-        *(f"{c}{suffix}" for c in ("r_t", "r_v", "g_t", "g_v") for suffix in ("", "_mean")),
-        "seeds",
-    ]
-    return pd.DataFrame(rows, columns=columns)
+    columns = [*by, "model", *(f"{c}{suffix}" for c in ("r_t", "r_v", "g_t", "g_v") for suffix in ("", "_mean"))]
+    return pd.DataFrame(rows, columns=[*columns, "seeds"])
 
 
 def gain(ratio: float) -> float:

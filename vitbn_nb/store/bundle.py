@@ -1,12 +1,9 @@
 """Moving runs between machines: ``runs export FILE`` writes a bundle, ``runs import FILE`` reads one.
 
-A bundle is a ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. One
-from elsewhere is data: every header is checked with bounded memory against the limits and the free disk before
-anything is written (:func:`survey`), then it is unpacked and checked whole (:func:`read_bundle`), then imported
-all or nothing (:func:`import_bundle`) under the locks of the runs it touches (the locks training takes). The
-moves are journalled first, so a failure, or a kill (undone by :func:`recover_imports`), puts the store back as it
-was. An import's working folder is owned by its process (``records.owned_folder``).
-"""
+A ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. An import
+checks every header against the limits and the free disk first (:func:`survey`), unpacks and checks it whole
+(:func:`read_bundle`), then moves it in all or nothing under the runs' locks, journalled, so that a failure or a kill
+(undone by :func:`recover_imports`) leaves the store as it was."""
 
 from __future__ import annotations
 
@@ -69,9 +66,8 @@ def _run_folders(store: Path) -> list[Path]:
 
 
 def needed_weights(measured: list[RunConfig], choice: str | None, store: Path | None = None) -> set[str]:
-    """Run ids whose ``model.pt`` the receiving machine loads: ``choice`` (the app's model); the source of every
-    fine-tuning run not finished yet (stored or planned), to train it there; and each ``measured`` run (planned by a
-    chapter that measures trained runs) with no stored measurement yet. Measured runs travel as records alone."""
+    """Run ids whose ``model.pt`` the receiving machine loads: ``choice`` (the app's model), the source of every
+    unfinished fine-tuning run, and each ``measured`` run with no stored measurement yet."""
     store = Path(store) if store is not None else runs_dir()
     stored = {folder.name: read_record(folder) for folder in _run_folders(store)}
     ended = {run_id for run_id, record in stored.items() if record["status"] in ENDED}
@@ -121,8 +117,8 @@ def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]]
 def export(
     file: str | Path, *, needed: set[str] | None, profile: str = "auto", store: str | Path | None = None
 ) -> dict:
-    """Write the bundle ``file`` (atomically) with the weights of the ``needed`` runs (``None``, said outright: every
-    finished run's) for rendering ``profile``; returns what it holds (runs, weight files, bytes)."""
+    """Write the bundle ``file`` atomically with the weights of the ``needed`` runs (``None``: every finished run's);
+    returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
@@ -164,8 +160,8 @@ _NEVER = {
 
 
 class _Header(tarfile.TarInfo):
-    """A tar header read with bounded memory: an oversized extension header and a damaged header are refused
-    before anything past the 512-byte header is read (tarfile would read the one whole, end quietly at the other)."""
+    """A tar header read with bounded memory: an oversized extension or a damaged header is refused at once (tarfile
+    would read the one whole and end quietly at the other)."""
 
     @classmethod
     def frombuf(cls, buf, encoding, errors):
@@ -212,22 +208,14 @@ def _read_listing(file: Path, tar: tarfile.TarFile) -> dict:
     except (OSError, ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else error
         _refuse(file, f"has an unreadable bundle.json ({reason})")
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("format") != FORMAT
-        or not isinstance(manifest.get("files"), dict)
-    ):
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or manifest.get("format") != FORMAT:
         _refuse(file, "was written by another version of the book (no list of its files with checksums)")
-    for name, entry in manifest["files"].items():
-        if not (
-            isinstance(entry, dict)
-            and isinstance(entry.get("sha256"), str)
-            and isinstance(entry.get("bytes"), int)
-            and not isinstance(entry["bytes"], bool)
-            and entry["bytes"] >= 0
-        ):
+    size = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    for name, entry in files.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and size(entry.get("bytes"))):
             _refuse(file, f"lists {name!r} without its checksum and size")
-    return manifest["files"]
+    return files
 
 
 def _allowed(name: str) -> bool:
@@ -248,13 +236,9 @@ def _check_listing(file: Path, listed: dict, store: Path) -> None:
     total = sum(entry["bytes"] for entry in listed.values())
     if total > MAX_BYTES:
         _refuse(file, f"unpacks to {total / 2**30:.1f} GiB (a bundle unpacks to at most {MAX_BYTES / 2**30:.0f} GiB)")
-    free = shutil.disk_usage(store).free
-    if total > free:
-        _refuse(
-            file,
-            f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}",
-            "fix: free some space",
-        )
+    if total > (free := shutil.disk_usage(store).free):
+        problem = f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}"
+        _refuse(file, problem, "fix: free some space")
 
 
 def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[str]) -> bool:
@@ -284,8 +268,8 @@ def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[s
 
 
 def survey(file: str | Path, store: Path) -> dict:
-    """Every header checked before anything is written (headers only, bounded memory): the list against the limits
-    and ``store``'s free disk, each member against the list; returns the list (checksums are checked on unpacking)."""
+    """Every header checked before anything is written (bounded memory): the list against the limits and ``store``'s
+    free disk, each member against the list; returns the list (checksums are checked on unpacking)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
@@ -307,18 +291,19 @@ _WRITABLE_FIX = "fix: free some space in the run store, or make it writable, and
 def _copy(file: Path, source, target: Path) -> str:
     """Copy one member to ``target`` in 1 MiB pieces; returns its SHA-256 (a write error is named as the store's)."""
     digest = hashlib.sha256()
-    with contextlib.ExitStack() as opened:
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            out = opened.enter_context(open(target, "wb"))
-        except OSError as error:
-            _refuse(file, f"cannot be unpacked into {target.parent} ({error.strerror or error})", _WRITABLE_FIX)
+    unwritable = lambda e: _refuse(file, f"cannot be unpacked into {target.parent} ({e.strerror or e})", _WRITABLE_FIX)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = open(target, "wb")  # noqa: SIM115 -- closed below; a read error is the bundle's, not the store's
+    except OSError as error:
+        unwritable(error)
+    with out:
         while chunk := source.read(2**20):
             digest.update(chunk)
             try:
                 out.write(chunk)
             except OSError as error:
-                _refuse(file, f"cannot be unpacked into {target.parent} ({error.strerror or error})", _WRITABLE_FIX)
+                unwritable(error)
     return digest.hexdigest()
 
 
@@ -353,8 +338,8 @@ class Bundle:
 
 
 def _check_run(file: Path, folder: Path) -> dict:
-    """A run folder: a whole record naming this folder, and only the weight files it lists, each matching its
-    checksum, loadable weights-only and fitting its model."""
+    """A run folder: a whole record naming it, and only the weight files it lists, each matching its checksum,
+    loadable weights-only and fitting its model."""
     run_id = folder.name
     if not (folder / "record.json").is_file():
         _refuse(file, f"holds files of run {run_id} without its record.json")
@@ -443,39 +428,30 @@ def _ledger(path: Path) -> dict:
 
 
 def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
-    """For each study folder and each chosen-values file of the bundle: add, replace (the bundle's optimisation
-    went further: every trial here is in its ledger, the same), or keep; conflicting states are named."""
+    """Per study folder and chosen-values file of the bundle: add, replace (the bundle's optimisation went further:
+    every trial here is in its ledger, the same), or keep; conflicting states are named."""
     plans, conflicts = {}, []
-    studies = sorted({name.split("/")[0] for name in found.state if "/" in name})
-    for study in studies:
-        mine, theirs = store / STATE_FOLDER / study, found.state.get(f"{study}/trials.json")
-        if not mine.exists():
-            plans[study] = "add"
-            continue
-        same = all(
-            (mine / n.split("/")[1]).is_file() and (mine / n.split("/")[1]).read_bytes() == p.read_bytes()
+    ours = lambda name: store / STATE_FOLDER / name
+    for key in sorted({name.split("/")[0] for name in found.state}):  # a study's folder, or a chosen-values file
+        if not ours(key).exists():
+            plans[key] = "add"
+        elif all(
+            ours(n).is_file() and ours(n).read_bytes() == p.read_bytes()
             for n, p in found.state.items()
-            if n.startswith(f"{study}/")
-        )
-        here, there = _ledger(mine / "trials.json"), _ledger(theirs) if theirs else {}
-        if same:
-            plans[study] = "unchanged"
-        elif here.items() <= there.items():
-            plans[study] = "replace"
-        elif there.items() <= here.items():
-            plans[study] = "unchanged"  # this store's optimisation went further
+            if n.split("/")[0] == key
+        ):
+            plans[key] = "unchanged"
+        elif key in found.state:
+            conflicts.append(f"{ours(key)} differs from the bundle's copy")
         else:
-            conflicts.append(f"optimisation {study}: the bundle's trials and this store's differ")
-    for name, path in found.state.items():
-        if "/" in name:
-            continue
-        target = store / STATE_FOLDER / name
-        if not target.exists():
-            plans[name] = "add"
-        elif target.read_bytes() == path.read_bytes():
-            plans[name] = "unchanged"
-        else:
-            conflicts.append(f"{target} differs from the bundle's copy")
+            theirs = found.state.get(f"{key}/trials.json")
+            here, there = _ledger(ours(key) / "trials.json"), _ledger(theirs) if theirs else {}
+            if here.items() <= there.items():
+                plans[key] = "replace"
+            elif there.items() <= here.items():
+                plans[key] = "unchanged"  # this store's optimisation went further
+            else:
+                conflicts.append(f"optimisation {key}: the bundle's trials and this store's differ")
     return plans, conflicts
 
 
@@ -527,11 +503,10 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
                 _apply(store, scratch, found, plans, state_plans)
             except OSError as error:  # undone already: the store is as it was
                 raise _unwritable(file, store, error) from None
-    counts = {"added": 0, "updated": 0, "unchanged": 0, "state files": 0}
+    counts = {"added": 0, "updated": 0, "unchanged": 0}
     for action, _ in plans.values():
         counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
-    counts["state files"] = sum(action in ("add", "replace") for action in state_plans.values())
-    return counts
+    return {**counts, "state files": sum(action in ("add", "replace") for action in state_plans.values())}
 
 
 def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> list[tuple[Path, Path]]:
@@ -551,10 +526,7 @@ def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plan
             else:
                 record = read_record(target)
                 # Both kept: the bundle's measurements win where both took one (it comes from training).
-                record["measurements"] = {
-                    **record.get("measurements", {}),
-                    **found.records[run_id].get("measurements", {}),
-                }
+                record["measurements"] = record.get("measurements", {}) | found.records[run_id].get("measurements", {})
                 write_record(merged / "record.json", record)
             new = merged
         moves.append((new, target))
@@ -565,8 +537,8 @@ def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plan
 
 
 def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
-    """Move every planned change into the store. The moves are journalled first, so a failure here, or a kill
-    (undone by :func:`recover_imports` at the next import, ``train`` or ``book``), puts the store back as it was."""
+    """Move every planned change into the store, journalled first: a failure here, or a kill (undone by
+    :func:`recover_imports` at the next import, ``train`` or ``book``), puts the store back as it was."""
     moves = _prepared(store, scratch, found, plans, state_plans)
     if any(target.parent.name == STATE_FOLDER for _, target in moves):
         (store / STATE_FOLDER).mkdir(exist_ok=True)
@@ -602,10 +574,9 @@ JOURNAL = "journal.json"
 
 
 def _undo(journal: list[dict]) -> None:
-    """Put back what the journalled moves changed, in reverse order, from wherever they stopped. Every step is a
-    rename that leaves a trace, so an undo stopped half-way (a kill) can be run again and never touches a run that
-    is not the bundle's copy: the bundle's copy is taken out of the store into ``removed`` (not deleted), and the
-    store's own copy comes back from ``aside``."""
+    """Put back what the journalled moves changed, in reverse order. Every step is a rename that leaves a trace (the
+    bundle's copy goes to ``removed``, the store's comes back from ``aside``), so an undo stopped half-way can run
+    again and never touches a run that is not the bundle's copy."""
     for move in reversed(journal):
         new, target, aside = Path(move["new"]), Path(move["target"]), Path(move["aside"])
         # (journals written before "removed" existed keep it beside "old")
@@ -627,15 +598,9 @@ def _pending(scratch: Path) -> list[dict] | None:
     return None if state.get("done") else state["moves"]
 
 
-def _lock_name(target: str) -> str:
-    """The lock a journalled move's target is changed under: its run's, or the optimisation state's."""
-    return STATE_FOLDER if Path(target).parent.name == STATE_FOLDER else Path(target).name
-
-
 def recover_imports(store: Path | None = None) -> list[str]:
-    """Undo any import whose process is gone (killed while it moved runs into the store), under the locks of the runs
-    it moved, and remove the working folders that dead imports left; returns what was undone. An import still
-    running is left alone (its folder is owned: ``records.owned_folder``)."""
+    """Undo any import whose process is gone, under the locks of the runs it moved, and remove the working folders
+    dead imports left; returns what was undone. An import still running owns its folder and is left alone."""
     store = Path(store) if store is not None else runs_dir()
     undone = []
     for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
@@ -643,7 +608,10 @@ def recover_imports(store: Path | None = None) -> list[str]:
             if not abandoned:
                 continue
             if (moves := _pending(scratch)) is not None:
-                with run_locks([_lock_name(move["target"]) for move in moves], progress=False, store=store):
+                # each move's target is changed under its run's lock, or the optimisation state's
+                targets = [Path(move["target"]) for move in moves]
+                names = [STATE_FOLDER if t.parent.name == STATE_FOLDER else t.name for t in targets]
+                with run_locks(names, progress=False, store=store):
                     _undo(moves)
                 undone.append(scratch.name)
             shutil.rmtree(scratch, ignore_errors=True)

@@ -13,14 +13,6 @@ from pathlib import Path
 from ..paths import RECORDS_FOLDER, committed_records_dir
 from .records import ENDED, STATE_FOLDER
 
-#: The optimisation state's files (``vitbn_nb.hpo``): JSON only, never weights.
-_STATE_SUFFIX = ".json"
-
-
-def _manifest_outputs(folder: Path) -> dict:
-    manifest = folder / "manifest.json"
-    return json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
-
 
 def _first_existing(name: str, sources: list[Path]) -> Path | None:
     for source in sources:
@@ -43,9 +35,8 @@ def _with_starting_runs(run_ids: set[str], sources: list[Path]) -> set[str]:
 
 
 def _studies(sources: list[Path], run_ids: set[str], names: set[str] = frozenset()) -> dict[str, Path]:
-    """The optimisation studies (folders under ``hpo/``) one of whose trials is among ``run_ids``, or named in
-    ``names`` (the studies a chosen-values file names: a chapter that reads those values optimises again without
-    them)."""
+    """The optimisation studies (``hpo/`` folders) one of whose trials is among ``run_ids``, or named in ``names`` (a
+    chosen-values file's: a chapter that reads those values optimises again without them)."""
     found: dict[str, Path] = {}
     for source in sources:
         for ledger in sorted((source / STATE_FOLDER).glob("*/trials.json")):
@@ -68,27 +59,21 @@ def _best_files(sources: list[Path], profiles: set) -> dict[str, Path]:
     return found
 
 
-def _named_studies(best_files: dict[str, Path]) -> set[str]:
-    names = set()
-    for best in best_files.values():
-        chosen = json.loads(best.read_text())
-        names |= {e["study"] for e in chosen.values() if isinstance(e, dict) and isinstance(e.get("study"), str)}
-    return names
-
-
 def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
-    """Write ``staging/records/``: the record of every run the staged manifest names (read from ``store``, else
-    from the records staged or committed before), the runs they started from, the optimisation state behind
-    them, and every ``campaign`` run any source holds ended, weights left out. Returns the run ids no source holds
-    (an output carried over from an earlier run)."""
-    outputs = _manifest_outputs(staging)
+    """Write ``staging/records/``: the record of every run the staged manifest names (from ``store``, else the records
+    staged or committed before), the runs they started from, the optimisation state behind them, and every ended
+    ``campaign`` run, weights left out. Returns the run ids no source holds (an output carried over)."""
+    manifest = staging / "manifest.json"
+    outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
     sources = [store, staging / RECORDS_FOLDER]
     if (committed := committed_records_dir()) is not None:
         sources.append(committed)
     named = {run_id for entry in outputs.values() for run_id in entry.get("run_ids", [])}
     profiles = {entry.get("profile") for entry in outputs.values()}
     best_files = _best_files(sources, profiles)
-    studies = _studies(sources, named, _named_studies(best_files))
+    chosen = [entry for best in best_files.values() for entry in json.loads(best.read_text()).values()]
+    chosen_studies = {e["study"] for e in chosen if isinstance(e, dict) and isinstance(e.get("study"), str)}
+    studies = _studies(sources, named, chosen_studies)
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
     wanted = _with_starting_runs(named, sources) | _ended(campaign, sources)
@@ -116,14 +101,10 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
 def _ended(run_ids: Iterable[str], sources: list[Path]) -> set[str]:
     """Those of ``run_ids`` any source holds ended (the ``paper`` campaign's: kept by every render, so that hours of
     training are never dropped)."""
-    found = set()
-    for run_id in run_ids:
-        record = _first_existing(f"{run_id}/record.json", sources)
-        if record is not None and json.loads(record.read_text()).get("status") in ENDED:
-            found.add(run_id)
-    return found
+    records = {run_id: _first_existing(f"{run_id}/record.json", sources) for run_id in run_ids}
+    return {run_id for run_id, r in records.items() if r and json.loads(r.read_text()).get("status") in ENDED}
 
 
 def _not_state(folder: str, files: list[str]) -> list[str]:
-    """What a study's folder may hold besides its JSON state: nothing is copied but plain JSON files."""
-    return [name for name in files if not name.endswith(_STATE_SUFFIX) or (Path(folder) / name).is_symlink()]
+    """A study's folder is copied as its plain JSON files alone (the optimisation state: never weights)."""
+    return [name for name in files if not name.endswith(".json") or (Path(folder) / name).is_symlink()]

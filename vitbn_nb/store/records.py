@@ -47,26 +47,31 @@ def state_fix(path: Path) -> str:
     )
 
 
-_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+_num = lambda v: _number(v) and math.isfinite(v)
 _int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+_count = lambda v: _int(v) and v >= 0
+_text = lambda v: isinstance(v, str)
+_maybe = lambda test: lambda v: v is None or test(v)
+_seconds = lambda v: _num(v) and v >= 0
+_percent = lambda v: _num(v) and 0 <= v <= 100
 #: What each kind of trial-ledger entry and chosen-values entry must hold (key: test), as the code reads them.
 _LEDGER_ENTRY = {
     "trial": _int,
     "lr": lambda v: _num(v) and 0 < v < 10,
     "batch_size": lambda v: _int(v) and v >= 2,
-    "run_id": lambda v: isinstance(v, str),
-    "generator": lambda v: isinstance(v, str),
-    "accuracy": lambda v: _num(v) and 0 <= v <= 100,
-    "suggest_seconds": lambda v: _num(v) and v >= 0,
-    "status": lambda v: isinstance(v, str),
+    "run_id": _text,
+    "generator": _text,
+    "accuracy": _percent,
+    "suggest_seconds": _seconds,
+    "status": _text,
 }
 _BEST_ENTRY = {**_LEDGER_ENTRY, "depth": _int, "trials": _int, "trial_epochs": _int}
 _BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
 
 
 def state_problem(name: str, state) -> str | None:
-    """What makes one file of the optimisation state unusable (None when it is whole): the trial ledger, Ax's
-    snapshot, the study's description, or a chosen-values file, checked as the code reads them back."""
+    """What makes one file of the optimisation state unusable (None when it is whole), checked as the code reads it."""
     if not isinstance(state, dict):
         return "is not a JSON object"
     if name == LEDGER_FILE:
@@ -112,9 +117,8 @@ def read_ledger(path: Path) -> dict:
 
 
 # -- working folders owned by the live process that made them (an import's ``.import-*``) ---------------------
-# Before such a folder exists its owner takes an OS lock (``flock``, ``.locks/<folder name>.lock``) and holds it for
-# the folder's life; the OS lets go when the process ends (kill -9 included), so a lock another process can take
-# means an owner that is gone: only such folders are cleaned up, each by one process.
+# The owner holds an OS lock (``flock``, ``.locks/<folder name>.lock``) for the folder's life, let go when it ends
+# (kill -9 included): a lock another process can take means the owner is gone, and only such folders are cleaned.
 
 #: The store's lock folder, shared with the run locks (``run_folder.run_lock``); run ids never begin with a dot, so
 #: a working folder's lock (``.import-*.lock``) is never a run's.
@@ -135,8 +139,7 @@ def _try_lock(fd: int) -> bool:
 
 @contextlib.contextmanager
 def owned_folder(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new folder ``parent/<prefix><random>``, owned by this process until the block ends (locked before it is
-    made, let go after the block; the block decides what becomes of the folder)."""
+    """A new folder ``parent/<prefix><random>``, locked by this process from before it is made to the block's end."""
     folder = Path(parent) / f"{prefix}{uuid.uuid4().hex[:12]}"
     lock = _lock_path(folder)
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -169,10 +172,8 @@ def is_owned(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def taken_over(folder: Path) -> Iterator[bool]:
-    """Whether ``folder`` is this process's to clean up: True when its owner is gone and the folder is still there.
-    Then this process holds the folder's lock until the block ends (no other command cleans it at the same time),
-    and the lock file is removed with it. False for a folder a live process owns, or one that cannot be locked
-    (a store this process cannot write: nothing could be cleaned there anyway)."""
+    """Whether ``folder`` is this process's to clean up (its owner gone, the folder still there): then its lock is held
+    until the block ends and removed with it. False for a folder a live process owns, or one that cannot be locked."""
     lock = _lock_path(folder)
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -231,13 +232,6 @@ def write_record(path: Path, record: dict) -> None:
 
 # -- what a whole record holds ------------------------------------------------------------------------
 
-_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-_count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
-_text = lambda v: isinstance(v, str)
-_maybe = lambda test: lambda v: v is None or test(v)
-_seconds = lambda v: _number(v) and math.isfinite(v) and v >= 0
-_percent = lambda v: _number(v) and math.isfinite(v) and 0 <= v <= 100
-
 
 def _hardware(v) -> bool:
     """What every footer reads of a machine: its device type and a name (the GPU's, or the CPU's and its cores)."""
@@ -262,6 +256,7 @@ def _plain_numbers(v, depth: int = 0) -> bool:
 
 _list_of = lambda test: lambda v: isinstance(v, list) and all(test(x) for x in v)
 _object = lambda v: isinstance(v, dict)
+_segment = lambda v: isinstance(v, dict) and _hardware(v.get("hardware"))
 
 #: key: (required, test, what it must be). The keys the book's code reads from every record.
 _RECORD_KEYS = {
@@ -273,11 +268,7 @@ _RECORD_KEYS = {
     "checksums": (True, _object, "an object"),
     "record_sha256": (True, lambda v: isinstance(v, str) and bool(_HEX64.match(v)), "a SHA-256"),
     "measurements": (False, _object, "an object"),
-    "segments": (
-        False,
-        _list_of(lambda v: isinstance(v, dict) and _hardware(v.get("hardware"))),
-        "segments with machines",
-    ),
+    "segments": (False, _list_of(_segment), "segments with machines"),
     "resumed_at": (False, _list_of(_count), "a list of epoch numbers"),
     "parameters": (False, _object, "an object"),
     "train_images": (False, _count, "a count"),
@@ -315,8 +306,7 @@ def _wrong_keys(obj: dict, keys: dict, where: str) -> str | None:
 
 
 def record_problem(record: Any, folder_name: str) -> str | None:
-    """What makes ``record`` untrustworthy (None when it is whole): its checksum, a key the book reads, or
-    a status its epochs and files do not bear out."""
+    """What makes ``record`` untrustworthy (None when whole): its checksum, a key the book reads, or its status."""
     if not isinstance(record, dict):
         return f"holds a JSON {type(record).__name__}, not a run record"
     if "record_sha256" not in record:
@@ -361,8 +351,7 @@ def record_problem(record: Any, folder_name: str) -> str | None:
 
 
 def read_record(folder: Path) -> dict:
-    """A run's record, verified (:func:`record_problem`); a damaged one raises :class:`RunStoreError` naming the
-    file and a fix that works."""
+    """A run's record, verified (:func:`record_problem`); a damaged one raises :class:`RunStoreError` with a fix."""
     path, run_id = Path(folder) / "record.json", Path(folder).name
     try:
         record = json.loads(path.read_text())
@@ -385,9 +374,8 @@ def restore_fix(folder: Path) -> str:
 
 
 def repair_fix(folder: Path) -> str:
-    """``runs retrain`` when the record still says what the run was (its JSON and configuration readable),
-    otherwise deleting the folder; restoring it from git when it is a committed record: the fix the error prints is
-    one that works."""
+    """The fix that works: restoring a committed record from git, else ``runs retrain`` when the record still says
+    what the run was (its JSON and configuration readable), else deleting the folder."""
     if is_committed(folder):
         return restore_fix(folder)
     try:
@@ -445,9 +433,8 @@ def fit_problem(config: dict, state: Any) -> str | None:
 
 
 def load_checkpoint(folder: Path, record: dict) -> dict:
-    """An unfinished run's checkpoint, verified. A process killed between writing a checkpoint and the record that
-    holds its checksum leaves a whole (atomically written) checkpoint one save newer than the record knows: it is
-    the truth a resume reads, so it is taken when it loads and holds more epochs than the record's checkpoint."""
+    """An unfinished run's checkpoint, verified. A kill between the checkpoint and its record leaves a whole checkpoint
+    one save newer than the record knows: the truth a resume reads, taken when it loads and holds more epochs."""
     path, run_id = Path(folder) / "checkpoint.pt", Path(folder).name
     try:
         checkpoint = load_weights(path, run_id, record.get("checksums", {}).get("checkpoint.pt"))
@@ -486,19 +473,18 @@ def _problems(folder: Path) -> list[tuple[str, str]]:
     problems = []
     if (problem := identity_problem(record, folder.name)) is not None:
         problems.append((f"{folder / 'record.json'}: {problem}", delete_fix(folder)))
-    state = None
-    if record["status"] not in ENDED and (folder / "checkpoint.pt").exists():
+    ended = record["status"] in ENDED
+    path = folder / ("model.pt" if ended else "checkpoint.pt")  # a model absent: imported as its record alone
+    if path.exists():
         try:
-            state = ("checkpoint.pt", load_checkpoint(folder, record)["model"])
+            if ended:
+                state = load_weights(path, folder.name, record["checksums"]["model.pt"])
+            else:
+                state = load_checkpoint(folder, record)["model"]
         except RunStoreError as error:
-            problems.append((error.problem, error.fix))
-    if record["status"] in ENDED and (folder / "model.pt").exists():  # absent: imported as its record alone
-        try:
-            state = ("model.pt", load_weights(folder / "model.pt", folder.name, record["checksums"]["model.pt"]))
-        except RunStoreError as error:
-            problems.append((error.problem, error.fix))
-    if state is not None and (problem := fit_problem(record["config"], state[1])) is not None:
-        problems.append((f"{folder / state[0]} {problem}", retrain_fix(folder.name)))
+            return [*problems, (error.problem, error.fix)]
+        if (problem := fit_problem(record["config"], state)) is not None:
+            problems.append((f"{path} {problem}", retrain_fix(folder.name)))
     return problems
 
 
@@ -507,9 +493,8 @@ def _entries(store: Path) -> list[Path]:
 
 
 def check_store(store: str | Path | None = None) -> pd.DataFrame:
-    """Every damaged run of the store: its id, folder, what is wrong and the command that repairs it. The
-    optimisation state (``hpo/``) is checked as what it is; anything else that is not a run is left to
-    :func:`store_notes`."""
+    """Every damaged run of the store (and file of the optimisation state): its id, folder, what is wrong and the
+    command that repairs it. Anything else that is not a run is left to :func:`store_notes`."""
     store = Path(store) if store is not None else runs_dir()
     rows = []
     for entry in _entries(store):
@@ -529,8 +514,8 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
 
 
 def store_notes(store: str | Path | None = None) -> list[str]:
-    """What a store holds besides whole runs, none of it damage: folders and files that are not runs (left
-    alone), finished runs kept as records alone, and checkpoints left beside finished records."""
+    """What a store holds besides whole runs, none of it damage: entries that are not runs, finished runs kept as
+    records alone, and checkpoints left beside finished records."""
     store = Path(store) if store is not None else runs_dir()
     others, records_only, stale = [], 0, 0
     for entry in _entries(store):

@@ -1,7 +1,5 @@
-"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type.
-
-The id is a digest of :meth:`RunConfig.to_dict`: a field added must leave that dictionary as it was for every run
-already stored, or those runs would train again."""
+"""What names a run: its configuration, checked whole when it is made, and the run id it gives with a device type
+(a digest of :meth:`RunConfig.to_dict`: a field added must leave it as it was for every stored run)."""
 
 from __future__ import annotations
 
@@ -81,11 +79,8 @@ class RunConfig:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
-        image_size = self.model_kwargs.get("image_size", 28)
-        if (
-            vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size)
-            != (IMAGE_SIZE[self.dataset],) * 2
-        ):
+        image_size, side = self.model_kwargs.get("image_size", 28), IMAGE_SIZE[self.dataset]
+        if vit_pair(tuple(image_size) if isinstance(image_size, list) else image_size) != (side, side):
             raise ValueError(
                 f"dataset={self.dataset!r} has {IMAGE_SIZE[self.dataset]}-pixel images; the model's "
                 f"image_size={image_size!r} must match"
@@ -94,14 +89,7 @@ class RunConfig:
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
     #: The fields a chapter's settings supply to every run it plans (when the settings have them).
-    FROM_SETTINGS: ClassVar[tuple[str, ...]] = (
-        "epochs",
-        "batch_size",
-        "test_batch_size",
-        "train_size",
-        "test_size",
-        "engine",
-    )
+    FROM_SETTINGS: ClassVar = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size", "engine")
 
     @classmethod
     def from_settings(cls, settings: object, **fields: Any) -> RunConfig:

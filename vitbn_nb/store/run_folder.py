@@ -1,8 +1,7 @@
 """One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked
-while anything writes it (an OS file lock per run, gone with its process), and its stored measurements.
-
-The folder holds ``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically every
-``VITBN_CHECKPOINT_SECONDS`` and at a deadline stop; a run resumes from it) and ``model.pt`` once done."""
+while anything writes it (an OS file lock per run, gone with its process), and its stored measurements. It holds
+``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically by time and at a deadline stop) and
+``model.pt`` once done."""
 
 from __future__ import annotations
 
@@ -95,10 +94,8 @@ def timestamp() -> str:
 
 @contextlib.contextmanager
 def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> Iterator[None]:
-    """Hold the run's OS file lock in ``store`` (default: the run store); a second process waits here (and says so)
-    until the first lets go. Imports take the same locks for the runs they change (``vitbn_nb.store.bundle``).
-
-    Only writing takes it: reading a finished run needs no lock, so a read-only store renders."""
+    """Hold the run's OS file lock in ``store`` (default: the run store); a second process waits (and says so). Only
+    writing takes it (imports too): reading a finished run needs no lock, so a read-only store renders."""
     store = Path(store) if store is not None else runs_dir()
     folder = store / LOCKS
     lock = FileLock(str(folder / f"{run_id}.lock"))
@@ -131,18 +128,11 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
 
 @contextlib.contextmanager
 def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterator[None]:
-    """The locks of several runs (or the optimisation state, as ``hpo``), taken in one order by every process
-    (sorted), so that no two wait on each other."""
+    """The locks of several runs (or ``hpo``), taken in sorted order by every process, so no two wait on each other."""
     with contextlib.ExitStack() as locks:
         for name in sorted(set(names)):
             locks.enter_context(run_lock(name, progress, store))
         yield
-
-
-def _remove_stale_temporaries(folder: Path) -> None:
-    """Temporary files of atomic writes a killed process left behind (safe: this process holds the run's lock)."""
-    for leftover in folder.glob(".*.tmp"):
-        leftover.unlink(missing_ok=True)
 
 
 def checkpoint_seconds() -> float:
@@ -157,8 +147,7 @@ def checkpoint_seconds() -> float:
 
 
 def stored_device_type(config: RunConfig, device: torch.device) -> str:
-    """The device type whose id names ``config`` here: this device's, unless only another device finished it (a
-    store trained on a GPU renders on a laptop; the record keeps what trained each run)."""
+    """This device's type, unless only another device finished ``config`` (a GPU's store renders on a laptop)."""
     here = device.type
     for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
         folder = stored_path(config.run_id(device_type))
@@ -172,12 +161,8 @@ def stored_device_type(config: RunConfig, device: torch.device) -> str:
 def missing_runs(configs: Iterable[RunConfig], device: torch.device | None = None) -> list[str]:
     """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
     device = pick_device(None) if device is None else device
-    missing = []
-    for config in configs:
-        run_id = config.run_id(stored_device_type(config, device))
-        if stored_run(stored_path(run_id)) is None:
-            missing.append(run_id)
-    return missing
+    run_ids = [config.run_id(stored_device_type(config, device)) for config in configs]
+    return [run_id for run_id in run_ids if stored_run(stored_path(run_id)) is None]
 
 
 def is_run_name(name: str) -> bool:
@@ -196,9 +181,8 @@ def _check_folder(folder: Path) -> None:
 
 
 def stored_run(folder: Path) -> Run | None:
-    """The finished (or diverged) run in ``folder``, its weights verified when they are there; None when it is
-    absent or unfinished. Reads only: no lock, nothing written. A finished record is final even beside a
-    checkpoint (a kill after the final save leaves one), and one imported without weights is whole."""
+    """The finished (or diverged) run in ``folder``, its weights verified when there; None when absent or unfinished.
+    Reads only. A finished record is final even beside a checkpoint, and one imported without weights is whole."""
     _check_folder(folder)
     if not (folder / "record.json").exists():
         return None
@@ -226,8 +210,8 @@ class RunFiles:
         _check_folder(self.folder)
         if force and self.folder.exists():
             shutil.rmtree(self.folder)
-        if self.folder.exists():
-            _remove_stale_temporaries(self.folder)
+        for leftover in self.folder.glob(".*.tmp"):  # of atomic writes a killed process left (we hold the lock)
+            leftover.unlink(missing_ok=True)
         if (run := stored_run(self.folder)) is not None:
             self.checkpoint_path.unlink(missing_ok=True)  # from before the final save
         return run
@@ -353,9 +337,9 @@ def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
 def measured(
     run: Run, name: str, measure: Callable[[], Any], device: torch.device | None, *, retake: bool = False
 ) -> Any:
-    """A measurement of a finished run, taken once (by ``train``, on the machine that trained it) and kept in its
-    record with that machine's hardware, so a chapter rendered elsewhere needs no weights. ``device=None``: a number
-    of the weights alone (no hardware, not a timing). ``retake``: measure again and replace the stored value."""
+    """A measurement of a finished run, taken once and kept in its record with the machine's hardware, so a chapter
+    rendered elsewhere needs no weights. ``device=None``: a number of the weights alone (no hardware). ``retake``:
+    measure again and replace the stored value."""
     stored = run.record.get("measurements", {}).get(name)
     if stored is not None and not retake:
         return stored["value"]

@@ -1,9 +1,6 @@
-"""The run store: every training run recorded, reused and resumable.
-
-A run is named by its configuration and device type (``run_config``); its folder holds its record, a checkpoint
-while unfinished and its final weights (``run_folder``). A finished configuration asked for again comes from the
-store, an interrupted one resumes, ``force=True`` trains anew. Stacked runs train together (:func:`train_stack`,
-the only place the stacked engine is loaded)."""
+"""The run store: every training run recorded, reused and resumable. A finished configuration asked for again comes
+from the store, an interrupted one resumes, ``force=True`` trains anew; stacked runs train together
+(:func:`train_stack`, the only place the stacked engine is loaded)."""
 
 from __future__ import annotations
 
@@ -67,8 +64,8 @@ def training_sets(config: RunConfig, device: torch.device):
 
 
 def _opened(config: RunConfig, run_id: str, device: torch.device, deadline, force: bool, off: bool, mlflow):
-    """Under the run's lock: the stored run when it is finished, else its files started (resumed from its checkpoint
-    when there is one), its model and its optimiser's state."""
+    """Under the run's lock: the stored run when it is finished, else its files started (resumed from a checkpoint),
+    its model, its optimiser's state and its data."""
     files = RunFiles(config, run_id, device, deadline)
     if (done := files.finished(force)) is not None:
         return mirror(done, mlflow)
@@ -106,10 +103,9 @@ def train(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> Run:
-    """Train ``config``, or return it from the store when it already finished.
-
-    ``deadline``: stop at the last epoch boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror
-    the finished run (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
+    """Train ``config``, or return it from the store when it already finished. ``deadline``: stop at the last epoch
+    boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror the finished run (``None``: when
+    ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
     if config.engine == "stacked":
         return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
     device = pick_device(device)
@@ -155,7 +151,6 @@ def mirror(run: Run, mlflow: bool | None) -> Run:
     if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
         tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
         return run
-
     try:
         tracking.mirror_run(run)
     except Exception as error:
@@ -223,10 +218,8 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
 
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
-    """Train one stored run anew from its recorded configuration (a damaged record cannot say what to train).
-
-    A run held only among the committed records (a record without weights) is trained into the run store from the
-    configuration its record states; the committed record is never written."""
+    """Train one stored run anew from its recorded configuration (a damaged record's too, when it still parses); a
+    committed record's run is trained into the run store, the committed record never written."""
     if not is_run_name(run_id):
         raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
     folder = stored_path(str(run_id))
@@ -265,8 +258,7 @@ def train_stack(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
 ) -> list[Run]:
-    """Train runs of one stack key together (``engine="stacked"``), each stored as its own run; members standing at
-    different epochs train as separate stacks."""
+    """Train runs of one stack key together, each stored as its own run; members at different epochs stack apart."""
     from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
 
     if len({c.stack_key() for c in configs}) != 1 or configs[0].stack_key() is None:
@@ -314,14 +306,9 @@ def _train_group(group: list, start_epoch: int, device: torch.device, progress: 
     with engine.progress_bar(config.epochs * steps, start_epoch * steps, desc, progress) as bar:
         while group:
             _train_members(group, train_data, test_data, device, bar)
-            still = []
-            for entry in group:
-                _, files, model, _ = entry
-                epochs = files.record["epochs"]
-                if epochs and (epochs[-1]["diverged"] or len(epochs) >= config.epochs):
-                    finished.append(mirror(files.finish(model), mlflow))
-                else:
-                    still.append(entry)
+            ended = lambda files: (e := files.record["epochs"]) and (e[-1]["diverged"] or len(e) >= config.epochs)
+            finished += [mirror(files.finish(model), mlflow) for _, files, model, _ in group if ended(files)]
+            still = [entry for entry in group if not ended(entry[1])]
             if still and len(still) == len(group):  # nobody diverged, nobody finished: the deadline stopped it
                 still[0][1].finish(still[0][2])  # raises DeadlineReached (every member is checkpointed)
             group = still

@@ -1,9 +1,8 @@
 """A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``).
 
 The run store stays the truth; MLflow gets each finished run once (params, per-epoch metrics, tags, ``model.pt``
-and ``record.json``). Offline stores: ``sqlite:///abs/path/mlflow.db`` (artifacts beside it), or a ``file://``
-store (MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true``, which naming one sets). ``mlflow=True`` with no URI uses
-``sqlite:///<runs_dir()>/mlflow.db``. Without either, ``mlflow`` is never imported."""
+and ``record.json``). Offline: ``sqlite:///abs/path/mlflow.db`` (the default: in the run store) or ``file://``.
+Without either setting, ``mlflow`` is never imported."""
 
 from __future__ import annotations
 
@@ -27,18 +26,12 @@ _METRICS_PER_CALL = 900  # MLflow refuses batches of more than 1,000 entities
 
 def enabled(mlflow: bool | None = None) -> bool:
     """Whether to mirror: ``mlflow`` when given, else whether ``MLFLOW_TRACKING_URI`` is set."""
-    if mlflow is not None:
-        return bool(mlflow)
-    return bool(os.environ.get(URI_VARIABLE))
+    return bool(mlflow) if mlflow is not None else bool(os.environ.get(URI_VARIABLE))
 
 
 def tracking_uri(uri: str | None = None) -> str:
     """The URI to use: ``uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite file in the run store."""
     return uri or os.environ.get(URI_VARIABLE) or f"sqlite:///{runs_dir() / 'mlflow.db'}"
-
-
-def _is_file_store(uri: str) -> bool:
-    return urlparse(uri).scheme in ("", "file")
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -50,10 +43,8 @@ def _sqlite_path(uri: str) -> Path | None:
 
 @functools.cache
 def unreachable(uri: str) -> str | None:
-    """Why the server of an http(s) ``uri`` cannot be reached (None when it answers, or for a local store).
-
-    Asked once per process: MLflow's client retries a dead server for minutes per call, so a book of hundreds of
-    runs would hang on it."""
+    """Why the server of an http(s) ``uri`` cannot be reached (None when it answers, or for a local store); asked once
+    per process: MLflow's client retries a dead server for minutes per call."""
     parsed = urlparse(uri)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         return None
@@ -76,7 +67,7 @@ def client(uri: str | None = None):
     uri = tracking_uri(uri)
     if (why := unreachable(uri)) is not None:
         raise ConnectionError(f"{URI_VARIABLE}={uri}: {why}; fix: start the server, or unset {URI_VARIABLE}")
-    if _is_file_store(uri):
+    if urlparse(uri).scheme in ("", "file"):
         # Naming a file store is the opt-in MLflow 3 asks for; without it the client raises.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     elif (path := _sqlite_path(uri)) is not None:
@@ -112,9 +103,7 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
 
 
 def _millis(timestamp: str | None) -> int | None:
-    if not timestamp:
-        return None
-    return int(dt.datetime.fromisoformat(timestamp).timestamp() * 1000)
+    return int(dt.datetime.fromisoformat(timestamp).timestamp() * 1000) if timestamp else None
 
 
 def _epoch_metrics(record: dict, timestamp: int):
@@ -122,13 +111,9 @@ def _epoch_metrics(record: dict, timestamp: int):
 
     metrics = []
     for epoch in record["epochs"]:
-        step = int(epoch["epoch"])
-        for key, value in epoch.items():
-            if key in _NOT_METRICS or value is None:
-                continue
-            metrics.append(Metric(key, float(value), timestamp, step))
-        for i, value in enumerate(epoch.get("class_acc", [])):
-            metrics.append(Metric(f"class_acc_{i}", float(value), timestamp, step))
+        values = {k: v for k, v in epoch.items() if k not in _NOT_METRICS and v is not None}
+        values.update({f"class_acc_{i}": value for i, value in enumerate(epoch.get("class_acc", []))})
+        metrics += [Metric(key, float(value), timestamp, int(epoch["epoch"])) for key, value in values.items()]
     return metrics
 
 
@@ -153,14 +138,6 @@ def _tags(record: dict) -> dict[str, str]:
     return tags
 
 
-def _find(mlflow_client, experiment: str, record: dict):
-    hits = mlflow_client.search_runs([experiment], filter_string=f"tags.run_id = '{record['run_id']}'", max_results=50)
-    for hit in hits:
-        if hit.data.tags.get("started") == (record.get("started") or ""):
-            return hit
-    return None
-
-
 def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, tags: dict | None = None) -> str:
     """Log ``run`` (a finished or diverged ``runs.Run``) to MLflow once; return the MLflow run id."""
     from mlflow.entities import Param, RunTag
@@ -170,12 +147,12 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         raise ValueError(f"run {record['run_id']} is {record['status']!r}; only finished or diverged runs are mirrored")
     mlflow_client = client(uri)
     experiment_id_ = experiment_id(mlflow_client, experiment)
-    existing = _find(mlflow_client, experiment_id_, record)
+    found = mlflow_client.search_runs([experiment_id_], f"tags.run_id = '{record['run_id']}'", max_results=50)
+    existing = next((hit for hit in found if hit.data.tags.get("started") == (record.get("started") or "")), None)
     if existing is not None:
         for key, value in (tags or {}).items():  # the optimisation marks its trials this way
             mlflow_client.set_tag(existing.info.run_id, key, str(value))
         return existing.info.run_id
-
     start = _millis(record.get("started"))
     created = mlflow_client.create_run(experiment_id_, start_time=start, run_name=record["run_id"])
     mlflow_run_id = created.info.run_id

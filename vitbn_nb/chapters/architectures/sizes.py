@@ -3,6 +3,7 @@ what they say about the book's comparisons."""
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
@@ -25,10 +26,7 @@ CHAPTER = "02_models"
 DEFINITIONS = "the model definitions in vitbn_nb.models"
 
 DEPTHS = tuple(range(1, 8))
-
-
 EQUAL_DEPTHS = (1, 6)
-
 TRANSFER_DEPTH = 6
 
 
@@ -42,36 +40,32 @@ class Notes(list):
 def configurations() -> pd.DataFrame:
     """Every model configuration the book trains, with the chapters that use it."""
     uses: dict[tuple[str, int | None], list[str]] = {}
-
-    def add(model, depth, use):
-        uses.setdefault((model, depth), []).append(use)
-
+    add = lambda model, depth, use: uses.setdefault((model, depth), []).append(use)
     for model, depth in AS_RUN_DEPTH.items():
         add(model, depth, "article 1 as run (03, 04)")
     for model in AS_RUN_DEPTH:  # the reference repository's transfer checkpoints are all depth 6
         add(model, TRANSFER_DEPTH, "EMNIST transfer (06)")
-    for model in ("ViT", "ViTBNFFN"):
-        for depth in DEPTHS:
-            add(model, depth, "depth study (05)")
+    for model, depth in itertools.product(("ViT", "ViTBNFFN"), DEPTHS):
+        add(model, depth, "depth study (05)")
     depth_study = DepthSettings()  # the paper protocol: the models chapter 05 trains beside the article's two
     for model in depth_study.extra_models or ():
         add(model, depth_study.extra_depth, "depth study (05)")
-    for depth in EQUAL_DEPTHS:
-        for model in VIT_FAMILY:
-            add(model, depth, "equal depth")
-    add("DNN_d3", None, "BatchNorm intro (01)")
-    add("DNNBN_d3", None, "BatchNorm intro (01)")
-    add("CNN", None, "inference reference (06)")
-    order = list(MODELS)
-    rows = [
-        {"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
-        for (model, depth), use in uses.items()
-    ]
-    table = pd.DataFrame(rows)
-    table["_order"] = table["model"].map(order.index)
-    table = table.sort_values(["_order", "depth"]).drop(columns="_order").reset_index(drop=True)
-    table["depth"] = table["depth"].astype("Int64")
-    return table
+    for depth, model in itertools.product(EQUAL_DEPTHS, VIT_FAMILY):
+        add(model, depth, "equal depth")
+    for model, use in (
+        ("DNN_d3", "BatchNorm intro (01)"),
+        ("DNNBN_d3", "BatchNorm intro (01)"),
+        ("CNN", "inference reference (06)"),
+    ):
+        add(model, None, use)
+    table = pd.DataFrame(
+        [
+            {"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
+            for (model, depth), use in uses.items()
+        ]
+    )
+    table = table.sort_values(["model", "depth"], key=lambda s: s.map(list(MODELS).index) if s.name == "model" else s)
+    return table.reset_index(drop=True).astype({"depth": "Int64"})
 
 
 def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
@@ -103,8 +97,7 @@ def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:
 
 def model_table(result: ModelsResult):
     """Save the size table (CSV + manifest, ``new/model_table``); returns it styled with its stamp."""
-    sizes = result.sizes
-    shown = sizes.copy()
+    shown = result.sizes.copy()
     shown["depth"] = shown["depth"].astype(object).where(shown["depth"].notna(), "–")
     return figures.save_table(
         shown,
@@ -216,14 +209,10 @@ def size_summary(result: ModelsResult) -> Notes:
         present = [m for m in VIT_FAMILY if (m, depth) in vit.index]
         if len(present) > 1:
             parts = ", ".join(f"{m} {vit.loc[(m, depth), 'MFLOPs per image']:.2f}" for m in present)
-            spread = _spread_percent([vit.loc[(m, depth), "MFLOPs per image"] for m in present])
+            flops = np.array([vit.loc[(m, depth), "MFLOPs per image"] for m in present], dtype=float)
+            spread = 100 * (flops.max() - flops.min()) / flops.min()
             lines.append(
                 f"At equal depth {depth} the MFLOPs per image are {parts} (largest difference "
                 f"{spread:.2f} %): the counted matmuls are the same; the norms, which differ, are not counted."
             )
     return Notes(lines)
-
-
-def _spread_percent(values) -> float:
-    values = np.asarray(values, dtype=float)
-    return 100 * (values.max() - values.min()) / values.min()

@@ -40,10 +40,6 @@ def _describe(module: nn.Module) -> str:
     return type(module).__name__
 
 
-def _params(module: nn.Module | None) -> int:
-    return 0 if module is None else count_parameters(module)
-
-
 def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = None) -> pd.DataFrame:
     """Every stage of a ViT-family model on a batch of MNIST-sized images: module, output shape (read by forward
     hooks from a real eval-mode pass) and parameters."""
@@ -73,9 +69,7 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
         (model.mlp_head, "pooled", True),
         (model.mlp_head, "logits", False),
     ]
-    handles = []
-    for module, key, use_input in hooks:
-        handles.append(module.register_forward_hook(remember(key, use_input)))
+    handles = [module.register_forward_hook(remember(key, use_input)) for module, key, use_input in hooks]
     images = torch.rand(batch_size, REFERENCE_VIT["channels"], REFERENCE_VIT["image_size"], REFERENCE_VIT["image_size"])
     with torch.no_grad():
         model(images)
@@ -83,24 +77,25 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
         handle.remove()
 
     depth_ = len(blocks)
-    rows = [
-        ("input images", "", tuple(images.shape), 0),
-        ("cut into 7×7 patches, flattened", _describe(embed[0]), seen["embed0"], 0),
-        ("normalise each patch vector", _describe(embed[1]), seen["embed1"], _params(embed[1])),
-        ("project patches to tokens", _describe(embed[2]), seen["embed2"], _params(embed[2])),
-        ("normalise the tokens", _describe(embed[3]), seen["embed3"], _params(embed[3])),
+    stages = ("cut into 7×7 patches, flattened", "normalise each patch vector", "project patches to tokens")
+    rows = [("input images", "", tuple(images.shape), 0)]
+    rows += [
+        (stage, _describe(embed[i]), seen[f"embed{i}"], count_parameters(embed[i]))
+        for i, stage in enumerate((*stages, "normalise the tokens"))
+    ]
+    learnt = model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0
+    rows += [
         (
             "prepend CLS token, add positional embedding",
             "cls_token, pos_embedding",
             seen["tokens"],
-            model.cls_token.numel()
-            + (model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0),
+            model.cls_token.numel() + learnt,
         ),
         (
             "block 1: x + MHSA(norm(x))",
             f"{_describe(attn.norm)} → Attention({attn.heads} heads)",
             seen["attn"],
-            _params(attn),
+            count_parameters(attn),
         ),
         (
             "block 1: inside the FFN, its hidden layer",
@@ -108,26 +103,16 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
             seen["ffn_hidden"],
             0,
         ),
-        ("block 1: x + FFN(x)", "FeedForward", seen["ffn"], _params(ffn)),
+        ("block 1: x + FFN(x)", "FeedForward", seen["ffn"], count_parameters(ffn)),
     ]
     if depth_ > 1:
-        rows.append(
-            (
-                f"blocks 2–{depth_} (same shapes)",
-                f"{depth_ - 1} × block",
-                seen["encoded"],
-                sum(_params(m) for block in list(blocks)[1:] for m in block),
-            )
-        )
+        rest = sum(count_parameters(block) for block in list(blocks)[1:])
+        rows.append((f"blocks 2–{depth_} (same shapes)", f"{depth_ - 1} × block", seen["encoded"], rest))
+    pool = f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}"
     rows += [
-        ("final norm", _describe(model.transformer.norm), seen["final"], _params(model.transformer.norm)),
-        (
-            f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}",
-            f"pool={model.pool!r}",
-            seen["pooled"],
-            0,
-        ),
-        ("classification head (logits)", _describe(model.mlp_head), seen["logits"], _params(model.mlp_head)),
+        ("final norm", _describe(model.transformer.norm), seen["final"], count_parameters(model.transformer.norm)),
+        (pool, f"pool={model.pool!r}", seen["pooled"], 0),
+        ("classification head (logits)", _describe(model.mlp_head), seen["logits"], count_parameters(model.mlp_head)),
     ]
     table = pd.DataFrame(rows, columns=["stage", "module", "output shape", "parameters"])
     table["output shape"] = table["output shape"].map(lambda s: "(" + ", ".join(map(str, s)) + ")")
@@ -170,9 +155,8 @@ def norm_axes_demo(x: torch.Tensor | None = None) -> pd.DataFrame:
     outputs = {"LayerNorm": nn.LayerNorm(d)(x), "BatchNorm (train mode)": BatchNorm(d).train()(x)}
     rows = []
     for name, y in outputs.items():
-        y = y.detach()
-        per_token = y  # groups: each (image, token), over the d features
-        per_feature = y.reshape(b * n, d)  # groups: each feature, over the b*n (image, token) pairs
+        per_token = y.detach()  # groups: each (image, token), over the d features
+        per_feature = per_token.reshape(b * n, d)  # groups: each feature, over the b*n (image, token) pairs
         rows.append(
             {
                 "norm": name,

@@ -21,24 +21,13 @@ def claims(settings: IntroSettings) -> list[Claim]:
     """Figs 1-3 at the settings' low and high rate (their keys name the figures, their measures the rates)."""
     low, high = min(settings.lrs), max(settings.lrs)
     mean = "DNNBN_d3 − DNN_d3 mean test accuracy over the epochs, lr {:g} (pt)"
+    claim = lambda fig, what, kind, measure: Claim(
+        f"article2/fig{fig}/{what}", f"article 2, Fig {fig}", SAID[f"article2/fig{fig}"], kind, measure, +1
+    )
     return [
-        Claim("article2/fig1/converges", "article 2, Fig 1", SAID["article2/fig1"], CURVE, mean.format(low), +1),
-        Claim(
-            "article2/fig1/final",
-            "article 2, Fig 1",
-            SAID["article2/fig1"],
-            DIFFERENCE,
-            f"DNNBN_d3 − DNN_d3 final test accuracy, lr {low:g} (pt)",
-            +1,
-        ),
+        claim(1, "converges", CURVE, mean.format(low)),
+        claim(1, "final", DIFFERENCE, f"DNNBN_d3 − DNN_d3 final test accuracy, lr {low:g} (pt)"),
         # a network that never learns never falls below its best: staying stable is read as still learning
-        Claim("article2/fig2/stable", "article 2, Fig 2", SAID["article2/fig2"], CURVE, mean.format(high), +1),
-        Claim(
-            "article2/fig3/cost",
-            "article 2, Fig 3",
-            SAID["article2/fig3"],
-            DIFFERENCE,
-            f"DNN_d3's fall − DNNBN_d3's fall in final accuracy, lr {low:g} → {high:g} (pt)",
-            +1,
-        ),
+        claim(2, "stable", CURVE, mean.format(high)),
+        claim(3, "cost", DIFFERENCE, f"DNN_d3's fall − DNNBN_d3's fall in final accuracy, lr {low:g} → {high:g} (pt)"),
     ]

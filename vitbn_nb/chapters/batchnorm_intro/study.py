@@ -48,27 +48,23 @@ def plan(settings: IntroSettings) -> list[runs.RunConfig]:
 
 def protocol(settings: IntroSettings) -> pd.DataFrame:
     """The runs of this chapter under ``settings``, one row per model and learning rate."""
-    rows = {}
-    for config in plan(settings):
-        key = (config.model, config.lr)
-        rows.setdefault(
-            key,
-            {
-                "model": config.model,
-                "lr": config.lr,
-                "dataset": "augmented MNIST (train and test)",
-                "optimiser": "Adam",
-                "loss": "cross-entropy",
-                "epochs": config.epochs,
-                "train batch": config.batch_size,
-                "test batch": config.test_batch_size,
-                "train images": config.train_size or "all 60,000",
-                "test images": config.test_size or "all 10,000",
-                "seeds": 0,
-            },
-        )
-        rows[key]["seeds"] += 1
-    return pd.DataFrame(rows.values())
+    return pd.DataFrame(
+        {
+            "model": config.model,
+            "lr": config.lr,
+            "dataset": "augmented MNIST (train and test)",
+            "optimiser": "Adam",
+            "loss": "cross-entropy",
+            "epochs": config.epochs,
+            "train batch": config.batch_size,
+            "test batch": config.test_batch_size,
+            "train images": config.train_size or "all 60,000",
+            "test images": config.test_size or "all 10,000",
+            "seeds": settings.seeds,
+        }
+        for config in plan(settings)
+        if config.seed == 0
+    )
 
 
 def run(settings: IntroSettings, force: bool = False) -> IntroResult:
@@ -218,7 +214,7 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
         require(table, lr=lr)
         final = final[(final["lr"] - lr).abs() < 1e-12]
     shown = final[["model", "lr", "accuracy (%)", "seeds", "diverged"]].rename(
-        columns={"accuracy (%)": "final test accuracy (%) this run", "seeds": "seeds", "diverged": "diverged runs"}
+        columns={"accuracy (%)": "final test accuracy (%) this run", "diverged": "diverged runs"}
     )
     epochs = int(table["epoch"].max())
     shown.insert(2, "epochs", epochs)
@@ -237,10 +233,7 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
 
 def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
     by = final.set_index(["model", "lr"])["mean"]
-    parts = []
-    for model in MODELS:
-        if (model, low) in by and (model, high) in by:
-            parts.append(f"{model} {by[(model, high)] - by[(model, low)]:+.1f} points")
+    parts = [f"{m} {by[(m, high)] - by[(m, low)]:+.1f} points" for m in MODELS if (m, low) in by and (m, high) in by]
     return f"Going from lr {low:g} to lr {high:g} changes the final accuracy by: {', '.join(parts)}."
 
 

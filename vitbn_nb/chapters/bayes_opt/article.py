@@ -32,6 +32,7 @@ def claims() -> list[Claim]:
         )
         for model, value in EXPERIMENT2["accuracy"].items()
     ]
+    summary = f"{where} and its summary of results"
     for model in BN_MODELS:
         for kind, key, level, words in (
             ("training", "r_t", 70.0, "above 70 %"),
@@ -42,17 +43,7 @@ def claims() -> list[Claim]:
                 "for Experiment 2)"
             )
             measure = f"{model} {kind} gain, optimised (%)"
-            found.append(
-                Claim(
-                    f"article1/optimised/{key}/{model}",
-                    f"{where} and its summary of results",
-                    says,
-                    RATIO,
-                    measure,
-                    +1,
-                    level,
-                )
-            )
+            found.append(Claim(f"article1/optimised/{key}/{model}", summary, says, RATIO, measure, +1, level))
     found.append(
         Claim(
             "article1/optimised/converges",

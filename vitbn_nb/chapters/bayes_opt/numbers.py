@@ -61,10 +61,7 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, row in ours.iterrows():
         model = row["model"]
-        reported_t, reported_v = (
-            EXPERIMENT2["r_t"].get(model),
-            EXPERIMENT2["r_v"].get(model),
-        )
+        reported_t, reported_v = EXPERIMENT2["r_t"].get(model), EXPERIMENT2["r_v"].get(model)
         rows.append(
             {
                 "model": model,
@@ -101,62 +98,35 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     judged = experiment2(table)
     rule = rule_verdicts(table, judged)
     rows = []
-    for model in MODELS:
-        if model not in final.index:
-            continue
-        reported = EXPERIMENT2["accuracy"][model]
-        rows.append(
-            {
-                "model": model,
-                "quantity": f"final accuracy (%) (article: 30 epochs; here {epochs})",
-                "article 1": f"{reported:g}",
-                "this run": final.loc[model, "accuracy (%)"],
-                "verdict": rule.get(f"article1/optimised/accuracy/{model}", ""),
-            }
-        )
+    add = lambda model, quantity, said, found, claim="": rows.append(
+        {"model": model, "quantity": quantity, "article 1": said, "this run": found}
+        | {"verdict": rule.get(f"article1/optimised/{claim}", "") if claim else ""}
+    )
+    for model in (m for m in MODELS if m in final.index):
+        said, found = f"{EXPERIMENT2['accuracy'][model]:g}", final.loc[model, "accuracy (%)"]
+        add(model, f"final accuracy (%) (article: 30 epochs; here {epochs})", said, found, f"accuracy/{model}")
     for key in ("r_t", "r_v"):
-        for model in BN_MODELS:
-            if model in speed.index:
-                reported = EXPERIMENT2[key][model]
-                rows.append(
-                    {
-                        "model": model,
-                        "quantity": key,
-                        "article 1": f"{reported:g}",
-                        "this run": speed.loc[model, key],
-                        "verdict": rule.get(f"article1/optimised/{key}/{model}", ""),
-                    }
-                )
-    converged = _epochs_to_reach(table)
+        for model in (m for m in BN_MODELS if m in speed.index):
+            add(model, key, f"{EXPERIMENT2[key][model]:g}", speed.loc[model, key], f"{key}/{model}")
     curves = "; ".join(
         f"{v.condition or 'ViT against the BatchNorm models'}: {v.shown}"
         for v in judged
         if v.claim == "article1/optimised/converges"
     )
-    rows.append(
-        {
-            "model": "all",
-            # the verdict judges the whole curve (its mean accuracy over the epochs), which this row shows first
-            "quantity": "ViT − BatchNorm model mean test accuracy over the epochs (pt); first to reach 97 % (epoch)",
-            "article 1": "ViT converges in fewer epochs",
-            "this run": (curves or "n/a")
-            + "; first to reach 97 %: "
-            + (", ".join(f"{m} {e}" for m, e in converged.items()) or "none"),
-            "verdict": rule.get("article1/optimised/converges", ""),
-        }
-    )
+    reached = ", ".join(f"{m} {e}" for m, e in _epochs_to_reach(table).items()) or "none"
+    # the verdict judges the whole curve (its mean accuracy over the epochs), which this row shows first
+    quantity = "ViT − BatchNorm model mean test accuracy over the epochs (pt); first to reach 97 % (epoch)"
+    found = f"{curves or 'n/a'}; first to reach 97 %: {reached}"
+    add("all", quantity, "ViT converges in fewer epochs", found, "converges")
     for model in MODELS:
         one = trials[trials["model"] == model]
         if len(one):
             best = hpo.best_trial(one)
-            rows.append(
-                {
-                    "model": model,
-                    "quantity": "best lr / batch size (Table 2)",
-                    "article 1": "not in the text",
-                    "this run": f"{best['lr']:.3g} / {int(best['batch_size'])}",
-                    "verdict": "",
-                }
+            add(
+                model,
+                "best lr / batch size (Table 2)",
+                "not in the text",
+                f"{best['lr']:.3g} / {int(best['batch_size'])}",
             )
     return pd.DataFrame(rows)
 

@@ -25,15 +25,8 @@ def fig7_figure(result: BayesOptResult):
     top = fig.add_subplot(grid[0, :])
     initial = min(hpo.INITIAL_TRIALS, int(trials["trial"].max()))
     top.axvspan(0.5, initial + 0.5, color="0.92", zorder=0)
-    top.text(
-        0.6,
-        0.02,
-        "initialisation\n(centre + Sobol)",
-        transform=top.get_xaxis_transform(),
-        fontsize=8,
-        color="0.35",
-        va="bottom",
-    )
+    small = dict(fontsize=8, color="0.35", va="bottom")
+    top.text(0.6, 0.02, "initialisation\n(centre + Sobol)", transform=top.get_xaxis_transform(), **small)
     last = int(trials["trial"].max())
     for model in present:
         one = trials[trials["model"] == model].sort_values("trial")
@@ -63,16 +56,8 @@ def fig7_figure(result: BayesOptResult):
     top.set_ylim(max(0.0, best.min() - 0.35 * spread), min(100.0, best.max() + 0.15 * spread))
     below = int((trials["accuracy"] < top.get_ylim()[0]).sum())
     if below:
-        top.text(
-            0.99,
-            0.02,
-            f"{below} trial(s) below the axis (see the panels below)",
-            transform=top.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize=8,
-            color="0.35",
-        )
+        text = f"{below} trial(s) below the axis (see the panels below)"
+        top.text(0.99, 0.02, text, transform=top.transAxes, ha="right", **small)
     top.set(
         xlabel="trial",
         ylabel=f"test accuracy after {epochs_text(settings.trial_epochs)} (%)",
@@ -106,13 +91,9 @@ def fig7_figure(result: BayesOptResult):
                 linewidth=0.5,
             )
         for _, row in one.iterrows():
+            where = (row["lr"], row["batch_size"])
             ax.annotate(
-                str(int(row["trial"])),
-                (row["lr"], row["batch_size"]),
-                xytext=(4, 3),
-                textcoords="offset points",
-                fontsize=7,
-                color="0.25",
+                str(int(row["trial"])), where, xytext=(4, 3), textcoords="offset points", fontsize=7, color="0.25"
             )
         top_row = hpo.best_trial(one)
         ax.scatter(
@@ -158,26 +139,17 @@ def fig7_figure(result: BayesOptResult):
 def ax_costs(result: BayesOptResult) -> pd.DataFrame:
     """What the optimisation cost: Ax's import and suggestion times next to the trials' training time."""
     trials = result.trials
-    rows = [
-        {"what": "import Ax (this process)", "seconds": hpo.ax_import_seconds, "n": 1 if hpo.ax_import_seconds else 0}
-    ]
+    row = lambda what, seconds, n: {"what": what, "seconds": seconds, "n": n}
+    rows = [row("import Ax (this process)", hpo.ax_import_seconds, 1 if hpo.ax_import_seconds else 0)]
     for generator in ("centre", "Sobol", "BoTorch"):
         seconds = trials.loc[trials["generator"] == generator, "suggest_seconds"].dropna()
         rows.append(
-            {
-                "what": f"one {generator} suggestion (median)",
-                "seconds": seconds.median() if len(seconds) else np.nan,
-                "n": len(seconds),
-            }
+            row(f"one {generator} suggestion (median)", seconds.median() if len(seconds) else np.nan, len(seconds))
         )
-    for model, group in trials.groupby("model", sort=False):
-        rows.append(
-            {
-                "what": f"one {model} trial: training + testing (median)",
-                "seconds": group["train_seconds"].median(),
-                "n": len(group),
-            }
-        )
+    rows += [
+        row(f"one {model} trial: training + testing (median)", group["train_seconds"].median(), len(group))
+        for model, group in trials.groupby("model", sort=False)
+    ]
     frame = pd.DataFrame(rows)
     frame["seconds"] = frame["seconds"].astype(float).round(3)
     return frame

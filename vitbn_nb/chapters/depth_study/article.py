@@ -16,9 +16,10 @@ from .settings import DepthSettings
 #: lead it adds is within what "comparable" allows, so the claim judged is "comparable" (direction 0). Depths 2-3 at
 #: Fig 8's rate are from its text ("d < 4: comparable").
 _BELOW_4 = "accuracies stay comparable for d < 4"
+_same = lambda where, words, lead, judged: (where, words, words, lead, judged)  # shown as said
 SAID = {
     **{("fig8", d): ("Fig 8 text", f"comparable (the text: {_BELOW_4})", _BELOW_4, "", "comparable") for d in (2, 3)},
-    ("fig8", 4): ("Fig 8", "comparable; ViT slightly better", "comparable; ViT slightly better", "", "comparable"),
+    ("fig8", 4): _same("Fig 8", "comparable; ViT slightly better", "", "comparable"),
     ("fig8", 5): (
         "Fig 8",
         "comparable; ViTBNFFN slightly ahead",
@@ -26,28 +27,12 @@ SAID = {
         "",
         "comparable",
     ),
-    ("fig8", 6): (
-        "Fig 8",
-        "ViTBNFFN significantly better",
-        "ViTBNFFN significantly better",
-        "ViTBNFFN",
-        "significantly better",
+    ("fig8", 6): _same("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN", "significantly better"),
+    ("fig8", 7): _same(
+        "Fig 8", "ViTBNFFN significantly better (and for any d ≥ 6)", "ViTBNFFN", "significantly better"
     ),
-    ("fig8", 7): (
-        "Fig 8",
-        "ViTBNFFN significantly better (and for any d ≥ 6)",
-        "ViTBNFFN significantly better (and for any d ≥ 6)",
-        "ViTBNFFN",
-        "significantly better",
-    ),
-    ("fig9", 1): ("Fig 9", "comparable; ViT slightly better", "comparable; ViT slightly better", "", "comparable"),
-    ("fig9", 2): (
-        "Fig 9",
-        "comparable; almost no difference",
-        "comparable; almost no difference",
-        "",
-        "almost no difference",
-    ),
+    ("fig9", 1): _same("Fig 9", "comparable; ViT slightly better", "", "comparable"),
+    ("fig9", 2): _same("Fig 9", "comparable; almost no difference", "", "almost no difference"),
     ("fig9", 3): (
         "Fig 9",
         "ViTBNFFN slightly better",
@@ -55,13 +40,7 @@ SAID = {
         "ViTBNFFN",
         "slightly higher",
     ),
-    ("fig9", 4): (
-        "Fig 9",
-        "ViTBNFFN clearly better (and for any d ≥ 4)",
-        "ViTBNFFN clearly better (and for any d ≥ 4)",
-        "ViTBNFFN",
-        "clearly better",
-    ),
+    ("fig9", 4): _same("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN", "clearly better"),
 }
 #: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: what the article says and
 #: the words judged (ViTBNFFN hit less than ViT: "milder"); at d = 3 it quotes numbers.
@@ -114,13 +93,9 @@ def reported(settings: DepthSettings) -> pd.DataFrame:
             SAID.items(), key=lambda kv: (kv[1][0], settings.figure_lr(kv[0][0]), kv[0][1])
         )
     ]
+    lrs = f"{settings.fig8_lr:g} → {settings.fig9_lr:g}"
     rows += [
-        {
-            "figure": "Fig 10",
-            "lr": f"{settings.fig8_lr:g} → {settings.fig9_lr:g}",
-            "depth": depth,
-            "article 2 reports": shown,
-        }
+        {"figure": "Fig 10", "lr": lrs, "depth": depth, "article 2 reports": shown}
         for depth, (shown, _) in FIG10_SAID.items()
     ]
     return pd.DataFrame(rows)

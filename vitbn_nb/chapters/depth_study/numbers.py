@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...judging.selection import final_accuracy, paired, select
+from ...judging.verdicts import UNTESTABLE
 from ...publishing import results
 from . import article, claims
 from .claims import MODELS
@@ -31,30 +32,25 @@ def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) ->
         deltas = difference(table, lr, depth)
         where, said = article.said(settings, lr, depth)
         judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
+        accuracy = {m: results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model=m)) for m in ("ViT", "ViTBNFFN")}
         rows.append(
-            {
-                "lr": f"{lr:g}",
-                "depth": depth,
-                "ViT (%)": results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model="ViT")),
-                "ViTBNFFN (%)": results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model="ViTBNFFN")),
-                "ViTBNFFN − ViT (pt)": _shown(judged, deltas),
-                "article 2": f"{said} ({where})",
-                "verdict": judged.text if judged is not None else "not a claim of article 2",
-                "outcome": judged.outcome if judged is not None else "",
-                "seeds": len(deltas),
-            }
+            {"lr": f"{lr:g}", "depth": depth, "ViT (%)": accuracy["ViT"], "ViTBNFFN (%)": accuracy["ViTBNFFN"]}
+            | _judged(judged, "ViTBNFFN − ViT (pt)", deltas, f"{said} ({where})")
         )
     return pd.DataFrame(rows)
 
 
-def _shown(judged, values: pd.Series) -> str:
+def _judged(judged, column: str, values: pd.Series, said: str) -> dict:
     """The rule's estimate and interval where it judged; otherwise (no claim, or a scale that cannot test it) what this
-    run measured, mean ± sd over seeds, shown without a verdict."""
-    from ...judging.verdicts import UNTESTABLE
-
-    if judged is None or judged.outcome == UNTESTABLE:
-        return results.mean_sd(values)
-    return judged.shown
+    run measured, mean ± sd over seeds, shown without a verdict; then the article's words and the verdict."""
+    untested = judged is None or judged.outcome == UNTESTABLE
+    return {
+        column: results.mean_sd(values) if untested else judged.shown,
+        "article 2": said,
+        "verdict": judged.text if judged is not None else "not a claim of article 2",
+        "outcome": judged.outcome if judged is not None else "",
+        "seeds": len(values),
+    }
 
 
 def statement(frame: pd.DataFrame, what: str) -> str:
@@ -84,17 +80,7 @@ def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.D
         # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
         relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()
         said = article.FIG10_SAID.get(depth, ("not reported",))[0]
-        judged = rule.get(f"article2/fig10/d{depth}")
-        row.update(
-            {
-                "ViT drop − ViTBNFFN drop (pt)": _shown(judged, relief),
-                "article 2": said,
-                "verdict": judged.text if judged is not None else "not a claim of article 2",
-                "outcome": judged.outcome if judged is not None else "",
-                "seeds": len(relief),
-            }
-        )
-        rows.append(row)
+        rows.append(row | _judged(rule.get(f"article2/fig10/d{depth}"), "ViT drop − ViTBNFFN drop (pt)", relief, said))
     return pd.DataFrame(rows)
 
 

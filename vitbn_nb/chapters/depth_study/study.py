@@ -18,15 +18,7 @@ from ...store.runs import RunConfig
 from .. import panels
 from . import claims as chapter_claims
 from .article import claims as article_claims
-from .numbers import (
-    MODELS,
-    difference,
-    lr_effect,
-    rule_verdicts,
-    statement,
-    summary,
-    verdicts,
-)
+from .numbers import MODELS, difference, lr_effect, rule_verdicts, statement, summary, verdicts
 from .settings import DepthSettings
 
 CHAPTER = "05_depth_study"
@@ -343,28 +335,20 @@ def extra_models_table(result: DepthResult):
     settings = result.settings
     used, shown = _beside(result)
     lr, depth = settings.extra_lr, settings.extra_depth
-    rows = []
+    rows, last = [], results.final_epochs(used) if len(used) else None
     for model in shown:
         accuracy = final_accuracy(used, lr=lr, depth=depth, model=model) if len(used) else pd.Series(dtype=float)
+        ran = len(accuracy) > 0
         row = {
             "model": model,
             "norms": NORMS_IN.get(model, ""),
-            "final accuracy (%)": results.mean_sd(accuracy) if len(accuracy) else "not run",
+            "final accuracy (%)": results.mean_sd(accuracy) if ran else "not run",
             "seeds": len(accuracy),
-            "diverged": int((results.final_epochs(used[used["model"] == model])["status"] == "diverged").sum())
-            if len(accuracy)
-            else 0,
+            "diverged": int((last.loc[last["model"] == model, "status"] == "diverged").sum()) if ran else 0,
         }
         for other in MODELS:
-            if model in MODELS:
-                row[f"model − {other} (pt)"] = "—"
-                continue
-            paired = (
-                (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna()
-                if len(accuracy)
-                else accuracy
-            )
-            row[f"model − {other} (pt)"] = results.mean_sd(paired) if len(paired) else "n/a"
+            paired = (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna() if ran else accuracy
+            row[f"model − {other} (pt)"] = "—" if model in MODELS else results.mean_sd(paired) if len(paired) else "n/a"
         rows.append(row)
     frame = pd.DataFrame(rows)
     extra = ", ".join(settings.extra_models or ()) or "no extra model"

@@ -59,12 +59,9 @@ def findings(measured: pd.DataFrame) -> str:
     the interleaved rounds), the accuracies, and which class each model sees most on the transfer set."""
     frame = summary(measured).set_index("model")
     source = measured["transfer_set"].iloc[0]
-    column = RULE_COLUMN
-    parts = [
-        f"{model} against ViT: {frame.loc[model, column]}" for model in ("ViTBNFFN", "ViTBN") if model in frame.index
-    ]
+    parts = [f"{m} against ViT: {frame.loc[m, RULE_COLUMN]}" for m in ("ViTBNFFN", "ViTBN") if m in frame.index]
     if REFERENCE in frame.index:
-        parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, column]}")
+        parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, RULE_COLUMN]}")
     accuracy = ", ".join(f"{m} {frame.loc[m, 'transfer acc (%)']} %" for m in ALL_MODELS if m in frame.index)
     seeds = int(measured.groupby("model")["seed"].nunique().min())
     if seeds < verdicts.MIN_SEEDS:
@@ -113,34 +110,21 @@ def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     source = measured["transfer_set"].iloc[0]
     judged = {v.condition.split(" ")[0]: v for v in rule_verdicts(measured)}
     rows = []
-    for model in ("ViTBNFFN", "ViTBN"):
-        if model in frame.index:
-            rows.append(
-                {
-                    "claim (article 1, on the transfer article)": SAID["bn_faster"],
-                    "model": model,
-                    "this run": f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}",
-                    "verdict": judged[model].text,
-                }
-            )
+    add = lambda claim, model, found, verdict: rows.append(
+        {"claim (article 1, on the transfer article)": claim, "model": model, "this run": found, "verdict": verdict}
+    )
+    for model in (m for m in ("ViTBNFFN", "ViTBN") if m in frame.index):
+        found = f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}"
+        add(SAID["bn_faster"], model, found, judged[model].text)
     if REFERENCE in frame.index:
-        rows.append(
-            {
-                "claim (article 1, on the transfer article)": SAID["cnn"],
-                "model": REFERENCE,
-                "this run": f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}",
-                "verdict": "not a claim: a reference, for which article 1 gives no number",
-            }
-        )
-    rows.append(
-        {
-            "claim (article 1, on the transfer article)": "evaluated on EMNIST digits (article 1 gives no count; "
-            "torchvision's test split holds 40,000)",
-            "model": "all",
-            "this run": f"{source} ({int(measured['images'].iloc[0]):,} images)",
-            "verdict": "not a claim: "
-            + ("the same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"),
-        }
+        found = f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}"
+        add(SAID["cnn"], REFERENCE, found, "not a claim: a reference, for which article 1 gives no number")
+    add(
+        "evaluated on EMNIST digits (article 1 gives no count; torchvision's test split holds 40,000)",
+        "all",
+        f"{source} ({int(measured['images'].iloc[0]):,} images)",
+        "not a claim: "
+        + ("the same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"),
     )
     return pd.DataFrame(rows)
 

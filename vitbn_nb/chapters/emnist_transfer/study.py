@@ -179,22 +179,19 @@ def measurements(result: TransferResult) -> pd.DataFrame:
 
 def _configs(hyper: pd.DataFrame, settings: TransferSettings) -> list[RunConfig]:
     """Every model (and the CNN) on augmented MNIST, equal epochs, each random seed."""
-    out = []
-    for seed in range(settings.seeds):
-        for _, row in hyper.iterrows():
-            kwargs = {} if row["model"] == REFERENCE else {"depth": int(row["depth"])}
-            out.append(
-                RunConfig.from_settings(
-                    settings,
-                    model=row["model"],
-                    model_kwargs=kwargs,
-                    dataset=DATASET,
-                    lr=float(row["lr"]),
-                    batch_size=int(row["batch_size"]),
-                    seed=seed,
-                )
-            )
-    return out
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=row["model"],
+            model_kwargs={} if row["model"] == REFERENCE else {"depth": int(row["depth"])},
+            dataset=DATASET,
+            lr=float(row["lr"]),
+            batch_size=int(row["batch_size"]),
+            seed=seed,
+        )
+        for seed in range(settings.seeds)
+        for _, row in hyper.iterrows()
+    ]
 
 
 def overview(settings: TransferSettings) -> pd.DataFrame:
@@ -205,7 +202,9 @@ def overview(settings: TransferSettings) -> pd.DataFrame:
             {
                 "model": model,
                 "depth": settings.depth if model != REFERENCE else "—",
-                "parameters": count_parameters(_blank(model, settings)),
+                "parameters": count_parameters(
+                    build_model(model, **({} if model == REFERENCE else {"depth": settings.depth}))
+                ),
                 "training data": "augmented MNIST",
                 "epochs": settings.epochs,
                 "seeds": settings.seeds,
@@ -216,10 +215,6 @@ def overview(settings: TransferSettings) -> pd.DataFrame:
             for model in ALL_MODELS
         ]
     )
-
-
-def _blank(model: str, settings: TransferSettings):
-    return build_model(model) if model == REFERENCE else build_model(model, depth=settings.depth)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,13 +332,11 @@ def transfer_figure(result: TransferResult):
     if log:
         figures.plain_log_axis(right)
     vit = seconds[present.index("ViT")] if "ViT" in present else None
-    labels = []
-    for m, t in zip(present, seconds):
-        rate = measured.loc[measured["model"] == m, "images_per_second"].mean()
-        text = f"{t * 1000:.0f} ms\n{rate:,.0f} img/s"
-        if vit and m != "ViT":
-            text += f"\n×{vit / t:.1f} vs ViT"
-        labels.append(text)
+    rates = [measured.loc[measured["model"] == m, "images_per_second"].mean() for m in present]
+    labels = [
+        f"{t * 1000:.0f} ms\n{rate:,.0f} img/s" + (f"\n×{vit / t:.1f} vs ViT" if vit and m != "ViT" else "")
+        for m, t, rate in zip(present, seconds, rates)
+    ]
     right.bar_label(bars, labels=labels, fontsize=8, padding=2)
     right.set_xticks(x, [_tick(m, measured) for m in present])
     top = max(seconds) * (4 if log else 1.35)
@@ -390,8 +383,7 @@ def samples_figure(settings: TransferSettings, n: int = 10):
         for row, (x, y) in enumerate(((train_x, train_y), (images, labels))):
             index = int((y == digit).nonzero()[0, 0]) if (y == digit).any() else 0
             axes[row, digit].imshow(x[index, 0].cpu(), cmap="gray_r", vmin=0, vmax=255)
-            axes[row, digit].set_xticks([])
-            axes[row, digit].set_yticks([])
+            axes[row, digit].set(xticks=[], yticks=[])
     axes[0, 0].set_ylabel("aug. MNIST", fontsize=9)
     axes[1, 0].set_ylabel("transfer", fontsize=9)
     fig.suptitle(

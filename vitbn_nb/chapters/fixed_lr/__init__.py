@@ -1,2 +1,1 @@
-"""Chapter 03: article 1's Experiment 1 at three fixed learning rates, as run and as written, with the learning-rate
-sweep and time to accuracy."""
+"""Chapter 03: article 1's Experiment 1 at three fixed lrs, as run and as written, the lr sweep, time to accuracy."""

@@ -66,11 +66,8 @@ def _vit_against_bn(claim: Claim, at_lr: pd.DataFrame, statistic, scale: str) ->
 
 
 def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
-    """Article 1's conclusion that BatchNorm allows a larger learning rate "without rendering the model unstable",
-    judged over the learning-rate sweep (the three models at depth 6) at every swept rate from article 1's largest up:
-    per seed, ViT's largest fall below its best accuracy so far minus the BatchNorm model's. Only runs of article 1's
-    whole protocol can show what it saw (a breakdown near epoch 15, stability to the end); shorter ones are "not
-    testable at this scale"."""
+    """Article 1's conclusion that BatchNorm allows a larger lr "without rendering the model unstable", per seed
+    ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs."""
     found = []
     claims = {c.key: c for c in article.claims()}
     largest = max(article.EXPERIMENT1)

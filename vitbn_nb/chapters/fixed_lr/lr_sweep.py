@@ -1,6 +1,5 @@
-"""Chapter 03's learning-rate sweep: whether BatchNorm lets a ViT train at higher learning rates, at equal depth 6,
-over chapter 03's rates and ``sweep_lrs``: per model and lr, the final accuracy against the best lr's and ViT's, and
-where runs broke down, by the book's rule. Article 1's conclusion is judged in ``claims.larger_lr``."""
+"""Chapter 03's learning-rate sweep at equal depth 6: per model and lr, final accuracy against the best lr's and ViT's,
+and where runs broke down, by the book's rule (article 1's conclusion: ``claims.larger_lr``)."""
 
 from __future__ import annotations
 
@@ -18,13 +17,11 @@ from ...publishing import figures
 from ...store.runs import RunConfig
 from .article import EPOCHS, EXPERIMENT1
 from .claims import larger_lr
-from .numbers import UNSTABLE_DROP, unstable_epoch
+from .numbers import MODELS, UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
 
 #: The depth all three models share in the sweep: article 1's L = 6.
 DEPTH = 6
-MODELS = ("ViT", "ViTBNFFN", "ViTBN")
-BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 
 def grid(settings: FixedLrSettings) -> list[float]:
@@ -34,19 +31,24 @@ def grid(settings: FixedLrSettings) -> list[float]:
 
 def plan(settings: FixedLrSettings, pipeline: str) -> list[RunConfig]:
     """The sweep's own runs: the depth-6 trio at each extra lr (chapter 03's lrs are trained by its own plan)."""
+    return configs(settings, settings.sweep_lrs, [(model, DEPTH) for model in MODELS], pipeline)
+
+
+def configs(settings: FixedLrSettings, lrs, pairs, pipeline: str) -> list[RunConfig]:
+    """One MNIST run per lr, seed and (model, depth) of ``pairs``, in that order."""
     return [
         RunConfig.from_settings(
             settings,
             model=model,
-            model_kwargs={} if AS_RUN_DEPTH[model] == DEPTH else {"depth": DEPTH},
+            model_kwargs={} if AS_RUN_DEPTH[model] == depth else {"depth": depth},
             dataset="mnist",
             lr=lr,
             seed=seed,
             pipeline=pipeline,
         )
-        for lr in settings.sweep_lrs
+        for lr in lrs
         for seed in range(settings.seeds)
-        for model in MODELS
+        for model, depth in pairs
     ]
 
 
@@ -60,9 +62,7 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run_id, run in sweep.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
-        first = run.iloc[0]
-        images = MNIST_TRAIN_IMAGES if pd.isna(first.get("train_size")) else int(first["train_size"])
-        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        first, per_epoch = run.iloc[0], steps_per_epoch(run)
         broke = unstable_epoch(run)
         rows.append(
             {
@@ -80,6 +80,13 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).sort_values(["model", "lr", "seed"], ignore_index=True)
+
+
+def steps_per_epoch(run: pd.DataFrame) -> int:
+    """The optimiser steps of one epoch of a run (its first row's train size and batch)."""
+    images = run["train_size"].iloc[0] if "train_size" in run else None
+    images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
+    return engine.steps_per_epoch(images, int(run["batch_size"].iloc[0]))
 
 
 def _finals(runs: pd.DataFrame, model: str, lr: float) -> pd.Series:
@@ -103,19 +110,15 @@ def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
 
 
 def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
-    """The largest lr whose runs train as well as at the best lr (the rule finds their difference within noise);
-    None when there are too few seeds to judge."""
-    best = best_lr(runs, model)
-    lrs = sorted(runs.loc[runs["model"] == model, "lr"].unique())
-    if runs.loc[runs["model"] == model, "seed"].nunique() < verdicts.MIN_SEEDS:
+    """The largest lr whose runs train as well as at the best lr, by the rule; None with too few seeds to judge."""
+    best, one = best_lr(runs, model), runs[runs["model"] == model]
+    if one["seed"].nunique() < verdicts.MIN_SEEDS:
         return None
-    good = [lr for lr in lrs if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE]
-    return max(good)
+    return max(lr for lr in one["lr"].unique() if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE)
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per model and lr: the final accuracy over seeds, how many runs broke down and at which steps, the verdict
-    on "as good as the best lr", and the BatchNorm model against ViT at that lr."""
+    """Per model and lr: final accuracy, breakdowns, against the best lr and (BatchNorm models) against ViT."""
     rows = []
     for model in [m for m in MODELS if m in set(runs["model"])]:
         for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
@@ -123,15 +126,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
             mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
             broke = one.dropna(subset=["broke down at step"])
             best = against_best(runs, model, lr)
-            vs_vit = (
-                verdicts.difference(
-                    f"{model} − ViT at lr {lr:g}",
-                    list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna()),
-                    +1,
-                )
-                if model != "ViT"
-                else None
-            )
+            ahead = list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna())
+            vs_vit = verdicts.difference(f"{model} − ViT at lr {lr:g}", ahead, +1) if model != "ViT" else None
             rows.append(
                 {
                     "model": model,
@@ -161,9 +157,8 @@ def _steps_text(broke: pd.DataFrame) -> str:
 
 
 def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
-    """The lrs at which ``model``'s runs never came within the breakdown's drop of its best lr (their mean best
-    accuracy more than that below the best lr's mean final accuracy), with that best accuracy: such a run cannot
-    fall far enough to count as broken down, which is not the same as training stably."""
+    """The lrs (with their mean best accuracy) at which ``model`` never came within the breakdown's drop of its best
+    lr's final accuracy: such runs cannot count as broken down, which is not the same as training stably."""
     one = runs[runs["model"] == model]
     reference = one[np.isclose(one["lr"], best_lr(runs, model))]["final accuracy (%)"].mean()
     best = one.groupby("lr")["best accuracy (%)"].mean()
@@ -252,8 +247,7 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
 
 
 def statement(result) -> Markdown:
-    """Per model: the best lr, the largest lr that trains as well (by the rule), where runs broke down, and how each
-    BatchNorm model fares against ViT over the grid."""
+    """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
     runs = per_run(result.sweep)
     table = summary(runs)
     seeds = int(runs["seed"].nunique())
@@ -300,9 +294,7 @@ def statement(result) -> Markdown:
 
 
 def takeaway(result) -> Markdown:
-    """One line on article 1's conclusion about larger learning rates, from the claims it receives over the sweep
-    (:func:`.claims.larger_lr`: each run's stability over its whole run, judged only over runs as long
-    as article 1's): how the rule judged ViT against each BatchNorm model, and at what scale."""
+    """One line on article 1's conclusion on larger lrs, from its claims over the sweep (:func:`.claims.larger_lr`)."""
     found = larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")

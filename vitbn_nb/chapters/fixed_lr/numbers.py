@@ -7,16 +7,14 @@ import numpy as np
 import pandas as pd
 
 from ...judging import verdicts
+from ...judging.claims import BN_MODELS
 from ...judging.selection import require
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import results
 from .article import EXPERIMENT1, FIG6
 from .claims import experiment1
 
-MODELS = ("ViT", "ViTBNFFN", "ViTBN")
-
-BN_MODELS = ("ViTBNFFN", "ViTBN")
-
+MODELS = ("ViT", *BN_MODELS)
 
 #: Which figure of article 1 each learning rate reproduces.
 FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
@@ -51,8 +49,7 @@ def stability(table: pd.DataFrame, model: str = "ViT") -> dict:
     for _, one in rows.groupby("run_id"):
         if (one["status"] == "diverged").any():
             diverged.append(int(one.loc[one["diverged"].astype(bool), "epoch"].min()))
-        epoch = unstable_epoch(one)
-        if epoch is not None:
+        if (epoch := unstable_epoch(one)) is not None:
             unstable.append(epoch)
     return {"runs": rows["run_id"].nunique(), "diverged": sorted(diverged), "unstable": sorted(unstable)}
 
@@ -84,7 +81,7 @@ def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts) or "no claim judged"
 
 
-def _which(model: str, depth: int) -> str:
+def which_of(model: str, depth: int) -> str:
     return " and ".join(which for which, depths in CONFIGURATIONS.items() if depths.get(model) == depth)
 
 
@@ -106,7 +103,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
             {
                 "model": model,
                 "depth": depth,
-                "configuration": _which(model, depth),
+                "configuration": which_of(model, depth),
                 "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
                 "train s/epoch": results.mean_sd(per_run["train_seconds"], 2),
                 "test s/epoch": results.mean_sd(per_run["test_seconds"], 3),
@@ -127,39 +124,23 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
     for rate, article in EXPERIMENT1.items():
         if lr is not None and not np.isclose(rate, lr):
             continue
-        where = f"article 1, {article['figure']} (lr {rate:g})"
-        for model, value in article["accuracy"].items():
-            rows.append({"source": where, "model": model, "quantity": "final accuracy (%)", "reported": f"≈ {value:g}"})
-        for model, value in article["accuracy_above"].items():
-            rows.append({"source": where, "model": model, "quantity": "final accuracy (%)", "reported": f"> {value:g}"})
-        for key in ("r_t", "r_v"):
-            for model, value in article[key].items():
-                rows.append({"source": where, "model": model, "quantity": key, "reported": f"{value:g}"})
-        for key, label in (("r_t", "g_t (%)"), ("r_v", "g_v (%)")):
-            for model, value in article[key].items():
-                rows.append(
-                    {
-                        "source": f"derived from article 1's r at lr {rate:g} (Table 1 is not in its text)",
-                        "model": model,
-                        "quantity": label,
-                        "reported": f"{results.gain(value):.0f} (= 1 − 1/{value:g})",
-                    }
-                )
+        where, derived = f"article 1, {article['figure']} (lr {rate:g})", f"derived from article 1's r at lr {rate:g}"
+        rows += [(where, m, "final accuracy (%)", f"≈ {v:g}") for m, v in article["accuracy"].items()]
+        rows += [(where, m, "final accuracy (%)", f"> {v:g}") for m, v in article["accuracy_above"].items()]
+        rows += [(where, m, key, f"{v:g}") for key in ("r_t", "r_v") for m, v in article[key].items()]
+        rows += [
+            (f"{derived} (Table 1 is not in its text)", m, label, f"{results.gain(v):.0f} (= 1 − 1/{v:g})")
+            for key, label in (("r_t", "g_t (%)"), ("r_v", "g_v (%)"))
+            for m, v in article[key].items()
+        ]
         if article["vit_unstable_epoch"]:
-            rows.append(
-                {
-                    "source": where,
-                    "model": "ViT",
-                    "quantity": "unstable from epoch",
-                    "reported": f"≈ {article['vit_unstable_epoch']}",
-                }
-            )
-        rows.append({"source": where, "model": "all", "quantity": "finding", "reported": article["note"]})
+            rows.append((where, "ViT", "unstable from epoch", f"≈ {article['vit_unstable_epoch']}"))
+        rows.append((where, "all", "finding", article["note"]))
     if lr is None:
-        rows.append({"source": "article 1, Fig 6", "model": "all", "quantity": "finding", "reported": FIG6})
+        rows.append(("article 1, Fig 6", "all", "finding", FIG6))
     if not rows:
         raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(EXPERIMENT1)}")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["source", "model", "quantity", "reported"])
 
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
@@ -182,65 +163,32 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 reported = f"> {article['accuracy_above'][model]:g}"
             else:
                 reported = "not quoted"
-            rows.append(
-                {
-                    "configuration": _which(*key),
-                    "model": f"{model} d{key[1]}",
-                    "quantity": "final accuracy (%)",
-                    "article 1": reported,
-                    "this run": accuracy.loc[key, "accuracy (%)"],
-                    "verdict": verdict,
-                }
-            )
+            row = (which_of(*key), f"{model} d{key[1]}", "final accuracy (%)", reported)
+            rows.append((*row, accuracy.loc[key, "accuracy (%)"], verdict))
         for quantity in ("r_t", "r_v"):
-            for model in BN_MODELS:
-                if model not in speed.index:
-                    continue
+            for model in (m for m in BN_MODELS if m in speed.index):
                 reported = article.get(quantity, {}).get(model)
                 verdict = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")
-                rows.append(
-                    {
-                        "configuration": which,
-                        "model": f"{model} d{depths[model]}",
-                        "quantity": quantity,
-                        "article 1": "not quoted" if reported is None else f"{reported:g}",
-                        "this run": speed.loc[model, quantity],
-                        "verdict": verdict,
-                    }
+                row = (
+                    which,
+                    f"{model} d{depths[model]}",
+                    quantity,
+                    "not quoted" if reported is None else f"{reported:g}",
                 )
+                rows.append((*row, speed.loc[model, quantity], verdict))
     if (subset["model"] == "ViT").any():
-        info = stability(subset, "ViT")
-        expected = article.get("vit_unstable_epoch")
-        ours = _stability_text(info, "unstable")
+        info, expected = stability(subset, "ViT"), article.get("vit_unstable_epoch")
         verdict = "; ".join(text for (claim, _), text in rule.items() if claim == f"article1/lr{lr:g}/breakdown")
-        rows.append(
-            {
-                "configuration": "as run and as written",
-                "model": "ViT d6",
-                "quantity": "diverged (NaN loss)",
-                "article 1": "—",
-                "this run": _stability_text(info, "diverged"),
-                "verdict": "",
-            }
-        )
-        rows.append(
-            {
-                "configuration": "as run and as written",
-                "model": "ViT d6",
-                "quantity": f"breakdown (acc drops > {UNSTABLE_DROP:g} pt)",
-                "article 1": f"yes, ≈ epoch {expected}" if expected else "no",
-                "this run": ours,
-                "verdict": verdict,
-            }
-        )
-    return pd.DataFrame(rows)
+        both = ("as run and as written", "ViT d6")
+        rows.append((*both, "diverged (NaN loss)", "—", _stability_text(info, "diverged"), ""))
+        breakdown = f"breakdown (acc drops > {UNSTABLE_DROP:g} pt)"
+        said = f"yes, ≈ epoch {expected}" if expected else "no"
+        rows.append((*both, breakdown, said, _stability_text(info, "unstable"), verdict))
+    return pd.DataFrame(rows, columns=["configuration", "model", "quantity", "article 1", "this run", "verdict"])
 
 
 def _article_at(lr: float) -> dict:
-    for rate, article in EXPERIMENT1.items():
-        if np.isclose(rate, lr):
-            return article
-    return {}
+    return next((article for rate, article in EXPERIMENT1.items() if np.isclose(rate, lr)), {})
 
 
 def statement(table: pd.DataFrame, lr: float) -> str:
@@ -282,33 +230,29 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     for lr in sorted(table["lr"].unique()):
         article = _article_at(lr)
         for model in BN_MODELS:
+            held = [frame for frame in both.values() if (lr, model) in frame.index]
+            if not held:
+                continue
             row = {"lr": f"{lr:g}", "model": model}
-            found = False
             for quantity in ("r_t", "r_v", "g_t", "g_v"):
-                ratio_key = "r_t" if quantity in ("r_t", "g_t") else "r_v"
-                reported = article.get(ratio_key, {}).get(model)
+                reported = article.get(f"r_{quantity[2]}", {}).get(model)
                 unit = " (%)" if quantity.startswith("g") else ""
                 for which, frame in both.items():
-                    depth = CONFIGURATIONS[which][model]
-                    value = frame.loc[(lr, model), quantity] if (lr, model) in frame.index else "—"
-                    found = found or (lr, model) in frame.index
-                    row[
-                        f"{quantity}{unit} as run (d1)"
-                        if which == "as run"
-                        else f"{quantity}{unit} as written (d{depth})"
-                    ] = value
-                row[f"{quantity}{unit} article 1"] = (
-                    "—"
-                    if reported is None
-                    else (f"{reported:g}" if quantity.startswith("r") else f"{results.gain(reported):.0f}")
-                )
+                    depth = "d1" if which == "as run" else f"d{CONFIGURATIONS[which][model]}"
+                    row[f"{quantity}{unit} {which} ({depth})"] = (
+                        frame.loc[(lr, model), quantity] if (lr, model) in frame.index else "—"
+                    )
+                if reported is None:
+                    row[f"{quantity}{unit} article 1"] = "—"
+                else:
+                    row[f"{quantity}{unit} article 1"] = (
+                        f"{reported:g}" if quantity.startswith("r") else f"{results.gain(reported):.0f}"
+                    )
             for quantity in ("r_t", "r_v"):
                 for which in both:
                     row[f"{quantity} {which}: verdict"] = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")
-            seeds = [frame.loc[(lr, model), "seeds"] for frame in both.values() if (lr, model) in frame.index]
-            row["seeds"] = min(seeds) if seeds else 0
-            if found:
-                rows.append(row)
+            row["seeds"] = min(frame.loc[(lr, model), "seeds"] for frame in held)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -1,6 +1,5 @@
-"""Chapter 03: Experiment 1 of article 1 at three fixed learning rates, as run (ViT d6 against BatchNorm models
-whose code computed one block) and as written (all three at depth 6), timed through article 1's pipeline; Figures
-3-6 and Table 1 beside the numbers the article reports."""
+"""Chapter 03: article 1's Experiment 1 at three fixed lrs, as run (ViT d6 against BatchNorm models whose code computed
+one block) and as written (all at depth 6), timed through article 1's pipeline; Figures 3-6 and Table 1."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import pandas as pd
 from ...judging import audit
 from ...judging.claims import protocol_scale
 from ...judging.selection import require
-from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -25,6 +23,7 @@ from .numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
+    UNSTABLE_DROP,
     article_reported,
     comparison,
     configuration,
@@ -35,6 +34,7 @@ from .numbers import (
     statement,
     this_run,
     time_per_lr_statement,
+    which_of,
 )
 from .settings import FixedLrSettings
 
@@ -49,9 +49,6 @@ CONFIGURATION_TEXT = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# runs
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FixedLrResult(results.ChapterResult):
     """Chapter 03's runs: one row per run and epoch (``table``), and the settings that trained them."""
@@ -87,37 +84,25 @@ def _full_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
 
 
 def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
-    return [
-        RunConfig.from_settings(
-            settings,
-            model=model,
-            model_kwargs={} if depth == AS_RUN_DEPTH[model] else {"depth": depth},
-            dataset="mnist",
-            lr=lr,
-            seed=seed,
-            pipeline=PIPELINE,
-        )
-        for lr in lrs
-        for seed in range(settings.seeds)
-        for model, depth in PAIRS
-    ]
+    return lr_sweep.configs(settings, lrs, PAIRS, PIPELINE)
 
 
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """One run per lr, seed and (model, depth) of both configurations (ViT depth 6 serves both), then the
-    learning-rate sweep's further runs, then article 1's whole protocol at ``full_protocol_lrs`` (built as the
-    ``paper`` plan builds them, so they are its runs)."""
-    own = _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
-    return own + _chapter_plan(full_protocol(settings), _full_lrs(settings))
+    """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's further runs, then article 1's whole
+    protocol at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
+    return _own_plan(settings) + _chapter_plan(full_protocol(settings), _full_lrs(settings))
+
+
+def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
+    return _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
-    """Train (or fetch from the run store) every run of the chapter; the sweep's lrs apart from the rest, and the
-    whole protocol's runs apart from the profile's."""
+    """Train (or fetch) every run; the sweep's lrs apart, the whole protocol's apart from the profile's."""
     trained = runs.train_all(plan(settings), force=force)
-    own = len(_chapter_plan(settings, settings.lrs)) + len(lr_sweep.plan(settings, PIPELINE))
+    own = len(_own_plan(settings))
     table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
-    chapter = table[np.isclose(table["lr"].to_numpy()[:, None], np.asarray(settings.lrs)[None, :]).any(axis=1)]
+    chapter = table[_at_any(table, settings.lrs)]
     return FixedLrResult(
         settings,
         chapter.reset_index(drop=True),
@@ -134,18 +119,21 @@ def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
     return require(result.table, lr=float(lr)), result.profile
 
 
+def _at_any(table: pd.DataFrame, lrs) -> np.ndarray:
+    return np.isclose(table["lr"].to_numpy()[:, None], np.asarray(lrs)[None, :]).any(axis=1)
+
+
 def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
     """An output's own scale, for its caption and manifest: 'paper: 18,000 of the article's 18,000 steps'."""
     return f"{profile}: {protocol_scale(runs_at_lr, EPOCHS)}"
 
 
 def evidence(result: FixedLrResult) -> pd.DataFrame:
-    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, the profile's
-    elsewhere."""
+    """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, else the profile's."""
     full = _full_lrs(result.settings) if result.full is not None else ()
     if not full:
         return result.table
-    taken = np.isclose(result.table["lr"].to_numpy()[:, None], np.asarray(full)[None, :]).any(axis=1)
+    taken = _at_any(result.table, full)
     return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
 
 
@@ -164,9 +152,7 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
             {
                 "model": model,
                 "depth": depth,
-                "configuration": " and ".join(
-                    which for which, depths in CONFIGURATIONS.items() if depths[model] == depth
-                ),
+                "configuration": which_of(model, depth),
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
@@ -183,27 +169,17 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# numbers
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
-# figures and tables
-# ---------------------------------------------------------------------------------------------
 def _label(model: str, depth) -> str:
     return f"{model} (depth {int(depth)})"
 
 
 def _names(lr: float, which: str = "as run") -> tuple[str, str]:
     """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
-    fig = FIGURE_OF_LR.get(next((k for k in FIGURE_OF_LR if np.isclose(k, lr)), None))
-    if fig is None:
-        name = f"fixed_lr_lr{lr:g}"
-        return (name, f"new/{name}") if which == "as run" else (f"{name}_as_written", f"new/{name}_as_written")
-    if which == "as run":
-        return f"article1_{fig}", f"article1/{fig}"
-    return f"article1_{fig}_as_written", f"new/article1_{fig}_as_written"
+    fig = next((fig for rate, fig in FIGURE_OF_LR.items() if np.isclose(rate, lr)), None)
+    name = f"fixed_lr_lr{lr:g}" if fig is None else f"article1_{fig}"
+    if which != "as run":
+        return f"{name}_as_written", f"new/{name}_as_written"
+    return name, f"new/{name}" if fig is None else f"article1/{fig}"
 
 
 def _footer_text(which: str) -> str:
@@ -211,10 +187,8 @@ def _footer_text(which: str) -> str:
 
 
 def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
-    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration.
-
-    As run it is article 1's Figure 3, 4 or 5; as written, the comparison the article describes.
-    """
+    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration: as run it is
+    article 1's Figure 3, 4 or 5; as written, the comparison the article describes."""
     at, profile = at_lr(result, lr)
     figures.use_style()
     subset = configuration(at, which)
@@ -233,15 +207,8 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     )
     if subset["diverged"].astype(bool).any():
         # lower left: a falling loss leaves it empty, and the × of a diverged run sits at the top edge
-        fig.axes[2].text(
-            0.02,
-            0.03,
-            "× = loss became NaN/inf (run stopped there)",
-            transform=fig.axes[2].transAxes,
-            ha="left",
-            va="bottom",
-            fontsize=9,
-        )
+        where = dict(transform=fig.axes[2].transAxes, ha="left", va="bottom", fontsize=9)
+        fig.axes[2].text(0.02, 0.03, "× = loss became NaN/inf (run stopped there)", **where)
     scaled = scale(subset, profile)
     caption = (
         f"Experiment 1 at lr {lr:g} ({scaled}), {_footer_text(which)}; {figures.spread_label(subset)}; "
@@ -252,10 +219,12 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     )
 
 
-def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: str):
+def _save_at_lr(result: FixedLrResult, lr: float, view, suffix: str, caption: str):
+    """``view(runs at lr, lr)`` saved as the lr's ``suffix`` table."""
     name, reproduces = _names(lr)
     subset, profile = at_lr(result, lr)
     scaled = scale(subset, profile)
+    frame = view(subset, lr)
     return figures.save_table(
         frame,
         f"{name}_{suffix}",
@@ -270,26 +239,22 @@ def _save_at_lr(result: FixedLrResult, lr: float, frame, suffix: str, caption: s
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    subset = at_lr(result, lr)[0]
-    return _save_at_lr(result, lr, comparison(subset, lr), "vs_article", statement(subset, lr))
+    return _save_at_lr(result, lr, comparison, "vs_article", statement(at_lr(result, lr)[0], lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    subset = at_lr(result, lr)[0]
     caption = (
-        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) "
-        "within each configuration (as run: BN models d1; as written: d6); timed "
-        "through article 1's pipeline"
+        f"This run at lr {lr:g}: {figures.sd_label(at_lr(result, lr)[0])}; ratios r = T(ViT d6) / T(model) within "
+        "each configuration (as run: BN models d1; as written: d6); timed through article 1's pipeline"
     )
-    return _save_at_lr(result, lr, this_run(subset, lr), "numbers", caption)
+    return _save_at_lr(result, lr, this_run, "numbers", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
-    table = result.table
     figures.use_style()
-    table = configuration(table, "as run")
+    table = configuration(result.table, "as run")
     lrs = sorted(table["lr"].unique())
     styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
@@ -315,8 +280,7 @@ def time_per_lr_figure(result: FixedLrResult):
 
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
-    table = result.table
-    table = configuration(table, "as run")
+    table = configuration(result.table, "as run")
     return figures.save_table(
         lr_variation(table),
         "article1_fig6_numbers",
@@ -346,47 +310,41 @@ def ratios_table(result: FixedLrResult):
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_audit``: per reference checkpoint, which encoder blocks ever trained."""
-    frame = reference.summary()
-    return figures.save_table(
-        frame,
-        "new_reference_checkpoint_audit",
-        results.ChapterResult(settings),
-        reproduces="new/reference_checkpoint_audit",
-        caption=(
-            f"Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose "
-            f"norms hold their initial values and whose BatchNorm counted 0 steps never "
-            f"trained; source: {reference.source}"
-        ),
-        reads=_audited(reference),
+    caption = (
+        "Reference checkpoints audited with vitbn_nb.judging.audit.block_usage: a block whose norms hold their initial "
+        "values and whose BatchNorm counted 0 steps never trained"
     )
+    return _audit_table(reference, settings, reference.summary(), "reference_checkpoint_audit", caption)
 
 
 def audit_scores_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
     """``new/reference_checkpoint_scores``: the reference checkpoints scored on MNIST with the book's classes."""
+    caption = (
+        "Reference checkpoints loaded into the book's models (qkv_bias where they have one; 'blocks loaded' = the "
+        "depth built) and scored on the 10,000 MNIST test images, eval mode, ToTensor scaling"
+    )
+    return _audit_table(reference, settings, reference.scores, "reference_checkpoint_scores", caption)
+
+
+def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, frame, name: str, caption: str):
+    """Saved with what the audit read: the reference checkpoints themselves, or the audit recorded from them."""
+    if reference.live:
+        reads = f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
+    else:
+        reads = f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
     return figures.save_table(
-        reference.scores,
-        "new_reference_checkpoint_scores",
+        frame,
+        f"new_{name}",
         results.ChapterResult(settings),
-        reproduces="new/reference_checkpoint_scores",
-        caption=(
-            "Reference checkpoints loaded into the book's models (qkv_bias where they have "
-            "one; 'blocks loaded' = the depth built) and scored on the 10,000 MNIST test "
-            f"images, eval mode, ToTensor scaling; source: {reference.source}"
-        ),
-        reads=_audited(reference),
+        reproduces=f"new/{name}",
+        caption=f"{caption}; source: {reference.source}",
+        reads=reads,
     )
 
 
-def _audited(reference: audit.ReferenceAudit) -> str:
-    """What the audit's tables read: the reference checkpoints themselves, or the audit recorded from them."""
-    if reference.live:
-        return f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
-    return f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
-
-
 def claims_table(result):
-    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger learning rates (over the
-    sweep, all at depth 6), judged by the book's one rule; saved as NN_claims."""
+    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger lrs (over the sweep, all at
+    depth 6), judged by the book's one rule; saved as NN_claims."""
     judged = evidence(result)
     found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
@@ -402,15 +360,13 @@ def instability_note(result: FixedLrResult):
     per model, depth and lr: computed, and with one seed shown, not judged."""
     from IPython.display import Markdown
 
-    from .numbers import UNSTABLE_DROP
-
     found = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         info = stability(runs_, model)
-        if info["unstable"]:
-            epochs = ", ".join(map(str, info["unstable"]))
+        if epochs := info["unstable"]:
             found.append(
-                f"**{model} d{depth} at lr {lr:g}**: from epoch {epochs} ({len(info['unstable'])}/{info['runs']} runs)"
+                f"**{model} d{depth} at lr {lr:g}**: from epoch {', '.join(map(str, epochs))} "
+                f"({len(epochs)}/{info['runs']} runs)"
             )
     seeds = int(result.table["seed"].nunique())
     if not found:

@@ -1,6 +1,5 @@
-"""Chapter 03: how long each model takes to reach a test accuracy, from the runs' per-epoch records (a target
-reached mid-epoch counts at the epoch's end); each model against ViT by the book's rule on the seconds each took,
-seeds paired, judged where both reached the target in at least 3 seeds."""
+"""Chapter 03: how long each model takes to reach a test accuracy (a target reached mid-epoch counts at the epoch's
+end); each model against ViT by the book's rule on the seconds each took, seeds paired."""
 
 from __future__ import annotations
 
@@ -8,28 +7,23 @@ import math
 
 import pandas as pd
 
-from ...engines import engine
 from ...judging import verdicts
-from ...judging.claims import MNIST_TRAIN_IMAGES, hardware_of
+from ...judging.claims import BN_MODELS, hardware_of
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from ...system import contended
+from .lr_sweep import steps_per_epoch
 
 #: Test accuracies (%) a practitioner might train to; the smaller profiles reach the lower ones.
 TARGETS = (80.0, 90.0, 95.0)
-BN_MODELS = ("ViTBNFFN", "ViTBN")
 
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
-    """One row per run and target: the epoch, steps and cumulative training seconds at which the run first reached
-    the target (NaN when it never did), and whether any epoch up to then was timed on a busy machine."""
+    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), and whether timed busy."""
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
-        first = run.iloc[0]
-        images = first.get("train_size")
-        images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
-        per_epoch = engine.steps_per_epoch(images, int(first["batch_size"]))
+        first, per_epoch = run.iloc[0], steps_per_epoch(run)
         seconds = run["train_seconds"].cumsum().to_numpy()
         busy = [
             contended(load, cores) if pd.notna(load) else False
@@ -68,8 +62,7 @@ def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: f
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
-    """``model`` at ``depth`` against ViT at depth 6, seconds to ``target``, by the rule (seeds paired; a seed
-    where either never reached the target leaves the comparison)."""
+    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired."""
     vit = _runs_of(reached, "ViT", 6, lr, target)["seconds"]
     other = _runs_of(reached, model, depth, lr, target)["seconds"]
     both = pd.concat([vit, other], axis=1, keys=["vit", "model"]).dropna()
@@ -83,8 +76,7 @@ def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target:
 
 
 def summary(result) -> pd.DataFrame:
-    """Per learning rate, configuration, BatchNorm model and target: each model's steps and seconds to the target
-    (median over the seeds that reached it, and how many did), and the rule's verdict on the seconds."""
+    """Per lr, configuration, BatchNorm model and target: median steps and seconds to it, and the rule's verdict."""
     table = result.table
     reached = per_run(table)
     hardware = hardware_of(table)

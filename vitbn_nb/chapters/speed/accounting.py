@@ -13,9 +13,6 @@ from .article import RATIOS, SETUP
 from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 
 
-# ---------------------------------------------------------------------------------------------
-# the accounting
-# ---------------------------------------------------------------------------------------------
 def published_ratio(kind: str, model: str) -> str:
     """Article 1's ratios r for ``model`` and ``kind`` as a range, with the gains g = 1 - 1/r they imply."""
     values = RATIOS[kind][model]
@@ -31,34 +28,32 @@ def accounting(result: SpeedResult) -> dict:
     out = {}
     for model in BN_MODELS:
         for kind in ("training", "inference"):
-            as_run = bench_.speed(kind, at(model, 1), at("ViT", 6))
-            as_run_reference = bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference"))
-            depth = bench_.speed(kind, at("ViT", 1), at("ViT", 6))
-            norm1 = equal_depth_speed(result, kind, model, 1)
-            norm6 = equal_depth_speed(result, kind, model, 6)
-            # r through article 1's pipeline over r through the engine, round by round
-            pipeline = bench_.speed_of_ratios(
-                kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
-            )
-            share_of = lambda m, d, p, kind=kind: result.row(kind, model=m, depth=d, pipeline=p)["data_share"]
+            # "faster", "slower" or "as fast", by the rule (never read off one median)
+            judged = {
+                "as_run": bench_.speed(kind, at(model, 1), at("ViT", 6)),
+                "as_run_reference": bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference")),
+                "depth": bench_.speed(kind, at("ViT", 1), at("ViT", 6)),
+                "depth1": equal_depth_speed(result, kind, model, 1),
+                "depth6": equal_depth_speed(result, kind, model, 6),
+                # r through article 1's pipeline over r through the engine, round by round
+                "pipeline": bench_.speed_of_ratios(
+                    kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
+                ),
+            }
+            r = {key: verdict.estimate for key, verdict in judged.items()}
+            share_of = lambda m, d, p, kind=kind: result.bench.row(kind, model=m, depth=d, pipeline=p)["data_share"]
             out[(model, kind)] = {
-                "published_engine": as_run.estimate,
-                "published_reference": as_run_reference.estimate,
-                "depth": depth.estimate,
-                "norm_depth1": norm1.estimate,
-                "norm_depth6": norm6.estimate,
-                "depth_share": share(depth.estimate, as_run.estimate),
-                "norm_share": share(norm1.estimate, as_run.estimate),
-                "pipeline_factor": pipeline.estimate,
+                "published_engine": r["as_run"],
+                "published_reference": r["as_run_reference"],
+                "depth": r["depth"],
+                "norm_depth1": r["depth1"],
+                "norm_depth6": r["depth6"],
+                "depth_share": share(r["depth"], r["as_run"]),
+                "norm_share": share(r["depth1"], r["as_run"]),
+                "pipeline_factor": r["pipeline"],
                 "data_share_reference": (share_of("ViT", 6, "reference"), share_of(model, 1, "reference")),
                 "data_share_engine": (share_of("ViT", 6, "engine"), share_of(model, 1, "engine")),
-                # "faster", "slower" or "as fast", by the rule (never read off one median)
-                "judged_as_run": as_run,
-                "judged_as_run_reference": as_run_reference,
-                "judged_depth": depth,
-                "judged_depth1": norm1,
-                "judged_depth6": norm6,
-                "judged_pipeline": pipeline,
+                **{f"judged_{key}": verdict for key, verdict in judged.items()},
             }
     return out
 
@@ -68,48 +63,29 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
     here = result.bench.hardware_label
     rows = []
     for model in BN_MODELS:
-
-        def row(quantity, fn, model=model):
-            rows.append(
-                {
-                    "model": model,
-                    "quantity": quantity,
-                    **{kind: fn(numbers[(model, kind)], kind) for kind in ("training", "inference")},
-                }
-            )
-
-        row(
-            f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
-            lambda n, k, model=model: published_ratio(k, model),
-        )
-        row(
-            f"as run, article 1's pipeline, {here}, by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_as_run_reference"]),
-        )
-        row(f"as run, book's engine, {here}, by the rule", lambda n, k: verdicts.speed_text(n["judged_as_run"]))
-        row("depth: T(ViT d6) / T(ViT d1), by the rule", lambda n, k: verdicts.speed_text(n["judged_depth"]))
-        row(
-            f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_depth1"]),
-        )
-        row(
-            f"normalisation at depth 6: T(ViT d6) / T({model} d6), by the rule",
-            lambda n, k: verdicts.speed_text(n["judged_depth6"]),
-        )
-        row("share of ln r (engine) explained by depth", lambda n, k: pct(n["depth_share"]))
-        row("share of ln r (engine) explained by normalisation", lambda n, k: pct(n["norm_share"]))
-        row(
-            "data loading, share of time, article 1's pipeline (ViT d6 / model d1)",
-            lambda n, k: f"{pct(n['data_share_reference'][0])} / {pct(n['data_share_reference'][1])}",
-        )
-        row(
-            "data loading, share of time, book's engine (ViT d6 / model d1)",
-            lambda n, k: f"{pct(n['data_share_engine'][0])} / {pct(n['data_share_engine'][1])}",
-        )
-        row(
-            "pipeline: r(article 1's pipeline) / r(engine), by the rule",
-            lambda n, k: verdicts.factor_text(n["judged_pipeline"]),
-        )
+        speed = lambda key: lambda n, k: verdicts.speed_text(n[key])
+        shares = lambda key: lambda n, k: f"{pct(n[key][0])} / {pct(n[key][1])}"
+        for quantity, fn in (
+            (
+                f"published r = T(ViT d6) / T(model d1), article 1 ({DEVICES_SHORT})",
+                lambda n, k, model=model: published_ratio(k, model),
+            ),
+            (f"as run, article 1's pipeline, {here}, by the rule", speed("judged_as_run_reference")),
+            (f"as run, book's engine, {here}, by the rule", speed("judged_as_run")),
+            ("depth: T(ViT d6) / T(ViT d1), by the rule", speed("judged_depth")),
+            (f"normalisation at depth 1: T(ViT d1) / T({model} d1), by the rule", speed("judged_depth1")),
+            (f"normalisation at depth 6: T(ViT d6) / T({model} d6), by the rule", speed("judged_depth6")),
+            ("share of ln r (engine) explained by depth", lambda n, k: pct(n["depth_share"])),
+            ("share of ln r (engine) explained by normalisation", lambda n, k: pct(n["norm_share"])),
+            ("data loading, share of time, article 1's pipeline (ViT d6 / model d1)", shares("data_share_reference")),
+            ("data loading, share of time, book's engine (ViT d6 / model d1)", shares("data_share_engine")),
+            (
+                "pipeline: r(article 1's pipeline) / r(engine), by the rule",
+                lambda n, k: verdicts.factor_text(n["judged_pipeline"]),
+            ),
+        ):
+            each = {kind: fn(numbers[(model, kind)], kind) for kind in ("training", "inference")}
+            rows.append({"model": model, "quantity": quantity, **each})
     return pd.DataFrame(rows)
 
 
@@ -205,8 +181,7 @@ def accounting_statement(result: SpeedResult) -> Markdown:
 
 
 def effects_statement(result: SpeedResult) -> Markdown:
-    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), each ratio judged by
-    the rule from its interleaved rounds."""
+    """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), judged by the rule."""
     numbers = accounting(result)
     folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
     fold_text = (
@@ -243,16 +218,14 @@ def effects_statement(result: SpeedResult) -> Markdown:
 def article_reported() -> pd.DataFrame:
     """What article 1 reports, ratio by ratio."""
     where = ("lr 0.0005 (text, Fig 3)", "lr 0.005 (text, Fig 4)", "lr 0.01 (text, Fig 5)", "optimised (text, Fig 8)")
-    rows = []
-    for kind, short in (("training", "r_t"), ("inference", "r_v")):
-        for model in BN_MODELS:
-            rows.append(
-                {
-                    "ratio": short,
-                    "model": model,
-                    **dict(zip(where, RATIOS[kind][model])),
-                    "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
-                    f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
-                }
-            )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "ratio": short,
+            "model": model,
+            **dict(zip(where, RATIOS[kind][model])),
+            "gain g = 1 − 1/r": f"{100 * (1 - 1 / min(RATIOS[kind][model])):.0f}–"
+            f"{100 * (1 - 1 / max(RATIOS[kind][model])):.0f} %",
+        }
+        for kind, short in (("training", "r_t"), ("inference", "r_v"))
+        for model in BN_MODELS
+    )

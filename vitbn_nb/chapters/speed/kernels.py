@@ -11,9 +11,6 @@ from ...publishing import figures
 from .accounting import published_ratio
 from .study import BN_MODELS, PIPELINE_LABELS, SpeedResult, name, pct
 
-# ---------------------------------------------------------------------------------------------
-# BatchNorm forms, utilisation
-# ---------------------------------------------------------------------------------------------
 FLAT = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
 
 
@@ -25,8 +22,7 @@ def _form_rounds(row: dict) -> list[float]:
 
 
 def flattened_against(result: SpeedResult) -> dict:
-    """The flattened form (the book's) against each other form of the same case, by the rule from their rounds:
-    {(mode, dim, form): Verdict}; above 1, the flattened form is faster."""
+    """{(mode, dim, form): the book's flattened form against that form, by the rule}; above 1: flattened faster."""
     frame = result.bench.norm_forms
     judged = {}
     for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):
@@ -50,24 +46,10 @@ def norm_forms(result: SpeedResult) -> pd.DataFrame:
         for m, d, f in zip(frame["mode"], frame["dim"], frame["form"])
     ]
     frame["shape"] = frame["shape"].map(lambda s: " × ".join(map(str, s)))
-    frame = frame.rename(
-        columns={
-            "microseconds": "time (µs, median round)",
-            "relative_to_fastest": "× fastest",
-            "max_abs_difference": "max |difference| from flattened",
-        }
-    )
-    return frame[
-        [
-            "form",
-            "mode",
-            "shape",
-            "time (µs, median round)",
-            "× fastest",
-            "flattened against this form, by the rule",
-            "max |difference| from flattened",
-        ]
-    ]
+    shown = {"form": "form", "mode": "mode", "shape": "shape", "microseconds": "time (µs, median round)"}
+    shown |= {"relative_to_fastest": "× fastest", "flattened against this form, by the rule": None}
+    shown |= {"max_abs_difference": "max |difference| from flattened"}
+    return frame[list(shown)].rename(columns={k: v for k, v in shown.items() if v})
 
 
 def norm_forms_table(result: SpeedResult):
@@ -110,49 +92,37 @@ def norm_forms_statement(result: SpeedResult) -> Markdown:
 def utilisation(result: SpeedResult) -> pd.DataFrame:
     """FLOPs per training step, achieved FLOP/s and model FLOP utilisation against the measured matmul peak."""
     peak = result.bench.meta["matmul_peak"]["flops_per_s"]
-    rows = []
-    for r in result.bench.training.to_dict("records"):
-        rows.append(
-            {
-                "configuration": name(r["model"], r["depth"]) + (" *" if r["as_run"] else ""),
-                "pipeline": PIPELINE_LABELS[r["pipeline"]],
-                "GFLOP per step": round(r["flops_per_step"] / 1e9, 2),
-                "achieved GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
-                "MFU": pct(r["mfu"]),
-                "MFU of the compute part": pct(r["compute_mfu"]),
-                "peak memory (MiB)": round(r["peak_memory_mib"], 1),
-            }
-        )
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(
+        {
+            "configuration": name(r["model"], r["depth"]) + (" *" if r["as_run"] else ""),
+            "pipeline": PIPELINE_LABELS[r["pipeline"]],
+            "GFLOP per step": round(r["flops_per_step"] / 1e9, 2),
+            "achieved GFLOP/s": round(r["achieved_flops"] / 1e9, 1),
+            "MFU": pct(r["mfu"]),
+            "MFU of the compute part": pct(r["compute_mfu"]),
+            "peak memory (MiB)": round(r["peak_memory_mib"], 1),
+        }
+        for r in result.bench.training.to_dict("records")
+    )
     frame.attrs["peak"] = f"{peak / 1e9:,.1f} GFLOP/s"
     return frame
 
 
-# ---------------------------------------------------------------------------------------------
-# beyond this machine: operations dispatched per step
-# ---------------------------------------------------------------------------------------------
-def _ops(result: SpeedResult, model: str, depth: int) -> dict:
-    frame = result.op_counts
-    return frame[(frame["model"] == model) & (frame["depth"] == depth)].iloc[0].to_dict()
-
-
 def op_counts(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: operations dispatched by one training step and one inference pass, and the FLOPs."""
-    rows = []
-    for r in result.op_counts.to_dict("records"):
-        rows.append(
-            {
-                "model": name(r["model"], r["depth"]),
-                "training step: forward and backward": r["train_forward_backward_ops"],
-                "training step: Adam (foreach)": r["train_optimizer_ops"],
-                "training step: all": r["train_step_ops"],
-                "inference pass": r["inference_ops"],
-                "inference pass, BatchNorm folded": r["inference_ops_folded"] if r["model"] != "ViT" else "",
-                "GFLOP per training step": round(r["train_step_flops"] / 1e9, 2),
-                "GFLOP per inference pass": round(r["inference_flops"] / 1e9, 2),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "model": name(r["model"], r["depth"]),
+            "training step: forward and backward": r["train_forward_backward_ops"],
+            "training step: Adam (foreach)": r["train_optimizer_ops"],
+            "training step: all": r["train_step_ops"],
+            "inference pass": r["inference_ops"],
+            "inference pass, BatchNorm folded": r["inference_ops_folded"] if r["model"] != "ViT" else "",
+            "GFLOP per training step": round(r["train_step_flops"] / 1e9, 2),
+            "GFLOP per inference pass": round(r["inference_flops"] / 1e9, 2),
+        }
+        for r in result.op_counts.to_dict("records")
+    )
 
 
 def op_counts_table(result: SpeedResult):
@@ -173,21 +143,19 @@ def op_counts_table(result: SpeedResult):
 
 def op_counts_statement(result: SpeedResult) -> Markdown:
     """What a GPU whose time follows the operation count would show, computed from the counts."""
-    ops = lambda model, depth, key: _ops(result, model, depth)[key]
+    counts = result.op_counts.set_index(["model", "depth"])
+    ops = lambda model, depth, key: counts.loc[(model, depth), key]
     depth = lambda key: ops("ViT", 6, key) / ops("ViT", 1, key)
     lines = []
     for kind, key, flops in (
         ("training", "train_step_ops", "train_step_flops"),
         ("inference", "inference_ops", "inference_flops"),
     ):
-        as_run = "; ".join(
-            f"{m} {ops('ViT', 6, key) / ops(m, 1, key):.2f}× (FLOPs {ops('ViT', 6, flops) / ops(m, 1, flops):.2f}×)"
+        against = lambda d, key=key, flops=flops: "; ".join(
+            f"{m} {ops('ViT', 6, key) / ops(m, d, key):.2f}× (FLOPs {ops('ViT', 6, flops) / ops(m, d, flops):.2f}×)"
             for m in BN_MODELS
         )
-        equal = "; ".join(
-            f"{m} {ops('ViT', 6, key) / ops(m, 6, key):.2f}× (FLOPs {ops('ViT', 6, flops) / ops(m, 6, flops):.2f}×)"
-            for m in BN_MODELS
-        )
+        as_run, equal = against(1), against(6)
         lines.append(
             f"- **{kind.capitalize()}.** As article 1 ran it (ViT d6 against each BatchNorm model at d1): {as_run}; "
             f"article 1 reports {'; '.join(f'{m} {published_ratio(kind, m)}' for m in BN_MODELS)}. At equal depth 6: "

@@ -1,12 +1,10 @@
-"""Chapter 08: where article 1's speed-up comes from -- depth, data pipeline and normalisation, measured.
-
-Every number comes from :func:`vitbn_nb.bench.measure`: by default the measurement committed in
-``figures/bench.json``, anew when asked (``measure=True``, ``python -m vitbn_nb book --measure``).
-The accounting of the published gain is in :mod:`.accounting`."""
+"""Chapter 08: where article 1's speed-up comes from (depth, data pipeline, normalisation), from the measurement
+committed in ``figures/bench.json`` or one taken anew (``measure=True``); the accounting is in :mod:`.accounting`."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -42,9 +40,8 @@ PIPELINE_LABELS = {"engine": "book's engine", "reference": "article 1's pipeline
 
 @dataclass(frozen=True)
 class SpeedResult(ChapterResult):
-    """Chapter 08's measurements and the settings they were taken with; ``op_counts``: operations dispatched per
-    step; ``source``: "measured" now or "committed"; ``not_measured``: the settings' models the committed
-    measurement lacks; ``why_measured``: why no committed measurement was used."""
+    """Chapter 08's measurements, their settings and operation counts; ``source``: "measured" or "committed";
+    ``not_measured``: models the committed measurement lacks; ``why_measured``: why no committed one was used."""
 
     settings: SpeedSettings
     bench: bench.BenchResult
@@ -52,9 +49,6 @@ class SpeedResult(ChapterResult):
     source: str = "measured"
     not_measured: tuple[str, ...] = ()
     why_measured: str = ""
-
-    def row(self, kind: str, **where) -> dict:
-        return self.bench.row(kind, **where)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -89,15 +83,8 @@ def _check_depths(settings: SpeedSettings) -> None:
         )
 
 
-def measure_requested(measure=False) -> bool:
-    """Whether to measure anew: the ``measure`` argument (a bool, or papermill's 'true' / 'false'), or
-    ``VITBN_MEASURE=1`` (``python -m vitbn_nb book --measure``)."""
-    return profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
-
-
 def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | None, str]:
-    """The committed measurement (``figures/bench.json``) and the settings it was taken with; or (None, None, why
-    it cannot be used)."""
+    """The committed measurement and the settings it was taken with; or (None, None, why it cannot be used)."""
     file = paths.book_figures_dir() / BENCH_FILE
     try:
         found = json.loads(file.read_text())
@@ -106,10 +93,8 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
         settings = SpeedSettings(**{k: v for k, v in taken.items() if k in known})
         _check_depths(settings)
         result = bench.BenchResult.from_dict(found)
-        for model in settings.models:  # every row the views read is there
-            for depth in settings.depths:
-                result.row("training", model=model, depth=depth, pipeline="engine")
-                result.row("inference", model=model, depth=depth, pipeline="engine")
+        for model, depth, kind in itertools.product(settings.models, settings.depths, ("training", "inference")):
+            result.row(kind, model=model, depth=depth, pipeline="engine")  # every row the views read is there
         for key in ("date", "hardware_label", "device", "matmul_peak", "versions", "timing", "memory_measure"):
             found[key]
     except FileNotFoundError:
@@ -120,12 +105,13 @@ def committed_measurement() -> tuple[bench.BenchResult | None, SpeedSettings | N
 
 
 def run(settings: SpeedSettings, force: bool = False, device=None, measure=False) -> SpeedResult:
-    """The committed measurement (with the settings it was taken with), or a new one when ``measure`` (or
-    ``VITBN_MEASURE=1``) asks, under ``smoke``, or when none is usable; a new one (not smoke's) is kept as
-    ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored to reuse."""
+    """The committed measurement, or a new one when ``measure`` asks, under ``smoke``, or when none is usable; a new one
+    (not smoke's) is kept as ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored."""
     _check_depths(settings)
     why = ""
-    if settings.profile != "smoke" and not measure_requested(measure):
+    # ``measure``: a bool, or papermill's 'true' / 'false'; ``VITBN_MEASURE=1`` asks too
+    requested = profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
+    if settings.profile != "smoke" and not requested:
         found, taken, why = committed_measurement()
         if found is not None:
             counted = op_counts.table(taken.models, taken.count_depths, taken.batch_size)
@@ -222,9 +208,6 @@ def hardware_note(result: SpeedResult) -> Markdown:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# lookups
-# ---------------------------------------------------------------------------------------------
 def name(model: str, depth: int) -> str:
     return f"{model} d{depth}"
 
@@ -238,24 +221,16 @@ def share(part: float, whole: float) -> float:
     return math.log(part) / math.log(whole) if whole > 0 and part > 0 and abs(math.log(whole)) > 1e-9 else float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# equal depth
-# ---------------------------------------------------------------------------------------------
 def equal_depth(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
     rows = []
     for depth in result.settings.depths:
         for model in result.models:
-            row = {
-                "model": model,
-                "depth": depth,
-                "article 1 as run": "yes"
-                if result.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
-                else "",
-            }
+            as_run = result.bench.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
+            row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
             for kind in ("training", "inference"):
                 for pipeline in ("engine", "reference"):
-                    ips = result.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
+                    ips = result.bench.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
                     row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
                 short = "r_t" if kind == "training" else "r_v"
                 row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
@@ -313,11 +288,15 @@ def equal_depth_figure(result: SpeedResult):
     figures.use_style()
     depths = list(result.settings.depths)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
-    for ax, kind in zip(axes, ("training", "inference")):
+    titles = {
+        "training": f"training (batch {result.settings.batch_size})",
+        "inference": f"inference (test batch {result.settings.test_batch_size})",
+    }
+    for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
             for pipeline in ("engine", "reference"):
-                rows = [result.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
                 series.append(
                     (
                         f"{model}, {PIPELINE_LABELS[pipeline]}",
@@ -328,15 +307,7 @@ def equal_depth_figure(result: SpeedResult):
                         ["*" if r["as_run"] else "" for r in rows],
                     )
                 )
-        _bars(
-            ax,
-            [f"depth {d}" for d in depths],
-            series,
-            ylabel="seconds per 1,000 images",
-            title=f"{kind} (batch {result.settings.batch_size})"
-            if kind == "training"
-            else f"{kind} (test batch {result.settings.test_batch_size})",
-        )
+        _bars(ax, [f"depth {d}" for d in depths], series, ylabel="seconds per 1,000 images", title=titles[kind])
     handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
         Patch(facecolor="white", edgecolor="0.4", hatch="///", label="article 1's pipeline"),
@@ -357,9 +328,6 @@ def equal_depth_figure(result: SpeedResult):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# the data pipeline
-# ---------------------------------------------------------------------------------------------
 SPLIT_COLORS = {"data": "#E1A95F", "compute": "#6C8EBF", "forward": "#6C8EBF", "bookkeeping": "#B85450"}
 
 
@@ -367,53 +335,54 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
     """Per configuration and pipeline: the share of time spent producing batches, and engine / article 1's pipeline."""
     rows = []
     ratio = {(r["model"], r["depth"]): r for r in result.bench.ratios.to_dict("records")}
+    for depth, model, pipeline, train, infer in _split_rows(result):
+        r, engine = ratio[(model, depth)], pipeline == "engine"
+        rows.append(
+            {
+                "configuration": name(model, depth) + (" *" if train["as_run"] else ""),
+                "pipeline": PIPELINE_LABELS[pipeline],
+                "training: data share": pct(train["data_share"]),
+                "training: data ms / step": round(1e3 * train["data_seconds"], 1),
+                "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
+                "inference: data share": pct(infer["data_share"]),
+                "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
+                "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"] if engine else "",
+                "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"] if engine else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _split_rows(result: SpeedResult):
+    """(depth, model, pipeline, training row, inference row) of every configuration, in the split's order."""
     for depth in result.settings.depths:
         for model in result.models:
             for pipeline in ("reference", "engine"):
-                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
-                r = ratio[(model, depth)]
-                rows.append(
-                    {
-                        "configuration": name(model, depth) + (" *" if train["as_run"] else ""),
-                        "pipeline": PIPELINE_LABELS[pipeline],
-                        "training: data share": pct(train["data_share"]),
-                        "training: data ms / step": round(1e3 * train["data_seconds"], 1),
-                        "training: compute ms / step": round(1e3 * train["compute_seconds"], 1),
-                        "inference: data share": pct(infer["data_share"]),
-                        "inference: bookkeeping share": pct(infer["bookkeeping_seconds"] / infer["batch_seconds"]),
-                        "engine / article 1's (training), by the rule": r["train_engine_over_reference_rule"]
-                        if pipeline == "engine"
-                        else "",
-                        "engine / article 1's (inference), by the rule": r["eval_engine_over_reference_rule"]
-                        if pipeline == "engine"
-                        else "",
-                    }
+                where = dict(model=model, depth=depth, pipeline=pipeline)
+                yield (
+                    depth,
+                    model,
+                    pipeline,
+                    result.bench.row("training", **where),
+                    result.bench.row("inference", **where),
                 )
-    return pd.DataFrame(rows)
 
 
 def pipeline_split_figure(result: SpeedResult):
     """Stacked bars: seconds per 1,000 images spent producing batches and computing, both pipelines."""
     labels, train_parts, infer_parts = [], [], []
-    for depth in result.settings.depths:
-        for model in result.models:
-            for pipeline in ("reference", "engine"):
-                train = result.row("training", model=model, depth=depth, pipeline=pipeline)
-                infer = result.row("inference", model=model, depth=depth, pipeline=pipeline)
-                labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
-                per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
-                train_parts.append(
-                    {"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train}
-                )
-                per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
-                infer_parts.append(
-                    {
-                        "data": infer["data_seconds"] * per_infer,
-                        "forward": infer["forward_seconds"] * per_infer,
-                        "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
-                    }
-                )
+    for depth, model, pipeline, train, infer in _split_rows(result):
+        labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
+        per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
+        train_parts.append({"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train})
+        per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
+        infer_parts.append(
+            {
+                "data": infer["data_seconds"] * per_infer,
+                "forward": infer["forward_seconds"] * per_infer,
+                "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
+            }
+        )
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.36 * len(labels) + 1.6), sharey=True)
     y = np.arange(len(labels))[::-1]
@@ -439,59 +408,48 @@ def pipeline_split_figure(result: SpeedResult):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# folding
-# ---------------------------------------------------------------------------------------------
 def folding(result: SpeedResult) -> pd.DataFrame:
-    rows = []
-    for r in result.bench.folding.to_dict("records"):
-        rows.append(
-            {
-                "model": name(r["model"], r["depth"]),
-                "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
-                "folded (images/s)": round(r["folded_images_per_s"], 1),
-                "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
-                "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
-                "folded / ViT, by the rule": r["folded_over_vit_rule"],
-                "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
-                "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _folded_over_unfolded(result: SpeedResult, model: str, depth: int) -> verdicts.Verdict:
-    """Folded against unfolded inference, by the rule from their rounds (the figure marks its estimate)."""
-    unfolded = dict(model=model, depth=depth, pipeline="engine")
-    return result.bench.speed("inference", dict(folded=True, **unfolded), unfolded)
+    return pd.DataFrame(
+        {
+            "model": name(r["model"], r["depth"]),
+            "unfolded (images/s)": round(r["unfolded_images_per_s"], 1),
+            "folded (images/s)": round(r["folded_images_per_s"], 1),
+            "folded / unfolded, by the rule": r["folded_over_unfolded_rule"],
+            "ViT, same depth (images/s)": round(r["vit_images_per_s"], 1),
+            "folded / ViT, by the rule": r["folded_over_vit_rule"],
+            "ViT without its LayerNorms / ViT, by the rule": r["vit_without_layernorm_over_vit_rule"],
+            "max |logit difference|": f"{r['max_abs_logit_difference']:.1e}",
+        }
+        for r in result.bench.folding.to_dict("records")
+    )
 
 
 def folding_figure(result: SpeedResult):
     """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
     depths = list(result.settings.depths)
     fold = {(r["model"], r["depth"]): r for r in result.bench.folding.to_dict("records")}
+    vit = lambda **removed: [
+        result.bench.row("inference", model="ViT", depth=d, pipeline="engine", **removed)["images_per_s"]
+        for d in depths
+    ]
+    # × marks folded against unfolded inference, by the rule from their rounds
+    unfolded = lambda model, d: dict(model=model, depth=d, pipeline="engine")
+    folded_over_unfolded = lambda m, d: result.bench.speed(
+        "inference", dict(folded=True, **unfolded(m, d)), unfolded(m, d)
+    )
     series = [
-        (
-            "ViT (LayerNorm)",
-            figures.color("ViT"),
-            None,
-            1.0,
-            [result.row("inference", model="ViT", depth=d, pipeline="engine")["images_per_s"] for d in depths],
-        ),
+        ("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit()),
         (
             "ViT with its LayerNorms removed (not a model: what LayerNorm costs)",
             figures.color("ViT"),
             "///",
             0.45,
-            [
-                result.row("inference", model="ViT", depth=d, pipeline="engine", norms_removed=True)["images_per_s"]
-                for d in depths
-            ],
+            vit(norms_removed=True),
         ),
     ]
     for model in BN_MODELS:
         series.append(
-            (f"{model}", figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
+            (model, figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
         )
         series.append(
             (
@@ -500,7 +458,7 @@ def folding_figure(result: SpeedResult):
                 "xx",
                 1.0,
                 [fold[(model, d)]["folded_images_per_s"] for d in depths],
-                [f"×{_folded_over_unfolded(result, model, d).estimate:.2f}" for d in depths],
+                [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths],
             )
         )
     figures.use_style()

@@ -16,7 +16,6 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
-from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -33,8 +32,7 @@ class FinetuneResult(shared.PartResult):
 
 
 def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]]:
-    """Each source run with its two fine-tunings; a source is named by the id it is stored under (its own device
-    type's: a store trained on a GPU fine-tunes anywhere)."""
+    """Each source run with its two fine-tunings, the source named by the id it is stored under (any device's)."""
     out = []
     for source in shared.sequential_configs(settings):
         source_id = source.run_id(runs.stored_device_type(source, device))
@@ -118,9 +116,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
                 "trainable": record["parameters"]["trainable"],
                 "total": record["parameters"]["total"],
                 "step_ms": 1000 * compute.median() / steps,
-                "memory_accounted": memory["accounted"],
-                "memory_activations": memory["activations"],
-                "memory_cuda_peak": memory["cuda_peak"],
+                **{f"memory_{key}": memory[key] for key in ("accounted", "activations", "cuda_peak")},
                 "final_acc": run_.final_accuracy,
                 "before": before[label["source"]],
             }
@@ -213,7 +209,7 @@ def finetune_table(result: FinetuneResult):
 
 def claims(result: FinetuneResult):
     """Touvron et al.'s statements about attention-only fine-tuning next to what this run measured."""
-    per_run, said = result.per_run, article.SAID
+    per_run = result.per_run
     column, _ = _memory_column(per_run)
 
     def saving(value: str) -> str:
@@ -226,39 +222,33 @@ def claims(result: FinetuneResult):
     attention = per_run[per_run["variant"] == "attention only"]
     fractions = (100 * attention["trainable"] / attention["total"]).groupby(attention["model"], sort=False).mean()
     before = per_run.groupby("model", sort=False)["before"].mean()
-    return shared.sentences(
-        pd.DataFrame(
-            [
-                {
-                    "question": "accuracy, attention only - full (pp)",
-                    "Touvron et al. report": said["finetune_accuracy"],
-                    "this run": shared.difference_text(per_run, "attention only", "full")
-                    + "; before fine-tuning: "
-                    + ", ".join(f"{m} {v:.1f} %" for m, v in before.items()),
-                },
-                {
-                    "question": "memory saved by attention only",
-                    "Touvron et al. report": said["finetune_memory"],
-                    "this run": saving(column)
-                    + (
-                        " (CUDA peak)"
-                        if column == "memory_cuda_peak"
-                        else " (tensor accounting: weights, gradients, Adam state, saved activations)"
-                    ),
-                },
-                {
-                    "question": "training time saved per step",
-                    "Touvron et al. report": said["finetune_time"],
-                    # one timed measurement per run, not interleaved rounds: the rule has nothing to judge
-                    "this run": saving("step_ms")
-                    + f" ({per_run.groupby(['model', 'variant']).size().min()} run(s) each, on the machine that "
-                    f"trained them: {verdicts.NOT_JUDGED})",
-                },
-                {
-                    "question": "weights to store per fine-tuned model",
-                    "Touvron et al. report": said["finetune_storage"],
-                    "this run": ", ".join(f"{m} {v:.0f} % of the weights" for m, v in fractions.items()),
-                },
-            ]
-        )
+    accounted = " (tensor accounting: weights, gradients, Adam state, saved activations)"
+    # one timed measurement per run, not interleaved rounds: the rule has nothing to judge
+    runs_each = per_run.groupby(["model", "variant"]).size().min()
+    return shared.said_and_measured(
+        [
+            (
+                "accuracy, attention only - full (pp)",
+                "finetune_accuracy",
+                shared.difference_text(per_run, "attention only", "full")
+                + "; before fine-tuning: "
+                + ", ".join(f"{m} {v:.1f} %" for m, v in before.items()),
+            ),
+            (
+                "memory saved by attention only",
+                "finetune_memory",
+                saving(column) + (" (CUDA peak)" if column == "memory_cuda_peak" else accounted),
+            ),
+            (
+                "training time saved per step",
+                "finetune_time",
+                saving("step_ms")
+                + f" ({runs_each} run(s) each, on the machine that trained them: {verdicts.NOT_JUDGED})",
+            ),
+            (
+                "weights to store per fine-tuned model",
+                "finetune_storage",
+                ", ".join(f"{m} {v:.0f} % of the weights" for m, v in fractions.items()),
+            ),
+        ]
     )

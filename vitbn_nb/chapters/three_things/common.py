@@ -64,11 +64,8 @@ def sequential_configs(settings: ThreeThingsSettings) -> list[RunConfig]:
 
 
 def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
-    """Train (or reuse) every config of ``(labels, config)`` pairs; a tidy per-epoch table with the labels added.
-
-    ``force`` retrains only the configs in ``own`` (all of them when ``own`` is None): a part never
-    retrains the runs it borrows from another.
-    """
+    """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
+    only those in ``own`` (all when None): a part never retrains the runs it borrows."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:
@@ -77,6 +74,17 @@ def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = Tru
     table = runs.load_table(trained)
     labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
     return table.merge(labels, on="run_id"), trained
+
+
+def said_and_measured(rows) -> pd.DataFrame:
+    """Touvron et al.'s statements beside this run's: ``rows`` of (question, key of :data:`.article.SAID`, this run)."""
+    from .article import SAID
+
+    frame = pd.DataFrame(
+        [(question, SAID[key], measured) for question, key, measured in rows],
+        columns=["question", "Touvron et al. report", "this run"],
+    )
+    return sentences(frame)
 
 
 def sentences(table: pd.DataFrame):
@@ -88,20 +96,9 @@ def sentences(table: pd.DataFrame):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# pieces of the three parts' figures and claims
-# ---------------------------------------------------------------------------------------------
 def means(per_run: pd.DataFrame, *columns: str) -> pd.DataFrame:
     """Per model and variant: the mean of each of ``columns`` over the seeds."""
     return per_run.groupby(["model", "variant"], sort=False)[list(columns)].mean().reset_index()
-
-
-def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None:
-    """One :func:`bars` panel per ``(value, ylabel, title[, annotate])`` of ``panels``, on ``axes`` in turn."""
-    for ax, (value, ylabel, title, *annotate) in zip(axes, panels):
-        bars(
-            ax, summary, value=value, variants=variants, ylabel=ylabel, title=title, annotate=next(iter(annotate), None)
-        )
 
 
 def table(per_run: pd.DataFrame, keys: list[str], row) -> pd.DataFrame:
@@ -109,29 +106,27 @@ def table(per_run: pd.DataFrame, keys: list[str], row) -> pd.DataFrame:
     return pd.DataFrame([{**row(key, group), "seeds": len(group)} for key, group in per_run.groupby(keys, sort=False)])
 
 
-def bars(ax, summary: pd.DataFrame, *, value: str, variants: list[str], ylabel: str, title: str, annotate=None):
-    """Grouped bars: one group per model, one bar per variant (hatched after the first); ``annotate(row)`` labels."""
+def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None:
+    """Grouped bars on ``axes`` in turn, one per ``(value, ylabel, title[, annotate])`` of ``panels``: one group per
+    model, one bar per variant (hatched after the first); ``annotate(row)`` labels the bars."""
     models = list(dict.fromkeys(summary["model"]))
     width = 0.8 / len(variants)
-    for i, variant in enumerate(variants):
-        rows = summary[summary["variant"] == variant].set_index("model").reindex(models)
-        x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
-        drawn = ax.bar(
-            x,
-            rows[value],
-            width,
-            color=[figures.color(m) for m in models],
-            alpha=1.0 if i == 0 else 0.55,
-            hatch=None if i == 0 else "//",
-            edgecolor="0.25",
-            linewidth=0.6,
-        )
-        if annotate is not None:
-            ax.bar_label(drawn, labels=[annotate(row) for _, row in rows.iterrows()], fontsize=8, padding=2)
-    ax.set_xticks(np.arange(len(models)), models)
-    ax.set(ylabel=ylabel, title=title)
-    top = np.nanmax(summary[value].to_numpy(dtype=float))
-    ax.set_ylim(0, 1.2 * top if np.isfinite(top) and top > 0 else 1)  # room for the labels above the bars
+    for ax, (value, ylabel, title, *annotate) in zip(axes, panels):
+        for i, variant in enumerate(variants):
+            rows = summary[summary["variant"] == variant].set_index("model").reindex(models)
+            x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
+            drawn = ax.bar(x, rows[value], width, color=[figures.color(m) for m in models], linewidth=0.6, **_look(i))
+            if annotate:
+                ax.bar_label(drawn, labels=[annotate[0](row) for _, row in rows.iterrows()], fontsize=8, padding=2)
+        ax.set_xticks(np.arange(len(models)), models)
+        ax.set(ylabel=ylabel, title=title)
+        top = np.nanmax(summary[value].to_numpy(dtype=float))
+        ax.set_ylim(0, 1.2 * top if np.isfinite(top) and top > 0 else 1)  # room for the labels above the bars
+
+
+def _look(i: int) -> dict:
+    """The bars of the i-th variant: solid for the first, hatched and paler after."""
+    return dict(alpha=1.0 if i == 0 else 0.55, hatch=None if i == 0 else "//", edgecolor="0.25")
 
 
 def model_legend(fig, models, variants: list[str]):
@@ -139,16 +134,7 @@ def model_legend(fig, models, variants: list[str]):
     from matplotlib.patches import Patch
 
     handles = [Patch(color=figures.color(m), label=m) for m in models]
-    handles += [
-        Patch(
-            facecolor="0.6",
-            alpha=1.0 if i == 0 else 0.55,
-            hatch=None if i == 0 else "//",
-            edgecolor="0.25",
-            label=f"{variant} (bars)",
-        )
-        for i, variant in enumerate(variants)
-    ]
+    handles += [Patch(facecolor="0.6", label=f"{variant} (bars)", **_look(i)) for i, variant in enumerate(variants)]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), title=None)
 
 
@@ -177,15 +163,6 @@ def accuracy_panel(ax, table: pd.DataFrame, variants: list[str], styles: dict[st
     ax.legend(handles=handles, loc="best", title="variant")
 
 
-def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str, fmt="{:.2f}x") -> str:
-    """Per model: mean(value of variant a) / mean(value of variant b)."""
-    parts = []
-    for model, group in per_run.groupby("model", sort=False):
-        means = group.groupby("variant")[value].mean()
-        parts.append(f"{model} {fmt.format(means[a] / means[b])}")
-    return ", ".join(parts)
-
-
 def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_acc") -> str:
     """Per model: final accuracy of a minus b (pp), paired by random seed, with its 95 % interval where there are
     enough seeds for the book's rule; with fewer, the text says the differences are shown, not judged."""
@@ -203,3 +180,9 @@ def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_a
     if fewest < verdicts.MIN_SEEDS:
         return ", ".join(parts) + f" ({fewest} {which}: {verdicts.NOT_JUDGED})"
     return ", ".join(parts) + f" (mean and 95 % interval over {fewest} seeds)"
+
+
+def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str) -> str:
+    """Per model: mean(value of variant a) / mean(value of variant b)."""
+    means = {model: group.groupby("variant")[value].mean() for model, group in per_run.groupby("model", sort=False)}
+    return ", ".join(f"{model} {m[a] / m[b]:.2f}x" for model, m in means.items())

@@ -1,5 +1,4 @@
-"""Chapter 07 (c): the hMLP stem against the linear patch embedding ((a)'s sequential runs) (Touvron et al.):
-accuracy, training time, the stem's parameters and FLOPs, and whether a patch's token sees another patch's pixels."""
+"""Chapter 07 (c): the hMLP stem against the linear patch embedding ((a)'s runs): accuracy, time, parameters, FLOPs."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ..architectures.sizes import forward_flops
-from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -58,10 +56,8 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
     return (a[:, others] - b[:, others]).abs().max().item()
 
 
-def flops_per_image(model: torch.nn.Module) -> float:
-    """Forward FLOPs of one image, counted as chapter 02's table counts them
-    (:func:`vitbn_nb.chapters.architectures.sizes.forward_flops`)."""
-    return forward_flops(model)
+#: Forward FLOPs of one image, counted as chapter 02's table counts them.
+flops_per_image = forward_flops
 
 
 def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
@@ -154,31 +150,19 @@ def stem_table(result: StemResult):
 
 def claims(result: StemResult):
     """Touvron et al.'s statements about the hMLP stem next to what this run measured."""
-    per_run, said = result.per_run, article.SAID
+    per_run = result.per_run
     flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()
     mixing = per_run.groupby("variant", sort=False)["mixing"].max()
-    return shared.sentences(
-        pd.DataFrame(
-            [
-                {
-                    "question": "accuracy, hMLP - linear (pp)",
-                    "Touvron et al. report": said["hmlp_accuracy"],
-                    "this run": shared.difference_text(per_run, "hmlp", "linear"),
-                },
-                {
-                    "question": "extra compute of hMLP",
-                    "Touvron et al. report": said["hmlp_flops"],
-                    "this run": ", ".join(
-                        f"{m} {100 * (flops.loc[m, 'hmlp'] / flops.loc[m, 'linear'] - 1):+.1f} % FLOPs"
-                        for m in flops.index
-                    ),
-                },
-                {
-                    "question": "patches never mixed",
-                    "Touvron et al. report": said["hmlp_patches"],
-                    "this run": "largest change of another patch's token when one patch changes: "
-                    + ", ".join(f"{variant} {value:.1e}" for variant, value in mixing.items()),
-                },
-            ]
-        )
+    extra = (f"{m} {100 * (flops.loc[m, 'hmlp'] / flops.loc[m, 'linear'] - 1):+.1f} % FLOPs" for m in flops.index)
+    changed = ", ".join(f"{variant} {value:.1e}" for variant, value in mixing.items())
+    return shared.said_and_measured(
+        [
+            ("accuracy, hMLP - linear (pp)", "hmlp_accuracy", shared.difference_text(per_run, "hmlp", "linear")),
+            ("extra compute of hMLP", "hmlp_flops", ", ".join(extra)),
+            (
+                "patches never mixed",
+                "hmlp_patches",
+                f"largest change of another patch's token when one patch changes: {changed}",
+            ),
+        ]
     )

@@ -1,6 +1,5 @@
-"""Chapter 07 (a): depth ``d`` against ``d / branches`` parallel blocks with the same parameters (Touvron et al.):
-accuracy, training time and inference latency, every run timed in the same interleaved rounds (kept in its record)
-so that sequential against parallel is judged by the book's rule, round by round."""
+"""Chapter 07 (a): depth ``d`` against ``d / branches`` parallel blocks with the same parameters (Touvron et al.),
+every run timed in the same interleaved rounds so that the rule judges them round by round."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
-from . import article
 from . import common as shared
 from .settings import ThreeThingsSettings
 
@@ -162,8 +160,7 @@ def _spread(group: pd.DataFrame, key: str) -> str:
 
 
 def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
-    """Parallel against sequential latency of ``model`` by the rule: the rounds of the two runs of each seed,
-    paired (they were timed in the same rounds)."""
+    """Parallel against sequential latency of ``model`` by the rule, each seed's rounds paired (timed together)."""
     rates = {}
     for variant in ("parallel", "sequential"):
         runs_ = group[(group["model"] == model) & (group["variant"] == variant)].sort_values("seed")
@@ -175,40 +172,40 @@ def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
 
 def claims(result: ParallelResult):
     """Touvron et al.'s statements about parallel blocks next to what this run measured."""
-    per_run, said = result.per_run, article.SAID
     out = []
-    for depth, group in per_run.groupby("total_depth", sort=False):
+    for depth, group in result.per_run.groupby("total_depth", sort=False):
         params = group.groupby(["model", "variant"])["parameters"].first().unstack()
         equal = (params["parallel"] == params["sequential"]).all()
+        latency = lambda key, group=group: "; ".join(
+            f"{m}: {latency_verdict(group, m, key)}" for m in group["model"].unique()
+        )
+        trained = shared.ratio_text(group, "train_seconds", "sequential", "parallel")
+        batch = result.settings.latency_batch
         out += [
-            {
-                "question": f"same parameters (depth {depth})",
-                "Touvron et al. report": said["parallel_parameters"],
-                "this run": "equal for every model" if equal else f"differ: {params.to_dict()}",
-            },
-            {
-                "question": f"accuracy, parallel - sequential (depth {depth})",
-                "Touvron et al. report": said["parallel_accuracy"],
-                "this run": shared.difference_text(group, "parallel", "sequential"),
-            },
-            {
-                "question": f"latency at batch 1, sequential / parallel (depth {depth})",
-                "Touvron et al. report": said["parallel_latency_1"],
-                "this run": "; ".join(f"{m}: {latency_verdict(group, m, 'latency_1')}" for m in group["model"].unique())
-                + " (parallel against sequential, by the rule)",
-            },
-            {
-                "question": f"latency at batch {result.settings.latency_batch}, sequential / parallel (depth {depth})",
-                "Touvron et al. report": said["parallel_latency_n"],
-                "this run": "; ".join(
-                    f"{m}: {latency_verdict(group, m, 'latency_n')}" for m in group["model"].unique()
-                ),
-            },
-            {
-                "question": f"training time per epoch, sequential / parallel (depth {depth})",
-                "Touvron et al. report": said["parallel_training"],
-                "this run": shared.ratio_text(group, "train_seconds", "sequential", "parallel")
-                + " (runs trained one after another, not in interleaved rounds: shown, not judged)",
-            },
+            (
+                f"same parameters (depth {depth})",
+                "parallel_parameters",
+                "equal for every model" if equal else f"differ: {params.to_dict()}",
+            ),
+            (
+                f"accuracy, parallel - sequential (depth {depth})",
+                "parallel_accuracy",
+                shared.difference_text(group, "parallel", "sequential"),
+            ),
+            (
+                f"latency at batch 1, sequential / parallel (depth {depth})",
+                "parallel_latency_1",
+                latency("latency_1") + " (parallel against sequential, by the rule)",
+            ),
+            (
+                f"latency at batch {batch}, sequential / parallel (depth {depth})",
+                "parallel_latency_n",
+                latency("latency_n"),
+            ),
+            (
+                f"training time per epoch, sequential / parallel (depth {depth})",
+                "parallel_training",
+                trained + " (runs trained one after another, not in interleaved rounds: shown, not judged)",
+            ),
         ]
-    return shared.sentences(pd.DataFrame(out))
+    return shared.said_and_measured(out)

@@ -25,54 +25,46 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 def protocol(settings: ThreeThingsSettings):
     """What each part trains, on which data, for how long (one row per part)."""
 
-    def images(size, full):
-        return f"{full:,}" if size is None else f"{size:,}"
-
+    images = lambda size, full: f"{full:,}" if size is None else f"{size:,}"
     depth, b, seeds = settings.depths[0], settings.branches, settings.seeds
-    models = ", ".join(settings.models)
+    models, n = ", ".join(settings.models), len(settings.models)
     data28 = (
         f"MNIST 28x28: {images(settings.train_size, 60000)} train / {images(settings.test_size, 10000)} test images"
     )
-    depths = ", ".join(f"{d} vs {d // b} x {b}" for d in settings.depths)
-    return sentences(
-        pd.DataFrame(
-            [
-                {
-                    "part": "(a) parallel blocks",
-                    "models": models,
-                    "what is compared": f"depth {depths} branches",
-                    "data": data28,
-                    "epochs": settings.epochs,
-                    "lr": settings.lr,
-                    "seeds": seeds,
-                    "runs": 2 * len(settings.depths) * len(settings.models) * seeds,
-                },
-                {
-                    "part": "(b) fine-tuning",
-                    "models": models,
-                    "what is compared": f"full vs attention-only, from (a)'s depth-{depth} sequential models",
-                    "data": (
-                        f"MNIST upscaled to 56x56: {images(settings.ft_train_size, 60000)} train / "
-                        f"{images(settings.ft_test_size, 10000)} test images"
-                    ),
-                    "epochs": settings.ft_epochs,
-                    "lr": settings.ft_lr,
-                    "seeds": seeds,
-                    "runs": 2 * len(settings.models) * seeds,
-                },
-                {
-                    "part": "(c) hMLP stem",
-                    "models": models,
-                    "what is compared": f"hMLP vs linear stem at depth {depth} (linear = (a)'s sequential runs)",
-                    "data": data28,
-                    "epochs": settings.epochs,
-                    "lr": settings.lr,
-                    "seeds": seeds,
-                    "runs": len(settings.models) * seeds,
-                },
-            ]
-        )
+    data56 = (
+        f"MNIST upscaled to 56x56: {images(settings.ft_train_size, 60000)} train / "
+        f"{images(settings.ft_test_size, 10000)} test images"
     )
+    depths = ", ".join(f"{d} vs {d // b} x {b}" for d in settings.depths)
+    parts = [
+        (
+            "(a) parallel blocks",
+            f"depth {depths} branches",
+            data28,
+            settings.epochs,
+            settings.lr,
+            2 * len(settings.depths) * n,
+        ),
+        (
+            "(b) fine-tuning",
+            f"full vs attention-only, from (a)'s depth-{depth} sequential models",
+            data56,
+            settings.ft_epochs,
+            settings.ft_lr,
+            2 * n,
+        ),
+        (
+            "(c) hMLP stem",
+            f"hMLP vs linear stem at depth {depth} (linear = (a)'s sequential runs)",
+            data28,
+            settings.epochs,
+            settings.lr,
+            n,
+        ),
+    ]
+    columns = ["part", "models", "what is compared", "data", "epochs", "lr", "seeds", "runs"]
+    rows = [(part, models, what, data, epochs, lr, seeds, runs * seeds) for part, what, data, epochs, lr, runs in parts]
+    return sentences(pd.DataFrame(rows, columns=columns))
 
 
 def app_model():

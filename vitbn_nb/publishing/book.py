@@ -158,26 +158,21 @@ def publish_target(profile: str, *, complete: bool, output: Path, figures_dir=No
     )
 
 
-def _held_profiles(figures: Path) -> dict[str, set[str]]:
-    """The profiles of the outputs ``figures`` holds, per chapter number ("05")."""
-    manifest = figures / "manifest.json"
-    held: dict[str, set[str]] = {}
-    try:
-        outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
-    except json.JSONDecodeError:
-        return held
-    for entry in outputs.values():
-        if entry.get("profile"):
-            held.setdefault(_chapter_key(entry.get("chapter")), set()).add(entry["profile"])
-    return held
-
-
 def _outputs(figures: Path) -> dict[str, dict]:
     """The manifest's outputs in ``figures`` (none where it is absent or unreadable)."""
     try:
         return json.loads((figures / "manifest.json").read_text()).get("outputs", {})
     except (OSError, ValueError):
         return {}
+
+
+def _held_profiles(figures: Path) -> dict[str, set[str]]:
+    """The profiles of the outputs ``figures`` holds, per chapter number ("05")."""
+    held: dict[str, set[str]] = {}
+    for entry in _outputs(figures).values():
+        if entry.get("profile"):
+            held.setdefault(_chapter_key(entry.get("chapter")), set()).add(entry["profile"])
+    return held
 
 
 def _smaller_than_held(staging: Path, figures: Path) -> list[str]:

@@ -56,17 +56,19 @@ FROM ?=
 book: data
 	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(if $(filter scratch,$(FROM)),--from-scratch) $(ARGS)
 
+# A pytest-xdist worker per core, each test module on one worker (its module-scoped fixtures built once).
+PARALLEL := -n auto --dist loadscope
 test: $(VENV)/.installed
 	@# the browser tests drive Debian's Chromium; where it cannot be installed they are skipped
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null \
 		|| $(APT_GET) install -y -q chromium chromium-driver >/dev/null 2>&1 \
 		|| { $(APT_GET) update -q >/dev/null 2>&1 && $(APT_GET) install -y -q chromium chromium-driver >/dev/null 2>&1; } \
 		|| echo "Chromium could not be installed (apt-get needs root); the browser tests will be skipped."
-	$(PY) -m pytest
+	$(PY) -m pytest $(PARALLEL)
 
 # The unit tests only (no chapter executed, no browser, no training beyond a few steps): a couple of minutes.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -m "not slow and not book and not browser"
+	$(PY) -m pytest $(PARALLEL) -m "not slow and not book and not browser"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check vitbn_nb tests

@@ -10,6 +10,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("VITBN_CHECKPOINT_SECONDS", "0")
 # A test trains into its own store: the records committed beside figures/ stay out unless a test brings them in.
 os.environ.setdefault("VITBN_COMMITTED_RECORDS", "ignore")
+# Under pytest-xdist (`make test` runs a worker per core) each worker keeps to one torch thread, as do the
+# kernels and commands it starts: a second thread would wait on the core another worker holds.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

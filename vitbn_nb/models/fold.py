@@ -62,9 +62,11 @@ def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:
             linear = nn.Linear(linear.in_features, linear.out_features, device=weight.device, dtype=weight.dtype)
             linear.weight.copy_(weight)
             linear.bias.zero_()
+        # both computed before either is written: a float64 weight's .double() is the weight itself
         w, b = linear.weight.double(), linear.bias.double()
-        linear.weight.copy_((w * scale[None, :]).to(linear.weight.dtype))
-        linear.bias.copy_((w @ shift + b).to(linear.bias.dtype))
+        weight, bias = w * scale[None, :], w @ shift + b
+        linear.weight.copy_(weight.to(linear.weight.dtype))
+        linear.bias.copy_(bias.to(linear.bias.dtype))
     return linear
 
 

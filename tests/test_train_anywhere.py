@@ -1,6 +1,7 @@
 """Train anywhere, render anywhere: the device is chosen out loud, checkpoints are written by time, runs trained on
 another device type are reused, measurements are kept with the runs, and footers name every machine involved."""
 
+import dataclasses
 import types
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 
 from vitbn_nb import atomic, system
 from vitbn_nb.publishing import figures
-from vitbn_nb.store import records, runs
+from vitbn_nb.store import records, run_folder, runs
 from vitbn_nb.store.records import write_record
 
 TINY = dict(model="DNN_d3", epochs=3, train_size=40, test_size=20)
@@ -60,6 +61,7 @@ def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
     """Move a finished CPU run to the id a CUDA machine would have given it, with a GPU in its record."""
     gpu_id = config.run_id("cuda")
     record = records.read_record(run.folder)
+    record["config"] = config.to_dict()
     folder = run.folder.rename(run.folder.parent / gpu_id)
     gpu = {**record["hardware"], "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}
     record.update(run_id=gpu_id, hardware=gpu, segments=[{**record["segments"][0], "hardware": gpu}])
@@ -73,8 +75,19 @@ def test_runs_trained_on_another_device_type_are_rendered_not_retrained(run_stor
     monkeypatch.setenv("VITBN_TRAIN", "never")
     found = runs.train(config, device="cpu", progress=False)
     assert found.run_id == gpu_id and found.record["hardware"]["gpu"] == "NVIDIA H100 80GB HBM3"
-    assert runs.stored_device_type(config, torch.device("cpu")) == "cuda"
+    assert runs.stored_id(config, torch.device("cpu")) == gpu_id
     assert runs.trained_on([gpu_id]) == {"NVIDIA H100 80GB HBM3": 1}
+
+
+def test_a_gpus_stacked_runs_render_where_the_plan_trains_them_one_by_one(run_store, mnist_ready, monkeypatch):
+    config = runs.RunConfig(**TINY)
+    stacked = dataclasses.replace(config, engine="stacked")
+    gpu_id = _as_if_trained_on_a_gpu(runs.train(config, progress=False), stacked)
+    assert runs.Run(run_store / gpu_id).config.engine == "stacked"
+    monkeypatch.setenv("VITBN_TRAIN", "never")
+    found = runs.train(config, device="cpu", progress=False)
+    assert found.run_id == gpu_id and runs.stored_id(config, torch.device("cpu")) == gpu_id
+    assert run_folder.missing_runs([config], torch.device("cpu")) == []
 
 
 def test_a_measurement_is_taken_once_kept_with_its_run_and_named_in_footers(run_store, mnist_ready):

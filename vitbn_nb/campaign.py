@@ -18,7 +18,7 @@ from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import DEVICE_TYPES, RunConfig
-from .store.run_folder import stored_device_type, stored_run
+from .store.run_folder import stored_id, stored_run
 from .system import machine_load, pick_device
 
 PROFILE = "paper"
@@ -58,13 +58,20 @@ STAGES = (
 
 
 def run_ids() -> set[str]:
-    """Every id a campaign run can have (on either device type): the records a book render keeps committed."""
-    return {config.run_id(kind) for stage in STAGES for config in stage.configs() for kind in DEVICE_TYPES}
+    """Every id a campaign run can have (on either device type, by either engine): the records a book render keeps
+    committed."""
+    return {
+        variant.run_id(kind)
+        for stage in STAGES
+        for config in stage.configs()
+        for variant in config.variants()
+        for kind in DEVICE_TYPES
+    }
 
 
 def _epochs_done(config: RunConfig, device: torch.device) -> int:
     """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed)."""
-    run_id = config.run_id(stored_device_type(config, device))
+    run_id = stored_id(config, device)
     if stored_run(stored_path(run_id)) is not None:
         return config.epochs
     try:
@@ -242,7 +249,7 @@ def commit(log: Callable[[str], None] = print) -> list[str]:
     device = pick_device(None)
     for stage in STAGES:
         for config in stage.configs():
-            run_id = config.run_id(stored_device_type(config, device))
+            run_id = stored_id(config, device)
             source, destination = runs_dir() / run_id, target / run_id / "record.json"
             if not (source / "record.json").exists() or stored_run(source) is None:  # ended runs only
                 continue

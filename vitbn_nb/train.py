@@ -12,7 +12,7 @@ from .data import IMAGE_SIZE
 from .engines import engine
 from .limits import training_is_off
 from .store import runs
-from .store.run_folder import missing_runs, stored_device_type
+from .store.run_folder import missing_runs, stored_id
 from .system import pick_device
 
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
@@ -85,7 +85,7 @@ def plan_table(
         planned = chapters.study(chapter).plan(settings)
         trials, finals = _optimisation_configs(chapter, settings)
         missing = set(missing_runs(planned, device))
-        left = [c for c in planned if c.run_id(stored_device_type(c, device)) in missing]
+        left = [c for c in planned if stored_id(c, device) in missing]
         row = {
             "chapter": chapter,
             "runs": len(planned) + len(finals),

@@ -116,6 +116,14 @@ class RunConfig:
             f"-s{self.seed}-{digest}"
         )
 
+    def variants(self) -> list[RunConfig]:
+        """This run as each engine that can train it would: one protocol under two ids (equal up to fp32 rounding),
+        its own engine first."""
+        engines = (self.engine, *(e for e in profiles.ENGINES if e != self.engine))
+        return [
+            dataclasses.replace(self, engine=e) for e in engines if e != "stacked" or stacking_refusal(self) is None
+        ]
+
     def stack_key(self) -> str | None:
         """What the runs trained together as one stack share (everything but seed and lr); None: trained alone."""
         if self.engine != "stacked":

@@ -146,22 +146,24 @@ def checkpoint_seconds() -> float:
     return seconds
 
 
-def stored_device_type(config: RunConfig, device: torch.device) -> str:
-    """This device's type, unless only another device finished ``config`` (a GPU's store renders on a laptop)."""
+def stored_id(config: RunConfig, device: torch.device) -> str:
+    """The id ``config`` is stored under: this device's and engine's, unless only another device type or engine
+    finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one)."""
     here = device.type
-    for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
-        folder = stored_path(config.run_id(device_type))
-        if (folder / "record.json").is_file():
-            with contextlib.suppress(RunStoreError):
-                if read_record(folder)["status"] in ENDED:
-                    return device_type
-    return here
+    for variant in config.variants():
+        for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
+            folder = stored_path(run_id := variant.run_id(device_type))
+            if (folder / "record.json").is_file():
+                with contextlib.suppress(RunStoreError):
+                    if read_record(folder)["status"] in ENDED:
+                        return run_id
+    return config.run_id(here)
 
 
 def missing_runs(configs: Iterable[RunConfig], device: torch.device | None = None) -> list[str]:
     """The run ids of ``configs`` that neither the run store nor the committed records hold finished."""
     device = pick_device(None) if device is None else device
-    run_ids = [config.run_id(stored_device_type(config, device)) for config in configs]
+    run_ids = [stored_id(config, device) for config in configs]
     return [run_id for run_id in run_ids if stored_run(stored_path(run_id)) is None]
 
 

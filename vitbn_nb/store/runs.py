@@ -23,7 +23,7 @@ from ..system import pick_device
 from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
-from .run_folder import Run, RunFiles, is_run_name, run_lock, run_locks, stored_device_type, stored_run
+from .run_folder import Run, RunFiles, is_run_name, run_lock, run_locks, stored_id, stored_run
 
 # The chapters and the figures' footers call the stored measurements as runs.*:
 from .run_folder import measured as measured
@@ -111,7 +111,7 @@ def train(
     device = pick_device(device)
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
     force = check_force(force, off, config.run_id(device.type))
-    run_id = config.run_id(device.type if force else stored_device_type(config, device))
+    run_id = config.run_id(device.type) if force else stored_id(config, device)
     if not force and (done := stored_run(stored_path(run_id))) is not None:
         return mirror(done, mlflow)  # read without the lock: a finished run never changes
     if deadline is not None and deadline.passed():
@@ -265,7 +265,7 @@ def train_stack(
         raise ValueError("train_stack takes stacked configurations that differ in seed and lr only")
     device = pick_device(device)
     off = training_is_off()
-    ids = [c.run_id(device.type if force else stored_device_type(c, device)) for c in configs]
+    ids = [c.run_id(device.type) if force else stored_id(c, device) for c in configs]
     force = check_force(force, off, ids[0])
     found: dict[str, Run] = {}
     if not force:

@@ -35,7 +35,7 @@ def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]
     """Each source run with its two fine-tunings, the source named by the id it is stored under (any device's)."""
     out = []
     for source in shared.sequential_configs(settings):
-        source_id = source.run_id(runs.stored_device_type(source, device))
+        source_id = runs.stored_id(source, device)
         for variant, trainable in MODES.items():
             tuned = RunConfig(
                 model=source.model,

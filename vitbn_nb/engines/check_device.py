@@ -25,8 +25,13 @@ from ..paths import runs_dir
 from . import engine, stack
 
 FOLDER = ".device-checks"
-#: ``tests/test_stack.py``'s rule: per-epoch loss within this relative difference, accuracy within one image.
+#: Per-epoch loss within this relative difference: an engine error (members sharing statistics, a step applied twice)
+#: moves the loss by far more.
 LOSS_TOLERANCE = 1e-4
+#: Per-epoch accuracy within this many points (5 of the 1,000 test images). ``tests/test_stack.py`` allows one image on
+#: a CPU; on an H200 a stack of DNNBN_d3 matched its runs' loss to 1.1e-7 and still differed by two images, near-ties
+#: that fp32 rounding in other kernels (batched against single matrix products) flips.
+ACCURACY_TOLERANCE = 0.5
 #: What the command says when a check failed.
 FAILED_HELP = (
     "check-device: a check FAILED. Training still works: an engine that failed is not used on this device "
@@ -261,7 +266,8 @@ def _repeat_check(device, s: CheckSettings, train_set, test_set) -> dict:
 
 
 def _compare(check: str, engine_: str, expected: list, found: list, s: CheckSettings) -> dict:
-    """Per member and epoch: loss within :data:`LOSS_TOLERANCE` (relative), accuracy within one test image."""
+    """Per member and epoch: loss within :data:`LOSS_TOLERANCE` (relative), accuracy within
+    :data:`ACCURACY_TOLERANCE` points or one test image, whichever is more."""
     loss = acc = 0.0
     for mine, theirs in zip(expected, found, strict=True):
         for a, b in zip(mine, theirs, strict=True):
@@ -269,10 +275,12 @@ def _compare(check: str, engine_: str, expected: list, found: list, s: CheckSett
             difference = abs(a["train_loss"] - b["train_loss"]) / scale
             loss = max(loss, difference) if math.isfinite(difference) else math.inf
             acc = max(acc, abs(a["test_acc"] - b["test_acc"]))
-    ok = loss <= LOSS_TOLERANCE and acc <= 100 / s.test_size + 1e-9
+    allowed = max(ACCURACY_TOLERANCE, 100 / s.test_size)  # never less than one image
+    images = round(allowed * s.test_size / 100)
+    ok = loss <= LOSS_TOLERANCE and acc <= allowed + 1e-9
     detail = (
         f"loss differs by {loss:.1e} relative (<= {LOSS_TOLERANCE:g}), accuracy by {acc:.2f} points "
-        f"(<= {100 / s.test_size:.2f}: one test image)"
+        f"(<= {allowed:.2f}: {images} test image{'s' * (images != 1)})"
     )
     return _row(check, engine_, "pass" if ok else "FAIL", detail)
 

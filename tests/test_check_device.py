@@ -102,3 +102,17 @@ def test_a_failed_cuda_only_check_refuses_the_graph_alone_and_a_gpu_without_verd
     assert check_device.refused_engines(CPU) == {} and ensured == []  # a CPU trains with the tested engines
     gpu = torch.device("cuda")
     assert check_device.refused_engines(gpu) == verdict["refused"] and ensured == [gpu]  # a GPU is checked first
+
+
+def test_a_stack_matches_its_runs_within_rounding_and_an_engine_error_does_not():
+    """The loss must agree to 1e-4; accuracy within 0.5 points on the full check's 1,000 test images (near-ties that
+    another kernel's rounding flips), never less than one image on the quick check's 60."""
+    epochs = lambda loss, acc: [[{"train_loss": loss, "test_acc": acc}]]
+    compare = lambda found, settings=check_device.FULL: check_device._compare(
+        "c", "stacked", epochs(1.0, 90.0), found, settings
+    )
+    assert compare(epochs(1.0 + 1e-7, 90.2))["result"] == "pass"  # two images: what an H200 showed
+    assert compare(epochs(1.0, 90.6))["result"] == "FAIL"  # six images
+    assert compare(epochs(1.001, 90.0))["result"] == "FAIL"  # the loss moved: an engine error
+    assert compare(epochs(1.0, 90.0 + 100 / 60), check_device.QUICK)["result"] == "pass"  # one of 60 images
+    assert compare(epochs(1.0, 90.0 + 200 / 60), check_device.QUICK)["result"] == "FAIL"

@@ -171,6 +171,11 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _duration(seconds: float) -> str:
+    """A duration as a log line reads it: seconds under a minute (a GPU's runs), else minutes."""
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.0f} min"
+
+
 def _order(units: list[list[RunConfig]], estimator: Estimator) -> list[list[RunConfig]]:
     """Started units first (their checkpoints), then the cheapest: the outputs of fewest hours complete soonest."""
 
@@ -221,21 +226,23 @@ def train(
             seconds = {id(unit): sum(estimator.seconds_left(c) or 0.0 for c in unit) for unit in ordered}
             fits = [u for u in ordered if deadline is None or not deadline.no_room_for(seconds[id(u)])]
             if not fits:
-                too_long = [seconds[id(u)] for u in ordered]
+                too_long = [(seconds[id(u)], len(u)) for u in ordered]
                 break
             unit = fits[0]
             pending.remove(unit)
             log(
                 f"{stage.chapter}: training {', '.join(c.label() for c in unit)} "
-                f"(estimated {seconds[id(unit)] / 60:.0f} min)"
+                f"(estimated {_duration(seconds[id(unit)])})"
             )
             started = time.monotonic()
             trained += runs.train_all(unit, deadline=deadline)
-            log(f"{stage.chapter}: finished in {(time.monotonic() - started) / 60:.1f} min")
+            log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
         if too_long:
+            left = max(0.0, deadline.at - deadline.clock())
             log(
-                f"{stage.chapter}: {len(too_long)} run(s) not started: each is estimated at {min(too_long) / 60:.0f} "
-                "min or more, longer than what is left before the deadline"
+                f"{stage.chapter}: {sum(n for _, n in too_long)} run(s) not started: each unit is estimated at "
+                f"{_duration(min(s for s, _ in too_long))} or more (times {deadline.margin:g} for safety), and "
+                f"{_duration(left)} is left before the deadline"
             )
     if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")

@@ -1,6 +1,8 @@
 """The paper profile's campaign over sessions: what it trains first, what it leaves for later, what it commits."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -163,3 +165,20 @@ def test_a_chapter_renders_at_paper_once_every_paper_run_is_held(monkeypatch):
     assert training.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
     monkeypatch.setattr(training, "missing_runs", lambda configs, device: ["one-run"])
     assert training.evidence_profile("05_depth_study", "cpu") == "cpu"
+
+
+def test_the_campaign_plans_every_stage_without_the_notebook_display():
+    """A GPU image with torch but not IPython must run the campaign: planning a chapter loads no notebook display."""
+    blocker = (
+        "import sys\n"
+        "class Blocked:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('IPython', 'ipywidgets'):\n"
+        "            raise ImportError(name + ' is not installed here')\n"
+        "sys.meta_path.insert(0, Blocked())\n"
+        "from vitbn_nb import campaign\n"
+        "print(sum(len(stage.configs()) for stage in campaign.STAGES))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) == sum(len(stage.configs()) for stage in campaign.STAGES)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown
 
 from ...engines import engine
 from ...judging import verdicts
@@ -246,8 +245,10 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
     )
 
 
-def statement(result) -> Markdown:
+def statement(result):
     """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
+    from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
+
     runs = per_run(result.sweep)
     table = summary(runs)
     seeds = int(runs["seed"].nunique())
@@ -293,8 +294,10 @@ def statement(result) -> Markdown:
     )
 
 
-def takeaway(result) -> Markdown:
+def takeaway(result):
     """One line on article 1's conclusion on larger lrs, from its claims over the sweep (:func:`.claims.larger_lr`)."""
+    from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
+
     found = larger_lr(result.sweep)
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")

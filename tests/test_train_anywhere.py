@@ -175,3 +175,20 @@ def test_a_kill_between_a_checkpoint_and_its_record_resumes_from_the_checkpoint(
     torch.save({**torch.load(path, weights_only=False), "note": "changed"}, path)  # no newer: damaged
     with pytest.raises(runs.RunStoreError, match="does not match its checksum"):
         runs.train(other, progress=False)
+
+
+def test_a_stack_takes_a_member_finished_one_by_one_and_trains_the_rest(run_store, mnist_ready):
+    eager = runs.RunConfig(**TINY)
+    finished = runs.train(eager, progress=False)
+    stacked = [dataclasses.replace(eager, engine="stacked", seed=seed) for seed in (0, 1)]
+    taken, trained = runs.train_stack(stacked, device="cpu", progress=False)
+    assert taken.run_id == finished.run_id and taken.config.engine == "eager"
+    assert trained.run_id == stacked[1].run_id("cpu") and trained.config.engine == "stacked"
+
+
+def test_a_run_has_a_stacked_variant_only_where_it_can_stack():
+    plain = runs.RunConfig(**TINY)
+    assert [v.engine for v in plain.variants()] == ["eager", "stacked"]
+    assert [v.engine for v in dataclasses.replace(plain, engine="stacked").variants()] == ["stacked", "eager"]
+    dropout = runs.RunConfig(model="ViT", model_kwargs={"depth": 1, "dropout": 0.1}, epochs=1)
+    assert [v.engine for v in dropout.variants()] == ["eager"]

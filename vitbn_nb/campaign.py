@@ -173,7 +173,7 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
 
 def _duration(seconds: float) -> str:
     """A duration as a log line reads it: seconds under a minute (a GPU's runs), else minutes."""
-    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
 def _order(units: list[list[RunConfig]], estimator: Estimator) -> list[list[RunConfig]]:
@@ -241,8 +241,8 @@ def train(
             left = max(0.0, deadline.at - deadline.clock())
             log(
                 f"{stage.chapter}: {sum(n for _, n in too_long)} run(s) not started: each unit is estimated at "
-                f"{_duration(min(s for s, _ in too_long))} or more (times {deadline.margin:g} for safety), and "
-                f"{_duration(left)} is left before the deadline"
+                f"{_duration(min(s for s, _ in too_long))} or more, and with a {deadline.margin:g}x safety margin "
+                f"that exceeds the {_duration(left)} left before the deadline"
             )
     if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")

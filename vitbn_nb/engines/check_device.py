@@ -66,12 +66,14 @@ QUICK = CheckSettings("quick", 120, 60, 2, 50, 1, (1,), 1, 0, 1)
 
 
 def device_key(device: torch.device) -> dict:
-    """What a verdict holds for: the device model, its driver and the libraries that run on it."""
+    """What a verdict holds for: the device model, its driver, the libraries that run on it and the check's rule (a
+    verdict under another rule is taken anew)."""
     info = system.hardware(device)
     key = {"device": system.label(info), "driver": info.get("driver"), "torch": torch.__version__}
     if device.type == "cuda":
         key.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
-    return {**key, "vitbn_nb": __version__}
+    rule = f"loss {LOSS_TOLERANCE:g} relative, accuracy {ACCURACY_TOLERANCE:g} points"
+    return {**key, "vitbn_nb": __version__, "rule": rule}
 
 
 def verdict_path(device: torch.device, store: Path | None = None) -> Path:

@@ -265,8 +265,8 @@ def train_stack(
         raise ValueError("train_stack takes stacked configurations that differ in seed and lr only")
     device = pick_device(device)
     off = training_is_off()
+    force = check_force(force, off, configs[0].run_id(device.type))  # a bool before it picks the ids
     ids = [c.run_id(device.type) if force else stored_id(c, device) for c in configs]
-    force = check_force(force, off, ids[0])
     found: dict[str, Run] = {}
     if not force:
         for run_id in ids:

@@ -3,6 +3,8 @@ and where runs broke down, by the book's rule (article 1's conclusion: ``claims.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -18,6 +20,9 @@ from .article import EPOCHS, EXPERIMENT1
 from .claims import larger_lr
 from .numbers import MODELS, UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
+
+if TYPE_CHECKING:
+    from IPython.display import Markdown
 
 #: The depth all three models share in the sweep: article 1's L = 6.
 DEPTH = 6
@@ -245,7 +250,7 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
     )
 
 
-def statement(result):
+def statement(result) -> Markdown:
     """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
     from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
 
@@ -294,7 +299,7 @@ def statement(result):
     )
 
 
-def takeaway(result):
+def takeaway(result) -> Markdown:
     """One line on article 1's conclusion on larger lrs, from its claims over the sweep (:func:`.claims.larger_lr`)."""
     from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
 

@@ -17,7 +17,7 @@ from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
 from .store.records import RunStoreError, read_record
-from .store.run_config import DEVICE_TYPES, RunConfig
+from .store.run_config import RunConfig
 from .store.run_folder import stored_id, stored_run
 from .system import machine_load, pick_device
 
@@ -60,13 +60,7 @@ STAGES = (
 def run_ids() -> set[str]:
     """Every id a campaign run can have (on either device type, by either engine): the records a book render keeps
     committed."""
-    return {
-        variant.run_id(kind)
-        for stage in STAGES
-        for config in stage.configs()
-        for variant in config.variants()
-        for kind in DEVICE_TYPES
-    }
+    return {run_id for stage in STAGES for config in stage.configs() for run_id in config.ids()}
 
 
 def _epochs_done(config: RunConfig, device: torch.device) -> int:

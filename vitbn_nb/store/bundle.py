@@ -75,7 +75,7 @@ def needed_weights(measured: list[RunConfig], choice: str | None, store: Path | 
     needed |= {choice} - {None}
     device_types = {record["hardware"]["device"] for record in stored.values()}
     for config in measured:
-        ids = {variant.run_id(device) for variant in config.variants() for device in device_types} & ended
+        ids = set(config.ids(device_types)) & ended
         if config.init_from and not ids:
             needed.add(config.init_from)
         needed |= {run_id for run_id in ids if not stored[run_id].get("measurements")}

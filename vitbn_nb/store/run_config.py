@@ -124,6 +124,10 @@ class RunConfig:
             dataclasses.replace(self, engine=e) for e in engines if e != "stacked" or stacking_refusal(self) is None
         ]
 
+    def ids(self, device_types: tuple[str, ...] | set[str] = DEVICE_TYPES) -> list[str]:
+        """The ids this run can be stored under: each of :meth:`variants` on each device type, in that order."""
+        return [variant.run_id(device_type) for variant in self.variants() for device_type in device_types]
+
     def stack_key(self) -> str | None:
         """What the runs trained together as one stack share (everything but seed and lr); None: trained alone."""
         if self.engine != "stacked":

@@ -150,13 +150,12 @@ def stored_id(config: RunConfig, device: torch.device) -> str:
     """The id ``config`` is stored under: this device's and engine's, unless only another device type or engine
     finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one)."""
     here = device.type
-    for variant in config.variants():
-        for device_type in (here, *(t for t in DEVICE_TYPES if t != here)):
-            folder = stored_path(run_id := variant.run_id(device_type))
-            if (folder / "record.json").is_file():
-                with contextlib.suppress(RunStoreError):
-                    if read_record(folder)["status"] in ENDED:
-                        return run_id
+    for run_id in config.ids((here, *(t for t in DEVICE_TYPES if t != here))):
+        folder = stored_path(run_id)
+        if (folder / "record.json").is_file():
+            with contextlib.suppress(RunStoreError):
+                if read_record(folder)["status"] in ENDED:
+                    return run_id
     return config.run_id(here)
 
 

@@ -37,7 +37,7 @@ from vitbn_nb.store import bundle, runs
 flag = pathlib.Path(os.environ.get("PAUSE_FLAG", "/nonexistent"))
 
 def pause():
-    flag.with_suffix(".waiting").write_text(str(os.getpid()))
+    atomic.write_text(flag.with_suffix(".waiting"), str(os.getpid()))  # atomic: the test reads it once it exists
     while not flag.with_suffix(".go").exists():
         time.sleep(0.05)
 
@@ -59,7 +59,7 @@ if os.environ.get("RECOVERED"):
     recover = bundle.recover_imports
     def recover_then_say(*args, **kwargs):
         undone = recover(*args, **kwargs)
-        pathlib.Path(os.environ["RECOVERED"]).write_text(json.dumps(undone))
+        atomic.write_text(pathlib.Path(os.environ["RECOVERED"]), json.dumps(undone))
         return undone
     bundle.recover_imports = recover_then_say
 if os.environ.get("PLAN"):

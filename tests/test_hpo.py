@@ -10,6 +10,7 @@ import torch
 from vitbn_nb import hpo
 from vitbn_nb.engines import engine
 from vitbn_nb.store import runs
+from vitbn_nb.store.records import write_record
 
 REAL_TRAIN = runs.train
 TINY = dict(trial_epochs=1, train_size=200, test_size=100)
@@ -123,6 +124,26 @@ def test_a_tiny_optimisation_completes_and_its_saved_state_reloads(run_store, mn
     assert list(summary["accuracy"]) == list(table["accuracy"])
     ledger = json.loads((study.folder("cpu") / hpo.LEDGER_FILE).read_text())
     assert [ledger[i]["run_id"] for i in ("0", "1")] == list(table["run_id"])
+
+
+def test_the_ledger_and_table_name_the_run_a_trial_read_not_the_one_planned(run_store, mnist_ready, monkeypatch):
+    """A trial's run may be found under another id (a GPU's, or another engine's variant of it): the ledger keeps
+    that id and the table reads that run."""
+
+    def train_elsewhere(config, **kwargs):
+        run = REAL_TRAIN(config, **kwargs)
+        elsewhere = run.folder.rename(run.folder.parent / config.run_id("cuda"))
+        record = json.loads((elsewhere / "record.json").read_text())
+        write_record(elsewhere / "record.json", {**record, "run_id": elsewhere.name})
+        return runs.Run(elsewhere)
+
+    monkeypatch.setattr(runs, "train", train_elsewhere)
+    study = hpo.Study("ViTBNFFN", **TINY)
+    table = hpo.optimise(study, 1, progress=False)
+    ledger = json.loads((study.folder("cpu") / hpo.LEDGER_FILE).read_text())
+    config = study.trial_config(table.loc[0, "lr"], table.loc[0, "batch_size"])
+    assert ledger["0"]["run_id"] == table.loc[0, "run_id"] == config.run_id("cuda") != config.run_id("cpu")
+    assert table.loc[0, "accuracy"] == pytest.approx(runs.Run(run_store / config.run_id("cuda")).final_accuracy)
 
 
 def test_an_interrupted_optimisation_resumes_without_repeating_finished_trials(run_store, mnist_ready, monkeypatch):

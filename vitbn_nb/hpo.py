@@ -208,7 +208,8 @@ def optimise(
         accuracy = _trial_accuracy(run)
         client.complete_trial(index, raw_data={OBJECTIVE: accuracy})
         _save_state(client, state_path)
-        entry.update(accuracy=accuracy, status=run.status)
+        # The run found may be another device type's or engine's variant of the one planned: keep the one read.
+        entry.update(accuracy=accuracy, status=run.status, run_id=run.run_id)
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
             tags = {
@@ -275,10 +276,10 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
     rows = []
     for _, row in done.iterrows():
         index = int(row["trial_index"])
-        config = study.trial_config(row["lr"], row["batch_size"])
-        run = runs.Run(stored_path(config.run_id(device_type)))
-        epochs = run.record["epochs"]
         entry = ledger.get(str(index), {})
+        planned = study.trial_config(row["lr"], row["batch_size"]).run_id(device_type)
+        run = runs.Run(stored_path(entry.get("run_id", planned)))
+        epochs = run.record["epochs"]
         rows.append(
             {
                 "model": study.model,

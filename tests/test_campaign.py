@@ -1,5 +1,6 @@
 """The paper profile's campaign over sessions: what it trains first, what it leaves for later, what it commits."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ class Priced:
 
     device = torch.device("cpu")
 
-    def __init__(self, configs, device=None):
+    def __init__(self, configs, device=None, known=()):
         pass
 
     def busy(self):
@@ -91,7 +92,7 @@ def test_a_calibration_taken_under_load_is_taken_anew_once_the_machine_is_quiet(
     class LoadedThenQuiet(Priced):
         """The first calibration ran beside other work and prices every run 3x; later ones find the machine quiet."""
 
-        def __init__(self, configs, device=None):
+        def __init__(self, configs, device=None, known=()):
             self.loaded = not calibrations
             calibrations.append(len(configs))
 
@@ -124,6 +125,36 @@ def test_the_price_correction_leaves_out_epochs_timed_beside_other_work(tmp_path
     estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
     assert estimator._measured(config) == 100.0  # the run's own pace, whatever the load: what its next epoch takes
     assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the quiet epoch only
+
+
+def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_finished_runs(tmp_path, monkeypatch):
+    """A campaign's left runs are mostly unstarted: their finished seeds price them, and the calibration's correction
+    is read from the finished runs of the stage, not only from the (unstarted) runs it prices."""
+    plan = chapters.study("05_depth_study").plan(chapters.settings("05_depth_study", "smoke"))
+    kinds = list({(c.model, c.lr, c.model_kwargs["depth"]): c for c in plan}.values())
+    seed = lambda config, n: dataclasses.replace(config, seed=n)
+    finished, unstarted, loaded = kinds[0], seed(kinds[0], 1), seed(kinds[0], 2)
+    elsewhere, other = kinds[1], kinds[2]  # a finished run of another kind; an unstarted one with no seed run
+    epochs = lambda seconds, busy: [{"train_seconds": seconds - 1, "test_seconds": 1.0, "busy_processes": busy}] * 3
+    timed = {
+        finished.run_id("cpu"): epochs(10.0, 0),
+        loaded.run_id("cpu"): epochs(100.0, 3),  # timed beside other work: prices nothing
+        elsewhere.run_id("cpu"): epochs(30.0, 0),
+    }
+    for run_id in timed:
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "record.json").write_text("{}")
+    monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path / run_id)
+    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": timed[folder.name]})
+    monkeypatch.setattr(campaign.Estimator, "_calibrated", lambda self, config: 40.0)
+
+    alone = campaign.Estimator([unstarted, other], torch.device("cpu"), calibrate=False)
+    assert alone.correction == 1.0 and alone.epoch_seconds(unstarted) == 40.0  # nothing measured to go by
+    known = [finished, loaded, elsewhere, unstarted, other]
+    estimator = campaign.Estimator([unstarted, other], torch.device("cpu"), calibrate=False, known=known)
+    assert estimator.correction == 0.75  # the median of 10/40 and 30/40 (the loaded seed left out)
+    assert estimator.epoch_seconds(unstarted) == 10.0  # its finished seed's quiet epochs
+    assert estimator.epoch_seconds(other) == 30.0  # no seed of its own: 40 s priced x 0.75
 
 
 def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):

@@ -4,9 +4,10 @@ times the book shows only under ``--quiet``); ``campaign commit`` copies finishe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -82,11 +83,19 @@ def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
     return list(units.values())
 
 
-class Estimator:
-    """Seconds of a run's remaining epochs: its own epochs' median, else the calibration's price corrected by the
-    ratio of the epochs this store's runs really took here on a quiet machine."""
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
 
-    def __init__(self, configs: list[RunConfig], device: torch.device, calibrate: bool = True):
+
+class Estimator:
+    """Seconds of a run's remaining epochs: its own epochs' median, else the median quiet epoch of its other seeds,
+    else the calibration's price corrected by the ratio of the epochs this store's runs really took here on a quiet
+    machine. ``known``: runs beside ``configs`` (a stage's finished ones) whose records may serve as those seeds and
+    in the correction; the calibration prices ``configs`` only."""
+
+    def __init__(
+        self, configs: list[RunConfig], device: torch.device, calibrate: bool = True, known: Sequence[RunConfig] = ()
+    ):
         from .bench.calibration import calibrate as measure
         from .bench.calibration import points_for
 
@@ -97,12 +106,21 @@ class Estimator:
             measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
         )
         self.load_after = machine_load()
-        #: measured ÷ calibrated epoch over the runs with quiet epochs here: the calibration times plain steps, without
-        #: augmentation or the test pass; an epoch timed beside other work would price that load into every run
+
+        def priced(config: RunConfig) -> bool:  # a known run is compared only where this calibration prices it
+            own_points, own_stacked, own_others = points_for([config])
+            return {*own_points} <= {*points} and {*own_others} <= {*others} and (stacked or not own_stacked)
+
+        self.known = [*configs, *(c for c in known if c not in configs and priced(c))]
+        #: measured ÷ calibrated epoch over the runs with quiet epochs here, finished ones included (a campaign's
+        #: left runs are mostly unstarted): the calibration times plain steps, without augmentation or the test
+        #: pass; an epoch timed beside other work would price that load into every run
         ratios = [
-            m / c for config in configs if (m := self._measured(config, quiet=True)) and (c := self._calibrated(config))
+            m / c
+            for config in self.known
+            if (m := self._measured(config, quiet=True)) and (c := self._calibrated(config))
         ]
-        self.correction = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
+        self.correction = _median(ratios) or 1.0
 
     def busy(self) -> str:
         """A line when the calibration ran beside other work (it then prices that load), else ''."""
@@ -118,6 +136,8 @@ class Estimator:
     def epoch_seconds(self, config: RunConfig) -> float | None:
         if (measured := self._measured(config)) is not None:
             return measured
+        if (seeds := self._other_seeds(config)) is not None:
+            return seeds
         calibrated = self._calibrated(config)
         return None if calibrated is None else calibrated * self.correction
 
@@ -134,8 +154,12 @@ class Estimator:
         except RunStoreError:
             epochs = []
         epochs = [e for e in epochs if "train_seconds" in e and not (quiet and e.get("busy_processes"))]
-        seconds = sorted(e["train_seconds"] + e["test_seconds"] for e in epochs)
-        return seconds[len(seconds) // 2] if seconds else None
+        return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
+
+    def _other_seeds(self, config: RunConfig) -> float | None:
+        """The median quiet epoch of the known runs that differ from ``config`` in their seed alone, else None."""
+        same = [c for c in self.known if c != config and dataclasses.replace(c, seed=config.seed) == config]
+        return _median([m for c in same if (m := self._measured(c, quiet=True)) is not None])
 
     def seconds_left(self, config: RunConfig) -> float | None:
         per_epoch = self.epoch_seconds(config)
@@ -213,7 +237,7 @@ def train(
             if estimator is None or estimator.busy():
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
                 # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)
-                estimator = Estimator([c for unit in pending for c in unit], device)
+                estimator = Estimator([c for unit in pending for c in unit], device, known=stage.configs())
                 if why := estimator.busy():
                     log(f"{stage.chapter}: {why}")
             ordered = _order(pending, estimator)

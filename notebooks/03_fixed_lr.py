@@ -320,9 +320,9 @@ fixed_lr.ratios_table(result)
 # same runs (nothing new is trained): the training steps and seconds until the test accuracy
 # first reached 80, 90 and 95 %, for ViT depth 6 against each BatchNorm model, as article 1 ran
 # them and as it wrote them. Steps are the same on any machine; seconds belong to the machine
-# named in the caption, and the last column counts the runs whose epochs up to the target were
-# timed while that machine was busier than its cores. Each comparison is judged by the book's
-# rule, seeds paired.
+# named in the caption, and the last column counts the runs with an epoch up to the target
+# timed beside other work on that machine: their seconds are left out, and their seeds leave
+# that comparison. Each comparison is judged by the book's rule, seeds paired.
 
 # %%
 time_to_accuracy.table(result)

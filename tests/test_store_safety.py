@@ -13,6 +13,8 @@ import pytest
 from vitbn_nb import profiles
 from vitbn_nb.__main__ import main
 from vitbn_nb.app import server
+from vitbn_nb.judging import claims as shared_claims
+from vitbn_nb.judging import selection
 from vitbn_nb.publishing import results
 from vitbn_nb.store import records, runs
 from vitbn_nb.store.runs import RunConfig, RunStoreError
@@ -88,6 +90,36 @@ def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, 
     table = pd.DataFrame({"load_1min": [0.5, 5.0, 1.0], "cpu_cores": [2, 2, 2]})
     assert results.contention(table) == "1/3 epochs"
     assert results.contention(pd.DataFrame({"train_seconds": [1.0]})) == "not recorded"
+    # one other process beside a run that uses both cores leaves the load at 3, under the load's bound: the process
+    # seen running as the epoch ended flags it; a record without the count is judged by the load alone
+    beside = pd.DataFrame({"load_1min": [2.9, 2.9, 2.9], "cpu_cores": [2, 2, 2], "busy_processes": [0, 1, None]})
+    assert results.contention(beside) == "1/3 epochs"
+
+
+def test_every_time_shown_leaves_out_the_epochs_timed_beside_other_work():
+    """The per-run means behind article 1's ratios and the rule's gains: a busy epoch is never averaged in."""
+    rows = []
+    for seed in range(3):
+        # ViT's second epoch was timed while another process ran, and took ten times as long
+        for model, seconds, busy in (("ViT", [30.0, 300.0, 30.0], [0, 1, 0]), ("ViTBN", [10.0] * 3, [0] * 3)):
+            for epoch, (took, others) in enumerate(zip(seconds, busy), start=1):
+                rows.append(
+                    dict(
+                        model=model,
+                        seed=seed,
+                        epoch=epoch,
+                        train_seconds=took,
+                        test_seconds=took / 10,
+                        load_1min=1.0,
+                        cpu_cores=2,
+                        busy_processes=others,
+                    )
+                )
+    table = pd.DataFrame(rows)
+    assert len(selection.timed_epochs(table)) == 15
+    assert results.speed_ratios(table, baseline="ViT").set_index("model").loc["ViTBN", "r_t"] == "3.00 ± 0.00"
+    gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
+    assert list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 3
 
 
 # -- a store that explains itself ----------------------------------------------------------------

@@ -41,11 +41,24 @@ def test_a_target_reached_mid_run_counts_at_that_epochs_end_and_one_never_reache
     assert math.isnan(reached.loc[95.0, "seconds"]) and reached.loc[95.0, "steps_trained"] == 30
 
 
-def test_a_busy_epoch_before_the_target_is_flagged():
+def test_a_busy_epoch_before_the_target_is_flagged_and_its_seconds_left_out():
     table = runs({("ViT", 6, 0): [(85.0, 10.0), (91.0, 10.0)]})
     table.loc[table["epoch"] == 2, "load_1min"] = 9.0
     reached = tta.per_run(table, targets=(80.0, 90.0)).set_index("target")
     assert not reached.loc[80.0, "busy"] and reached.loc[90.0, "busy"]
+    assert reached.loc[80.0, "seconds"] == 10.0 and math.isnan(reached.loc[90.0, "seconds"])
+    assert reached.loc[90.0, "steps"] == 20  # reached all the same: only its time is left out
+
+
+def test_a_seed_timed_beside_other_work_leaves_the_comparison():
+    curves = {}
+    for seed, (vit, bn) in enumerate([(30.0, 10.0), (33.0, 11.0), (27.0, 9.0)]):
+        curves[("ViT", 6, seed)] = [(95.0, vit)]
+        curves[("ViTBN", 1, seed)] = [(95.0, bn)]
+    table = runs(curves)
+    table["busy_processes"] = [0, 0, 0, 0, 1, 0]  # seed 2's ViT run: another process ran as its epoch ended
+    verdict = tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 90.0, "")
+    assert verdict.seeds == 2
 
 
 def test_seeds_are_paired_and_judged_by_the_rule():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import platform
 import warnings
@@ -168,9 +169,21 @@ def machine_load() -> dict:
     return {"load_1min": load, "busy_processes": busy, "cpu_cores": os.cpu_count()}
 
 
-def contended(load_1min, cpu_cores) -> bool:
-    """True when more threads wanted to run than the machine has cores, by more than one on average."""
-    return load_1min is not None and cpu_cores is not None and load_1min > cpu_cores + 1
+def contended(load_1min, cpu_cores, busy_processes=None) -> bool:
+    """True when an epoch was timed beside other work: another process was running as it ended, or over the last
+    minute more threads wanted to run than the machine has cores, by more than one on average (the load average alone
+    misses one other process beside a run that uses every core, and lags a short burst)."""
+    if _known(busy_processes) and busy_processes > 0:
+        return True
+    return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 1
+
+
+def _known(value) -> bool:
+    """A number, not None or NaN (a record without the field, read into a table)."""
+    try:
+        return value is not None and not math.isnan(value)
+    except TypeError:
+        return False
 
 
 # -- determinism on a GPU -------------------------------------------------------------------------------------

@@ -27,6 +27,28 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
     return chosen
 
 
+def timed_busy(table: pd.DataFrame) -> pd.Series:
+    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.contended`); False
+    where the record holds no load."""
+    from ..system import contended  # torch's import is not needed to pick rows
+
+    column = lambda name: table[name] if name in table.columns else pd.Series(None, index=table.index, dtype=float)
+    return pd.Series(
+        [
+            contended(load, cores, busy)
+            for load, cores, busy in zip(column("load_1min"), column("cpu_cores"), column("busy_processes"))
+        ],
+        index=table.index,
+        dtype=bool,
+    )
+
+
+def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
+    """The epochs whose times count: those not timed beside other work (:func:`timed_busy`), which are left out of
+    every time the book shows, never averaged in."""
+    return table[~timed_busy(table)]
+
+
 def final_epochs(table: pd.DataFrame) -> pd.DataFrame:
     """The last recorded epoch of every run (a diverged run's is the epoch it diverged at)."""
     return table.sort_values("epoch").groupby("run_id", sort=False).tail(1)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..chapters import chapter_of
-from ..judging.selection import final_epochs
+from ..judging.selection import final_epochs, timed_busy, timed_epochs
 from ..profiles import ChapterSettings
 
 
@@ -68,9 +68,15 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
 
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
     """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch (``r_t`` training, ``r_v`` test) and gains
-    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns: mean and sd over the pairs."""
+    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns: mean and sd over the pairs. Epochs timed beside
+    other work are left out (:func:`~vitbn_nb.judging.selection.timed_epochs`)."""
     keys = [*by, "seed"]
-    per_run = table.groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]].mean().reset_index()
+    per_run = (
+        timed_epochs(table)
+        .groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]]
+        .mean()
+        .reset_index()
+    )
     base = per_run[per_run["model"] == baseline].drop(columns="model")
     pairs = per_run[per_run["model"] != baseline].merge(base, on=keys, suffixes=("", "_base"))
     for r, g, column in (("r_t", "g_t", "train_seconds"), ("r_v", "g_v", "test_seconds")):
@@ -95,14 +101,9 @@ def gain(ratio: float) -> float:
 
 
 def contention(table: pd.DataFrame) -> str:
-    """How many of the table's epochs were timed while the machine had more work than cores ('n/N epochs')."""
-    from ..system import contended
-
+    """How many of the table's epochs were timed beside other work, of those whose load was recorded ('n/N epochs'):
+    the epochs every time shown leaves out."""
     if "load_1min" not in table.columns or table["load_1min"].isna().all():
         return "not recorded"
-    flags = [
-        contended(load, cores)
-        for load, cores in zip(table["load_1min"], table.get("cpu_cores", [None] * len(table)))
-        if pd.notna(load)
-    ]
-    return f"{sum(flags)}/{len(flags)} epochs"
+    recorded = table[table["load_1min"].notna()]
+    return f"{int(timed_busy(recorded).sum())}/{len(recorded)} epochs"

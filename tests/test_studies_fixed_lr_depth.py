@@ -411,6 +411,32 @@ def test_article_2s_claims_are_not_testable_before_its_protocol_and_show_what_wa
     assert found["article2/depth/lr0.003/d7"].outcome == verdicts.UNTESTABLE  # not "shown, not judged" either
 
 
+def _early_lead_rows(epochs):
+    """Depth 6 at lr 0.003: ViTBNFFN ahead by 8 points over the first five epochs, level with ViT from the sixth."""
+    rows = []
+    for seed in (0, 1, 2):
+        for epoch in range(1, epochs + 1):
+            vit = 60.0 + 3 * epoch + seed
+            lead = 8.0 + seed / 2 if epoch <= 5 else (seed - 1) / 2
+            rows += [
+                ("ViT", 6, 0.003, seed, epoch, 1.0, 1.0, vit, 0.5),
+                ("ViTBNFFN", 6, 0.003, seed, epoch, 1.0, 1.0, vit + lead, 0.5),
+            ]
+    return synthetic(rows)
+
+
+def test_converging_faster_is_read_off_the_whole_curve_and_only_over_the_articles_protocol():
+    paper = chapters.settings("05_depth_study", "paper")
+    found = {v.claim: v for v in depth_claims.judge(_early_lead_rows(10), paper)}
+    converges = found["article2/converges/lr0.003/d6"]
+    assert converges.outcome == verdicts.AGREES and abs(converges.estimate - 4.25) < 1e-9  # (8 + seed/2 ... ) / 2
+    assert found["article2/depth/lr0.003/d6"].outcome == verdicts.NOISE  # level at the end
+    claim = {c.key: c for c in depth_article.claims(paper)}["article2/converges/lr0.003/d6"]
+    assert claim.kind == "curve" and "converges significantly faster" in claim.says
+    early = {v.claim: v for v in depth_claims.judge(_early_lead_rows(4), CPU_DEPTH)}
+    assert early["article2/converges/lr0.003/d6"].outcome == verdicts.UNTESTABLE
+
+
 def _fig10_rows(epoch):
     rows = []
     for seed in (0, 1, 2):

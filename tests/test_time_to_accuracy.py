@@ -56,7 +56,7 @@ def test_a_seed_timed_beside_other_work_leaves_the_comparison():
         curves[("ViT", 6, seed)] = [(95.0, vit)]
         curves[("ViTBN", 1, seed)] = [(95.0, bn)]
     table = runs(curves)
-    table["busy_processes"] = [0, 0, 0, 0, 1, 0]  # seed 2's ViT run: another process ran as its epoch ended
+    table["load_1min"] = [0.5, 0.5, 0.5, 0.5, 9.0, 0.5]  # seed 2's ViT run was timed beside other work
     verdict = tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 90.0, "")
     assert verdict.seeds == 2
 

@@ -169,13 +169,12 @@ def machine_load() -> dict:
     return {"load_1min": load, "busy_processes": busy, "cpu_cores": os.cpu_count()}
 
 
-def contended(load_1min, cpu_cores, busy_processes=None) -> bool:
-    """True when an epoch was timed beside other work: another process was running as it ended, or over the last
-    minute more threads wanted to run than the machine has cores, by more than one on average (the load average alone
-    misses one other process beside a run that uses every core, and lags a short burst)."""
-    if _known(busy_processes) and busy_processes > 0:
-        return True
-    return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 1
+def contended(load_1min, cpu_cores) -> bool:
+    """True when an epoch was timed beside other work: over the last minute more threads wanted to run than the machine
+    has cores, by more than half a core on average. A run on every core alone keeps the load near the cores; one
+    other busy process beside it adds a whole one. (A snapshot of the processes running as an epoch ends would flag
+    a desktop's every epoch.)"""
+    return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
 
 
 def _known(value) -> bool:

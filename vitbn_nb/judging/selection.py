@@ -33,14 +33,8 @@ def timed_busy(table: pd.DataFrame) -> pd.Series:
     from ..system import contended  # torch's import is not needed to pick rows
 
     column = lambda name: table[name] if name in table.columns else pd.Series(None, index=table.index, dtype=float)
-    return pd.Series(
-        [
-            contended(load, cores, busy)
-            for load, cores, busy in zip(column("load_1min"), column("cpu_cores"), column("busy_processes"))
-        ],
-        index=table.index,
-        dtype=bool,
-    )
+    flags = [contended(load, cores) for load, cores in zip(column("load_1min"), column("cpu_cores"))]
+    return pd.Series(flags, index=table.index, dtype=bool)
 
 
 def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:

@@ -69,7 +69,8 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
     """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch (``r_t`` training, ``r_v`` test) and gains
     g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns: mean and sd over the pairs. Epochs timed beside
-    other work are left out (:func:`~vitbn_nb.judging.selection.timed_epochs`)."""
+    other work are left out (:func:`~vitbn_nb.judging.selection.timed_epochs`); a model none of whose pairs has an
+    epoch left keeps its row, with no ratio ("n/a", 0 seeds)."""
     keys = [*by, "seed"]
     per_run = (
         timed_epochs(table)
@@ -83,8 +84,9 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
         pairs[r] = pairs[f"{column}_base"] / pairs[column]
         pairs[g] = 100 * (1 - 1 / pairs[r])
     rows = []
-    for key, group in pairs.groupby([*by, "model"], sort=False):
-        key = key if isinstance(key, tuple) else (key,)
+    shown = table.loc[table["model"] != baseline, [*by, "model"]].drop_duplicates()
+    for key in shown.itertuples(index=False, name=None):
+        group = pairs[(pairs[[*by, "model"]] == pd.Series(key, index=[*by, "model"])).all(axis=1)]
         row = dict(zip([*by, "model"], key))
         for column, digits in (("r_t", 2), ("r_v", 2), ("g_t", 0), ("g_v", 0)):
             row[column] = mean_sd(group[column], digits)

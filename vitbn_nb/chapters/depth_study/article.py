@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging.claims import DIFFERENCE, WORDING, Claim, worded_direction
+from ...judging.claims import CURVE, DIFFERENCE, WORDING, Claim, worded_direction
 from .settings import DepthSettings
 
 #: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
@@ -50,6 +50,13 @@ FIG10_SAID = {
     4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
 }
 
+#: Article 2's conclusion from Figs 8 and 9, its first finding: beyond a critical depth of the encoder ViTBNFFN
+#: converges significantly faster than ViT. "Converges faster" is read off the whole curve, as the book reads the
+#: same article's words at its Fig 1 (chapter 01): each seed's mean test accuracy over the epochs. Judged at the
+#: depths each figure's text places beyond the critical depth ("any d ≥ 6" at Fig 8's rate, "any d ≥ 4" at Fig 9's).
+CONVERGES = "beyond a critical depth of the encoder, ViTBNFFN converges significantly faster than ViT"
+BEYOND_CRITICAL = {"fig8": (6, 7), "fig9": (4,)}
+
 
 def depth_key(settings: DepthSettings, figure: str, depth: int) -> str:
     return f"article2/depth/lr{settings.figure_lr(figure):g}/d{depth}"
@@ -57,6 +64,10 @@ def depth_key(settings: DepthSettings, figure: str, depth: int) -> str:
 
 def fig10_key(depth: int) -> str:
     return f"article2/fig10/d{depth}"
+
+
+def converges_key(settings: DepthSettings, figure: str, depth: int) -> str:
+    return f"article2/converges/lr{settings.figure_lr(figure):g}/d{depth}"
 
 
 def said(settings: DepthSettings, lr: float, depth: int) -> tuple[str, str]:
@@ -82,6 +93,12 @@ def claims(settings: DepthSettings) -> list[Claim]:
     for depth, (words_said, words) in FIG10_SAID.items():
         measure = f"ViT's fall − ViTBNFFN's fall in final accuracy, lr {low:g} → {high:g}, d = {depth} (pt)"
         found.append(Claim(fig10_key(depth), "article 2, Fig 10", words_said, DIFFERENCE, measure, WORDING[words]))
+    for figure, depths in BEYOND_CRITICAL.items():
+        lr = settings.figure_lr(figure)
+        for depth in depths:
+            measure = f"ViTBNFFN − ViT mean test accuracy over the epochs at d = {depth}, lr {lr:g} (pt)"
+            where = "article 2, conclusion of Figs 8 and 9"
+            found.append(Claim(converges_key(settings, figure, depth), where, CONVERGES, CURVE, measure, +1))
     return found
 
 

@@ -1,13 +1,15 @@
-"""Chapter 05's claims judged by the one rule: article 2's findings (Figs 8-10) are about the accuracies its runs
-ended with after its whole protocol, so each is judged only over runs that reached it, otherwise "not testable at
-this scale" with the steps reached (a few hundred steps of early training answer another question)."""
+"""Chapter 05's claims judged by the one rule: article 2's findings (Figs 8-10) are about its runs over its whole
+protocol (the accuracies they ended with, the curves they drew), so each is judged only over runs that reached it,
+otherwise "not testable at this scale" with the steps reached (a few hundred steps of early training answer another
+question)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ...judging import verdicts
 from ...judging.claims import judge_difference, protocol_scale, short_of
-from ...judging.selection import final_accuracy, paired, select
+from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from . import article
 from .settings import DepthSettings
@@ -29,6 +31,13 @@ def unplanned(settings: DepthSettings) -> list[str]:
             missing.append(
                 f"{article.fig10_key(depth)} (d = {depth} at lr {settings.fig8_lr:g} and {settings.fig9_lr:g})"
             )
+    for figure, depths in article.BEYOND_CRITICAL.items():
+        lr = settings.figure_lr(figure)
+        missing += [
+            f"{article.converges_key(settings, figure, depth)} (lr {lr:g}, d = {depth})"
+            for depth in depths
+            if depth not in settings.depths[lr]
+        ]
     return missing
 
 
@@ -59,4 +68,11 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         at = pd.concat([select(table, lr=lr, depth=depth) for lr in (low, high)])
         fall = lambda model, at=at: final_accuracy(at, lr=low, model=model) - final_accuracy(at, lr=high, model=model)
         found.append(judged(article.fig10_key(depth), at, paired(fall("ViT"), fall("ViTBNFFN"))))
+    for figure, depths in article.BEYOND_CRITICAL.items():
+        for depth in depths:
+            at = select(table, lr=settings.figure_lr(figure), depth=depth)
+            mean = lambda model, at=at: per_seed(select(at, model=model), verdicts.mean_accuracy)
+            found.append(
+                judged(article.converges_key(settings, figure, depth), at, paired(mean("ViTBNFFN"), mean("ViT")))
+            )
     return found

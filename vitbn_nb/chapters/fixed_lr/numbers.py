@@ -201,21 +201,24 @@ def lr_variation(table: pd.DataFrame) -> pd.DataFrame:
     varies across lrs (max/min − 1)."""
     rows, timed = [], timed_epochs(table)
     for model in MODELS:
-        one = timed[timed["model"] == model]
+        one = table[table["model"] == model]
         if one.empty:
             continue
-        per_lr = one.groupby("lr")["train_seconds"].mean()
+        per_lr = timed[timed["model"] == model].groupby("lr")["train_seconds"].mean()
         row = {"model": model, "depth": int(one["depth"].iloc[0])}
         for i, lr in enumerate(sorted(table["lr"].unique()), 1):
             row[f"i={i}: lr {lr:g} (s/epoch)"] = per_lr.get(lr, np.nan)
-        row["variation across lrs (%)"] = round(100 * (per_lr.max() / per_lr.min() - 1), 1)
+        row["variation across lrs (%)"] = round(100 * (per_lr.max() / per_lr.min() - 1), 1) if len(per_lr) else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def time_per_lr_statement(table: pd.DataFrame) -> str:
     variation = lr_variation(table).set_index("model")["variation across lrs (%)"]
-    spread = ", ".join(f"{model} {value:.0f} %" for model, value in variation.items())
+    spread = ", ".join(
+        f"{model} {value:.0f} %" if np.isfinite(value) else f"{model}: no epoch timed quiet"
+        for model, value in variation.items()
+    )
     seeds = int(table.groupby("model")["seed"].nunique().min())
     return (
         f"Training time per epoch varies across the lrs by {spread} (max/min − 1), one run per model and lr "

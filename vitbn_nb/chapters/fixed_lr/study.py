@@ -298,11 +298,11 @@ def ratios_table(result: FixedLrResult):
     """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
     table = result.table
     busy = results.contention(table)
-    warning = (
+    left_out = (
         f" {busy} were timed beside other work: left out of the ratios." if not busy.startswith(("0/", "not")) else ""
     )
     caption = (
-        f"{speedups_statement(table)}{warning} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
+        f"{speedups_statement(table)}{left_out} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
         "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )

@@ -449,6 +449,21 @@ def _fig10_rows(epoch):
     return synthetic(rows)
 
 
+def test_the_accuracies_article_2_quotes_at_fig_10_are_judged_only_over_its_protocol():
+    paper = chapters.settings("05_depth_study", "paper")
+    found = {v.claim: v for v in depth_claims.judge(_fig10_rows(10), paper)}
+    near = found["article2/fig10/d3/ViT/lr0.003"]  # seeds at 91, 92, 93 against "≈ 91 %"
+    assert near.outcome == verdicts.NOISE and abs(near.estimate - 92.0) < 1e-9 and near.unit == "%"
+    lower = _fig10_rows(10)
+    lower.loc[(lower["model"] == "ViTBNFFN") & (lower["lr"] == 0.005), "test_acc"] -= 5  # 85, 85.5, 86
+    off = {v.claim: v for v in depth_claims.judge(lower, paper)}["article2/fig10/d3/ViTBNFFN/lr0.005"]
+    assert off.outcome == verdicts.DISAGREES and off.high < 90  # "≈ 90 %" lies outside the interval
+    claim = {c.key: c for c in depth_article.claims(paper)}["article2/fig10/d3/ViT/lr0.005"]
+    assert claim.kind == "absolute" and claim.level == 78 and "≈ 78 %" in claim.says and claim.epochs == 10
+    early = {v.claim: v for v in depth_claims.judge(_fig10_rows(4), CPU_DEPTH)}
+    assert early["article2/fig10/d3/ViT/lr0.005"].outcome == verdicts.UNTESTABLE
+
+
 def test_a_changed_protocol_rate_is_followed_by_the_plan_the_claims_and_the_figures():
     moved = chapters.settings("05_depth_study", "paper", fig8_lr=0.004)
     assert {c.lr for c in depth.plan(moved)} == {0.004, 0.005}

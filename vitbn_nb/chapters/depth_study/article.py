@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...judging.claims import CURVE, DIFFERENCE, WORDING, Claim, worded_direction
+from ...judging.claims import ABSOLUTE, CURVE, DIFFERENCE, WORDING, Claim, worded_direction
 from .settings import DepthSettings
 
 #: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
@@ -50,6 +50,11 @@ FIG10_SAID = {
     4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
 }
 
+#: The accuracies at epoch 10 that article 2's text quotes for Fig 10 at d = 3 ("≈"), per model and figure rate:
+#: absolute numbers of its whole protocol, judged only over runs that reached it.
+FIG10_NUMBERS_DEPTH = 3
+FIG10_NUMBERS = {("ViT", "fig8"): 91, ("ViT", "fig9"): 78, ("ViTBNFFN", "fig8"): 92, ("ViTBNFFN", "fig9"): 90}
+
 #: Article 2's conclusion from Figs 8 and 9, its first finding: beyond a critical depth of the encoder ViTBNFFN
 #: converges significantly faster than ViT. "Converges faster" is read off the whole curve, as the book reads the
 #: same article's words at its Fig 1 (chapter 01): each seed's mean test accuracy over the epochs. Judged at the
@@ -64,6 +69,10 @@ def depth_key(settings: DepthSettings, figure: str, depth: int) -> str:
 
 def fig10_key(depth: int) -> str:
     return f"article2/fig10/d{depth}"
+
+
+def fig10_number_key(settings: DepthSettings, model: str, figure: str) -> str:
+    return f"article2/fig10/d{FIG10_NUMBERS_DEPTH}/{model}/lr{settings.figure_lr(figure):g}"
 
 
 def converges_key(settings: DepthSettings, figure: str, depth: int) -> str:
@@ -93,6 +102,12 @@ def claims(settings: DepthSettings) -> list[Claim]:
     for depth, (words_said, words) in FIG10_SAID.items():
         measure = f"ViT's fall − ViTBNFFN's fall in final accuracy, lr {low:g} → {high:g}, d = {depth} (pt)"
         found.append(Claim(fig10_key(depth), "article 2, Fig 10", words_said, DIFFERENCE, measure, WORDING[words]))
+    for (model, figure), level in FIG10_NUMBERS.items():
+        lr, depth = settings.figure_lr(figure), FIG10_NUMBERS_DEPTH
+        says = f"{model} ≈ {level} % at epoch 10 (d = {depth}, lr {lr:g})"
+        measure = f"{model} final accuracy at d = {depth}, lr {lr:g} (%)"
+        key = fig10_number_key(settings, model, figure)
+        found.append(Claim(key, "article 2, Fig 10 text", says, ABSOLUTE, measure, 0, level, DepthSettings.epochs))
     for figure, depths in BEYOND_CRITICAL.items():
         lr = settings.figure_lr(figure)
         for depth in depths:

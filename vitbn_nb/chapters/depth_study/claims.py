@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...judging import verdicts
-from ...judging.claims import judge_difference, protocol_scale, short_of
+from ...judging.claims import absolute, judge_difference, protocol_scale, short_of
 from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from . import article
@@ -31,6 +31,10 @@ def unplanned(settings: DepthSettings) -> list[str]:
             missing.append(
                 f"{article.fig10_key(depth)} (d = {depth} at lr {settings.fig8_lr:g} and {settings.fig9_lr:g})"
             )
+    for model, figure in article.FIG10_NUMBERS:
+        lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
+        if depth not in settings.depths[lr]:
+            missing.append(f"{article.fig10_number_key(settings, model, figure)} (lr {lr:g}, d = {depth})")
     for figure, depths in article.BEYOND_CRITICAL.items():
         lr = settings.figure_lr(figure)
         missing += [
@@ -68,6 +72,10 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         at = pd.concat([select(table, lr=lr, depth=depth) for lr in (low, high)])
         fall = lambda model, at=at: final_accuracy(at, lr=low, model=model) - final_accuracy(at, lr=high, model=model)
         found.append(judged(article.fig10_key(depth), at, paired(fall("ViT"), fall("ViTBNFFN"))))
+    for model, figure in article.FIG10_NUMBERS:
+        at = select(table, lr=settings.figure_lr(figure), depth=article.FIG10_NUMBERS_DEPTH, model=model)
+        key = article.fig10_number_key(settings, model, figure)
+        found.append(short_of(at, ARTICLE2_EPOCHS, key) or absolute(claims[key], final_accuracy(at)))
     for figure, depths in article.BEYOND_CRITICAL.items():
         for depth in depths:
             at = select(table, lr=settings.figure_lr(figure), depth=depth)

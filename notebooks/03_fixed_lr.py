@@ -268,6 +268,23 @@ fixed_lr.numbers_table(result, 0.01)
 fixed_lr.instability_note(result)
 
 # %% [markdown]
+# Article 1 also reports ViT's training time at this rate fluctuating wildly. A step does the
+# same operations whatever the learning rate, so on a quiet machine a run's epochs should take
+# about as long as each other. One thing changes that without changing the operations:
+# **subnormal floats**, nonzero values below the smallest normal number of their format, on
+# which many CPUs run some operations many times more slowly. PyTorch keeps them unless told to
+# flush them to zero (`torch.set_flush_denormal`), and every run here keeps them. The table gives
+# each run's fastest and slowest epoch (those timed beside other work left out) and, where its
+# record holds the measurement (`python -m vitbn_nb campaign measure`, taken on a quiet machine
+# from the run's final weights), its step timed both ways and the operations whose results held
+# the subnormals. A run whose slowest epoch is far above its fastest, and whose step runs much
+# faster flushed, slowed down from its own numbers, not from the machine; this is a property of
+# the CPU that timed it, and says nothing of a GPU.
+
+# %%
+fixed_lr.pace_table(result, 0.01)
+
+# %% [markdown]
 # ## Figure 6: training time at each learning rate
 #
 # The runs as article 1 ran them, grouped by model: `model_i` is the model at the $i$-th
@@ -277,9 +294,10 @@ fixed_lr.instability_note(result)
 # most for ViT; for ViTBN it stays roughly the same; for ViTBNFFN it changes appreciably only at
 # the largest learning rate, 0.01.
 #
-# What to expect: a training step does the same arithmetic whatever the learning rate, so
-# the curves of one model should lie on top of each other. A variation that remains comes from
-# the machine (other work on the same cores or GPU), not from the learning rate.
+# What to expect: a training step does the same operations whatever the learning rate, so on a
+# quiet machine the curves of one model should lie close together. Epochs timed beside other
+# work are left out; what can still move a curve is the run's own numbers (subnormal floats on
+# a CPU, as above), which do depend on the learning rate.
 
 # %%
 fixed_lr.time_per_lr_figure(result)

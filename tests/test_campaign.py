@@ -116,15 +116,15 @@ def test_the_price_correction_leaves_out_epochs_timed_beside_other_work(tmp_path
     config = chapters.study("05_depth_study").plan(chapters.settings("05_depth_study", "smoke"))[0]
     (tmp_path / "record.json").write_text("{}")
     epochs = [
-        {"train_seconds": 9.0, "test_seconds": 1.0, "busy_processes": 0},
-        {"train_seconds": 99.0, "test_seconds": 1.0, "busy_processes": 4},
-        {"train_seconds": 99.0, "test_seconds": 1.0, "busy_processes": 2},
+        {"train_seconds": 9.0, "test_seconds": 1.0, "load_1min": 1.9, "cpu_cores": 2},
+        {"train_seconds": 99.0, "test_seconds": 1.0, "load_1min": 3.1, "cpu_cores": 2},
+        {"train_seconds": 99.0, "test_seconds": 1.0, "load_1min": 2.6, "cpu_cores": 2},
     ]
     monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path)
     monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": epochs})
     estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
     assert estimator._measured(config) == 100.0  # the run's own pace, whatever the load: what its next epoch takes
-    assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the quiet epoch only
+    assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the epochs the book times only
 
 
 def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_finished_runs(tmp_path, monkeypatch):
@@ -135,11 +135,12 @@ def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_
     seed = lambda config, n: dataclasses.replace(config, seed=n)
     finished, unstarted, loaded = kinds[0], seed(kinds[0], 1), seed(kinds[0], 2)
     elsewhere, other = kinds[1], kinds[2]  # a finished run of another kind; an unstarted one with no seed run
-    epochs = lambda seconds, busy: [{"train_seconds": seconds - 1, "test_seconds": 1.0, "busy_processes": busy}] * 3
+    epoch = lambda seconds, load: {"train_seconds": seconds - 1, "test_seconds": 1.0, "load_1min": load, "cpu_cores": 2}
+    epochs = lambda seconds, load: [epoch(seconds, load)] * 3
     timed = {
-        finished.run_id("cpu"): epochs(10.0, 0),
-        loaded.run_id("cpu"): epochs(100.0, 3),  # timed beside other work: prices nothing
-        elsewhere.run_id("cpu"): epochs(30.0, 0),
+        finished.run_id("cpu"): epochs(10.0, 2.0),
+        loaded.run_id("cpu"): epochs(100.0, 3.0),  # timed beside other work: prices nothing
+        elsewhere.run_id("cpu"): epochs(30.0, 1.8),
     }
     for run_id in timed:
         (tmp_path / run_id).mkdir()

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     campaign = commands.add_parser(
         "campaign", help="continue the paper profile's training campaign over sessions (see vitbn_nb.campaign)"
     )
-    campaign.add_argument("action", nargs="?", default="train", choices=("train", "commit"))
+    campaign.add_argument("action", nargs="?", default="train", choices=("train", "commit", "measure"))
     campaign.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="start only runs estimated to finish within this many seconds"
     )
@@ -94,6 +94,7 @@ def main(argv=None) -> int:
         help="CPU threads for training (torch.set_num_threads); on a machine busy with other work, 1 keeps the "
         "campaign from fighting it for cores",
     )
+    campaign.add_argument("--retake", action="store_true", help="measure: take every finished run's measurement anew")
     check = commands.add_parser(
         "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
     )
@@ -275,6 +276,13 @@ def _campaign(args) -> int:
         if args.action == "commit":
             campaign.commit()
             return 0
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads {args.threads} is not allowed; give 1 or more")
+            torch.set_num_threads(args.threads)
+        if args.action == "measure":
+            campaign.measure(retake=args.retake)
+            return 0
         if args.dry_run:
             print("calibrating the runs left (a few training steps of each model) ...")
             left = [c for stage in campaign.STAGES for c in stage.configs()]
@@ -284,10 +292,6 @@ def _campaign(args) -> int:
             if why := estimator.busy():
                 print(f"note: {why}")
             return 0
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f"--threads {args.threads} is not allowed; give 1 or more")
-            torch.set_num_threads(args.threads)
         deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
         done = campaign.train(deadline, quiet=args.quiet)
     except (runs.DeadlineReached, campaign.Unfinished) as stopped:

@@ -1,10 +1,12 @@
 """The ``paper`` profile trained on a CPU as a campaign over time-limited sessions: the ordered :data:`STAGES`
 continue with ``campaign --deadline S`` (interrupted runs first, then the cheapest that fit; a stage whose epoch
-times the book shows only under ``--quiet``); ``campaign commit`` copies finished records into ``figures/records/``."""
+times the book shows only under ``--quiet``); ``campaign measure`` takes a stage's measurements of its finished runs
+(:attr:`Stage.measurement`); ``campaign commit`` copies finished records into ``figures/records/``."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +22,7 @@ from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import stored_id, stored_run
-from .system import machine_load, pick_device
+from .system import contended, machine_load, pick_device
 
 PROFILE = "paper"
 
@@ -38,6 +40,9 @@ class Stage:
     lrs: tuple[float, ...] | None = None
     quiet: bool = False
     why: str = ""
+    #: A module whose ``take(run)`` measures a finished run of the stage once, kept in its record, and whose
+    #: ``stored(record)`` reads it back (``campaign measure``; a timing, so on a quiet machine).
+    measurement: str | None = None
 
     def configs(self) -> list[RunConfig]:
         from .train import planned_runs
@@ -54,6 +59,7 @@ STAGES = (
         lrs=(0.01,),
         quiet=True,
         why="article 1's Experiment 1 at lr 0.01 (Fig 5: stability); its epoch times are shown",
+        measurement="vitbn_nb.chapters.fixed_lr.subnormals",
     ),
 )
 
@@ -147,13 +153,15 @@ class Estimator:
         return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (train and test) of this run's record (``quiet``: of quiet epochs), else None."""
+        """The median epoch (train and test) of this run's record (``quiet``: of the epochs the book times, by the
+        book's one rule, :func:`vitbn_nb.system.contended`), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and e.get("busy_processes"))]
+        busy = lambda epoch: contended(epoch.get("load_1min"), epoch.get("cpu_cores"))
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and busy(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 
     def _other_seeds(self, config: RunConfig) -> float | None:
@@ -265,6 +273,30 @@ def train(
     if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
     return trained
+
+
+def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list[str]:
+    """Take each stage's measurement of its finished runs whose weights are in the run store and whose record lacks it
+    (``retake``: all of them anew); returns the runs measured. A timing: run it with nothing else beside it."""
+    device, measured, weightless = torch.device("cpu"), [], 0
+    for stage in STAGES:
+        if stage.measurement is None:
+            continue
+        module = importlib.import_module(stage.measurement)
+        for config in stage.configs():
+            folder = runs_dir() / stored_id(config, device)
+            run = stored_run(folder) if (folder / "record.json").exists() else None
+            if run is None or (module.stored(run.record) is not None and not retake):
+                continue
+            if not (folder / "model.pt").exists():
+                weightless += 1
+                continue
+            log(f"{stage.chapter}: measuring {config.label()} ({module.__name__.rsplit('.', 1)[-1]})")
+            module.take(run, retake=retake)
+            measured.append(run.run_id)
+    note = f"; {weightless} finished run(s) without weights here left unmeasured" if weightless else ""
+    log(f"campaign: {len(measured)} run(s) measured{note} (`campaign commit` copies their records)")
+    return measured
 
 
 def commit(log: Callable[[str], None] = print) -> list[str]:

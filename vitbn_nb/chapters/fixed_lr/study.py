@@ -16,7 +16,7 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
-from . import article, lr_sweep
+from . import article, lr_sweep, subnormals
 from .article import EPOCHS
 from .claims import experiment1, larger_lr
 from .numbers import (
@@ -249,6 +249,17 @@ def numbers_table(result: FixedLrResult, lr: float):
         "each configuration (as run: BN models d1; as written: d6); timed through article 1's pipeline"
     )
     return _save_at_lr(result, lr, this_run, "numbers", caption)
+
+
+def pace_table(result: FixedLrResult, lr: float):
+    """Each run's pace at ``lr``: its fastest and slowest epoch, and its final model's step timed with subnormal floats
+    kept and flushed to zero (:mod:`.subnormals`), saved."""
+    caption = (
+        f"The pace of each run at lr {lr:g}: its fastest and slowest training epoch (epochs timed beside other work "
+        "left out) and its final model's step with subnormal floats kept (PyTorch's default, which every run here "
+        f"trained with) and flushed to zero: {subnormals.TIMED}; {subnormals.measured_on(at_lr(result, lr)[0])}"
+    )
+    return _save_at_lr(result, lr, lambda runs_at_lr, lr: subnormals.pace(runs_at_lr), "pace", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):

@@ -276,10 +276,13 @@ fixed_lr.instability_note(result)
 # flush them to zero (`torch.set_flush_denormal`), and every run here keeps them. The table gives
 # each run's fastest and slowest epoch (those timed beside other work left out) and, where its
 # record holds the measurement (`python -m vitbn_nb campaign measure`, taken on a quiet machine
-# from the run's final weights), its step timed both ways and the operations whose results held
-# the subnormals. A run whose slowest epoch is far above its fastest, and whose step runs much
-# faster flushed, slowed down from its own numbers, not from the machine; this is a property of
-# the CPU that timed it, and says nothing of a GPU.
+# from the run's final weights, forward and backward on one thread, the optimiser's update not
+# timed), its step timed both ways and the operations whose results held the subnormals. A run
+# whose slowest epoch is far above its fastest, and whose final step runs much faster flushed,
+# most likely slowed down from its own numbers rather than from the machine; a step that runs
+# as fast either way does not rule that out, since the slow epochs ran on other weights and
+# the update is not timed. Either way it is a property of the CPU that timed the run, and says
+# nothing of a GPU.
 
 # %%
 fixed_lr.pace_table(result, 0.01)
@@ -296,8 +299,8 @@ fixed_lr.pace_table(result, 0.01)
 #
 # What to expect: a training step does the same operations whatever the learning rate, so on a
 # quiet machine the curves of one model should lie close together. Epochs timed beside other
-# work are left out; what can still move a curve is the run's own numbers (subnormal floats on
-# a CPU, as above), which do depend on the learning rate.
+# work are left out; one thing that can still move a curve is the run's own numbers (subnormal
+# floats on a CPU, as above), which can depend on the learning rate.
 
 # %%
 fixed_lr.time_per_lr_figure(result)

@@ -201,9 +201,9 @@ depth.extra_models_table(result)
 # and the verdict of the book's one decision rule (the book's front page, "How this book judges a
 # claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not. The four
-# accuracies article 2 quotes at Figure 10, $d = 3$, are such numbers: each is judged from the
-# three seeds' final accuracies, within noise when their interval holds the article's value and
-# disagrees when it lies outside.
+# accuracies article 2 quotes at Figure 10, $d = 3$, are numbers of its whole protocol: each is
+# judged from the seeds' final accuracies, within noise when their interval holds the article's
+# value and disagrees when it lies outside.
 
 # %%
 depth.claims_table(result)

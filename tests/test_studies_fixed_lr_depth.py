@@ -460,8 +460,12 @@ def test_the_accuracies_article_2_quotes_at_fig_10_are_judged_only_over_its_prot
     assert off.outcome == verdicts.DISAGREES and off.high < 90  # "≈ 90 %" lies outside the interval
     claim = {c.key: c for c in depth_article.claims(paper)}["article2/fig10/d3/ViT/lr0.005"]
     assert claim.kind == "absolute" and claim.level == 78 and "≈ 78 %" in claim.says and claim.epochs == 10
+    assert "6,000 of the article's 6,000 steps" in near.text
     early = {v.claim: v for v in depth_claims.judge(_fig10_rows(4), CPU_DEPTH)}
     assert early["article2/fig10/d3/ViT/lr0.005"].outcome == verdicts.UNTESTABLE
+    assert early["article2/fig10/d3/ViT/lr0.005"].unit == "%"
+    none = {v.claim: v for v in depth_claims.judge(_fig10_rows(10).query("depth != 3"), CPU_DEPTH)}
+    assert none["article2/fig10/d3/ViT/lr0.005"].outcome == verdicts.NOT_RUN  # no run: not "0 of 6,000 steps"
 
 
 def test_a_changed_protocol_rate_is_followed_by_the_plan_the_claims_and_the_figures():

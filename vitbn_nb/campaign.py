@@ -40,8 +40,9 @@ class Stage:
     lrs: tuple[float, ...] | None = None
     quiet: bool = False
     why: str = ""
-    #: A module whose ``take(run)`` measures a finished run of the stage once, kept in its record, and whose
-    #: ``stored(record)`` reads it back (``campaign measure``; a timing, so on a quiet machine).
+    #: A module whose ``take(run)`` measures a finished run of the stage once, kept in its record, whose
+    #: ``stored(record)`` reads it back and whose ``taken_busy(value)`` says it was taken beside other work (then it is
+    #: taken anew): ``campaign measure``, a timing, so on a quiet machine.
     measurement: str | None = None
 
     def configs(self) -> list[RunConfig]:
@@ -276,8 +277,9 @@ def train(
 
 
 def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list[str]:
-    """Take each stage's measurement of its finished runs whose weights are in the run store and whose record lacks it
-    (``retake``: all of them anew); returns the runs measured. A timing: run it with nothing else beside it."""
+    """Take each stage's measurement of its finished runs whose weights are in the run store and whose record lacks it,
+    or holds one taken beside other work (``retake``: all of them anew); returns the runs measured. A timing: run it
+    with nothing else beside it. A diverged run (its weights not finite) is not measured."""
     device, measured, weightless = torch.device("cpu"), [], 0
     for stage in STAGES:
         if stage.measurement is None:
@@ -286,13 +288,16 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
         for config in stage.configs():
             folder = runs_dir() / stored_id(config, device)
             run = stored_run(folder) if (folder / "record.json").exists() else None
-            if run is None or (module.stored(run.record) is not None and not retake):
+            if run is None or run.status != "finished":
+                continue
+            held = module.stored(run.record)
+            if held is not None and not module.taken_busy(held["value"]) and not retake:
                 continue
             if not (folder / "model.pt").exists():
                 weightless += 1
                 continue
             log(f"{stage.chapter}: measuring {config.label()} ({module.__name__.rsplit('.', 1)[-1]})")
-            module.take(run, retake=retake)
+            module.take(run, retake=retake or held is not None)
             measured.append(run.run_id)
     note = f"; {weightless} finished run(s) without weights here left unmeasured" if weightless else ""
     log(f"campaign: {len(measured)} run(s) measured{note} (`campaign commit` copies their records)")

@@ -99,10 +99,10 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
     return verdicts.untestable(key, reached, needed, **untestable) if reached < needed else None
 
 
-def absolute(claim: Claim, finals: pd.Series) -> Verdict:
+def absolute(claim: Claim, finals: pd.Series, scale: str = "") -> Verdict:
     """An absolute accuracy: "≈ X" (direction 0) as a difference from X, "> X" (direction +1) as a value above X."""
     judge = verdicts.near if claim.direction == 0 else verdicts.above
-    return judge(claim.key, list(finals), claim.level, unit="%")
+    return judge(claim.key, list(finals), claim.level, unit="%", scale=scale)
 
 
 def judge_difference(claim: Claim, values: pd.Series, scale: str, condition: str = "") -> Verdict:

@@ -44,16 +44,16 @@ SAID = {
 }
 #: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: what the article says and
 #: the words judged (ViTBNFFN hit less than ViT: "milder"); at d = 3 it quotes numbers.
-FIG10_SAID = {
-    2: ("both models are affected by the higher lr in much the same way", "affected much the same"),
-    3: ("ViT ≈ 91 % → ≈ 78 %; ViTBNFFN ≈ 92 % → ≈ 90 % (epoch 10)", "milder"),
-    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
-}
-
 #: The accuracies at epoch 10 that article 2's text quotes for Fig 10 at d = 3 ("≈"), per model and figure rate:
 #: absolute numbers of its whole protocol, judged only over runs that reached it.
 FIG10_NUMBERS_DEPTH = 3
 FIG10_NUMBERS = {("ViT", "fig8"): 91, ("ViT", "fig9"): 78, ("ViTBNFFN", "fig8"): 92, ("ViTBNFFN", "fig9"): 90}
+_quoted = lambda model: f"{model} ≈ {FIG10_NUMBERS[model, 'fig8']} % → ≈ {FIG10_NUMBERS[model, 'fig9']} %"
+FIG10_SAID = {
+    2: ("both models are affected by the higher lr in much the same way", "affected much the same"),
+    3: (f"{_quoted('ViT')}; {_quoted('ViTBNFFN')} (epoch 10)", "milder"),
+    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
+}
 
 #: Article 2's conclusion from Figs 8 and 9, its first finding: beyond a critical depth of the encoder ViTBNFFN
 #: converges significantly faster than ViT. "Converges faster" is read off the whole curve, as the book reads the
@@ -104,7 +104,7 @@ def claims(settings: DepthSettings) -> list[Claim]:
         found.append(Claim(fig10_key(depth), "article 2, Fig 10", words_said, DIFFERENCE, measure, WORDING[words]))
     for (model, figure), level in FIG10_NUMBERS.items():
         lr, depth = settings.figure_lr(figure), FIG10_NUMBERS_DEPTH
-        says = f"{model} ≈ {level} % at epoch 10 (d = {depth}, lr {lr:g})"
+        says = f"{model} ≈ {level} % at epoch 10 (d = {depth}, lr {DepthSettings().figure_lr(figure):g})"  # its rate
         measure = f"{model} final accuracy at d = {depth}, lr {lr:g} (%)"
         key = fig10_number_key(settings, model, figure)
         found.append(Claim(key, "article 2, Fig 10 text", says, ABSOLUTE, measure, 0, level, DepthSettings.epochs))

@@ -75,7 +75,9 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
     for model, figure in article.FIG10_NUMBERS:
         at = select(table, lr=settings.figure_lr(figure), depth=article.FIG10_NUMBERS_DEPTH, model=model)
         key = article.fig10_number_key(settings, model, figure)
-        found.append(short_of(at, ARTICLE2_EPOCHS, key) or absolute(claims[key], final_accuracy(at)))
+        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
+        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        found.append(untestable or absolute(claims[key], final_accuracy(at), scale))  # no run at all: "not run"
     for figure, depths in article.BEYOND_CRITICAL.items():
         for depth in depths:
             at = select(table, lr=settings.figure_lr(figure), depth=depth)

@@ -2,8 +2,9 @@
 rate, but on many CPUs an operation on a subnormal float (a nonzero value below the format's smallest normal number)
 takes far longer than on a normal one; PyTorch keeps them unless asked (``torch.set_flush_denormal``), and this book,
 like article 1's reference code, does not ask. So a run whose numbers drift into that range slows down at the same
-load, which no load flag sees. This module times a finished run's step both ways and names the operations whose
-results hold subnormals; :func:`take` keeps the measurement in the run's record (``runs.measured``), so a chapter
+load, which no load flag sees. This module times a finished run's step both ways, on one thread (flushing is a
+setting of the calling thread alone, so a pool of threads would flush only part of the work), and names the operations
+whose results hold subnormals; :func:`take` keeps the measurement in the run's record (``runs.measured``), so a chapter
 rendered where the weights are absent still shows it."""
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ...engines.engine import epoch_seed
 from ...judging.selection import timed_epochs
 from ...paths import stored_path
 from ...store import runs
-from ...store.records import RunStoreError, read_record
+from ...store.records import read_record
 from ...store.runs import Run
 from ...system import contended, label, machine_load
 
@@ -30,7 +32,8 @@ MEASUREMENT = "subnormal_step"
 BATCHES, ROUNDS = 10, 5
 #: What is timed: a finished run keeps its weights, not its optimiser's state, so the Adam update is left out.
 TIMED = (
-    "forward and backward over the run's first training batches (no optimiser step: a finished run keeps no Adam state)"
+    "forward and backward of the final weights over the first training batches of the run's first epoch, one thread "
+    "(no optimiser step: a finished run keeps no Adam state)"
 )
 
 
@@ -65,55 +68,55 @@ def _forward_backward(model: torch.nn.Module, batches: list) -> None:
 
 
 def _first_batches(run: Run, count: int) -> list:
-    """The run's first ``count`` training batches of its first epoch's order (its own pipeline and data)."""
+    """The first ``count`` training batches of the run's first epoch, in its order (its own pipeline and data)."""
     config = run.config
     train, _ = runs.training_sets(config, torch.device("cpu"))
-    order = torch.Generator().manual_seed(config.seed)
+    order = torch.Generator().manual_seed(epoch_seed(config.seed, 1))
     return list(itertools.islice(train.batches(config.batch_size, generator=order, shuffle=True, min_batch=2), count))
 
 
-def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS, threads: int | None = None) -> dict:
-    """Milliseconds per step of ``run``'s final model on this CPU with subnormals kept and flushed to zero (medians of
-    ``rounds`` interleaved passes over ``batches`` batches), and the share of the step's results that are subnormal
-    (with subnormals kept), with the operations that produce most of them."""
+def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
+    """Milliseconds per step of ``run``'s final model on one thread of this CPU with subnormals kept and flushed to zero
+    (medians of ``rounds`` passes over ``batches`` batches, the two interleaved and alternating which goes first after
+    an untimed pass of each), and the share of the step's results that are subnormal (kept), with the operations that
+    produce most of them."""
     from torch.utils import benchmark  # its import announces CUDA's absence: only where a step is timed
 
-    threads = threads or torch.get_num_threads()
     model = run.load_model("cpu").train()  # train mode: BatchNorm normalises by the batch, as in training
     data = _first_batches(run, batches)
-    if not torch.set_flush_denormal(True):  # returns False where the CPU cannot flush (no SSE3)
-        return {"supported": False, "timed": TIMED}
-    per_step = {"kept": [], "flushed": []}
+    per_step = {False: [], True: []}
     load_before = machine_load()
     try:
-        for _ in range(rounds):
-            for arithmetic, flush in (("kept", False), ("flushed", True)):
+        if not torch.set_flush_denormal(True):  # False where the CPU cannot flush (no SSE3): nothing to compare
+            return {"kept_ms": None, "flushed_ms": None}
+        for round_ in range(-1, rounds):  # round -1: untimed, each arithmetic's first pass
+            for flush in (False, True) if round_ % 2 else (True, False):
                 torch.set_flush_denormal(flush)
                 timer = benchmark.Timer(
                     stmt="step(model, data)",
                     globals={"step": _forward_backward, "model": model, "data": data},
-                    num_threads=threads,
+                    num_threads=1,
                 )
-                per_step[arithmetic].append(1000 * timer.timeit(1).median / len(data))
+                seconds = timer.timeit(1).median
+                if round_ >= 0:
+                    per_step[flush].append(1000 * seconds / len(data))
     finally:
         torch.set_flush_denormal(False)  # PyTorch's default, which every run of the book trains with
     load_after = machine_load()
     with SubnormalCount() as seen:
         _forward_backward(model, data[:1])
-    busiest = max(load_before["load_1min"] or 0.0, load_after["load_1min"] or 0.0)
-    return {
-        "supported": True,
-        "timed": TIMED,
+    loads = [load["load_1min"] for load in (load_before, load_after) if load["load_1min"] is not None]
+    return {  # numbers only, as a record's measurement must be (what is timed: TIMED)
         "batches": len(data),
         "rounds": rounds,
-        "threads": threads,
-        "kept_ms": statistics.median(per_step["kept"]),
-        "flushed_ms": statistics.median(per_step["flushed"]),
-        "kept_ms_rounds": per_step["kept"],
-        "flushed_ms_rounds": per_step["flushed"],
+        "threads": 1,
+        "kept_ms": statistics.median(per_step[False]),
+        "flushed_ms": statistics.median(per_step[True]),
+        "kept_ms_rounds": per_step[False],
+        "flushed_ms_rounds": per_step[True],
         "subnormal_share": seen.share(),
         "subnormal_ops": dict(seen.subnormal.most_common(3)),
-        "load_1min": busiest,
+        "load_1min": max(loads) if loads else None,
         "cpu_cores": load_after["cpu_cores"],
     }
 
@@ -129,16 +132,13 @@ def stored(record: dict) -> dict | None:
     return record.get("measurements", {}).get(MEASUREMENT)
 
 
-def timed_busy(value: dict) -> bool:
+def taken_busy(value: dict) -> bool:
     """Whether a measurement was taken beside other work (the book's one rule, :func:`vitbn_nb.system.contended`)."""
     return contended(value.get("load_1min"), value.get("cpu_cores"))
 
 
-def _record(run_id: str) -> dict | None:
-    try:
-        return read_record(stored_path(run_id))
-    except RunStoreError:
-        return None
+def _record(run_id: str) -> dict:
+    return read_record(stored_path(run_id))
 
 
 def pace(table: pd.DataFrame) -> pd.DataFrame:
@@ -149,17 +149,17 @@ def pace(table: pd.DataFrame) -> pd.DataFrame:
     fastest, slowest = seconds.min(), seconds.max()
     rows = []
     for (model, depth, seed, run_id), _ in table.groupby(["model", "depth", "seed", "run_id"], sort=True):
-        record = _record(run_id) or {}
-        value = (stored(record) or {}).get("value") or {}
-        timed = value.get("supported") and not timed_busy(value)
+        value = (stored(_record(run_id)) or {}).get("value") or {}
+        timed = value.get("flushed_ms") is not None and not taken_busy(value)
+        quiet = run_id in fastest.index  # else every epoch of the run was timed beside other work
         rows.append(
             {
                 "model": model,
                 "depth": int(depth),
                 "seed": int(seed),
-                "fastest epoch (s)": round(fastest.get(run_id, float("nan")), 1),
-                "slowest epoch (s)": round(slowest.get(run_id, float("nan")), 1),
-                "slowest ÷ fastest": round(slowest.get(run_id, float("nan")) / fastest.get(run_id, float("nan")), 2),
+                "fastest epoch (s)": round(fastest[run_id], 1) if quiet else "n/a",
+                "slowest epoch (s)": round(slowest[run_id], 1) if quiet else "n/a",
+                "slowest ÷ fastest": round(slowest[run_id] / fastest[run_id], 2) if quiet else "n/a",
                 "step, subnormals kept (ms)": round(value["kept_ms"], 1) if timed else "n/a",
                 "step, subnormals flushed (ms)": round(value["flushed_ms"], 1) if timed else "n/a",
                 "kept ÷ flushed": round(value["kept_ms"] / value["flushed_ms"], 2) if timed else "n/a",
@@ -174,7 +174,7 @@ def measured_on(table: pd.DataFrame) -> str:
     """The machines and dates of the table's runs' step measurements, or that none holds one."""
     taken = {}
     for run_id in table["run_id"].unique():
-        if (found := stored(_record(run_id) or {})) and found.get("hardware"):
+        if (found := stored(_record(run_id))) and found.get("hardware"):
             taken.setdefault(label(found["hardware"]), set()).add(found["measured"][:10])
     if not taken:
         return "no run here holds the step measurement (python -m vitbn_nb campaign measure takes it)"

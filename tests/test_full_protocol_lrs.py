@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import chapters
-from vitbn_nb.chapters.fixed_lr import claims
+from vitbn_nb.chapters.fixed_lr import claims, subnormals
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.chapters.fixed_lr.numbers import PAIRS
 from vitbn_nb.judging import verdicts
@@ -122,6 +122,15 @@ def test_the_outputs_at_a_full_protocol_lr_read_the_paper_runs_and_say_so(figure
     entry = read_manifest()["outputs"]["article1_fig5"]
     assert entry["profile"] == "cpu" and entry["scale"].startswith("cpu: 200 of")
     assert fixed_lr.scale(result.full, "paper") == FULL
+
+
+def test_each_runs_pace_at_a_full_protocol_lr_reads_the_paper_runs(figures_store, monkeypatch):
+    monkeypatch.setattr(subnormals, "_record", lambda run_id: {})  # records without the step measurement
+    fixed_lr.pace_table(_result(full=True), 0.01)
+    entry = read_manifest()["outputs"]["article1_fig5_pace"]
+    assert entry["profile"] == "paper" and FULL in entry["caption"]
+    assert "no run here holds the step measurement" in entry["caption"]
+    assert all(i.startswith("paper-") for i in entry["run_ids"]) and len(entry["run_ids"]) == 15
 
 
 def test_a_claim_at_a_full_protocol_lr_is_judged_from_the_paper_runs(figures_store):

@@ -86,13 +86,42 @@ def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
 def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, mnist_ready):
     run = runs.train(RunConfig(**TINY), progress=False)
     epoch = run.record["epochs"][0]
-    assert {"load_1min", "busy_processes", "cpu_cores"} <= set(epoch)
+    assert {"load_1min", "busy_processes", "cpu_cores", "other_cpu_seconds"} <= set(epoch)
+    assert epoch["other_cpu_seconds"] is None or epoch["other_cpu_seconds"] >= 0
     table = pd.DataFrame({"load_1min": [0.5, 5.0, 1.0], "cpu_cores": [2, 2, 2]})
     assert results.contention(table) == "1/3 epochs"
     assert results.contention(pd.DataFrame({"train_seconds": [1.0]})) == "not recorded"
     # one other busy process beside a run on both cores brings the load near 3; the run alone keeps it near 2
     beside = pd.DataFrame({"load_1min": [2.1, 2.9, None], "cpu_cores": [2, 2, 2]})
     assert results.contention(beside) == "1/2 epochs"
+
+
+def test_the_other_processes_cpu_seconds_decide_where_an_epoch_records_them():
+    """A short burst beside a long epoch leaves the load as it ended near the cores; the other processes' CPU
+    seconds over the epoch see it. Records without that field keep the load rule."""
+    table = pd.DataFrame(
+        {
+            "train_seconds": [200.0, 200.0, 200.0, 200.0],
+            # daemons alone; a test suite for a minute, ended before the epoch (load back near the cores); a high load
+            # whose processes used no CPU (they overrule it); an older record without the field (the load decides)
+            "other_cpu_seconds": [2.0, 60.0, 2.0, None],
+            "load_1min": [2.0, 2.3, 3.4, 3.4],
+            "cpu_cores": [2, 2, 2, 2],
+        }
+    )
+    assert selection.timed_busy(table).tolist() == [False, True, False, True]
+    assert results.contention(table) == "2/4 epochs"
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the machine's CPU seconds are read from /proc/stat")
+def test_work_beside_this_process_is_counted_as_other_work():
+    from vitbn_nb.system import OtherWork
+
+    other = OtherWork()
+    burn = "import time\nend = time.process_time() + 1\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    seen = other.seconds()
+    assert seen >= 0.9  # the child's second of CPU (more where other work ran too)
 
 
 def test_every_time_shown_leaves_out_the_epochs_timed_beside_other_work():

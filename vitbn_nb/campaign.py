@@ -161,7 +161,8 @@ class Estimator:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        busy = lambda epoch: contended(epoch.get("load_1min"), epoch.get("cpu_cores"))
+        fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "train_seconds")
+        busy = lambda epoch: contended(*(epoch.get(field) for field in fields))
         epochs = [e for e in epochs if "train_seconds" in e and not (quiet and busy(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 

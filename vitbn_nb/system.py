@@ -169,11 +169,49 @@ def machine_load() -> dict:
     return {"load_1min": load, "busy_processes": busy, "cpu_cores": os.cpu_count()}
 
 
-def contended(load_1min, cpu_cores) -> bool:
-    """True when an epoch was timed beside other work: over the last minute more threads wanted to run than the machine
-    has cores, by more than half a core on average. A run on every core alone keeps the load near the cores; one
-    other busy process beside it adds a whole one. (A snapshot of the processes running as an epoch ends would flag
-    a desktop's every epoch.)"""
+def cpu_seconds() -> tuple[float, float] | None:
+    """(CPU seconds every process of this machine has used since boot, this process's own), from ``/proc/stat`` and
+    ``os.times``; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        ticks = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 8:
+        return None
+    busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait; guest time is counted in user
+    own = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+
+class OtherWork:
+    """The CPU seconds the machine's other processes use over a span (this process's own left out): the direct
+    measure of work beside a timed epoch, which a load average, lagging by a minute, misses when it is short."""
+
+    def __init__(self):
+        self.start = cpu_seconds()
+
+    def seconds(self) -> float | None:
+        end = cpu_seconds()
+        if self.start is None or end is None:
+            return None
+        return round(max(0.0, (end[0] - self.start[0]) - (end[1] - self.start[1])), 2)
+
+
+#: The other processes' CPU use that flags a timed span: on average a tenth of one core over it. The machine's own
+#: daemons use about a hundredth; a test suite, a build or another run beside it, a whole core or more.
+OTHER_WORK_SHARE = 0.1
+
+
+def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> bool:
+    """True when a span (an epoch) was timed beside other work. Where the record holds the other processes' CPU
+    seconds over the span (:class:`OtherWork`), they decide: more than :data:`OTHER_WORK_SHARE` of a core on average.
+    Otherwise the 1-minute load as the span ended: more threads wanted to run than the machine has cores, by more
+    than half a core (a run on every core alone keeps the load near the cores; one other busy process beside it adds
+    a whole one). A snapshot of the processes running as an epoch ends would flag a desktop's every epoch."""
+    if _known(other_cpu_seconds) and _known(seconds) and seconds > 0:
+        return other_cpu_seconds > OTHER_WORK_SHARE * seconds
     return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
 
 

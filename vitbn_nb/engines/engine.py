@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from .. import timing
 from ..data import Batches
-from ..system import machine_load, nondeterminism_recorded, pick_device, watch_determinism
+from ..system import OtherWork, machine_load, nondeterminism_recorded, pick_device, watch_determinism
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -84,7 +84,7 @@ class TimedBatches:
         fetching, cuda = timing.Intervals(self.device), self.device.type == "cuda"
         if cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
-        start = timing.clock(self.device)
+        other_work, start = OtherWork(), timing.clock(self.device)
         batches = iter(self.batches)
         while True:
             fetching.start()
@@ -102,6 +102,7 @@ class TimedBatches:
             # the GPU's peak since the reset above; none on the CPU (the process's high-water mark is not the run's)
             "peak_memory_mib": round(torch.cuda.max_memory_allocated(self.device) / 2**20, 1) if cuda else None,
             **machine_load(),
+            "other_cpu_seconds": other_work.seconds(),  # the other processes' CPU time while this epoch trained
         }
 
 

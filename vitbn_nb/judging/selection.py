@@ -28,12 +28,13 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
 
 
 def timed_busy(table: pd.DataFrame) -> pd.Series:
-    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.contended`); False
-    where the record holds no load."""
+    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.contended`: the other
+    processes' CPU seconds over the epoch where recorded, else the load as it ended); False where neither is."""
     from ..system import contended  # torch's import is not needed to pick rows
 
     column = lambda name: table[name] if name in table.columns else pd.Series(None, index=table.index, dtype=float)
-    flags = [contended(load, cores) for load, cores in zip(column("load_1min"), column("cpu_cores"))]
+    measures = zip(column("load_1min"), column("cpu_cores"), column("other_cpu_seconds"), column("train_seconds"))
+    flags = [contended(*measured) for measured in measures]
     return pd.Series(flags, index=table.index, dtype=bool)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import time
 from collections import Counter
 
 import pandas as pd
@@ -24,7 +25,7 @@ from ...paths import stored_path
 from ...store import runs
 from ...store.records import read_record
 from ...store.runs import Run
-from ...system import contended, label, machine_load
+from ...system import OtherWork, contended, label, machine_load
 
 #: The name of the measurement in a run's record.
 MEASUREMENT = "subnormal_step"
@@ -85,7 +86,7 @@ def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
     model = run.load_model("cpu").train()  # train mode: BatchNorm normalises by the batch, as in training
     data = _first_batches(run, batches)
     per_step = {False: [], True: []}
-    load_before = machine_load()
+    load_before, other_work, started = machine_load(), OtherWork(), time.perf_counter()
     try:
         if not torch.set_flush_denormal(True):  # False where the CPU cannot flush (no SSE3): nothing to compare
             return {"kept_ms": None, "flushed_ms": None}
@@ -102,7 +103,7 @@ def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
                     per_step[flush].append(1000 * seconds / len(data))
     finally:
         torch.set_flush_denormal(False)  # PyTorch's default, which every run of the book trains with
-    load_after = machine_load()
+    load_after, other_cpu_seconds, seconds = machine_load(), other_work.seconds(), time.perf_counter() - started
     with SubnormalCount() as seen:
         _forward_backward(model, data[:1])
     loads = [load["load_1min"] for load in (load_before, load_after) if load["load_1min"] is not None]
@@ -117,6 +118,8 @@ def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
         "subnormal_share": seen.share(),
         "subnormal_ops": dict(seen.subnormal.most_common(3)),
         "load_1min": max(loads) if loads else None,
+        "other_cpu_seconds": other_cpu_seconds,
+        "seconds": round(seconds, 2),
         "cpu_cores": load_after["cpu_cores"],
     }
 
@@ -134,7 +137,8 @@ def stored(record: dict) -> dict | None:
 
 def taken_busy(value: dict) -> bool:
     """Whether a measurement was taken beside other work (the book's one rule, :func:`vitbn_nb.system.contended`)."""
-    return contended(value.get("load_1min"), value.get("cpu_cores"))
+    fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "seconds")
+    return contended(*(value.get(field) for field in fields))
 
 
 def _record(run_id: str) -> dict:

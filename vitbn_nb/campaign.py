@@ -22,7 +22,7 @@ from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import stored_id, stored_run
-from .system import contended, machine_load, pick_device
+from .system import contended_in, machine_load, pick_device
 
 PROFILE = "paper"
 
@@ -161,9 +161,7 @@ class Estimator:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "train_seconds")
-        busy = lambda epoch: contended(*(epoch.get(field) for field in fields))
-        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and busy(e))]
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and contended_in(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 
     def _other_seeds(self, config: RunConfig) -> float | None:

@@ -9,7 +9,7 @@ import math
 import os
 import platform
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 
 import torch
@@ -213,6 +213,13 @@ def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> boo
     if _known(other_cpu_seconds) and _known(seconds) and seconds > 0:
         return other_cpu_seconds > OTHER_WORK_SHARE * seconds
     return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
+
+
+def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
+    """:func:`contended` of a record's epoch, or of a stored measurement, read by its field names (``seconds``: the
+    field holding the span's wall seconds)."""
+    fields = ("load_1min", "cpu_cores", "other_cpu_seconds", seconds)
+    return contended(*(measured.get(field) for field in fields))
 
 
 def _known(value) -> bool:

@@ -25,7 +25,7 @@ from ...paths import stored_path
 from ...store import runs
 from ...store.records import read_record
 from ...store.runs import Run
-from ...system import OtherWork, contended, label, machine_load
+from ...system import OtherWork, contended_in, label, machine_load
 
 #: The name of the measurement in a run's record.
 MEASUREMENT = "subnormal_step"
@@ -137,8 +137,7 @@ def stored(record: dict) -> dict | None:
 
 def taken_busy(value: dict) -> bool:
     """Whether a measurement was taken beside other work (the book's one rule, :func:`vitbn_nb.system.contended`)."""
-    fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "seconds")
-    return contended(*(value.get(field) for field in fields))
+    return contended_in(value, seconds="seconds")
 
 
 def _record(run_id: str) -> dict:

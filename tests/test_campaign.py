@@ -12,6 +12,7 @@ from vitbn_nb import campaign, chapters
 from vitbn_nb import train as training
 from vitbn_nb.limits import Deadline
 from vitbn_nb.store import committed, runs
+from vitbn_nb.system import hardware_label
 
 
 class Priced:
@@ -72,6 +73,23 @@ def test_cheapest_runs_first_and_a_quiet_stage_waits_for_quiet(smoke_campaign, m
     with pytest.raises(campaign.Unfinished):
         campaign.train(quiet=True, log=logged.append)
     assert {c.lr for c in trained} >= {0.05} and any(c.pipeline == "reference" for c in trained)
+
+
+def test_a_timed_stage_says_when_its_runs_so_far_were_timed_on_another_machine(smoke_campaign, monkeypatch):
+    fake_training(monkeypatch)
+    machines = {hardware_label(): 3, "CPU: elsewhere (2 cores)": 2}
+    monkeypatch.setattr(campaign, "_trained_on", lambda stage, device, done=None: machines)
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(quiet=True, log=logged.append)
+    warned = [line for line in logged if "CPU: elsewhere (2 cores)" in line]
+    assert len(warned) == 1 and warned[0].startswith("03_fixed_lr: 2 of its runs") and "one machine" in warned[0]
+    assert f"on {hardware_label()}," not in warned[0]  # this machine's own runs are not "elsewhere"
+    del machines["CPU: elsewhere (2 cores)"]
+    logged.clear()
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(quiet=True, log=logged.append)
+    assert not any("of its runs were trained" in line for line in logged)
 
 
 def test_a_deadline_starts_only_the_runs_estimated_to_fit(smoke_campaign, monkeypatch):
@@ -181,6 +199,7 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
     assert campaign.commit(log=lambda line: None) == []  # nothing new
     table = campaign.status()
     assert table.loc[table["stage"] == "05_depth_study", "finished"].item() == 1
+    assert table.loc[table["stage"] == "05_depth_study", "trained on"].item() == f"{hardware_label()}: 1"
     # a render whose outputs name no campaign run keeps the campaign's record
     staging = tmp_path / "staging"
     staging.mkdir()

@@ -149,6 +149,52 @@ def test_every_time_shown_leaves_out_the_epochs_timed_beside_other_work():
     assert list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 3
 
 
+def test_a_seeds_two_runs_are_timed_against_each_other_only_on_one_machine():
+    """Article 1's ratios and the rule's gains pair a seed's runs on the machine that timed both; a pair resumed on
+    another machine is compared on the machine that timed most of it, and a seed whose runs share no machine is left
+    out."""
+    rows = []
+    machines = {  # seed: (ViT's machine per epoch, ViTBN's)
+        0: (["A", "A", "A"], ["A", "A", "A"]),
+        1: (["A", "A", "A"], ["B", "B", "B"]),  # no machine in common: left out
+        2: (["A", "A", "B"], ["A", "A", "B"]),  # both resumed on B, where ViTBN is relatively slower
+    }
+    seconds = {("ViT", "A"): 30.0, ("ViTBN", "A"): 10.0, ("ViT", "B"): 60.0, ("ViTBN", "B"): 25.0}
+    for seed, (vit_on, bn_on) in machines.items():
+        for model, on in (("ViT", vit_on), ("ViTBN", bn_on)):
+            for epoch, machine in enumerate(on, start=1):
+                took = seconds[model, machine]
+                rows.append(
+                    dict(
+                        model=model,
+                        seed=seed,
+                        epoch=epoch,
+                        machine=f"CPU: {machine} (2 cores)",
+                        train_seconds=took,
+                        test_seconds=took / 10,
+                        load_1min=0.5,
+                        cpu_cores=2,
+                    )
+                )
+    table = pd.DataFrame(rows)
+    ratios = results.speed_ratios(table, baseline="ViT").set_index("model")
+    # seed 2 on A (two epochs each) alone: 3.00, where pooling both machines would give 40 / 15 = 2.67
+    assert (ratios.loc["ViTBN", "r_t"], ratios.loc["ViTBN", "seeds"]) == ("3.00 ± 0.00", 2)
+    gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
+    assert list(gains.index) == [0, 2] and list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 2
+
+
+def test_each_epoch_is_named_by_the_machine_that_trained_it():
+    cpu = lambda name: {"device": "cpu", "cpu": name, "cpu_cores": 2}
+    record = {"hardware": cpu("B"), "epochs": [{}] * 4}
+    record["segments"] = [{"from_epoch": 0, "hardware": cpu("A")}, {"from_epoch": 2, "hardware": cpu("B")}]
+    assert runs.epoch_machines(record) == ["CPU: A (2 cores)"] * 2 + ["CPU: B (2 cores)"] * 2
+    assert runs.epoch_machines({"hardware": cpu("A"), "epochs": [{}]}) == ["CPU: A (2 cores)"]  # an older record
+    # a checkpoint resumed without its record: the epochs before the segment that resumed it ran somewhere unknown
+    lost = {"hardware": cpu("B"), "epochs": [{}] * 3, "segments": [{"from_epoch": 2, "hardware": cpu("B")}]}
+    assert runs.epoch_machines(lost) == [None, None, "CPU: B (2 cores)"]
+
+
 # -- a store that explains itself ----------------------------------------------------------------
 
 

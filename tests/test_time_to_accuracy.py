@@ -80,3 +80,20 @@ def test_a_seed_where_one_model_never_reached_the_target_leaves_the_comparison()
     curves = {("ViT", 6, 0): [(95.0, 30.0)], ("ViTBN", 1, 0): [(50.0, 10.0)]}
     verdict = tta.comparison(tta.per_run(runs(curves)), "ViTBN", 1, 0.0005, 90.0, "")
     assert verdict.outcome == verdicts.NOT_RUN
+
+
+def test_a_seed_whose_runs_were_timed_on_two_machines_leaves_the_comparison():
+    curves = {}
+    for seed, (vit, bn) in enumerate([(30.0, 10.0), (33.0, 11.0), (27.0, 9.0)]):
+        curves[("ViT", 6, seed)] = [(85.0, vit), (95.0, vit)]
+        curves[("ViTBN", 1, seed)] = [(85.0, bn), (95.0, bn)]
+    table = runs(curves).assign(machine="CPU: A (2 cores)")
+    # seed 1's ViTBN run was trained elsewhere; seed 2's resumed elsewhere after its first epoch
+    table.loc[(table["run_id"] == "ViTBN-d1-s1"), "machine"] = "CPU: B (2 cores)"
+    table.loc[(table["run_id"] == "ViTBN-d1-s2") & (table["epoch"] == 2), "machine"] = "CPU: B (2 cores)"
+    reached = tta.per_run(table).set_index(["run_id", "target"])
+    assert reached.loc[("ViTBN-d1-s2", 80.0), "seconds"] == 9.0  # its first epoch: one machine
+    assert math.isnan(reached.loc[("ViTBN-d1-s2", 90.0), "seconds"])  # summed over two machines: no time
+    assert reached.loc[("ViTBN-d1-s1", 90.0), "seconds"] == 22.0  # one machine, another than its ViT's
+    assert tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 90.0, "").seeds == 1
+    assert tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 80.0, "").seeds == 2

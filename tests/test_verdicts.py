@@ -39,6 +39,12 @@ def test_fewer_than_three_seeds_are_shown_not_judged(values):
     assert ("one seed" in judged.text) == (len(values) == 1)
 
 
+def test_only_a_difference_is_shown_signed():
+    assert verdicts.difference("c", [1.0, 1.5, 2.0], +1).shown.startswith("+1.5 pt [+")
+    accuracy = verdicts.near("c", [90.0, 91.0, 92.0], 91.0, unit="%")
+    assert accuracy.shown.startswith("91.0 % [88.5, 93.5]")  # an accuracy is a value, not a difference
+
+
 def test_no_runs_is_not_run_and_nan_values_do_not_count():
     assert verdicts.difference("c", [], +1).outcome == verdicts.NOT_RUN
     assert verdicts.difference("c", [1.0, float("nan"), 2.0], +1).seeds == 2

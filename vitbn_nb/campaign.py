@@ -22,7 +22,7 @@ from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import stored_id, stored_run
-from .system import contended_in, machine_load, pick_device
+from .system import contended_in, hardware_label, machine_load, pick_device
 
 PROFILE = "paper"
 
@@ -80,6 +80,14 @@ def _epochs_done(config: RunConfig, device: torch.device) -> int:
         return len(read_record(runs_dir() / run_id)["epochs"]) if (runs_dir() / run_id / "record.json").exists() else 0
     except RunStoreError:
         return 0
+
+
+def _trained_on(stage: Stage, device: torch.device, done: list[int] | None = None) -> dict[str, int]:
+    """The machines that trained the stage's started and finished runs (``done``: each config's epochs done, when
+    known), with how many runs each."""
+    configs = stage.configs()
+    done = done if done is not None else [_epochs_done(c, device) for c in configs]
+    return runs.trained_on([stored_id(c, device) for c, epochs in zip(configs, done) if epochs > 0])
 
 
 def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
@@ -189,6 +197,7 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
             "finished": sum(d == c.epochs for d, c in zip(done, configs)),
             "started": sum(0 < d < c.epochs for d, c in zip(done, configs)),
             "epochs done": f"{sum(done):,} of {sum(c.epochs for c in configs):,}",
+            "trained on": "; ".join(f"{name}: {n}" for name, n in _trained_on(stage, device, done).items()) or "—",
         }
         if estimator is not None:
             left = [estimator.seconds_left(c) for c in configs]
@@ -240,6 +249,13 @@ def train(
                 "only on a quiet machine (run the campaign with --quiet and nothing else beside it)"
             )
             continue
+        here = hardware_label(device)
+        if stage.quiet and (elsewhere := {m: n for m, n in _trained_on(stage, device).items() if m != here}):
+            log(
+                f"{stage.chapter}: {sum(elsewhere.values())} of its runs were trained (and timed) on "
+                f"{', '.join(elsewhere)}, not on this machine ({here}); the book compares a seed's two runs' times "
+                "only where one machine timed both, so a pair split between machines leaves those comparisons"
+            )
         pending, too_long, estimator = _units(left), [], None
         while pending:
             if estimator is None or estimator.busy():

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..engines import engine
 from . import verdicts
-from .selection import select, timed_epochs
+from .selection import select, timed_pairs
 from .verdicts import Verdict
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
@@ -115,12 +115,12 @@ def gain(claim: Claim, gains, scale: str, condition: str, **shown) -> Verdict:
 
 def run_gains(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> pd.Series:
     """Per seed: the gain 100 x (1 - T(model) / T(baseline)), T a run's mean ``column`` per epoch, as article 1
-    defines its ratios. A run's epochs are averaged first (they share one machine and one spell of load), those timed
-    beside other work left out; the repeats the rule judges are the seeds, each seed's two runs paired."""
-    timed = timed_epochs(table)
-    mine = select(timed, **model).groupby("seed")[column].mean()
-    theirs = select(timed, **baseline).groupby("seed")[column].mean()
-    return (100 * (1 - mine / theirs)).dropna()
+    defines its ratios. A run's epochs on one machine are averaged first (they share that machine and one spell of
+    load), those timed beside other work left out; the repeats the rule judges are the seeds, each seed's two runs
+    paired on one machine (:func:`~vitbn_nb.judging.selection.timed_pairs`)."""
+    sides = pd.concat([select(table, **model).assign(side="model"), select(table, **baseline).assign(side="base")])
+    pairs = timed_pairs(sides, [column], ["seed"], side="side", baseline="base").set_index("seed").sort_index()
+    return (100 * (1 - pairs[column] / pairs[f"{column}_base"])).dropna()
 
 
 def hardware_of(table: pd.DataFrame) -> str:

@@ -38,10 +38,33 @@ def timed_busy(table: pd.DataFrame) -> pd.Series:
     return pd.Series(flags, index=table.index, dtype=bool)
 
 
+#: The machine of an epoch whose table does not say (a table built by hand): all such epochs count as one machine.
+UNNAMED_MACHINE = "this machine"
+
+
 def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
     """The epochs whose times count: those not timed beside other work (:func:`timed_busy`), which are left out of
-    every time the book shows, never averaged in."""
-    return table[~timed_busy(table)]
+    every time the book shows, never averaged in; each with the ``machine`` that timed it (None where unknown), which a
+    paired comparison matches (:func:`timed_pairs`)."""
+    timed = table[~timed_busy(table)]
+    return timed if "machine" in timed.columns else timed.assign(machine=UNNAMED_MACHINE)
+
+
+def timed_pairs(table: pd.DataFrame, columns: list[str], keys: list[str], side: str = "model", baseline="ViT"):
+    """Paired timings: for every value of ``keys`` (a seed, with the columns a comparison groups by) and every
+    ``side`` (a model), its runs' mean ``columns`` over the epochs the book times, beside the ``baseline``'s
+    (suffix ``_base``), **on one machine** (one hardware label, :func:`vitbn_nb.system.label`: the same CPU model and
+    cores, or GPU): a pair whose runs share no machine is left out, and so is an epoch whose machine is unknown. A
+    pair timed on two machines (a run resumed elsewhere) is compared on the one where both sides timed the most
+    epochs (``epochs``: the fewer of the two sides' there)."""
+    timed = timed_epochs(table)
+    grouped = timed.groupby([*keys, "machine", side], sort=False)  # an unknown (None) machine forms no group
+    means = grouped[columns].mean().assign(epochs=grouped.size()).reset_index()
+    base = means[means[side] == baseline].drop(columns=side)
+    pairs = means[means[side] != baseline].merge(base, on=[*keys, "machine"], suffixes=("", "_base"))
+    pairs["epochs"] = pairs[["epochs", "epochs_base"]].min(axis=1)
+    most = pairs.sort_values("epochs", ascending=False, kind="stable").drop_duplicates([*keys, side])
+    return most.drop(columns="epochs_base").sort_index()
 
 
 def final_epochs(table: pd.DataFrame) -> pd.DataFrame:

@@ -45,8 +45,9 @@ def rule_markdown() -> str:
         f"otherwise **{UNTESTABLE}** (with how many of the article's steps were reached). A timing ratio from "
         "other hardware is shown beside the article's and judged on the article's own qualitative claim (a gain of "
         "at least 60 %, say) from one value per seed, each run's epochs averaged first (the epochs of one run are "
-        "not independent measurements), with both machines named: the one here, and the article's stated hardware "
-        "beside its reference code's device. A speed ratio measured here (one "
+        "not independent measurements) and a seed's two runs compared only over epochs that one machine timed, "
+        "with the machines named: the one here, and the article's stated hardware beside its reference code's "
+        "device. A speed ratio measured here (one "
         "model against another on the same machine) is judged from rounds of interleaved timings, the two measured "
         "back to back in each round: the interval of the per-round log ratio, shown as a ratio, says "
         f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER_WORDS}** when below, **{NOISE}** when it "
@@ -80,7 +81,7 @@ class Verdict:
         """The estimate as a reader sees it: ``+1.2 pt [−0.3, +2.7] (3 seeds)``; one seed shows its value alone."""
         if not math.isfinite(self.estimate):
             return "—"
-        form = ".2f" if self.unit == "×" else "+.1f"  # a ratio unsigned, a difference signed
+        form = "+.1f" if self.unit == "pt" else ".2f" if self.unit == "×" else ".1f"  # only a difference signed
         interval = f" [{self.low:{form}}, {self.high:{form}}]" if math.isfinite(self.low) else ""
         return f"{self.estimate:{form}} {self.unit}{interval} ({self.count})"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..chapters import chapter_of
-from ..judging.selection import final_epochs, timed_busy, timed_epochs
+from ..judging.selection import final_epochs, timed_busy, timed_pairs
 from ..profiles import ChapterSettings
 
 
@@ -68,18 +68,12 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
 
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
     """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch (``r_t`` training, ``r_v`` test) and gains
-    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns: mean and sd over the pairs. Epochs timed beside
-    other work are left out (:func:`~vitbn_nb.judging.selection.timed_epochs`); a model none of whose pairs has an
-    epoch left keeps its row, with no ratio ("n/a", 0 seeds)."""
+    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns on one machine
+    (:func:`~vitbn_nb.judging.selection.timed_pairs`): mean and sd over the pairs. Epochs timed beside other work are
+    left out (:func:`~vitbn_nb.judging.selection.timed_epochs`); a model none of whose pairs has an epoch left keeps
+    its row, with no ratio ("n/a", 0 seeds)."""
     keys = [*by, "seed"]
-    per_run = (
-        timed_epochs(table)
-        .groupby([*keys, "model"], sort=False)[["train_seconds", "test_seconds"]]
-        .mean()
-        .reset_index()
-    )
-    base = per_run[per_run["model"] == baseline].drop(columns="model")
-    pairs = per_run[per_run["model"] != baseline].merge(base, on=keys, suffixes=("", "_base"))
+    pairs = timed_pairs(table, ["train_seconds", "test_seconds"], keys, baseline=baseline)
     for r, g, column in (("r_t", "g_t", "train_seconds"), ("r_v", "g_v", "test_seconds")):
         pairs[r] = pairs[f"{column}_base"] / pairs[column]
         pairs[g] = 100 * (1 - 1 / pairs[r])

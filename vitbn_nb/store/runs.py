@@ -19,6 +19,7 @@ from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
 from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, runs_dir, stored_path
+from ..system import label as system_label
 from ..system import pick_device
 from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
@@ -194,7 +195,8 @@ def train_all(
 
 
 def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
-    """One row per run and epoch, config flattened into columns (``class_acc_0`` ... per class)."""
+    """One row per run and epoch, config flattened into columns (``class_acc_0`` ... per class), with the machine
+    that trained (and so timed) each epoch (``machine``: a run resumed elsewhere has two)."""
     if runs is None:
         runs = [Run(p.parent) for p in sorted(runs_dir().glob("*/record.json"))]
     rows = []
@@ -210,11 +212,25 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             "depth": kwargs.get("depth"),
             **config,
         }
-        for epoch in record["epochs"]:
-            row = {**base, **{k: v for k, v in epoch.items() if k != "class_acc"}}
+        machines = epoch_machines(record)
+        for epoch, machine in zip(record["epochs"], machines):
+            row = {**base, "machine": machine, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def epoch_machines(record: dict) -> list[str]:
+    """The machine (:func:`vitbn_nb.system.label`) that trained each of ``record``'s epochs: the segment that was
+    running when it ended (a segment starts at ``from_epoch``, the epochs already done when it resumed); None for an
+    epoch before every recorded segment (a checkpoint resumed without its record): its machine is unknown."""
+    segments = record.get("segments") or [{"hardware": record["hardware"]}]
+    segments = sorted(segments, key=lambda segment: segment.get("from_epoch", 0))
+    machines = []
+    for i in range(len(record["epochs"])):
+        running = [s for s in segments if s.get("from_epoch", 0) <= i]
+        machines.append(system_label(running[-1]["hardware"]) if running else None)
+    return machines
 
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...judging import verdicts
 from ...judging.claims import BN_MODELS, hardware_of
-from ...judging.selection import timed_busy
+from ...judging.selection import UNNAMED_MACHINE, timed_busy
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from .lr_sweep import steps_per_epoch
@@ -21,17 +21,22 @@ TARGETS = (80.0, 90.0, 95.0)
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
     """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), and whether an epoch up to
-    it was timed beside other work (``busy``: then its seconds are NaN, left out)."""
+    it was timed beside other work (``busy``: then its seconds are NaN, left out), and the machine that timed the
+    epochs up to it (None where the target was never reached, and where a run reached it over two machines or an
+    unknown one: then it has no seconds either)."""
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
         first, per_epoch = run.iloc[0], steps_per_epoch(run)
         seconds = run["train_seconds"].cumsum().to_numpy()
         busy = timed_busy(run).tolist()
+        machines = run["machine"].tolist() if "machine" in run else [UNNAMED_MACHINE] * len(run)
         accuracy = run["test_acc"].to_numpy()
         for target in targets:
             hit = next((i for i, value in enumerate(accuracy) if value >= target), None)
             timed_busy_before = hit is not None and any(busy[: hit + 1])
+            # seconds summed over two machines (or an unknown one) time neither: the run has no seconds for it
+            machine = None if hit is None or len(set(machines[: hit + 1])) > 1 else machines[hit]
             rows.append(
                 {
                     "run_id": run_id,
@@ -43,8 +48,9 @@ def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
                     "epochs_trained": len(run),
                     "epoch": math.nan if hit is None else int(run["epoch"].iloc[hit]),
                     "steps": math.nan if hit is None else (hit + 1) * per_epoch,
-                    "seconds": math.nan if hit is None or timed_busy_before else float(seconds[hit]),
+                    "seconds": math.nan if machine is None or timed_busy_before else float(seconds[hit]),
                     "busy": timed_busy_before,
+                    "machine": machine,
                     "steps_trained": len(run) * per_epoch,
                 }
             )
@@ -62,10 +68,15 @@ def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: f
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
-    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired."""
-    vit = _runs_of(reached, "ViT", 6, lr, target)["seconds"]
-    other = _runs_of(reached, model, depth, lr, target)["seconds"]
-    both = pd.concat([vit, other], axis=1, keys=["vit", "model"]).dropna()
+    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired
+    (on one machine)."""
+    vit = _runs_of(reached, "ViT", 6, lr, target)[["seconds", "machine"]]
+    other = _runs_of(reached, model, depth, lr, target)[["seconds", "machine"]]
+    both = vit.join(other, lsuffix="_vit", rsuffix="_model", how="inner").dropna()
+    # a seed's two runs are compared only where one machine timed both
+    both = both[both["machine_vit"] == both["machine_model"]].rename(
+        columns={"seconds_vit": "vit", "seconds_model": "model"}
+    )
     return verdicts.speed_ratio(
         f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}",
         list(1 / both["model"]),
@@ -105,12 +116,17 @@ def summary(result) -> pd.DataFrame:
                             "T(ViT) / T(model), by the rule": "not reached by both in any seed"
                             if judged.outcome == verdicts.NOT_RUN
                             else verdicts.speed_text(judged),
-                            "runs timed beside other work (seconds left out)": int(
-                                vit["busy"].sum() + other["busy"].sum()
+                            "runs whose seconds are left out (timed beside other work, or on two machines)": int(
+                                _left_out(vit) + _left_out(other)
                             ),
                         }
                     )
     return pd.DataFrame(rows)
+
+
+def _left_out(runs: pd.DataFrame) -> int:
+    """Runs that reached the target but whose seconds to it are not shown."""
+    return int((runs["steps"].notna() & runs["seconds"].isna()).sum())
 
 
 def _median(values: pd.Series, digits: int = 0):

@@ -30,11 +30,9 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
 def timed_busy(table: pd.DataFrame) -> pd.Series:
     """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.contended`: the other
     processes' CPU seconds over the epoch where recorded, else the load as it ended); False where neither is."""
-    from ..system import contended  # torch's import is not needed to pick rows
+    from ..system import contended_in  # torch's import is not needed to pick rows
 
-    column = lambda name: table[name] if name in table.columns else pd.Series(None, index=table.index, dtype=float)
-    measures = zip(column("load_1min"), column("cpu_cores"), column("other_cpu_seconds"), column("train_seconds"))
-    flags = [contended(*measured) for measured in measures]
+    flags = [contended_in(epoch) for epoch in table.to_dict("records")]
     return pd.Series(flags, index=table.index, dtype=bool)
 
 
@@ -42,12 +40,17 @@ def timed_busy(table: pd.DataFrame) -> pd.Series:
 UNNAMED_MACHINE = "this machine"
 
 
+def machines(table: pd.DataFrame) -> pd.Series:
+    """Per epoch (row): the machine that timed it (:data:`UNNAMED_MACHINE` where the table has no such column)."""
+    return table["machine"] if "machine" in table.columns else pd.Series(UNNAMED_MACHINE, index=table.index)
+
+
 def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
     """The epochs whose times count: those not timed beside other work (:func:`timed_busy`), which are left out of
     every time the book shows, never averaged in; each with the ``machine`` that timed it (None where unknown), which a
     paired comparison matches (:func:`timed_pairs`)."""
     timed = table[~timed_busy(table)]
-    return timed if "machine" in timed.columns else timed.assign(machine=UNNAMED_MACHINE)
+    return timed.assign(machine=machines(timed))
 
 
 def timed_pairs(table: pd.DataFrame, columns: list[str], keys: list[str], side: str = "model", baseline="ViT"):

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...judging import verdicts
 from ...judging.claims import BN_MODELS, hardware_of
-from ...judging.selection import UNNAMED_MACHINE, timed_busy
+from ...judging.selection import machines, timed_busy
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
 from .lr_sweep import steps_per_epoch
@@ -30,13 +30,13 @@ def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
         first, per_epoch = run.iloc[0], steps_per_epoch(run)
         seconds = run["train_seconds"].cumsum().to_numpy()
         busy = timed_busy(run).tolist()
-        machines = run["machine"].tolist() if "machine" in run else [UNNAMED_MACHINE] * len(run)
+        timed_on = machines(run).tolist()
         accuracy = run["test_acc"].to_numpy()
         for target in targets:
             hit = next((i for i, value in enumerate(accuracy) if value >= target), None)
             timed_busy_before = hit is not None and any(busy[: hit + 1])
             # seconds summed over two machines (or an unknown one) time neither: the run has no seconds for it
-            machine = None if hit is None or len(set(machines[: hit + 1])) > 1 else machines[hit]
+            machine = None if hit is None or len(set(timed_on[: hit + 1])) > 1 else timed_on[hit]
             rows.append(
                 {
                     "run_id": run_id,

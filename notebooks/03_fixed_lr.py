@@ -165,7 +165,9 @@ result = fixed_lr.run(settings, force=force)
 # move a model or a batch to a GPU (no commit of the reference repository contains `cuda`,
 # `.to(` or `device`), so run as committed they train and time on the CPU, and which of the two
 # timed the article's epochs the repository cannot tell. Ours come from the machine in each
-# figure's footer. Each ratio is judged by the book's rule against article 1's qualitative claim
+# figure's footer: a seed's two runs are compared only where one machine timed both, and a time
+# shown in seconds is one machine's (a caption says when epochs timed elsewhere are left out,
+# as a campaign over sessions may move between CPUs). Each ratio is judged by the book's rule against article 1's qualitative claim
 # (a gain of at least 60 %) from one value per seed, the epochs of a run averaged first (they
 # share one machine and one spell of load, so they are not independent measurements), with this
 # machine, the article's stated one and its reference code's device named.
@@ -299,7 +301,7 @@ fixed_lr.pace_table(result, 0.01)
 #
 # What to expect: a training step does the same operations whatever the learning rate, so on a
 # quiet machine the curves of one model should lie close together. Epochs timed beside other
-# work are left out; one thing that can still move a curve is the run's own numbers (subnormal
+# work, or on another machine than the caption's, are left out; one thing that can still move a curve is the run's own numbers (subnormal
 # floats on a CPU, as above), which can depend on the learning rate.
 
 # %%
@@ -341,9 +343,9 @@ fixed_lr.ratios_table(result)
 # same runs (nothing new is trained): the training steps and seconds until the test accuracy
 # first reached 80, 90 and 95 %, for ViT depth 6 against each BatchNorm model, as article 1 ran
 # them and as it wrote them. Steps are the same on any machine; seconds belong to the machine
-# named in the caption, and the last column counts the runs with an epoch up to the target
-# timed beside other work on that machine: their seconds are left out, and their seeds leave
-# that comparison. Each comparison is judged by the book's rule, seeds paired.
+# named in the caption, and the last column counts the runs whose seconds are left out: an
+# epoch up to the target timed beside other work, or timed on another machine. Each comparison
+# is judged by the book's rule, seeds paired where one machine timed both runs.
 
 # %%
 time_to_accuracy.table(result)

@@ -171,9 +171,9 @@ def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_
     assert alone.correction == 1.0 and alone.epoch_seconds(unstarted) == 40.0  # nothing measured to go by
     known = [finished, loaded, elsewhere, unstarted, other]
     estimator = campaign.Estimator([unstarted, other], torch.device("cpu"), calibrate=False, known=known)
-    assert estimator.correction == 0.75  # the median of 10/40 and 30/40 (the loaded seed left out)
+    assert estimator.correction == 0.5  # the median of 10/40 and 30/40 (the loaded seed left out)
     assert estimator.epoch_seconds(unstarted) == 10.0  # its finished seed's quiet epochs
-    assert estimator.epoch_seconds(other) == 30.0  # no seed of its own: 40 s priced x 0.75
+    assert estimator.epoch_seconds(other) == 20.0  # no seed of its own: 40 s priced x 0.5
 
 
 def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):

@@ -86,8 +86,9 @@ def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
 def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, mnist_ready):
     run = runs.train(RunConfig(**TINY), progress=False)
     epoch = run.record["epochs"][0]
-    assert {"load_1min", "busy_processes", "cpu_cores", "other_cpu_seconds"} <= set(epoch)
+    assert {"load_1min", "busy_processes", "cpu_cores", "other_cpu_seconds", "test_other_cpu_seconds"} <= set(epoch)
     assert epoch["other_cpu_seconds"] is None or epoch["other_cpu_seconds"] >= 0
+    assert epoch["test_other_cpu_seconds"] is None or epoch["test_other_cpu_seconds"] >= 0
     table = pd.DataFrame({"load_1min": [0.5, 5.0, 1.0], "cpu_cores": [2, 2, 2]})
     assert results.contention(table) == "1/3 epochs"
     assert results.contention(pd.DataFrame({"train_seconds": [1.0]})) == "not recorded"
@@ -111,6 +112,24 @@ def test_the_other_processes_cpu_seconds_decide_where_an_epoch_records_them():
     )
     assert selection.timed_busy(table).tolist() == [False, True, False, True]
     assert results.contention(table) == "2/4 epochs"
+
+
+def test_an_epoch_whose_test_pass_ran_beside_other_work_is_left_out_too():
+    """Article 1's r_v times the test pass: other work during it flags the epoch, as during its training; an epoch
+    recorded before the test pass was watched keeps its training's verdict."""
+    table = pd.DataFrame(
+        {
+            "train_seconds": [200.0, 200.0, 200.0],
+            "other_cpu_seconds": [2.0, 2.0, 2.0],
+            "test_seconds": [10.0, 10.0, 10.0],
+            "test_other_cpu_seconds": [0.1, 8.0, None],  # quiet; most of a core beside the test pass; not recorded
+        }
+    )
+    assert selection.timed_busy(table).tolist() == [False, True, False]
+    # a pass of a tenth of a second: two ticks of the CPU clock are its grain, not work beside it
+    short = table.assign(test_seconds=0.1, test_other_cpu_seconds=[0.02, 0.06, None])
+    assert selection.timed_busy(short).tolist() == [False, True, False]
+    assert selection.shown_times(table)["test_seconds"].isna().tolist() == [False, True, False]
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the machine's CPU seconds are read from /proc/stat")
@@ -182,6 +201,31 @@ def test_a_seeds_two_runs_are_timed_against_each_other_only_on_one_machine():
     assert (ratios.loc["ViTBN", "r_t"], ratios.loc["ViTBN", "seeds"]) == ("3.00 ± 0.00", 2)
     gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
     assert list(gains.index) == [0, 2] and list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 2
+
+
+def test_a_time_the_book_shows_comes_from_one_machine_and_no_busy_epoch():
+    """An absolute time (seconds per epoch, a curve, a median) is never pooled over two machines nor taken from an
+    epoch timed beside other work; the accuracies of those epochs stay."""
+    table = pd.DataFrame(
+        {
+            "run_id": ["a", "a", "a", "b", "b", "c"],
+            "machine": ["CPU: A (2 cores)"] * 2 + ["CPU: B (2 cores)", "CPU: A (2 cores)", "CPU: A (2 cores)", None],
+            "train_seconds": [10.0, 12.0, 30.0, 11.0, 90.0, 9.0],
+            "test_seconds": [1.0, 1.2, 3.0, 1.1, 9.0, 0.9],
+            "other_cpu_seconds": [0.0, 0.0, 0.0, 0.0, 60.0, 0.0],  # b's second epoch timed beside other work
+            "test_acc": [90.0, 91.0, 92.0, 89.0, 93.0, 88.0],
+        }
+    )
+    assert selection.shown_machine(table) == "CPU: A (2 cores)"  # three quiet epochs, against B's one
+    shown = selection.shown_times(table)
+    assert shown["train_seconds"].isna().tolist() == [False, False, True, False, True, True]
+    assert shown["test_seconds"].isna().tolist() == [False, False, True, False, True, True]
+    assert shown["test_acc"].tolist() == table["test_acc"].tolist()
+    assert results.contention(table) == "1/6 epochs"
+    assert results.machine_note(table) == (
+        "; seconds from CPU: A (2 cores) only (2/6 epochs timed quiet on other machines left out)"
+    )
+    assert results.machine_note(table.iloc[:2]) == ""  # one machine: nothing to say
 
 
 def test_each_epoch_is_named_by_the_machine_that_trained_it():

@@ -272,6 +272,23 @@ def test_a_timing_ratio_is_judged_across_seeds_with_each_runs_epochs_averaged():
     assert "NVIDIA L4" in three.scale and "the CPU as its reference code runs" in three.scale
 
 
+def test_a_time_per_epoch_is_each_runs_mean_on_one_machine_averaged_over_runs():
+    """Figure 6's numbers and the per-lr table: a run weighs the same whatever its epochs, and the seconds of a seed
+    trained on another machine, or of a run's epochs resumed there, are never pooled with this machine's."""
+    rows = []
+    for seed, epochs in ((0, [10.0, 10.0, 10.0, 10.0]), (1, [20.0, 20.0]), (2, [99.0, 99.0])):
+        rows += [("ViT", 6, 0.01, seed, e, seconds, 1.0, 90.0, 0.1) for e, seconds in enumerate(epochs, 1)]
+    table = synthetic(rows).assign(machine="CPU: A (2 cores)")
+    table.loc[table["seed"] == 2, "machine"] = "CPU: B (2 cores)"  # seed 2 trained on a slower machine
+    variation = fixed_lr_numbers.lr_variation(table).set_index("model")
+    # (10 + 20) / 2, not the epochs' mean 13.3 nor with B's 99 s
+    assert variation.loc["ViT", "i=1: lr 0.01 (s/epoch)"] == pytest.approx(15.0)
+    statement = fixed_lr_numbers.time_per_lr_statement(table)
+    assert "2 run(s) (seeds) per model and lr" in statement and "seconds from CPU: A (2 cores) only (2/8" in statement
+    shown = fixed_lr_numbers.this_run(table, 0.01).set_index("model")
+    assert shown.loc["ViT", "train s/epoch"] == "15.00 ± 7.07"
+
+
 def test_divergence_and_instability_are_detected_and_reported():
     rows = [
         ("ViT", 6, 0.01, 0, e, 6.0, 5.0, acc, loss)

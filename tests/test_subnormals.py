@@ -55,6 +55,17 @@ def test_each_runs_pace_leaves_out_busy_epochs_and_shows_only_a_quiet_measuremen
     assert pace.loc["ViTBNFFN", "step, subnormals kept (ms)"] == "n/a"
 
 
+def test_a_runs_pace_compares_its_epochs_on_the_machine_that_timed_most_of_it(monkeypatch):
+    epoch = lambda run_id, seconds, machine: dict(
+        run_id=run_id, model="ViT", depth=6, seed=0, train_seconds=seconds, machine=f"CPU: {machine} (2 cores)"
+    )
+    # resumed for its last epoch on a machine four times slower: that epoch is not its slowest
+    table = pd.DataFrame([epoch("a", 10.0, "A"), epoch("a", 12.0, "A"), epoch("a", 48.0, "B")])
+    monkeypatch.setattr(subnormals, "_record", lambda run_id: {})
+    pace = subnormals.pace(table).iloc[0]
+    assert (pace["fastest epoch (s)"], pace["slowest epoch (s)"], pace["slowest ÷ fastest"]) == (10.0, 12.0, 1.2)
+
+
 @pytest.mark.slow
 def test_a_finished_runs_step_is_measured_once_and_kept_in_its_record(monkeypatch, run_store, mnist_ready):
     monkeypatch.setattr(campaign, "PROFILE", "smoke")

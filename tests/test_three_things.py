@@ -413,3 +413,23 @@ def test_chapter_07_counts_a_vits_flops_as_chapter_02_does_attention_included():
     # the hMLP stem's model is counted by the same counter: only its stem differs from the linear one's count
     stem = build_model("ViT", depth=6, stem="hmlp")
     assert hmlp_stem.flops_per_image(stem) - 6 * block > 0
+
+
+def test_a_parts_time_per_epoch_is_each_runs_median_of_the_epochs_the_book_may_show():
+    import pandas as pd
+
+    from vitbn_nb.chapters.three_things import common
+
+    table = pd.DataFrame(
+        {
+            "run_id": ["a", "a", "a", "a", "b"],
+            "machine": ["CPU: A (2 cores)"] * 4 + ["CPU: B (2 cores)"],
+            "train_seconds": [10.0, 12.0, 11.0, 99.0, 30.0],
+            "data_seconds": [1.0, 1.0, 1.0, 1.0, 1.0],
+            "other_cpu_seconds": [0.0, 0.0, 0.0, 50.0, 0.0],  # a's last epoch timed beside other work
+        }
+    )
+    seconds = common.median_epoch(table)
+    assert seconds["a"] == 11.0 and pd.isna(seconds["b"])  # b: timed on another machine than the part's
+    assert common.median_epoch(table, lambda e: e["train_seconds"] - e["data_seconds"])["a"] == 10.0
+    assert "epochs timed beside other work left out (1/5 epochs)" in common.times_note(table)

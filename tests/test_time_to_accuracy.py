@@ -2,6 +2,7 @@
 to its end, targets never reached, seeds paired under the rule."""
 
 import math
+import types
 
 import pandas as pd
 
@@ -97,3 +98,18 @@ def test_a_seed_whose_runs_were_timed_on_two_machines_leaves_the_comparison():
     assert reached.loc[("ViTBN-d1-s1", 90.0), "seconds"] == 22.0  # one machine, another than its ViT's
     assert tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 90.0, "").seeds == 1
     assert tta.comparison(tta.per_run(table), "ViTBN", 1, 0.0005, 80.0, "").seeds == 2
+
+
+def test_the_seconds_shown_are_one_machines_while_each_seed_is_judged_on_its_own(run_store):
+    curves = {}
+    for seed, (vit, bn) in enumerate([(30.0, 10.0), (33.0, 11.0), (270.0, 90.0)]):
+        curves[("ViT", 6, seed)] = [(95.0, vit)]
+        curves[("ViTBN", 1, seed)] = [(95.0, bn)]
+    table = runs(curves).assign(machine="CPU: A (2 cores)")
+    table.loc[table["seed"] == 2, "machine"] = "CPU: B (2 cores)"  # seed 2 trained on a slower machine
+    found = tta.summary(types.SimpleNamespace(table=table)).set_index("target (%)")
+    row = found.loc[90.0]
+    assert (row["ViT d6: seconds"], row["model: seconds"]) == (31.5, 10.5)  # A's seeds: B's 270 s never pooled in
+    assert row["ViT d6: seeds reaching it"] == "3 of 3" and row[tta.LEFT_OUT] == 2
+    # every seed's pair was timed on one machine, A or B: all three are judged
+    assert row["T(ViT) / T(model), by the rule"].startswith("a speed-up of 3.00× [3.00, 3.00] (3 seeds)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import stored_id, stored_run
-from .system import contended_in, hardware_label, machine_load, pick_device
+from .system import epoch_contended, hardware_label, machine_load, pick_device
 
 PROFILE = "paper"
 
@@ -99,7 +100,7 @@ def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
 
 
 def _median(values: list[float]) -> float | None:
-    return sorted(values)[len(values) // 2] if values else None
+    return statistics.median(values) if values else None
 
 
 class Estimator:
@@ -163,13 +164,13 @@ class Estimator:
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
         """The median epoch (train and test) of this run's record (``quiet``: of the epochs the book times, by the
-        book's one rule, :func:`vitbn_nb.system.contended`), else None."""
+        book's one rule, :func:`vitbn_nb.system.epoch_contended`), else None."""
         folder = stored_path(config.run_id(self.device.type))
         try:
             epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
         except RunStoreError:
             epochs = []
-        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and contended_in(e))]
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 
     def _other_seeds(self, config: RunConfig) -> float | None:

@@ -202,6 +202,9 @@ class OtherWork:
 #: The other processes' CPU use that flags a timed span: on average a tenth of one core over it. The machine's own
 #: daemons use about a hundredth; a test suite, a build or another run beside it, a whole core or more.
 OTHER_WORK_SHARE = 0.1
+#: Other processes' CPU seconds below this never flag a span: five ticks of the 10-ms clock that counts them, the
+#: grain of the count, which a short span (a test pass of a few hundred images) would otherwise read as work.
+OTHER_WORK_FLOOR = 0.05
 
 
 def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> bool:
@@ -211,7 +214,7 @@ def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> boo
     than half a core (a run on every core alone keeps the load near the cores; one other busy process beside it adds
     a whole one). A snapshot of the processes running as an epoch ends would flag a desktop's every epoch."""
     if _known(other_cpu_seconds) and _known(seconds) and seconds > 0:
-        return other_cpu_seconds > OTHER_WORK_SHARE * seconds
+        return other_cpu_seconds > max(OTHER_WORK_SHARE * seconds, OTHER_WORK_FLOOR)
     return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
 
 
@@ -220,6 +223,15 @@ def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
     field holding the span's wall seconds)."""
     fields = ("load_1min", "cpu_cores", "other_cpu_seconds", seconds)
     return contended(*(measured.get(field) for field in fields))
+
+
+def epoch_contended(epoch: Mapping) -> bool:
+    """Whether a record's epoch was timed beside other work: its training (:func:`contended_in`) or, where the record
+    holds the other processes' CPU seconds over it (``test_other_cpu_seconds``), its test pass. An epoch is one
+    measurement: work beside either part leaves all of its times out. An epoch recorded before the test pass was
+    watched is judged by its training alone."""
+    test = contended(None, None, epoch.get("test_other_cpu_seconds"), epoch.get("test_seconds"))
+    return contended_in(epoch) or test
 
 
 def _known(value) -> bool:

@@ -153,6 +153,15 @@ def evaluate(
     return {"test_acc": accuracy, "class_acc": class_acc, "test_seconds": seconds}
 
 
+def tested(evaluate: Callable[[], dict]) -> dict:
+    """``evaluate()``'s metrics (a test pass) with the other processes' CPU seconds over it,
+    ``test_other_cpu_seconds``: they flag a test pass timed beside other work as ``other_cpu_seconds`` flags the
+    epoch's training (:func:`vitbn_nb.system.epoch_contended`)."""
+    other_work = OtherWork()
+    metrics = evaluate()
+    return {**metrics, "test_other_cpu_seconds": other_work.seconds()}
+
+
 def train_model(
     model: nn.Module,
     train_data: Batches,
@@ -192,7 +201,7 @@ def train_model(
             generator = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch))
             trained = train_epoch(model, optimizer, train_data, generator=generator, bar=bar, **train_options)
             metrics = {"epoch": epoch, **trained, "diverged": not math.isfinite(trained["train_loss"])}
-            metrics.update(evaluate(model, test_data, **test_options))
+            metrics.update(tested(lambda: evaluate(model, test_data, **test_options)))
             bar.set_postfix(epoch=epoch, loss=f"{metrics['train_loss']:.4f}", acc=f"{metrics['test_acc']:.2f}%")
             history.append(metrics)
             if on_epoch_end is not None:

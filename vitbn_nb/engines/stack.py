@@ -217,7 +217,7 @@ def train_models(
         per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
         for member, metrics in zip(members, per_member):
             metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), **note)
-            metrics.update(evaluate(member.model))
+            metrics.update(engine.tested(functools.partial(evaluate, member.model)))
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return
 
@@ -239,7 +239,7 @@ def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, devi
                 bar=bar if i == 0 else None,  # the bar counts the stack's steps
             )
             metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), engine_fallback=why)
-            metrics.update(evaluate(member.model))
+            metrics.update(engine.tested(functools.partial(evaluate, member.model)))
             per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return

@@ -28,11 +28,12 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
 
 
 def timed_busy(table: pd.DataFrame) -> pd.Series:
-    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.contended`: the other
-    processes' CPU seconds over the epoch where recorded, else the load as it ended); False where neither is."""
-    from ..system import contended_in  # torch's import is not needed to pick rows
+    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.epoch_contended`: the
+    other processes' CPU seconds over its training and its test pass where recorded, else the load as it ended);
+    False where neither is."""
+    from ..system import epoch_contended  # torch's import is not needed to pick rows
 
-    flags = [contended_in(epoch) for epoch in table.to_dict("records")]
+    flags = [epoch_contended(epoch) for epoch in table.to_dict("records")]
     return pd.Series(flags, index=table.index, dtype=bool)
 
 
@@ -51,6 +52,29 @@ def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
     paired comparison matches (:func:`timed_pairs`)."""
     timed = table[~timed_busy(table)]
     return timed.assign(machine=machines(timed))
+
+
+#: The per-epoch times of a run table (wall seconds of an epoch's parts).
+TIME_COLUMNS = ("train_seconds", "test_seconds", "data_seconds")
+
+
+def shown_machine(table: pd.DataFrame) -> str | None:
+    """The machine whose times a view of ``table`` shows: the one that timed the most of its epochs not timed beside
+    other work, the first by name on a tie (None where no such epoch has a known machine)."""
+    counts = timed_epochs(table)["machine"].dropna().value_counts()
+    return counts.sort_index().sort_values(ascending=False, kind="stable").index[0] if len(counts) else None
+
+
+def shown_times(table: pd.DataFrame, columns=TIME_COLUMNS, machine: str | None = None) -> pd.DataFrame:
+    """``table`` with only the times the book may show as seconds: an epoch timed beside other work
+    (:func:`timed_busy`), or on another machine than ``machine`` (by default :func:`shown_machine`; a view passes its
+    chapter's where its table is part of one) (a run resumed elsewhere, or a seed trained on another CPU), has no time
+    (NaN) in ``columns``, so a mean, median or curve over runs never pools two machines' seconds nor a busy epoch's;
+    every other column (an accuracy, a loss) is kept whole."""
+    machine = shown_machine(table) if machine is None else machine
+    keep = ~timed_busy(table) & (machines(table) == machine).to_numpy()
+    present = [column for column in columns if column in table.columns]
+    return table.assign(**{column: table[column].where(keep) for column in present})
 
 
 def timed_pairs(table: pd.DataFrame, columns: list[str], keys: list[str], side: str = "model", baseline="ViT"):

@@ -23,6 +23,7 @@ import pandas as pd
 import seaborn as sns
 
 from .. import atomic
+from ..judging.selection import TIME_COLUMNS, shown_times
 from ..paths import figures_dir
 from ..system import hardware, hardware_label, versions
 from .results import run_ids_of
@@ -317,6 +318,8 @@ def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None
     if "diverged" in table:
         stopped = table[table["diverged"].astype(bool)]
         for _, row in stopped.iterrows():
+            if not np.isfinite(row[y]) and y in TIME_COLUMNS:
+                continue  # its seconds are not shown (timed beside other work, or on another machine): no mark
             value = row[y] if np.isfinite(row[y]) else ax.get_ylim()[1]
             ax.plot(row[x], value, marker="x", color=line.get_color(), markersize=9, markeredgewidth=2)
     return line
@@ -351,9 +354,14 @@ PANEL_TITLES = {
 }
 
 
-def four_panel(table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model"):
-    """Article 1's four panels: train time, test time, training loss and test accuracy per epoch."""
+def four_panel(
+    table: pd.DataFrame, *, title: str, label=lambda model, group: model, hue: str = "model", machine: str | None = None
+):
+    """Article 1's four panels: train time, test time, training loss and test accuracy per epoch; the time panels
+    draw only the seconds the book may show (:func:`~vitbn_nb.judging.selection.shown_times`, ``machine`` as there: an
+    epoch timed beside other work, or on another machine, has no point there)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    table = shown_times(table, machine=machine)
     for ax, metric in zip(axes.flat, PANEL_TITLES):
         for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..chapters import chapter_of
-from ..judging.selection import final_epochs, timed_busy, timed_pairs
+from ..judging.selection import final_epochs, machines, shown_machine, timed_busy, timed_pairs
 from ..profiles import ChapterSettings
 
 
@@ -97,9 +97,31 @@ def gain(ratio: float) -> float:
 
 
 def contention(table: pd.DataFrame) -> str:
-    """How many of the table's epochs were timed beside other work, of those whose load was recorded ('n/N epochs'):
-    the epochs every time shown leaves out."""
-    if "load_1min" not in table.columns or table["load_1min"].isna().all():
+    """How many of the table's epochs were timed beside other work, of those whose other processes' CPU seconds or
+    load was recorded ('n/N epochs'): the epochs every time shown leaves out."""
+    fields = [field for field in ("other_cpu_seconds", "load_1min") if field in table.columns]
+    recorded = table[table[fields].notna().any(axis=1)] if fields else table.iloc[:0]
+    if recorded.empty:
         return "not recorded"
-    recorded = table[table["load_1min"].notna()]
     return f"{int(timed_busy(recorded).sum())}/{len(recorded)} epochs"
+
+
+def machine_note(table: pd.DataFrame, machine: str | None = None) -> str:
+    """What a view of ``table``'s seconds leaves out for their machine
+    (:func:`~vitbn_nb.judging.selection.shown_times`, ``machine`` as there): '; seconds from <machine> only (n/N
+    epochs timed quiet on other machines left out)' where its quiet epochs were timed on more than one machine, else
+    ''."""
+    machine = shown_machine(table) if machine is None else machine
+    quiet = ~timed_busy(table)
+    if machine is None:
+        return "; no seconds shown (no quiet epoch's machine is known)" if quiet.any() else ""
+    other = int((quiet & (machines(table) != machine)).sum())
+    if not other:
+        return ""
+    return f"; seconds from {machine} only ({other}/{len(table)} epochs timed quiet on other machines left out)"
+
+
+def times_left_out(table: pd.DataFrame, machine: str | None = None) -> str:
+    """A caption's account of the seconds a view of ``table`` leaves out: busy epochs (:func:`contention`), and the
+    quiet ones of other machines (:func:`machine_note`)."""
+    return f"epochs timed beside other work left out ({contention(table)}){machine_note(table, machine)}"

@@ -237,8 +237,9 @@ class RunFiles:
             "timing": "train_seconds includes the data pipeline (data_seconds is that part); test_seconds is one "
             "full pass over the test set; the device is synchronised at each end of an epoch, and on a GPU the "
             "data time is read from CUDA events; load_1min and busy_processes say how busy the machine was at "
-            "each epoch's end; peak_memory_mib is the GPU's peak during the epoch; stacked_runs, when present, "
-            "is the number of runs trained together, whose shared time train_seconds is",
+            "each epoch's end, other_cpu_seconds and test_other_cpu_seconds how much CPU its other processes used "
+            "while the epoch trained and while it tested; peak_memory_mib is the GPU's peak during the epoch; "
+            "stacked_runs, when present, is the number of runs trained together, whose shared time train_seconds is",
             "checksums": {},
         }
         optimizer_state = None

@@ -147,7 +147,11 @@ def ax_costs(result: BayesOptResult) -> pd.DataFrame:
             row(f"one {generator} suggestion (median)", seconds.median() if len(seconds) else np.nan, len(seconds))
         )
     rows += [
-        row(f"one {model} trial: training + testing (median)", group["train_seconds"].median(), len(group))
+        row(
+            f"one {model} trial: training + testing, wall time as it ran (median)",
+            group["train_seconds"].median(),
+            len(group),
+        )
         for model, group in trials.groupby("model", sort=False)
     ]
     frame = pd.DataFrame(rows)

@@ -222,7 +222,7 @@ def fig8_figure(result: BayesOptResult):
     caption = (
         "The optimised trio: train and test time per epoch, training loss and test accuracy; each model uses "
         "its own best lr and batch size (so time per epoch also reflects the batch size); "
-        + figures.spread_label(table)
+        f"{figures.spread_label(table)}; {results.times_left_out(table)}"
     )
     return figures.save_figure(fig, "article1_fig8", result, reproduces="article1/fig8", caption=caption, runs=table)
 

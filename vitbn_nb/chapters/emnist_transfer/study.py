@@ -243,7 +243,8 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     rows = []
     for _, run_row in last.iterrows():
         run = stored[run_row["run_id"]]
-        timing = runs.measured(run, name, lambda run=run: timed[run.run_id], pick_device(device))
+        # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
+        timing = runs.measured(run, name, lambda run=run: timed[run.run_id], pick_device(device), retake=bool(timed))
         predicted = runs.measured(
             run,
             f"transfer predictions per class: {source}, {len(labels)} images; and accuracy with the images "

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ...judging import verdicts
 from ...judging.claims import BN_MODELS
-from ...judging.selection import require, timed_epochs
+from ...judging.selection import require, shown_times
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import results
 from .article import EXPERIMENT1, FIG6
@@ -90,13 +90,15 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     subset = require(table, lr=float(lr))
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     speed = {which: ratios(subset, which).set_index("model") for which in CONFIGURATIONS}
+    shown = shown_times(subset)  # every row's seconds from one machine
     rows = []
     for model, depth in PAIRS:
-        one = subset[(subset["model"] == model) & (subset["depth"] == depth)]
+        mask = (subset["model"] == model) & (subset["depth"] == depth)
+        one = subset[mask]
         if one.empty:
             continue
         which = "as run" if AS_RUN_DEPTH[model] == depth else "as written"
-        per_run = timed_epochs(one).groupby("run_id")[["train_seconds", "test_seconds"]].mean()
+        per_run = shown[mask].groupby("run_id")[["train_seconds", "test_seconds"]].mean()
         info = stability(one, model)
         ratio = speed[which]
         rows.append(
@@ -197,14 +199,16 @@ def statement(table: pd.DataFrame, lr: float) -> str:
 
 
 def lr_variation(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model: mean training time per epoch at each lr (epochs timed beside other work left out), and how much it
-    varies across lrs (max/min − 1)."""
-    rows, timed = [], timed_epochs(table)
+    """Per model: mean training time per epoch at each lr (each run's mean epoch, then the mean over runs; epochs
+    timed beside other work, or on another machine, left out), and how much it varies across lrs (max/min − 1)."""
+    rows, shown = [], shown_times(table)
     for model in MODELS:
         one = table[table["model"] == model]
         if one.empty:
             continue
-        per_lr = timed[timed["model"] == model].groupby("lr")["train_seconds"].mean()
+        # each run's mean over its epochs, then the runs' mean: a run weighs the same whatever its epochs left out
+        per_run = shown[shown["model"] == model].groupby(["lr", "run_id"])["train_seconds"].mean()
+        per_lr = per_run.groupby("lr").mean().dropna()
         row = {"model": model, "depth": int(one["depth"].iloc[0])}
         for i, lr in enumerate(sorted(table["lr"].unique()), 1):
             row[f"i={i}: lr {lr:g} (s/epoch)"] = per_lr.get(lr, np.nan)
@@ -216,13 +220,16 @@ def lr_variation(table: pd.DataFrame) -> pd.DataFrame:
 def time_per_lr_statement(table: pd.DataFrame) -> str:
     variation = lr_variation(table).set_index("model")["variation across lrs (%)"]
     spread = ", ".join(
-        f"{model} {value:.0f} %" if np.isfinite(value) else f"{model}: no epoch timed quiet"
+        f"{model} {value:.0f} %" if np.isfinite(value) else f"{model}: no time shown"
         for model, value in variation.items()
     )
-    seeds = int(table.groupby("model")["seed"].nunique().min())
+    shown = shown_times(table).dropna(subset=["train_seconds"])  # the runs whose seconds are in the table
+    counts = sorted(set(shown.groupby(["model", "lr"])["run_id"].nunique())) or [0]
+    runs = " to ".join(str(n) for n in (counts[0], counts[-1])[: 1 + (counts[0] != counts[-1])])
     return (
-        f"Training time per epoch varies across the lrs by {spread} (max/min − 1), one run per model and lr "
-        f"({seeds} seed{'s' * (seeds != 1)}): shown, not judged (article 1: ViT varies most)."
+        f"Training time per epoch varies across the lrs by {spread} (max/min − 1), {runs} run(s) (seeds) per model "
+        f"and lr (the mean over runs of each run's mean epoch){results.machine_note(table)}: shown, not judged "
+        "(article 1: ViT varies most)."
     )
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ...judging import audit
 from ...judging.claims import protocol_scale
-from ...judging.selection import require, timed_busy
+from ...judging.selection import require, shown_machine, shown_times
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -200,10 +200,12 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
         if which == "as run"
         else "Article 1 as written (a new comparison, not in the article's figures)"
     )
+    machine = shown_machine(at)  # the lr's machine, whose seconds its numbers table shows too
     fig = figures.four_panel(
         subset,
         title=f"{what} · MNIST, lr = {lr:g}, Adam, batch 100\n{CONFIGURATION_TEXT[which]}",
         label=lambda model, group: _label(model, group["depth"].iloc[0]),
+        machine=machine,
     )
     if subset["diverged"].astype(bool).any():
         # lower left: a falling loss leaves it empty, and the × of a diverged run sits at the top edge
@@ -212,7 +214,7 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     scaled = scale(subset, profile)
     caption = (
         f"Experiment 1 at lr {lr:g} ({scaled}), {_footer_text(which)}; {figures.spread_label(subset)}; "
-        "× marks a diverged run"
+        f"{results.times_left_out(subset, machine)}; × marks a diverged run"
     )
     return figures.save_figure(
         fig, name, result, reproduces=reproduces, caption=caption, runs=subset, profile=profile, extra={"scale": scaled}
@@ -244,9 +246,11 @@ def comparison_table(result: FixedLrResult, lr: float):
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
+    subset = at_lr(result, lr)[0]
     caption = (
-        f"This run at lr {lr:g}: {figures.sd_label(at_lr(result, lr)[0])}; ratios r = T(ViT d6) / T(model) within "
-        "each configuration (as run: BN models d1; as written: d6); timed through article 1's pipeline"
+        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) within "
+        "each configuration (as run: BN models d1; as written: d6), each seed's pair on one machine; timed through "
+        f"article 1's pipeline{results.machine_note(subset)}"
     )
     return _save_at_lr(result, lr, this_run, "numbers", caption)
 
@@ -256,7 +260,8 @@ def pace_table(result: FixedLrResult, lr: float):
     kept and flushed to zero (:mod:`.subnormals`), saved."""
     caption = (
         f"The pace of each run at lr {lr:g}: its fastest and slowest training epoch (epochs timed beside other work "
-        "left out) and its final model's step with subnormal floats kept (PyTorch's default, which every run here "
+        "left out; a run resumed on another machine compared on the one that timed most of it) and its final "
+        "model's step with subnormal floats kept (PyTorch's default, which every run here "
         f"trained with) and flushed to zero: {subnormals.TIMED}; {subnormals.measured_on(at_lr(result, lr)[0])}"
     )
     return _save_at_lr(result, lr, lambda runs_at_lr, lr: subnormals.pace(runs_at_lr), "pace", caption)
@@ -266,8 +271,8 @@ def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
     figures.use_style()
     table = configuration(result.table, "as run")
-    # an epoch timed beside other work has no time here: the curve is the mean of the seeds timed quiet
-    timed = table.assign(train_seconds=table["train_seconds"].where(~timed_busy(table)))
+    # an epoch timed beside other work or on another machine has no time here: the curve is the mean of those left
+    timed = shown_times(table)
     lrs = sorted(table["lr"].unique())
     styles = {lr: panels.LR_STYLES[i % len(panels.LR_STYLES)] for i, lr in enumerate(lrs)}
     present = [m for m in MODELS if m in set(table["model"])]
@@ -286,8 +291,7 @@ def time_per_lr_figure(result: FixedLrResult):
     )
     caption = (
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
-        f"{_footer_text('as run')}; {figures.spread_label(table)}; "
-        f"{results.contention(table)} timed beside other work, left out"
+        f"{_footer_text('as run')}; {figures.spread_label(table)}; {results.times_left_out(table)}"
     )
     return figures.save_figure(fig, "article1_fig6", result, reproduces="article1/fig6", caption=caption)
 

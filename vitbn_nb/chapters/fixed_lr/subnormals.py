@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...engines.engine import epoch_seed
-from ...judging.selection import timed_epochs
+from ...judging.selection import shown_times
 from ...paths import stored_path
 from ...store import runs
 from ...store.records import read_record
@@ -145,10 +145,12 @@ def _record(run_id: str) -> dict:
 
 
 def pace(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of ``table``: its epochs' training times (those the book times, the busy ones left out), fastest,
-    slowest and their ratio, beside its stored step times with subnormals kept and flushed ("n/a" where the run holds
-    no measurement, or one taken beside other work)."""
-    seconds = timed_epochs(table).groupby("run_id")["train_seconds"]
+    """Per run of ``table``: its epochs' training times (those the book may show, :func:`shown_times` of the run
+    alone: a run's fastest and slowest epochs are compared on the machine that timed most of it), fastest, slowest and
+    their ratio, beside its stored step times with subnormals kept and flushed ("n/a" where the run holds no
+    measurement, or one taken beside other work)."""
+    own = pd.concat([shown_times(run) for _, run in table.groupby("run_id")]) if len(table) else table
+    seconds = own.dropna(subset=["train_seconds"]).groupby("run_id")["train_seconds"]
     fastest, slowest = seconds.min(), seconds.max()
     rows = []
     for (model, depth, seed, run_id), _ in table.groupby(["model", "depth", "seed", "run_id"], sort=True):

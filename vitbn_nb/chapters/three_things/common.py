@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...judging.selection import shown_times
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -76,6 +77,19 @@ def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = Tru
     return table.merge(labels, on="run_id"), trained
 
 
+def median_epoch(table: pd.DataFrame, seconds=lambda epochs: epochs["train_seconds"]) -> pd.Series:
+    """Per run of ``table`` (a part's run table): the median over its epochs of ``seconds`` (a time per epoch), over
+    the epochs whose seconds the book may show (:func:`~vitbn_nb.judging.selection.shown_times`: none timed beside
+    other work, all on the machine that timed most of the part); NaN for a run with none."""
+    shown = shown_times(table)
+    return seconds(shown).groupby(shown["run_id"]).median()
+
+
+def times_note(table: pd.DataFrame) -> str:
+    """A caption's account of :func:`median_epoch`'s times over ``table``."""
+    return f"time per epoch: each run's median epoch, the mean over seeds; {results.times_left_out(table)}"
+
+
 def said_and_measured(rows) -> pd.DataFrame:
     """Touvron et al.'s statements beside this run's: ``rows`` of (question, key of :data:`.article.SAID`, this run)."""
     from .article import SAID
@@ -120,7 +134,10 @@ def bar_panels(axes, summary: pd.DataFrame, variants: list[str], panels) -> None
                 ax.bar_label(drawn, labels=[annotate[0](row) for _, row in rows.iterrows()], fontsize=8, padding=2)
         ax.set_xticks(np.arange(len(models)), models)
         ax.set(ylabel=ylabel, title=title)
-        top = np.nanmax(summary[value].to_numpy(dtype=float))
+        values = summary[value].to_numpy(dtype=float)
+        if np.isnan(values).all():  # a time none of whose epochs the book may show (all timed beside other work)
+            ax.text(0.5, 0.5, "no time shown", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        top = np.nanmax(values) if not np.isnan(values).all() else np.nan
         ax.set_ylim(0, 1.2 * top if np.isfinite(top) and top > 0 else 1)  # room for the labels above the bars
 
 
@@ -185,4 +202,5 @@ def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_a
 def ratio_text(per_run: pd.DataFrame, value: str, a: str, b: str) -> str:
     """Per model: mean(value of variant a) / mean(value of variant b)."""
     means = {model: group.groupby("variant")[value].mean() for model, group in per_run.groupby("model", sort=False)}
-    return ", ".join(f"{model} {m[a] / m[b]:.2f}x" for model, m in means.items())
+    shown = lambda ratio: f"{ratio:.2f}x" if pd.notna(ratio) else "no time shown"
+    return ", ".join(f"{model} {shown(m[a] / m[b])}" for model, m in means.items())

@@ -65,6 +65,7 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
     pairs = _pairs(settings)
     own = [c for label, c in pairs if label["variant"] == "hmlp"]
     table, trained = shared.train_labelled(pairs, force=force, own=own)
+    seconds = shared.median_epoch(table)
     rows = []
     for (label, _), run_ in zip(pairs, trained):
         # Sizes and FLOPs are the architecture's; only the stem's mixing needs the trained weights.
@@ -78,7 +79,7 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
                 "parameters": count_parameters(model),
                 "stem_parameters": count_parameters(model.to_patch_embedding),
                 "flops": flops_per_image(model),
-                "train_seconds": run_.metrics["train_seconds"].median(),
+                "train_seconds": seconds.get(run_.run_id, float("nan")),
                 "final_acc": run_.final_accuracy,
                 "mixing": runs.measured(
                     run_,
@@ -117,7 +118,7 @@ def stem_figure(result: StemResult):
         reproduces="new/hmlp_stem",
         caption="The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
         "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters. "
-        f"({figures.spread_label(result.table)}).",
+        f"({figures.spread_label(result.table)}; {shared.times_note(result.table)}).",
     )
 
 
@@ -133,7 +134,7 @@ def stem_table(result: StemResult):
             "stem parameters": int(group["stem_parameters"].iloc[0]),
             "MFLOPs per image": group["flops"].iloc[0] / 1e6,
             "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
-            "train s/epoch (median)": group["train_seconds"].mean(),
+            "train s/epoch (median epoch, mean over seeds)": group["train_seconds"].mean(),
             "max change of other patches' tokens": group["mixing"].max(),
         },
     )
@@ -144,7 +145,7 @@ def stem_table(result: StemResult):
         reproduces="new/hmlp_stem_table",
         caption="Linear patch embedding vs hMLP stem (forward FLOPs per image counted as in chapter 2's table: "
         "matrix products, attention's included, and convolutions at 2 FLOPs per multiply-add, norms and softmax "
-        "not counted; patch mixing: eval mode, one patch's pixels redrawn)",
+        f"not counted; patch mixing: eval mode, one patch's pixels redrawn; {shared.times_note(result.table)})",
     )
 
 

@@ -401,7 +401,10 @@ fixed_lr.claims_table(result)
 # Read the verdicts with the profile in mind: under `smoke` nothing can be concluded; under
 # `cpu` the models train on a subset for a few of the article's epochs (the protocol table above
 # gives the numbers), so the claims about the end of article 1's runs read "not testable at this
-# scale"; under `paper` the runs follow the article's protocol with three seeds. Either way the
+# scale"; under `paper` the runs follow the article's protocol with three seeds. A learning rate
+# whose `paper` runs are all held (in the run store or committed) is read from them under any
+# profile, and its figures, tables and claims rows say so ("18,000 of the article's 18,000
+# steps"). Either way the
 # ratios are those of the machine in the footers, which the claims table names beside the
 # article's stated L4 and its reference code's CPU; how the ratios would change on another
 # machine this chapter does not measure.

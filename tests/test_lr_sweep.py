@@ -178,7 +178,7 @@ def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protoc
     assert found[1].estimate == pytest.approx(sum(75 + s - 10 for s in range(3)) / 3)
     text = lr_sweep.takeaway(SimpleNamespace(sweep=_full_sweep())).data
     assert "ViT falling further than the BatchNorm model in 2, less far in 0 and within noise in 0" in text
-    assert "bears it out at every such rate" in text
+    assert "bear it out at every such rate" in text
 
 
 def test_a_batchnorm_model_that_breaks_down_too_is_not_counted_as_stable():
@@ -198,3 +198,23 @@ def test_a_run_still_under_way_leaves_the_claim_untestable():
     found = {v.condition.split(":")[0]: v for v in claims.larger_lr(unfinished)}
     assert found["lr 0.01"].outcome == verdicts.UNTESTABLE
     assert found["lr 0.01"].scale == "12,000 of the article's 18,000 steps"
+
+
+def test_the_larger_lr_conclusion_reads_article_1s_whole_protocol_where_its_runs_are_held():
+    """At a rate whose whole-protocol runs are held (chapter 03's paper runs at lr 0.01), the conclusion is judged over
+    those, at depth 6 only (their depth-1 BatchNorm models are article 1's as run, not this comparison); at the sweep's
+    other rates over the sweep's short runs."""
+    from types import SimpleNamespace
+
+    from vitbn_nb.chapters.fixed_lr import claims
+
+    full = _full_sweep()
+    full = full[full["lr"] == 0.01]
+    shallow = full[full["model"] == "ViTBN"].assign(depth=1, test_acc=5.0)  # would reverse the verdict if read
+    found = {v.condition.split(":")[0]: v for v in claims.larger_lr(_sweep(), pd.concat([full, shallow]))}
+    assert found["lr 0.01"].outcome == verdicts.AGREES
+    assert found["lr 0.01"].scale == "18,000 of the article's 18,000 steps"
+    assert found["lr 0.05"].outcome == verdicts.UNTESTABLE  # the sweep's 150 steps
+    text = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep(), full=full)).data
+    assert "falling further than the BatchNorm model in 1, less far in 0 and within noise in 0 of 1" in text
+    assert "1 of the comparisons are not testable at this scale" in text

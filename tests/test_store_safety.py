@@ -201,6 +201,11 @@ def test_a_seeds_two_runs_are_timed_against_each_other_only_on_one_machine():
     assert (ratios.loc["ViTBN", "r_t"], ratios.loc["ViTBN", "seeds"]) == ("3.00 ± 0.00", 2)
     gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
     assert list(gains.index) == [0, 2] and list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 2
+    # a gain names the machines that timed its pairs (seed 0 and most of seed 2 on A), not every machine that
+    # trained the table (B timed seed 1, which pairs with nothing, and one epoch of seed 2)
+    assert shared_claims.gain_hardware(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds") == (
+        "CPU: A (2 cores)"
+    )
 
 
 def test_a_time_the_book_shows_comes_from_one_machine_and_no_busy_epoch():

@@ -99,10 +99,10 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
     return verdicts.untestable(key, reached, needed, **untestable) if reached < needed else None
 
 
-def absolute(claim: Claim, finals: pd.Series, scale: str = "") -> Verdict:
+def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = "") -> Verdict:
     """An absolute accuracy: "≈ X" (direction 0) as a difference from X, "> X" (direction +1) as a value above X."""
     judge = verdicts.near if claim.direction == 0 else verdicts.above
-    return judge(claim.key, list(finals), claim.level, unit="%", scale=scale)
+    return judge(claim.key, list(finals), claim.level, unit="%", scale=scale, condition=condition)
 
 
 def judge_difference(claim: Claim, values: pd.Series, scale: str, condition: str = "") -> Verdict:
@@ -118,9 +118,21 @@ def run_gains(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> 
     defines its ratios. A run's epochs on one machine are averaged first (they share that machine and one spell of
     load), those timed beside other work left out; the repeats the rule judges are the seeds, each seed's two runs
     paired on one machine (:func:`~vitbn_nb.judging.selection.timed_pairs`)."""
-    sides = pd.concat([select(table, **model).assign(side="model"), select(table, **baseline).assign(side="base")])
-    pairs = timed_pairs(sides, [column], ["seed"], side="side", baseline="base").set_index("seed").sort_index()
+    pairs = _gain_pairs(table, model, baseline, column)
     return (100 * (1 - pairs[column] / pairs[f"{column}_base"])).dropna()
+
+
+def _gain_pairs(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> pd.DataFrame:
+    sides = pd.concat([select(table, **model).assign(side="model"), select(table, **baseline).assign(side="base")])
+    return timed_pairs(sides, [column], ["seed"], side="side", baseline="base").set_index("seed").sort_index()
+
+
+def gain_hardware(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> str:
+    """The machines that timed the pairs :func:`run_gains` compares (not every machine that trained the table: a
+    chapter's other rates, or a seed left out for being split between machines, timed nothing of this gain)."""
+    timed = sorted(set(_gain_pairs(table, model, baseline, column)["machine"].dropna()))
+    sides = pd.concat([select(table, **model), select(table, **baseline)])
+    return ", ".join(timed) or hardware_of(sides)
 
 
 def hardware_of(table: pd.DataFrame) -> str:

@@ -23,7 +23,6 @@ def _rows(which: str) -> dict[str, dict]:
 def experiment1(table: pd.DataFrame) -> list[Verdict]:
     """Every claim of Experiment 1 at each rate the table holds."""
     found = []
-    hardware = shared.hardware_of(table)
     for lr in sorted(article.EXPERIMENT1):
         at_lr = select(table, lr=float(lr))
         if at_lr.empty:
@@ -31,15 +30,18 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
         for claim in (c for c in article.claims() if c.key.startswith(f"article1/lr{lr:g}/")):
             kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
             if kind == "accuracy":
+                # article 1's figures are its runs as run: the BatchNorm models at depth 1
                 runs = select(at_lr, **_rows("as run")[model])
+                condition = f"as run: {model} d{_rows('as run')[model]['depth']}"
                 found.append(
-                    shared.short_of(runs, claim.epochs, claim.key, unit="%")
-                    or shared.absolute(claim, final_accuracy(runs))
+                    shared.short_of(runs, claim.epochs, claim.key, unit="%", condition=condition)
+                    or shared.absolute(claim, final_accuracy(runs), shared.protocol_scale(runs, EPOCHS), condition)
                 )
             elif kind in ("r_t", "r_v"):
                 for which in CONFIGURATIONS:
                     rows = _rows(which)
-                    gains = shared.run_gains(at_lr, rows[model], rows["ViT"], shared.TIMED[kind])
+                    timed = (at_lr, rows[model], rows["ViT"], shared.TIMED[kind])
+                    gains, hardware = shared.run_gains(*timed), shared.gain_hardware(*timed)
                     condition = f"{which}: {model} d{rows[model]['depth']} against ViT d{rows['ViT']['depth']}"
                     found.append(shared.gain(claim, gains, article.against_article(hardware), condition))
             elif kind == "converges":
@@ -65,19 +67,21 @@ def _vit_against_bn(claim: Claim, at_lr: pd.DataFrame, statistic, scale: str) ->
     return found
 
 
-def larger_lr(sweep: pd.DataFrame) -> list[Verdict]:
+def larger_lr(sweep: pd.DataFrame, full: pd.DataFrame | None = None) -> list[Verdict]:
     """Article 1's conclusion that BatchNorm allows a larger lr "without rendering the model unstable", per seed
-    ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs."""
+    ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs: at a
+    rate where ``full`` (article 1's whole protocol) holds runs, over those, else over the sweep's."""
     found = []
     claims = {c.key: c for c in article.claims()}
     largest = max(article.EXPERIMENT1)
     rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
+    depth = int(sweep["depth"].iloc[0])  # the sweep's one depth, the article's as written
     for model in (m for m in shared.BN_MODELS if m in set(sweep["model"])):
         claim = claims[f"article1/larger_lr/{model}"]
         for lr in rates:
-            pair = select(sweep, lr=float(lr))
+            held = full is not None and bool(np.isclose(full["lr"], lr).any())
+            pair = select(full if held else sweep, lr=float(lr), depth=depth)
             pair = pair[pair["model"].isin([model, "ViT"])]
-            depth = int(pair["depth"].iloc[0])
             condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
             values = paired(
                 per_seed(select(pair, model="ViT"), verdicts.largest_fall),

@@ -300,10 +300,11 @@ def statement(result) -> Markdown:
 
 
 def takeaway(result) -> Markdown:
-    """One line on article 1's conclusion on larger lrs, from its claims over the sweep (:func:`.claims.larger_lr`)."""
+    """One line on article 1's conclusion on larger lrs, from its claims over the sweep and, at a rate whose runs of
+    article 1's whole protocol are held, over those (:func:`.claims.larger_lr`)."""
     from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
 
-    found = larger_lr(result.sweep)
+    found = larger_lr(result.sweep, getattr(result, "full", None))
     if not found:
         return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
     count = lambda outcome: sum(v.outcome == outcome for v in found)
@@ -326,14 +327,14 @@ def takeaway(result) -> Markdown:
     if all(v.outcome == verdicts.NOT_JUDGED for v in judged):
         reading = f"{verdicts.NOT_JUDGED}: fewer than {verdicts.MIN_SEEDS} seeds"
     elif count(verdicts.AGREES) == len(judged):
-        reading = "the sweep bears it out at every such rate"
+        reading = "the runs bear it out at every such rate"
     elif count(verdicts.AGREES):
-        reading = "the sweep bears it out at some of those rates only"
+        reading = "the runs bear it out at some of those rates only"
     elif count(verdicts.DISAGREES):
-        reading = "the sweep finds the opposite at some of those rates"
+        reading = "the runs find the opposite at some of those rates"
     else:
         reading = (
-            "the sweep does not bear it out; within noise is not evidence against it either, as the intervals in the "
+            "the runs do not bear it out; within noise is not evidence against it either, as the intervals in the "
             "claims table show"
         )
     rest = f"; {len(untestable)} of the comparisons are {verdicts.UNTESTABLE}" if untestable else ""

@@ -158,7 +158,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
             key = (model, depths[model])
             if key not in accuracy.index or (which == "as written" and model == "ViT"):
                 continue  # ViT depth 6 is one run set, listed once
-            verdict = rule.get((f"article1/lr{lr:g}/accuracy/{model}", ""), "") if which == "as run" else ""
+            verdict = rule.get((f"article1/lr{lr:g}/accuracy/{model}", "as run"), "") if which == "as run" else ""
             if model in article.get("accuracy", {}):
                 reported = f"≈ {article['accuracy'][model]:g}"
             elif model in article.get("accuracy_above", {}):

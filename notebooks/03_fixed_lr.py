@@ -360,8 +360,9 @@ time_to_accuracy.table(result)
 # about as much when the rate rises from 0.003 to 0.005, from depth 3 on ViT loses more (its
 # Figure 10, chapter 5). Both compare a few rates, and article 1's BatchNorm models ran one
 # block. Here the three models, **all at depth 6**, train over one grid of learning rates: this
-# chapter's three (the runs above are shared) and the profile's further rates (`sweep_lrs` in
-# the settings above), every rate with the same seeds.
+# chapter's three (the profile's runs above are shared; at a rate read from article 1's whole
+# protocol, the figures above show those runs and the sweep keeps the profile's) and the
+# profile's further rates (`sweep_lrs` in the settings above), every rate with the same seeds.
 #
 # Per model: the final accuracy at each rate and whether it is as good as at the model's best
 # rate (the book's rule on the paired per-seed differences: "within noise" means as good), the
@@ -401,10 +402,11 @@ fixed_lr.claims_table(result)
 # Read the verdicts with the profile in mind: under `smoke` nothing can be concluded; under
 # `cpu` the models train on a subset for a few of the article's epochs (the protocol table above
 # gives the numbers), so the claims about the end of article 1's runs read "not testable at this
-# scale"; under `paper` the runs follow the article's protocol with three seeds. A learning rate
-# whose `paper` runs are all held (in the run store or committed) is read from them under any
-# profile, and its figures, tables and claims rows say so ("18,000 of the article's 18,000
-# steps"). Either way the
+# scale"; under `paper` the runs follow the article's protocol with three seeds. At a learning
+# rate whose `paper` runs are all held (in the run store or committed), that rate's figures,
+# tables and claims rows read them under any profile and say so ("18,000 of the article's 18,000
+# steps"), as does the larger-learning-rate row at that rate; Figure 6, Table 1 and the sweep
+# keep the profile's runs. Either way the
 # ratios are those of the machine in the footers, which the claims table names beside the
 # article's stated L4 and its reference code's CPU; how the ratios would change on another
 # machine this chapter does not measure.

@@ -228,7 +228,8 @@ def test_a_time_the_book_shows_comes_from_one_machine_and_no_busy_epoch():
     assert shown["test_acc"].tolist() == table["test_acc"].tolist()
     assert results.contention(table) == "1/6 epochs"
     assert results.machine_note(table) == (
-        "; seconds from CPU: A (2 cores) only (2/6 epochs timed quiet on other machines left out)"
+        "; seconds from CPU: A (2 cores) only (2/6 epochs timed quiet on other machines left out, so a time may rest "
+        "on fewer seeds than an accuracy)"
     )
     assert results.machine_note(table.iloc[:2]) == ""  # one machine: nothing to say
 

@@ -130,7 +130,8 @@ def _gain_pairs(table: pd.DataFrame, model: dict, baseline: dict, column: str) -
 def gain_hardware(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> str:
     """The machines that timed the pairs :func:`run_gains` compares (not every machine that trained the table: a
     chapter's other rates, or a seed left out for being split between machines, timed nothing of this gain)."""
-    timed = sorted(set(_gain_pairs(table, model, baseline, column)["machine"].dropna()))
+    pairs = _gain_pairs(table, model, baseline, column).dropna(subset=[column, f"{column}_base"])
+    timed = sorted(set(pairs["machine"].dropna()))
     sides = pd.concat([select(table, **model), select(table, **baseline)])
     return ", ".join(timed) or hardware_of(sides)
 

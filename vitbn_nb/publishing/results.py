@@ -118,7 +118,10 @@ def machine_note(table: pd.DataFrame, machine: str | None = None) -> str:
     other = int((quiet & (machines(table) != machine)).sum())
     if not other:
         return ""
-    return f"; seconds from {machine} only ({other}/{len(table)} epochs timed quiet on other machines left out)"
+    return (
+        f"; seconds from {machine} only ({other}/{len(table)} epochs timed quiet on other machines left out, so a "
+        "time may rest on fewer seeds than an accuracy)"
+    )
 
 
 def times_left_out(table: pd.DataFrame, machine: str | None = None) -> str:

@@ -72,6 +72,8 @@ def larger_lr(sweep: pd.DataFrame, full: pd.DataFrame | None = None) -> list[Ver
     ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs: at a
     rate where ``full`` (article 1's whole protocol) holds runs, over those, else over the sweep's."""
     found = []
+    if sweep.empty:
+        return found
     claims = {c.key: c for c in article.claims()}
     largest = max(article.EXPERIMENT1)
     rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
@@ -79,9 +81,8 @@ def larger_lr(sweep: pd.DataFrame, full: pd.DataFrame | None = None) -> list[Ver
     for model in (m for m in shared.BN_MODELS if m in set(sweep["model"])):
         claim = claims[f"article1/larger_lr/{model}"]
         for lr in rates:
-            held = full is not None and bool(np.isclose(full["lr"], lr).any())
-            pair = select(full if held else sweep, lr=float(lr), depth=depth)
-            pair = pair[pair["model"].isin([model, "ViT"])]
+            pair = _pair(full, lr, depth, model)
+            pair = _pair(sweep, lr, depth, model) if pair is None else pair
             condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
             values = paired(
                 per_seed(select(pair, model="ViT"), verdicts.largest_fall),
@@ -92,3 +93,12 @@ def larger_lr(sweep: pd.DataFrame, full: pd.DataFrame | None = None) -> list[Ver
                 or shared.judge_difference(claim, values, shared.protocol_scale(pair, EPOCHS), condition)
             )
     return found
+
+
+def _pair(table: pd.DataFrame | None, lr: float, depth: int, model: str) -> pd.DataFrame | None:
+    """ViT's and ``model``'s runs at ``lr`` and ``depth`` in ``table``; None where it lacks either side."""
+    if table is None:
+        return None
+    pair = select(table, lr=float(lr), depth=depth)
+    pair = pair[pair["model"].isin([model, "ViT"])]
+    return pair if set(pair["model"]) == {model, "ViT"} else None

@@ -327,7 +327,7 @@ def takeaway(result) -> Markdown:
     if all(v.outcome == verdicts.NOT_JUDGED for v in judged):
         reading = f"{verdicts.NOT_JUDGED}: fewer than {verdicts.MIN_SEEDS} seeds"
     elif count(verdicts.AGREES) == len(judged):
-        reading = "the runs bear it out at every such rate"
+        reading = "the runs bear it out at every rate they could judge"
     elif count(verdicts.AGREES):
         reading = "the runs bear it out at some of those rates only"
     elif count(verdicts.DISAGREES):

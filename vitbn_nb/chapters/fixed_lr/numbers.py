@@ -180,7 +180,11 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 rows.append((*row, speed.loc[model, quantity], verdict))
     if (subset["model"] == "ViT").any():
         info, expected = stability(subset, "ViT"), article.get("vit_unstable_epoch")
-        verdict = "; ".join(text for (claim, _), text in rule.items() if claim == f"article1/lr{lr:g}/breakdown")
+        verdict = "; ".join(
+            f"{which}: {text}" if which else text
+            for (claim, which), text in rule.items()
+            if claim == f"article1/lr{lr:g}/breakdown"
+        )
         both = ("as run and as written", "ViT d6")
         rows.append((*both, "diverged (NaN loss)", "—", _stability_text(info, "diverged"), ""))
         breakdown = f"breakdown (acc drops > {UNSTABLE_DROP:g} pt)"

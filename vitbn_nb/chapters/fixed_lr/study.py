@@ -367,7 +367,9 @@ def claims_table(result):
         found += larger_lr(result.sweep, result.full)
     if result.full is None:  # one profile's runs: its stamp says their scale
         return figures.save_claims(result, found, article.claims())
-    read = [*results.run_ids_of(judged), *results.run_ids_of(result.sweep)]
+    # the sweep's runs at a rate whose whole-protocol runs are held are not read (larger_lr reads those instead)
+    sweep = result.sweep[~_at_any(result.sweep, _full_lrs(result.settings))] if result.sweep is not None else None
+    read = [*results.run_ids_of(judged), *results.run_ids_of(sweep)]
     return figures.save_claims(result, found, article.claims(), scale=evidence_scale(result), runs=read)
 
 
@@ -384,7 +386,7 @@ def instability_note(result: FixedLrResult):
                 f"**{model} d{depth} at lr {lr:g}**: from epoch {', '.join(map(str, epochs))} "
                 f"({len(epochs)}/{info['runs']} runs)"
             )
-    seeds = int(result.table["seed"].nunique())
+    seeds = int(evidence(result).groupby(["model", "depth", "lr"])["seed"].nunique().min())
     if not found:
         return Markdown(f"No run fell more than {UNSTABLE_DROP:g} points below its best accuracy at this scale.")
     return Markdown(

@@ -181,7 +181,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     if (subset["model"] == "ViT").any():
         info, expected = stability(subset, "ViT"), article.get("vit_unstable_epoch")
         verdict = "; ".join(
-            f"{which}: {text}" if which else text
+            f"{text}, {which}" if which else text  # a verdict's text starts with its outcome
             for (claim, which), text in rule.items()
             if claim == f"article1/lr{lr:g}/breakdown"
         )

@@ -379,14 +379,15 @@ def instability_note(result: FixedLrResult):
     from IPython.display import Markdown
 
     found = []
-    for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
+    judged = evidence(result)
+    for (model, depth, lr), runs_ in judged.groupby(["model", "depth", "lr"]):
         info = stability(runs_, model)
         if epochs := info["unstable"]:
             found.append(
                 f"**{model} d{depth} at lr {lr:g}**: from epoch {', '.join(map(str, epochs))} "
                 f"({len(epochs)}/{info['runs']} runs)"
             )
-    seeds = int(evidence(result).groupby(["model", "depth", "lr"])["seed"].nunique().min())
+    seeds = int(judged.groupby(["model", "depth", "lr"])["seed"].nunique().min())
     if not found:
         return Markdown(f"No run fell more than {UNSTABLE_DROP:g} points below its best accuracy at this scale.")
     return Markdown(

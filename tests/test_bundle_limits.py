@@ -182,16 +182,16 @@ def test_a_damaged_header_after_the_first_member_refuses_the_bundle_instead_of_e
 
 def test_the_headers_the_book_writes_pass_the_survey(tmp_path):
     """tarfile writes a pax header for every file added from disk (its sub-second modification time) and for a path
-    over 100 characters: small, and accepted."""
-    run = tmp_path / ("DNN_d3-" + "x" * 120)  # a run id as long as a bundle allows
-    run.mkdir()
-    (run / "record.json").write_text("{}")
-    name = f"runs/{run.name}/record.json"
+    over 100 characters: small, and accepted. (A study's file: a run's record is read whole by the survey.)"""
+    study = tmp_path / ("ViT-d1-" + "x" * 120)  # a study name as long as a bundle allows
+    study.mkdir()
+    (study / "trials.json").write_text("{}")
+    name = f"runs/hpo/{study.name}/trials.json"
     file = tmp_path / "b.tar.gz"
     with tarfile.open(file, "w:gz") as tar:  # as bundle.export adds a file
         _listing(tar, {name: {"sha256": hashlib.sha256(b"{}").hexdigest(), "bytes": 2}})
-        tar.add(run / "record.json", arcname=name, recursive=False)
+        tar.add(study / "trials.json", arcname=name, recursive=False)
     raw = gzip.decompress(file.read_bytes())
     second = raw[1024:1536]  # the header after bundle.json's
     assert second[156:157] == tarfile.XHDTYPE and int(second[124:136].strip(b"\0 "), 8) <= bundle.MAX_PAX_BYTES
-    assert list(bundle.survey(file, tmp_path)) == [name]
+    assert list(bundle.survey(file, tmp_path)[0]) == [name]

@@ -1,7 +1,8 @@
 """Two commands at once never cost a run: an import beside another import (of the same bundle or another), beside
 `train` and beside `book`, each run in its own process and truly at the same time, the first one held where the
-window is widest; and a kill -9 in that window is undone by the next command. A store holding N runs holds each of
-them, and each of the bundle's, exactly once afterwards."""
+window is widest; and a kill -9 in that window leaves every run whole or absent, the store marked so that no export
+reads it as whole, until the same import completes it. A store holding N runs holds each of them, and each of the
+bundle's, exactly once afterwards."""
 
 import json
 import os
@@ -23,10 +24,11 @@ IMPORTED = [runs.RunConfig(**TINY, seed=seed) for seed in range(4)]
 HELD = runs.RunConfig(**TINY, seed=9, lr=2e-3)
 
 #: A command line of the book run in a child process, held (monkeypatched there, never in the package) at
-#: ``PAUSE_AT``: "unpacked" (the bundle unpacked into the import's working folder, nothing planned yet) or "moved"
-#: (every run moved into the store, the journal not yet marked done, the runs' locks held). It writes
-#: ``<flag>.waiting`` there and goes on when ``<flag>.go`` appears. ``RECOVERED`` names a file written once the
-#: command's recovery of interrupted imports has run; ``PLAN`` (JSON) stands in for every chapter's plan of `train`.
+#: ``PAUSE_AT``: "unpacked" (the bundle unpacked into the import's temporary folder, nothing planned yet), "moving"
+#: (the first run renamed into the store, the others not yet) or "moved" (every run renamed into the store, the runs'
+#: locks held). It writes ``<flag>.waiting`` there and goes on when ``<flag>.go`` appears. ``RECOVERED`` names a file
+#: written once the command has cleaned the temporary folders of dead imports (how many it removed); ``PLAN`` (JSON)
+#: stands in for every chapter's plan of `train`.
 CHILD = r"""
 import json, os, pathlib, sys, time, types
 from vitbn_nb import atomic, chapters, train
@@ -48,24 +50,31 @@ if os.environ.get("PAUSE_AT") == "unpacked":
         pause()
         return found
     bundle.read_bundle = read_then_pause
-elif os.environ.get("PAUSE_AT") == "moved":
-    write_json = atomic.write_json
-    def pause_before_done(path, obj):
-        if pathlib.Path(path).name == "journal.json" and obj.get("done"):
+elif os.environ.get("PAUSE_AT") == "moving":
+    rename = pathlib.Path.rename
+    def rename_then_pause(self, target):
+        moved = rename(self, target)
+        if pathlib.Path(target).parent == pathlib.Path(os.environ["VITBN_RUNS_DIR"]):  # a run, into the store
             pause()
-        return write_json(path, obj)
-    atomic.write_json = pause_before_done
+        return moved
+    pathlib.Path.rename = rename_then_pause
+elif os.environ.get("PAUSE_AT") == "moved":
+    move_in = bundle._move_in
+    def move_then_pause(*args, **kwargs):
+        move_in(*args, **kwargs)
+        pause()
+    bundle._move_in = move_then_pause
 if os.environ.get("RECOVERED"):
-    recover = bundle.recover_imports
-    def recover_then_say(*args, **kwargs):
-        undone = recover(*args, **kwargs)
-        atomic.write_text(pathlib.Path(os.environ["RECOVERED"]), json.dumps(undone))
-        return undone
-    bundle.recover_imports = recover_then_say
+    clean = bundle.clean_imports
+    def clean_then_say(*args, **kwargs):
+        cleaned = clean(*args, **kwargs)
+        atomic.write_text(pathlib.Path(os.environ["RECOVERED"]), json.dumps(cleaned))
+        return cleaned
+    bundle.clean_imports = clean_then_say
 if os.environ.get("PLAN"):
     plan = [runs.RunConfig(**config) for config in json.loads(os.environ["PLAN"])]
     chapters.study = lambda chapter: types.SimpleNamespace(plan=lambda settings: plan)
-if os.environ.get("STOP_BOOK"):  # the book stops after its recovery: rendering is not what is tested here
+if os.environ.get("STOP_BOOK"):  # the book stops after its cleaning: rendering is not what is tested here
     def stop():
         raise SystemExit(0)
     book._check_kernel = stop
@@ -189,8 +198,8 @@ def test_an_import_and_a_second_command_at_once_keep_every_run_once(store, bundl
     args, env = _second(second, bundles, tmp_path)
     recovered = tmp_path / "recovered"
     other = _start(tmp_path, store, *args, RECOVERED=str(recovered), **env)
-    _wait_for(recovered, other)  # the second command has looked for interrupted imports, the first still held
-    assert json.loads(recovered.read_text()) == []  # and found none: the first one's folder is owned
+    _wait_for(recovered, other)  # the second command has looked for dead imports, the first still held
+    assert json.loads(recovered.read_text()) == 0  # and found none: the first one's folder is owned
     flag.with_suffix(".go").write_text("go")
     for process in (first, other):
         code, out, err = _finish(process)
@@ -212,55 +221,42 @@ def test_a_loser_that_cannot_go_on_says_why_in_one_line(store, bundles, tmp_path
     assert _runs(store) == dict.fromkeys(sorted(_ids(HELD, *IMPORTED)), "finished")
 
 
-@pytest.mark.parametrize("held_at", ["unpacked", "moved"])
-def test_a_kill_9_of_an_import_is_cleaned_by_the_next_command_and_nothing_else(store, bundles, tmp_path, held_at):
-    before = {p.name: (p / "record.json").read_bytes() for p in store.iterdir() if p.name != ".locks"}
+@pytest.mark.parametrize("held_at", ["unpacked", "moving", "moved"])
+def test_a_kill_9_of_an_import_leaves_whole_runs_and_export_refuses_until_the_same_import_completes_it(
+    store, bundles, tmp_path, held_at
+):
+    before = {p.name: (p / "record.json").read_bytes() for p in store.iterdir() if not p.name.startswith(".")}
     first, _flag = _held_import(tmp_path, store, bundles, held_at)
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=60)
     assert len(list(store.glob(".import-*"))) == 1
-    damage = records.check_store(store)
-    assert list(damage["problem"]) == ["an import that was interrupted (runs moved aside there are not in the store)"]
+    held = {p.name for p in store.iterdir() if not p.name.startswith(".")}
+    assert len(held - set(before)) == {"unpacked": 0, "moving": 1, "moved": 4}[held_at]
+    for name in held:  # each run whole (or absent)
+        records.read_record(store / name)
+    interrupted = held_at == "moving"  # "moved": every run in, the mark already gone
+    assert len(records.half_imported(store)) == interrupted
+    export = _start(tmp_path, store, "runs", "export", str(tmp_path / "out.tar.gz"), "--weights", "all")
+    code, _out, err = _finish(export)
+    assert code == (1 if interrupted else 0), err
+    if interrupted:  # refused in one line, never exported as if whole
+        assert len(err.strip().splitlines()) == 1 and "has not finished" in err and "runs import" in err
+        assert list(records.check_store(store)["problem"]) == [
+            "an import that was interrupted: the store may lack some of that bundle's runs"
+        ]
     recovered = tmp_path / "recovered"
     code, _out, err = _finish(
         _start(tmp_path, store, "runs", "import", str(bundles / "held.tar.gz"), RECOVERED=str(recovered))
     )
     assert code == 0, err
-    assert len(json.loads(recovered.read_text())) == (held_at == "moved")  # the killed one's moves were undone
-    assert {p.name: (p / "record.json").read_bytes() for p in store.iterdir() if p.name != ".locks"} == before
+    assert json.loads(recovered.read_text()) == 1  # the killed one's temporary folder, deleted unread
     assert not list(store.glob(".import-*")) and not list((store / ".locks").glob(".import-*"))
-    assert _runs(store) == {HELD.run_id("cpu"): "finished"}
-
-
-def test_an_undo_stopped_half_way_runs_again_without_touching_what_is_in_place(store, bundles, monkeypatch):
-    """A kill during recovery leaves an undo half done: running it again neither takes out a run it already put
-    back nor one written there since (a training of the same run, say)."""
-    import shutil
-
-    from vitbn_nb.store import bundle
-
-    write_json = bundle.atomic.write_json
-
-    def killed_before_done(path, obj):
-        if Path(path).name == bundle.JOURNAL and obj.get("done"):
-            raise KeyboardInterrupt  # every run moved in, the journal not yet marked done
-        return write_json(path, obj)
-
-    def no_undo(journal):
-        raise KeyboardInterrupt  # the kill stops the process's own undo too
-
-    monkeypatch.setattr(bundle.atomic, "write_json", killed_before_done)
-    monkeypatch.setattr(bundle, "_undo", no_undo)
-    with pytest.raises(KeyboardInterrupt):
-        bundle.import_bundle(bundles / "all.tar.gz")
-    monkeypatch.undo()
-    (scratch,) = store.glob(".import-*")
-    moves = json.loads((scratch / bundle.JOURNAL).read_text())["moves"]
-    bundle._undo(moves[2:])  # the last moves undone first, then the kill
-    last = moves[-1]
-    shutil.copytree(last["removed"], last["target"])  # the same run, written there again since
-    bundle._undo(moves)  # the whole undo, again
-    bundle._undo(moves)
-    assert {p.name for p in store.iterdir() if not p.name.startswith(".")} == _ids(HELD) | {Path(last["target"]).name}
-    assert bundle.recover_imports(store) == [scratch.name]
-    assert set(_runs(store)) == _ids(HELD) | {Path(last["target"]).name}
+    assert len(records.half_imported(store)) == interrupted  # another bundle completes nothing
+    code, _out, err = _finish(_start(tmp_path, store, "runs", "import", str(bundles / "all.tar.gz")))
+    assert code == 0, err
+    assert not records.half_imported(store)
+    assert _runs(store) == dict.fromkeys(sorted(_ids(HELD, *IMPORTED)), "finished")
+    code, out, err = _finish(
+        _start(tmp_path, store, "runs", "export", str(tmp_path / "out.tar.gz"), "--weights", "all")
+    )
+    assert code == 0 and "runs export: 5 run(s)" in out, err

@@ -516,39 +516,39 @@ def test_retrain_refuses_what_is_not_a_run_and_never_offers_to_delete_the_store(
     assert "is not a run in the run store" in err and "delete" not in err
 
 
-def test_a_kill_during_an_import_is_undone_at_the_next_one(store, tmp_path, monkeypatch):
+def test_an_import_stopped_half_way_leaves_whole_runs_and_the_same_import_completes_it(
+    store, tmp_path, monkeypatch, capsys
+):
     records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
     bundle.export(records_only, needed=training.needed_weights("smoke"), profile="smoke")
     bundle.export(everything, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     bundle.import_bundle(records_only)
-    before = {k: v for k, v in _tree(other).items() if not k.startswith(".")}
     renames, real = [], Path.rename
 
-    def killed_after_one_move(self, target):
-        renames.append(self)
-        if len(renames) == 2:
-            raise KeyboardInterrupt  # stands for the SIGKILL: the in-process undo is switched off below
+    def stopped_after_one_move(self, target):
+        if Path(target).parent.parent == other:  # a file renamed into a run of the store
+            renames.append(self)
+            if len(renames) == 2:
+                raise KeyboardInterrupt  # stands for the kill: there is no undo to stop
         return real(self, target)
 
-    def killed_again(journal):
-        raise KeyboardInterrupt  # the kill also stops the in-process undo, as SIGKILL would
-
-    monkeypatch.setattr(bundle, "_undo", killed_again)
-    monkeypatch.setattr(Path, "rename", killed_after_one_move)
+    monkeypatch.setattr(Path, "rename", stopped_after_one_move)
     with pytest.raises(KeyboardInterrupt):
         bundle.import_bundle(everything)
     monkeypatch.undo()
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
-    assert len([p for p in other.iterdir() if not p.name.startswith(".")]) == 2  # one run moved aside
-    assert set(records.check_store()["problem"]) == {
-        "an import that was interrupted (runs moved aside there are not in the store)"
-    }
-    assert bundle.recover_imports(other)
-    assert {k: v for k, v in _tree(other).items() if not k.startswith(".")} == before
-    assert not list(other.glob(".import-*"))
-    assert bundle.import_bundle(everything)["updated"] == 3  # and the import then goes through
+    assert len(list(other.glob("*/model.pt"))) == 1  # one run given its weights, the others still records alone
+    assert records.check_store()["problem"].str.contains("an import that was interrupted").all()
+    assert not list(other.glob(".import-*"))  # its temporary folder went with it
+    assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1  # never exported as if whole
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds an import that has not finished" in err and "fix:" in err
+    assert bundle.import_bundle(everything)["updated"] == 2  # the same import completes it
+    assert records.check_store().empty and not records.half_imported(other)
+    assert len(list(other.glob("*/model.pt"))) == 3
+    assert bundle.export(tmp_path / "out.tar.gz", needed=None, profile="smoke")["weights"] == 3
 
 
 def test_a_bundle_is_not_written_inside_the_store(store, capsys):

@@ -1,5 +1,6 @@
 """What may stop or forbid training: the deadline of a time-limited session (``train --deadline``) and
-``TRAIN=never`` (render from the run store alone)."""
+``TRAIN=never`` (render from the run store alone); and what a configuration from elsewhere (a record in a bundle or a
+store) may build: :func:`model_problem` refuses one past the model families' bounds before any model is built."""
 
 from __future__ import annotations
 
@@ -53,3 +54,61 @@ def training_is_off() -> bool:
             f"{TRAIN_VARIABLE}={value!r} is not allowed; use 'never' (render from the store) or leave it unset"
         )
     return value == "never"
+
+
+# -- what a run's configuration may build --------------------------------------------------------------------
+# A record is data from elsewhere: its configuration is held to these bounds before any model is built from it (a
+# ViT of depth 100,000 costs minutes and gigabytes even on the meta device). The book's largest model is a ViT of
+# depth 12 and under 2 million parameters; the bounds leave ample room above it.
+
+#: The bound of each size-like constructor argument (a number, or each number of a list such as a kernel list).
+MODEL_BOUNDS = {"depth": 64, "branches": 8, "heads": 64, "image_size": 512, "patch_size": 512}
+#: The bound of every other number among a model's arguments (dim, mlp_dim, dim_head, hidden, width, channels ...).
+MAX_WIDTH = 4096
+#: Parameters a model may have (counted on the meta device: no memory spent).
+MAX_PARAMETERS = 10_000_000
+
+
+def _numbers(value, depth: int = 0):
+    """The numbers of a constructor argument: itself, or those of a (nested) list."""
+    if isinstance(value, bool) or depth > 3:
+        return
+    if isinstance(value, (int, float)):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _numbers(item, depth + 1)
+
+
+def model_problem(config: dict, *, count: bool = True) -> str | None:
+    """Why the model a record's ``config`` names is past the book's bounds (None when within them): every size-like
+    argument against :data:`MODEL_BOUNDS` (others against :data:`MAX_WIDTH`), then, with ``count``, its parameters
+    counted on the meta device. A configuration that builds no model is left to the caller's own check."""
+    kwargs = config.get("model_kwargs") if isinstance(config, dict) else None
+    if not isinstance(kwargs, dict):
+        return None
+    for name, value in kwargs.items():
+        bound = MODEL_BOUNDS.get(name, MAX_WIDTH)
+        if any(not math.isfinite(n) or abs(n) > bound for n in _numbers(value)):
+            return f"model_kwargs {name}={value!r:.40} is past the book's bounds (at most {bound:,})"
+    if count and (parameters := model_size(config)) is not None and parameters[0] > MAX_PARAMETERS:
+        return f"its model has {parameters[0]:,} parameters (the book's models have at most {MAX_PARAMETERS:,})"
+    return None
+
+
+def model_size(config: dict) -> tuple[int, int, int] | None:
+    """(parameters, bytes of its state dict, tensors in it) of the model ``config`` builds, built on the meta device
+    (no memory for weights); None when it builds none. Call only on a configuration :func:`model_problem` passed
+    without counting."""
+    import torch
+
+    from .models import build_model
+
+    try:
+        with torch.device("meta"):
+            model = build_model(config["model"], **config["model_kwargs"])
+    except Exception:  # any refusal of the arguments: the caller's own build names it
+        return None
+    state = model.state_dict()
+    size = sum(t.numel() * t.element_size() for t in state.values())
+    return sum(p.numel() for p in model.parameters()), size, len(state)

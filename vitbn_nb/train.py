@@ -146,10 +146,9 @@ def train(
     before it (:class:`vitbn_nb.store.runs.DeadlineReached`), everything resumable."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
-    from .store.bundle import recover_imports
+    from .store.bundle import clean_imports
 
-    if undone := recover_imports():
-        log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
+    clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
     if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
         from .engines import check_device  # a device trains its stacked or GPU runs only after its check, stored once

@@ -232,8 +232,7 @@ def build_book(
             f"replace them. Pass --replace-larger (replace_larger=True) to do it anyway, or --figures DIR "
             "to write elsewhere."
         )
-    if undone := bundle.recover_imports(runs):
-        _log(f"  undid {len(undone)} import(s) a kill interrupted in {runs}")
+    bundle.clean_imports(runs)  # the temporary folders of imports a kill interrupted: deleted, never read
     executed_dir = output / "executed" / resolved
     executed_dir.mkdir(parents=True, exist_ok=True)
 

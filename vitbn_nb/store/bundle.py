@@ -1,9 +1,14 @@
 """Moving runs between machines: ``runs export FILE`` writes a bundle, ``runs import FILE`` reads one.
 
-A ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. An import
-checks every header against the limits and the free disk first (:func:`survey`), unpacks and checks it whole
-(:func:`read_bundle`), then moves it in all or nothing under the runs' locks, journalled, so that a failure or a kill
-(undone by :func:`recover_imports`) leaves the store as it was."""
+A ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. An import trusts
+nothing it did not write. It checks every header and record against the limits, the model families' bounds and the
+free disk before writing anything (:func:`survey`); unpacks each file with tarfile's ``data`` filter into a temporary
+folder inside the store, checked against the bundle's SHA-256 listing, a weight file against what its record's model
+needs before the next file is unpacked (:func:`read_bundle`); then renames each run into place under its lock. A kill
+leaves every run whole or absent, and the store marked (:func:`records.half_imported`) until the same import runs
+again and completes it; leftover temporary folders are deleted, never read (:func:`clean_imports`). A bundle's run
+that differs from a finished run held in the store or committed in ``figures/records/`` is a conflict: nothing from
+elsewhere replaces a finished run."""
 
 from __future__ import annotations
 
@@ -20,18 +25,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import atomic
-from ..paths import runs_dir
+from ..limits import model_size
+from ..paths import committed_records_dir, runs_dir
 from .records import (
     ENDED,
+    LOCKS,
+    MARK_PREFIX,
+    SCRATCH_PREFIX,
     STATE_FOLDER,
     WEIGHT_FILES,
     RunStoreError,
+    archive_problem,
     fit_problem,
+    half_imported,
     identity_problem,
+    import_owner,
+    is_owned,
     load_checkpoint,
     load_weights,
     owned_folder,
     read_record,
+    record_problem,
     sha256,
     state_file_problem,
     taken_over,
@@ -55,6 +69,10 @@ MAX_FILE_BYTES = {".json": 4 * 2**20, ".pt": 256 * 2**20}
 MAX_LISTING_BYTES = 4 * 2**20
 #: The one tar extension a bundle carries: a pax header per member (sub-second times, long paths).
 MAX_PAX_BYTES = 4096
+#: A checkpoint holds the model's weights and the optimiser's state (Adam: two more of each): at most this many times
+#: the model's state, plus the tensors' zip entries.
+CHECKPOINT_STATES = 4
+_ENTRY_BYTES = 1024
 
 
 class BundleError(ValueError):
@@ -120,6 +138,7 @@ def export(
     """Write the bundle ``file`` atomically with the weights of the ``needed`` runs (``None``: every finished run's);
     returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
+    refuse_half_imported(store, "a bundle written now would lack them")
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
     weights = "all" if needed is None else "needed"
@@ -138,7 +157,45 @@ def export(
     return {**counts, "bytes": len(buffer.getvalue()), "file": str(file)}
 
 
-# -- reading a bundle: everything checked before anything is written ------------------------------------------
+# -- a store an import left unfinished -------------------------------------------------------------------
+
+
+def refuse_half_imported(store: Path, why: str) -> None:
+    """Raise ValueError when an import into ``store`` has not finished: its runs may be missing (``why`` says what
+    reading the store as whole now would do)."""
+    if marks := half_imported(store):
+        raise ValueError(
+            f"the run store {store} holds an import that has not finished (under way, or interrupted: {marks[0].name}),"
+            f" so it may lack some of that bundle's runs and {why}; fix: run the same `python -m vitbn_nb runs import "
+            f"BUNDLE` again (it completes the import), or delete {marks[0]} to use the store as it is"
+        )
+
+
+def _remove(path: Path) -> None:
+    """Remove a leftover in the store: a link is unlinked (never followed), a folder removed with its content."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)  # rmtree unlinks the links inside, never what they point at
+
+
+def clean_imports(store: Path | None = None) -> int:
+    """Delete the temporary folders of imports whose process is gone; returns how many. Their content is never read:
+    nothing in a store steers what the book moves or deletes. The marks of unfinished imports stay until the same
+    import completes them (:func:`refuse_half_imported`)."""
+    store = Path(store) if store is not None else runs_dir()
+    if (store / LOCKS).is_symlink():
+        raise ValueError(f"{store / LOCKS} is a link; the store keeps its locks in a folder of its own; fix: delete it")
+    cleaned = 0
+    for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
+        with taken_over(scratch) as abandoned:
+            if abandoned or scratch.is_symlink():
+                _remove(scratch)
+                cleaned += 1
+    return cleaned
+
+
+# -- reading a bundle: every header and record checked before anything is written ------------------------------
 
 
 def _refuse(file: Path, problem: str, fix: str = "fix: export it again with `python -m vitbn_nb runs export`"):
@@ -160,24 +217,22 @@ _NEVER = {
 
 
 class _Header(tarfile.TarInfo):
-    """A tar header read with bounded memory: an oversized extension or a damaged header is refused at once (tarfile
-    would read the one whole and end quietly at the other)."""
+    """A tar header checked as it is parsed (``frombuf``), before tarfile reads what follows it: an extension tarfile
+    would hold whole in memory is refused by its size, and a damaged header is refused (tarfile would end quietly)."""
 
     @classmethod
     def frombuf(cls, buf, encoding, errors):
         try:
-            return super().frombuf(buf, encoding, errors)
+            header = super().frombuf(buf, encoding, errors)
         except tarfile.EOFHeaderError:
             raise  # the end-of-archive marker
         except tarfile.HeaderError as error:
             raise _Refused(f"is damaged: a tar header cannot be read ({error})") from None
-
-    def _proc_member(self, tar):
-        if self.type in _NEVER:
-            raise _Refused(f"holds {_NEVER[self.type]}, which a bundle never has")
-        if self.type == tarfile.XHDTYPE and self.size > MAX_PAX_BYTES:
-            raise _Refused(f"holds a pax header of {self.size:,} bytes (a bundle's are at most {MAX_PAX_BYTES:,})")
-        return super()._proc_member(tar)
+        if header.type in _NEVER:
+            raise _Refused(f"holds {_NEVER[header.type]}, which a bundle never has")
+        if header.type == tarfile.XHDTYPE and header.size > MAX_PAX_BYTES:
+            raise _Refused(f"holds a pax header of {header.size:,} bytes (a bundle's are at most {MAX_PAX_BYTES:,})")
+        return header
 
 
 @contextlib.contextmanager
@@ -196,16 +251,18 @@ def _reading(file: Path):
         _refuse(file, f"is not a readable bundle ({error})")
 
 
-def _read_listing(file: Path, tar: tarfile.TarFile) -> dict:
-    """The bundle's own list of files (its first member, ``bundle.json``), read before anything else."""
+def _read_listing(file: Path, tar: tarfile.TarFile) -> tuple[dict, str]:
+    """The bundle's own list of files (its first member, ``bundle.json``), read before anything else, and its
+    SHA-256 (which names the bundle in the mark of an unfinished import)."""
     first = tar.next()
     if first is None or first.name != "bundle.json" or not first.isreg():
         _refuse(file, "does not begin with bundle.json (its list of files)")
     if first.size > MAX_LISTING_BYTES:
         _refuse(file, f"has a bundle.json of {first.size / 2**20:.0f} MiB (at most {MAX_LISTING_BYTES // 2**20} MiB)")
+    data = tar.extractfile(first).read()
     try:
-        manifest = json.loads(tar.extractfile(first).read())
-    except (OSError, ValueError, RecursionError) as error:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else error
         _refuse(file, f"has an unreadable bundle.json ({reason})")
     files = manifest.get("files") if isinstance(manifest, dict) else None
@@ -215,7 +272,7 @@ def _read_listing(file: Path, tar: tarfile.TarFile) -> dict:
     for name, entry in files.items():
         if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and size(entry.get("bytes"))):
             _refuse(file, f"lists {name!r} without its checksum and size")
-    return files
+    return files, hashlib.sha256(data).hexdigest()
 
 
 def _allowed(name: str) -> bool:
@@ -267,61 +324,107 @@ def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[s
     return True
 
 
-def survey(file: str | Path, store: Path) -> dict:
-    """Every header checked before anything is written (bounded memory): the list against the limits and ``store``'s
-    free disk, each member against the list; returns the list (checksums are checked on unpacking)."""
+def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
+    """A run's record, read from the bundle and checked whole (its configuration against the model families' bounds
+    before anything is built); returns the bytes each of its weight files may hold: what its model's state needs."""
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        _refuse(file, f"holds a damaged record: runs/{run_id}/record.json cannot be read ({reason})")
+    if (problem := record_problem(record, run_id)) is not None:
+        _refuse(file, f"holds a damaged record: runs/{run_id}/record.json {problem}")
+    if (problem := identity_problem(record, run_id)) is not None:
+        _refuse(file, f"holds run {run_id}, whose record is refused: {problem}")
+    _, state, tensors = model_size(record["config"])  # it builds: identity_problem built it
+    model = state + _ENTRY_BYTES * tensors
+    return {"model.pt": model, "checkpoint.pt": CHECKPOINT_STATES * model}
+
+
+def survey(file: str | Path, store: Path) -> tuple[dict, dict[str, dict[str, int]], str]:
+    """Every header and record checked before anything is written, in bounded memory: the list against the limits
+    and ``store``'s free disk, each member against the list, each record whole and within the model families'
+    bounds, each weight file's size against what its record's model needs. Returns the list, each run's weight
+    limits and the list's SHA-256 (checksums are checked on unpacking)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
     seen: set[str] = set()
+    limits: dict[str, dict[str, int]] = {}
     with _reading(file) as tar:
-        listed = _read_listing(file, tar)
+        listed, digest = _read_listing(file, tar)
         _check_listing(file, listed, Path(store))
         while (member := tar.next()) is not None:
-            _check_member(file, member, listed, seen)
             tar.members.clear()  # tarfile keeps every header it read; a survey needs none of them
+            if not _check_member(file, member, listed, seen) or not _RUN_FILE.match(member.name):
+                continue
+            run_id, name = member.name.split("/")[1:]
+            if name == "record.json":
+                limits[run_id] = _weight_limits(file, run_id, tar.extractfile(member).read())
+            elif run_id not in limits:
+                _refuse(file, f"holds {run_id}/{name} before its record (a bundle holds each run's record first)")
+            elif member.size > limits[run_id][name]:
+                _refuse(
+                    file,
+                    f"holds {run_id}/{name} of {member.size:,} bytes, more than its model's weights need "
+                    f"({limits[run_id][name]:,})",
+                )
     if missing := sorted(set(listed) - seen):
         _refuse(file, f"lists {missing[0]!r} but does not hold it")
-    return listed
+    return listed, limits, digest
 
 
 _WRITABLE_FIX = "fix: free some space in the run store, or make it writable, and import again"
+#: Errors of writing (not of reading the bundle) while a member is unpacked.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def _copy(file: Path, source, target: Path) -> str:
-    """Copy one member to ``target`` in 1 MiB pieces; returns its SHA-256 (a write error is named as the store's)."""
-    digest = hashlib.sha256()
-    unwritable = lambda e: _refuse(file, f"cannot be unpacked into {target.parent} ({e.strerror or e})", _WRITABLE_FIX)
+def _check_weights(file: Path, path: Path, limit: int) -> None:
+    """A weight file just unpacked, checked before the next file is: listed by its run's record (unpacked before it)
+    with this checksum, a zip of stored tensors no larger than its model needs (from the zip's directory, before
+    torch reads it), loaded weights-only, and fitting its model."""
+    folder, name = path.parent, path.name
+    run_id = folder.name
+    record = read_record(folder)  # checked whole by the survey, and its checksum since
+    if name not in record["checksums"] or (name == "checkpoint.pt") == (record["status"] in ENDED):
+        _refuse(file, f"holds {run_id}/{name}, which its {record['status']} record does not list")
+    if sha256(path) != record["checksums"][name]:
+        _refuse(file, f"holds {run_id}/{name}, which does not match its record's checksum")
+    if (problem := archive_problem(path, limit)) is not None:
+        _refuse(file, f"holds {run_id}/{name}, which {problem}")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        out = open(target, "wb")  # noqa: SIM115 -- closed below; a read error is the bundle's, not the store's
-    except OSError as error:
-        unwritable(error)
-    with out:
-        while chunk := source.read(2**20):
-            digest.update(chunk)
-            try:
-                out.write(chunk)
-            except OSError as error:
-                unwritable(error)
-    return digest.hexdigest()
+        state = load_checkpoint(folder, record)["model"] if name == "checkpoint.pt" else load_weights(path, run_id)
+    except RunStoreError as error:
+        _refuse(file, f"holds {run_id}/{name}, which is not plain weights ({error.problem})")
+    if (problem := fit_problem(record["config"], state)) is not None:
+        _refuse(file, f"holds {run_id}/{name}, which {problem}")
 
 
-def _unpack(file: Path, listed: dict, scratch: Path) -> dict[str, Path]:
-    """Every file copied under ``scratch``, checked against the list (name, kind, size, checksum); name -> path."""
+def _unpack(file: Path, listed: dict, limits: dict, scratch: Path) -> dict[str, Path]:
+    """Every file unpacked under ``scratch`` by tarfile's ``data`` filter, checked against the list (name, kind,
+    size, checksum), each weight file checked at once (:func:`_check_weights`); name -> path."""
     unpacked, seen = {}, set()
     with _reading(file) as tar:
-        if _read_listing(file, tar) != listed:
+        if _read_listing(file, tar)[0] != listed:
             _refuse(file, "changed while it was read")
         while (member := tar.next()) is not None:
             tar.members.clear()
             if not _check_member(file, member, listed, seen):
                 continue
             name = member.name
-            digest = _copy(file, tar.extractfile(member), scratch / name)
-            if digest != listed[name]["sha256"]:
+            try:
+                tar.extract(member, scratch, set_attrs=False, filter="data")
+            except OSError as error:
+                if error.errno not in _WRITE_ERRORS:
+                    raise  # the bundle's, not the store's
+                _refuse(file, f"cannot be unpacked into {scratch} ({error.strerror or error})", _WRITABLE_FIX)
+            path = scratch / name
+            if sha256(path) != listed[name]["sha256"]:
                 _refuse(file, f"holds {name!r}, which does not match its checksum (damaged or altered)")
-            unpacked[name] = scratch / name
+            if name.endswith(".pt"):
+                run_id, kind = name.split("/")[1:]
+                _check_weights(file, path, limits[run_id][kind])
+            unpacked[name] = path
     if missing := sorted(set(listed) - set(unpacked)):
         _refuse(file, f"lists {missing[0]!r} but does not hold it")
     return unpacked
@@ -329,7 +432,7 @@ def _unpack(file: Path, listed: dict, scratch: Path) -> dict[str, Path]:
 
 @dataclass
 class Bundle:
-    """A bundle unpacked into a scratch folder and checked whole: its runs' folders and its state files."""
+    """A bundle unpacked into a temporary folder and checked whole: its runs' folders and records, its state files."""
 
     file: Path
     runs: dict[str, Path] = field(default_factory=dict)
@@ -337,86 +440,66 @@ class Bundle:
     state: dict[str, Path] = field(default_factory=dict)
 
 
-def _check_run(file: Path, folder: Path) -> dict:
-    """A run folder: a whole record naming it, and only the weight files it lists, each matching its checksum,
-    loadable weights-only and fitting its model."""
-    run_id = folder.name
-    if not (folder / "record.json").is_file():
-        _refuse(file, f"holds files of run {run_id} without its record.json")
-    try:
-        record = read_record(folder)
-    except RunStoreError as error:
-        _refuse(file, f"holds a damaged record: {error.problem}")
-    if (problem := identity_problem(record, run_id)) is not None:
-        _refuse(file, f"holds run {run_id}, whose record is refused: {problem}")
-    for name in WEIGHT_FILES:
-        path = folder / name
-        if not path.exists():
-            continue
-        if name not in record["checksums"] or (name == "checkpoint.pt") == (record["status"] in ENDED):
-            _refuse(file, f"holds {run_id}/{name}, which its {record['status']} record does not list")
-        if sha256(path) != record["checksums"][name]:
-            _refuse(file, f"holds {run_id}/{name}, which does not match its record's checksum")
-        try:
-            state = load_checkpoint(folder, record)["model"] if name == "checkpoint.pt" else load_weights(path, run_id)
-        except RunStoreError as error:
-            _refuse(file, f"holds {run_id}/{name}, which is not plain weights ({error.problem})")
-        if (problem := fit_problem(record["config"], state)) is not None:
-            _refuse(file, f"holds {run_id}/{name}, which {problem}")
-    return record
-
-
-def read_bundle(file: str | Path, scratch: Path, listed: dict | None = None) -> Bundle:
-    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem); ``listed``
-    is :func:`survey`'s answer (surveyed here when not given)."""
+def read_bundle(file: str | Path, scratch: Path, surveyed: tuple | None = None) -> Bundle:
+    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem);
+    ``surveyed`` is :func:`survey`'s answer (surveyed here when not given)."""
     file = Path(file)
-    if listed is None:
-        listed = survey(file, scratch.parent)
-    unpacked = _unpack(file, listed, scratch)
+    listed, limits, _ = surveyed if surveyed is not None else survey(file, scratch.parent)
     found = Bundle(file)
-    for name, path in unpacked.items():
+    for name, path in _unpack(file, listed, limits, scratch).items():
         if _STATE_FILE.match(name):
             if problem := state_file_problem(path):
                 _refuse(file, f"holds optimisation state {name!r} that {problem}")
             found.state[name.removeprefix(f"runs/{STATE_FOLDER}/")] = path
-        else:
-            found.runs.setdefault(name.split("/")[1], path.parent)
-    for run_id, folder in sorted(found.runs.items()):
-        found.records[run_id] = _check_run(file, folder)
+        elif name.endswith("/record.json"):
+            found.runs[path.parent.name] = path.parent
+            found.records[path.parent.name] = read_record(path.parent)
     return found
 
 
-# -- importing: planned whole, then applied all or nothing ------------------------------------------------
+# -- importing: planned whole, then each run renamed into place -------------------------------------------------
 
-#: The name of an import's working folder in the store (followed by a random suffix).
-SCRATCH_PREFIX = ".import-"
+
+def _held(store: Path, run_id: str) -> tuple[Path | None, str]:
+    """Where ``run_id`` is held already: the store's folder, else the committed record's (read beneath the store);
+    None when neither holds it."""
+    own = store / run_id
+    if own.exists() or own.is_symlink():
+        return own, str(store)
+    committed = committed_records_dir()
+    if committed is not None and (committed / run_id / "record.json").exists():
+        return committed / run_id, f"the committed records {committed}"
+    return None, ""
 
 
 def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
-    """(what to do, the conflict if any) for one run of the bundle against the store."""
-    target = store / run_id
-    if not target.exists():
+    """(what to do, the conflict if any) for one run of the bundle: add, replace (an unfinished run of the store that
+    the bundle's took further), update (a finished run given its weights or measurements it lacks), or unchanged."""
+    held, where = _held(store, run_id)
+    if held is None:
         return "add", None
+    if held.is_symlink() or not held.is_dir():
+        return "", f"{held} is {'a link' if held.is_symlink() else 'a file'}, where run {run_id}'s folder belongs"
     try:
-        mine = read_record(target)
+        mine = read_record(held)
     except RunStoreError as error:
-        return "", f"run {run_id} is damaged in the store ({error.problem}); {error.fix}"
+        return "", f"run {run_id} is damaged in {where} ({error.problem}); {error.fix}"
+    differs = f"run {run_id}: the bundle's copy differs from the one in {where} ({record['status']} there, "
+    if mine["status"] in ENDED:  # never replaced from elsewhere: the same training, at most completed
+        strip = lambda r: {k: v for k, v in r.items() if k not in ("measurements", "record_sha256")}
+        ours, theirs = mine.get("measurements", {}), record.get("measurements", {})
+        if strip(mine) != strip(record) or any(ours[k] != theirs[k] for k in ours.keys() & theirs.keys()):
+            return "", differs + f"{mine['status']} here: a finished run is never replaced from elsewhere)"
+        weights = any((folder / n).exists() and not (held / n).exists() for n in WEIGHT_FILES)
+        if held.parent != store:  # committed: the store gets its own copy only to hold more than the record
+            return ("add", None) if weights or theirs.keys() - ours.keys() else ("unchanged", None)
+        return ("update", None) if weights or theirs.keys() - ours.keys() else ("unchanged", None)
     if mine["record_sha256"] == record["record_sha256"]:
-        missing = [n for n in WEIGHT_FILES if (folder / n).exists() and not (target / n).exists()]
-        return ("weights", None) if missing else ("unchanged", None)
-    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
-    if strip(record) == strip(mine):  # the same training, one measured more (a render elsewhere measured it)
-        return "measurements", None
-    if (
-        mine["status"] not in ENDED
-        and (record["status"] in ENDED or record.get("checkpoint_epoch", 0) > mine.get("checkpoint_epoch", 0))
-        and record["config"] == mine["config"]
-    ):
+        return "unchanged", None
+    further = record["status"] in ENDED or record.get("checkpoint_epoch", 0) > mine.get("checkpoint_epoch", 0)
+    if further and record["config"] == mine["config"]:
         return "replace", None
-    return "", (
-        f"run {run_id}: the bundle's copy differs from the one in {store} ({record['status']} there, "
-        f"{mine['status']} here)"
-    )
+    return "", differs + f"{mine['status']} here)"
 
 
 def _ledger(path: Path) -> dict:
@@ -432,9 +515,13 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
     every trial here is in its ledger, the same), or keep; conflicting states are named."""
     plans, conflicts = {}, []
     ours = lambda name: store / STATE_FOLDER / name
+    if found.state and (store / STATE_FOLDER).is_symlink():
+        return {}, [f"{store / STATE_FOLDER} is a link, where the optimisation state's folder belongs"]
     for key in sorted({name.split("/")[0] for name in found.state}):  # a study's folder, or a chosen-values file
-        if not ours(key).exists():
+        if not ours(key).exists() and not ours(key).is_symlink():
             plans[key] = "add"
+        elif ours(key).is_symlink():
+            conflicts.append(f"{ours(key)} is a link")
         elif all(
             ours(n).is_file() and ours(n).read_bytes() == p.read_bytes()
             for n, p in found.state.items()
@@ -458,38 +545,34 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
 def _unwritable(file, store: Path, error: OSError) -> BundleError:
     """One line for a store an import cannot write (read-only, full): which store, and the fix."""
     if getattr(error, "errno", None) == errno.ENOSPC:
-        fix = "free some space on its disk and import again"
+        fix = "free some space on its disk and import again (it completes what this one began)"
     else:
         fix = "make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it and import there"
     reason = getattr(error, "strerror", None) or str(error)
-    return BundleError(f"{file}: the run store {store} cannot be written ({reason}); nothing was imported; fix: {fix}")
-
-
-def _clean(scratch: Path) -> None:
-    """Remove an import's working folder, unless it holds moves not undone: those are left for recover_imports."""
-    if not _pending(scratch):
-        shutil.rmtree(scratch, ignore_errors=True)
+    return BundleError(f"{file}: the run store {store} cannot be written ({reason}); fix: {fix}")
 
 
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
-    """Add a bundle's runs and optimisation state to the run store, all or nothing; returns the counts."""
+    """Add a bundle's runs and optimisation state to the run store; returns the counts. Refused whole (nothing
+    written) on any problem or conflict; a kill or a failure while runs are renamed in leaves each run whole or
+    absent and the store marked until the same import runs again."""
     store = Path(store) if store is not None else runs_dir()
     try:
         store.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise _unwritable(file, store, error) from None
-    recover_imports(store)
-    listed = survey(file, store)  # every header, against the limits and the free disk: nothing written yet
+    clean_imports(store)
+    surveyed = survey(file, store)  # every header and record, against the limits and bounds: nothing written yet
     with contextlib.ExitStack() as owning:
-        try:
-            scratch = owning.enter_context(owned_folder(store, SCRATCH_PREFIX))  # on the store's disk: moves rename
+        try:  # inside the store: on its disk, so that each run moves in by a rename
+            scratch = owning.enter_context(owned_folder(store, SCRATCH_PREFIX))
         except OSError as error:
             raise _unwritable(file, store, error) from None
-        owning.callback(_clean, scratch)  # before the folder's lock is let go
-        found = read_bundle(file, scratch / "new", listed)
+        owning.callback(shutil.rmtree, scratch, ignore_errors=True)  # before its lock is let go
+        found = read_bundle(file, scratch / "new", surveyed)
         with run_locks([*found.runs, *([STATE_FOLDER] if found.state else [])], progress=False, store=store):
             plans = {
-                run_id: _plan_run(store, run_id, found.runs[run_id], found.records[run_id]) for run_id in found.runs
+                run_id: _plan_run(store, run_id, folder, found.records[run_id]) for run_id, folder in found.runs.items()
             }
             state_plans, conflicts = _plan_state(store, found)
             conflicts = [c for _, c in plans.values() if c] + conflicts
@@ -500,8 +583,8 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
                     "leave the store as it is)"
                 )
             try:
-                _apply(store, scratch, found, plans, state_plans)
-            except OSError as error:  # undone already: the store is as it was
+                _move_in(store, scratch, found, plans, state_plans, surveyed[2])
+            except OSError as error:
                 raise _unwritable(file, store, error) from None
     counts = {"added": 0, "updated": 0, "unchanged": 0}
     for action, _ in plans.values():
@@ -509,110 +592,40 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     return {**counts, "state files": sum(action in ("add", "replace") for action in state_plans.values())}
 
 
-def _prepared(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> list[tuple[Path, Path]]:
-    """(ready folder or file, its place in the store) for every planned change, all built inside ``scratch``."""
-    moves: list[tuple[Path, Path]] = []
-    for run_id, (action, _) in sorted(plans.items()):
-        if action == "unchanged":
+def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict, digest: str) -> None:
+    """Rename every planned change into the store, one run at a time, each whole: a kill leaves each run whole or
+    absent. The store is marked from the first change to the last; a completed import also removes the marks that
+    earlier, interrupted imports of the same bundle left (it has now done what they began)."""
+    changes = [run_id for run_id, (action, _) in plans.items() if action != "unchanged"]
+    states = [key for key, action in state_plans.items() if action in ("add", "replace")]
+    if not changes and not states:
+        return
+    mark = store / f"{MARK_PREFIX}{digest[:16]}-{scratch.name.removeprefix(SCRATCH_PREFIX)}"
+    mark.touch()
+    aside = scratch / "replaced"
+    aside.mkdir()
+    for run_id in sorted(changes):
+        action, new, target = plans[run_id][0], found.runs[run_id], store / run_id
+        if action == "update":  # a finished run given what it lacked: each file whole, renamed over
+            for name in WEIGHT_FILES:
+                if (new / name).exists() and not (target / name).exists():
+                    (new / name).rename(target / name)
+            record = read_record(target)
+            ours, theirs = record.get("measurements", {}), found.records[run_id].get("measurements", {})
+            if theirs.keys() - ours.keys():  # only those the store lacks: one that differs is a conflict
+                record["measurements"] = theirs | ours
+                write_record(target / "record.json", record)
             continue
-        new, target = found.runs[run_id], store / run_id
-        if action in ("measurements", "weights"):
-            merged = scratch / "merged" / run_id
-            shutil.copytree(target, merged)
-            if action == "weights":
-                for name in WEIGHT_FILES:
-                    if (new / name).exists() and not (merged / name).exists():
-                        shutil.copy2(new / name, merged / name)
-            else:
-                record = read_record(target)
-                # Both kept: the bundle's measurements win where both took one (it comes from training).
-                record["measurements"] = record.get("measurements", {}) | found.records[run_id].get("measurements", {})
-                write_record(merged / "record.json", record)
-            new = merged
-        moves.append((new, target))
-    for name, action in sorted(state_plans.items()):
-        if action in ("add", "replace"):  # a study's folder, or a file of chosen values
-            moves.append((scratch / "new" / "runs" / STATE_FOLDER / name, store / STATE_FOLDER / name))
-    return moves
-
-
-def _apply(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
-    """Move every planned change into the store, journalled first: a failure here, or a kill (undone by
-    :func:`recover_imports` at the next import, ``train`` or ``book``), puts the store back as it was."""
-    moves = _prepared(store, scratch, found, plans, state_plans)
-    if any(target.parent.name == STATE_FOLDER for _, target in moves):
+        if action == "replace":  # an unfinished run the bundle's took further: absent, never half, in between
+            target.rename(aside / run_id)
+        new.rename(target)
+    if states:
         (store / STATE_FOLDER).mkdir(exist_ok=True)
-    journal = [
-        {
-            "new": str(new),
-            "target": str(target),
-            "aside": str(scratch / "old" / str(i)),
-            "removed": str(scratch / "removed" / str(i)),
-            "existed": target.exists(),
-        }
-        for i, (new, target) in enumerate(moves)
-    ]
-    (scratch / "old").mkdir()
-    (scratch / "removed").mkdir()
-    atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": False})
-    try:
-        for move in journal:
-            if move["existed"]:
-                Path(move["target"]).rename(move["aside"])
-            Path(move["new"]).rename(move["target"])
-        atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
-    except BaseException:
-        _undo(journal)
-        # Undone: nothing left to recover. Should this write fail too, the undo (which can be repeated) is left
-        # to recover_imports.
-        with contextlib.suppress(OSError):
-            atomic.write_json(scratch / JOURNAL, {"moves": journal, "done": True})
-        raise
-
-
-JOURNAL = "journal.json"
-
-
-def _undo(journal: list[dict]) -> None:
-    """Put back what the journalled moves changed, in reverse order. Every step is a rename that leaves a trace (the
-    bundle's copy goes to ``removed``, the store's comes back from ``aside``), so an undo stopped half-way can run
-    again and never touches a run that is not the bundle's copy."""
-    for move in reversed(journal):
-        new, target, aside = Path(move["new"]), Path(move["target"]), Path(move["aside"])
-        # (journals written before "removed" existed keep it beside "old")
-        removed = Path(move.get("removed") or aside.parent.parent / "removed" / aside.name)
-        bundle_copy_in_place = not new.exists() and not removed.exists() and (aside.exists() or not move["existed"])
-        if bundle_copy_in_place and (target.exists() or target.is_symlink()):
-            removed.parent.mkdir(exist_ok=True)
-            target.rename(removed)
-        if move["existed"] and aside.exists():
-            aside.rename(target)
-
-
-def _pending(scratch: Path) -> list[dict] | None:
-    """The journalled moves of an import that neither finished nor was undone (None when there are none)."""
-    try:
-        state = json.loads((scratch / JOURNAL).read_text())
-    except (OSError, ValueError):
-        return None  # stopped before moving anything
-    return None if state.get("done") else state["moves"]
-
-
-def recover_imports(store: Path | None = None) -> list[str]:
-    """Undo any import whose process is gone, under the locks of the runs it moved, and remove the working folders
-    dead imports left; returns what was undone. An import still running owns its folder and is left alone."""
-    store = Path(store) if store is not None else runs_dir()
-    undone = []
-    for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
-        with taken_over(scratch) as abandoned:
-            if not abandoned:
-                continue
-            if (moves := _pending(scratch)) is not None:
-                # each move's target is changed under its run's lock, or the optimisation state's
-                targets = [Path(move["target"]) for move in moves]
-                names = [STATE_FOLDER if t.parent.name == STATE_FOLDER else t.name for t in targets]
-                with run_locks(names, progress=False, store=store):
-                    _undo(moves)
-                undone.append(scratch.name)
-            shutil.rmtree(scratch, ignore_errors=True)
-    return undone
+    for key in sorted(states):  # a study's folder, or a file of chosen values
+        target = store / STATE_FOLDER / key
+        if state_plans[key] == "replace":
+            target.rename(aside / f"{STATE_FOLDER}-{key}")
+        (scratch / "new" / "runs" / STATE_FOLDER / key).rename(target)
+    for earlier in store.glob(f"{MARK_PREFIX}{digest[:16]}-*"):
+        if earlier == mark or not is_owned(import_owner(earlier)):
+            earlier.unlink(missing_ok=True)

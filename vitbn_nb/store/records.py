@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pandas as pd
 import torch
 
 from .. import atomic
+from ..limits import model_problem
 from ..models import build_model
 from ..paths import is_committed, runs_dir
 from .run_config import RunConfig
@@ -193,6 +195,22 @@ def taken_over(folder: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+#: An import's temporary folder in the store (``.import-<random>``), and the mark it leaves from its first change of
+#: the store to its last (``.incomplete-<bundle digest>-<random>``): a store with a mark may lack some of that
+#: bundle's runs. Neither is ever read: a mark is known by its name alone.
+SCRATCH_PREFIX, MARK_PREFIX = ".import-", ".incomplete-"
+
+
+def half_imported(store: Path) -> list[Path]:
+    """The marks of imports into ``store`` that have not finished (under way, or interrupted by a kill)."""
+    return sorted(Path(store).glob(f"{MARK_PREFIX}*")) if Path(store).is_dir() else []
+
+
+def import_owner(mark: Path) -> Path:
+    """The temporary folder of the import that left ``mark`` (owned while that import runs: :func:`is_owned`)."""
+    return mark.parent / f"{SCRATCH_PREFIX}{mark.name.rsplit('-', 1)[-1]}"
+
+
 def retrain_fix(run_id: str) -> str:
     return f"fix: python -m vitbn_nb runs retrain {run_id}"
 
@@ -319,6 +337,8 @@ def record_problem(record: Any, folder_name: str) -> str | None:
         return f"names run {record['run_id']!r} but lies in folder {folder_name!r}"
     if (problem := _wrong_keys(record["config"], _CONFIG_KEYS, "config: ")) is not None:
         return problem
+    if (problem := model_problem(record["config"], count=False)) is not None:  # sizes alone: nothing is built
+        return f"config: {problem}"
     for i, epoch in enumerate(record["epochs"], 1):
         if not isinstance(epoch, dict):
             return f"epoch {i} is not an object"
@@ -380,6 +400,8 @@ def repair_fix(folder: Path) -> str:
         return restore_fix(folder)
     try:
         record = json.loads((Path(folder) / "record.json").read_text())
+        if model_problem(record["config"]) is not None:  # never built, not even to say what to retrain
+            return delete_fix(Path(folder))
         RunConfig(**record["config"])
     except (Exception, RecursionError):
         return delete_fix(Path(folder))
@@ -387,7 +409,10 @@ def repair_fix(folder: Path) -> str:
 
 
 def identity_problem(record: dict, folder_name: str) -> str | None:
-    """Whether a whole record's configuration is one this code accepts and gives the run id of its folder."""
+    """Whether a whole record's configuration is one this code accepts and gives the run id of its folder; one past
+    the model families' bounds is refused before anything is built."""
+    if (problem := model_problem(record["config"])) is not None:
+        return f"its configuration is refused: {problem}"
     try:
         config = RunConfig(**record["config"])
     except (TypeError, ValueError) as error:
@@ -397,14 +422,41 @@ def identity_problem(record: dict, folder_name: str) -> str | None:
     return None
 
 
+#: Entries of a weight file besides its tensors' (data.pkl, version, byte order ...) and what they may hold together.
+_ARCHIVE_EXTRA_BYTES = 4 * 2**20
+
+
+def archive_problem(path: Path, tensor_bytes: int | None = None) -> str | None:
+    """Why ``path`` is not a weight file as ``torch.save`` writes it (None when it is): a zip archive whose entries are
+    stored uncompressed, so that reading it costs no more memory than its size on disk; with ``tensor_bytes``, its
+    entries together at most what the tensors need (plus :data:`_ARCHIVE_EXTRA_BYTES`). Read from the zip's
+    directory alone: a file that would expand past that is refused before torch reads a byte of it."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        return f"is not a weight file the book writes (not a zip archive of tensors: {error})"
+    if any(e.compress_type != zipfile.ZIP_STORED or e.file_size != e.compress_size for e in entries):
+        return "holds compressed entries, which torch.save never writes (a file that expands when read)"
+    expanded = sum(e.file_size for e in entries)
+    if expanded > Path(path).stat().st_size:
+        return f"says it holds {expanded:,} bytes in a file of {Path(path).stat().st_size:,} (a lying zip directory)"
+    if tensor_bytes is not None and expanded > tensor_bytes + _ARCHIVE_EXTRA_BYTES:
+        return f"expands to {expanded:,} bytes, more than its model's weights need ({tensor_bytes:,})"
+    return None
+
+
 def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
-    """A run's weight file (model or checkpoint) on the CPU, its checksum verified, loaded weights-only: tensors
-    and plain types, never code. Errors name the file and the fix."""
+    """A run's weight file (model or checkpoint) on the CPU, its checksum verified, its zip directory checked
+    (:func:`archive_problem`), loaded weights-only: tensors and plain types, never code. Errors name the file and
+    the fix."""
     path = Path(path)
     if not path.is_file():
         raise RunStoreError(run_id, f"{path} is missing")
     if expected is not None and sha256(path) != expected:
         raise RunStoreError(run_id, f"{path} does not match its checksum (truncated or damaged)")
+    if (problem := archive_problem(path)) is not None:  # before torch: a raw pickle is refused without its warnings
+        raise RunStoreError(run_id, f"{path} cannot be read as weights: it {problem}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
@@ -421,6 +473,8 @@ def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
 def fit_problem(config: dict, state: Any) -> str | None:
     """Why the weights ``state`` do not fit the model the record's configuration builds (None when they do): a
     weight file can be whole, its checksum listed, and still belong to another model."""
+    if (problem := model_problem(config)) is not None:
+        return f"is not loaded: {problem}"
     try:
         model = build_model(config["model"], **config["model_kwargs"])
     except (KeyError, TypeError, ValueError) as error:
@@ -504,11 +558,11 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
                     rows.append((STATE_FOLDER, path, problem, state_fix(path)))
         elif entry.is_dir() and (entry / "record.json").exists():
             rows += [(entry.name, entry, problem, fix) for problem, fix in _problems(entry)]
-    for scratch in sorted(store.glob(".import-*")) if store.is_dir() else []:
-        if not is_owned(scratch):  # owned: an import under way, not damage
-            problem = "an import that was interrupted (runs moved aside there are not in the store)"
-            fix = "fix: python -m vitbn_nb runs import BUNDLE, or train: each first puts the store back as it was"
-            rows.append((scratch.name, scratch, problem, fix))
+    for mark in half_imported(store):
+        if not is_owned(import_owner(mark)):  # owned: an import under way, not damage
+            problem = "an import that was interrupted: the store may lack some of that bundle's runs"
+            fix = f"fix: run the same python -m vitbn_nb runs import BUNDLE again (it completes it), or delete {mark}"
+            rows.append((mark.name, mark, problem, fix))
     rows = [(run, str(folder), problem, fix) for run, folder, problem, fix in rows]
     return pd.DataFrame(rows, columns=["run", "folder", "problem", "fix"])
 

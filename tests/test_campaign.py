@@ -20,7 +20,7 @@ class Priced:
 
     device = torch.device("cpu")
 
-    def __init__(self, configs, device=None, known=()):
+    def __init__(self, configs, device=None, known=(), retrain=frozenset()):
         pass
 
     def busy(self):
@@ -42,7 +42,7 @@ def smoke_campaign(monkeypatch, run_store):
 def fake_training(monkeypatch):
     trained = []
 
-    def train_all(unit, deadline=None):
+    def train_all(unit, deadline=None, one_stream=False):
         trained.extend(unit)
         return []
 
@@ -110,7 +110,7 @@ def test_a_calibration_taken_under_load_is_taken_anew_once_the_machine_is_quiet(
     class LoadedThenQuiet(Priced):
         """The first calibration ran beside other work and prices every run 3x; later ones find the machine quiet."""
 
-        def __init__(self, configs, device=None, known=()):
+        def __init__(self, configs, device=None, known=(), retrain=frozenset()):
             self.loaded = not calibrations
             calibrations.append(len(configs))
 
@@ -179,7 +179,7 @@ def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_
 def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):
     configs = smoke_campaign[0].configs()
     deepest = max(configs, key=lambda c: c.model_kwargs["depth"])
-    monkeypatch.setattr(campaign, "_epochs_done", lambda c, device: 1 if c == deepest else 0)
+    monkeypatch.setattr(campaign, "_epochs_done", lambda c, device, retrain=frozenset(): 1 if c == deepest else 0)
     order = campaign._order(campaign._units(configs), Priced(configs))
     assert order[0] == [deepest]
     assert [u[0].model_kwargs["depth"] for u in order[1:]] == sorted(u[0].model_kwargs["depth"] for u in order[1:])

@@ -26,9 +26,60 @@ def test_an_interval_holding_zero_is_within_noise():
     assert judged.low < 0 < judged.high
 
 
-def test_a_comparable_claim_is_within_noise_or_disagrees():
-    assert verdicts.difference("c", [0.2, -0.3, 0.1], 0).outcome == verdicts.NOISE
-    assert verdicts.difference("c", [3.0, 3.2, 2.9], 0).outcome == verdicts.DISAGREES
+def test_a_comparable_claim_is_an_equivalence_within_the_margin():
+    judged = verdicts.difference("c", [0.2, -0.3, 0.1], 0)
+    assert judged.outcome == verdicts.EQUIVALENT and judged.level == 0.90 and judged.margin == verdicts.MARGIN_PT
+    assert judged.p < verdicts.ALPHA  # the two one-sided tests reject "beyond the margin"
+    assert verdicts.difference("c", [3.0, 3.2, 2.9], 0).outcome == verdicts.NOT_EQUIVALENT
+    undecided = verdicts.difference("c", [4.0, -3.0, 0.5], 0)  # an interval holding zero is not equivalence
+    assert undecided.outcome == verdicts.UNDECIDED and undecided.low < 0 < undecided.high
+    assert "within noise" not in undecided.text
+
+
+def test_a_within_noise_states_the_difference_its_seeds_could_have_detected():
+    judged = verdicts.difference("c", [1.0, -0.8, 0.5], +1)
+    sd = pd.Series([1.0, -0.8, 0.5]).std()
+    # 80 % power, two-sided 5 %, 2 degrees of freedom: about 3.3 standard deviations (the referee's figure)
+    assert 3.0 < judged.detectable / sd < 3.6
+    assert f"detectable: {judged.detectable:.1f} pt with 3 seeds" in judged.text
+    family = verdicts.difference("c", [1.0, -0.8, 0.5], +1, spread=2 * sd)
+    assert math.isclose(family.detectable, 2 * judged.detectable)  # the family's spread, not the cell's own
+    assert verdicts.difference("c", [1.0, -0.8, 0.5] * 4, +1).detectable < judged.detectable  # more seeds, less
+
+
+def test_the_seeds_a_plan_needs_fall_as_the_effect_grows():
+    need = lambda effect: verdicts.seeds_to_detect(effect, spread=3.0)
+    assert need(2.0) > need(4.0) > need(8.0) >= verdicts.MIN_SEEDS
+    assert verdicts.detectable_difference(3.0, need(2.0)) <= 2.0 < verdicts.detectable_difference(3.0, need(2.0) - 1)
+    assert verdicts.seeds_for_equivalence(2.0, 1.0) < verdicts.seeds_for_equivalence(2.0, 2.0)
+
+
+def test_collapses_are_counted_with_exact_intervals_and_fishers_test():
+    curve = lambda accs, diverged=False: pd.DataFrame(
+        {"epoch": range(1, len(accs) + 1), "test_acc": accs, "diverged": [False] * (len(accs) - 1) + [diverged]}
+    )
+    assert verdicts.collapsed(curve([90, 95, 80]))  # ends 15 below its best
+    assert not verdicts.collapsed(curve([90, 70, 94]))  # a fall recovered by the end is no collapse
+    assert verdicts.collapsed(curve([90, 91], diverged=True))
+    judged = verdicts.counts("c", [True] * 8, [False] * 8, +1)
+    assert judged.outcome == verdicts.AGREES and judged.p < 0.001 and judged.collapsed == 8 and judged.runs == 8
+    assert judged.rate_low > 60 and judged.rate_high_base < 40  # Clopper–Pearson at 95 %
+    assert "8/8" in judged.shown and "0/8" in judged.shown
+    three = verdicts.counts("c", [True] * 3, [False] * 3, +1)
+    assert three.outcome == verdicts.NOISE and math.isclose(three.p, 0.1)  # 3 of 3 against 0 of 3 decides nothing
+    assert math.isfinite(three.detectable) is False or three.detectable == 100.0
+    assert verdicts.counts("c", [False] * 8, [True] * 8, +1).outcome == verdicts.DISAGREES
+
+
+def test_holms_correction_decides_a_figures_cells_again():
+    strong = verdicts.difference("a", [1.0, 1.1, 0.9, 1.05], +1)
+    weak = verdicts.difference("b", [0.6, 1.5, 0.4, 1.2], +1)  # p = 0.036 alone
+    assert strong.outcome == weak.outcome == verdicts.AGREES
+    corrected = verdicts.holm([strong, weak, verdicts.difference("c", [1.0, -1.0, 0.1, -0.3], +1)])
+    assert all(v.role == verdicts.SECONDARY for v in corrected)
+    assert corrected[0].outcome == verdicts.AGREES and corrected[0].p_holm >= corrected[0].p
+    assert math.isclose(corrected[1].p_holm, 2 * weak.p)  # the second smallest of three, times two
+    assert corrected[1].outcome == verdicts.NOISE and "Holm p = 0.073" in corrected[1].text
 
 
 @pytest.mark.parametrize("values", [[5.0], [5.0, 6.0]])
@@ -42,7 +93,7 @@ def test_fewer_than_three_seeds_are_shown_not_judged(values):
 def test_only_a_difference_is_shown_signed():
     assert verdicts.difference("c", [1.0, 1.5, 2.0], +1).shown.startswith("+1.5 pt [+")
     accuracy = verdicts.near("c", [90.0, 91.0, 92.0], 91.0, unit="%")
-    assert accuracy.shown.startswith("91.0 % [88.5, 93.5]")  # an accuracy is a value, not a difference
+    assert accuracy.shown.startswith("91.0 % [89.3, 92.7]")  # a value, not a difference (its 90 % interval)
 
 
 def test_no_runs_is_not_run_and_nan_values_do_not_count():
@@ -120,7 +171,8 @@ def test_every_committed_verdict_over_seeds_rests_on_at_least_three():
     from pathlib import Path
 
     figures = Path(__file__).resolve().parent.parent / "figures"
-    judged = (verdicts.AGREES, verdicts.DISAGREES, verdicts.NOISE)
+    judged = (verdicts.AGREES, verdicts.DISAGREES, verdicts.NOISE, verdicts.EQUIVALENT, verdicts.NOT_EQUIVALENT)
+    judged += (verdicts.UNDECIDED,)
     checked = 0
     for path in sorted(figures.glob("*_claims.csv")):
         table = pd.read_csv(path)
@@ -210,9 +262,11 @@ def test_rounds_that_do_not_pair_up_are_refused():
 
 def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
     close = verdicts.near("x", [98.1, 98.3, 98.2], 98.2, unit="%")
-    assert close.outcome == verdicts.NOISE and abs(close.estimate - 98.2) < 1e-9
-    above = verdicts.near("x", [99.4, 99.5, 99.6], 98.2, unit="%")
-    assert above.outcome == verdicts.DISAGREES  # far above "≈ 98.2" is not what the article said either
+    assert close.outcome == verdicts.EQUIVALENT and abs(close.estimate - 98.2) < 1e-9
+    above = verdicts.near("x", [101.4, 101.5, 101.6], 98.2, unit="%")
+    assert above.outcome == verdicts.NOT_EQUIVALENT  # far above "≈ 98.2" is not what the article said either
+    wide = verdicts.near("x", [60.0, 90.0, 84.0], 78.0, unit="%")
+    assert wide.outcome == verdicts.UNDECIDED  # an interval of [47, 104] decides nothing
     assert verdicts.near("x", [98.0], 98.2).outcome == verdicts.NOT_JUDGED
 
 

@@ -286,7 +286,8 @@ def _campaign(args) -> int:
         if args.dry_run:
             print("calibrating the runs left (a few training steps of each model) ...")
             left = [c for stage in campaign.STAGES for c in stage.configs()]
-            estimator = campaign.Estimator(left, runs.pick_device(None))
+            device = runs.pick_device(None)
+            estimator = campaign.Estimator(left, device, retrain=campaign.retrained(device))
             print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
             print(campaign.status(estimator).to_string(index=False))
             if why := estimator.busy():

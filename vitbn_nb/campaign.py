@@ -17,12 +17,13 @@ import pandas as pd
 import torch
 
 from . import atomic
+from .data.sets import STREAM
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
-from .store.run_folder import stored_id, stored_run
+from .store.run_folder import record_stream, stored_id, stored_run
 from .system import epoch_contended, hardware_label, machine_load, pick_device
 
 PROFILE = "paper"
@@ -45,6 +46,9 @@ class Stage:
     #: ``stored(record)`` reads it back and whose ``taken_busy(value)`` says it was taken beside other work (then it is
     #: taken anew): ``campaign measure``, a timing, so on a quiet machine.
     measurement: str | None = None
+    #: What makes a comparison's cell besides the seed (its runs pair): a run that drew another data stream than its
+    #: cell's other runs (a GPU's from before the one stream) is trained again on the one.
+    cell: tuple[str, ...] = ("lr",)
 
     def configs(self) -> list[RunConfig]:
         from .train import planned_runs
@@ -55,7 +59,8 @@ class Stage:
 
 #: In order: the chapters that decide the articles' claims about accuracy and stability first.
 STAGES = (
-    Stage("05_depth_study", why="article 2's depth study (Figs 8-10); shows no timings"),
+    # Fig 10 pairs a seed's runs across both rates at a depth: its cell is the depth
+    Stage("05_depth_study", why="article 2's depth study (Figs 8-10); shows no timings", cell=("depth",)),
     Stage(
         "03_fixed_lr",
         lrs=(0.01,),
@@ -72,9 +77,37 @@ def run_ids() -> set[str]:
     return {run_id for stage in STAGES for config in stage.configs() for run_id in config.ids()}
 
 
-def _epochs_done(config: RunConfig, device: torch.device) -> int:
-    """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed)."""
-    run_id = stored_id(config, device)
+def _cell(config: RunConfig, fields: tuple[str, ...]) -> tuple:
+    held = {"lr": config.lr, "depth": config.model_kwargs.get("depth"), "seed": config.seed}
+    return tuple(held[name] for name in (*fields, "seed"))
+
+
+def split_streams(stage: Stage, device: torch.device) -> list[RunConfig]:
+    """The stage's runs held on another data stream than the one while a run of their cell and seed is on the one:
+    a pair that saw different batches and test images, so the odd run trains again on the one stream."""
+    held: dict[tuple, list[tuple[RunConfig, str]]] = {}
+    for config in stage.configs():
+        run = stored_run(stored_path(stored_id(config, device)))
+        if run is not None:
+            held.setdefault(_cell(config, stage.cell), []).append((config, record_stream(run.record)))
+    return [
+        config
+        for runs_ in held.values()
+        if len({stream for _, stream in runs_}) > 1
+        for config, stream in runs_
+        if stream != STREAM
+    ]
+
+
+def retrained(device: torch.device) -> frozenset[str]:
+    """The configurations (by CPU run id) every stage trains again on the one stream (:func:`split_streams`)."""
+    return frozenset(config.run_id("cpu") for stage in STAGES for config in split_streams(stage, device))
+
+
+def _epochs_done(config: RunConfig, device: torch.device, retrain: frozenset[str] = frozenset()) -> int:
+    """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed); a
+    configuration in ``retrain`` counts its run on the one data stream only."""
+    run_id = stored_id(config, device, one_stream=config.run_id("cpu") in retrain)
     if stored_run(stored_path(run_id)) is not None:
         return config.epochs
     try:
@@ -110,12 +143,17 @@ class Estimator:
     in the correction; the calibration prices ``configs`` only."""
 
     def __init__(
-        self, configs: list[RunConfig], device: torch.device, calibrate: bool = True, known: Sequence[RunConfig] = ()
+        self,
+        configs: list[RunConfig],
+        device: torch.device,
+        calibrate: bool = True,
+        known: Sequence[RunConfig] = (),
+        retrain: frozenset[str] = frozenset(),
     ):
         from .bench.calibration import calibrate as measure
         from .bench.calibration import points_for
 
-        self.device = device
+        self.device, self.retrain = device, retrain  # the runs trained again on the one stream: all their epochs
         self.load_before = machine_load()
         points, stacked, others = points_for(configs)
         self.calibration = (
@@ -180,17 +218,18 @@ class Estimator:
 
     def seconds_left(self, config: RunConfig) -> float | None:
         per_epoch = self.epoch_seconds(config)
-        left = config.epochs - _epochs_done(config, self.device)
+        left = config.epochs - _epochs_done(config, self.device, self.retrain)
         return None if per_epoch is None else left * per_epoch
 
 
 def status(estimator: Estimator | None = None) -> pd.DataFrame:
     """One row per stage: its runs finished, started and left, and the estimated hours left on this machine."""
     device = pick_device(None)
+    retrain = retrained(device)
     rows = []
     for stage in STAGES:
         configs = stage.configs()
-        done = [_epochs_done(c, device) for c in configs]
+        done = [_epochs_done(c, device, retrain) for c in configs]
         row = {
             "stage": stage.chapter + ("" if stage.lrs is None else f" (lr {', '.join(f'{lr:g}' for lr in stage.lrs)})"),
             "what": stage.why,
@@ -198,6 +237,7 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
             "finished": sum(d == c.epochs for d, c in zip(done, configs)),
             "started": sum(0 < d < c.epochs for d, c in zip(done, configs)),
             "epochs done": f"{sum(done):,} of {sum(c.epochs for c in configs):,}",
+            "to train again (split streams)": sum(c.run_id("cpu") in retrain for c in configs),
             "trained on": "; ".join(f"{name}: {n}" for name, n in _trained_on(stage, device, done).items()) or "—",
         }
         if estimator is not None:
@@ -212,11 +252,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
-def _order(units: list[list[RunConfig]], estimator: Estimator) -> list[list[RunConfig]]:
+def _order(
+    units: list[list[RunConfig]], estimator: Estimator, retrain: frozenset[str] = frozenset()
+) -> list[list[RunConfig]]:
     """Started units first (their checkpoints), then the cheapest: the outputs of fewest hours complete soonest."""
 
     def key(unit):
-        started = any(0 < _epochs_done(c, estimator.device) < c.epochs for c in unit)
+        started = any(0 < _epochs_done(c, estimator.device, retrain) < c.epochs for c in unit)
         seconds = sum(estimator.seconds_left(c) or 0.0 for c in unit)
         return (not started, seconds)
 
@@ -233,15 +275,19 @@ def train(
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
     device = pick_device(None)
     from .engines import check_device
-    from .store.bundle import recover_imports
+    from .store.bundle import clean_imports
 
-    if undone := recover_imports():  # only imports whose process is gone (records.taken_over)
-        log(f"undid {len(undone)} import(s) a kill interrupted in the run store")
+    clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
         check_device.ensure(log=log)
-    trained = []
+    trained, retrain = [], retrained(device)
+    if retrain:
+        log(
+            f"campaign: {len(retrain)} run(s) held on another data stream than their pair's (a GPU's from before the "
+            "one stream) train again on the one"
+        )
     for stage in STAGES:
-        left = [c for c in stage.configs() if _epochs_done(c, device) < c.epochs]
+        left = [c for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
         if not left:
             continue
         if stage.quiet and not quiet:
@@ -262,10 +308,12 @@ def train(
             if estimator is None or estimator.busy():
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
                 # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)
-                estimator = Estimator([c for unit in pending for c in unit], device, known=stage.configs())
+                estimator = Estimator(
+                    [c for unit in pending for c in unit], device, known=stage.configs(), retrain=retrain
+                )
                 if why := estimator.busy():
                     log(f"{stage.chapter}: {why}")
-            ordered = _order(pending, estimator)
+            ordered = _order(pending, estimator, retrain)
             seconds = {id(unit): sum(estimator.seconds_left(c) or 0.0 for c in unit) for unit in ordered}
             fits = [u for u in ordered if deadline is None or not deadline.no_room_for(seconds[id(u)])]
             if not fits:
@@ -278,7 +326,7 @@ def train(
                 f"(estimated {_duration(seconds[id(unit)])})"
             )
             started = time.monotonic()
-            trained += runs.train_all(unit, deadline=deadline)
+            trained += runs.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
             log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
         if too_long:
             left = max(0.0, deadline.at - deadline.clock())
@@ -287,7 +335,8 @@ def train(
                 f"{_duration(min(s for s, _ in too_long))} or more, and with a {deadline.margin:g}x safety margin "
                 f"that exceeds the {_duration(left)} left before the deadline"
             )
-    if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device) < c.epochs]:
+    retrain = retrained(device)
+    if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
     return trained
 
@@ -323,6 +372,9 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
 def commit(log: Callable[[str], None] = print) -> list[str]:
     """Copy every finished campaign run's record (no weights) from the run store into ``figures/records/``."""
     target = book_figures_dir() / RECORDS_FOLDER
+    from .store.bundle import refuse_half_imported
+
+    refuse_half_imported(runs_dir(), "its records would be committed incomplete")
     copied = []
     device = pick_device(None)
     for stage in STAGES:

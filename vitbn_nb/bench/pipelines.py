@@ -65,7 +65,7 @@ def training_runner(
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     step: Callable = reference_step if pipeline == "reference" else engine.train_step
-    batches = endless(train_data, settings.batch_size, torch.Generator(device=device).manual_seed(settings.seed))
+    batches = endless(train_data, settings.batch_size, torch.Generator().manual_seed(settings.seed))
 
     def run_block(steps: int) -> dict:
         images = 0

@@ -50,10 +50,16 @@ def to_float(images: torch.Tensor) -> torch.Tensor:
     return images.to(torch.float32).div(255)
 
 
+def uniforms(batch: int, generator: torch.Generator | None) -> torch.Tensor:
+    """The uniform draws ``[B, 7]`` behind a batch's augmentation, drawn where ``generator`` lives (the engine's are on
+    the CPU: one data stream per seed on every device, moved to the device after drawing)."""
+    return torch.rand(batch, 7, generator=generator, device=generator.device if generator is not None else "cpu")
+
+
 def _sample_params(batch: int, generator: torch.Generator, device) -> dict[str, torch.Tensor]:
     """Every random choice of the reference pipeline, per sample, from one generator, with torchvision 0.29's ranges and
     roundings: angle ~ U(-20, 20); tx = round(U(-0.2*W, 0.2*W)); zoom when rand < p, canvas = int(28 * U(2, 3))."""
-    return _params_from(torch.rand(batch, 7, generator=generator, device=device))
+    return _params_from(uniforms(batch, generator).to(device))
 
 
 def _params_from(u: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -155,29 +161,36 @@ def _apply_params(images: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Ten
     return torch.where(p["zoom"][:, None, None, None], zoomed, out) / 255
 
 
-def augment_batch(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def augment_batch(images: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Article 2's augmentation for a whole batch on its device: uint8 [B,1,28,28] -> float [0,1].
 
     The distributions and roundings of ``reference_augmentation()`` (rotation, integer shift, zoom-out with Pillow's
     bilinear resize, matched bit for bit); the rotation's nearest sampling in float32 differs from Pillow's fixed
     point in ~3 pixels in 10^5, and the random stream is ``generator``'s, so outputs match in distribution.
     """
+    return augment_drawn(images, uniforms(_check_batch(images).shape[0], generator).to(images.device))
+
+
+def augment_drawn(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """:func:`augment_batch` from its uniform draws ``[B, 7]`` (:func:`uniforms`), already on the images' device."""
+    return _apply_params(_check_batch(images), _params_from(draws))
+
+
+def _check_batch(images: torch.Tensor) -> torch.Tensor:
     if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, _SIZE, _SIZE):
         raise ValueError(f"augment_batch takes uint8 [B,1,28,28], got {images.dtype} {tuple(images.shape)}")
-    return _apply_params(images, _sample_params(images.shape[0], generator, images.device))
+    return images
 
 
-def augment_members(images: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
-    """:func:`augment_batch` for the members of a stack at once, uint8 ``[M, B, 1, 28, 28]`` -> float: member ``i``
-    gets what ``augment_batch(images[i], generators[i])`` gives, bit for bit (``tests/test_gpu_paths.py``)."""
-    if images.ndim != 5 or len(generators) != images.shape[0]:
+def augment_members(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """:func:`augment_drawn` for the members of a stack at once, uint8 ``[M, B, 1, 28, 28]`` and draws ``[M, B, 7]``
+    -> float: member ``i`` gets what ``augment_drawn(images[i], draws[i])`` gives, bit for bit
+    (``tests/test_gpu_paths.py``)."""
+    if images.ndim != 5 or draws.shape != (*images.shape[:2], 7):
         raise ValueError(
-            f"augment_members takes uint8 [M,B,1,28,28] and M generators, got {tuple(images.shape)} and "
-            f"{len(generators)} generator(s)"
+            f"augment_members takes uint8 [M,B,1,28,28] and draws [M,B,7], got {tuple(images.shape)} and "
+            f"{tuple(draws.shape)}"
         )
     members, batch = images.shape[:2]
-    flat = images.flatten(0, 1)
-    if flat.dtype != torch.uint8 or flat.shape[1:] != (1, _SIZE, _SIZE):
-        raise ValueError(f"augment_members takes uint8 [M,B,1,28,28], got {images.dtype} {tuple(images.shape)}")
-    draws = torch.cat([torch.rand(batch, 7, generator=g, device=images.device) for g in generators])
-    return _apply_params(flat, _params_from(draws)).view(members, batch, 1, _SIZE, _SIZE)
+    flat = _check_batch(images.flatten(0, 1))
+    return _apply_params(flat, _params_from(draws.flatten(0, 1))).view(members, batch, 1, _SIZE, _SIZE)

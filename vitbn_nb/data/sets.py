@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .augment import augment_batch, augment_members, reference_dataset, to_float
+from .augment import augment_batch, augment_drawn, augment_members, reference_dataset, to_float, uniforms
 from .files import load_mnist
 
 DATASETS = ("mnist", "mnist_aug", "mnist56")
@@ -21,6 +21,42 @@ IMAGE_SIZE = {"mnist": 28, "mnist_aug": 28, "mnist56": 56}
 #: The augmented test set is drawn once with this random seed, so every model is tested on the same images.
 TEST_AUGMENTATION_SEED = 20241108
 SUBSET_SEED = 0
+
+
+#: The data stream of every run trained since it was named: every random draw that defines a run's data (its training
+#: order, its augmentation, the once-augmented test set) comes from a CPU generator seeded by (seed, epoch) and moves
+#: to the device after drawing, so a seed's batches and test images are the same on a CPU, a GPU, eager or stacked
+#: (up to float rounding in the warp). On the CPU it is the stream every CPU run drew before it had a name.
+STREAM = "cpu-generators"
+
+
+def legacy_stream(device_type: str) -> str:
+    """The stream of a run trained before :data:`STREAM` was named: its device's own generators (a CUDA run's batches
+    and augmented test images differ from a CPU run's of the same seed)."""
+    return STREAM if device_type == "cpu" else f"{device_type}-generators"
+
+
+def epoch_draws(
+    n: int, batch_size: int, generator: torch.Generator | None, *, shuffle: bool, augment: bool, min_batch: int
+) -> tuple[list[Tensor], list[Tensor] | None]:
+    """An epoch's random draws from ``generator``, in the order a run has always made them (the order, then each
+    batch's augmentation): each batch's image indices and, when ``augment``, its uniform draws. Drawn where the
+    generator lives, all at once, so an accelerator receives them in one copy and never waits inside the epoch."""
+    order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
+    # a BatchNorm model cannot train on a final batch of one: ``min_batch`` drops a last batch that small
+    index = [part for part in order.split(batch_size) if len(part) >= min_batch]
+    draws = [uniforms(len(part), generator) for part in index] if augment else None
+    return index, draws
+
+
+def _to_device(parts: list[Tensor] | None, device: torch.device) -> list[Tensor] | None:
+    """``parts`` on ``device`` in one copy (on the CPU, as they are)."""
+    if parts is None or not parts or parts[0].device == device:
+        return parts
+    flat = torch.cat([part.flatten() for part in parts])
+    # pinned and non-blocking on an accelerator: the copy is queued, the host does not wait for the device
+    flat = flat.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else flat.to(device)
+    return [chunk.view(part.shape) for chunk, part in zip(flat.split([part.numel() for part in parts]), parts)]
 
 
 @dataclass
@@ -37,14 +73,18 @@ class ImageSet:
     def batches(
         self, batch_size: int, *, generator: torch.Generator | None = None, shuffle: bool = False, min_batch: int = 1
     ) -> Iterator[tuple[Tensor, Tensor]]:
-        n = len(self.labels)
-        order = torch.randperm(n, generator=generator, device=self.labels.device) if shuffle else None
-        for start in range(0, n, batch_size):
-            index = order[start : start + batch_size] if shuffle else slice(start, start + batch_size)
-            x, y = self.images[index], self.labels[index]
-            if len(y) < min_batch:  # a BatchNorm model cannot train on a final batch of one
-                return
-            yield (augment_batch(x, generator) if self.augment else to_float(x)), y
+        n, device = len(self.labels), self.labels.device
+        if not shuffle and not self.augment:  # a test pass: slices, no draws
+            for start in range(0, n, batch_size):
+                if min(batch_size, n - start) < min_batch:
+                    return
+                yield to_float(self.images[start : start + batch_size]), self.labels[start : start + batch_size]
+            return
+        index, draws = epoch_draws(n, batch_size, generator, shuffle=shuffle, augment=self.augment, min_batch=min_batch)
+        index, draws = _to_device(index, device), _to_device(draws, device)
+        for k, part in enumerate(index):
+            x, y = self.images[part], self.labels[part]
+            yield (augment_drawn(x, draws[k]) if self.augment else to_float(x)), y
 
     def stacked_batches(
         self, batch_size: int, generators: list[torch.Generator], *, min_batch: int = 1
@@ -52,14 +92,19 @@ class ImageSet:
         """Shuffled training batches of a stack's members side by side (``[M, B, ...]`` images, ``[M, B]``
         labels): member ``i``'s are those of ``batches(batch_size, generator=generators[i], shuffle=True)``,
         cut and augmented for all members at once."""
-        n = len(self.labels)
-        orders = torch.stack([torch.randperm(n, generator=g, device=self.labels.device) for g in generators])
-        for start in range(0, n, batch_size):
-            index = orders[:, start : start + batch_size]
-            if index.shape[1] < min_batch:
-                return
-            x, y = self.images[index], self.labels[index]
-            yield (augment_members(x, generators) if self.augment else to_float(x)), y
+        n, device = len(self.labels), self.labels.device
+        members = [
+            epoch_draws(n, batch_size, g, shuffle=True, augment=self.augment, min_batch=min_batch) for g in generators
+        ]
+        index = _to_device([torch.stack(parts) for parts in zip(*(m[0] for m in members))], device)
+        draws = (
+            _to_device([torch.stack(parts) for parts in zip(*(m[1] for m in members))], device)
+            if self.augment
+            else None
+        )
+        for k, part in enumerate(index):
+            x, y = self.images[part], self.labels[part]
+            yield (augment_members(x, draws[k]) if self.augment else to_float(x)), y
 
 
 @dataclass
@@ -143,7 +188,7 @@ def image_sets(dataset: str, train_size: int | None, test_size: int | None, devi
         train_x, test_x = upscale(train_x), upscale(test_x)
     augment = dataset == "mnist_aug"
     if augment:
-        generator = torch.Generator(device=device).manual_seed(TEST_AUGMENTATION_SEED)
+        generator = torch.Generator().manual_seed(TEST_AUGMENTATION_SEED)  # on the CPU: one stream on every device
         test_x = (augment_batch(test_x, generator) * 255).round().to(torch.uint8)
     return ImageSet(train_x, train_y, augment=augment), ImageSet(test_x, test_y)
 

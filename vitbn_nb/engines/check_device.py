@@ -291,7 +291,7 @@ def _sync_check(device: torch.device, s: CheckSettings, train_set) -> dict:
     """A replay, an eager stacked step, an eager step and a batch fetch with host syncs turned into errors."""
     models = [(seed, _model(s.vit, {"depth": s.vit_depth}, seed, device)) for seed, _ in s.members]
     members = [stack.Member(m, stack.optimizer_for(m, 1e-3, device), seed) for seed, m in models]
-    generators = [torch.Generator(device=device).manual_seed(seed) for seed, _ in s.members]
+    generators = [torch.Generator().manual_seed(seed) for seed, _ in s.members]  # the data's stream: on the CPU
     x, y = next(iter(train_set.stacked_batches(s.batch_size, generators, min_batch=2)))
     graphed, eager_stack = stack.Stack(members, device), stack.Stack(members, device, graph=False)
     for _ in range(stack.GRAPH_WARMUP_STEPS + 1):

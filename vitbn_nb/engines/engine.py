@@ -25,6 +25,12 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return (seed * 1_000_003 + epoch * 7_919) % (2**63)
 
 
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """The generator of a run's data in one epoch (order and augmentation): on the CPU whatever the training device,
+    so a seed's data are one stream on every device and engine (:data:`vitbn_nb.data.sets.STREAM`)."""
+    return torch.Generator().manual_seed(epoch_seed(seed, epoch))
+
+
 def progress_bar(total: int, initial: int, desc: str | None, enabled: bool):
     """A tqdm bar of training steps (``VITBN_PROGRESS=0`` hides every one)."""
     disabled = not enabled or os.environ.get("VITBN_PROGRESS", "1") == "0"
@@ -198,7 +204,7 @@ def train_model(
     with progress_bar(epochs * steps, start_epoch * steps, desc, progress) as bar:
         for epoch in range(start_epoch + 1, epochs + 1):
             torch.manual_seed(epoch_seed(seed, epoch))  # dropout and torchvision's transforms draw from here
-            generator = torch.Generator(device=device).manual_seed(epoch_seed(seed, epoch))
+            generator = epoch_generator(seed, epoch)
             trained = train_epoch(model, optimizer, train_data, generator=generator, bar=bar, **train_options)
             metrics = {"epoch": epoch, **trained, "diverged": not math.isfinite(trained["train_loss"])}
             metrics.update(tested(lambda: evaluate(model, test_data, **test_options)))

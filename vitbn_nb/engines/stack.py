@@ -213,7 +213,7 @@ def train_models(
     stack = Stack(members, device, graph=graph)
     note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
     for epoch in range(start_epoch + 1, epochs + 1):
-        generators = [torch.Generator(device=device).manual_seed(engine.epoch_seed(m.seed, epoch)) for m in members]
+        generators = [engine.epoch_generator(m.seed, epoch) for m in members]
         per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
         for member, metrics in zip(members, per_member):
             metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), **note)
@@ -234,7 +234,7 @@ def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, devi
                 member.optimizer,
                 train_data,
                 batch_size=batch_size,
-                generator=torch.Generator(device=device).manual_seed(seed),
+                generator=engine.epoch_generator(member.seed, epoch),
                 device=device,
                 bar=bar if i == 0 else None,  # the bar counts the stack's steps
             )

@@ -105,8 +105,14 @@ def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = 
     return judge(claim.key, list(finals), claim.level, unit="%", scale=scale, condition=condition)
 
 
-def judge_difference(claim: Claim, values: pd.Series, scale: str, condition: str = "") -> Verdict:
-    return verdicts.difference(claim.key, list(values), claim.direction, scale=scale, condition=condition)
+def judge_difference(
+    claim: Claim, values: pd.Series, scale: str, condition: str = "", spread: float | None = None
+) -> Verdict:
+    """A difference claim by the rule (an equivalence where the article says "comparable"); ``spread``: its claim
+    family's pooled spread, behind the difference its seeds could have detected."""
+    return verdicts.difference(
+        claim.key, list(values), claim.direction, scale=scale, condition=condition, spread=spread
+    )
 
 
 def gain(claim: Claim, gains, scale: str, condition: str, **shown) -> Verdict:

@@ -109,6 +109,30 @@ def per_seed(table: pd.DataFrame, statistic: Callable[[pd.DataFrame], float]) ->
     return pd.Series({seed: statistic(run) for seed, run in table.groupby("seed")}, dtype=float).sort_index()
 
 
+def one_stream(table: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``table`` (the runs a comparison pairs) whose seed's runs all drew one data stream
+    (:data:`vitbn_nb.data.sets.STREAM`, the ``stream`` column): a seed whose runs saw different batches and test
+    images (one trained on a GPU before the one stream) is left out of every pairing; it stays in the figures."""
+    if "stream" not in table.columns or table.empty:
+        return table
+    streams = table.groupby("seed")["stream"].nunique()
+    return table[table["seed"].isin(streams[streams == 1].index)]
+
+
+def mixed_streams(table: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
+    """Per ``cell`` (the columns that make one comparison: an lr and a depth) and seed, where the runs drew different
+    streams: the models and the stream each drew (what a chapter says it left out of its pairings)."""
+    if "stream" not in table.columns or table.empty:
+        return pd.DataFrame(columns=[*cell, "seed", "streams"])
+    runs = table.drop_duplicates("run_id")
+    rows = []
+    for key, group in runs.groupby([*cell, "seed"]):
+        if group["stream"].nunique() > 1:
+            streams = ", ".join(f"{m}: {st}" for m, st in zip(group["model"], group["stream"]))
+            rows.append({**dict(zip([*cell, "seed"], key)), "streams": streams})
+    return pd.DataFrame(rows, columns=[*cell, "seed", "streams"])
+
+
 def paired(first: pd.Series, second: pd.Series) -> pd.Series:
     """``first − second`` per seed, over the seeds both have."""
     return (first - second).dropna()

@@ -17,9 +17,25 @@ MIN_SEEDS = 3
 #: The interval's coverage.
 LEVEL = 0.95
 
+#: The power and two-sided size behind "the smallest difference its seeds could have detected", and the size of
+#: every test the rule makes (a one-sided 5 % test each way for an equivalence: its 90 % interval).
+POWER, ALPHA = 0.80, 0.05
+#: An equivalence margin, stated once: "comparable" holds when the difference lies within ± this many points, an
+#: article's "≈ X %" when the accuracy lies within X ± this many.
+MARGIN_PT = 2.0
+#: A collapse: a run whose accuracy ends at least this many points below its best so far (a fall not recovered by
+#: its end), or whose loss became non-finite.
+COLLAPSE_PT = 10.0
+
 AGREES, DISAGREES, NOISE = "agrees", "disagrees", "within noise"
+EQUIVALENT, NOT_EQUIVALENT, UNDECIDED = "equivalent", "not equivalent", "undecided"
 NOT_JUDGED, UNTESTABLE, NOT_RUN = "shown, not judged", "not testable at this scale", "not run"
-OUTCOMES = (AGREES, DISAGREES, NOISE, NOT_JUDGED, UNTESTABLE, NOT_RUN)
+OUTCOMES = (AGREES, DISAGREES, NOISE, EQUIVALENT, NOT_EQUIVALENT, UNDECIDED, NOT_JUDGED, UNTESTABLE, NOT_RUN)
+#: The tests a verdict can come from (its ``test`` column).
+DIFFERENCE_TEST, EQUIVALENCE_TEST, COUNT_TEST = "paired t", "two one-sided t (equivalence)", "Fisher's exact (counts)"
+#: A verdict's role where an article draws one conclusion from several panels: the one pre-registered contrast, or a
+#: panel's cell (decided after Holm's correction over its figure's cells).
+PRIMARY, SECONDARY = "primary", "secondary"
 #: The words of a speed ratio's verdict (:func:`speed_text`); a slower model is called slower, not only "no speed-up".
 SPEEDUP, SLOWER = "a speed-up of", "no speed-up"
 SLOWER_WORDS = f"{SLOWER}, slower"
@@ -31,27 +47,43 @@ RULE_TITLE = "How this book judges a claim"
 
 def rule_markdown() -> str:
     """The rule as the book's front page and the README state it (from the constants above, not retyped)."""
+    from ..data.sets import STREAM
+
     return (
-        f"Every verdict in the book and the README comes from one rule ({__name__}). A claim that one model "
-        "beats another is judged from the **paired per-seed differences** (the two runs of a seed see the same "
-        f"data in the same order) and their **{LEVEL:.0%} interval** (Student's t): **{AGREES}** when "
-        f"the interval excludes zero on the article's side, **{DISAGREES}** when it excludes zero on the other "
-        f'side, **{NOISE}** when it holds zero (for an article\'s "comparable", that is what it says). With fewer '
-        f'than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about a curve ("converges '
-        'faster", "becomes unstable") is judged from a number read off each seed\'s whole curve: the mean '
-        "accuracy over the epochs, or the largest fall below the best accuracy so far (a run that diverged falls to "
-        "chance). A claim about what the article's full protocol produced (an absolute number, the accuracies its "
-        "runs ended with, stability over its whole run) is judged only where the runs reached that protocol, "
-        f"otherwise **{UNTESTABLE}** (with how many of the article's steps were reached). A timing ratio from "
-        "other hardware is shown beside the article's and judged on the article's own qualitative claim (a gain of "
-        "at least 60 %, say) from one value per seed, each run's epochs averaged first (the epochs of one run are "
-        "not independent measurements) and a seed's two runs compared only over epochs that one machine timed, "
-        "with the machines named: the one here, and the article's stated hardware beside its reference code's "
-        "device. A speed ratio measured here (one "
-        "model against another on the same machine) is judged from rounds of interleaved timings, the two measured "
-        "back to back in each round: the interval of the per-round log ratio, shown as a ratio, says "
-        f"**{SPEEDUP} x [low, high]** when it lies above 1, **{SLOWER_WORDS}** when below, **{NOISE}** when it "
-        f"holds 1; with fewer than {MIN_SEEDS} rounds, **{NOT_JUDGED}**."
+        f"Every verdict in the book and the README comes from one rule ({__name__}), decided before the runs: the "
+        "seeds each claim reads are planned by a power analysis and written in its chapter's settings, and a verdict "
+        "reads exactly those seeds.\n\n"
+        f"- **A difference** (one model beats another) is judged from the **paired per-seed differences** and their "
+        f"**{LEVEL:.0%} interval** (Student's t). A seed's two runs pair only when they drew one data stream "
+        f"(`{STREAM}`: the training order, the augmentation and the augmented test set drawn on the CPU from the "
+        "seed and moved to the device, the same on every device); runs trained on a GPU before that stream have "
+        f"their own and pair with no CPU run. **{AGREES}** when the interval excludes zero on the article's side, "
+        f"**{DISAGREES}** when on the other side, **{NOISE}** when it holds zero; every {NOISE} states the "
+        f"**smallest difference its seeds could have detected** ({POWER:.0%} power, two-sided {ALPHA:.0%}) from the "
+        "spread of its claim family (the figure's cells pooled).\n"
+        f'- **"Comparable" and an article\'s absolute number** ("≈ 78 %") are judged by **equivalence** (two '
+        f"one-sided {ALPHA:.0%} tests: the {1 - 2 * ALPHA:.0%} interval) within a margin of ±{MARGIN_PT:g} pt (around "
+        f"zero, or around the article's number): **{EQUIVALENT}** when the interval lies inside the margin, "
+        f"**{NOT_EQUIVALENT}** when it lies wholly outside it, **{UNDECIDED}** otherwise.\n"
+        f"- **Stability** is counted: a run **collapses** when its accuracy ends at least {COLLAPSE_PT:g} pt below its "
+        "best so far (a fall not recovered by its end) or its loss becomes non-finite; each model's count gets an "
+        "exact (Clopper–Pearson) interval, and two models are compared by **Fisher's exact test** "
+        f"({AGREES} / {DISAGREES} at p < {ALPHA:g} on the article's side or the other, else {NOISE}).\n"
+        "- **Where an article draws one conclusion from several panels**, one pre-registered **primary contrast** "
+        "decides it (article 2: ViTBNFFN − ViT pooled over the depths its text places beyond the critical depth, "
+        "per rate); each panel's cell is secondary, decided after **Holm's correction** over its figure's cells.\n"
+        f"- With fewer than {MIN_SEEDS} seeds there is no verdict: **{NOT_JUDGED}**. A claim about what the "
+        "article's full protocol produced (an absolute number, a final accuracy, stability or convergence over its "
+        f"whole run) is judged only where the runs reached that protocol, otherwise **{UNTESTABLE}** (with how many "
+        "of the article's steps were reached). \"Converges faster\" is read off each seed's whole curve (its mean "
+        "accuracy over the epochs).\n"
+        "- A timing ratio from other hardware is shown beside the article's and judged on the article's own "
+        "qualitative claim (a gain of at least 60 %, say) from one value per seed, each run's epochs averaged first "
+        "and a seed's two runs compared only over epochs that one machine timed, with the machines named. A speed "
+        "ratio measured here is judged from rounds of interleaved timings, the two measured back to back in each "
+        f"round: the interval of the per-round log ratio, shown as a ratio, says **{SPEEDUP} x [low, high]** when it "
+        f"lies above 1, **{SLOWER_WORDS}** when below, **{NOISE}** when it holds 1; with fewer than {MIN_SEEDS} "
+        f"rounds, **{NOT_JUDGED}**."
     )
 
 
@@ -71,6 +103,28 @@ class Verdict:
     each: str = "seed"
     #: Which runs were compared (a model, a depth, a configuration), when a claim is judged more than once.
     condition: str = ""
+    #: The coverage of [low, high] (95 %; 90 % for an equivalence) and the test that decided.
+    level: float = LEVEL
+    test: str = DIFFERENCE_TEST
+    #: The article's side (+1, -1; 0 for an equivalence), kept so that a correction can decide again.
+    direction: int = 0
+    #: The test's p value, and after Holm's correction over a figure's cells (what decides, when set).
+    p: float = float("nan")
+    p_holm: float = float("nan")
+    #: The smallest difference these seeds could have detected (:data:`POWER`, two-sided :data:`ALPHA`), from the
+    #: claim family's spread; an equivalence's margin.
+    detectable: float = float("nan")
+    margin: float = float("nan")
+    #: Counts of collapses, model and baseline, with their exact 95 % intervals (in %).
+    collapsed: float = float("nan")
+    runs: float = float("nan")
+    collapsed_base: float = float("nan")
+    runs_base: float = float("nan")
+    rate_low: float = float("nan")
+    rate_high: float = float("nan")
+    rate_low_base: float = float("nan")
+    rate_high_base: float = float("nan")
+    role: str = ""
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -78,7 +132,15 @@ class Verdict:
 
     @property
     def shown(self) -> str:
-        """The estimate as a reader sees it: ``+1.2 pt [−0.3, +2.7] (3 seeds)``; one seed shows its value alone."""
+        """The estimate as a reader sees it: ``+1.2 pt [−0.3, +2.7] (3 seeds)``; one seed shows its value alone; counts
+        as ``1/3 [1, 91] % against 3/3 [29, 100] %, p = 0.40``."""
+        if self.test == COUNT_TEST and math.isfinite(self.runs):
+            rate = lambda k, n, lo, hi: f"{k:.0f}/{n:.0f} [{lo:.0f}, {hi:.0f}] %"
+            return (
+                f"{rate(self.collapsed, self.runs, self.rate_low, self.rate_high)} against "
+                f"{rate(self.collapsed_base, self.runs_base, self.rate_low_base, self.rate_high_base)}, "
+                f"p = {self.p:.2g}"
+            )
         if not math.isfinite(self.estimate):
             return "—"
         form = "+.1f" if self.unit == "pt" else ".2f" if self.unit == "×" else ".1f"  # only a difference signed
@@ -94,7 +156,12 @@ class Verdict:
         words = self.outcome
         if self.outcome == NOT_JUDGED:
             words = f"{'one ' + self.each if self.seeds == 1 else self.count}: {NOT_JUDGED}"
-        return f"{words} ({self.scale})" if self.scale and self.outcome != NOT_RUN else words
+        words = f"{words} ({self.scale})" if self.scale and self.outcome != NOT_RUN else words
+        if self.outcome in (NOISE, UNDECIDED) and math.isfinite(self.detectable):
+            words += f"; detectable: {self.detectable:.1f} {self.unit} with {self.count}"
+        if self.outcome in (NOISE, UNDECIDED, AGREES, DISAGREES) and math.isfinite(self.p_holm):
+            words += f"; Holm p = {self.p_holm:.2g}"
+        return words
 
     def row(self) -> dict:
         return {**asdict(self), "shown": self.shown, "verdict": self.text}
@@ -104,7 +171,8 @@ def is_rule_text(text: str) -> bool:
     """Whether ``text`` is a verdict as :class:`Verdict` words it (what a test checks every saved verdict against)."""
     import re
 
-    outcomes = "|".join((*OUTCOMES, SPEEDUP, SLOWER, ABOVE, BELOW))
+    # "not equivalent" before "equivalent": the longer words first
+    outcomes = "|".join(sorted((*OUTCOMES, SPEEDUP, SLOWER, ABOVE, BELOW), key=len, reverse=True))
     return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|,|$| \d)", str(text)))
 
 
@@ -123,6 +191,53 @@ def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, floa
     return mean, mean - half, mean + half, n
 
 
+def _finite(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+
+
+def pooled_spread(families: Sequence[Sequence[float]]) -> float:
+    """The pooled standard deviation of several cells' per-seed values (a claim family: a figure's cells), each
+    cell's own mean removed; nan when no cell has two values."""
+    cells = [_finite(values) for values in families]
+    cells = [cell for cell in cells if len(cell) >= 2]
+    dof = sum(len(cell) - 1 for cell in cells)
+    if dof == 0:
+        return float("nan")
+    return math.sqrt(sum(((cell - cell.mean()) ** 2).sum() for cell in cells) / dof)
+
+
+def detectable_difference(spread: float, seeds: int) -> float:
+    """The smallest mean difference that ``seeds`` paired values with standard deviation ``spread`` detect with
+    :data:`POWER` by a two-sided t-test at :data:`ALPHA` (statsmodels' exact noncentral-t power)."""
+    if seeds < 2 or not math.isfinite(spread) or spread <= 0:
+        return float("nan")
+    from statsmodels.stats.power import TTestPower
+
+    size = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA, power=POWER, alternative="two-sided")
+    return float(size) * spread
+
+
+def seeds_to_detect(effect: float, spread: float, *, most: int = 200) -> int | None:
+    """The fewest seeds whose :func:`detectable_difference` is at most ``effect`` (None beyond ``most``)."""
+    for seeds in range(MIN_SEEDS, most + 1):
+        if detectable_difference(spread, seeds) <= effect:
+            return seeds
+    return None
+
+
+def seeds_for_equivalence(margin: float, spread: float, *, most: int = 200) -> int | None:
+    """The fewest seeds whose equivalence test (two one-sided t-tests at :data:`ALPHA`) shows a true difference of
+    zero to lie within ±``margin`` with :data:`POWER` (the usual bound: the interval's half-width within the margin
+    less a power allowance, t(1 − α) + t(1 − β/2) standard errors)."""
+    from scipy import stats
+
+    for seeds in range(MIN_SEEDS, most + 1):
+        t = stats.t.ppf(1 - ALPHA, seeds - 1) + stats.t.ppf(1 - (1 - POWER) / 2, seeds - 1)
+        if t * spread / math.sqrt(seeds) <= margin:
+            return seeds
+    return None
+
+
 def difference(
     claim: str,
     values: Sequence[float],
@@ -132,37 +247,176 @@ def difference(
     scale: str = "",
     each: str = "seed",
     condition: str = "",
+    spread: float | None = None,
+    margin: float = MARGIN_PT,
 ) -> Verdict:
-    """Judge per-seed paired differences (oriented so that ``direction`` > 0 is the article's side; 0 for an
-    article's "comparable"), by the rule above."""
+    """Judge per-seed paired differences (oriented so that ``direction`` > 0 is the article's side) by the rule
+    above; an article's "comparable" (``direction`` 0) is an equivalence within ``margin`` (:func:`equivalence`).
+    ``spread``: the claim family's pooled standard deviation, behind the detectable difference (default: the values'
+    own)."""
     if direction not in (-1, 0, 1):
         raise ValueError(f"direction={direction!r} is not allowed; it is +1, -1 or 0 (comparable)")
+    if direction == 0:
+        return equivalence(claim, values, margin=margin, unit=unit, scale=scale, each=each, condition=condition)
     mean, low, high, n = interval(values)
-    common = dict(unit=unit, scale=scale, each=each, condition=condition)
+    common = dict(unit=unit, scale=scale, each=each, condition=condition, direction=direction)
     if n == 0:
         return Verdict(claim, NOT_RUN, **common)
     if n < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
+    from scipy import stats
+
+    finite = _finite(values)
+    p = float(stats.ttest_1samp(finite, 0.0).pvalue) if finite.std() > 0 else 1.0 if mean == 0 else 0.0
+    own = float(finite.std(ddof=1))
+    detectable = detectable_difference(own if spread is None or not math.isfinite(spread) else spread, n)
     side = 1 if low > 0 else -1 if high < 0 else 0
     outcome = NOISE if side == 0 else AGREES if side == direction else DISAGREES
-    return Verdict(claim, outcome, mean, low, high, n, **common)
+    return Verdict(claim, outcome, mean, low, high, n, p=p, detectable=detectable, **common)
+
+
+def equivalence(
+    claim: str,
+    values: Sequence[float],
+    *,
+    center: float = 0.0,
+    margin: float = MARGIN_PT,
+    unit: str = "pt",
+    scale: str = "",
+    each: str = "seed",
+    condition: str = "",
+) -> Verdict:
+    """Judge "the value is ``center`` give or take ``margin``" (an article's "comparable", ``center`` 0, or its
+    "≈ 78 %") by two one-sided t-tests at :data:`ALPHA`: equivalent when the 90 % interval lies inside the margin,
+    not equivalent when wholly outside it, undecided otherwise."""
+    level = 1 - 2 * ALPHA
+    mean, low, high, n = interval(values, level)
+    common = dict(unit=unit, scale=scale, each=each, condition=condition, level=level, test=EQUIVALENCE_TEST)
+    common |= dict(margin=margin)
+    if n == 0:
+        return Verdict(claim, NOT_RUN, **common)
+    if n < MIN_SEEDS:
+        return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    finite = _finite(values)
+    p = float(DescrStatsW(finite).ttost_mean(center - margin, center + margin)[0]) if finite.std() > 0 else float("nan")
+    lo, hi = center - margin, center + margin
+    outcome = EQUIVALENT if lo < low and high < hi else NOT_EQUIVALENT if high < lo or low > hi else UNDECIDED
+    return Verdict(claim, outcome, mean, low, high, n, p=p, **common)
 
 
 def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
     """Judge "the value exceeds ``level``" (a gain above 60 %) from per-seed values, shown as measured."""
-    return _against(claim, values, level, +1, **shown)
-
-
-def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value is about ``level``" (an article's "≈ 98.2 %"): within noise when the interval holds it."""
-    return _against(claim, values, level, 0, **shown)
-
-
-def _against(claim: str, values: Sequence[float], level: float, direction: int, **shown) -> Verdict:
-    judged = difference(claim, [v - level for v in values], direction, **shown)
+    judged = difference(claim, [v - level for v in values], +1, **shown)
     return dataclasses.replace(
         judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
     )
+
+
+def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
+    """Judge "the value is about ``level``" (an article's "≈ 98.2 %") as an equivalence within ±:data:`MARGIN_PT`
+    of it."""
+    return equivalence(claim, values, center=level, **shown)
+
+
+def collapsed(curve: pd.DataFrame, threshold: float = COLLAPSE_PT) -> bool:
+    """Whether a run collapsed: its accuracy ends at least ``threshold`` points below its best so far, or its loss
+    became non-finite (a diverged run)."""
+    curve = curve.sort_values("epoch")
+    if "diverged" in curve and curve["diverged"].fillna(False).astype(bool).any():
+        return True
+    accuracy = curve["test_acc"].astype(float)
+    return bool(accuracy.max() - accuracy.iloc[-1] >= threshold)
+
+
+def _rate_interval(k: int, n: int) -> tuple[float, float]:
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="exact")  # Clopper–Pearson
+    return 100 * ci.low, 100 * ci.high
+
+
+def counts(
+    claim: str,
+    collapses: Sequence[bool],
+    base_collapses: Sequence[bool],
+    direction: int,
+    *,
+    scale: str = "",
+    condition: str = "",
+) -> Verdict:
+    """Judge "the model collapses more often than the baseline" (``direction`` +1; -1: less often) from each run's
+    collapse (:func:`collapsed`): each count's exact 95 % interval, the two compared by Fisher's exact test. The
+    estimate is the difference of the collapse rates (in points of %); the detectable one, the smallest rate
+    against none that these runs detect with :data:`POWER`."""
+    k, n, kb, nb = sum(map(bool, collapses)), len(collapses), sum(map(bool, base_collapses)), len(base_collapses)
+    common = dict(unit="pt", scale=scale, condition=condition, direction=direction, test=COUNT_TEST, each="seed")
+    if n == 0 or nb == 0:
+        return Verdict(claim, NOT_RUN, **common)
+    estimate = 100 * (k / n - kb / nb)
+    if min(n, nb) < MIN_SEEDS:
+        return Verdict(claim, NOT_JUDGED, estimate, seeds=min(n, nb), **common)
+    from scipy.stats import fisher_exact
+
+    p = float(fisher_exact([[k, n - k], [kb, nb - kb]]).pvalue)
+    side = 0 if p >= ALPHA else 1 if k / n > kb / nb else -1
+    outcome = NOISE if side == 0 else AGREES if side == direction else DISAGREES
+    (low, high), (low_b, high_b) = _rate_interval(k, n), _rate_interval(kb, nb)
+    return Verdict(
+        claim,
+        outcome,
+        estimate,
+        seeds=min(n, nb),
+        p=p,
+        detectable=detectable_rate(n, nb),
+        collapsed=k,
+        runs=n,
+        collapsed_base=kb,
+        runs_base=nb,
+        rate_low=low,
+        rate_high=high,
+        rate_low_base=low_b,
+        rate_high_base=high_b,
+        **common,
+    )
+
+
+def detectable_rate(n: int, n_base: int) -> float:
+    """The smallest collapse rate (in %) that ``n`` runs detect with :data:`POWER` against ``n_base`` runs that never
+    collapse, by Fisher's exact test at :data:`ALPHA` (exact: summed over the binomial counts)."""
+    from scipy.stats import binom, fisher_exact
+
+    significant = [k for k in range(n + 1) if fisher_exact([[k, n - k], [0, n_base]]).pvalue < ALPHA]
+    if not significant:
+        return float("nan")
+    for percent in range(1, 101):
+        if sum(binom.pmf(k, n, percent / 100) for k in significant) >= POWER:
+            return float(percent)
+    return float("nan")
+
+
+def holm(found: Sequence[Verdict]) -> list[Verdict]:
+    """A figure's cells decided again after Holm's correction of their p values (statsmodels): a difference agrees or
+    disagrees only where its corrected p is below :data:`ALPHA`, an equivalence holds only there; each verdict keeps
+    its own p beside the corrected one and is marked secondary."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = [i for i, v in enumerate(found) if math.isfinite(v.p) and v.outcome not in (NOT_JUDGED, NOT_RUN)]
+    adjusted = dict(zip(tested, multipletests([found[i].p for i in tested], method="holm")[1])) if tested else {}
+    out = []
+    for i, verdict in enumerate(found):
+        verdict = dataclasses.replace(verdict, role=SECONDARY)
+        if i in adjusted:
+            p = float(adjusted[i])
+            outcome = verdict.outcome
+            if verdict.test == EQUIVALENCE_TEST and outcome == EQUIVALENT and p >= ALPHA:
+                outcome = UNDECIDED
+            elif verdict.test != EQUIVALENCE_TEST and outcome in (AGREES, DISAGREES) and p >= ALPHA:
+                outcome = NOISE
+            verdict = dataclasses.replace(verdict, outcome=outcome, p_holm=p)
+        out.append(verdict)
+    return out
 
 
 def speed_ratio(

@@ -21,6 +21,7 @@ from filelock import FileLock, Timeout
 from torch import nn
 
 from .. import atomic
+from ..data.sets import STREAM, legacy_stream
 from ..limits import Deadline, DeadlineReached
 from ..models import build_model
 from ..paths import is_committed, runs_dir, stored_path
@@ -39,6 +40,8 @@ from .records import (
 )
 from .run_config import DEVICE_TYPES, RunConfig
 
+#: Where a run trained again (``--force``, ``runs retrain``) trains, beside the stored run it replaces when finished.
+RETRAIN_FOLDER = ".retrain"
 #: Seconds between checkpoints of an unfinished run (also written at a deadline stop); 0 writes one every epoch.
 CHECKPOINT_VARIABLE = "VITBN_CHECKPOINT_SECONDS"
 
@@ -146,17 +149,22 @@ def checkpoint_seconds() -> float:
     return seconds
 
 
-def stored_id(config: RunConfig, device: torch.device) -> str:
+def stored_id(config: RunConfig, device: torch.device, *, one_stream: bool = False) -> str:
     """The id ``config`` is stored under: this device's and engine's, unless only another device type or engine
-    finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one)."""
-    here = device.type
+    finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one). A run on
+    the one data stream (:data:`~vitbn_nb.data.sets.STREAM`) is preferred to one that drew its GPU's own (trained
+    before the stream was named); ``one_stream``: only such a run counts (the campaign retrains the others)."""
+    here, legacy = device.type, None
     for run_id in config.ids((here, *(t for t in DEVICE_TYPES if t != here))):
         folder = stored_path(run_id)
         if (folder / "record.json").is_file():
             with contextlib.suppress(RunStoreError):
-                if read_record(folder)["status"] in ENDED:
-                    return run_id
-    return config.run_id(here)
+                record = read_record(folder)
+                if record["status"] in ENDED:
+                    if record_stream(record) == STREAM:
+                        return run_id
+                    legacy = legacy or run_id
+    return config.run_id(here) if legacy is None or one_stream else legacy
 
 
 def missing_runs(configs: Iterable[RunConfig], device: torch.device | None = None) -> list[str]:
@@ -196,6 +204,12 @@ def stored_run(folder: Path) -> Run | None:
     return run
 
 
+def record_stream(record: dict) -> str:
+    """The data stream a record's run drew (:data:`vitbn_nb.data.sets.STREAM`); a record from before streams were
+    named drew its device's: a CPU run the one stream, a GPU run its own."""
+    return record.get("stream") or legacy_stream(record["hardware"]["device"])
+
+
 class RunFiles:
     """One run's folder while it trains: its record, its checkpoint (written by time) and its final weights."""
 
@@ -205,12 +219,19 @@ class RunFiles:
         self.record_path, self.checkpoint_path = self.folder / "record.json", self.folder / "checkpoint.pt"
         self.interval = checkpoint_seconds()
         self.last_checkpoint = time.monotonic()
+        #: The stored run a forced training replaces once it finishes (:meth:`finished`).
+        self.replaces: Path | None = None
 
     def finished(self, force: bool) -> Run | None:
-        """The stored run when it is finished (``force`` deletes it first), else None; called under the run's lock."""
+        """The stored run when it is finished, else None; called under the run's lock. ``force``: None, and the run
+        trains beside the stored one (in ``.retrain/``), which it replaces only once it finishes (:meth:`finish`):
+        a kill or a failure before then keeps the stored run."""
         _check_folder(self.folder)
-        if force and self.folder.exists():
-            shutil.rmtree(self.folder)
+        if force:
+            self.replaces, self.folder = self.folder, self.folder.parent / RETRAIN_FOLDER / self.run_id
+            self.record_path, self.checkpoint_path = self.folder / "record.json", self.folder / "checkpoint.pt"
+            shutil.rmtree(self.folder, ignore_errors=True)  # a retraining a kill interrupted starts again
+            return None
         for leftover in self.folder.glob(".*.tmp"):  # of atomic writes a killed process left (we hold the lock)
             leftover.unlink(missing_ok=True)
         if (run := stored_run(self.folder)) is not None:
@@ -231,6 +252,7 @@ class RunFiles:
             "hardware": segment["hardware"],
             "versions": segment["versions"],
             "segments": [segment],
+            "stream": STREAM,
             "train_images": train_images,
             "test_images": test_images,
             "parameters": {"trainable": trainable.trainable, "total": trainable.total},
@@ -258,6 +280,7 @@ class RunFiles:
                 epochs=checkpoint["epochs"],
                 resumed_at=[*previous.get("resumed_at", []), done],
                 segments=[*previous.get("segments", [])[: len(previous.get("resumed_at", [])) + 1], segment],
+                stream=record_stream(previous) if previous else STREAM,
                 checksums={"checkpoint.pt": sha256(self.checkpoint_path)},
                 checkpoint_epoch=done,
             )
@@ -307,6 +330,14 @@ class RunFiles:
         self.record["checksums"] = {"model.pt": sha256(self.folder / "model.pt")}
         write_record(self.record_path, self.record)
         self.checkpoint_path.unlink(missing_ok=True)
+        if self.replaces is not None:  # retrained beside the stored run: now it takes its place
+            old = self.folder.parent / f".{self.run_id}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            if self.replaces.exists():
+                self.replaces.rename(old)
+            self.folder.rename(self.replaces)
+            shutil.rmtree(old, ignore_errors=True)
+            self.folder, self.replaces = self.replaces, None
         return Run(self.folder)
 
 

@@ -15,7 +15,7 @@ from torch import nn
 from .. import profiles
 from ..data import image_sets, reference_sets
 from ..engines import engine, finetune
-from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, training_is_off
+from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, model_problem, training_is_off
 from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, runs_dir, stored_path
@@ -24,7 +24,7 @@ from ..system import pick_device
 from . import tracking
 from .records import RunStoreError, delete_fix, load_weights
 from .run_config import _READ_AS, RunConfig
-from .run_folder import Run, RunFiles, is_run_name, run_lock, run_locks, stored_id, stored_run
+from .run_folder import Run, RunFiles, is_run_name, record_stream, run_lock, run_locks, stored_id, stored_run
 
 # The chapters and the figures' footers call the stored measurements as runs.*:
 from .run_folder import measured as measured
@@ -103,16 +103,19 @@ def train(
     progress: bool = True,
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
+    one_stream: bool = False,
 ) -> Run:
     """Train ``config``, or return it from the store when it already finished. ``deadline``: stop at the last epoch
     boundary before it (:class:`DeadlineReached`, resumable). ``mlflow``: mirror the finished run (``None``: when
-    ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'."""
+    ``MLFLOW_TRACKING_URI`` is set). ``force`` must be a bool or 'true' / 'false'. ``one_stream``: a finished run that
+    drew another data stream than the one (a GPU's from before it) does not count; the run trains on the one."""
     if config.engine == "stacked":
-        return train_stack([config], force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)[0]
+        options = dict(force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)
+        return train_stack([config], **options, one_stream=one_stream)[0]
     device = pick_device(device)
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
     force = check_force(force, off, config.run_id(device.type))
-    run_id = config.run_id(device.type) if force else stored_id(config, device)
+    run_id = config.run_id(device.type) if force else stored_id(config, device, one_stream=one_stream)
     if not force and (done := stored_run(stored_path(run_id))) is not None:
         return mirror(done, mlflow)  # read without the lock: a finished run never changes
     if deadline is not None and deadline.passed():
@@ -170,9 +173,11 @@ def train_all(
     progress: bool = True,
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
+    one_stream: bool = False,
 ) -> list[Run]:
     """Train several configurations in order (finished ones come from the store); stacked ones that share a stack
-    key train together when the first of them comes up. No run starts after ``deadline``."""
+    key train together when the first of them comes up. No run starts after ``deadline``; ``one_stream``: as
+    :func:`train`."""
     force = profiles.flag("force", force)
     configs = list(configs)
     stacks: dict[str, list[RunConfig]] = {}
@@ -182,6 +187,7 @@ def train_all(
     done: dict[str, Run] = {}
     key = lambda config: json.dumps(config.to_dict(), sort_keys=True)
     options = dict(force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)
+    options |= dict(one_stream=one_stream)
     for i, config in enumerate(configs, 1):
         if key(config) in done:
             continue
@@ -209,6 +215,8 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             "run_id": record["run_id"],
             "status": record["status"],
             "device": record["hardware"]["device"],
+            "stream": record_stream(record),
+            "finished": record.get("finished"),
             "depth": kwargs.get("depth"),
             **config,
         }
@@ -218,6 +226,12 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def held_stream(config: RunConfig, device: str | torch.device | None = None) -> str | None:
+    """The data stream of ``config``'s finished run in the run store or the committed records (None: not held)."""
+    done = stored_run(stored_path(stored_id(config, pick_device(device))))
+    return None if done is None else record_stream(done.record)
 
 
 def epoch_machines(record: dict) -> list[str]:
@@ -246,6 +260,8 @@ def retrain(run_id: str, *, device: str | torch.device | None = None, progress: 
         )
     try:  # no checksum check here: a record that fails it but still parses still says what to retrain
         record = json.loads((folder / "record.json").read_text())
+        if (problem := model_problem(record["config"])) is not None:  # never built, not even on the meta device
+            raise ValueError(problem)
         config = RunConfig(**record["config"])
     except Exception as error:
         raise RunStoreError(
@@ -259,6 +275,7 @@ def retrain(run_id: str, *, device: str | torch.device | None = None, progress: 
             f"run {run_id} was trained on another device type; on {device.type} it would be "
             f"{config.run_id(device.type)}: retrain it where it ran"
         )
+    # trained beside the stored run, which it replaces once finished: a kill or a failure keeps the stored run
     return train(config, force=True, device=device, progress=progress)
 
 
@@ -273,6 +290,7 @@ def train_stack(
     progress: bool = True,
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
+    one_stream: bool = False,
 ) -> list[Run]:
     """Train runs of one stack key together, each stored as its own run; members at different epochs stack apart."""
     from ..engines import stack  # the stacked engine: loaded where a stacked run trains, never on the eager path
@@ -282,7 +300,7 @@ def train_stack(
     device = pick_device(device)
     off = training_is_off()
     force = check_force(force, off, configs[0].run_id(device.type))  # a bool before it picks the ids
-    ids = [c.run_id(device.type) if force else stored_id(c, device) for c in configs]
+    ids = [c.run_id(device.type) if force else stored_id(c, device, one_stream=one_stream) for c in configs]
     found: dict[str, Run] = {}
     if not force:
         for run_id in ids:

@@ -5,18 +5,20 @@ question)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from ...judging import verdicts
 from ...judging.claims import absolute, judge_difference, protocol_scale, short_of
-from ...judging.selection import final_accuracy, paired, per_seed, select
+from ...judging.selection import final_accuracy, one_stream, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from . import article
 from .settings import DepthSettings
 
 MODELS = ("ViT", "ViTBNFFN")
-#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps).
-ARTICLE2_EPOCHS = DepthSettings.epochs
+#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps); the article's, not the settings'.
+ARTICLE2_EPOCHS = article.EPOCHS
 
 
 def unplanned(settings: DepthSettings) -> list[str]:
@@ -45,8 +47,40 @@ def unplanned(settings: DepthSettings) -> list[str]:
     return missing
 
 
+def planned_seeds(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int) -> pd.DataFrame:
+    """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds (no more: a verdict
+    never reads seeds beyond its plan), whose two runs drew one data stream."""
+    at = select(table, lr=lr, depth=depth)
+    return one_stream(at[at["seed"] < settings.seeds_at(lr, depth)])
+
+
+def cell_values(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int, statistic=None) -> pd.Series:
+    """ViTBNFFN − ViT per seed at ``lr`` and ``depth`` over the planned one-stream pairs: final accuracy, or
+    ``statistic`` of each run's curve."""
+    at = planned_seeds(table, settings, lr, depth)
+    if statistic is None:
+        return paired(final_accuracy(at, model="ViTBNFFN"), final_accuracy(at, model="ViT"))
+    return paired(per_seed(select(at, model="ViTBNFFN"), statistic), per_seed(select(at, model="ViT"), statistic))
+
+
+def primary_values(table: pd.DataFrame, settings: DepthSettings, figure: str) -> pd.Series:
+    """The primary contrast's per-seed values at ``figure``'s rate: ViTBNFFN − ViT mean test accuracy over the epochs,
+    averaged over the depths article 2 places beyond the critical depth (seeds paired at every one of them)."""
+    lr = settings.figure_lr(figure)
+    cells = [cell_values(table, settings, lr, d, verdicts.mean_accuracy) for d in article.BEYOND_CRITICAL[figure]]
+    return pd.concat(cells, axis=1).dropna().mean(axis=1) if cells else pd.Series(dtype=float)
+
+
+def figure_family(table: pd.DataFrame, settings: DepthSettings, figure: str, statistic=None) -> list[pd.Series]:
+    """The per-seed values of every cell of ``figure`` (its depths at its rate): the claim family whose pooled spread
+    states what a cell's seeds could detect."""
+    lr = settings.figure_lr(figure)
+    return [cell_values(table, settings, lr, d, statistic) for f, d in article.SAID if f == figure]
+
+
 def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
-    """Every claim of :func:`.article.claims` judged from ``table`` at the settings' rates. Under ``paper`` (the
+    """Every claim of :func:`.article.claims` judged from ``table`` at the settings' rates: the primary contrast of
+    each figure's rate first, then each figure's cells after Holm's correction over them. Under ``paper`` (the
     article's protocol) a claim whose runs the settings do not plan is an error, never a silent "not run"."""
     missing = unplanned(settings)
     if settings.profile == "paper" and missing:
@@ -56,33 +90,53 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
             + "; add the depths to fig8_depths, fig9_depths or fig10_depths"
         )
     table = table[table["model"].isin(MODELS)]
-    found = []
     claims = {c.key: c for c in article.claims(settings)}
 
-    def judged(key: str, at: pd.DataFrame, values: pd.Series) -> Verdict:
+    def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None = None) -> Verdict:
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
-        return untestable or judge_difference(claims[key], values, protocol_scale(at, ARTICLE2_EPOCHS))
+        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        return untestable or judge_difference(claims[key], values, scale, spread=spread)
 
-    for figure, depth in article.SAID:
-        at = select(table, lr=settings.figure_lr(figure), depth=depth)
-        values = paired(final_accuracy(at, model="ViTBNFFN"), final_accuracy(at, model="ViT"))
-        found.append(judged(article.depth_key(settings, figure, depth), at, values))
+    primary = []
+    for figure, depths in article.BEYOND_CRITICAL.items():
+        lr = settings.figure_lr(figure)
+        at = pd.concat([planned_seeds(table, settings, lr, d) for d in depths])
+        verdict = judged(article.primary_key(settings, figure), at, primary_values(table, settings, figure))
+        primary.append(dataclasses.replace(verdict, role=verdicts.PRIMARY))
+    found = []
+    for figure in ("fig8", "fig9"):
+        lr, cells = settings.figure_lr(figure), []
+        spread = verdicts.pooled_spread(figure_family(table, settings, figure))
+        for f, depth in article.SAID:
+            if f == figure:
+                at = planned_seeds(table, settings, lr, depth)
+                cells.append(
+                    judged(
+                        article.depth_key(settings, figure, depth), at, cell_values(table, settings, lr, depth), spread
+                    )
+                )
+        mean_spread = verdicts.pooled_spread(figure_family(table, settings, figure, verdicts.mean_accuracy))
+        for depth in article.BEYOND_CRITICAL[figure]:
+            at = planned_seeds(table, settings, lr, depth)
+            values = cell_values(table, settings, lr, depth, verdicts.mean_accuracy)
+            cells.append(judged(article.converges_key(settings, figure, depth), at, values, mean_spread))
+        found += verdicts.holm(cells)
     low, high = settings.fig8_lr, settings.fig9_lr
+    falls, fall_cells = [], {}
     for depth in article.FIG10_SAID:
-        at = pd.concat([select(table, lr=lr, depth=depth) for lr in (low, high)])
+        at = pd.concat([planned_seeds(table, settings, lr, depth) for lr in (low, high)])
+        at = one_stream(at)
         fall = lambda model, at=at: final_accuracy(at, lr=low, model=model) - final_accuracy(at, lr=high, model=model)
-        found.append(judged(article.fig10_key(depth), at, paired(fall("ViT"), fall("ViTBNFFN"))))
+        fall_cells[depth] = (at, paired(fall("ViT"), fall("ViTBNFFN")))
+    spread = verdicts.pooled_spread([values for _, values in fall_cells.values()])
+    for depth, (at, values) in fall_cells.items():
+        falls.append(judged(article.fig10_key(depth), at, values, spread))
+    found += verdicts.holm(falls)
     for model, figure in article.FIG10_NUMBERS:
-        at = select(table, lr=settings.figure_lr(figure), depth=article.FIG10_NUMBERS_DEPTH, model=model)
+        lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
+        at = select(planned_seeds(table, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
         scale = protocol_scale(at, ARTICLE2_EPOCHS)
         found.append(untestable or absolute(claims[key], final_accuracy(at), scale))  # no run at all: "not run"
-    for figure, depths in article.BEYOND_CRITICAL.items():
-        for depth in depths:
-            at = select(table, lr=settings.figure_lr(figure), depth=depth)
-            mean = lambda model, at=at: per_seed(select(at, model=model), verdicts.mean_accuracy)
-            found.append(
-                judged(article.converges_key(settings, figure, depth), at, paired(mean("ViTBNFFN"), mean("ViT")))
-            )
-    return found
+    return primary + found

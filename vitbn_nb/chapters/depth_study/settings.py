@@ -9,26 +9,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...profiles import AUTO_ENGINE, ChapterSettings
+from . import article
 
 
 @dataclass(frozen=True)
 class DepthSettings(ChapterSettings):
-    """Chapter 05: article 2's depth study; each figure's lr and the depths it shows."""
+    """Chapter 05: article 2's depth study; each figure's lr and the depths it shows; its seed plan."""
 
+    #: The seed plan, decided before the runs it plans (chapter 05's power analysis, ``plan.seed_plan``, over the
+    #: full-protocol runs committed when it was written; the chapter shows it): every configuration trains ``seeds``
+    #: seeds; the primary contrast's (ViT and ViTBNFFN at the depths article 2 places beyond the critical depth, at
+    #: each figure's rate) train ``fig8_primary_seeds`` and ``fig9_primary_seeds``. A verdict reads exactly these.
     seeds: int = 3
-    epochs: int = 10
-    batch_size: int = 100
+    fig8_primary_seeds: int = 6
+    fig9_primary_seeds: int = 10
+    epochs: int = article.EPOCHS
+    batch_size: int = article.BATCH_SIZE
     test_batch_size: int = 5000
     train_size: int | None = None
     test_size: int | None = None
     #: Fig 8: ViT against ViTBNFFN at lr 0.003, depths 4-7 (its text adds d < 4, trained for Fig 10).
-    fig8_lr: float = 0.003
-    fig8_depths: tuple[int, ...] = (4, 5, 6, 7)
+    fig8_lr: float = article.RATES["fig8"]
+    fig8_depths: tuple[int, ...] = article.DEPTHS["fig8"]
     #: Fig 9: the same at lr 0.005, depths 1-4.
-    fig9_lr: float = 0.005
-    fig9_depths: tuple[int, ...] = (1, 2, 3, 4)
+    fig9_lr: float = article.RATES["fig9"]
+    fig9_depths: tuple[int, ...] = article.DEPTHS["fig9"]
     #: Fig 10: how far each model falls from Fig 8's lr to Fig 9's, at these depths (trained at both rates).
-    fig10_depths: tuple[int, ...] = (2, 3, 4)
+    fig10_depths: tuple[int, ...] = article.DEPTHS["fig10"]
     #: Not article 2's: further ViT-family models trained beside ViT and ViTBNFFN at one (depth, lr) the study trains,
     #: with as many seeds (``None``: none; at a (depth, lr) the study does not train, none train and the chapter says
     #: so). DyT (Zhu et al., 2025) asks where a ViT with no normalisation stands.
@@ -86,14 +93,30 @@ class DepthSettings(ChapterSettings):
         """The lr of article 2's Fig 8 or Fig 9 under these settings."""
         return {"fig8": self.fig8_lr, "fig9": self.fig9_lr}[figure]
 
+    def primary_seeds(self, figure: str) -> int:
+        """The seeds the seed plan gives the primary contrast's configurations at ``figure``'s rate."""
+        return {"fig8": self.fig8_primary_seeds, "fig9": self.fig9_primary_seeds}[figure]
+
+    def seeds_at(self, lr: float, depth: int) -> int:
+        """The planned seeds of ViT and ViTBNFFN at ``lr`` and ``depth``: the primary contrast's where the depth lies
+        beyond the critical depth at a figure's rate, else ``seeds``."""
+        for figure in ("fig8", "fig9"):
+            if abs(self.figure_lr(figure) - lr) < 1e-12 and depth in article.BEYOND_CRITICAL[figure]:
+                return max(self.seeds, self.primary_seeds(figure))
+        return self.seeds
+
 
 #: Every depth of the three figures, three seeds each, 200 steps a run: article 2's findings are about
 #: its 10-epoch runs, so these claims read "not testable at this scale"; the figures show early training.
-CPU = dict(seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager")
+CPU = dict(
+    seeds=3, fig8_primary_seeds=3, fig9_primary_seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager"
+)
 
 #: Only the depths that give every figure content: Fig 8 (d6), Fig 9 (d1, d3), Fig 10 (d3 at both lrs).
 SMOKE = dict(
     seeds=1,
+    fig8_primary_seeds=1,
+    fig9_primary_seeds=1,
     epochs=2,
     train_size=400,
     test_size=300,

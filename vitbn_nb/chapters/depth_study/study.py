@@ -57,7 +57,7 @@ def plan(settings: DepthSettings) -> list[RunConfig]:
         config(model, depth, lr, seed)
         for lr, depths in settings.depths.items()
         for depth in sorted(depths)
-        for seed in range(settings.seeds)
+        for seed in range(settings.seeds_at(lr, depth))
         for model in MODELS
     ]
     extra = [
@@ -93,8 +93,8 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
                 "train images": size(settings.train_size, 60000),
                 "test images": size(settings.test_size, 10000),
-                "seeds": settings.seeds,
-                "runs": (2 * len(depths) + len(extra)) * settings.seeds,
+                "seeds": ", ".join(f"d{d}: {settings.seeds_at(lr, d)}" for d in sorted(depths)),
+                "runs": 2 * sum(settings.seeds_at(lr, d) for d in depths) + len(extra) * settings.seeds,
                 "beside them (not article 2's)": ", ".join(f"{m} d{settings.extra_depth}" for m in extra) or "—",
             }
         )

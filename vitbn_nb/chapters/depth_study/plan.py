@@ -1,0 +1,129 @@
+"""Chapter 05's seed plan: the power analysis behind the seeds its settings plan, over the full-protocol runs that had
+finished when the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before its runs trained.
+
+The primary contrast of each figure's rate (article 2's conclusion) gets the seeds that detect
+:data:`~vitbn_nb.judging.power.DEFAULT_EFFECT_PT` (the article gives no number) from the spread of its own cells; every
+other claim keeps ``seeds`` (3), its detectable effect stated, because the primary contrasts alone pass the book's
+budget for article 2 (about 25 hours of this CPU)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...judging import power, verdicts
+from ...judging.selection import final_accuracy, select
+from ...store import runs
+from ...store.runs import RunConfig
+from . import article
+from .claims import MODELS, cell_values, figure_family, planned_seeds
+from .settings import DepthSettings
+
+#: When the plan was written: the power analysis reads the runs finished before it.
+PLAN_WRITTEN = "2026-11-28T03:00"
+#: The protocol's runs the analysis reads: article 2's whole protocol only (a few hundred steps spread otherwise).
+PROTOCOL = dict(dataset="mnist_aug", epochs=article.EPOCHS)
+
+
+def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    whole = table["train_size"].isna() & (table["epochs"] == PROTOCOL["epochs"])
+    return power.before(table[whole & (table["dataset"] == PROTOCOL["dataset"])], PLAN_WRITTEN)
+
+
+def _configs(settings: DepthSettings, lr: float, depths, seeds: int) -> list[RunConfig]:
+    from .study import plan
+
+    return [
+        c
+        for c in plan(settings)
+        if c.model in MODELS and abs(c.lr - lr) < 1e-12 and c.model_kwargs["depth"] in depths and c.seed < seeds
+    ]
+
+
+def _left(configs: list[RunConfig], settings: DepthSettings) -> list[RunConfig]:
+    """The planned runs not held on the one data stream (a seed's pair split between streams trains again)."""
+    from ...data.sets import STREAM
+    from .study import plan
+
+    # a cell is a depth and a seed: Fig 10 pairs a seed's runs across both rates
+    cell = lambda c: (c.model_kwargs["depth"], c.seed)
+    cells = {cell(c) for c in configs}
+    around = [c for c in plan(settings) if c.model in MODELS and cell(c) in cells]
+    held = {c.run_id("cpu"): runs.held_stream(c, "cpu") for c in around}
+    streams: dict[tuple, set] = {}
+    for c in around:
+        if held[c.run_id("cpu")] is not None:
+            streams.setdefault(cell(c), set()).add(held[c.run_id("cpu")])
+    stream = lambda c: held[c.run_id("cpu")]
+    return [c for c in configs if stream(c) is None or (stream(c) != STREAM and len(streams[cell(c)]) > 1)]
+
+
+def _priced(plan: power.PlannedClaim, configs: list[RunConfig], settings: DepthSettings, table) -> power.PlannedClaim:
+    left = _left(configs, settings)
+    return power.priced(plan, len(left), power.plan_seconds(left, table))
+
+
+def seed_plan(table: pd.DataFrame, settings: DepthSettings) -> pd.DataFrame:
+    """One row per claim that decides article 2's depth study: its test, its family's spread, the effect to detect,
+    the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train."""
+    protocol = _protocol_runs(table)
+    vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
+    claims = {c.key: c for c in article.claims(settings)}
+    rows = []
+    for figure, depths in article.BEYOND_CRITICAL.items():
+        lr = settings.figure_lr(figure)
+        family = [cell_values(vs, settings, lr, d, verdicts.mean_accuracy) for d in depths]
+        plan = power.difference_plan(
+            article.primary_key(settings, figure),
+            verdicts.PRIMARY,
+            family,
+            f"its {len(depths)} cell(s) at lr {lr:g}",
+            settings.primary_seeds(figure),
+            None,
+        )
+        rows.append(_priced(plan, _configs(settings, lr, depths, plan.planned), settings, table))
+    for figure in ("fig8", "fig9"):
+        lr = settings.figure_lr(figure)
+        family = figure_family(vs, settings, figure)
+        for f, depth in article.SAID:
+            if f != figure:
+                continue
+            key, planned = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
+            name = f"{figure.replace('fig', 'Fig ')}'s cells"
+            if claims[key].direction == 0:
+                plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, planned)
+            else:
+                plan = power.difference_plan(key, verdicts.SECONDARY, family, name, planned, None)
+            rows.append(_priced(plan, _configs(settings, lr, (depth,), planned), settings, table))
+    for model, figure in article.FIG10_NUMBERS:
+        lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
+        at = select(planned_seeds(vs, settings, lr, depth), model=model)
+        key = article.fig10_number_key(settings, model, figure)
+        plan = power.equivalence_plan(key, verdicts.SECONDARY, [final_accuracy(at)], f"{model} at d = {depth}", 3)
+        plan = power.PlannedClaim(**{**plan.row(), "planned": settings.seeds_at(lr, depth)})
+        rows.append(_priced(plan, [], settings, table))
+    return power.table(rows)
+
+
+def plan_caption(frame: pd.DataFrame) -> str:
+    """The plan in words: the primary contrasts' seeds, the runs and hours left, and why the secondary claims keep
+    theirs (all read off the plan)."""
+    primary = frame[frame["role"] == verdicts.PRIMARY]
+    secondary = frame[frame["role"] == verdicts.SECONDARY]
+    seeds = "; ".join(
+        f"{row.claim}: {row.planned} seeds (the analysis asks {row.needed:.0f})" for row in primary.itertuples()
+    )
+    short = secondary[secondary["needed"].isna() | (secondary["needed"] > secondary["planned"])]
+    most = "more than 200" if short["needed"].isna().any() else f"{short['needed'].max():.0f}"
+    # the secondary rows' runs are the primary contrasts' own (the same configurations): counted once
+    runs, hours = int(primary["runs_left"].sum()), primary["hours_left"].sum(min_count=1)
+    return (
+        f"Seed plan of chapter 05, written {PLAN_WRITTEN} before its runs trained, from article 2's full-protocol "
+        f"runs then finished (pairs on one data stream only; {verdicts.POWER:.0%} power, two-sided "
+        f"{verdicts.ALPHA:.0%}; equivalence margin ±{verdicts.MARGIN_PT:g} pt). Primary contrasts, which decide the "
+        f"conclusion: {seeds}. {len(short)} secondary claims keep fewer seeds than they would need (up to {most}): "
+        "they do not decide the conclusion, each states what its seeds can detect, and the widest spreads would "
+        f"take more seeds than any budget for article 2 (about 25 CPU hours) allows. Left to train: {runs} runs, about "
+        f"{hours:.1f} hours of a CPU like the ones that trained the committed runs"
+    )

@@ -125,6 +125,8 @@ class Verdict:
     rate_low_base: float = float("nan")
     rate_high_base: float = float("nan")
     role: str = ""
+    #: What the seeds show beyond the interval, in words (how many of them lie above a level).
+    note: str = ""
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -157,11 +159,17 @@ class Verdict:
         if self.outcome == NOT_JUDGED:
             words = f"{'one ' + self.each if self.seeds == 1 else self.count}: {NOT_JUDGED}"
         words = f"{words} ({self.scale})" if self.scale and self.outcome != NOT_RUN else words
-        if self.outcome in (NOISE, UNDECIDED) and math.isfinite(self.detectable):
+        if self.test == COUNT_TEST and self.outcome == NOISE:
+            words += (
+                f"; detectable: a collapse rate of {self.detectable:.0f} % against none, with {self.runs:.0f} runs each"
+                if math.isfinite(self.detectable)
+                else f"; no count of {self.runs:.0f} against {self.runs_base:.0f} runs reaches p < {ALPHA:g}"
+            )
+        elif self.outcome in (NOISE, UNDECIDED) and math.isfinite(self.detectable):
             words += f"; detectable: {self.detectable:.1f} {self.unit} with {self.count}"
         if self.outcome in (NOISE, UNDECIDED, AGREES, DISAGREES) and math.isfinite(self.p_holm):
             words += f"; Holm p = {self.p_holm:.2g}"
-        return words
+        return f"{words}; {self.note}" if self.note else words
 
     def row(self) -> dict:
         return {**asdict(self), "shown": self.shown, "verdict": self.text}
@@ -309,8 +317,10 @@ def equivalence(
 def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
     """Judge "the value exceeds ``level``" (a gain above 60 %) from per-seed values, shown as measured."""
     judged = difference(claim, [v - level for v in values], +1, **shown)
+    finite = _finite(values)
+    note = f"{int((finite > level).sum())} of {len(finite)} {judged.each}s above {level:g}" if len(finite) else ""
     return dataclasses.replace(
-        judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level
+        judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level, note=note
     )
 
 

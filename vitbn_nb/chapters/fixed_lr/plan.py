@@ -1,0 +1,103 @@
+"""Chapter 03's seed plan: the power analysis behind its 3 seeds, over article 1's full-protocol runs that had finished
+when the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before the runs it plans.
+
+Article 1's Figures 3 and 4 (lrs 0.0005 and 0.005) had no full-protocol run then: no spread to plan from, so they
+keep the rule's minimum of 3 seeds and state what those detect once they train. Its stability claims at lr 0.01 are
+counts: the plan gives the runs per model that detect ViT's observed collapse rate against none, and keeps 3, because
+a 30-epoch depth-6 run costs one to two hours of this CPU and the plan for article 1 must stay within about 40."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...judging import power, verdicts
+from ...judging.selection import final_accuracy, select
+from ...store import runs
+from . import article
+from .settings import FixedLrSettings
+
+#: When the plan was written: the power analysis reads the runs finished before it.
+PLAN_WRITTEN = "2026-11-28T03:30"
+#: The book's budget for article 1's plan, in hours of this CPU.
+BUDGET_HOURS = 40
+
+
+def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    whole = table["train_size"].isna() & (table["epochs"] == article.EPOCHS) & (table["dataset"] == "mnist")
+    return power.before(table[whole], PLAN_WRITTEN)
+
+
+def _left(settings: FixedLrSettings, lrs) -> list:
+    """The planned whole-protocol runs at ``lrs`` not held (on the one stream)."""
+    from ...data.sets import STREAM
+    from .study import _chapter_plan, full_protocol
+
+    configs = _chapter_plan(full_protocol(settings), tuple(lrs))
+    return [c for c in configs if runs.held_stream(c, "cpu") != STREAM]
+
+
+def seed_plan(table: pd.DataFrame, settings: FixedLrSettings) -> pd.DataFrame:
+    """One row per claim of Experiment 1 that decides its conclusion: its test, the spread or rate it plans from, the
+    effect to detect, the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still
+    to train at that rate."""
+    protocol = _protocol_runs(table)
+    claims = article.claims()
+    planned, rows = settings.seeds, []
+    for lr in sorted(article.EXPERIMENT1):
+        at = select(protocol, lr=float(lr)) if not protocol.empty else protocol
+        left = _left(settings, (lr,))
+        hours = power.plan_seconds(left, table)
+        for claim in (c for c in claims if c.key.startswith(f"article1/lr{lr:g}/")):
+            kind = claim.key.split("/")[2]
+            if kind in ("r_t", "r_v"):
+                continue  # timing ratios: rounds of one machine, not a seed plan's question
+            if kind == "breakdown":
+                vit = (
+                    [verdicts.collapsed(run) for _, run in select(at, model="ViT").groupby("run_id")] if len(at) else []
+                )
+                rate = 100 * float(np.mean(vit)) if vit else float("nan")
+                source = f"ViT's observed rate ({sum(vit)} of {len(vit)} runs)" if vit else "no run yet"
+                plan = power.count_plan(claim.key, verdicts.PRIMARY, rate, source, planned)
+            elif kind == "accuracy":
+                model = claim.key.split("/")[-1]
+                depth = 1 if model != "ViT" else 6  # article 1's figures: its runs as run
+                finals = final_accuracy(select(at, model=model, depth=depth)) if len(at) else pd.Series(dtype=float)
+                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", planned)
+            else:  # converges: ViT against each BatchNorm model
+                plan = power.difference_plan(
+                    claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", planned, None
+                )
+            rows.append(power.priced(plan, len(left), hours))
+    return power.table(rows)
+
+
+def left_to_train(table: pd.DataFrame, settings: FixedLrSettings) -> tuple[int, float | None]:
+    """The runs of article 1's whole protocol at every rate of Experiment 1 not held on the one stream, and their CPU
+    hours."""
+    left = _left(settings, tuple(article.EXPERIMENT1))
+    seconds = power.plan_seconds(left, table)
+    return len(left), None if seconds is None else seconds / 3600
+
+
+def plan_caption(frame: pd.DataFrame, left: tuple[int, float | None]) -> str:
+    """The plan in words, read off it and the runs ``left`` (:func:`left_to_train`)."""
+    runs_left, hours = left
+    counts = frame[frame["test"] == verdicts.COUNT_TEST]
+    count_words = "; ".join(
+        f"{row.claim}: {row.planned} runs per model, while {row.effect_from} needs "
+        f"{'more than 60' if pd.isna(row.needed) else f'{row.needed:.0f}'}"
+        for row in counts.itertuples()
+    )
+    return (
+        f"Seed plan of chapter 03, written {PLAN_WRITTEN} before its runs trained: {frame['planned'].max()} seeds per "
+        f"configuration. Rates with no whole-protocol run then have no spread to plan from and keep the rule's "
+        f"minimum, their detectable effects stated once they train. Stability counts: {count_words}. A 30-epoch "
+        f"depth-6 run costs one to two hours of this CPU, so more runs per model would pass the book's budget for "
+        f"article 1 (about {BUDGET_HOURS} CPU hours). Left to train at article 1's protocol (every rate of "
+        f"Experiment 1, both configurations): {runs_left} runs, about "
+        f"{'an unknown number of' if hours is None else f'{hours:.1f}'} hours of a CPU like the ones that trained the "
+        "committed runs"
+    )

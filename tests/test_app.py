@@ -573,3 +573,152 @@ def test_drawing_in_the_browser_shows_the_prediction(served, browser, tmp_path, 
     assert browser.find_element(By.ID, "digit").text == "–"
     browser.find_element(By.ID, "predict").click()  # an empty pad is refused in the page, with a message
     assert "Draw a digit first" in browser.find_element(By.ID, "message").text
+
+
+# -- the app sheds load ------------------------------------------------------------------------------------
+
+#: The app (an untrained model) served in this child process with werkzeug's threaded server and the app's request
+#: handler; each admitted upload is held after its decode (so that MAX_DECODES are in flight at once) until every
+#: other of the N concurrent uploads of the file sys.argv[1] (sys.argv[2] of them) has been answered. Prints the
+#: statuses, each 503's Retry-After and error, and the growth of the process's peak memory (KiB).
+LOAD = r"""
+import collections, http.client, json, resource, sys, threading, torch
+from werkzeug.serving import make_server
+from vitbn_nb.app import server
+
+body, n = open(sys.argv[1], "rb").read(), int(sys.argv[2])
+answered, gate = threading.Semaphore(0), threading.Event()
+decode = server.preprocess
+def held(data):
+    digit = decode(data)
+    gate.wait()
+    return digit
+server.preprocess = held
+app = server.create_app(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10)), None)
+httpd = make_server("127.0.0.1", 0, app, threaded=True, request_handler=server.request_handler())
+threading.Thread(target=httpd.serve_forever, daemon=True).start()
+results = []
+def upload():
+    connection = http.client.HTTPConnection("127.0.0.1", httpd.server_port, timeout=300)
+    connection.request("POST", "/api/predict", body=body, headers={"Content-Type": "image/png"})
+    response = connection.getresponse()
+    results.append((response.status, response.getheader("Retry-After"), json.loads(response.read())))
+    connection.close()
+    answered.release()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+clients = [threading.Thread(target=upload) for _ in range(n)]
+for client in clients:
+    client.start()
+for _ in range(n - server.MAX_DECODES):
+    answered.acquire()  # every upload but those held has its answer
+gate.set()
+for client in clients:
+    client.join()
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+statuses = collections.Counter(status for status, _, _ in results)
+busy = [(after, answer["error"]) for status, after, answer in results if status == 503]
+print(json.dumps({"statuses": statuses, "busy": busy[:1], "growth_kib": growth}))
+httpd.shutdown()
+"""
+#: What 100 concurrent uploads of a 2048x2048 RGBA PNG of 1.5 MB may add to the server's peak memory: MAX_DECODES
+#: decodes of about 100 MB each, and little per refused upload (measured: about 230 MB; 4.9 GB before shedding).
+MAX_LOAD_GROWTH_MIB = 400
+
+
+def large_upload() -> bytes:
+    """A 2048x2048 RGBA PNG of about 1.5 MB (a noisy patch that does not compress, and a stroke): a costly decode."""
+    image = np.full((2048, 2048, 4), 255, dtype=np.uint8)
+    image[:700, :700, :3] = np.random.default_rng(0).integers(0, 256, (700, 700, 3), dtype=np.uint8)
+    image[900:1800, 1000:1100, :3] = 0
+    return png(image, mode="RGBA")
+
+
+def test_many_concurrent_large_uploads_are_shed_with_503_in_bounded_memory(tmp_path):
+    upload = tmp_path / "large.png"
+    upload.write_bytes(large_upload())
+    assert 2**20 < upload.stat().st_size < server.MAX_BODY_BYTES
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, str(upload), "100"], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout.splitlines()[-1])
+    assert measured["statuses"] == {"200": server.MAX_DECODES, "503": 100 - server.MAX_DECODES}, measured
+    ((after, error),) = measured["busy"]
+    assert after == "1" and "busy" in error
+    print(f"100 concurrent uploads: peak RSS growth {measured['growth_kib'] / 1024:.0f} MiB")  # shown with -s
+    assert measured["growth_kib"] < MAX_LOAD_GROWTH_MIB * 1024, measured
+
+
+@pytest.fixture
+def handled(monkeypatch):
+    """The app served with its own request handler (a read timeout of 1 s here), on a free port."""
+    from werkzeug.serving import make_server
+
+    monkeypatch.setattr(server, "READ_SECONDS", 1)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+    httpd = make_server(
+        "127.0.0.1", 0, create_app(model, None), threaded=True, request_handler=server.request_handler()
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_port
+    finally:
+        httpd.shutdown()
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
+        connection.sendall(data)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [(b"GARBAGE\r\n\r\n", b"400"), (b"GET / HTTP/9.9\r\n\r\n", b"505"), (b"\x16\x03\x01 tls?\r\n\r\n", b"400")],
+)
+def test_a_malformed_request_line_is_answered_in_json(handled, line, status):
+    head, _, body = _raw(handled, line).partition(b"\r\n\r\n")
+    assert head.split()[1] == status and b"application/json" in head
+    assert json.loads(body)["error"].startswith(status.decode())
+
+
+def test_a_client_that_sends_nothing_is_dropped_and_the_server_goes_on(handled):
+    with socket.create_connection(("127.0.0.1", handled), timeout=60) as idle:
+        assert idle.recv(1) == b""  # closed by the server after its read timeout, not after the test's 60 s
+    with socket.create_connection(("127.0.0.1", handled), timeout=60) as slow:
+        slow.sendall(b"POST /api/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly part")
+        head, _, body = b"".join(iter(lambda: slow.recv(65536), b"")).partition(b"\r\n\r\n")
+    assert head.split()[1] == b"408" and "request timeout" in json.loads(body)["error"]
+    assert send(handled, a_stroke())[0] == 200
+
+
+def progressive_jpeg() -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((64, 64), 255, dtype=np.uint8), mode="L").save(buffer, "JPEG", progressive=True)
+    return buffer.getvalue()
+
+
+def test_a_progressive_jpeg_is_refused_and_a_decode_past_its_time_is_stopped(light, monkeypatch):
+    status, answer = send(light, progressive_jpeg(), "image/jpeg")
+    assert status == 400 and "progressive JPEG" in answer["error"] and "baseline JPEG or a PNG" in answer["error"]
+    baseline = io.BytesIO()
+    Image.fromarray(np.full((64, 64), 255, dtype=np.uint8), mode="L").save(baseline, "JPEG")
+    with pytest.raises(BadImage, match="no ink"):  # a baseline JPEG is decoded (this one is blank)
+        preprocess(baseline.getvalue())
+    monkeypatch.setattr(server, "DECODE_SECONDS", -1.0)  # every read is past the deadline
+    status, answer = send(light, a_stroke())
+    assert status == 400 and "too slow to decode" in answer["error"]
+
+
+def test_the_app_never_serves_from_a_store_an_import_has_not_finished(run_store, tmp_path):
+    fake_run(run_store, "ViT-served", weights=True)
+    mark = run_store / ".incomplete-0123456789abcdef-0123456789ab"
+    mark.touch()  # left by an import a kill stopped: the run the app would choose may be missing
+    with pytest.raises(SystemExit, match=r"has not finished .*fix: run the same `python -m vitbn_nb runs import"):
+        load_model(train_if_missing=False, log=lambda _: None)
+    mark.unlink()
+    assert load_model(train_if_missing=False, log=lambda _: None)[1].run_id == "ViT-served"

@@ -1,11 +1,19 @@
 """The digit app's server: which model, MNIST-style preprocessing, and the Flask routes (``GET /``, ``GET
-/api/model``, ``POST /api/predict`` with the image as the body). A bad request gets a 4xx and ``{"error": ...}``."""
+/api/model``, ``POST /api/predict`` with the image as the body). A bad request gets a 4xx and ``{"error": ...}``, a
+malformed request line too.
+
+It sheds load rather than queue it: at most :data:`MAX_DECODES` uploads are read and decoded at once (another gets a
+503 with ``Retry-After``, its body drained in small pieces), a connection that sends nothing for :data:`READ_SECONDS`
+is dropped, progressive JPEGs (whose scans make a small file cost minutes of CPU) are refused, and a decode that
+takes longer than :data:`DECODE_SECONDS` is stopped at its next read."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +24,7 @@ from torch import nn
 
 from ..models import VIT_FAMILY
 from ..paths import runs_dir
+from ..store.bundle import refuse_half_imported
 from ..store.runs import Run, RunConfig, RunStoreError, is_run_name, train
 
 STATIC = Path(__file__).with_name("static")
@@ -26,6 +35,13 @@ SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
 #: decode inside ``Image.open``, or hand the upload to an external program, as EPS does to Ghostscript).
 FORMATS = ("PNG", "JPEG", "GIF", "BMP")
 FORMAT_NAMES = "PNG, JPEG, GIF or BMP"
+#: Uploads read and decoded at once (each costs up to its body and about 100 MB to decode a 2048x2048 RGBA image);
+#: decoding is CPU-bound, so more at once would not answer sooner.
+MAX_DECODES = 2
+#: Seconds a connection may send nothing (its request line, headers or body) before it is dropped.
+READ_SECONDS = 10
+#: Seconds a decode may take; it is stopped at its next read of the upload (Pillow reads in 64 KiB pieces).
+DECODE_SECONDS = 5.0
 #: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
 INK_THRESHOLD = 0.1
 #: An augmented-MNIST run is preferred when it reaches this accuracy on its (augmented) test set.
@@ -123,7 +139,13 @@ def model_choice(store=None) -> Run | None:
 
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
     """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
-    A damaged run is passed over (named); one asked for stops the app with the reason."""
+    A damaged run is passed over (named); one asked for stops the app with the reason. A store an import has not
+    finished is never read as whole: the run it would serve may be missing."""
+    store = runs_dir()  # a store that cannot be a folder is its own message
+    try:
+        refuse_half_imported(store, "the run the app would serve may be missing")
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     if run_id is not None:
         # A path would serve a run from outside the store, one nobody chose to publish.
         if not is_run_name(run_id):
@@ -180,13 +202,36 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
 
 
 # -- The drawing, made like an MNIST digit ----------------------------------------------------------------------------
+class _TooSlow(Exception):
+    """A decode that ran past :data:`DECODE_SECONDS`."""
+
+
+class _Timed(io.BytesIO):
+    """The upload as Pillow reads it, piece by piece: a read after the deadline stops the decode."""
+
+    def __init__(self, data: bytes, seconds: float):
+        super().__init__(data)
+        self.deadline = time.monotonic() + seconds
+
+    def read(self, size=-1):
+        if time.monotonic() > self.deadline:
+            raise _TooSlow
+        return super().read(size)
+
+
+_TOO_SLOW = f"too slow to decode: it took more than {DECODE_SECONDS:g} s; send a smaller or simpler image (a PNG)"
+
+
 def read_image(data: bytes) -> np.ndarray:
     """Image bytes -> float ``(H, W)`` in [0, 1] with the ink bright (as in MNIST); raises :class:`BadImage`. Only
-    :data:`FORMATS` are tried, the size checked from the header before a pixel is decoded."""
+    :data:`FORMATS` are tried, the size checked from the header before a pixel is decoded, progressive JPEGs refused
+    and the decode stopped after :data:`DECODE_SECONDS`."""
     if not data:
         raise BadImage(f"empty body: {EXPECTED}")
     try:
-        image = Image.open(io.BytesIO(data), formats=FORMATS)
+        image = Image.open(_Timed(data, DECODE_SECONDS), formats=FORMATS)
+    except _TooSlow:
+        raise BadImage(_TOO_SLOW) from None
     except Image.DecompressionBombError:
         raise BadImage(f"wrong size: the image has more pixels than {MAX_SIDE}x{MAX_SIDE}; {SIZE_FIX}") from None
     except UnidentifiedImageError:
@@ -196,8 +241,12 @@ def read_image(data: bytes) -> np.ndarray:
     width, height = image.size  # from the header: nothing is decoded yet
     if not (MIN_SIDE <= width <= MAX_SIDE and MIN_SIDE <= height <= MAX_SIDE):
         raise BadImage(f"wrong size: the image is {width}x{height} pixels; {SIZE_FIX}")
+    if image.format == "JPEG" and image.info.get("progressive"):  # each of its scans decodes the whole image again
+        raise BadImage("a progressive JPEG, which the app does not decode: send a baseline JPEG or a PNG")
     try:
         image.load()
+    except _TooSlow:
+        raise BadImage(_TOO_SLOW) from None
     except Exception as error:  # a damaged payload: OSError, SyntaxError, ValueError, EOFError ... all the sender's
         raise BadImage(f"not an image: the {image.format} data cannot be decoded ({type(error).__name__})") from None
     try:
@@ -272,17 +321,46 @@ def _png_data_url(digit: np.ndarray) -> str:
 
 
 # -- The Flask app ----------------------------------------------------------------------------------------------------
-def _too_large():
+def _error(status: int, message: str, **headers: str):
     from werkzeug.wrappers import Response
 
-    message = json.dumps({"error": f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"})
-    return Response(message + "\n", status=413, mimetype="application/json")
+    return Response(json.dumps({"error": message}) + "\n", status=status, mimetype="application/json", headers=headers)
+
+
+def _too_large():
+    return _error(413, f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB")
+
+
+def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
+    """``wsgi_app`` for at most ``slots`` uploads at once: another is answered 503 with ``Retry-After`` at once, its
+    body read and dropped in 64 KiB pieces (so that the client sees the answer, and no body is held)."""
+    from werkzeug.exceptions import HTTPException
+    from werkzeug.wsgi import get_input_stream
+
+    def shed(environ, start_response):
+        if environ.get("REQUEST_METHOD") != "POST":
+            return wsgi_app(environ, start_response)
+        if not slots.acquire(blocking=False):
+            try:
+                stream, left = get_input_stream(environ, max_content_length=MAX_BODY_BYTES + 1), MAX_BODY_BYTES + 1
+                while left > 0 and (chunk := stream.read(min(2**16, left))):
+                    left -= len(chunk)
+            except (HTTPException, OSError):  # a body over the limit, or a client gone: the answer is the same
+                pass
+            busy = f"busy: {MAX_DECODES} uploads are being decoded; send it again in a second"
+            return _error(503, busy, **{"Retry-After": "1"})(environ, start_response)
+        try:
+            return wsgi_app(environ, start_response)  # answered whole here (a JSON body), so the slot is let go after
+        finally:
+            slots.release()
+
+    return shed
 
 
 def _bounded_body(wsgi_app):
     """``wsgi_app`` given the body read whole, up to :data:`MAX_BODY_BYTES` (counted: a chunked body has no
     Content-Length for Flask to check); a longer one gets a 413."""
-    from werkzeug.exceptions import HTTPException
+    from werkzeug.exceptions import ClientDisconnected, HTTPException
     from werkzeug.wsgi import get_input_stream
 
     def bounded(environ, start_response):
@@ -296,10 +374,15 @@ def _bounded_body(wsgi_app):
                     break
                 body.append(chunk)
                 size += len(chunk)
-        except HTTPException as error:  # a Content-Length over the limit, or a client gone mid-body
+        except ClientDisconnected:  # nothing sent for READ_SECONDS (or the client gone) before the body's end
+            return _error(408, f"request timeout: the body stopped before its end for {READ_SECONDS} s")(
+                environ, start_response
+            )
+        except HTTPException as error:  # a Content-Length over the limit
             if error.code != 413:
-                return error(environ, start_response)
+                return _error(error.code, f"{error.code} {error.name}: {error.description}")(environ, start_response)
             size = MAX_BODY_BYTES + 1
+
         if size > MAX_BODY_BYTES:
             return _too_large()(environ, start_response)
         for key in ("HTTP_TRANSFER_ENCODING", "wsgi.input_terminated"):
@@ -321,7 +404,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # Pillow's own bomb limit, behind read_image's check of the header
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.wsgi_app = _bounded_body(app.wsgi_app)
+    app.wsgi_app = _shedding(_bounded_body(app.wsgi_app), threading.BoundedSemaphore(MAX_DECODES))
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
         config = run.config
@@ -367,8 +450,35 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     return app
 
 
+def request_handler():
+    """werkzeug's request handler with a read timeout (:data:`READ_SECONDS`: an idle client does not hold its thread)
+    and JSON for the errors it answers itself (a malformed request line, an unsupported HTTP version)."""
+    from werkzeug.serving import WSGIRequestHandler
+
+    class Handler(WSGIRequestHandler):
+        timeout = READ_SECONDS
+
+        def send_error(self, code, message=None, explain=None):
+            text = f"{code} {message or self.responses.get(code, ('error',))[0]}" + (f": {explain}" if explain else "")
+            body = (json.dumps({"error": text}) + "\n").encode()
+            if (
+                self.request_version == "HTTP/0.9"
+            ):  # a line it could not parse: answered with a status line all the same
+                self.request_version = "HTTP/1.0"
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+    return Handler
+
+
 def serve(host: str = "127.0.0.1", port: int = 5000, run_id: str | None = None, train_if_missing: bool = True):
     model, run = load_model(run_id, train_if_missing=train_if_missing)
     app = create_app(model, run)
     print(f"Draw a digit at http://{host}:{port}/ (Ctrl+C stops the server)", flush=True)
-    app.run(host=host, port=port, threaded=True)
+    app.run(host=host, port=port, threaded=True, request_handler=request_handler())

@@ -277,8 +277,8 @@ def _campaign(args) -> int:
             campaign.commit()
             return 0
         if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f"--threads {args.threads} is not allowed; give 1 or more")
+            if not 1 <= args.threads <= (cores := os.cpu_count() or 1):  # more would fail inside torch, as a bug
+                raise ValueError(f"--threads {args.threads} is not allowed; give 1 to {cores} (this machine's cores)")
             torch.set_num_threads(args.threads)
         if args.action == "measure":
             campaign.measure(retake=args.retake)

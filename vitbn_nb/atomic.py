@@ -3,6 +3,7 @@ raises :class:`WriteError` naming the file, which is left as it was."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -35,9 +36,20 @@ def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
         if not isinstance(error, (OSError, RuntimeError)):  # torch's zip writer reports a full disk as a RuntimeError
             raise
         reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
-        failure = WriteError(f"{path} could not be written ({reason}); it is unchanged")
+        failure = WriteError(f"{path} could not be written ({reason}); it is unchanged; {write_fix(path, error)}")
         failure.errno = getattr(error, "errno", None)
         raise failure from error
+
+
+def write_fix(path: Path, error: BaseException) -> str:
+    """The fix for a file that could not be written: a folder made writable, or space freed (torch reports a full disk
+    with no error number)."""
+    if getattr(error, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (
+            f"fix: make {Path(path).parent} writable (or point the VITBN_*_DIR setting that chose it at a writable "
+            "folder) and run the same command again"
+        )
+    return f"fix: free some disk space where {Path(path).parent} lies, then run the same command again"
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -99,7 +99,14 @@ def manifest_path() -> Path:
 
 @contextmanager
 def _manifest_lock():
-    with open(figures_dir() / ".manifest.lock", "w") as lock:
+    path = figures_dir() / ".manifest.lock"
+    try:
+        lock = open(path, "w")  # noqa: SIM115 -- closed below; a read-only figures folder is one line with its fix
+    except OSError as error:
+        raise atomic.WriteError(
+            f"{path} could not be written ({error.strerror}); {atomic.write_fix(path, error)}"
+        ) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

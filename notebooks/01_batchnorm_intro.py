@@ -102,8 +102,9 @@ settings
 # these transforms) ends with `ToTensor` and applies none. As in article 2, **the test images are
 # augmented too** (its Code Block 1 augments the validation set; applied as a dataset
 # transform, that augmentation is redrawn on every pass); this book's run store draws it
-# **once, with a fixed seed**, so every model and every epoch is tested on exactly the
-# same images, and the curves do not wobble with the redrawn test set. Training batches are
+# **once, with a fixed seed** (drawn on the CPU whatever the device), so every model and every
+# epoch is tested on exactly the same images, and the curves do not wobble with the redrawn test
+# set. Training batches are
 # augmented afresh every epoch. Both models are trained with Adam and cross-entropy, train
 # batch 100, test batch 5000, at two learning rates.
 

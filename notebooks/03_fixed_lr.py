@@ -262,9 +262,8 @@ fixed_lr.comparison_table(result, 0.01)
 fixed_lr.numbers_table(result, 0.01)
 
 # %% [markdown]
-# Which runs broke down at this scale, computed from their curves (the same criterion as the
-# tables); article 1 saw only ViT break down, and only as it wrote the models did the BatchNorm
-# models have six blocks:
+# Which runs collapsed, counted from their curves by the rule's definition; article 1 saw only
+# ViT break down, and only as it wrote the models did the BatchNorm models have six blocks:
 
 # %%
 fixed_lr.instability_note(result)
@@ -388,13 +387,31 @@ lr_sweep.statement(result)
 # %% [markdown]
 # ## The claims, judged by the book's rule
 #
-# Every one of article 1's Experiment 1 claims, in both configurations that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
-# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
-# this scale" for a number the article reached at a protocol these runs did not.
+# Every one of article 1's Experiment 1 claims, in both configurations, that this chapter can
+# test, with the measured value, its interval and the verdict of the book's one decision rule
+# (the book's front page, "How this book judges a claim"): paired per-seed differences over
+# seeds whose runs drew one data stream, with what the seeds could have detected where the
+# verdict is within noise; the article's accuracies by equivalence within a stated margin
+# ("≈ 98.2 %") or against their level ("above 97 %", with how many seeds lie above it);
+# stability as **counts of collapsed runs**, each with its exact interval, compared by Fisher's
+# exact test; no verdict with fewer than three seeds, and "not testable at this scale" for a
+# claim about the article's whole runs (their accuracies, their stability, how fast their curves
+# converged) where these runs are shorter.
 
 # %%
 fixed_lr.claims_table(result)
+
+# %% [markdown]
+# ## The seed plan
+#
+# How many seeds each claim reads was decided before its runs trained, by a power analysis over
+# the full-protocol runs held then, and written in the chapter's settings (`seeds`). The table
+# gives, per claim, its test, the spread (or the collapse rate) it plans from, the effect to
+# detect, the seeds that would detect it, the seeds planned, what those detect, and the runs and
+# hours left to train at article 1's protocol:
+
+# %%
+fixed_lr.seed_plan_table(result)
 
 # %% [markdown]
 # ## What to take from this
@@ -417,6 +434,12 @@ fixed_lr.claims_table(result)
 # all three have six blocks: the ratios there are what BatchNorm itself changes. Chapter 8
 # splits the as-run ratio into its depth, normalisation and data-pipeline parts, and measures
 # what BatchNorm can buy at inference by folding into the Linear next to it.
+
+# %% [markdown]
+# At learning rate 0.01, the runs that collapsed, per model and depth:
+
+# %%
+fixed_lr.instability_note(result)
 
 # %%
 lr_sweep.takeaway(result)

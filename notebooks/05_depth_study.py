@@ -44,7 +44,7 @@ force = False
 
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol (the full training set, 10
-# epochs) with three seeds where the article ran one; `cpu` trains every depth on a subset for
+# epochs) with the seeds its plan gives (three, more for the primary contrast; the article ran one); `cpu` trains every depth on a subset for
 # a few epochs, also with three seeds (the settings below give the numbers); `smoke` trains only the depths that give every
 # figure some content, on a few hundred images (its numbers say nothing).
 
@@ -68,8 +68,10 @@ settings
 #
 # The data is **augmented MNIST** (random rotation up to 20°, translation up to 20 %, and with
 # probability 0.2 a zoom-out by 2–3 then resize to 28 × 28). Article 2 augments its
-# validation set too; our run store augments the test set **once, with a fixed seed**, so both
-# models and every epoch are tested on the same images. Adam, cross-entropy, training batch
+# validation set too; our run store augments the test set **once, with a fixed seed**, drawn on
+# the CPU whatever the device, so both models and every epoch are tested on the same images (runs
+# a GPU trained before the book's one data stream drew their own, and pair with no other run).
+# Adam, cross-entropy, training batch
 # 100, test batch 5000, 10 epochs. Learning rate 0.003 at depths 4–7 (Figure 8), 0.005 at
 # depths 1–4 (Figure 9); Figure 10 needs depths 2 and 3 at 0.003 as well. These numbers are
 # written once, in the chapter's settings (`fig8_lr`, `fig8_depths`, `fig9_lr`, `fig9_depths`,
@@ -90,21 +92,38 @@ result = depth.run(settings, force=force)
 #
 # For each depth we take the final test accuracies and their difference **ViTBNFFN − ViT**,
 # paired by seed, and judge it by the book's one rule (the book's front page, "How this book
-# judges a claim"): its 95 % interval, "agrees", "disagrees" or "within noise" (for the
-# article's "comparable", within noise is what it says), and no verdict on fewer than three
-# seeds. Article 2's findings are about the accuracies its runs reached after its whole
+# judges a claim"). A seed's two runs pair only where they drew one data stream: the same
+# training order, the same augmentations and the same test images, drawn on the CPU from the
+# seed on every device. A difference the article asserts gets its 95 % interval: "agrees",
+# "disagrees", or "within noise" with **the smallest difference its seeds could have
+# detected** (80 % power) from the spread of the figure's cells. An article's "comparable", and
+# the accuracies it quotes, are judged by **equivalence** within a stated margin: "equivalent",
+# "not equivalent" or "undecided", never "within noise". Article 2 draws one conclusion from
+# Figures 8 and 9, that beyond a critical depth ViTBNFFN **converges** significantly faster;
+# that is the chapter's one **primary contrast** per learning rate (each seed's mean test
+# accuracy over the epochs, ViTBNFFN − ViT, averaged over the depths its text places beyond
+# the critical depth), decided before its runs trained. Each panel's cell is secondary, decided
+# after Holm's correction over its figure's cells. Article 2's findings are about its whole
 # protocol (10 epochs of augmented MNIST's training set at batch 100), so the rule judges them
 # only over runs that reached it; shorter runs get "not testable at this scale", with the steps
-# they reached, and their measured differences are shown without a verdict. Each figure's
-# panels are judged on the final accuracies; the article's conclusion from Figures 8 and 9,
-# that beyond a critical depth ViTBNFFN **converges** significantly faster, is a claim about
-# the whole curves, so the claims table also judges it as the book reads "converges faster"
-# everywhere (chapter 1 does so for the same article's Figure 1): from each seed's mean test
-# accuracy over the epochs, at the depths the article's text places beyond the critical depth.
-# The article's findings, as reported:
+# they reached, and their measured differences are shown without a verdict. The article's
+# findings, as reported:
 
 # %%
 depth_numbers.article_reported(settings)
+
+# %% [markdown]
+# ## The seed plan
+#
+# How many seeds each claim reads was decided before its runs trained, by a power analysis over
+# the full-protocol runs held then, and written in the chapter's settings (`seeds`,
+# `fig8_primary_seeds`, `fig9_primary_seeds`). A verdict reads exactly those seeds, never
+# more. The table gives, per claim, its test, the spread of its claim family, the effect to
+# detect (the article gives no number of its own, so the rule's 2 points), the seeds that detect
+# it, the seeds planned, what those detect, and the runs and hours left to train:
+
+# %%
+depth.seed_plan_table(result)
 
 # %% [markdown]
 # ## Figure 8: learning rate 0.003, depths 4 to 7
@@ -197,13 +216,14 @@ depth.extra_models_table(result)
 # %% [markdown]
 # ## The claims, judged by the book's rule
 #
-# Every one of article 2's depth-study claims (Figures 8–10) that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
-# claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
+# Every one of article 2's depth-study claims (Figures 8–10) that this chapter can test, the
+# primary contrasts first, with the measured value, its interval and the verdict of the book's
+# one decision rule (the book's front page, "How this book judges a claim"): a difference's
+# 95 % interval and, within noise, what its seeds could have detected; an equivalence's 90 %
+# interval against its margin; no verdict with fewer than three seeds; and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not. The four
-# accuracies article 2 quotes at Figure 10, $d = 3$, are numbers of its whole protocol: each is
-# judged from the seeds' final accuracies, within noise when their interval holds the article's
-# value and disagrees when it lies outside.
+# accuracies article 2 quotes at Figure 10, $d = 3$, are numbers of its whole protocol, each
+# judged by equivalence within the margin around the article's value.
 
 # %%
 depth.claims_table(result)
@@ -217,11 +237,10 @@ depth.claims_table(result)
 # scale": the figures and tables show what these shorter runs did, which is not what article 2
 # reports on; under `paper` the runs follow its protocol with three seeds and the rule judges
 # every finding. A verdict of "within noise" means that the 95 % interval of the paired
-# per-seed differences holds zero: with three seeds the spread between them is too large for
-# the mean difference to be told from none. It does not mean that the seeds disagree about which
-# model is ahead: all three can point the article's way and the verdict still be within noise.
+# per-seed differences holds zero; its row says how large a difference its seeds could have
+# detected, so "no effect" is never read where the seeds were too few to see one.
 #
-# Unlike chapter 3's as-run comparison, every comparison here is at equal depth, so whatever
-# difference remains is the norm's. Article 2 compares accuracy only, not speed: at equal depth the two models do
+# Unlike chapter 3's as-run comparison, every comparison here is at equal depth, and a seed's two
+# runs drew one data stream: the norm is the one thing they differ in. Article 2 compares accuracy only, not speed: at equal depth the two models do
 # nearly the same arithmetic, and chapter 8 ("where the speed comes from") measures what that
 # means for their training and inference times.

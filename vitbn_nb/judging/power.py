@@ -153,6 +153,8 @@ def epoch_seconds(table: pd.DataFrame) -> pd.Series:
 def plan_seconds(configs, table: pd.DataFrame) -> float | None:
     """The CPU seconds ``configs`` take to train (:func:`epoch_seconds`); None when one has no priced kind of run."""
     prices, total = epoch_seconds(table), 0.0
+    if prices.empty:
+        return None if configs else 0.0
     for config in configs:
         key = (config.model, config.model_kwargs.get("depth"), config.dataset, config.train_size or -1)
         if key in prices.index:

@@ -340,7 +340,8 @@ def collapsed(curve: pd.DataFrame, threshold: float = COLLAPSE_PT) -> bool:
     return bool(accuracy.max() - accuracy.iloc[-1] >= threshold)
 
 
-def _rate_interval(k: int, n: int) -> tuple[float, float]:
+def rate_interval(k: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) 95 % interval of a count ``k`` of ``n``, in %."""
     from scipy.stats import binomtest
 
     ci = binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="exact")  # Clopper–Pearson
@@ -372,7 +373,7 @@ def counts(
     p = float(fisher_exact([[k, n - k], [kb, nb - kb]]).pvalue)
     side = 0 if p >= ALPHA else 1 if k / n > kb / nb else -1
     outcome = NOISE if side == 0 else AGREES if side == direction else DISAGREES
-    (low, high), (low_b, high_b) = _rate_interval(k, n), _rate_interval(kb, nb)
+    (low, high), (low_b, high_b) = rate_interval(k, n), rate_interval(kb, nb)
     return Verdict(
         claim,
         outcome,
@@ -471,6 +472,18 @@ def _ratio_words(v: Verdict, above: str, below: str) -> str:
     interval = f" [{v.low:.2f}, {v.high:.2f}]" if math.isfinite(v.low) else ""
     value = f"{v.estimate:.2f}×{interval} ({v.count})"
     return {AGREES: above, DISAGREES: below}.get(v.outcome, f"{NOISE}: ") + value
+
+
+def short_of_plan(judged: Verdict, planned: int, present: bool = True) -> Verdict:
+    """``judged`` where it read fewer seeds than its plan gives: no verdict yet (a verdict reads exactly the planned
+    seeds, never a verdict taken early), its estimate shown with how many of them are held. ``present``: runs of the
+    claim are held, whether or not any pair drew one stream (none: "not run")."""
+    if judged.outcome == UNTESTABLE or judged.seeds >= planned or (judged.outcome == NOT_RUN and not present):
+        return judged
+    note = f"{judged.seeds} of the {planned} planned seeds held on one data stream; a verdict reads all of them"
+    return dataclasses.replace(
+        judged, outcome=NOT_JUDGED, low=float("nan"), high=float("nan"), p_holm=float("nan"), note=note
+    )
 
 
 def untestable(claim: str, reached_steps: int, article_steps: int, *, unit: str = "pt", condition: str = "") -> Verdict:

@@ -7,6 +7,7 @@ cpu or paper run, and never a smaller profile's than it holds unless ``replace_l
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -245,7 +246,8 @@ def build_book(
         from ..chapters import CHAPTERS
         from ..train import needs_device_check, planned_runs, untrained
 
-        known = [p for p in selected if p.stem in CHAPTERS]
+        # a chapter rendered at a larger profile than asked reads what is held: it trains nothing
+        known = [p for p in selected if p.stem in CHAPTERS and rendered_at[p] == resolved]
         with _environment(VITBN_RUNS_DIR=runs):
             to_train = [run for p in known for run in untrained(rendered_at[p], [p.stem])]
         planned = [c for p in known for c in planned_runs(p.stem, rendered_at[p])]
@@ -272,7 +274,10 @@ def build_book(
     _log(f"vitbn-book: {len(selected)} chapter(s), profile {resolved}, book run {book_run}")
     for path, chapter_profile in rendered_at.items():
         if chapter_profile != resolved:
-            _log(f"  {path.stem} renders at {chapter_profile}: every run of its {chapter_profile} protocol is held")
+            _log(
+                f"  {path.stem} renders at {chapter_profile} from what is held (every run of its {chapter_profile} "
+                "protocol's first seeds; a seed plan's further seeds where the campaign has trained them)"
+            )
     for path, lrs in paper_lrs.items():
         if lrs:
             shown = ", ".join(f"{lr:g}" for lr in lrs)
@@ -293,7 +298,9 @@ def build_book(
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name
             position = f"{i}/{len(selected)}"
-            seconds = _execute(source, private / source.name, rendered_at[source], force, position, titles[source])
+            upgraded = rendered_at[source] != resolved  # read what is held: never train a larger profile's runs
+            with _environment(VITBN_TRAIN="never") if upgraded else contextlib.nullcontext():
+                seconds = _execute(source, private / source.name, rendered_at[source], force, position, titles[source])
             os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
     shutil.rmtree(private, ignore_errors=True)

@@ -228,6 +228,26 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def finished_before(written: str) -> pd.DataFrame:
+    """The run table (:func:`load_table`) of every finished run held, in the run store or among the committed records,
+    that finished before ``written`` (an ISO date and time): what a seed plan written then could read."""
+    from ..paths import committed_records_dir
+
+    folders = {}
+    for store in (committed_records_dir(), runs_dir()):  # the run store's own copy wins
+        if store is not None and store.is_dir():
+            folders.update({folder.name: folder for folder in store.iterdir() if is_run_name(folder.name)})
+    held = []
+    for folder in folders.values():
+        try:
+            run = stored_run(folder)
+        except RunStoreError:
+            continue  # a damaged record is named by `runs check`, not read into a plan
+        if run is not None and run.status == "finished" and str(run.record.get("finished") or "9999") < written:
+            held.append(run)
+    return load_table(held)
+
+
 def held_stream(config: RunConfig, device: str | torch.device | None = None) -> str | None:
     """The data stream of ``config``'s finished run in the run store or the committed records (None: not held)."""
     done = stored_run(stored_path(stored_id(config, pick_device(device))))

@@ -36,11 +36,18 @@ def experiment2(table: pd.DataFrame) -> list[Verdict]:
             scale = against_article(hardware, article.DEVICES)
             found.append(shared.gain(claim, gains, scale, f"{model} against ViT, each at its optimised settings"))
         elif kind == "converges":
+            # how the article's 30-epoch curves went: judged only over runs that reached them
             vit = per_seed(select(table, model="ViT"), verdicts.mean_accuracy)
             for bn in shared.BN_MODELS:
                 values = paired(vit, per_seed(select(table, model=bn), verdicts.mean_accuracy))
                 pair = table[table["model"].isin(["ViT", bn])]
-                found.append(shared.judge_difference(claim, values, _optimised_scale(pair), f"ViT against {bn}"))
+                scale, condition = _optimised_scale(pair), f"ViT against {bn}"
+                short = not pair.empty and any(
+                    shared.reached_steps(runs) < shared.article_steps(article.EPOCHS, int(runs["batch_size"].iloc[0]))
+                    for _, runs in pair.groupby("model")
+                )
+                untestable = Verdict(claim.key, verdicts.UNTESTABLE, scale=scale, condition=condition)
+                found.append(untestable if short else shared.judge_difference(claim, values, scale, condition))
     return found
 
 

@@ -49,15 +49,15 @@ def unplanned(settings: DepthSettings) -> list[str]:
 
 def planned_seeds(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int) -> pd.DataFrame:
     """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds (no more: a verdict
-    never reads seeds beyond its plan), whose two runs drew one data stream."""
+    never reads seeds beyond its plan)."""
     at = select(table, lr=lr, depth=depth)
-    return one_stream(at[at["seed"] < settings.seeds_at(lr, depth)])
+    return at[at["seed"] < settings.seeds_at(lr, depth)]
 
 
 def cell_values(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int, statistic=None) -> pd.Series:
-    """ViTBNFFN − ViT per seed at ``lr`` and ``depth`` over the planned one-stream pairs: final accuracy, or
-    ``statistic`` of each run's curve."""
-    at = planned_seeds(table, settings, lr, depth)
+    """ViTBNFFN − ViT per seed at ``lr`` and ``depth`` over the planned pairs whose two runs drew one data stream:
+    final accuracy, or ``statistic`` of each run's curve."""
+    at = one_stream(planned_seeds(table, settings, lr, depth))
     if statistic is None:
         return paired(final_accuracy(at, model="ViTBNFFN"), final_accuracy(at, model="ViT"))
     return paired(per_seed(select(at, model="ViTBNFFN"), statistic), per_seed(select(at, model="ViT"), statistic))
@@ -92,16 +92,18 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
     table = table[table["model"].isin(MODELS)]
     claims = {c.key: c for c in article.claims(settings)}
 
-    def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None = None) -> Verdict:
+    def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None, planned: int) -> Verdict:
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
         scale = protocol_scale(at, ARTICLE2_EPOCHS)
-        return untestable or judge_difference(claims[key], values, scale, spread=spread)
+        judged_ = judge_difference(claims[key], values, scale, spread=spread)
+        return untestable or verdicts.short_of_plan(judged_, planned, present=not at.empty)
 
     primary = []
     for figure, depths in article.BEYOND_CRITICAL.items():
         lr = settings.figure_lr(figure)
         at = pd.concat([planned_seeds(table, settings, lr, d) for d in depths])
-        verdict = judged(article.primary_key(settings, figure), at, primary_values(table, settings, figure))
+        values, planned = primary_values(table, settings, figure), settings.primary_seeds(figure)
+        verdict = judged(article.primary_key(settings, figure), at, values, None, planned)
         primary.append(dataclasses.replace(verdict, role=verdicts.PRIMARY))
     found = []
     for figure in ("fig8", "fig9"):
@@ -109,28 +111,27 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         spread = verdicts.pooled_spread(figure_family(table, settings, figure))
         for f, depth in article.SAID:
             if f == figure:
-                at = planned_seeds(table, settings, lr, depth)
-                cells.append(
-                    judged(
-                        article.depth_key(settings, figure, depth), at, cell_values(table, settings, lr, depth), spread
-                    )
-                )
+                at, planned = planned_seeds(table, settings, lr, depth), settings.seeds_at(lr, depth)
+                values = cell_values(table, settings, lr, depth)
+                cells.append(judged(article.depth_key(settings, figure, depth), at, values, spread, planned))
         mean_spread = verdicts.pooled_spread(figure_family(table, settings, figure, verdicts.mean_accuracy))
         for depth in article.BEYOND_CRITICAL[figure]:
-            at = planned_seeds(table, settings, lr, depth)
+            at, planned = planned_seeds(table, settings, lr, depth), settings.seeds_at(lr, depth)
             values = cell_values(table, settings, lr, depth, verdicts.mean_accuracy)
-            cells.append(judged(article.converges_key(settings, figure, depth), at, values, mean_spread))
+            cells.append(judged(article.converges_key(settings, figure, depth), at, values, mean_spread, planned))
         found += verdicts.holm(cells)
     low, high = settings.fig8_lr, settings.fig9_lr
     falls, fall_cells = [], {}
     for depth in article.FIG10_SAID:
         at = pd.concat([planned_seeds(table, settings, lr, depth) for lr in (low, high)])
-        at = one_stream(at)
-        fall = lambda model, at=at: final_accuracy(at, lr=low, model=model) - final_accuracy(at, lr=high, model=model)
+        # a seed's four runs, both models at both rates, drew one stream
+        pairs = one_stream(at)
+        fall = lambda model, t=pairs: final_accuracy(t, lr=low, model=model) - final_accuracy(t, lr=high, model=model)
         fall_cells[depth] = (at, paired(fall("ViT"), fall("ViTBNFFN")))
     spread = verdicts.pooled_spread([values for _, values in fall_cells.values()])
     for depth, (at, values) in fall_cells.items():
-        falls.append(judged(article.fig10_key(depth), at, values, spread))
+        planned = min(settings.seeds_at(lr, depth) for lr in (low, high))
+        falls.append(judged(article.fig10_key(depth), at, values, spread, planned))
     found += verdicts.holm(falls)
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
@@ -138,5 +139,6 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         key = article.fig10_number_key(settings, model, figure)
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
         scale = protocol_scale(at, ARTICLE2_EPOCHS)
-        found.append(untestable or absolute(claims[key], final_accuracy(at), scale))  # no run at all: "not run"
+        judged_ = absolute(claims[key], final_accuracy(at), scale)  # no run at all: "not run"
+        found.append(untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty))
     return primary + found

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...data.sets import STREAM
 from ...judging import power, verdicts
 from ...judging.selection import final_accuracy, select
 from ...store import runs
@@ -31,25 +32,20 @@ def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
     return power.before(table[whole & (table["dataset"] == PROTOCOL["dataset"])], PLAN_WRITTEN)
 
 
-def _configs(settings: DepthSettings, lr: float, depths, seeds: int) -> list[RunConfig]:
-    from .study import plan
-
+def _configs(planned: list[RunConfig], lr: float, depths, seeds: int) -> list[RunConfig]:
     return [
         c
-        for c in plan(settings)
+        for c in planned
         if c.model in MODELS and abs(c.lr - lr) < 1e-12 and c.model_kwargs["depth"] in depths and c.seed < seeds
     ]
 
 
-def _left(configs: list[RunConfig], settings: DepthSettings) -> list[RunConfig]:
+def _left(configs: list[RunConfig], planned: list[RunConfig]) -> list[RunConfig]:
     """The planned runs not held on the one data stream (a seed's pair split between streams trains again)."""
-    from ...data.sets import STREAM
-    from .study import plan
-
     # a cell is a depth and a seed: Fig 10 pairs a seed's runs across both rates
     cell = lambda c: (c.model_kwargs["depth"], c.seed)
     cells = {cell(c) for c in configs}
-    around = [c for c in plan(settings) if c.model in MODELS and cell(c) in cells]
+    around = [c for c in planned if c.model in MODELS and cell(c) in cells]
     held = {c.run_id("cpu"): runs.held_stream(c, "cpu") for c in around}
     streams: dict[tuple, set] = {}
     for c in around:
@@ -59,14 +55,21 @@ def _left(configs: list[RunConfig], settings: DepthSettings) -> list[RunConfig]:
     return [c for c in configs if stream(c) is None or (stream(c) != STREAM and len(streams[cell(c)]) > 1)]
 
 
-def _priced(plan: power.PlannedClaim, configs: list[RunConfig], settings: DepthSettings, table) -> power.PlannedClaim:
-    left = _left(configs, settings)
+def _priced(plan: power.PlannedClaim, configs: list[RunConfig], planned: list[RunConfig], table) -> power.PlannedClaim:
+    left = _left(configs, planned)
     return power.priced(plan, len(left), power.plan_seconds(left, table))
 
 
-def seed_plan(table: pd.DataFrame, settings: DepthSettings) -> pd.DataFrame:
+def written_from() -> pd.DataFrame:
+    """The runs the plan was written from: every run held that finished before :data:`PLAN_WRITTEN`."""
+    return runs.finished_before(PLAN_WRITTEN)
+
+
+def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per claim that decides article 2's depth study: its test, its family's spread, the effect to detect,
-    the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train."""
+    the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train of
+    ``planned`` (the chapter's plan). ``table``: the runs it reads (by default :func:`written_from`)."""
+    table = written_from() if table is None else table
     protocol = _protocol_runs(table)
     vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
     claims = {c.key: c for c in article.claims(settings)}
@@ -82,27 +85,27 @@ def seed_plan(table: pd.DataFrame, settings: DepthSettings) -> pd.DataFrame:
             settings.primary_seeds(figure),
             None,
         )
-        rows.append(_priced(plan, _configs(settings, lr, depths, plan.planned), settings, table))
+        rows.append(_priced(plan, _configs(planned, lr, depths, plan.planned), planned, table))
     for figure in ("fig8", "fig9"):
         lr = settings.figure_lr(figure)
         family = figure_family(vs, settings, figure)
         for f, depth in article.SAID:
             if f != figure:
                 continue
-            key, planned = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
+            key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
             name = f"{figure.replace('fig', 'Fig ')}'s cells"
             if claims[key].direction == 0:
-                plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, planned)
+                plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)
             else:
-                plan = power.difference_plan(key, verdicts.SECONDARY, family, name, planned, None)
-            rows.append(_priced(plan, _configs(settings, lr, (depth,), planned), settings, table))
+                plan = power.difference_plan(key, verdicts.SECONDARY, family, name, seeds, None)
+            rows.append(_priced(plan, _configs(planned, lr, (depth,), seeds), planned, table))
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(vs, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
         plan = power.equivalence_plan(key, verdicts.SECONDARY, [final_accuracy(at)], f"{model} at d = {depth}", 3)
         plan = power.PlannedClaim(**{**plan.row(), "planned": settings.seeds_at(lr, depth)})
-        rows.append(_priced(plan, [], settings, table))
+        rows.append(_priced(plan, [], planned, table))
     return power.table(rows)
 
 
@@ -111,9 +114,8 @@ def plan_caption(frame: pd.DataFrame) -> str:
     theirs (all read off the plan)."""
     primary = frame[frame["role"] == verdicts.PRIMARY]
     secondary = frame[frame["role"] == verdicts.SECONDARY]
-    seeds = "; ".join(
-        f"{row.claim}: {row.planned} seeds (the analysis asks {row.needed:.0f})" for row in primary.itertuples()
-    )
+    asks = lambda needed: "no run to take a spread from" if pd.isna(needed) else f"the analysis asks {needed:.0f}"
+    seeds = "; ".join(f"{row.claim}: {row.planned} seeds ({asks(row.needed)})" for row in primary.itertuples())
     short = secondary[secondary["needed"].isna() | (secondary["needed"] > secondary["planned"])]
     most = "more than 200" if short["needed"].isna().any() else f"{short['needed'].max():.0f}"
     # the secondary rows' runs are the primary contrasts' own (the same configurations): counted once
@@ -125,5 +127,6 @@ def plan_caption(frame: pd.DataFrame) -> str:
         f"conclusion: {seeds}. {len(short)} secondary claims keep fewer seeds than they would need (up to {most}): "
         "they do not decide the conclusion, each states what its seeds can detect, and the widest spreads would "
         f"take more seeds than any budget for article 2 (about 25 CPU hours) allows. Left to train: {runs} runs, about "
-        f"{hours:.1f} hours of a CPU like the ones that trained the committed runs"
+        f"{'an unknown number of' if pd.isna(hours) else f'{hours:.1f}'} hours of a CPU like the ones that trained "
+        "the committed runs"
     )

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
+from ...limits import training_is_off
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -69,8 +70,13 @@ def plan(settings: DepthSettings) -> list[RunConfig]:
 
 
 def run(settings: DepthSettings, force: bool = False) -> DepthResult:
-    """Train (or fetch from the run store) every run of the chapter."""
-    table = runs.load_table(runs.train_all(plan(settings), force=force))
+    """Train (or fetch from the run store) every run of the chapter. With training off (a render), the seeds its
+    seed plan adds beyond ``seeds`` are read where they are held (the campaign trains them); their claims say how
+    many of the planned seeds they hold and give no verdict before all are."""
+    planned = plan(settings)
+    if training_is_off():
+        planned = [c for c in planned if c.seed < settings.seeds or runs.held_stream(c) is not None]
+    table = runs.load_table(runs.train_all(planned, force=force))
     if "model" not in table.columns:
         return DepthResult(settings, table)
     article = table["model"].isin(MODELS)
@@ -403,6 +409,23 @@ def extra_models_figure(result: DepthResult):
         caption=caption,
         runs=used,
         reads="" if len(used) else "no run: these models are not trained under this profile",
+    )
+
+
+def seed_plan_table(result: DepthResult):
+    """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
+    from . import plan as seed_plan
+
+    read = seed_plan.written_from()
+    frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
+    return figures.save_table(
+        frame,
+        "05_seed_plan",
+        result,
+        reproduces="new/seed_plan",
+        caption=seed_plan.plan_caption(frame),
+        runs=read[read["dataset"] == "mnist_aug"] if len(read) else None,
+        profile="paper",
     )
 
 

@@ -46,10 +46,12 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
                     found.append(shared.gain(claim, gains, article.against_article(hardware), condition))
             elif kind == "converges":
                 # how the article's 30-epoch curves went: a few hundred steps answer another question
-                found += _vit_against_bn(claim, at_lr, verdicts.mean_accuracy)
+                untestable = shared.short_of(at_lr, claim.epochs, claim.key)
+                found += [untestable] if untestable else _vit_against_bn(claim, at_lr, verdicts.mean_accuracy)
             elif kind == "breakdown":
                 # ViT breaking down near epoch 15 and the BatchNorm models staying stable to the end need the whole run
-                found += _collapses(claim, at_lr)
+                untestable = shared.short_of(at_lr, claim.epochs, claim.key)
+                found += [untestable] if untestable else _collapses(claim, at_lr)
     return found
 
 

@@ -27,28 +27,35 @@ def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return table
     whole = table["train_size"].isna() & (table["epochs"] == article.EPOCHS) & (table["dataset"] == "mnist")
+    whole &= table["pipeline"] == "reference"  # chapter 03 times article 1's own pipeline
     return power.before(table[whole], PLAN_WRITTEN)
 
 
-def _left(settings: FixedLrSettings, lrs) -> list:
-    """The planned whole-protocol runs at ``lrs`` not held (on the one stream)."""
+def _left(protocol: list, lrs) -> list:
+    """The runs of ``protocol`` (article 1's whole protocol, planned) at ``lrs`` not held on the one stream."""
     from ...data.sets import STREAM
-    from .study import _chapter_plan, full_protocol
 
-    configs = _chapter_plan(full_protocol(settings), tuple(lrs))
-    return [c for c in configs if runs.held_stream(c, "cpu") != STREAM]
+    at = [c for c in protocol if any(abs(c.lr - lr) < 1e-12 for lr in lrs)]
+    return [c for c in at if runs.held_stream(c, "cpu") != STREAM]
 
 
-def seed_plan(table: pd.DataFrame, settings: FixedLrSettings) -> pd.DataFrame:
+def written_from() -> pd.DataFrame:
+    """The runs the plan was written from: every run held that finished before :data:`PLAN_WRITTEN`."""
+    return runs.finished_before(PLAN_WRITTEN)
+
+
+def seed_plan(settings: FixedLrSettings, protocol: list, table: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per claim of Experiment 1 that decides its conclusion: its test, the spread or rate it plans from, the
     effect to detect, the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still
-    to train at that rate."""
+    to train at that rate of ``protocol`` (the runs of article 1's whole protocol the chapter plans). ``table``: the
+    runs it reads (by default :func:`written_from`)."""
+    table = written_from() if table is None else table
     protocol = _protocol_runs(table)
     claims = article.claims()
     planned, rows = settings.seeds, []
     for lr in sorted(article.EXPERIMENT1):
         at = select(protocol, lr=float(lr)) if not protocol.empty else protocol
-        left = _left(settings, (lr,))
+        left = _left(protocol, (lr,))
         hours = power.plan_seconds(left, table)
         for claim in (c for c in claims if c.key.startswith(f"article1/lr{lr:g}/")):
             kind = claim.key.split("/")[2]
@@ -74,10 +81,10 @@ def seed_plan(table: pd.DataFrame, settings: FixedLrSettings) -> pd.DataFrame:
     return power.table(rows)
 
 
-def left_to_train(table: pd.DataFrame, settings: FixedLrSettings) -> tuple[int, float | None]:
-    """The runs of article 1's whole protocol at every rate of Experiment 1 not held on the one stream, and their CPU
-    hours."""
-    left = _left(settings, tuple(article.EXPERIMENT1))
+def left_to_train(table: pd.DataFrame, protocol: list) -> tuple[int, float | None]:
+    """The runs of ``protocol`` (article 1's whole protocol) at every rate of Experiment 1 not held on the one stream,
+    and their CPU hours."""
+    left = _left(protocol, tuple(article.EXPERIMENT1))
     seconds = power.plan_seconds(left, table)
     return len(left), None if seconds is None else seconds / 3600
 

@@ -23,14 +23,12 @@ from .numbers import (
     FIGURE_OF_LR,
     MODELS,
     PAIRS,
-    UNSTABLE_DROP,
     article_reported,
     comparison,
     configuration,
     lr_variation,
     speedups,
     speedups_statement,
-    stability,
     statement,
     this_run,
     time_per_lr_statement,
@@ -358,6 +356,25 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
     )
 
 
+def seed_plan_table(result: FixedLrResult):
+    """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
+    from . import plan as seed_plan
+
+    read = seed_plan.written_from()
+    protocol = _chapter_plan(full_protocol(result.settings), tuple(article.EXPERIMENT1))
+    frame = seed_plan.seed_plan(result.settings, protocol, read)
+    left = seed_plan.left_to_train(read, protocol)
+    return figures.save_table(
+        frame,
+        "03_seed_plan",
+        result,
+        reproduces="new/seed_plan",
+        caption=seed_plan.plan_caption(frame, left),
+        runs=read[read["pipeline"] == "reference"] if len(read) else None,
+        profile="paper",
+    )
+
+
 def claims_table(result):
     """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger lrs (over the sweep, all at
     depth 6), judged by the book's one rule; saved as NN_claims."""
@@ -373,33 +390,51 @@ def claims_table(result):
     return figures.save_claims(result, found, article.claims(), scale=evidence_scale(result), runs=read)
 
 
+def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
+    """Per model, depth and lr: how many runs collapsed by the rule's definition (accuracy ending at least
+    ``COLLAPSE_PT`` below its best so far, or a non-finite loss), with the count's exact 95 % interval, and how many
+    fell that far and recovered by their end."""
+    from ...judging import verdicts
+
+    rows = []
+    for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
+        curves = [run for _, run in runs_.groupby("run_id")]
+        collapsed = sum(verdicts.collapsed(run) for run in curves)
+        fell = sum(verdicts.largest_fall(run) >= verdicts.COLLAPSE_PT for run in curves) - collapsed
+        low, high = verdicts.rate_interval(collapsed, len(curves))
+        rows.append(
+            dict(model=model, depth=int(depth), lr=lr, runs=len(curves), collapsed=collapsed, low=low, high=high)
+            | dict(recovered=fell, scale=protocol_scale(runs_, EPOCHS))
+        )
+    return pd.DataFrame(rows)
+
+
 def instability_note(result: FixedLrResult):
-    """Which runs broke down (accuracy more than 10 points below its best so far, or a NaN loss), at which epoch,
-    per model, depth and lr: computed, and with one seed shown, not judged."""
+    """The runs that collapsed, counted per model, depth and lr by the rule's definition (and those that fell as far
+    and recovered), read off the curves."""
     from IPython.display import Markdown
 
-    found = []
-    judged = evidence(result)
-    for (model, depth, lr), runs_ in judged.groupby(["model", "depth", "lr"]):
-        info = stability(runs_, model)
-        if epochs := info["unstable"]:
-            found.append(
-                f"**{model} d{depth} at lr {lr:g}**: from epoch {', '.join(map(str, epochs))} "
-                f"({len(epochs)}/{info['runs']} runs)"
-            )
-    seeds = int(judged.groupby(["model", "depth", "lr"])["seed"].nunique().min())
-    if not found:
-        return Markdown(f"No run fell more than {UNSTABLE_DROP:g} points below its best accuracy at this scale.")
+    from ...judging import verdicts
+
+    counts = collapse_counts(result)
+    rule = (
+        f"a run collapses when its accuracy ends at least {verdicts.COLLAPSE_PT:g} points below its best so far, or "
+        "its loss becomes non-finite"
+    )
+    parts = [
+        f"**{row.model} d{row.depth} at lr {row.lr:g}**: {row.collapsed} of {row.runs} "
+        f"[{row.low:.0f}, {row.high:.0f} %]"
+        + (f", and {row.recovered} more fell as far and recovered" if row.recovered else "")
+        for row in counts.itertuples()
+        if row.collapsed or row.recovered
+    ]
+    if not parts:
+        return Markdown(f"No run collapsed ({rule}) or fell that far and recovered.")
     return Markdown(
-        f"Runs whose test accuracy fell more than {UNSTABLE_DROP:g} points below their best so far: "
-        + "; ".join(found)
-        + (
-            f". With {seeds} seed{'s' * (seeds != 1)} per configuration this is shown, not judged (the book's rule "
-            "needs three). "
-            if seeds < 3
-            else ". "
-        )
-        + f"Article 1 reports a breakdown of ViT near epoch {article.EXPERIMENT1[0.01]['vit_unstable_epoch']}"
-        " while ViTBNFFN and ViTBN stay stable: models it describes at depth 6, whose code computed one block (the "
-        "audit above). The claims table judges that only over runs as long as article 1's."
+        f"Collapses counted ({rule}; each count with its exact 95 % interval): "
+        + "; ".join(parts)
+        + "; no other configuration has one. Article 1 reports a breakdown of ViT near epoch "
+        f"{article.EXPERIMENT1[0.01]['vit_unstable_epoch']} while ViTBNFFN and ViTBN stay stable: models it describes "
+        "at depth 6, whose code computed one block (the audit above). The claims table compares the counts by "
+        "Fisher's exact test, only over runs as long as article 1's."
     )

@@ -75,6 +75,23 @@ def test_cheapest_runs_first_and_a_quiet_stage_waits_for_quiet(smoke_campaign, m
     assert {c.lr for c in trained} >= {0.05} and any(c.pipeline == "reference" for c in trained)
 
 
+def test_two_workers_take_different_units_and_leave_the_timed_stage_to_one(smoke_campaign, monkeypatch):
+    trained = fake_training(monkeypatch)
+    held: set[str] = set()  # the units another worker holds, by their first run's id
+    monkeypatch.setattr(campaign, "_free", lambda unit, device, retrain: unit[0].run_id("cpu") not in held)
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=logged.append, worker=1, workers=2)
+    assert trained and all(c.pipeline != "reference" for c in trained)  # no unit of the timed stage
+    assert any("03_fixed_lr" in line and "one-worker" in line for line in logged)
+    first_alone = trained[0]
+    trained.clear()
+    held.add(first_alone.run_id("cpu"))
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=logged.append, worker=1, workers=2)
+    assert trained[0] != first_alone  # a unit another worker holds is passed over while a free one is left
+
+
 def test_a_timed_stage_says_when_its_runs_so_far_were_timed_on_another_machine(smoke_campaign, monkeypatch):
     fake_training(monkeypatch)
     machines = {hardware_label(): 3, "CPU: elsewhere (2 cores)": 2}

@@ -1,6 +1,7 @@
 """The one decision rule, on made-up numbers: each outcome, too few seeds, an untestable scale."""
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -284,3 +285,45 @@ def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
     assert figures.spread_label(runs).startswith("mean over 3 seeds, band = min-max; 5,000 training images × 2 epochs")
     one = runs[runs["seed"] == 0]
     assert figures.spread_label(one).startswith("one seed per curve (no spread)")
+
+
+# -- what the committed claims tables must show (issue 46's checks, read from figures/) ---------------------------------
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def test_article_2s_claims_lead_with_the_primary_contrast_and_say_what_they_could_detect():
+    table = pd.read_csv(FIGURES / "05_claims.csv")
+    assert table["claim"].iloc[0].startswith("article2/primary/") and table["role"].iloc[0] == verdicts.PRIMARY
+    noise = table[table["outcome"] == verdicts.NOISE]
+    assert noise["detectable"].notna().all() and (noise["detectable"] > 0).all()
+    judged = ~table["outcome"].isin([verdicts.NOT_RUN, verdicts.UNTESTABLE, verdicts.NOT_JUDGED])
+    comparable_or_absolute = (table["kind"] == "absolute") | table["says"].str.contains("comparable|much the same")
+    rows = table[judged & comparable_or_absolute]
+    assert len(rows) > 0 and (rows["test"] == verdicts.EQUIVALENCE_TEST).all()
+    assert rows["outcome"].isin([verdicts.EQUIVALENT, verdicts.NOT_EQUIVALENT, verdicts.UNDECIDED]).all()
+
+
+def test_article_1s_stability_is_counted_with_exact_intervals_and_fishers_test():
+    table = pd.read_csv(FIGURES / "03_claims.csv")
+    stability = table[table["claim"].str.contains("breakdown|larger_lr") & table["scale"].str.startswith("18,000 of")]
+    assert len(stability) > 0 and (stability["test"] == verdicts.COUNT_TEST).all()
+    for column in ("collapsed", "runs", "collapsed_base", "runs_base", "rate_low", "rate_high", "p"):
+        assert stability[column].notna().all(), column
+
+
+def test_no_convergence_claim_short_of_the_articles_protocol_is_decided():
+    import re
+
+    checked = 0
+    for path in sorted(FIGURES.glob("*_claims.csv")):
+        table = pd.read_csv(path, keep_default_na=False)
+        curves = table[table["measure"].str.contains("mean test accuracy over the epochs")]
+        for _, row in curves[curves["outcome"].isin([verdicts.AGREES, verdicts.DISAGREES])].iterrows():
+            reached = [
+                (int(a.replace(",", "")), int(b.replace(",", "")))
+                for a, b in re.findall(r"([\d,]+) of (?:the article's )?([\d,]+)", row["scale"])
+            ]
+            assert reached and all(a >= b for a, b in reached), f"{path.name}: {row['claim']} decided at {row['scale']}"
+            checked += 1
+    assert checked > 0  # chapter 01 decides article 2's Fig 1 at its whole protocol

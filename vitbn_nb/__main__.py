@@ -79,7 +79,24 @@ def main(argv=None) -> int:
     campaign = commands.add_parser(
         "campaign", help="continue the paper profile's training campaign over sessions (see vitbn_nb.campaign)"
     )
-    campaign.add_argument("action", nargs="?", default="train", choices=("train", "commit", "measure"))
+    campaign.add_argument(
+        "action",
+        nargs="?",
+        default="train",
+        choices=("train", "commit", "measure", "throughput"),
+        help="train (the default): continue the campaign; commit: copy finished records into figures/records/; "
+        "measure: take the timed stage's measurements; throughput: time one 2-thread worker against two 1-thread "
+        "workers side by side (a quiet machine, minutes)",
+    )
+    campaign.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train the untimed stages with N processes of one thread each (they share the store's run locks; a "
+        "timed stage always trains with one)",
+    )
+    campaign.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
     campaign.add_argument(
         "--deadline", type=float, metavar="SECONDS", help="start only runs estimated to finish within this many seconds"
     )
@@ -283,6 +300,13 @@ def _campaign(args) -> int:
         if args.action == "measure":
             campaign.measure(retake=args.retake)
             return 0
+        if args.action == "throughput":
+            from .bench import throughput
+
+            print(throughput.report(throughput.measure()))
+            return 0
+        if args.workers < 1 or args.workers > (os.cpu_count() or 1):
+            raise ValueError(f"--workers {args.workers} is not allowed; give 1 to {os.cpu_count() or 1}")
         if args.dry_run:
             print("calibrating the runs left (a few training steps of each model) ...")
             left = [c for stage in campaign.STAGES for c in stage.configs()]
@@ -294,7 +318,11 @@ def _campaign(args) -> int:
                 print(f"note: {why}")
             return 0
         deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
-        done = campaign.train(deadline, quiet=args.quiet)
+        if args.workers > 1 and args.worker == 0:
+            torch.set_num_threads(1)
+            done = campaign.train_workers(args, deadline)
+        else:
+            done = campaign.train(deadline, quiet=args.quiet, worker=args.worker, workers=args.workers)
     except (runs.DeadlineReached, campaign.Unfinished) as stopped:
         print(f"campaign: {stopped}; `campaign commit` copies the finished runs' records", file=sys.stderr)
         return 75

@@ -68,6 +68,12 @@ STAGES = (
         why="article 1's Experiment 1 at lr 0.01 (Fig 5: stability); its epoch times are shown",
         measurement="vitbn_nb.chapters.fixed_lr.subnormals",
     ),
+    Stage(
+        "03_fixed_lr",
+        lrs=(0.0005, 0.005),
+        quiet=True,
+        why="article 1's Figs 3-4 at its protocol (accuracies, convergence, Table 1); its epoch times are shown",
+    ),
 )
 
 
@@ -176,10 +182,13 @@ class Estimator:
         ]
         self.correction = _median(ratios) or 1.0
 
+    #: Processes expected beside the calibration (a campaign's other workers), not counted as other work.
+    beside = 0
+
     def busy(self) -> str:
         """A line when the calibration ran beside other work (it then prices that load), else ''."""
         busy = max(self.load_before["busy_processes"] or 0, self.load_after["busy_processes"] or 0)
-        if not busy:
+        if busy <= self.beside:
             return ""
         return (
             f"the calibration ran while {busy} other process(es) were running (1-minute load "
@@ -265,14 +274,47 @@ def _order(
     return sorted(units, key=key)  # stable: plan order breaks ties
 
 
+#: A further worker's command line (before its worker number and deadline).
+_COMMAND = ("-m", "vitbn_nb", "campaign", "train", "--threads", "1")
+
+
+def train_workers(args, deadline: Deadline | None) -> list[runs.Run]:
+    """``campaign train --workers N``: this process is worker 0 and starts N − 1 more, one thread each, on the same
+    store; each takes the next unit no other worker holds. The timed stages wait for a one-worker campaign."""
+    import subprocess
+    import sys
+
+    seconds = [] if deadline is None else ["--deadline", f"{max(0.0, deadline.at - deadline.clock()):.0f}"]
+    others = [
+        subprocess.Popen([sys.executable, *_COMMAND, "--workers", str(args.workers), "--worker", str(i), *seconds])
+        for i in range(1, args.workers)
+    ]
+    try:
+        return train(deadline, worker=0, workers=args.workers)
+    finally:
+        for process in others:
+            process.wait()
+
+
+def _free(unit: list[RunConfig], device: torch.device, retrain: frozenset[str]) -> bool:
+    """Whether no other worker holds a run of ``unit`` (its lock taken)."""
+    from .store.run_folder import is_locked
+
+    return not any(is_locked(stored_id(c, device, one_stream=c.run_id("cpu") in retrain)) for c in unit)
+
+
 def train(
     deadline: Deadline | None = None,
     *,
     quiet: bool = False,
     log: Callable[[str], None] = print,
+    worker: int = 0,
+    workers: int = 1,
 ) -> list[runs.Run]:
     """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline,
-    only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left."""
+    only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left. ``workers`` > 1:
+    this is worker ``worker`` of that many processes sharing the store (untimed stages only), each taking the next
+    unit no other holds."""
     device = pick_device(None)
     from .engines import check_device
     from .store.bundle import clean_imports
@@ -289,6 +331,9 @@ def train(
     for stage in STAGES:
         left = [c for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
         if not left:
+            continue
+        if stage.quiet and workers > 1:
+            log(f"{stage.chapter}: {len(left)} run(s) left for a one-worker campaign (its epoch times are shown)")
             continue
         if stage.quiet and not quiet:
             log(
@@ -311,6 +356,7 @@ def train(
                 estimator = Estimator(
                     [c for unit in pending for c in unit], device, known=stage.configs(), retrain=retrain
                 )
+                estimator.beside = workers - 1  # the other workers are expected beside it, not a busy machine
                 if why := estimator.busy():
                     log(f"{stage.chapter}: {why}")
             ordered = _order(pending, estimator, retrain)
@@ -319,6 +365,9 @@ def train(
             if not fits:
                 too_long = [(seconds[id(u)], len(u)) for u in ordered]
                 break
+            if workers > 1:  # start at this worker's place in the order, then the first unit no other worker holds
+                turned = fits[worker % len(fits) :] + fits[: worker % len(fits)]
+                fits = [u for u in turned if _free(u, device, retrain)] or turned
             unit = fits[0]
             pending.remove(unit)
             log(

@@ -129,6 +129,19 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
         lock.release()
 
 
+def is_locked(run_id: str, store: Path | None = None) -> bool:
+    """Whether another process holds the run's lock (it is training it) right now."""
+    lock = FileLock(str((Path(store) if store is not None else runs_dir()) / LOCKS / f"{run_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    except OSError:
+        return False  # no lock folder yet: nobody trains here
+    lock.release()
+    return False
+
+
 @contextlib.contextmanager
 def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterator[None]:
     """The locks of several runs (or ``hpo``), taken in sorted order by every process, so no two wait on each other."""

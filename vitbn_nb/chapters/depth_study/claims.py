@@ -140,5 +140,6 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
         scale = protocol_scale(at, ARTICLE2_EPOCHS)
         judged_ = absolute(claims[key], final_accuracy(at), scale)  # no run at all: "not run"
+        judged_ = dataclasses.replace(judged_, role=verdicts.SECONDARY)
         found.append(untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty))
     return primary + found

@@ -44,18 +44,18 @@ def written_from() -> pd.DataFrame:
     return runs.finished_before(PLAN_WRITTEN)
 
 
-def seed_plan(settings: FixedLrSettings, protocol: list, table: pd.DataFrame | None = None) -> pd.DataFrame:
+def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per claim of Experiment 1 that decides its conclusion: its test, the spread or rate it plans from, the
     effect to detect, the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still
-    to train at that rate of ``protocol`` (the runs of article 1's whole protocol the chapter plans). ``table``: the
+    to train at that rate of ``planned`` (the runs of article 1's whole protocol the chapter plans). ``table``: the
     runs it reads (by default :func:`written_from`)."""
     table = written_from() if table is None else table
     protocol = _protocol_runs(table)
     claims = article.claims()
-    planned, rows = settings.seeds, []
+    seeds, rows = settings.seeds, []
     for lr in sorted(article.EXPERIMENT1):
         at = select(protocol, lr=float(lr)) if not protocol.empty else protocol
-        left = _left(protocol, (lr,))
+        left = _left(planned, (lr,))
         hours = power.plan_seconds(left, table)
         for claim in (c for c in claims if c.key.startswith(f"article1/lr{lr:g}/")):
             kind = claim.key.split("/")[2]
@@ -67,15 +67,15 @@ def seed_plan(settings: FixedLrSettings, protocol: list, table: pd.DataFrame | N
                 )
                 rate = 100 * float(np.mean(vit)) if vit else float("nan")
                 source = f"ViT's observed rate ({sum(vit)} of {len(vit)} runs)" if vit else "no run yet"
-                plan = power.count_plan(claim.key, verdicts.PRIMARY, rate, source, planned)
+                plan = power.count_plan(claim.key, verdicts.PRIMARY, rate, source, seeds)
             elif kind == "accuracy":
                 model = claim.key.split("/")[-1]
                 depth = 1 if model != "ViT" else 6  # article 1's figures: its runs as run
                 finals = final_accuracy(select(at, model=model, depth=depth)) if len(at) else pd.Series(dtype=float)
-                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", planned)
+                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", seeds)
             else:  # converges: ViT against each BatchNorm model
                 plan = power.difference_plan(
-                    claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", planned, None
+                    claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds, None
                 )
             rows.append(power.priced(plan, len(left), hours))
     return power.table(rows)

@@ -287,7 +287,7 @@ def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
     assert figures.spread_label(one).startswith("one seed per curve (no spread)")
 
 
-# -- what the committed claims tables must show (issue 46's checks, read from figures/) ---------------------------------
+# -- what the committed claims tables must show (issue 46's checks, read from figures/) ----------------------------
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 

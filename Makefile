@@ -54,6 +54,8 @@ data: $(VENV)/.installed
 TRAIN ?=
 FROM ?=
 book: data
+	@case "$(TRAIN)" in ""|never) ;; *) echo "make book: TRAIN=$(TRAIN) is not allowed; use TRAIN=never (render only) or leave it unset" >&2; exit 2;; esac
+	@case "$(FROM)" in ""|scratch) ;; *) echo "make book: FROM=$(FROM) is not allowed; use FROM=scratch (a reproduction) or leave it unset" >&2; exit 2;; esac
 	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(if $(filter scratch,$(FROM)),--from-scratch) $(ARGS)
 
 # A pytest-xdist worker per core, each test module on one worker (its module-scoped fixtures built once).

@@ -500,6 +500,10 @@ def test_small_book_in_browser(browser, small_book):
 def test_full_book_in_browser(browser, full_book):
     images, maths = check_book_in_browser(browser, full_book)
     assert maths.get("01_batchnorm_intro", 1) > 0  # the chapters' formulae were found, and typeset
+    assert images["intro"] >= 1  # the front page leads with a figure, and it loads
+    front = (full_book.index_html.parent / "intro.html").read_text()
+    assert "What the book found" in front and "**Article 2**" not in front  # the findings, rendered as markdown
+    assert "Article 2" in front and "Headline claims" in front
     manifest = json.loads((full_book.figures_dir / "manifest.json").read_text())["outputs"]
     names = [c.name for c in full_book.chapters]
     for chapter in names:

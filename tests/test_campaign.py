@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -225,14 +226,34 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
     assert (staging / "records" / run.run_id / "record.json").is_file()
 
 
-def test_a_chapter_renders_at_paper_once_every_paper_run_is_held(monkeypatch):
-    monkeypatch.setattr(training, "missing_runs", lambda configs, device: [])
+def test_a_chapter_renders_at_paper_once_every_paper_run_of_its_first_seeds_is_held(monkeypatch):
+    from vitbn_nb.store import run_folder
+
+    asked = []
+    monkeypatch.setattr(run_folder, "missing_runs", lambda configs: asked.append(configs) or [])
     assert training.evidence_profile("05_depth_study", "cpu") == "paper"
+    paper = chapters.settings("05_depth_study", "paper")
+    assert {c.seed for c in asked[-1]} == set(range(paper.seeds))  # the seed plan's further seeds: the campaign's
     assert training.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
     assert training.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
     assert training.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
-    monkeypatch.setattr(training, "missing_runs", lambda configs, device: ["one-run"])
+    monkeypatch.setattr(run_folder, "missing_runs", lambda configs: ["one-run"])
     assert training.evidence_profile("05_depth_study", "cpu") == "cpu"
+
+
+def test_a_chapter_opened_with_profile_auto_shows_the_held_paper_runs_and_trains_nothing(monkeypatch, capsys):
+    from vitbn_nb.limits import TRAIN_VARIABLE
+    from vitbn_nb.store import run_folder
+
+    monkeypatch.delenv(TRAIN_VARIABLE, raising=False)
+    monkeypatch.setattr(run_folder, "missing_runs", lambda configs: [])
+    settings, force = chapters.parameters("05_depth_study", "auto")
+    assert settings.profile == "paper" and force is False
+    assert os.environ[TRAIN_VARIABLE] == "never"  # what is held is read; a missing run is named, never trained
+    assert "nothing trains" in capsys.readouterr().out
+    monkeypatch.delenv(TRAIN_VARIABLE)
+    assert chapters.parameters("05_depth_study", "cpu")[0].profile == "cpu"  # a profile named is that profile
+    assert TRAIN_VARIABLE not in os.environ
 
 
 def test_the_campaign_plans_every_stage_without_the_notebook_display():

@@ -92,7 +92,7 @@ def test_an_empty_figures_folder_says_so(tmp_path):
 
 
 def test_a_readme_without_markers_is_refused_by_name(tmp_path):
-    with pytest.raises(ValueError, match="lacks the rule markers"):
+    with pytest.raises(ValueError, match="lacks the findings markers"):
         readme.render("# a README\n", FIGURES)
 
 

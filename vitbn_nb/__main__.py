@@ -26,7 +26,14 @@ def _shared_arguments(command) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vitbn_nb", description=__doc__)
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="python -m vitbn_nb",
+        description="The reproduction book's commands. A failure prints one message naming the file or setting and "
+        "the fix (exit status 1); --debug anywhere on the line, or VITBN_DEBUG=1, shows the traceback instead.",
+    )
+    parser.add_argument("--version", action="version", version=f"vitbn_nb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("data", help="prepare MNIST (exact offline copy if need be) and the transfer set")
     book = commands.add_parser("book", help="execute every chapter with papermill and build the HTML book")
@@ -173,8 +180,14 @@ def main(argv=None) -> int:
 
         try:
             if args.dry_run:
+                from . import chapters
                 from .bench.calibration import calibrate, describe
                 from .system import hardware_label, machine_load
+
+                (
+                    profiles.resolve(args.profile),
+                    chapters.names(args.chapters),
+                )  # a typo is refused before minutes of timing
 
                 print(
                     "calibrating: ViT training steps at batch 100, depths 1 and 6, both pipelines, 28 and 56 px, "

@@ -127,9 +127,18 @@ def resolve(profile: str) -> str:
         return "paper" if torch.cuda.is_available() else "cpu"
     if profile not in PROFILE_NAMES:
         raise ValueError(
-            f"profile={profile!r} is not allowed; choose one of 'auto', {', '.join(map(repr, PROFILE_NAMES))}"
+            f"profile={profile!r} is not allowed{did_you_mean(profile, ('auto', *PROFILE_NAMES))}; choose one of "
+            f"'auto', {', '.join(map(repr, PROFILE_NAMES))}"
         )
     return profile
+
+
+def did_you_mean(given, known) -> str:
+    """``" (did you mean 'paper'?)"`` for a near miss among ``known`` names, else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(given), [str(k) for k in known], n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def flag(name: str, value) -> bool:

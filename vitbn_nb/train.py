@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from . import chapters, profiles
+from .chapters import evidence_profile as evidence_profile  # the book and the CLI read it here
 from .data import IMAGE_SIZE
 from .engines import engine
 from .limits import training_is_off
@@ -102,20 +103,6 @@ def plan_table(
             row["estimated minutes left"] = round(seconds / 60, 1)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def evidence_profile(chapter: str, profile: str) -> str:
-    """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan's first
-    ``seeds`` seeds is held (the further seeds a seed plan gives its decisive configurations train in the campaign,
-    and the chapter reads those held; a chapter that optimises first is not upgraded), else ``profile``."""
-    if profile != "cpu" or chapter not in chapters.CHAPTERS:
-        return profile
-    paper = chapters.settings(chapter, "paper")
-    planned = chapters.study(chapter).plan(paper)
-    if not planned or getattr(planned, "optimisations", None):
-        return profile
-    first = [c for c in planned if c.seed < getattr(paper, "seeds", c.seed + 1)]
-    return "paper" if not missing_runs(first, pick_device(None)) else profile
 
 
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:

@@ -10,7 +10,7 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from ..profiles import ChapterSettings, flag, resolve
+from ..profiles import ChapterSettings, did_you_mean, flag, resolve
 from .architectures import settings as architectures
 from .batchnorm_intro import settings as batchnorm_intro
 from .bayes_opt import settings as bayes_opt
@@ -68,8 +68,21 @@ def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tup
     """A notebook's parameters cell read once: ``(settings, force, *flags)``, each yes/no flag as a bool (papermill's
     ``-p force false`` arrives as the string 'false', which Python reads as true; anything else is refused by name).
     A ``cpu`` rendering takes article 1's whole protocol at the lrs whose ``paper`` runs are all held
-    (:func:`full_protocol_lrs`)."""
-    profile = resolve(profile)
+    (:func:`full_protocol_lrs`). ``"auto"`` shows what the book shows: the largest profile whose runs are held
+    (:func:`evidence_profile`), read without training (``VITBN_TRAIN=never`` for this kernel, unless set); a
+    profile named trains what it lacks."""
+    asked, profile = profile, resolve(profile)
+    if asked == "auto" and (held := evidence_profile(chapter, profile)) != profile:
+        import os
+
+        from ..limits import TRAIN_VARIABLE
+
+        os.environ.setdefault(TRAIN_VARIABLE, "never")
+        print(
+            f"profile 'auto': {chapter} shows the {held} runs the book shows (held, so nothing trains); "
+            f"profile='{profile}' trains its own {profile} runs"
+        )
+        profile = held
     held = full_protocol_lrs(chapter, profile)
     chosen = settings(chapter, profile, **({"full_protocol_lrs": held} if held else {}))
     return chosen, *(flag(name, value) for name, value in {"force": force, **flags}.items())
@@ -88,6 +101,22 @@ def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
     planned = study(chapter).plan(paper)
     at = lambda lr: [config for config in planned if abs(config.lr - lr) <= 1e-12 * max(1.0, abs(lr))]
     return tuple(lr for lr in paper.lrs if at(lr) and not missing_runs(at(lr)))
+
+
+def evidence_profile(chapter: str, profile: str) -> str:
+    """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan's first
+    ``seeds`` seeds is held (the further seeds a seed plan gives its decisive configurations train in the campaign,
+    and the chapter reads those held; a chapter that optimises first is not upgraded), else ``profile``."""
+    if profile != "cpu" or chapter not in CHAPTERS:
+        return profile
+    from ..store.run_folder import missing_runs  # the store loads torch: only once a chapter's plan is read
+
+    paper = settings(chapter, "paper")
+    planned = study(chapter).plan(paper)
+    if not planned or getattr(planned, "optimisations", None):
+        return profile
+    first = [c for c in planned if c.seed < getattr(paper, "seeds", c.seed + 1)]
+    return "paper" if not missing_runs(first) else profile
 
 
 def chapter_of(settings: ChapterSettings) -> str:
@@ -117,7 +146,8 @@ def names(selected: list[str] | None = None) -> list[str]:
         key = f"{int(wanted):02d}" if str(wanted).isdigit() else str(wanted)
         matches = [c for c in CHAPTERS if c == key or c[:2] == key]
         if not matches:
-            raise ValueError(f"chapters: {wanted!r} is not a chapter; choose from {', '.join(CHAPTERS)}")
+            near = did_you_mean(key, [*CHAPTERS, *(c.split("_", 1)[1] for c in CHAPTERS)])
+            raise ValueError(f"chapters: {wanted!r} is not a chapter{near}; choose from {', '.join(CHAPTERS)}")
         found += [m for m in matches if m not in found]
     return found
 

@@ -122,8 +122,15 @@ def build_html(result: BookBuild) -> Path:
     chapter_list = "\n".join(
         f"{i}. [{c.title}]({c.name}.ipynb) — `{c.name}`, {when(c)}" for i, c in enumerate(everything, 1)
     )
+    from .readme import LEAD_FIGURE, findings_block
+
+    lead = result.figures_dir / f"{LEAD_FIGURE}.png"
+    if lead.is_file():  # the front page shows the lead figure from its own folder
+        (source / "figures").mkdir(exist_ok=True)
+        shutil.copy2(lead, source / "figures" / lead.name)
     intro = string.Template((templates / "intro.template.md").read_text()).substitute(
         title=BOOK_TITLE,
+        findings=findings_block(result.figures_dir).replace("(#results-at-a-glance)", "(#outputs-of-this-build)"),
         profile=result.profile,
         hardware=hardware_label(),
         date=dt.date.today().isoformat(),

@@ -19,7 +19,7 @@ from ..judging import verdicts
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 
-BLOCKS = ("rule", "results", "performance", "setup")
+BLOCKS = ("findings", "rule", "results", "performance", "setup")
 
 
 def _markers(block: str) -> tuple[str, str]:
@@ -143,6 +143,110 @@ def results_block(folder=None) -> str:
     if audit := audit_line(folder):
         lines += ["", audit]
     return "\n".join(lines)
+
+
+#: The articles whose claims the book judges, as the claims tables' ``source`` column names them.
+ARTICLES = {
+    "article 1": '"Speeding up the Vision Transformer with BatchNorm"',
+    "article 2": '"Vision Transformer with BatchNorm: optimizing the depth"',
+}
+#: The figure that leads the findings, and why.
+LEAD_FIGURE = "article2_fig8"
+DECIDED = (verdicts.AGREES, verdicts.DISAGREES, verdicts.EQUIVALENT, verdicts.NOT_EQUIVALENT)
+OPEN = (verdicts.NOISE, verdicts.UNDECIDED)
+
+
+def _chapters_of(claims: pd.DataFrame) -> str:
+    return ", ".join(sorted({str(name)[:2] for name in claims["chapter"]})) if "chapter" in claims else ""
+
+
+def _article_sentence(article: str, rows: pd.DataFrame) -> str:
+    """What the book found of one article, counted from its claims' verdicts."""
+    counts = rows["outcome"].value_counts()
+    n = lambda *outcomes: int(sum(counts.get(o, 0) for o in outcomes))
+    decided = ", ".join(f"{counts[o]} {o}" for o in DECIDED if o in counts) or "none"
+    primary = rows[rows.get("role", pd.Series("", index=rows.index)) == verdicts.PRIMARY]
+    lead = ""
+    if len(primary):
+        parts = "; ".join(f"lr {r.claim.rsplit('lr', 1)[-1]}: {r.shown}, {r.outcome}" for r in primary.itertuples())
+        lead = (
+            " Its conclusion (beyond a critical depth ViTBNFFN converges faster) is one pre-registered primary "
+            f"contrast per learning rate, at its whole protocol: {parts}."
+        )
+    return (
+        f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {_chapters_of(rows)}), {len(rows)} claim rows."
+        f"{lead} Decided: {decided}. Open: {n(*OPEN)} within noise or undecided (each row gives the smallest "
+        f"difference its seeds could have detected, or its equivalence interval). Without a verdict yet: "
+        f"{n(verdicts.NOT_JUDGED)} (fewer seeds than their plan, most of them training in the campaign). Not testable "
+        f"at the scale of the runs held: {n(verdicts.UNTESTABLE)} (each says how many of the article's steps were "
+        "reached)."
+    )
+
+
+def findings_block(folder=None) -> str:
+    """The findings first: a few sentences per article counted from the chapters' verdicts, the lead figure with its
+    caption, and the headline claims (the primary contrasts and every decided claim)."""
+    folder = Path(folder) if folder is not None else book_figures_dir()
+    claims = claim_rows(folder)
+    if claims.empty:
+        return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
+    claims = claims.assign(chapter=[name for name, t in _claims_by_chapter(folder) for _ in range(len(t))])
+    lines = []
+    for article in ARTICLES:
+        rows = claims[claims["source"].str.startswith(article)]
+        if len(rows):
+            lines += [_article_sentence(article, rows), ""]
+    outputs = read_manifest(folder) if (folder / "manifest.json").is_file() else {}
+    if (lead := outputs.get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
+        trained = ", ".join(_mapping(lead.get("trained_on"))) or lead.get("hardware", "")
+        lines += [
+            f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
+            "",
+            f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, trained on {trained}, rendered "
+            f"{lead.get('date')}.*",
+            "",
+        ]
+    role = claims.get("role", pd.Series("", index=claims.index))
+    ratios = claims["kind"] == "ratio"
+    headline = claims[((role == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
+    lines += [
+        "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
+        "gains by configuration (every row: [Results at a glance](#results-at-a-glance)).",
+        "",
+        "| claim | effect [interval] (seeds) | verdict | scale |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row in headline.itertuples(index=False):
+        condition = f" ({row.condition})" if row.condition else ""
+        lines.append(
+            f"| {_cell(row.source)}: {_cell(row.says)}{_cell(condition)} | {_cell(row.shown)} | {row.outcome} "
+            f"| {_cell(row.scale)} |"
+        )
+    lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)])
+    return "\n".join(lines)
+
+
+def _gain_rows(gains: pd.DataFrame) -> list[str]:
+    """Article 1's timing gains in one row per configuration (as run, as written, optimised): how many of its gains
+    the rule judged, their range, and where they were timed."""
+    if gains.empty:
+        return []
+    rows = []
+    gains = gains.assign(configuration=gains["condition"].str.split(":").str[0])
+    for configuration, group in gains.groupby("configuration", sort=False):
+        outcomes = ", ".join(f"{n} {o}" for o, n in group["outcome"].value_counts().items())
+        low, high = group["estimate"].astype(float).min(), group["estimate"].astype(float).max()
+        machines = sorted({scale.split(" here;")[0] for scale in group["scale"]})
+        rows.append(
+            f"| article 1: training and inference time per epoch sped up by at least 60 % ({configuration}; "
+            f"{len(group)} gains over its figures and models) | {low:.1f} % to {high:.1f} % | {outcomes} "
+            f"| timed on {', '.join(machines)} |"
+        )
+    return rows
+
+
+def _claims_by_chapter(folder: Path) -> list[tuple[str, pd.DataFrame]]:
+    return [(path.stem, pd.read_csv(path, keep_default_na=False)) for path in sorted(folder.glob("*_claims.csv"))]
 
 
 def _span(values, digits: int = 2) -> str:
@@ -359,6 +463,7 @@ def render(readme_text: str, folder=None) -> str:
         if start not in readme_text or end not in readme_text:
             raise ValueError(f"README.md lacks the {block} markers:\n  {start}\n  {end}")
     for block, body in (
+        ("findings", findings_block(folder)),
         ("rule", verdicts.rule_markdown()),
         ("results", results_block(folder)),
         ("performance", performance_block(folder)),

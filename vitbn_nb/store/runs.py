@@ -188,15 +188,23 @@ def train_all(
     key = lambda config: json.dumps(config.to_dict(), sort_keys=True)
     options = dict(force=force, device=device, progress=progress, mlflow=mlflow, deadline=deadline)
     options |= dict(one_stream=one_stream)
+    device_ = pick_device(device)
+    read = 0
     for i, config in enumerate(configs, 1):
         if key(config) in done:
             continue
         members = stacks[config.stack_key()] if config.stack_key() else [config]
-        if progress and len(configs) > 1:
+        held = not force and all(
+            stored_run(stored_path(stored_id(m, device_, one_stream=one_stream))) is not None for m in members
+        )
+        read += len(members) if held else 0
+        if progress and len(configs) > 1 and not held:  # a line per run that trains; the ones read, counted once
             together = f" (with {len(members) - 1} more, stacked)" if len(members) > 1 else ""
             print(f"[{i}/{len(configs)}] {config.label()}{together}", flush=True)
         trained = train_stack(members, **options) if config.stack_key() else [train(config, **options)]
         done.update(zip(map(key, members), trained))
+    if progress and len(configs) > 1:
+        print(f"{len(configs)} runs: {read} read from the store, {len(configs) - read} trained or resumed", flush=True)
     return [done[key(config)] for config in configs]
 
 

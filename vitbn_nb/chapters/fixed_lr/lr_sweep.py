@@ -105,7 +105,8 @@ def best_lr(runs: pd.DataFrame, model: str) -> float:
 
 
 def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
-    """This lr's final accuracy minus the best lr's, paired by seed; "within noise" means as good as the best."""
+    """This lr's final accuracy minus the best lr's, paired by seed, judged by equivalence: "equivalent" means shown
+    as good as the best (within the rule's margin), never merely not shown worse."""
     best = best_lr(runs, model)
     values = (_finals(runs, model, lr) - _finals(runs, model, best)).dropna()
     return verdicts.difference(
@@ -114,11 +115,13 @@ def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
 
 
 def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
-    """The largest lr whose runs train as well as at the best lr, by the rule; None with too few seeds to judge."""
+    """The largest lr whose runs are shown to train as well as at the best lr (equivalent by the rule); None with too
+    few seeds to judge."""
     best, one = best_lr(runs, model), runs[runs["model"] == model]
     if one["seed"].nunique() < verdicts.MIN_SEEDS:
         return None
-    return max(lr for lr in one["lr"].unique() if lr == best or against_best(runs, model, lr).outcome == verdicts.NOISE)
+    as_good = lambda lr: lr == best or against_best(runs, model, lr).outcome == verdicts.EQUIVALENT
+    return max(lr for lr in one["lr"].unique() if as_good(lr))
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -278,7 +281,7 @@ def statement(result) -> Markdown:
         trains = (
             f"{seeds} seed{'s' * (seeds != 1)}: {verdicts.NOT_JUDGED}"
             if largest is None
-            else f"the largest lr as good as the best by the rule: **{largest:g}**"
+            else f"the largest lr shown as good as the best by the rule (equivalent): **{largest:g}**"
         )
         versus = "" if model == "ViT" else f"; against ViT at the same lr: {_against_vit(table, model)}"
         lines.append(
@@ -334,12 +337,12 @@ def takeaway(result) -> Markdown:
         reading = "the runs find the opposite at some of those rates"
     else:
         reading = (
-            "the runs do not bear it out; within noise is not evidence against it either, as the intervals in the "
-            "claims table show"
+            "the runs do not bear it out; no difference shown is not evidence against it either (the claims table "
+            "gives each count's exact interval)"
         )
     rest = f"; {len(untestable)} of the comparisons are {verdicts.UNTESTABLE}" if untestable else ""
     return Markdown(
-        f"{head} ({judged[0].scale}). The rule finds ViT falling further than the BatchNorm model in "
-        f"{count(verdicts.AGREES)}, less far in {count(verdicts.DISAGREES)} and within noise in "
-        f"{count(verdicts.NOISE)} of {len(judged)} comparisons{rest}: {reading}."
+        f"{head} ({judged[0].scale}). Counting collapses, the rule finds ViT collapsing more often than the "
+        f"BatchNorm model in {count(verdicts.AGREES)}, less often in {count(verdicts.DISAGREES)} and no difference its "
+        f"runs could show in {count(verdicts.NOISE)} of {len(judged)} comparisons{rest}: {reading}."
     )

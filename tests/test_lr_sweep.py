@@ -217,8 +217,8 @@ def test_the_larger_lr_conclusion_reads_article_1s_whole_protocol_where_its_runs
     assert found["lr 0.05"].outcome == verdicts.UNTESTABLE  # the sweep's 150 steps
     text = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep(), full=full)).data
     assert (
-        "collapsing more often than the BatchNorm model in 1, less often in 0 and no difference its runs could show in 0 of 1"
-        in text
+        "collapsing more often than the BatchNorm model in 1, less often in 0 and no difference its runs "
+        "could show in 0 of 1" in text
     )
     assert "1 of the comparisons are not testable at this scale" in text
     # whole-protocol runs that lack one side at a rate leave that rate to the sweep, not to an empty comparison

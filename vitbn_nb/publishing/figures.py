@@ -60,6 +60,7 @@ def use_style() -> None:
             "axes.titleweight": "bold",
             "legend.frameon": False,
             "figure.constrained_layout.use": True,
+            "svg.hashsalt": "vitbn-book",  # the SVG's element ids: the same figure, the same file
         }
     )
 
@@ -271,7 +272,9 @@ def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> 
     _footer(fig, stamp(profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
     for path in files:
-        atomic.write_with(path, lambda f, kind=path.suffix[1:]: fig.savefig(f, format=kind))
+        # no creation date in the file: a render that changes no number changes no byte (the footer names the date)
+        metadata = {"Date": None} if path.suffix == ".svg" else {"Software": None}
+        atomic.write_with(path, lambda f, kind=path.suffix[1:], m=metadata: fig.savefig(f, format=kind, metadata=m))
     plt.close(fig)
     source = _record(name, files, "figure", result, run_ids, profile=profile, **about)
     return Saved(Image(filename=str(files[0])), source)

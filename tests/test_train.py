@@ -49,6 +49,16 @@ def test_a_passed_deadline_stops_the_command_before_any_run(run_store, capsys):
     assert not run_store.exists() or not [p for p in run_store.iterdir() if not p.name.startswith(".")]
 
 
+def test_a_deadline_shorter_than_one_epochs_estimate_trains_nothing_and_says_so(run_store, capsys, monkeypatch):
+    from vitbn_nb import train as training
+
+    priced = []  # the runs the estimate was asked to price: every run the chapter lacks
+    monkeypatch.setattr(training, "epoch_estimate", lambda configs, log: priced.extend(configs) or (lambda c: 1000.0))
+    assert main(["train", "--profile", "smoke", "--chapters", "1", "--deadline", "60"]) == 1
+    assert "left no room for one epoch" in capsys.readouterr().err and priced
+    assert not run_store.exists() or not [p for p in run_store.iterdir() if not p.name.startswith(".")]
+
+
 def test_the_calibration_prices_runs_by_depth_pipeline_image_and_epochs(mnist_ready):
     from vitbn_nb.bench.calibration import OTHER_MODELS, POINTS, calibrate, estimate_seconds
 

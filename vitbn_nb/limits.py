@@ -20,6 +20,9 @@ class Deadline:
     margin: float = 1.2
     #: Epochs trained under this deadline: a stop after none is no reason to run the same command again.
     epochs_trained: int = 0
+    #: Seconds one epoch of a run is estimated to take (a configuration in, None where unknown): a run whose first
+    #: epoch the estimate says cannot end before the deadline does not start.
+    epoch_estimate: Callable[[object], float | None] | None = None
 
     @classmethod
     def after(cls, seconds: float) -> Deadline:
@@ -32,6 +35,11 @@ class Deadline:
 
     def no_room_for(self, seconds: float) -> bool:
         return self.clock() + self.margin * seconds >= self.at
+
+    def refuses(self, config) -> bool:
+        """Whether the deadline has passed, or leaves no room for one epoch of ``config`` by the estimate."""
+        seconds = self.epoch_estimate(config) if self.epoch_estimate is not None else None
+        return self.passed() or (seconds is not None and self.no_room_for(seconds))
 
 
 class DeadlineReached(RuntimeError):

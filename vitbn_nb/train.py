@@ -124,6 +124,22 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
     return missing
 
 
+def epoch_estimate(configs: list, log: Callable[[str], None] = print) -> Callable[[object], float | None]:
+    """Seconds of one epoch of each of ``configs`` on this machine, from a short calibration of their kinds of run
+    (taken once): what a deadline reads before it lets a run start."""
+    from .bench.calibration import calibrate, estimate_seconds, points_for
+
+    device = pick_device(None)
+    left = set(missing_runs(configs, device))
+    missing = [c for c in configs if stored_id(c, device) in left]
+    if not missing:
+        return lambda config: None
+    log("calibrating the runs left (a few training steps of each kind), so that no run starts that cannot end in time")
+    points, stacked, others = points_for(missing)
+    measured = calibrate(device, points=points, with_engines=stacked, others=others)
+    return lambda config: estimate_seconds(config, measured, epochs=1)
+
+
 def train(
     profile: str = "auto",
     selected: list[str] | None = None,
@@ -140,6 +156,8 @@ def train(
 
     clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
+    if deadline is not None and deadline.epoch_estimate is None and not deadline.passed() and not training_is_off():
+        deadline.epoch_estimate = epoch_estimate(planned_all, log)
     if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
         from .engines import check_device  # a device trains its stacked or GPU runs only after its check, stored once
 

@@ -118,7 +118,7 @@ def train(
     run_id = config.run_id(device.type) if force else stored_id(config, device, one_stream=one_stream)
     if not force and (done := stored_run(stored_path(run_id))) is not None:
         return mirror(done, mlflow)  # read without the lock: a finished run never changes
-    if deadline is not None and deadline.passed():
+    if deadline is not None and deadline.refuses(config):  # passed, or no room for one epoch by the estimate
         raise DeadlineReached(run_id)
     with run_lock(run_id, progress):
         opened = _opened(config, run_id, device, deadline, force, off, mlflow)
@@ -336,7 +336,7 @@ def train_stack(
                 found[run_id] = mirror(done, mlflow)
         if len(found) == len(set(ids)):
             return [found[run_id] for run_id in ids]
-    if deadline is not None and deadline.passed():
+    if deadline is not None and any(deadline.refuses(c) for c, i in zip(configs, ids) if i not in found):
         raise DeadlineReached(next(i for i in ids if i not in found))
     with run_locks(ids, progress):
         waiting: dict[int, list[tuple[RunConfig, RunFiles, nn.Module, torch.optim.Optimizer]]] = {}

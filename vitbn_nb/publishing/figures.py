@@ -24,7 +24,7 @@ import seaborn as sns
 
 from .. import atomic
 from ..judging.selection import TIME_COLUMNS, shown_times
-from ..paths import figures_dir
+from ..paths import book_figures_dir, figures_dir
 from ..system import hardware, hardware_label, versions
 from .results import run_ids_of
 
@@ -82,16 +82,20 @@ def today() -> str:
 
 def stamp(profile: str, run_ids=()) -> str:
     """The footer of every figure and table: the profile, the machines that trained its runs (from the runs' own
-    records, every resumed segment's) and that timed them, the machine that rendered it, and the date."""
+    records, every resumed segment's) and that timed them, and the day the last of them finished; an output of no
+    run names the machine and the day it was computed. Read from the records, it is the same wherever and whenever
+    the output is rendered again."""
     from ..store import runs
+    from ..store.run_folder import trained_until
 
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
     for verb, machines in (("trained", runs.trained_on(run_ids)), ("timed", runs.timed_on(run_ids))):
         if machines:
             parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
-    parts.append(f"rendered on {hardware_label()}" if len(parts) > 1 else hardware_label())
-    return " | ".join([*parts, today()])
+    if len(parts) == 1:
+        return " | ".join([*parts, hardware_label(), today()])
+    return " | ".join([*parts, f"runs up to {trained_until(run_ids) or today()}"])
 
 
 def manifest_path() -> Path:
@@ -115,6 +119,29 @@ def _manifest_lock():
 def read_manifest() -> dict:
     path = manifest_path()
     return json.loads(path.read_text()) if path.exists() else {"outputs": {}}
+
+
+#: What a render writes of itself into an output's entry, not of the output: an output whose files and other fields
+#: are those already published keeps its published entry, so a render that changes no number changes no file.
+RENDER_FIELDS = ("hardware", "device", "date", "torch", "drawn_by", "book_run")
+
+
+def _unchanged(name: str, files: list[Path], entry: dict) -> dict:
+    """``entry``, or the published one of ``name`` where the output is the same (its files byte for byte, its entry
+    but for :data:`RENDER_FIELDS`)."""
+    published = book_figures_dir()
+    if published.resolve() == figures_dir().resolve():
+        return entry  # written in place: nothing to compare with
+    try:
+        old = json.loads((published / "manifest.json").read_text())["outputs"].get(name)
+    except (OSError, ValueError, KeyError, AttributeError):
+        return entry
+    same = lambda key: old.get(key) == entry.get(key)
+    if not isinstance(old, dict) or not all(same(k) for k in {*entry, *old} if k not in RENDER_FIELDS):
+        return entry
+    if all((published / f.name).is_file() and (published / f.name).read_bytes() == f.read_bytes() for f in files):
+        return old
+    return entry
 
 
 def _record(
@@ -141,6 +168,7 @@ def _record(
         "book_run": os.environ.get("VITBN_BOOK_RUN"),
         **(extra or {}),
     }
+    entry = _unchanged(name, files, entry)
     with _manifest_lock():
         manifest = read_manifest()
         manifest["outputs"][name] = entry

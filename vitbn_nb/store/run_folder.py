@@ -369,6 +369,19 @@ def timed_on(run_ids: Iterable[str]) -> dict[str, int]:
     )
 
 
+def trained_until(run_ids: Iterable[str]) -> str | None:
+    """The day (ISO) the last of ``run_ids`` finished training, or took its last stored measurement; None without
+    records: the date of the data an output shows, the same wherever and whenever it is rendered."""
+    days = []
+    for run_id in sorted(set(run_ids)):
+        folder = stored_path(run_id)
+        if (folder / "record.json").is_file():
+            record = read_record(folder)
+            days += [str(record.get("finished") or record.get("started") or "")[:10]]
+            days += [str(m.get("measured") or "")[:10] for m in record.get("measurements", {}).values()]
+    return max((d for d in days if d), default=None)
+
+
 def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
     counts: dict[str, int] = {}
     for run_id in sorted(set(run_ids)):

@@ -81,6 +81,7 @@ from vitbn_nb.judging import audit
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr, lr_sweep, time_to_accuracy
 
 settings, force = chapters.parameters("03_fixed_lr", profile, force)
+fig3_lr, fig4_lr, fig5_lr = settings.lrs  # article 1's rates, one per figure (3, 4, 5)
 settings
 
 # %% [markdown]
@@ -187,17 +188,17 @@ result = fixed_lr.run(settings, force=force)
 # configuration as run (the article's figure), then the same learning rate as written.
 
 # %%
-fixed_lr.four_panel_figure(result, 0.0005, "as run")
+fixed_lr.four_panel_figure(result, fig3_lr, "as run")
 
 # %%
-fixed_lr.four_panel_figure(result, 0.0005, "as written")
+fixed_lr.four_panel_figure(result, fig3_lr, "as written")
 
 # %% [markdown]
 # The article's numbers next to ours in both configurations, and what reproduced (the caption
 # is computed from the table):
 
 # %%
-fixed_lr.comparison_table(result, 0.0005)
+fixed_lr.comparison_table(result, fig3_lr)
 
 # %% [markdown]
 # This run's numbers in full: mean time per epoch (in seconds, on this run's hardware), the
@@ -205,7 +206,7 @@ fixed_lr.comparison_table(result, 0.0005)
 # infinite) or turned unstable (test accuracy more than 10 points below its best so far).
 
 # %%
-fixed_lr.numbers_table(result, 0.0005)
+fixed_lr.numbers_table(result, fig3_lr)
 
 # %% [markdown]
 # ## Figure 4: learning rate 0.005
@@ -217,16 +218,16 @@ fixed_lr.numbers_table(result, 0.0005)
 # The article quotes no accuracies for this learning rate.
 
 # %%
-fixed_lr.four_panel_figure(result, 0.005, "as run")
+fixed_lr.four_panel_figure(result, fig4_lr, "as run")
 
 # %%
-fixed_lr.four_panel_figure(result, 0.005, "as written")
+fixed_lr.four_panel_figure(result, fig4_lr, "as written")
 
 # %%
-fixed_lr.comparison_table(result, 0.005)
+fixed_lr.comparison_table(result, fig4_lr)
 
 # %%
-fixed_lr.numbers_table(result, 0.005)
+fixed_lr.numbers_table(result, fig4_lr)
 
 # %% [markdown]
 # ## Figure 5: learning rate 0.01
@@ -250,16 +251,16 @@ fixed_lr.numbers_table(result, 0.005)
 # rather than counting an early dip, or its absence, as the article's finding.
 
 # %%
-fixed_lr.four_panel_figure(result, 0.01, "as run")
+fixed_lr.four_panel_figure(result, fig5_lr, "as run")
 
 # %%
-fixed_lr.four_panel_figure(result, 0.01, "as written")
+fixed_lr.four_panel_figure(result, fig5_lr, "as written")
 
 # %%
-fixed_lr.comparison_table(result, 0.01)
+fixed_lr.comparison_table(result, fig5_lr)
 
 # %%
-fixed_lr.numbers_table(result, 0.01)
+fixed_lr.numbers_table(result, fig5_lr)
 
 # %% [markdown]
 # Which runs collapsed, counted from their curves by the rule's definition; article 1 saw only
@@ -286,7 +287,7 @@ fixed_lr.instability_note(result)
 # nothing of a GPU.
 
 # %%
-fixed_lr.pace_table(result, 0.01)
+fixed_lr.pace_table(result, fig5_lr)
 
 # %% [markdown]
 # ## Figure 6: training time at each learning rate

@@ -1,5 +1,6 @@
-"""How the package is organised: imports point one way (no import circle), and the CPU path never loads the stacked
-engine."""
+"""How the package is organised: imports point down (the core never imports a chapter; a chapter imports no other
+chapter; no import circle), and the CPU path never loads the stacked engine. Read with plain ``ast``, imports inside
+functions counted."""
 
 import ast
 import json
@@ -20,32 +21,22 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _executed_imports(tree: ast.Module):
-    """Every import statement, at the top or inside a function, except those under ``if TYPE_CHECKING:``."""
+def _executed_imports(tree: ast.Module, *, type_checking: bool = False):
+    """Every import statement, at the top or inside a function, except those under ``if TYPE_CHECKING:`` (unless
+    ``type_checking``)."""
     skipped = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if not type_checking else ():
         if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
             skipped |= {id(n) for child in node.body for n in ast.walk(child)}
     return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skipped]
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     """Module -> the package's modules it imports (a submodule's import of its own package is how Python works, not
-    an arrow: ``from . import engine`` points at ``engines.engine``)."""
+    an arrow: ``from . import engine`` points at ``engines.engine``); with ``type_checking``, imports under ``if
+    TYPE_CHECKING:`` too."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph = {name: set() for name in modules}
-    for name, path in modules.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        for node in _executed_imports(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = package[: len(package) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                subs = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules]
-                targets = subs + ([module] if len(subs) < len(node.names) else [])
-            graph[name] |= {t for t in targets if t in modules and t != name}
-    return graph
+    return {name: _imported(name, path, modules, type_checking=type_checking) for name, path in modules.items()}
 
 
 def circles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -81,8 +72,122 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
+#: The core: what chapters build on, which never imports a chapter (``__main__``, ``train`` and ``campaign`` are the
+#: application layer that drives the chapters; ``vitbn_nb.chapters`` itself is the chapters' registry).
+CORE = ("models", "data", "engines", "store", "judging", "publishing", "bench")
+#: Arrows from the core into the chapters still to invert (issue 50): each names the module and what it asks.
+LEFT_TO_INVERT = {
+    ("vitbn_nb.bench.__main__", "vitbn_nb.chapters"),  # chapter 08's settings for `python -m vitbn_nb bench`
+    ("vitbn_nb.publishing.book", "vitbn_nb.chapters"),  # the registry's names and full_protocol_lrs
+    ("vitbn_nb.publishing.colab", "vitbn_nb.chapters"),  # the registry's names, to find the open chapter
+    ("vitbn_nb.publishing.readme", "vitbn_nb.chapters"),  # the seeds of the smaller profiles, for the provenance
+}
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path], *, type_checking: bool) -> set[str]:
+    """The package's modules ``name`` (at ``path``) imports, at the top or inside a function."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in _executed_imports(ast.parse(path.read_text()), type_checking=type_checking):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            subs = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in modules]
+            targets = subs + ([module] if len(subs) < len(node.names) else [])
+        found |= {t for t in targets if t in modules and t != name}
+    return found
+
+
+def _chapter_of(module: str) -> str | None:
+    """The chapter package a module belongs to (``vitbn_nb.chapters.fixed_lr``), None outside one (the registry
+    ``vitbn_nb.chapters`` and its shared ``panels`` belong to none)."""
+    parts = module.split(".")
+    if parts[:2] != ["vitbn_nb", "chapters"] or len(parts) < 3:
+        return None
+    return ".".join(parts[:3]) if (PACKAGE / "chapters" / parts[2]).is_dir() else None
+
+
+def arrows_into_chapters(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> chapter module`` for every import from a core subpackage into ``vitbn_nb.chapters``."""
+    core = tuple(f"vitbn_nb.{name}" for name in CORE)
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if module.startswith(core) and (module + ".").split(".")[1] in CORE
+        for target in targets
+        if (target == "vitbn_nb.chapters" or target.startswith("vitbn_nb.chapters."))
+        and (module, target) not in LEFT_TO_INVERT
+    )
+
+
+def arrows_between_chapters(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> module`` for every import from one chapter package into another."""
+    return sorted(
+        f"{module} (chapter {_chapter_of(module)}) imports {target} (chapter {_chapter_of(target)})"
+        for module, targets in graph.items()
+        for target in targets
+        if _chapter_of(module) and _chapter_of(target) and _chapter_of(module) != _chapter_of(target)
+    )
+
+
+def test_the_core_imports_no_chapter():
+    """No module of models, data, engines, store, judging, publishing or bench imports ``vitbn_nb.chapters`` (nor
+    under ``if TYPE_CHECKING:``): a chapter passes in what the core needs."""
+    found = arrows_into_chapters(import_graph(type_checking=True))
+    assert not found, "the core imports a chapter:\n  " + "\n  ".join(found)
+
+
+def test_the_arrows_left_to_invert_are_still_there():
+    """An arrow inverted leaves the list above (so the list only shrinks)."""
+    graph = import_graph(type_checking=True)
+    gone = sorted(f"{a} -> {b}" for a, b in LEFT_TO_INVERT if b not in graph.get(a, ()))
+    assert not gone, "no longer imported, remove from LEFT_TO_INVERT: " + ", ".join(gone)
+
+
+def test_no_chapter_imports_another():
+    """What two chapters share lives below them (``hpo``, ``models``, ``judging``); one chapter reaches another's
+    settings only through the registry (``chapters.settings``)."""
+    found = arrows_between_chapters(import_graph(type_checking=True))
+    assert not found, "a chapter imports another:\n  " + "\n  ".join(found)
+
+
+def test_the_structure_checks_find_what_they_look_for():
+    graph = {
+        "vitbn_nb.publishing.results": {"vitbn_nb.chapters"},
+        "vitbn_nb.store.runs": {"vitbn_nb.chapters.fixed_lr.article"},
+        "vitbn_nb.train": {"vitbn_nb.chapters"},  # the application layer may
+        "vitbn_nb.chapters.speed.study": {"vitbn_nb.chapters.fixed_lr.article", "vitbn_nb.chapters", "vitbn_nb.hpo"},
+        "vitbn_nb.chapters.fixed_lr.study": {"vitbn_nb.chapters.fixed_lr.article", "vitbn_nb.chapters.panels"},
+    }
+    assert arrows_into_chapters(graph) == [
+        "vitbn_nb.publishing.results imports vitbn_nb.chapters",
+        "vitbn_nb.store.runs imports vitbn_nb.chapters.fixed_lr.article",
+    ]
+    assert arrows_between_chapters(graph) == [
+        "vitbn_nb.chapters.speed.study (chapter vitbn_nb.chapters.speed) imports vitbn_nb.chapters.fixed_lr.article "
+        "(chapter vitbn_nb.chapters.fixed_lr)"
+    ]
+
+
+def test_the_import_reader_counts_relative_imports_in_functions_and_type_checking(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..chapters import settings\n"
+        "def f():\n    from ..chapters.fixed_lr import article\n"
+    )
+    modules = {m: Path() for m in ("vitbn_nb.chapters", "vitbn_nb.chapters.fixed_lr.article")}
+    found = lambda type_checking: _imported("vitbn_nb.publishing.x", path, modules, type_checking=type_checking)
+    assert found(False) == {"vitbn_nb.chapters.fixed_lr.article"}
+    assert found(True) == {"vitbn_nb.chapters", "vitbn_nb.chapters.fixed_lr.article"}
+
+
 def test_no_import_circle_among_the_packages_modules():
-    assert not circles(import_graph())
+    found = circles(import_graph())
+    assert not found, "import circles (imports under `if TYPE_CHECKING:` not counted): " + "; ".join(
+        " <-> ".join(sorted(circle)) for circle in found
+    )
 
 
 def test_the_circle_finder_finds_a_circle():

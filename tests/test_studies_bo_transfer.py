@@ -24,7 +24,7 @@ TRANSFER = chapters.settings(
 
 def test_chapter_04_helpers_on_a_tiny_optimisation(run_store, figures_store, mnist_ready):
     # Every model at depth 1 keeps it fast; the chapter itself uses the as-published depths.
-    trials = bayes_opt.optimise(BO, depth=1)
+    trials = hpo.optimise_models(BO, depth=1)
     assert list(trials.groupby("model", sort=False).size().items()) == [("ViT", 2), ("ViTBNFFN", 2), ("ViTBN", 2)]
     best = hpo.load_best("mnist", "smoke")
     assert set(best) == {"ViT", "ViTBNFFN", "ViTBN"}
@@ -96,7 +96,7 @@ def test_chapter_06_reuses_chapter_04s_file_or_runs_its_optimisation(run_store, 
         hpo.save_best(table, dataset="mnist", profile=settings.profile)
         return table
 
-    monkeypatch.setattr(bayes_opt, "optimise", fake_optimise)
+    monkeypatch.setattr(hpo, "optimise_models", fake_optimise)
     hyper = transfer._hyperparameters(TRANSFER)
     assert calls == ["smoke"]
     assert list(hyper["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]

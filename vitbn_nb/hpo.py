@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from . import atomic, profiles
+from .models import AS_RUN_DEPTH
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
 from .store import runs, tracking
@@ -342,3 +343,62 @@ def load_best(dataset: str, profile: str) -> dict | None:
     """The hyperparameters :func:`save_best` wrote (``{model: {"lr": ..., "batch_size": ...}}``), or None."""
     path = stored_path(best_path(dataset, profile).relative_to(runs_dir()))
     return read_state(path, state_fix(path)) if path.exists() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# the Ax study chapters 04 and 06 both run (06 reads 04's best settings, or optimises on its own)
+# ---------------------------------------------------------------------------------------------
+#: The models both chapters optimise, and the dataset chapter 04 optimises on.
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+MNIST = "mnist"
+
+
+def model_study(
+    model: str, settings: profiles.ChapterSettings, *, dataset: str = MNIST, depth: int | None = None
+) -> Study:
+    """The optimisation of ``model`` under a chapter's ``settings`` (its depth as article 1 ran it unless ``depth``)."""
+    return Study(
+        model=model,
+        model_kwargs={"depth": depth or AS_RUN_DEPTH[model]},
+        dataset=dataset,
+        trial_epochs=settings.trial_epochs,
+        train_size=settings.train_size,
+        test_size=settings.test_size,
+        test_batch_size=settings.test_batch_size,
+        seed=0,
+    )
+
+
+def optimise_models(
+    settings: profiles.ChapterSettings,
+    force: bool = False,
+    *,
+    dataset: str = MNIST,
+    depth: int | None = None,
+    models=MODELS,
+    deadline: runs.Deadline | None = None,
+) -> pd.DataFrame:
+    """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
+    tables = [
+        optimise(
+            model_study(model, settings, dataset=dataset, depth=depth), settings.trials, force=force, deadline=deadline
+        )
+        for model in models
+    ]
+    trials = pd.concat(tables, ignore_index=True)
+    save_best(trials, dataset=dataset, profile=settings.profile)
+    return trials
+
+
+def best_hyperparameters(
+    optimisation: profiles.ChapterSettings, *, dataset: str = MNIST, deadline: runs.Deadline | None = None
+) -> tuple[dict, str]:
+    """Chapter 04's optimised lr and batch size per model (``runs_dir()/hpo/best-<dataset>-<profile>.json``), and
+    where they came from; when the file is absent, chapter 04's optimisation (under ``optimisation``, its settings)
+    runs (reusing stored trials)."""
+    profile = profiles.resolve(optimisation.profile)
+    best = load_best(dataset, profile)
+    if best is not None:
+        return best, f"read from {best_path(dataset, profile).name} (chapter 04)"
+    optimise_models(optimisation, dataset=dataset, deadline=deadline)
+    return load_best(dataset, profile), "chapter 04's optimisation, run now (its file was absent)"

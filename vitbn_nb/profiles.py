@@ -93,8 +93,10 @@ def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) ->
 
 @dataclass(frozen=True)
 class ChapterSettings:
-    """What every chapter's settings share: the profile they come from, and type checks on every field."""
+    """What every chapter's settings share: the profile they come from, and type checks on every field. Each
+    chapter's class names its chapter in ``chapter`` (a class attribute, not a field): its results read it there."""
 
+    chapter = ""
     profile: str = "paper"
 
     def __post_init__(self):

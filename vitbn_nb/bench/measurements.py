@@ -36,8 +36,8 @@ from .pipelines import (
 )
 from .report import BenchResult
 
-if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
-    from ..chapters.speed.settings import SpeedSettings
+if TYPE_CHECKING:  # typing only: chapter 08 passes its settings (a SpeedSettings) in; the bench imports no chapter
+    from ..profiles import ChapterSettings as SpeedSettings
 
 TIMING_NOTE = (
     "medians over repeats of a fixed number of steps after warm-up, the repeats of all configurations "

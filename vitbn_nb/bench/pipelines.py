@@ -14,8 +14,8 @@ from .. import data, timing
 from ..engines import engine
 from ..models import build_model
 
-if TYPE_CHECKING:  # chapter 08's settings: the chapter uses the bench, not the other way round
-    from ..chapters.speed.settings import SpeedSettings
+if TYPE_CHECKING:  # typing only: chapter 08 passes its settings (a SpeedSettings) in; the bench imports no chapter
+    from ..profiles import ChapterSettings as SpeedSettings
 
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.

@@ -20,22 +20,27 @@ from .fixed_lr import settings as fixed_lr
 from .speed import settings as speed
 from .three_things import settings as three_things
 
-#: Every chapter in the book's order: its name (its notebook's) and its settings module (the folder it lives in).
-CHAPTERS: dict[str, ModuleType] = {
-    "01_batchnorm_intro": batchnorm_intro,
-    "02_models": architectures,
-    "03_fixed_lr": fixed_lr,
-    "04_bayes_opt": bayes_opt,
-    "05_depth_study": depth_study,
-    "06_emnist_transfer": emnist_transfer,
-    "07_three_things": three_things,
-    "08_where_the_speed_comes_from": speed,
-}
-
 
 def _settings_class(module: ModuleType) -> type[ChapterSettings]:
     (kind,) = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
     return kind
+
+
+#: Every chapter in the book's order: its name (its notebook's, which its settings class holds in ``chapter``) and its
+#: settings module (the folder it lives in).
+CHAPTERS: dict[str, ModuleType] = {
+    _settings_class(module).chapter: module
+    for module in (
+        batchnorm_intro,
+        architectures,
+        fixed_lr,
+        bayes_opt,
+        depth_study,
+        emnist_transfer,
+        three_things,
+        speed,
+    )
+}
 
 
 #: Each chapter's settings class.
@@ -117,14 +122,6 @@ def evidence_profile(chapter: str, profile: str) -> str:
         return profile
     first = [c for c in planned if c.seed < getattr(paper, "seeds", c.seed + 1)]
     return "paper" if not missing_runs(first) else profile
-
-
-def chapter_of(settings: ChapterSettings) -> str:
-    """The chapter whose settings these are."""
-    found = [chapter for chapter, kind in SETTINGS.items() if type(settings) is kind]
-    if found:
-        return found[0]
-    raise ValueError(f"{type(settings).__name__} is no chapter's settings; build them with chapters.settings")
 
 
 def study(chapter: str) -> ModuleType:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from .cnn import CNN
 from .dnn import DNN, DNN_d3, DNNBN_d3
@@ -67,6 +70,20 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
+def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
+    """Forward FLOPs for one image (eval mode): matmuls, attention products and convolutions, 2 per multiply-add.
+
+    ``FlopCounterMode`` does not count the fused CPU attention kernel, so attention runs on its
+    math backend here (the same arithmetic as two batched matmuls, which it does count).
+    Norms, softmax, activations and additions are not counted: LayerNorm, BatchNorm and DyT alike (DyT's
+    multiplications and tanh are elementwise, as LayerNorm's arithmetic is).
+    """
+    model = model.eval()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(torch.zeros(1, channels, image_size, image_size))
+    return counter.get_total_flops()
+
+
 __all__ = [
     "AS_RUN_DEPTH",
     "AS_WRITTEN_DEPTH",
@@ -89,5 +106,6 @@ __all__ = [
     "build_model",
     "count_parameters",
     "fold_batchnorm",
+    "forward_flops",
     "model_kwargs",
 ]

@@ -13,9 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic
-from ..chapters.fixed_lr.article import DEVICES, DEVICES_SHORT
-from ..chapters.speed.article import RATIOS
 from ..judging import verdicts
+from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..chapters import chapter_of
 from ..judging.selection import final_epochs, machines, shown_machine, timed_busy, timed_pairs
 from ..profiles import ChapterSettings
 
@@ -22,7 +21,12 @@ class ChapterResult:
 
     @property
     def chapter(self) -> str:
-        return chapter_of(self.settings)
+        """The chapter its settings name (each chapter's settings class holds its name)."""
+        if not self.settings.chapter:
+            raise ValueError(
+                f"{type(self.settings).__name__} is no chapter's settings; build them with chapters.settings"
+            )
+        return self.settings.chapter
 
     @property
     def profile(self) -> str:
@@ -40,6 +44,10 @@ def run_ids_of(runs) -> list[str]:
     if isinstance(runs, pd.DataFrame):
         runs = runs["run_id"] if "run_id" in runs.columns else []
     return list(dict.fromkeys(runs))
+
+
+def epochs_text(n: int) -> str:
+    return f"{n} epoch{'' if n == 1 else 's'}"
 
 
 def mean_sd(values, digits: int = 1) -> str:

@@ -11,6 +11,8 @@ from ...profiles import ChapterSettings
 class ModelsSettings(ChapterSettings):
     """Chapter 02 trains nothing; its figures are measured on freshly built models."""
 
+    chapter = "02_models"  # its notebook's name (a class attribute, not a setting)
+
 
 CPU: dict = {}
 

@@ -9,14 +9,10 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 
-from ...models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters
+from ... import chapters
+from ...models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters, forward_flops
 from ...publishing import figures
-from ..depth_study.settings import DepthSettings
 
 if TYPE_CHECKING:
     from .study import ModelsResult
@@ -47,7 +43,8 @@ def configurations() -> pd.DataFrame:
         add(model, TRANSFER_DEPTH, "EMNIST transfer (06)")
     for model, depth in itertools.product(("ViT", "ViTBNFFN"), DEPTHS):
         add(model, depth, "depth study (05)")
-    depth_study = DepthSettings()  # the paper protocol: the models chapter 05 trains beside the article's two
+    # the paper protocol, through the registry: the models chapter 05 trains beside the article's two
+    depth_study = chapters.settings("05_depth_study", "paper")
     for model in depth_study.extra_models or ():
         add(model, depth_study.extra_depth, "depth study (05)")
     for depth, model in itertools.product(EQUAL_DEPTHS, VIT_FAMILY):
@@ -66,20 +63,6 @@ def configurations() -> pd.DataFrame:
     )
     table = table.sort_values(["model", "depth"], key=lambda s: s.map(list(MODELS).index) if s.name == "model" else s)
     return table.reset_index(drop=True).astype({"depth": "Int64"})
-
-
-def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
-    """Forward FLOPs for one image (eval mode): matmuls, attention products and convolutions, 2 per multiply-add.
-
-    ``FlopCounterMode`` does not count the fused CPU attention kernel, so attention runs on its
-    math backend here (the same arithmetic as two batched matmuls, which it does count).
-    Norms, softmax, activations and additions are not counted: LayerNorm, BatchNorm and DyT alike (DyT's
-    multiplications and tanh are elementwise, as LayerNorm's arithmetic is).
-    """
-    model = model.eval()
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
-        model(torch.zeros(1, channels, image_size, image_size))
-    return counter.get_total_flops()
 
 
 def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:

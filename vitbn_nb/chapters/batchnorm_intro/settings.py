@@ -11,6 +11,8 @@ from ...profiles import AUTO_ENGINE, ChapterSettings
 class IntroSettings(ChapterSettings):
     """Chapter 01: article 2's DNN experiment (15 epochs of augmented MNIST at two learning rates)."""
 
+    chapter = "01_batchnorm_intro"  # its notebook's name (a class attribute, not a setting)
+
     seeds: int = 3
     epochs: int = 15
     lrs: tuple[float, ...] = (0.01, 0.1)

@@ -1,19 +1,14 @@
-"""What article 1 states in its text about Experiment 2 (its optimised runs, Fig 8), and the claims chapter 04 tests.
-Table 2's lr and batch sizes and Table 3's gains are images in the article; its text gives neither, so none is
-quoted."""
+"""The claims chapter 04 tests of what article 1 states in its text about Experiment 2 (its optimised runs, Fig 8:
+:data:`vitbn_nb.judging.article1.EXPERIMENT2`). Table 2's lr and batch sizes and Table 3's gains are images in the
+article; its text gives neither, so none is quoted."""
 
 from __future__ import annotations
 
+from ...judging.article1 import CODE_DEVICE, EXPERIMENT2, HARDWARE
 from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, Claim
-from ..fixed_lr.article import CODE_DEVICE, HARDWARE
 from .settings import BayesOptSettings
 
 EPOCHS = BayesOptSettings.epochs
-EXPERIMENT2 = dict(
-    accuracy={"ViT": 98.1, "ViTBNFFN": 97.6, "ViTBN": 97.8},  # after 30 epochs with the optimised settings
-    r_t={"ViTBNFFN": 3.9, "ViTBN": 3.5},
-    r_v={"ViTBNFFN": 2.6, "ViTBN": 2.5},
-)
 DEVICES = f"no machine stated for Experiment 2 (an {HARDWARE} for Experiment 1), {CODE_DEVICE}"
 
 

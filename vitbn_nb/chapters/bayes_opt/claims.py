@@ -7,9 +7,9 @@ import pandas as pd
 
 from ...judging import claims as shared
 from ...judging import verdicts
+from ...judging.article1 import against_article
 from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
-from ..fixed_lr.article import against_article
 from . import article
 
 

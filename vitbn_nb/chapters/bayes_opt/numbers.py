@@ -10,7 +10,7 @@ from ...publishing import results
 from .article import EXPERIMENT2
 from .claims import experiment2
 
-MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+MODELS = hpo.MODELS
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 
@@ -20,10 +20,6 @@ def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([hpo.best_trial(group) for _, group in trials.groupby("model", sort=False)]).reset_index(
         drop=True
     )
-
-
-def epochs_text(n: int) -> str:
-    return f"{n} epoch{'' if n == 1 else 's'}"
 
 
 def model_label(model: str, depth) -> str:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ... import hpo
 from ...publishing import figures
-from .numbers import MODELS, epochs_text, model_label
+from ...publishing.results import epochs_text
+from .numbers import MODELS, model_label
 from .study import OPTIMISATION_STATE, BayesOptResult
 
 _MARKERS = {"centre": "D", "Sobol": "o", "BoTorch": "*"}

@@ -12,6 +12,8 @@ class BayesOptSettings(ChapterSettings):
     """Chapter 04: 20 trials per model (article 1), each 3 epochs (the book's choice: article 1 does not say how
     long a trial trains), then 30 epochs with the best lr and batch size."""
 
+    chapter = "04_bayes_opt"  # its notebook's name (a class attribute, not a setting)
+
     seeds: int = 3
     trials: int = 20
     trial_epochs: int = 3

@@ -7,41 +7,24 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ... import chapters, hpo, profiles
+from ... import hpo
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures, results
+from ...publishing.results import epochs_text
 from ...store import records, runs
 from ...store.runs import RunConfig
 from .. import Plan
-from ..emnist_transfer.settings import TransferSettings
 from . import article
 from .claims import experiment2
-from .numbers import MODELS, best_settings, best_trials, comparison, epochs_text, model_label, speedups
+from .numbers import MODELS, best_settings, best_trials, comparison, model_label, speedups
 from .settings import BayesOptSettings
 
 CHAPTER = "04_bayes_opt"
 #: What the outputs drawn from the trials read besides the trials' runs (the repository keeps a copy of it).
 OPTIMISATION_STATE = f"the optimisation state ({figures.RECORDS}/{records.STATE_FOLDER}/)"
-DATASET = "mnist"
 
 #: The 30-epoch retrains are timed through article 1's own pipeline (chapter 3 says why).
 RETRAIN_PIPELINE = "reference"
-
-
-def study(
-    model: str, settings: BayesOptSettings | TransferSettings, *, dataset: str = DATASET, depth: int | None = None
-) -> hpo.Study:
-    """The optimisation of ``model`` under ``settings`` (its depth as article 1 ran it unless ``depth``)."""
-    return hpo.Study(
-        model=model,
-        model_kwargs={"depth": depth or AS_RUN_DEPTH[model]},
-        dataset=dataset,
-        trial_epochs=settings.trial_epochs,
-        train_size=settings.train_size,
-        test_size=settings.test_size,
-        test_batch_size=settings.test_batch_size,
-        seed=0,
-    )
 
 
 def overview(settings: BayesOptSettings) -> pd.DataFrame:
@@ -89,7 +72,7 @@ def plan(settings: BayesOptSettings) -> Plan:
     """The optimisations (one per model); each model's final runs follow from its best trial."""
     return Plan(
         [],
-        optimisations=[study(model, settings) for model in MODELS],
+        optimisations=[hpo.model_study(model, settings) for model in MODELS],
         then=(
             f"each model's best lr and batch size, {settings.epochs} epochs x {settings.seeds} random "
             "seed(s), timed through article 1's pipeline"
@@ -99,7 +82,7 @@ def plan(settings: BayesOptSettings) -> Plan:
 
 def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     """Optimise every model, then train each with its best lr and batch size (or read both back from the store)."""
-    trials = optimise(settings, force=force)
+    trials = hpo.optimise_models(settings, force=force)
     return BayesOptResult(settings, trials, runs.load_table(runs.train_all(final_plan(trials, settings), force=force)))
 
 
@@ -107,40 +90,7 @@ def after_optimisation(
     settings: BayesOptSettings, force: bool = False, deadline: runs.Deadline | None = None
 ) -> list[RunConfig]:
     """The final runs: each model's best lr and batch size, from the optimisation (run now if it is not stored)."""
-    return final_plan(optimise(settings, force=force, deadline=deadline), settings)
-
-
-def optimise(
-    settings: BayesOptSettings | TransferSettings,
-    force: bool = False,
-    *,
-    dataset: str = DATASET,
-    depth: int | None = None,
-    models=MODELS,
-    deadline: runs.Deadline | None = None,
-) -> pd.DataFrame:
-    """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
-    tables = [
-        hpo.optimise(
-            study(model, settings, dataset=dataset, depth=depth), settings.trials, force=force, deadline=deadline
-        )
-        for model in models
-    ]
-    trials = pd.concat(tables, ignore_index=True)
-    hpo.save_best(trials, dataset=dataset, profile=settings.profile)
-    return trials
-
-
-def best_hyperparameters(
-    profile: str, *, dataset: str = DATASET, deadline: runs.Deadline | None = None
-) -> tuple[dict, str]:
-    """Chapter 04's optimised lr and batch size per model (``runs_dir()/hpo/best-<dataset>-<profile>.json``), and
-    where they came from; when the file is absent, chapter 04's optimisation runs (reusing stored trials)."""
-    best = hpo.load_best(dataset, profiles.resolve(profile))
-    if best is not None:
-        return best, f"read from {hpo.best_path(dataset, profiles.resolve(profile)).name} (chapter 04)"
-    optimise(chapters.settings(CHAPTER, profile), dataset=dataset, deadline=deadline)
-    return hpo.load_best(dataset, profiles.resolve(profile)), "chapter 04's optimisation, run now (its file was absent)"
+    return final_plan(hpo.optimise_models(settings, force=force, deadline=deadline), settings)
 
 
 def trial_summary(result: BayesOptResult) -> pd.DataFrame:

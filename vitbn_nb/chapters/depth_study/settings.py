@@ -16,6 +16,8 @@ from . import article
 class DepthSettings(ChapterSettings):
     """Chapter 05: article 2's depth study; each figure's lr and the depths it shows; its seed plan."""
 
+    chapter = "05_depth_study"  # its notebook's name (a class attribute, not a setting)
+
     #: The seed plan, decided before the runs it plans (chapter 05's power analysis, ``plan.seed_plan``, over the
     #: full-protocol runs committed when it was written; the chapter shows it): every configuration trains ``seeds``
     #: seeds; the primary contrast's (ViT and ViTBNFFN at the depths article 2 places beyond the critical depth, at

@@ -12,6 +12,8 @@ class TransferSettings(ChapterSettings):
     """Chapter 06: the depth-6 trio optimised again on augmented MNIST, 30 epochs each, and the CNN;
     10 timed passes over the transfer set (the reference ``eval_emnist.py``'s 10)."""
 
+    chapter = "06_emnist_transfer"  # its notebook's name (a class attribute, not a setting)
+
     seeds: int = 3
     reoptimise: bool = True
     trials: int = 20

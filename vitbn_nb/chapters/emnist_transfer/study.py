@@ -10,16 +10,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ... import data, hpo
+from ... import chapters, data, hpo
 from ...models import build_model, count_parameters
 from ...paths import stored_path
 from ...publishing import figures, results
+from ...publishing.results import epochs_text
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
 from .. import Plan
-from ..bayes_opt import study as bayes_opt
-from ..bayes_opt.numbers import epochs_text
 from . import article
 from .numbers import (
     ALL_MODELS,
@@ -78,7 +77,7 @@ def plan(settings: TransferSettings) -> Plan:
     cnn = pd.DataFrame(
         [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
     )
-    studies = [bayes_opt.study(model, settings, dataset=DATASET, depth=settings.depth) for model in MODELS]
+    studies = [hpo.model_study(model, settings, dataset=DATASET, depth=settings.depth) for model in MODELS]
     return Plan(
         _configs(cnn, settings),
         optimisations=studies if settings.reoptimise else [],
@@ -109,7 +108,7 @@ def _hyperparameters(
 ) -> pd.DataFrame:
     """The lr and batch size of each model and where they come from (optimising first under ``reoptimise``)."""
     if settings.reoptimise:
-        bayes_opt.optimise(settings, force=force, dataset=DATASET, depth=settings.depth, deadline=deadline)
+        hpo.optimise_models(settings, force=force, dataset=DATASET, depth=settings.depth, deadline=deadline)
         best = hpo.load_best(DATASET, settings.profile)
         origin = "optimised here: augmented MNIST, tuned at depth {depth}, {trials} trials"
         print(
@@ -117,7 +116,7 @@ def _hyperparameters(
             f"on augmented MNIST at depth {settings.depth}."
         )
     else:
-        best, where = bayes_opt.best_hyperparameters(settings.profile, deadline=deadline)
+        best, where = hpo.best_hyperparameters(chapters.settings("04_bayes_opt", settings.profile), deadline=deadline)
         origin = "chapter 04: MNIST (no augmentation), tuned at depth {depth}, {trials} trials"
         print(f"Hyperparameters: {where}.")
     return _hyperparameter_table(best, settings, origin)
@@ -151,7 +150,7 @@ def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -
 
 def stored_runs(settings: TransferSettings) -> list[RunConfig]:
     """The runs the stored hyperparameters lead to, nothing optimised here (none before the optimisation)."""
-    best = hpo.load_best(DATASET if settings.reoptimise else bayes_opt.DATASET, settings.profile)
+    best = hpo.load_best(DATASET if settings.reoptimise else hpo.MNIST, settings.profile)
     return [] if best is None else _configs(_hyperparameter_table(best, settings, origin="stored"), settings)
 
 

@@ -1,9 +1,12 @@
 """What article 1 ("Speeding up the Vision Transformer with BatchNorm") reports of its Experiment 1 (Figs 3-6), the
-machine it names, and the claims chapter 03 tests: the article's facts, as data (the settings default to them).
+claims chapter 03 tests: the article's facts, as data (the settings default to them). What other chapters and the
+README read of it too (its rates, accuracies and ratios, the machine it names) lives in
+:mod:`vitbn_nb.judging.article1`.
 """
 
 from __future__ import annotations
 
+from ...judging.article1 import EXPERIMENT1
 from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, Claim
 
 #: Article 1's protocol as it reports it: every model at every rate for this many epochs (batch 100). The settings'
@@ -11,53 +14,10 @@ from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, Claim
 EPOCHS = 30
 BATCH_SIZE = 100
 
-#: Accuracies in %, ratios r = T_ViT / T_model. The text swaps a label at lr 0.0005 ("r_t(ViTBNFFN) = 2.5" is
-#: ViTBN's); it is read as ViTBN's here.
-EXPERIMENT1 = {
-    0.0005: dict(
-        figure="Fig 3",
-        accuracy={"ViT": 98.2, "ViTBNFFN": 97.8, "ViTBN": 97.1},
-        accuracy_above={},
-        r_t={"ViTBNFFN": 2.7, "ViTBN": 2.5},
-        r_v={"ViTBNFFN": 2.6, "ViTBN": 2.5},
-        vit_unstable_epoch=None,
-        note="ViT converges in fewer epochs and ends slightly more accurate; BN models >2x faster (~60 % gain)",
-    ),
-    0.005: dict(
-        figure="Fig 4",
-        accuracy={},
-        accuracy_above={},
-        r_t={"ViTBNFFN": 3.6, "ViTBN": 3.5},
-        r_v={"ViTBNFFN": 2.5, "ViTBN": 2.5},
-        vit_unstable_epoch=None,
-        note="ViT has no convergence advantage; its training time rises (~70 % training gain, ~60 % inference)",
-    ),
-    0.01: dict(
-        figure="Fig 5",
-        accuracy={},
-        accuracy_above={"ViTBNFFN": 97.0, "ViTBN": 97.0},
-        r_t={"ViTBNFFN": 2.7, "ViTBN": 4.3},
-        r_v={"ViTBNFFN": 2.6, "ViTBN": 2.7},
-        vit_unstable_epoch=15,
-        note="ViT unstable from about epoch 15 (loss stops converging, accuracy plummets); BN models stay stable",
-    ),
-}
 FIG6 = (
     "training time per epoch varies with lr most for ViT; ViTBN stays roughly the same; "
     "ViTBNFFN changes appreciably only at lr 0.01"
 )
-#: The machine article 1 names for Experiment 1, and the device its reference code runs on (no commit of the reference
-#: repository moves a model or a batch to a GPU: ``../shared/REFERENCE_FACTS.md``). Which of the two timed its epochs
-#: the repository cannot tell: every comparison names both, none is GPU against CPU.
-HARDWARE = "NVIDIA L4 GPU (Colab)"
-CODE_DEVICE = "the CPU as its reference code runs (no commit moves a model or a batch to a GPU)"
-DEVICES = f"an {HARDWARE} as the article states, {CODE_DEVICE}"
-DEVICES_SHORT = f"stated: {HARDWARE}; reference code: CPU"
-
-
-def against_article(hardware: str, devices: str = DEVICES) -> str:
-    """A ratio's scale: the machines that timed this book's runs, and article 1's (both of them)."""
-    return f"{hardware} here; article 1: {devices}"
 
 
 def claims() -> list[Claim]:

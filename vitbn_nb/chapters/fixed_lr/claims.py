@@ -8,6 +8,7 @@ import pandas as pd
 
 from ...judging import claims as shared
 from ...judging import verdicts
+from ...judging.article1 import against_article
 from ...judging.claims import Claim
 from ...judging.selection import final_accuracy, one_stream, paired, per_seed, select
 from ...judging.verdicts import Verdict
@@ -43,7 +44,7 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
                     timed = (at_lr, rows[model], rows["ViT"], shared.TIMED[kind])
                     gains, hardware = shared.run_gains(*timed), shared.gain_hardware(*timed)
                     condition = f"{which}: {model} d{rows[model]['depth']} against ViT d{rows['ViT']['depth']}"
-                    found.append(shared.gain(claim, gains, article.against_article(hardware), condition))
+                    found.append(shared.gain(claim, gains, against_article(hardware), condition))
             elif kind == "converges":
                 # how the article's 30-epoch curves went: a few hundred steps answer another question
                 untestable = shared.short_of(at_lr, claim.epochs, claim.key)

@@ -12,6 +12,8 @@ from . import article
 class FixedLrSettings(ChapterSettings):
     """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates."""
 
+    chapter = "03_fixed_lr"  # its notebook's name (a class attribute, not a setting)
+
     #: The seed plan (chapter 03's power analysis, ``plan.seed_plan``, written before the runs it plans): 3 seeds of
     #: every configuration. Article 1's Figures 3-4 have no full-protocol run to take a spread from, and its
     #: stability claims would need more seeds than its budget allows: the plan says what these detect.

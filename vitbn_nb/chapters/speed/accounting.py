@@ -7,9 +7,9 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ...judging import verdicts
+from ...judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ...publishing import figures
-from ..fixed_lr.article import DEVICES, DEVICES_SHORT
-from .article import RATIOS, SETUP
+from .article import SETUP
 from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
 
 

@@ -11,6 +11,8 @@ from ...profiles import ChapterSettings
 class SpeedSettings(ChapterSettings):
     """Chapter 08 and ``python -m vitbn_nb bench``: article 1's batch sizes, timed steps after a warm-up."""
 
+    chapter = "08_where_the_speed_comes_from"  # its notebook's name (a class attribute, not a setting)
+
     #: Article 1's three, and ViTDyT (no normalisation; not the articles') timed beside them at equal depth.
     models: tuple[str, ...] = ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT")
     depths: tuple[int, ...] = (1, 6)

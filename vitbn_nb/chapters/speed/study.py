@@ -19,9 +19,9 @@ from matplotlib.patches import Patch
 from ... import atomic, bench, paths, profiles
 from ...bench import op_counts
 from ...judging import verdicts
+from ...judging.article1 import DEVICES
 from ...publishing import figures
 from ...publishing.results import ChapterResult
-from ..fixed_lr.article import DEVICES
 from .settings import SpeedSettings
 
 CHAPTER = "08_where_the_speed_comes_from"

@@ -6,11 +6,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from ...models import build_model, count_parameters
+from ...models import build_model, count_parameters, forward_flops
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
-from ..architectures.sizes import forward_flops
 from . import common as shared
 from .settings import ThreeThingsSettings
 

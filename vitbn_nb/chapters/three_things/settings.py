@@ -12,6 +12,8 @@ class ThreeThingsSettings(ChapterSettings):
     """Chapter 07: depth 6 (the reference ViT) and 12 against half the depth with 2 branches (Touvron et al.'s
     best branch count); fine-tuning at 56x56 starts from the depth-6 runs, 3 epochs at a lower lr."""
 
+    chapter = "07_three_things"  # its notebook's name (a class attribute, not a setting)
+
     seeds: int = 3
     models: tuple[str, ...] = ("ViT", "ViTBNFFN", "ViTBN")
     depths: tuple[int, ...] = (6, 12)

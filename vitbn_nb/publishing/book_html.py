@@ -130,7 +130,9 @@ def build_html(result: BookBuild) -> Path:
         shutil.copy2(lead, source / "figures" / lead.name)
     intro = string.Template((templates / "intro.template.md").read_text()).substitute(
         title=BOOK_TITLE,
-        findings=findings_block(result.figures_dir).replace("(#results-at-a-glance)", "(#outputs-of-this-build)"),
+        findings=findings_block(result.figures_dir).replace(
+            "[Results at a glance](#results-at-a-glance)", "each chapter's claims table, listed below"
+        ),
         profile=result.profile,
         hardware=hardware_label(),
         date=dt.date.today().isoformat(),

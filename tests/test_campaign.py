@@ -245,13 +245,14 @@ def test_a_chapter_opened_with_profile_auto_shows_the_held_paper_runs_and_trains
     from vitbn_nb.limits import TRAIN_VARIABLE
     from vitbn_nb.store import run_folder
 
-    monkeypatch.delenv(TRAIN_VARIABLE, raising=False)
+    monkeypatch.setenv(TRAIN_VARIABLE, "")  # recorded, so the test's end removes what parameters sets below
+    monkeypatch.delenv(TRAIN_VARIABLE)
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: [])
     settings, force = chapters.parameters("05_depth_study", "auto")
     assert settings.profile == "paper" and force is False
     assert os.environ[TRAIN_VARIABLE] == "never"  # what is held is read; a missing run is named, never trained
     assert "nothing trains" in capsys.readouterr().out
-    monkeypatch.delenv(TRAIN_VARIABLE)
+    del os.environ[TRAIN_VARIABLE]
     assert chapters.parameters("05_depth_study", "cpu")[0].profile == "cpu"  # a profile named is that profile
     assert TRAIN_VARIABLE not in os.environ
 

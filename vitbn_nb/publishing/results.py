@@ -22,7 +22,7 @@ class ChapterResult:
     @property
     def chapter(self) -> str:
         """The chapter its settings name (each chapter's settings class holds its name)."""
-        if not self.settings.chapter:
+        if not getattr(self.settings, "chapter", None):
             raise ValueError(
                 f"{type(self.settings).__name__} is no chapter's settings; build them with chapters.settings"
             )

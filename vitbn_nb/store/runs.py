@@ -233,7 +233,36 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             row = {**base, "machine": machine, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
             rows.append(row)
-    return pd.DataFrame(rows)
+    # no run at all: the columns every selection reads, so an empty table selects to empty tables, not a KeyError
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=EMPTY_TABLE_COLUMNS)
+
+
+#: The columns of a run table with no run.
+EMPTY_TABLE_COLUMNS = (
+    "run_id",
+    "status",
+    "device",
+    "stream",
+    "finished",
+    "depth",
+    "model",
+    "dataset",
+    "epochs",
+    "lr",
+    "batch_size",
+    "test_batch_size",
+    "seed",
+    "train_size",
+    "test_size",
+    "pipeline",
+    "machine",
+    "epoch",
+    "train_loss",
+    "test_acc",
+    "diverged",
+    "train_seconds",
+    "test_seconds",
+)
 
 
 def finished_before(written: str) -> pd.DataFrame:

@@ -11,6 +11,8 @@ import pandas as pd
 
 def select(table: pd.DataFrame, **where) -> pd.DataFrame:
     """The rows whose columns equal ``where``'s values (a float, such as an lr, compared with ``np.isclose``)."""
+    if table.empty:
+        return table  # its columns may hold no numbers to compare
     keep = np.ones(len(table), dtype=bool)
     for column, value in where.items():
         close = isinstance(value, (float, np.floating))

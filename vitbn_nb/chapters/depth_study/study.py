@@ -425,7 +425,6 @@ def seed_plan_table(result: DepthResult):
         reproduces="new/seed_plan",
         caption=seed_plan.plan_caption(frame),
         runs=read[read["dataset"] == "mnist_aug"] if len(read) else None,
-        profile="paper",
     )
 
 

@@ -371,7 +371,6 @@ def seed_plan_table(result: FixedLrResult):
         reproduces="new/seed_plan",
         caption=seed_plan.plan_caption(frame, left),
         runs=read[read["pipeline"] == "reference"] if len(read) else None,
-        profile="paper",
     )
 
 

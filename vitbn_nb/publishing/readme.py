@@ -176,7 +176,8 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
         f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {_chapters_of(rows)}), {len(rows)} claim rows."
         f"{lead} Decided: {decided}. Open: {n(*OPEN)} within noise or undecided (each row gives the smallest "
         f"difference its seeds could have detected, or its equivalence interval). Without a verdict yet: "
-        f"{n(verdicts.NOT_JUDGED)} (fewer seeds than their plan, most of them training in the campaign). Not testable "
+        f"{n(verdicts.NOT_JUDGED)} (fewer seeds held than their plan or the rule asks; the campaign trains the planned "
+        "ones). Not testable "
         f"at the scale of the runs held: {n(verdicts.UNTESTABLE)} (each says how many of the article's steps were "
         "reached)."
     )

@@ -133,7 +133,7 @@ batchnorm_intro.accuracy_loss_figure(result, settings.lrs[0])
 
 # %% [markdown]
 # This run's final accuracies next to the article's statement, with the verdicts of the book's
-# one rule (the book's front page, "How this book judges a claim").
+# one rule (the book's claims page, "How this book judges a claim").
 
 # %%
 batchnorm_intro.summary(result, settings.lrs[0])
@@ -167,7 +167,7 @@ batchnorm_intro.summary_table(result)
 # ## The claims, judged by the book's rule
 #
 # Every one of article 2's claims about its DNNs (Figures 1–3) that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# and the verdict of the book's one decision rule (the book's claims page, "How this book judges a
 # claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not.
 
@@ -177,11 +177,12 @@ batchnorm_intro.claims_table(result)
 # %% [markdown]
 # ## What to take from this
 #
-# The verdicts above are computed from this run; read them with the profile in mind. Under
-# `smoke` the networks see a few hundred images for two epochs and nothing can be concluded.
-# Under `cpu` and `paper` (full MNIST, 15 epochs, three seeds) the book's rule weighs each
-# difference against the seed-to-seed noise, through its 95 % interval.
-#
+# Computed from the claims table above, so it says what this run's verdicts say:
+
+# %%
+result.takeaway()
+
+# %% [markdown]
 # The mechanism is what carries over to the Vision Transformer: BatchNorm rescales every
 # feature by statistics of the batch, which makes the layer insensitive to the scale of the
 # weights feeding it. Chapter 2 takes the Transformer apart to show where such a layer can

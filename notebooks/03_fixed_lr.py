@@ -390,7 +390,7 @@ lr_sweep.statement(result)
 #
 # Every one of article 1's Experiment 1 claims, in both configurations, that this chapter can
 # test, with the measured value, its interval and the verdict of the book's one decision rule
-# (the book's front page, "How this book judges a claim"): paired per-seed differences over
+# (the book's claims page, "How this book judges a claim"): paired per-seed differences over
 # seeds whose runs drew one data stream, with what the seeds could have detected where the
 # verdict is within noise; the article's accuracies by equivalence within a stated margin
 # ("≈ 98.2 %") or against their level ("above 97 %", with how many seeds lie above it);
@@ -417,18 +417,15 @@ fixed_lr.seed_plan_table(result)
 # %% [markdown]
 # ## What to take from this
 #
-# Read the verdicts with the profile in mind: under `smoke` nothing can be concluded; under
-# `cpu` the models train on a subset for a few of the article's epochs (the protocol table above
-# gives the numbers), so the claims about the end of article 1's runs read "not testable at this
-# scale"; under `paper` the runs follow the article's protocol with three seeds. At a learning
-# rate whose `paper` runs are all held (in the run store or committed), that rate's figures,
-# tables and claims rows read them under any profile and say so ("18,000 of the article's 18,000
-# steps"), as does the larger-learning-rate row at that rate; Figure 6, Table 1 and the sweep
-# keep the profile's runs. Either way the
-# ratios are those of the machine in the footers, which the claims table names beside the
-# article's stated L4 and its reference code's CPU; how the ratios would change on another
-# machine this chapter does not measure.
-#
+# Computed from the claims table above, so it says what this run's verdicts say. At a learning
+# rate whose `paper` runs are all held, that rate's figures, tables and claims read them under any
+# profile and say how many of the article's steps they reached; the ratios are those of the
+# machine in the footers, beside the article's stated L4 and its reference code's CPU.
+
+# %%
+result.takeaway()
+
+# %% [markdown]
 # The two configurations of Table 1 answer different questions. **As run**, the comparison is
 # a ViT with six encoder blocks against BatchNorm models with one: that is what produced the
 # article's numbers, and it mixes the norm with a six-fold difference in depth. **As written**,

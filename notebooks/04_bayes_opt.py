@@ -187,7 +187,7 @@ bayes_opt.ratios_table(result)
 # ## The claims, judged by the book's rule
 #
 # Every one of article 1's Experiment 2 claims that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# and the verdict of the book's one decision rule (the book's claims page, "How this book judges a
 # claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not.
 
@@ -203,3 +203,11 @@ bayes_opt.claims_table(result)
 
 # %%
 bayes_opt.comparison_table(result)
+
+# %% [markdown]
+# ## What to take from this
+#
+# Computed from the claims table above, so it says what this run's verdicts say:
+
+# %%
+result.takeaway()

@@ -91,7 +91,7 @@ result = depth.run(settings, force=force)
 # ## How we call a difference
 #
 # For each depth we take the final test accuracies and their difference **ViTBNFFN − ViT**,
-# paired by seed, and judge it by the book's one rule (the book's front page, "How this book
+# paired by seed, and judge it by the book's one rule (the book's claims page, "How this book
 # judges a claim"). A seed's two runs pair only where they drew one data stream: the same
 # training order, the same augmentations and the same test images, drawn on the CPU from the
 # seed on every device. A difference the article asserts gets its 95 % interval: "agrees",
@@ -218,7 +218,7 @@ depth.extra_models_table(result)
 #
 # Every one of article 2's depth-study claims (Figures 8–10) that this chapter can test, the
 # primary contrasts first, with the measured value, its interval and the verdict of the book's
-# one decision rule (the book's front page, "How this book judges a claim"): a difference's
+# one decision rule (the book's claims page, "How this book judges a claim"): a difference's
 # 95 % interval and, within noise, what its seeds could have detected; an equivalence's 90 %
 # interval against its margin; no verdict with fewer than three seeds; and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not. The four
@@ -231,15 +231,12 @@ depth.claims_table(result)
 # %% [markdown]
 # ## What to take from this
 #
-# Read the verdicts with the profile in mind. Under `smoke` nothing can be concluded. Under
-# `cpu` the models see a subset of the training set for a few epochs (the claims table gives the
-# steps reached against the article's), so article 2's findings read "not testable at this
-# scale": the figures and tables show what these shorter runs did, which is not what article 2
-# reports on; under `paper` the runs follow its protocol with three seeds and the rule judges
-# every finding. A verdict of "within noise" means that the 95 % interval of the paired
-# per-seed differences holds zero; its row says how large a difference its seeds could have
-# detected, so "no effect" is never read where the seeds were too few to see one.
-#
+# Computed from the claims table above, so it says what this run's verdicts say:
+
+# %%
+result.takeaway()
+
+# %% [markdown]
 # Unlike chapter 3's as-run comparison, every comparison here is at equal depth, and a seed's two
 # runs drew one data stream: the norm is the one thing they differ in. Article 2 compares accuracy only, not speed: at equal depth the two models do
 # nearly the same arithmetic, and chapter 8 ("where the speed comes from") measures what that

@@ -150,7 +150,7 @@ transfer.transfer_figure(result)
 # ## The claims, judged by the book's rule
 #
 # Every one of article 1's claim about the transfer set that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's front page, "How this book judges a
+# and the verdict of the book's one decision rule (the book's claims page, "How this book judges a
 # claim"): a gain in inference time is judged from the rounds of interleaved passes (each
 # BatchNorm model's pass against ViT's pass of the same round), with no verdict on fewer than
 # three. Each row names what it rests on: equal depth only, the set the models were tested on
@@ -170,3 +170,11 @@ transfer.claims_table(result)
 
 # %%
 transfer.comparison_table(result)
+
+# %% [markdown]
+# ## What to take from this
+#
+# Computed from the claims table above, so it says what this run's verdicts say:
+
+# %%
+result.takeaway()

@@ -113,7 +113,7 @@ speed_accounting.article_reported()
 # Every ratio below (one model against another, one depth against another, one pipeline against
 # the other, folded against unfolded) is read from those **rounds**: in round $i$ both were timed
 # back to back, so $\ln(T_{\text{baseline},i} / T_{\text{model},i})$ is one paired value, and a
-# busy spell that slows both cancels in it. The book's rule (see the book's front page) takes the
+# busy spell that slows both cancels in it. The book's rule (see the book's claims page) takes the
 # 95 % interval of their mean and shows it back as a ratio: **a speed-up of x [low, high]** when it
 # lies above 1, **no speed-up, slower** when below, **within noise** when it holds 1, and no
 # verdict (**shown, not judged**) with fewer than 3 rounds.
@@ -151,7 +151,7 @@ speed.equal_depth_figure(result)
 # %% [markdown]
 # Images per second through both pipelines, and each model (the BatchNorm ones, and ViTDyT)
 # against ViT of the same depth (above 1: faster than ViT). Every configuration was timed in the same rounds, one after
-# another, so each ratio has one value per round; the book's rule (see the book's front page)
+# another, so each ratio has one value per round; the book's rule (see the book's claims page)
 # turns them into a verdict: a speed-up with its 95 % interval, no speed-up, or within noise.
 
 # %%

@@ -24,6 +24,7 @@ from PIL import Image
 from vitbn_nb.app import BadImage, create_app, load_model, mnist_style, model_choice, predict, preprocess, server
 from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
+from vitbn_nb.engines import training
 from vitbn_nb.models import build_model
 from vitbn_nb.store import records, runs
 
@@ -58,7 +59,7 @@ def served(tmp_path_factory, mnist_ready):
     store = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VITBN_RUNS_DIR", str(store))
-        run = runs.train(TINY, progress=False)
+        run = training.train(TINY, progress=False)
         model = run.load_model("cpu")
         http = make_server("127.0.0.1", 0, create_app(model, run), threaded=True)
         thread = threading.Thread(target=http.serve_forever, daemon=True)

@@ -39,7 +39,6 @@ def test_blocks_a_bypassed_forward_never_reached_are_never_trained(name):
     assert frame["num_batches_tracked"].tolist() == [5, 0, 0, 0]
     assert frame.loc[0, "norms at initial values"] == "0/2"
     assert frame.loc[1:, "norms at initial values"].eq("2/2").all()
-    assert audit.summary(frame) == "1 of 4 blocks trained; never trained: blocks 2, 3, 4"
 
 
 def test_a_layernorm_vit_is_judged_by_its_norm_parameters():
@@ -55,7 +54,6 @@ def test_every_block_of_a_fully_trained_model_is_trained(tmp_path):
     torch.save({"model": model.state_dict(), "optimizer": {}}, path)  # a checkpoint that wraps the weights
     frame = audit.block_usage(path)
     assert frame["verdict"].eq("trained").all() and frame["num_batches_tracked"].tolist() == [2, 2, 2]
-    assert audit.summary(frame) == "all 3 blocks trained"
 
 
 def test_an_untrained_model_is_never_trained_everywhere():

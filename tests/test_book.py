@@ -467,7 +467,12 @@ def check_book_in_browser(driver, result) -> dict:
     with serve(result.index_html.parent) as base:
         driver.get(f"{base}/index.html")  # a redirect to the landing page
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/intro.html"))
-        for page, title in [("intro", book_html.BOOK_TITLE), *[(c.name, c.title) for c in result.chapters]]:
+        pages = [
+            ("claims", "Every claim, judged"),
+            ("reference", "Using the book"),
+            ("outputs", "Outputs of this build"),
+        ]
+        for page, title in [("intro", book_html.BOOK_TITLE), *[(c.name, c.title) for c in result.chapters], *pages]:
             driver.get(f"{base}/{page}.html")
             WebDriverWait(driver, 30).until(lambda d: d.execute_script(ALL_IMAGES_SETTLED))
             heading = driver.find_element(By.CSS_SELECTOR, "article h1").text.replace("#", "").strip()
@@ -477,7 +482,9 @@ def check_book_in_browser(driver, result) -> dict:
                     a.get_attribute("href").rsplit("/", 1)[-1].split("#")[0]
                     for a in driver.find_elements(By.CSS_SELECTOR, "article a[href]")
                 }
-                missing = [c.name for c in result.chapters if f"{c.name}.html" not in links]
+                missing = [
+                    n for n in [c.name for c in result.chapters] + [p for p, _ in pages] if f"{n}.html" not in links
+                ]
                 assert not missing, f"the landing page does not link {missing}"
             broken = driver.execute_script(BROKEN_IMAGES)
             assert not broken, f"{page}.html has images that did not load: {broken}"
@@ -510,3 +517,36 @@ def test_full_book_in_browser(browser, full_book):
         figures = [n for n, e in manifest.items() if e["kind"] == "figure" and _chapter_of(e, names) == chapter]
         if figures:
             assert images[chapter] >= 1, f"{chapter} saved {figures} but its page shows no image"
+
+
+def test_a_chapter_kernel_talks_over_local_sockets_and_warns_of_nothing(tmp_path, capfd):
+    """The runner's kernels use IPC sockets, so ipykernel has no unencrypted TCP port to warn about."""
+    chapter = write_chapter(tmp_path / "01_one.ipynb", "One cell", new_code_cell("print(6 * 7)"))
+    book._execute(chapter, tmp_path / "out.ipynb", "smoke", False, "1/1", "One cell")
+    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert executed.cells[-1].outputs[0]["text"].strip() == "42"
+    said = capfd.readouterr()
+    assert "without encryption" not in said.out + said.err
+
+
+@needs_chapters
+def test_chapter_5_opened_as_it_is_shows_the_committed_paper_figures_and_trains_nothing(tmp_path, monkeypatch):
+    """What a reader gets who opens chapter 5 and runs it with its default ``profile = "auto"``: the committed
+    ``paper`` runs read from ``figures/records/`` into an empty run store, nothing trained."""
+    import papermill as pm
+
+    for name in ("VITBN_TRAIN", "VITBN_COMMITTED_RECORDS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "figures"))
+    notebook = ROOT / "notebooks" / "05_depth_study.ipynb"
+    pm.execute_notebook(str(notebook), str(tmp_path / "out.ipynb"), cwd=str(notebook.parent), progress_bar=False)
+    said = "".join(
+        o.get("text", "")
+        for c in nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+        for o in c.get("outputs", [])
+    )
+    assert "nothing trains" in said and " 0 trained or resumed" in said
+    outputs = json.loads((tmp_path / "figures" / "manifest.json").read_text())["outputs"]
+    assert outputs["article2_fig8"]["profile"] == "paper"
+    assert not any((tmp_path / "runs").glob("*/weights*"))  # nothing trained into the store

@@ -9,10 +9,11 @@ import torch
 from test_hostile_input import Payload
 
 from vitbn_nb import chapters
-from vitbn_nb import train as training
+from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import main
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
 from vitbn_nb.chapters.three_things import study as three_things
+from vitbn_nb.engines import training
 from vitbn_nb.store import bundle, records, runs
 
 CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20, seed=s) for s in (0, 1)]
@@ -21,7 +22,7 @@ CONFIGS = [runs.RunConfig(model="DNN_d3", epochs=1, train_size=40, test_size=20,
 @pytest.fixture
 def trained_store(run_store, mnist_ready):
     for config in CONFIGS:
-        runs.train(config, progress=False)
+        training.train(config, progress=False)
     return run_store
 
 
@@ -39,12 +40,12 @@ def test_a_bundle_imported_into_an_empty_store_gives_the_same_runs(trained_store
         assert mine.record == theirs.record
         mine.load_model("cpu")  # the weights came along, verified
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert runs.train_all(CONFIGS, progress=False)[0].record == runs.Run(other / CONFIGS[0].run_id("cpu")).record
+    assert training.train_all(CONFIGS, progress=False)[0].record == runs.Run(other / CONFIGS[0].run_id("cpu")).record
     assert main(["runs", "import", str(file)]) == 0  # a second import finds everything there
 
 
 def test_needed_weights_leave_out_runs_no_chapter_loads(trained_store, tmp_path):
-    done = bundle.export(tmp_path / "needed.tar.gz", needed=training.needed_weights("smoke"), profile="smoke")
+    done = bundle.export(tmp_path / "needed.tar.gz", needed=train_command.needed_weights("smoke"), profile="smoke")
     assert done["runs"] == 2 and done["weights"] == 0  # chapter 01's DNNs are never loaded when rendering
     with tarfile.open(tmp_path / "needed.tar.gz") as tar:
         assert json.loads(tar.extractfile("bundle.json").read())["weights"] == "needed"
@@ -58,10 +59,10 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
     sources = {config.run_id("cpu") for config in three_things.sequential_configs(settings)}
     timed = {config.run_id("cpu") for _, config in three_things.parallel_pairs(settings)}
     parallel_blocks.run(settings)  # (a)'s runs trained and timed; (b)'s fine-tunings of its sources not yet trained
-    needed = training.needed_weights("smoke")
+    needed = train_command.needed_weights("smoke")
     assert sources <= needed and not (timed - sources) & needed
     assert main(["train", "--profile", "smoke", "--chapters", "07"]) == 0  # the rest trained and measured
-    assert not planned & training.needed_weights("smoke")
+    assert not planned & train_command.needed_weights("smoke")
     parts = (parallel_blocks, attention_finetune, hmlp_stem)
     here = [part.run(settings).per_run for part in parts]
     file = tmp_path / "bundle.tar.gz"

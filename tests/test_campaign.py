@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from vitbn_nb import campaign, chapters
-from vitbn_nb import train as training
+from vitbn_nb import train as train_command
+from vitbn_nb.engines import training
 from vitbn_nb.limits import Deadline
-from vitbn_nb.store import committed, runs
+from vitbn_nb.store import committed
 from vitbn_nb.system import hardware_label
 
 
@@ -47,7 +48,7 @@ def fake_training(monkeypatch):
         trained.extend(unit)
         return []
 
-    monkeypatch.setattr(campaign.runs, "train_all", train_all)
+    monkeypatch.setattr(campaign.training, "train_all", train_all)
     monkeypatch.setattr(campaign, "Estimator", Priced)
     return trained
 
@@ -198,7 +199,7 @@ def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):
     configs = smoke_campaign[0].configs()
     deepest = max(configs, key=lambda c: c.model_kwargs["depth"])
     monkeypatch.setattr(campaign, "_epochs_done", lambda c, device, retrain=frozenset(): 1 if c == deepest else 0)
-    order = campaign._order(campaign._units(configs), Priced(configs))
+    order = campaign._order(training.units(configs), Priced(configs))
     assert order[0] == [deepest]
     assert [u[0].model_kwargs["depth"] for u in order[1:]] == sorted(u[0].model_kwargs["depth"] for u in order[1:])
 
@@ -209,7 +210,7 @@ def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, mo
     monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
     cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
-    run = runs.train(cheapest, progress=False)
+    run = training.train(cheapest, progress=False)
     assert campaign.commit(log=lambda line: None) == [run.run_id]
     record = figures / "records" / run.run_id / "record.json"
     assert json.loads(record.read_text())["status"] == "finished"
@@ -231,14 +232,14 @@ def test_a_chapter_renders_at_paper_once_every_paper_run_of_its_first_seeds_is_h
 
     asked = []
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: asked.append(configs) or [])
-    assert training.evidence_profile("05_depth_study", "cpu") == "paper"
+    assert train_command.evidence_profile("05_depth_study", "cpu") == "paper"
     paper = chapters.settings("05_depth_study", "paper")
     assert {c.seed for c in asked[-1]} == set(range(paper.seeds))  # the seed plan's further seeds: the campaign's
-    assert training.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
-    assert training.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
-    assert training.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
+    assert train_command.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
+    assert train_command.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
+    assert train_command.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: ["one-run"])
-    assert training.evidence_profile("05_depth_study", "cpu") == "cpu"
+    assert train_command.evidence_profile("05_depth_study", "cpu") == "cpu"
 
 
 def test_a_chapter_opened_with_profile_auto_shows_the_held_paper_runs_and_trains_nothing(monkeypatch, capsys):

@@ -6,9 +6,9 @@ import json
 
 import torch
 
-from vitbn_nb import train as training
+from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import main
-from vitbn_nb.engines import check_device, stack
+from vitbn_nb.engines import check_device, stack, training
 from vitbn_nb.store import records, runs
 
 CPU = torch.device("cpu")
@@ -49,7 +49,7 @@ def test_a_wrong_engine_fails_its_check_and_is_not_used(run_store, mnist_ready, 
         runs.RunConfig(model="DNN_d3", epochs=2, train_size=60, test_size=40, seed=seed, engine="stacked")
         for seed in (0, 1)
     ]
-    for run in runs.train_all(stacked, progress=False):
+    for run in training.train_all(stacked, progress=False):
         assert run.status == "finished"
         assert all("stack of 3 = one by one" in epoch["engine_fallback"] for epoch in run.record["epochs"])
         assert all("stacked_runs" not in epoch for epoch in run.record["epochs"])  # each trained alone
@@ -65,18 +65,18 @@ def test_train_checks_the_device_first_and_once_where_a_gpu_or_a_stack_trains(ru
         return verdict
 
     monkeypatch.setattr(check_device, "run", check)
-    monkeypatch.setattr(runs, "train_all", lambda configs, **options: [])
-    training.train("smoke", ["1"], log=lambda line: None)
+    monkeypatch.setattr(training, "train_all", lambda configs, **options: [])
+    train_command.train("smoke", ["1"], log=lambda line: None)
     assert checked == []  # eager runs on a CPU: the engine the test suite proves, no check
-    monkeypatch.setattr(training, "needs_device_check", lambda configs: True)  # a GPU, or a stacked run planned
-    training.train("smoke", ["1"], log=lambda line: None)
-    training.train("smoke", ["1"], log=lambda line: None)
+    monkeypatch.setattr(train_command, "needs_device_check", lambda configs: True)  # a GPU, or a stacked run planned
+    train_command.train("smoke", ["1"], log=lambda line: None)
+    train_command.train("smoke", ["1"], log=lambda line: None)
     assert checked == ["quick"]  # the smoke profile's quick check, once: then the stored verdict is read
-    training.train("cpu", ["1"], log=lambda line: None)
+    train_command.train("cpu", ["1"], log=lambda line: None)
     assert checked == ["quick", "full"]  # a real profile wants the full check
     monkeypatch.setenv("VITBN_TRAIN", "never")
     check_device.verdict_path(CPU).unlink()
-    training.train("cpu", ["1"], log=lambda line: None)
+    train_command.train("cpu", ["1"], log=lambda line: None)
     assert checked == ["quick", "full"]  # rendering only trains nothing, so checks nothing
 
 

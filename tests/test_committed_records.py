@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import paths
+from vitbn_nb.engines import training
 from vitbn_nb.profiles import PROFILE_SIZE
 from vitbn_nb.store import committed, runs
 from vitbn_nb.store.run_config import RunConfig
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def committed_store(tmp_path, monkeypatch, mnist_ready):
     """A run trained into one store, its record (no weights) committed in a figures folder, and an empty store."""
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "trained"))
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     figures = tmp_path / "figures"
     (figures / "records" / run.run_id).mkdir(parents=True)
     shutil.copyfile(run.folder / "record.json", figures / "records" / run.run_id / "record.json")
@@ -34,7 +35,7 @@ def committed_store(tmp_path, monkeypatch, mnist_ready):
 
 @pytest.mark.slow
 def test_a_committed_run_is_read_not_trained_and_nothing_is_written(committed_store, tmp_path):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     assert run.folder == paths.committed_records_dir() / committed_store.run_id
     assert run.record["epochs"] == committed_store.record["epochs"]
     assert not any((tmp_path / "fresh").glob("*/record.json"))
@@ -44,25 +45,25 @@ def test_retrain_trains_a_committed_run_into_the_store_and_leaves_its_record(com
     # the fix a chapter names when it needs the weights a committed record leaves out
     committed_record = paths.committed_records_dir() / committed_store.run_id / "record.json"
     before = committed_record.read_bytes()
-    run = runs.retrain(committed_store.run_id, progress=False)
+    run = training.retrain(committed_store.run_id, progress=False)
     assert run.folder == tmp_path / "fresh" / committed_store.run_id and (run.folder / "model.pt").is_file()
     assert committed_record.read_bytes() == before
-    assert runs.train(RunConfig(**TINY), progress=False).folder == run.folder  # the store's own copy wins now
+    assert training.train(RunConfig(**TINY), progress=False).folder == run.folder  # the store's own copy wins now
     with pytest.raises(ValueError, match="nor among the committed records"):
-        runs.retrain("ViT-d6-lr0.001-bs100-s0-0000000000", progress=False)
+        training.retrain("ViT-d6-lr0.001-bs100-s0-0000000000", progress=False)
 
 
 @pytest.mark.slow
 def test_from_scratch_leaves_the_committed_records_out(committed_store, tmp_path, monkeypatch):
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "ignore")
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     assert run.folder == tmp_path / "fresh" / committed_store.run_id
     assert (run.folder / "model.pt").is_file()
 
 
 @pytest.mark.slow
 def test_a_measurement_missing_from_a_committed_record_is_named_not_taken(committed_store):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     with pytest.raises(ValueError, match="lacks the measurement 'latency'.*--from-scratch"):
         runs.measured(run, "latency", lambda: 1.0, None)
     assert "measurements" not in json.loads((run.folder / "record.json").read_text())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from vitbn_nb.engines import training
 from vitbn_nb.store import bundle, records, runs
 from vitbn_nb.store.records import write_record
 
@@ -90,14 +91,14 @@ def bundles(tmp_path_factory, mnist_ready):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VITBN_RUNS_DIR", str(folder / "source"))
         for config in IMPORTED:
-            runs.train(config, progress=False)
+            training.train(config, progress=False)
         bundle.export(folder / "all.tar.gz", needed=None, profile="smoke")
         record = records.read_record(folder / "source" / IMPORTED[0].run_id("cpu"))
         record["finished"] = "on another machine"
         write_record(folder / "source" / IMPORTED[0].run_id("cpu") / "record.json", record)
         bundle.export(folder / "conflicting.tar.gz", needed=None, profile="smoke")
         patch.setenv("VITBN_RUNS_DIR", str(folder / "held"))
-        runs.train(HELD, progress=False)
+        training.train(HELD, progress=False)
         bundle.export(folder / "held.tar.gz", needed=None, profile="smoke")
     return folder
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import chapters
-from vitbn_nb.chapters.fixed_lr import claims, subnormals
+from vitbn_nb.chapters.fixed_lr import judge, subnormals
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr
 from vitbn_nb.chapters.fixed_lr.numbers import PAIRS
 from vitbn_nb.judging import verdicts
@@ -100,7 +100,7 @@ def _result(full: bool, vit=lambda s, e: 95.0 + s / 10):
     if not full:
         return fixed_lr.FixedLrResult(chapters.settings(CHAPTER, "cpu"), cpu)
     settings = chapters.settings(CHAPTER, "cpu", full_protocol_lrs=(0.01,))
-    return fixed_lr.FixedLrResult(settings, cpu, full=_runs(0.01, 30, None, "paper", vit=vit))
+    return fixed_lr.FixedLrResult(settings, cpu, protocol_runs=_runs(0.01, 30, None, "paper", vit=vit))
 
 
 def test_the_outputs_at_a_full_protocol_lr_read_the_paper_runs_and_say_so(figures_store):
@@ -121,7 +121,7 @@ def test_the_outputs_at_a_full_protocol_lr_read_the_paper_runs_and_say_so(figure
     fixed_lr.four_panel_figure(_result(full=False), 0.01)
     entry = read_manifest()["outputs"]["article1_fig5"]
     assert entry["profile"] == "cpu" and entry["scale"].startswith("cpu: 200 of")
-    assert fixed_lr.scale(result.full, "paper") == FULL
+    assert fixed_lr.scale(result.protocol_runs, "paper") == FULL
 
 
 def test_each_runs_pace_at_a_full_protocol_lr_reads_the_paper_runs(figures_store, monkeypatch):
@@ -138,7 +138,7 @@ def test_a_claim_at_a_full_protocol_lr_is_judged_from_the_paper_runs(figures_sto
     upgraded, plain = _result(full=True, vit=plummets), _result(full=False)
 
     def breakdown(result):
-        found = claims.experiment1(fixed_lr.evidence(result))
+        found = judge.experiment1(fixed_lr.evidence(result))
         return [v for v in found if v.claim == "article1/lr0.01/breakdown"]
 
     assert [v.outcome for v in breakdown(plain)] == [verdicts.UNTESTABLE]
@@ -149,7 +149,7 @@ def test_a_claim_at_a_full_protocol_lr_is_judged_from_the_paper_runs(figures_sto
     as_run = [v for v in judged if v.condition.startswith("as run")]
     assert all(v.outcome == verdicts.NOISE and (v.collapsed, v.collapsed_base) == (3, 0) for v in as_run)
     # the other lrs are still judged over the cpu runs: not testable at their scale
-    found = claims.experiment1(fixed_lr.evidence(upgraded))
+    found = judge.experiment1(fixed_lr.evidence(upgraded))
     assert all(v.outcome == verdicts.UNTESTABLE for v in found if v.claim == "article1/lr0.005/accuracy/ViTBN")
     # the saved claims table says which runs each lr was judged over, and reads the paper runs
     fixed_lr.claims_table(upgraded)
@@ -210,11 +210,11 @@ def test_run_keeps_the_paper_runs_apart_from_the_profiles(monkeypatch):
             columns=["run_id", "model", "depth", "lr", "train_size"],
         )
 
-    monkeypatch.setattr(fixed_lr.runs, "train_all", lambda configs, force=False: list(configs))
+    monkeypatch.setattr(fixed_lr.training, "train_all", lambda configs, force=False: list(configs))
     monkeypatch.setattr(fixed_lr.runs, "load_table", table)
     result = fixed_lr.run(chapters.settings(CHAPTER, "cpu", full_protocol_lrs=(0.01,)))
     paper_ids = {c.run_id("cpu") for c in _at(fixed_lr.plan(chapters.settings(CHAPTER, "paper")), 0.01)}
-    assert set(result.full["run_id"]) == paper_ids
+    assert set(result.protocol_runs["run_id"]) == paper_ids
     assert (result.table["train_size"] == 5000).all() and (result.sweep["train_size"] == 5000).all()
     assert set(fixed_lr.evidence(result).query("lr == 0.01")["run_id"]) == paper_ids
-    assert fixed_lr.run(chapters.settings(CHAPTER, "cpu")).full is None
+    assert fixed_lr.run(chapters.settings(CHAPTER, "cpu")).protocol_runs is None

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from vitbn_nb import atomic, chapters
-from vitbn_nb import train as training
+from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import cli, main
+from vitbn_nb.engines import training
 from vitbn_nb.store import bundle, records, run_folder, runs
 from vitbn_nb.store.records import RunStoreError, sha256, write_record
 from vitbn_nb.store.runs import RunConfig
@@ -50,7 +51,7 @@ def _poison(path: Path, marker: Path, *, checkpoint: bool = False) -> None:
 @pytest.fixture
 def store(run_store, mnist_ready):
     for seed in range(3):
-        runs.train(RunConfig(**TINY, seed=seed), progress=False)
+        training.train(RunConfig(**TINY, seed=seed), progress=False)
     return run_store
 
 
@@ -114,7 +115,7 @@ def test_a_malicious_model_file_is_refused_by_check_load_and_the_app(store, tmp_
         runs.Run(folder).load_model("cpu")
     from vitbn_nb.app.server import load_model
 
-    served = runs.train(RunConfig(**{**TINY, "model": "ViTBNFFN", "model_kwargs": {"depth": 1}}), progress=False)
+    served = training.train(RunConfig(**{**TINY, "model": "ViTBNFFN", "model_kwargs": {"depth": 1}}), progress=False)
     _poison(served.folder / "model.pt", marker)
     with pytest.raises(SystemExit, match="cannot serve it.*cannot be read as weights"):
         load_model(served.run_id, train_if_missing=False, log=lambda _: None)
@@ -129,7 +130,7 @@ def test_a_malicious_checkpoint_is_refused_by_check_and_train(store, tmp_path, c
     assert main(["runs", "check"]) == 1
     assert "checkpoint.pt cannot be read as weights" in capsys.readouterr().out
     with pytest.raises(RunStoreError, match="checkpoint.pt cannot be read as weights"):
-        runs.train(RunConfig(**TINY, seed=0), progress=False)  # resuming reads the checkpoint
+        training.train(RunConfig(**TINY, seed=0), progress=False)  # resuming reads the checkpoint
     assert not marker.exists()
 
 
@@ -237,9 +238,9 @@ def test_a_record_without_its_checksum_or_with_wrong_keys_is_refused_everywhere(
         out = capsys.readouterr().out
         assert expected in out and "record.json" in out and "fix:" in out, (expected, out)
         with pytest.raises(RunStoreError, match="record.json"):
-            runs.train(RunConfig(**TINY, seed=0), progress=False)
+            training.train(RunConfig(**TINY, seed=0), progress=False)
         with pytest.raises(RunStoreError, match="record.json"):
-            bundle.export(tmp_path / "out.tar.gz", needed=training.needed_weights("smoke"), profile="smoke")
+            bundle.export(tmp_path / "out.tar.gz", needed=train_command.needed_weights("smoke"), profile="smoke")
         assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1
         assert "Traceback" not in capsys.readouterr().err
 
@@ -249,7 +250,7 @@ def test_import_is_all_or_nothing_and_names_every_conflict(store, tmp_path, monk
     bundle.export(file, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
-    runs.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
+    training.train(RunConfig(**TINY, seed=2, lr=2e-3), progress=False)  # an unrelated run of the other store
     third = RunConfig(**TINY, seed=2).run_id("cpu")
     (other / third).mkdir()
     (other / third / "record.json").write_bytes((store / third / "record.json").read_bytes())
@@ -289,7 +290,7 @@ def test_a_further_optimisation_replaces_an_earlier_one_and_a_diverging_one_is_r
     (study / "ax_state.json").write_text('{"experiment": {}, "generation_strategy": {}, "v": 2}')
     (study / "trials.json").write_text('{"0": {"a": 1}, "1": {"a": 2}}')
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(file, needed=train_command.needed_weights("smoke"), profile="smoke")
     other = tmp_path / "other" / "hpo" / study.name
     other.mkdir(parents=True)
     (other / "trials.json").write_text('{"0": {"a": 1}}')
@@ -311,7 +312,7 @@ def test_rendering_finished_runs_writes_nothing_to_the_store(store, monkeypatch)
     shutil.rmtree(store / ".locks")
     before = _tree(store)
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    runs.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
+    training.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
     assert sorted(p.name for p in store.iterdir()) == sorted(_ids())  # no lock folder, nothing new
     assert _tree(store) == before
 
@@ -333,12 +334,12 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
 
     shutil.rmtree(store / ".locks")
     code = (
-        "import pathlib, sys; from vitbn_nb.store import runs; "
+        "import pathlib, sys; from vitbn_nb.engines import training; from vitbn_nb.store import runs; "
         "store = pathlib.Path(sys.argv[1]); "
         "sys.exit('store is writable') if __import__('os').access(store, __import__('os').W_OK) else None; "
         f"cfg = [runs.RunConfig(**{TINY!r}, seed=s) for s in range(3)]; "
-        "print(len(runs.train_all(cfg, progress=False))); "
-        f"runs.train(runs.RunConfig(**{{**{TINY!r}, 'epochs': 3}}), progress=False)"
+        "print(len(training.train_all(cfg, progress=False))); "
+        f"training.train(runs.RunConfig(**{{**{TINY!r}, 'epochs': 3}}), progress=False)"
     )
     done = subprocess.run(
         [*_read_only(store), sys.executable, "-c", code, str(store)],
@@ -426,9 +427,9 @@ def test_a_truncated_model_of_a_finished_run_is_not_reused_silently(store):
     data = (folder / "model.pt").read_bytes()
     (folder / "model.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(RunStoreError, match="model.pt does not match its checksum.*runs retrain"):
-        runs.train(RunConfig(**TINY, seed=0), progress=False)
+        training.train(RunConfig(**TINY, seed=0), progress=False)
     assert main(["runs", "retrain", _ids()[0]]) == 0
-    assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+    assert training.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
 
 
 def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store, monkeypatch, capsys):
@@ -437,7 +438,7 @@ def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store
     assert main(["runs", "check"]) == 0
     assert "still hold a checkpoint.pt" in capsys.readouterr().out
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert runs.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+    assert training.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
 
 
 def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, tmp_path, capsys):
@@ -465,7 +466,7 @@ def test_a_damaged_committed_record_is_restored_from_git_never_deleted(run_store
     monkeypatch.delenv("VITBN_COMMITTED_RECORDS")
     monkeypatch.setenv("VITBN_TRAIN", "never")
     with pytest.raises(RunStoreError) as refused:
-        runs.train(RunConfig(**TINY), progress=False)
+        training.train(RunConfig(**TINY), progress=False)
     text = str(refused.value)
     assert f"{folder / 'record.json'} cannot be read" in text and "delete" not in text
     assert f"fix: restore it from git (git checkout -- {folder / 'record.json'})" in text
@@ -485,12 +486,12 @@ def _rewrite(folder: Path, edit) -> None:
     [
         (lambda r: r["epochs"][-1].__setitem__("test_acc", 250.0), "'test_acc' must be a percentage"),
         (lambda r: r["epochs"][-1].__setitem__("test_acc", float("nan")), "'test_acc' must be a percentage"),
-        (lambda r: r["epochs"][0].__setitem__("class_acc", [101.0] * 10), "'class_acc' must be"),
+        (lambda r: r["epochs"][0].__setitem__("class_acc", [101.0] * 10), "class_acc: 0 must be a percentage"),
         (lambda r: r["epochs"][0].__setitem__("train_seconds", -1.0), "'train_seconds' must be seconds"),
         (lambda r: r["epochs"][0].__setitem__("train_loss", float("nan")), "'diverged' must say"),
-        (lambda r: r.__setitem__("segments", [{}]), "'segments' must be"),
+        (lambda r: r.__setitem__("segments", [{}]), "segments/0: 'hardware' is missing"),
         (lambda r: r.__setitem__("hardware", {"device": "cpu"}), "'hardware' must be"),
-        (lambda r: r.__setitem__("measurements", {"m": {"value": "x"}}), "must hold a value of numbers"),
+        (lambda r: r.__setitem__("measurements", {"m": {"value": "x"}}), "'value' must be numbers or null"),
     ],
 )
 def test_impossible_numbers_in_a_well_checksummed_record_are_refused(store, edit, expected):
@@ -499,6 +500,19 @@ def test_impossible_numbers_in_a_well_checksummed_record_are_refused(store, edit
     _rewrite(folder, edit)
     with pytest.raises(RunStoreError, match=expected):
         records.read_record(folder)
+
+
+def test_the_stores_files_are_declared_once_as_json_schema_which_every_committed_file_meets():
+    for schema in (records.RECORD_SCHEMA, *records.STATE_SCHEMAS.values()):
+        records._Validator.check_schema(schema)  # a JSON Schema, as jsonschema reads it
+    committed = ROOT / "figures" / "records"
+    found = sorted(committed.glob("*/record.json"))
+    assert found and not [p for p in found if records.record_problem(json.loads(p.read_text()), p.parent.name)]
+    state = sorted((committed / records.STATE_FOLDER).rglob("*.json"))
+    assert state and not [p for p in state if records.state_file_problem(p)]
+    assert records.state_problem("trials.json", {"0": {"lr": 0.1, "batch_size": True}}) == (
+        "is not a trial ledger: 0: 'batch_size' is wrong: True is not of type 'integer'"
+    )
 
 
 def test_a_record_nested_too_deeply_is_damaged_not_a_bug(store, capsys):
@@ -520,7 +534,7 @@ def test_an_import_stopped_half_way_leaves_whole_runs_and_the_same_import_comple
     store, tmp_path, monkeypatch, capsys
 ):
     records_only, everything = tmp_path / "records.tar.gz", tmp_path / "all.tar.gz"
-    bundle.export(records_only, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(records_only, needed=train_command.needed_weights("smoke"), profile="smoke")
     bundle.export(everything, needed=None, profile="smoke")
     other = tmp_path / "other"
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
@@ -570,11 +584,11 @@ def test_optimisation_state_is_checked_as_the_optimisation_reads_it(store, tmp_p
     assert "not an Ax snapshot" in capsys.readouterr().out
     (study / "ax_state.json").unlink()
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(file, needed=train_command.needed_weights("smoke"), profile="smoke")
     files = _exported(store, tmp_path)
     files[f"runs/hpo/{study.name}/trials.json"] = b'{"0": {"accuracy": "high"}}'
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
-    with pytest.raises(bundle.BundleError, match="'accuracy' has the wrong type"):
+    with pytest.raises(bundle.BundleError, match="'accuracy' must be a percentage"):
         bundle.import_bundle(_bundle(tmp_path / "bad.tar.gz", files))
 
 
@@ -595,16 +609,16 @@ def test_odd_things_in_place_of_a_run_folder_are_named_with_a_fix(store, tmp_pat
     shutil.rmtree(folder)
     folder.write_text("not a folder")
     with pytest.raises(RunStoreError, match="is a file, where the run's folder belongs.*fix: move"):
-        runs.train(RunConfig(**TINY, seed=0), progress=False)
+        training.train(RunConfig(**TINY, seed=0), progress=False)
     folder.unlink()
     folder.symlink_to(tmp_path)
     with pytest.raises(RunStoreError, match="is a link"):
-        runs.train(RunConfig(**TINY, seed=0), force=True, progress=False)
+        training.train(RunConfig(**TINY, seed=0), force=True, progress=False)
     folder.unlink()
     shutil.rmtree(store / ".locks", ignore_errors=True)
     (store / ".locks").write_text("")
     with pytest.raises(RunStoreError, match=r"\.locks is a file.*fix: delete"):
-        runs.train(RunConfig(**TINY, seed=0), progress=False)
+        training.train(RunConfig(**TINY, seed=0), progress=False)
 
 
 def test_a_bundle_whose_sizes_disagree_with_its_list_is_refused_before_writing(store, tmp_path):
@@ -645,7 +659,7 @@ def test_environment_variables_name_themselves_when_wrong(run_store, tmp_path, m
 
 def test_importing_runs_alone_makes_no_optimisation_folder(store, tmp_path, monkeypatch):
     file = tmp_path / "b.tar.gz"
-    bundle.export(file, needed=training.needed_weights("smoke"), profile="smoke")
+    bundle.export(file, needed=train_command.needed_weights("smoke"), profile="smoke")
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "other"))
     bundle.import_bundle(file)
     assert not (tmp_path / "other" / "hpo").exists()
@@ -657,10 +671,10 @@ def test_an_unreachable_mlflow_server_warns_once_and_does_not_hold_up_training(s
     tracking.unreachable.cache_clear()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
     with pytest.warns(UserWarning, match="not mirrored to MLflow.*does not answer") as caught:
-        runs.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
+        training.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
     assert len([w for w in caught if "MLflow" in str(w.message)]) == 1
     with pytest.raises(ConnectionError, match="does not answer"):
-        runs.train(RunConfig(**TINY, seed=0), progress=False, mlflow=True)
+        training.train(RunConfig(**TINY, seed=0), progress=False, mlflow=True)
     tracking.unreachable.cache_clear()
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from vitbn_nb import hpo
-from vitbn_nb.engines import engine
+from vitbn_nb.engines import engine, training
 from vitbn_nb.store import runs
 from vitbn_nb.store.records import write_record
 
-REAL_TRAIN = runs.train
+REAL_TRAIN = training.train
 TINY = dict(trial_epochs=1, train_size=200, test_size=100)
 
 
@@ -44,8 +44,8 @@ def synthetic_train_model(
 
 
 def interrupt_at(monkeypatch, call):
-    """Make ``runs.train`` raise on its ``call``-th call (after Ax suggested that trial); return the calls."""
-    real, calls = runs.train, []
+    """Make ``training.train`` raise on its ``call``-th call (after Ax suggested that trial); return the calls."""
+    real, calls = training.train, []
 
     def train(config, **kwargs):
         calls.append(config)
@@ -53,7 +53,7 @@ def interrupt_at(monkeypatch, call):
             raise Interrupted(f"simulated interruption in trial {call}")
         return real(config, **kwargs)
 
-    monkeypatch.setattr(runs, "train", train)
+    monkeypatch.setattr(training, "train", train)
     return calls
 
 
@@ -137,7 +137,7 @@ def test_the_ledger_and_table_name_the_run_a_trial_read_not_the_one_planned(run_
         write_record(elsewhere / "record.json", {**record, "run_id": elsewhere.name})
         return runs.Run(elsewhere)
 
-    monkeypatch.setattr(runs, "train", train_elsewhere)
+    monkeypatch.setattr(training, "train", train_elsewhere)
     study = hpo.Study("ViTBNFFN", **TINY)
     table = hpo.optimise(study, 1, progress=False)
     ledger = json.loads((study.folder("cpu") / hpo.LEDGER_FILE).read_text())
@@ -158,7 +158,7 @@ def test_an_interrupted_optimisation_resumes_without_repeating_finished_trials(r
     }
     assert len(stored) == 2
 
-    monkeypatch.setattr(runs, "train", REAL_TRAIN)
+    monkeypatch.setattr(training, "train", REAL_TRAIN)
     trained = count_trainings(monkeypatch)
     table = hpo.optimise(study, 3, progress=False)
     assert list(table["trial"]) == [1, 2, 3]
@@ -197,7 +197,7 @@ def test_botorch_takes_over_after_the_initialisation_and_a_resume_gives_the_same
     with pytest.raises(Interrupted):
         hpo.optimise(study, hpo.INITIAL_TRIALS + 1, progress=False)
     assert len(calls) == hpo.INITIAL_TRIALS + 1
-    monkeypatch.setattr(runs, "train", REAL_TRAIN)
+    monkeypatch.setattr(training, "train", REAL_TRAIN)
     resumed = hpo.optimise(study, hpo.INITIAL_TRIALS + 1, progress=False)
     assert columns(resumed).equals(columns(reference))  # same seed, same suggestions, BoTorch's included
 

@@ -86,7 +86,6 @@ def test_plan_adds_the_depth6_trio_at_each_extra_lr():
     assert len(extra) == len(settings.sweep_lrs) * settings.seeds * 3
     assert {c.model for c in extra} == {"ViT", "ViTBNFFN", "ViTBN"}
     assert all(c.model_kwargs.get("depth", 6) == 6 for c in extra)
-    assert lr_sweep.grid(settings) == sorted({*settings.lrs, *settings.sweep_lrs})
     # the sweep adds runs to the chapter's plan and shares the rest
     assert len(fixed_lr.plan(settings)) == len(settings.lrs) * settings.seeds * 5 + len(extra)
 
@@ -124,9 +123,9 @@ def test_a_fall_before_the_last_test_is_not_marked_and_a_run_that_never_learned_
 def test_article_1s_larger_lr_conclusion_is_not_testable_in_runs_shorter_than_its_protocol():
     from types import SimpleNamespace
 
-    from vitbn_nb.chapters.fixed_lr import claims
+    from vitbn_nb.chapters.fixed_lr import judge
 
-    found = claims.larger_lr(_sweep())
+    found = judge.larger_lr(_sweep())
     # ViT against ViTBN at 0.01 and 0.05 (0.001 and 0.005 are below article 1's largest rate); 3 epochs of 50 steps
     assert [v.condition for v in found] == ["lr 0.01: ViT d6 against ViTBN d6", "lr 0.05: ViT d6 against ViTBN d6"]
     # ViT breaks down at 0.05 in these short runs, yet article 1's stability over 30 epochs cannot be judged from them
@@ -165,9 +164,9 @@ def _full_sweep(bn_falls_at_001=False, seeds=4):
 def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protocol():
     from types import SimpleNamespace
 
-    from vitbn_nb.chapters.fixed_lr import claims
+    from vitbn_nb.chapters.fixed_lr import judge
 
-    found = claims.larger_lr(_full_sweep())
+    found = judge.larger_lr(_full_sweep())
     assert [v.condition for v in found] == ["lr 0.01: ViT d6 against ViTBN d6", "lr 0.05: ViT d6 against ViTBN d6"]
     # a run that diverged at epoch 5 ended its protocol there (a collapse): it does not make the comparison untestable
     assert all(v.outcome == verdicts.AGREES for v in found)  # 4 of 4 ViT runs collapse, 0 of 4 ViTBN runs
@@ -177,25 +176,25 @@ def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protoc
     text = lr_sweep.takeaway(SimpleNamespace(sweep=_full_sweep())).data
     assert "ViT collapsing more often than the BatchNorm model in 2, less often in 0 and no difference" in text
     assert "bear it out at every rate they could judge" in text
-    three = claims.larger_lr(_full_sweep(seeds=3))  # 3 of 3 against 0 of 3: Fisher's test cannot reach p < 0.05
+    three = judge.larger_lr(_full_sweep(seeds=3))  # 3 of 3 against 0 of 3: Fisher's test cannot reach p < 0.05
     assert all(v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in three)
 
 
 def test_a_batchnorm_model_that_breaks_down_too_is_not_counted_as_stable():
-    from vitbn_nb.chapters.fixed_lr import claims
+    from vitbn_nb.chapters.fixed_lr import judge
 
-    found = {v.condition.split(":")[0]: v for v in claims.larger_lr(_full_sweep(bn_falls_at_001=True))}
+    found = {v.condition.split(":")[0]: v for v in judge.larger_lr(_full_sweep(bn_falls_at_001=True))}
     # at lr 0.01 ViTBN collapses (96 -> 20) as every ViT run does: not "stable", and no difference either way
     assert found["lr 0.01"].outcome == verdicts.NOISE and found["lr 0.01"].collapsed_base == 4
     assert found["lr 0.05"].outcome == verdicts.AGREES
 
 
 def test_a_run_still_under_way_leaves_the_claim_untestable():
-    from vitbn_nb.chapters.fixed_lr import claims
+    from vitbn_nb.chapters.fixed_lr import judge
 
     sweep = _full_sweep()
     unfinished = sweep[~((sweep["model"] == "ViTBN") & (sweep["seed"] == 1) & (sweep["epoch"] > 20))]
-    found = {v.condition.split(":")[0]: v for v in claims.larger_lr(unfinished)}
+    found = {v.condition.split(":")[0]: v for v in judge.larger_lr(unfinished)}
     assert found["lr 0.01"].outcome == verdicts.UNTESTABLE
     assert found["lr 0.01"].scale == "12,000 of the article's 18,000 steps"
 
@@ -206,16 +205,16 @@ def test_the_larger_lr_conclusion_reads_article_1s_whole_protocol_where_its_runs
     other rates over the sweep's short runs."""
     from types import SimpleNamespace
 
-    from vitbn_nb.chapters.fixed_lr import claims
+    from vitbn_nb.chapters.fixed_lr import judge
 
     full = _full_sweep()
     full = full[full["lr"] == 0.01]
     shallow = full[full["model"] == "ViTBN"].assign(depth=1, test_acc=5.0)  # would reverse the verdict if read
-    found = {v.condition.split(":")[0]: v for v in claims.larger_lr(_sweep(), pd.concat([full, shallow]))}
+    found = {v.condition.split(":")[0]: v for v in judge.larger_lr(_sweep(), pd.concat([full, shallow]))}
     assert found["lr 0.01"].outcome == verdicts.AGREES
     assert found["lr 0.01"].scale == "18,000 of the article's 18,000 steps"
     assert found["lr 0.05"].outcome == verdicts.UNTESTABLE  # the sweep's 150 steps
-    text = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep(), full=full)).data
+    text = lr_sweep.takeaway(SimpleNamespace(sweep=_sweep(), protocol_runs=full)).data
     assert (
         "collapsing more often than the BatchNorm model in 1, less often in 0 and no difference its runs "
         "could show in 0 of 1" in text
@@ -223,6 +222,6 @@ def test_the_larger_lr_conclusion_reads_article_1s_whole_protocol_where_its_runs
     assert "1 of the comparisons are not testable at this scale" in text
     # whole-protocol runs that lack one side at a rate leave that rate to the sweep, not to an empty comparison
     vit_only = full[full["model"] == "ViT"]
-    found = {v.condition.split(":")[0]: v for v in claims.larger_lr(_sweep(), vit_only)}
+    found = {v.condition.split(":")[0]: v for v in judge.larger_lr(_sweep(), vit_only)}
     assert found["lr 0.01"].scale == "150 of the article's 18,000 steps"
-    assert claims.larger_lr(_sweep().iloc[0:0], full) == []
+    assert judge.larger_lr(_sweep().iloc[0:0], full) == []

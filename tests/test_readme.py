@@ -1,8 +1,10 @@
-"""README.md's results are written from figures/, and a test fails when the two disagree."""
+"""README.md's findings and the book's claims and reference pages are written from figures/, and a test fails when
+they disagree."""
 
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from vitbn_nb.publishing import readme
@@ -11,11 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "figures"
 
 
-def test_readme_agrees_with_the_committed_figures():
-    text = (ROOT / "README.md").read_text()
-    assert readme.render(text, FIGURES) == text, (
-        "README.md's results differ from figures/: run `python -m vitbn_nb readme` and commit both"
+def test_readme_and_the_book_pages_agree_with_the_committed_figures():
+    assert readme.disagreeing(FIGURES, ROOT) == [], (
+        "the generated blocks differ from figures/: run `python -m vitbn_nb readme` and commit both"
     )
+
+
+def test_the_readme_leads_with_each_articles_findings_on_its_first_screen():
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:60])
+    for article in readme.ARTICLES:
+        assert f"**{article.capitalize()}**" in first_screen
+    assert "**Decided**" in first_screen and "Not testable" in first_screen and readme.CLAIMS_PAGE in first_screen
 
 
 def _claims_csv(folder, rows):
@@ -25,7 +33,7 @@ def _claims_csv(folder, rows):
     from vitbn_nb.judging import claims, verdicts
 
     found = [verdicts.difference(key, values, +1, condition=condition) for key, values, condition in rows]
-    claims.table(found, article.claims(chapters.settings("05_depth_study", "paper"))).to_csv(
+    claims.table(found, article.findings(chapters.settings("05_depth_study", "paper"))).to_csv(
         folder / "05_claims.csv", index=False
     )
 
@@ -43,10 +51,11 @@ def test_the_results_table_lists_every_saved_claim_with_the_rules_verdict(tmp_pa
         ],
     )
     results = readme.results_block(copy)
-    table = [line for line in results.splitlines() if line.startswith("| article 2")]
-    assert len(table) == 3
+    table = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith("| claim |")]
+    table = [line for line in table if "---" not in line]
+    assert len(table) == 3 and results.count("| claim |") == 2  # one table per figure: Fig 8 and Fig 10
     assert "agrees" in table[0] and "+2.5 pt" in table[0]
-    assert "one seed: shown, not judged" in table[1]
+    assert "shown, not judged" in table[1] and "(1 seed)" in table[1]
     assert "within noise" in table[2] and "(both at depth 3)" in table[2]
     assert "figures/manifest.json" in results and "the one rule" in results
 
@@ -96,18 +105,35 @@ def test_a_readme_without_markers_is_refused_by_name(tmp_path):
         readme.render("# a README\n", FIGURES)
 
 
+def _documents_in(root):
+    for document in readme.DOCUMENTS:
+        (root / document).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / document, root / document)
+
+
 def test_update_writes_only_when_something_changed(tmp_path):
-    target = tmp_path / "README.md"
-    target.write_text((ROOT / "README.md").read_text())
-    assert readme.update(target, FIGURES) is False
-    target.write_text("x\n" + "\n".join(f"{start}\nstale\n{end}" for start, end in map(readme._markers, readme.BLOCKS)))
-    assert readme.update(target, FIGURES) is True and "stale" not in target.read_text()
+    _documents_in(tmp_path)
+    assert readme.update(FIGURES, tmp_path) == []
+    stale = lambda blocks: "x\n" + "\n".join(f"{start}\nstale\n{end}" for start, end in map(readme._markers, blocks))
+    (tmp_path / "book" / "claims.md").write_text(stale(readme.DOCUMENTS["book/claims.md"]))
+    assert readme.update(FIGURES, tmp_path) == [tmp_path / "book" / "claims.md"]
+    assert "stale" not in (tmp_path / "book" / "claims.md").read_text()
+
+
+def test_a_document_without_its_markers_is_refused_and_nothing_written(tmp_path):
+    _documents_in(tmp_path)
+    (tmp_path / "book" / "reference.md").write_text("# no markers\n")
+    (tmp_path / "README.md").write_text((tmp_path / "README.md").read_text().replace("rows", "ROWS"))
+    before = (tmp_path / "README.md").read_text()
+    with pytest.raises(ValueError, match="reference.md lacks the performance markers"):
+        readme.update(FIGURES, tmp_path)
+    assert (tmp_path / "README.md").read_text() == before
 
 
 @pytest.fixture
 def readme_copy(tmp_path, monkeypatch):
-    """``readme.main`` pointed at a copy of README.md, so no test touches the real one."""
-    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    """``readme.main`` pointed at a copy of the documents, so no test touches the real ones."""
+    _documents_in(tmp_path)
     monkeypatch.setattr(readme, "project_root", lambda: tmp_path)
     return tmp_path / "README.md"
 
@@ -152,7 +178,7 @@ def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(t
     import pandas as pd
 
     from vitbn_nb import data
-    from vitbn_nb.chapters.emnist_transfer import article, claims
+    from vitbn_nb.chapters.emnist_transfer import article, judge
     from vitbn_nb.judging.claims import table
 
     copy = tmp_path / "figures"
@@ -164,11 +190,28 @@ def test_the_transfer_row_names_its_depth_its_stand_in_set_and_its_single_seed(t
             for m, t in (("ViT", 1.0), ("ViTBNFFN", 0.8), ("ViTBN", 0.8))
         ]
     )
-    table(claims.transfer(measured, "CPU: a test machine"), article.claims()).to_csv(
+    table(judge.transfer(measured, "CPU: a test machine"), article.findings()).to_csv(
         copy / "06_claims.csv", index=False
     )
-    rows = [line for line in readme.results_block(copy).splitlines() if "transfer article" in line]
+    block = readme.results_block(copy)
+    assert "**article 1, on the series' transfer article**" in block
+    rows = [line for line in block.splitlines() if "judged at equal depth only" in line]
     assert len(rows) == 2
     for row in rows:
         assert "judged at equal depth only" in row and "computed one block" in row
         assert "scikit-learn's 8x8 digits upsampled to 28x28" in row and "1 seed" in row
+
+
+def test_a_chapters_takeaway_follows_its_verdicts(tmp_path):
+    from vitbn_nb.publishing.results import takeaway_text
+
+    copy = tmp_path / "figures"
+    copy.mkdir()
+    _claims_csv(copy, [("article2/depth/lr0.003/d6", [2.0, 3.0, 2.5], ""), ("article2/depth/lr0.003/d7", [1.0], "")])
+    claims = pd.read_csv(copy / "05_claims.csv", keep_default_na=False)
+    text = takeaway_text(claims, "paper")
+    assert "**Decided**: 1" in text and "+2.5 pt" in text and "**agrees**" in text
+    assert "**Waiting for their planned seeds**: 1" in text and "profile `paper`, 2 claims" in text
+    _claims_csv(copy, [("article2/depth/lr0.003/d6", [-2.0, -3.0, -2.5], "")])
+    flipped = takeaway_text(pd.read_csv(copy / "05_claims.csv", keep_default_na=False), "paper")
+    assert "**disagrees**" in flipped and "agrees**" not in flipped.replace("disagrees**", "")

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from vitbn_nb import atomic
-from vitbn_nb.engines import engine
-from vitbn_nb.store import runs
-from vitbn_nb.store.runs import RunConfig, load_table, train
+from vitbn_nb.engines import engine, training
+from vitbn_nb.engines.training import train
+from vitbn_nb.store.runs import RunConfig, load_table
 
 SMALL = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=2, lr=1e-3, train_size=300, test_size=200)
 
@@ -114,7 +114,7 @@ class BlowsUp(nn.Module):
 
 
 def test_a_nan_loss_is_recorded_as_diverged_at_that_epoch(run_store, mnist_ready, monkeypatch):
-    monkeypatch.setattr(runs, "build_model", lambda name, **kwargs: BlowsUp(after=4))  # 3 steps an epoch
+    monkeypatch.setattr(training, "build_model", lambda name, **kwargs: BlowsUp(after=4))  # 3 steps an epoch
     run = train(RunConfig(**{**SMALL, "epochs": 5}), progress=False)
     assert run.status == "diverged" and run.record["diverged_epoch"] == 2
     assert [e["diverged"] for e in run.record["epochs"]] == [False, True]
@@ -145,7 +145,7 @@ def test_a_run_killed_mid_epoch_resumes_with_nothing_lost_or_duplicated(run_stor
     run_id = RunConfig(**config).run_id("cpu")
     record_path = run_store / run_id / "record.json"
     script = (
-        "from vitbn_nb.store.runs import RunConfig, train\n"
+        "from vitbn_nb.engines.training import train\nfrom vitbn_nb.store.run_config import RunConfig\n"
         f"train(RunConfig(**{config!r}), device='cpu', progress=False)\n"
     )
     env = {**os.environ, "VITBN_RUNS_DIR": str(run_store)}

@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+from vitbn_nb.engines import training
 from vitbn_nb.store import runs
 from vitbn_nb.store.runs import RunConfig
 
@@ -30,11 +31,11 @@ def per_epoch(run: runs.Run) -> list[tuple]:
 @pytest.fixture
 def one_by_one(tmp_path_factory, monkeypatch, mnist_ready):
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path_factory.mktemp("eager")))
-    return runs.train_all(configs("eager"), progress=False)
+    return training.train_all(configs("eager"), progress=False)
 
 
 def test_a_stack_equals_its_runs_trained_one_by_one(one_by_one, run_store):
-    stacked = runs.train_all(configs("stacked"), progress=False)
+    stacked = training.train_all(configs("stacked"), progress=False)
     assert len({r.run_id for r in stacked}) == 3 and all(r.status == "finished" for r in stacked)
     for alone, together in zip(one_by_one, stacked):
         assert alone.run_id != together.run_id  # the engine kind is part of a run's identity
@@ -63,7 +64,7 @@ def test_a_stacked_run_resumes_after_a_kill(run_store, mnist_ready, tmp_path, mo
     stack = configs("stacked", epochs=4, train_size=1500)
     record = run_store / stack[0].run_id("cpu") / "record.json"
     script = (
-        "from vitbn_nb.store.runs import RunConfig, train_all\n"
+        "from vitbn_nb.engines.training import train_all\nfrom vitbn_nb.store.run_config import RunConfig\n"
         f"train_all([RunConfig(**c) for c in {[c.to_dict() for c in stack]!r}], device='cpu', progress=False)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "VITBN_RUNS_DIR": str(run_store)})
@@ -79,11 +80,11 @@ def test_a_stacked_run_resumes_after_a_kill(run_store, mnist_ready, tmp_path, mo
     killed_at = [len(json.loads((run_store / c.run_id("cpu") / "record.json").read_text())["epochs"]) for c in stack]
     assert min(killed_at) >= 1
 
-    resumed = runs.train_all(stack, progress=False)
+    resumed = training.train_all(stack, progress=False)
     assert all(r.status == "finished" and r.record["resumed_at"] for r in resumed)
     assert all(len(r.record["segments"]) == 2 for r in resumed)  # the hardware of each segment is recorded
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "uninterrupted"))
-    uninterrupted = runs.train_all(stack, progress=False)
+    uninterrupted = training.train_all(stack, progress=False)
     # The kill can fall between two members' checkpoints: members that stand at different epochs resume as separate
     # stacks, whose batched kernels round differently, so the numbers agree to fp32 rounding (bit for bit otherwise).
     for again, straight in zip(resumed, uninterrupted, strict=True):
@@ -97,5 +98,6 @@ def test_runs_that_cannot_share_a_stack_are_refused():
         RunConfig(**{**BASE, "model_kwargs": {"depth": 2, "dropout": 0.1}}, engine="stacked")
     with pytest.raises(ValueError, match="engine="):
         RunConfig(**BASE, engine="graph")
-    with pytest.raises(ValueError, match="differ in seed and lr only"):
-        runs.train_stack([*configs("stacked"), RunConfig(**{**BASE, "epochs": 5}, engine="stacked")])
+    # runs that differ in more than seed and lr train in stacks of their own
+    longer = RunConfig(**{**BASE, "epochs": 5}, engine="stacked")
+    assert training.units([*configs("stacked"), longer]) == [configs("stacked"), [longer]]

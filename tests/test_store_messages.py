@@ -12,6 +12,7 @@ import torch
 
 from vitbn_nb import atomic
 from vitbn_nb.__main__ import cli, describe
+from vitbn_nb.engines import training
 from vitbn_nb.publishing import figures
 from vitbn_nb.store import records, runs
 from vitbn_nb.store.runs import RunConfig
@@ -21,7 +22,7 @@ TINY = dict(model="DNN_d3", epochs=1, train_size=40, test_size=20)
 
 @pytest.mark.parametrize("kind", ["raw pickle", "legacy torch.save"])
 def test_a_raw_pickle_for_weights_is_one_line_without_torchs_warnings(run_store, mnist_ready, capfd, kind):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     model = run.folder / "model.pt"
     if kind == "raw pickle":
         model.write_bytes(pickle.dumps({"net.1.weight": [0.0] * 10}))
@@ -45,10 +46,14 @@ def test_a_raw_pickle_for_weights_is_one_line_without_torchs_warnings(run_store,
 def test_a_read_only_figures_folder_is_one_line_with_its_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "figures"))
 
-    def read_only(path, *args, **kwargs):
-        raise OSError(errno.EROFS, "Read-only file system", str(path))
+    real_open = os.open
 
-    monkeypatch.setattr(figures, "open", read_only, raising=False)
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith(".manifest.lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
     with pytest.raises(atomic.WriteError) as refused, figures._manifest_lock():
         pass
     text = describe(refused.value)

@@ -13,10 +13,11 @@ import pytest
 from vitbn_nb import profiles
 from vitbn_nb.__main__ import main
 from vitbn_nb.app import server
+from vitbn_nb.engines import training
 from vitbn_nb.judging import claims as shared_claims
 from vitbn_nb.judging import selection
 from vitbn_nb.publishing import results
-from vitbn_nb.store import records, runs
+from vitbn_nb.store import records, run_folder, runs
 from vitbn_nb.store.runs import RunConfig, RunStoreError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,18 +41,19 @@ def test_any_other_force_is_refused_by_name(bad):
 
 
 def test_a_string_force_never_reaches_the_store_as_retrain(run_store, mnist_ready):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     started = run.record["started"]
-    assert runs.train(RunConfig(**TINY), force="false", progress=False).record["started"] == started  # kept
+    assert training.train(RunConfig(**TINY), force="false", progress=False).record["started"] == started  # kept
     with pytest.raises(ValueError, match="force='yes'"):
-        runs.train_all([RunConfig(**TINY)], force="yes", progress=False)
+        training.train_all([RunConfig(**TINY)], force="yes", progress=False)
 
 
 # -- one writer per run --------------------------------------------------------------------------
 
 TRAIN_ONE = """
 import json, sys, time
-from vitbn_nb.store.runs import RunConfig, train
+from vitbn_nb.engines.training import train
+from vitbn_nb.store.runs import RunConfig
 while time.time() < float(sys.argv[2]):  # both processes start training at the same instant
     time.sleep(0.01)
 run = train(RunConfig(**json.loads(sys.argv[1])), progress=True)
@@ -83,8 +85,17 @@ def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
     assert record["resumed_at"] == [] and len(record["epochs"]) == 3
 
 
+def test_a_held_run_lock_is_seen_and_looking_writes_nothing(tmp_path):
+    store = tmp_path / "store"
+    assert not run_folder.is_locked("r", store) and not store.exists()  # no lock file: nobody trains it
+    with run_folder.run_lock("r", progress=False, store=store):
+        assert run_folder.is_locked("r", store)  # another lock on the file cannot be taken while it is held
+    assert not run_folder.is_locked("r", store)
+    assert [p.name for p in (store / records.LOCKS).iterdir()] == ["r.lock"]  # the run's own, nothing more
+
+
 def test_epochs_record_the_machine_load_and_chapters_flag_contention(run_store, mnist_ready):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     epoch = run.record["epochs"][0]
     assert {"load_1min", "busy_processes", "cpu_cores", "other_cpu_seconds", "test_other_cpu_seconds"} <= set(epoch)
     assert epoch["other_cpu_seconds"] is None or epoch["other_cpu_seconds"] >= 0
@@ -163,7 +174,9 @@ def test_every_time_shown_leaves_out_the_epochs_timed_beside_other_work():
                 )
     table = pd.DataFrame(rows)
     assert len(selection.timed_epochs(table)) == 15
-    assert results.speed_ratios(table, baseline="ViT").set_index("model").loc["ViTBN", "r_t"] == "3.00 ± 0.00"
+    assert (
+        str(results.speed_ratios(table, baseline="ViT").set_index("model").loc["ViTBN", "r_t"]) == "3.00 [3.00, 3.00]"
+    )
     gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
     assert list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 3
 
@@ -198,7 +211,7 @@ def test_a_seeds_two_runs_are_timed_against_each_other_only_on_one_machine():
     table = pd.DataFrame(rows)
     ratios = results.speed_ratios(table, baseline="ViT").set_index("model")
     # seed 2 on A (two epochs each) alone: 3.00, where pooling both machines would give 40 / 15 = 2.67
-    assert (ratios.loc["ViTBN", "r_t"], ratios.loc["ViTBN", "seeds"]) == ("3.00 ± 0.00", 2)
+    assert (str(ratios.loc["ViTBN", "r_t"]), ratios.loc["ViTBN", "seeds"]) == ("3.00 [3.00, 3.00]", 2)
     gains = shared_claims.run_gains(table, dict(model="ViTBN"), dict(model="ViT"), "train_seconds")
     assert list(gains.index) == [0, 2] and list(gains) == [pytest.approx(100 * (1 - 10 / 30))] * 2
     # a gain names the machines that timed its pairs (seed 0 and most of seed 2 on A), not every machine that
@@ -252,7 +265,7 @@ def test_each_epoch_is_named_by_the_machine_that_trained_it():
 def store_with_damage(run_store, mnist_ready):
     """Three finished runs: one record truncated, one model truncated, one turned into an unfinished run whose
     checkpoint is truncated."""
-    made = [runs.train(RunConfig(**TINY, seed=seed), progress=False) for seed in range(3)]
+    made = [training.train(RunConfig(**TINY, seed=seed), progress=False) for seed in range(3)]
     record_run, model_run, checkpoint_run = made
     text = (record_run.folder / "record.json").read_text()
     (record_run.folder / "record.json").write_text(text[: len(text) // 2])
@@ -291,21 +304,21 @@ def test_damaged_files_are_named_in_every_error(store_with_damage, run_store):
     with pytest.raises(RunStoreError, match=r"model\.pt does not match its checksum"):
         runs.Run(run_store / store_with_damage["model"]).load_model()
     with pytest.raises(RunStoreError, match=r"checkpoint\.pt"):
-        runs.train(RunConfig(**TINY, seed=2), progress=False)  # resuming reads the damaged checkpoint
+        training.train(RunConfig(**TINY, seed=2), progress=False)  # resuming reads the damaged checkpoint
 
 
 def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
     assert main(["runs", "retrain", store_with_damage["model"]]) == 0
     assert main(["runs", "retrain", store_with_damage["checkpoint"]]) == 0
     with pytest.raises(RunStoreError, match="configuration is unknown"):
-        runs.retrain(store_with_damage["record"])
+        training.retrain(store_with_damage["record"])
     assert set(records.check_store()["run"]) == {store_with_damage["record"]}
     with pytest.raises(ValueError, match="not a run in the run store"):
-        runs.retrain("no-such-run")
+        training.retrain("no-such-run")
 
 
 def test_an_edited_record_fails_its_checksum(run_store, mnist_ready):
-    run = runs.train(RunConfig(**TINY), progress=False)
+    run = training.train(RunConfig(**TINY), progress=False)
     record = json.loads((run.folder / "record.json").read_text())
     record["epochs"][0]["test_acc"] = 99.9
     (run.folder / "record.json").write_text(json.dumps(record))
@@ -314,15 +327,15 @@ def test_an_edited_record_fails_its_checksum(run_store, mnist_ready):
 
 
 def test_stale_temporary_files_are_cleaned_when_a_run_is_next_written(run_store, mnist_ready):
-    run = runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
+    run = training.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
     stale = run.folder / ".checkpoint.pt.abc123.tmp"
     stale.write_bytes(b"left by a killed process")
-    runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
+    training.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)
     assert stale.exists()  # reading a finished run writes nothing (another process may be mid-write)
     record = records.read_record(run.folder)
     record.update(status="running", epochs=record["epochs"][:1], checksums={})
     records.write_record(run.folder / "record.json", record)
-    runs.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)  # resumed under the run's lock: cleaned
+    training.train(RunConfig(**{**TINY, "epochs": 2}), progress=False)  # resumed under the run's lock: cleaned
     assert not stale.exists()
 
 
@@ -330,7 +343,7 @@ def test_stale_temporary_files_are_cleaned_when_a_run_is_next_written(run_store,
 
 
 def test_the_app_refuses_a_corrupt_model_with_a_clear_message(run_store, mnist_ready):
-    run = runs.train(RunConfig(**{**TINY, "train_size": 12_000}), progress=False)
+    run = training.train(RunConfig(**{**TINY, "train_size": 12_000}), progress=False)
     (run.folder / "model.pt").write_bytes(b"corrupt")
     with pytest.raises(SystemExit, match=r"cannot serve it: .*model\.pt"):
         server.load_model(run.run_id, log=lambda line: None)
@@ -341,7 +354,7 @@ def test_the_app_refuses_a_corrupt_model_with_a_clear_message(run_store, mnist_r
 
 
 def test_the_app_passes_over_smoke_scale_runs(run_store, mnist_ready):
-    small = runs.train(RunConfig(**TINY), progress=False)  # 200 images x 1 epoch: smoke-scale
+    small = training.train(RunConfig(**TINY), progress=False)  # 200 images x 1 epoch: smoke-scale
     found, skipped = server.candidates()
     assert found == [] and any(small.run_id in note and "smoke-scale" in note for note in skipped)
 
@@ -350,15 +363,15 @@ def test_with_training_off_a_missing_run_is_named_and_a_stored_one_is_read(run_s
     config = runs.RunConfig(model="DNN_d3", epochs=1, train_size=20, test_size=20)
     monkeypatch.setenv("VITBN_TRAIN", "never")
     with pytest.raises(records.RunStoreError, match=config.run_id("cpu") + ".*training is off"):
-        runs.train(config, progress=False)
+        training.train(config, progress=False)
     assert not (run_store / config.run_id("cpu") / "record.json").exists()
     monkeypatch.delenv("VITBN_TRAIN")
-    trained = runs.train(config, progress=False)
+    trained = training.train(config, progress=False)
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert runs.train(config, progress=False).record == trained.record  # read back, nothing trained
+    assert training.train(config, progress=False).record == trained.record  # read back, nothing trained
     with pytest.raises(ValueError, match="force=True would delete"):
-        runs.train(config, force=True, progress=False)
+        training.train(config, force=True, progress=False)
     assert runs.Run(trained.folder).record == trained.record  # and nothing was deleted
     monkeypatch.setenv("VITBN_TRAIN", "sometimes")
     with pytest.raises(ValueError, match="VITBN_TRAIN='sometimes'"):
-        runs.train(config, progress=False)
+        training.train(config, progress=False)

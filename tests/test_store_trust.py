@@ -19,7 +19,8 @@ import torch
 from test_hostile_input import _bundle, _exported, _tree
 
 from vitbn_nb.__main__ import cli
-from vitbn_nb.store import bundle, records, runs
+from vitbn_nb.engines import training
+from vitbn_nb.store import bundle, records
 from vitbn_nb.store.records import sha256, write_record
 from vitbn_nb.store.runs import RunConfig
 
@@ -31,7 +32,7 @@ MAX_GROWTH_MIB = 100
 
 @pytest.fixture
 def store(run_store, mnist_ready):
-    runs.train(RunConfig(**TINY), progress=False)
+    training.train(RunConfig(**TINY), progress=False)
     return run_store
 
 
@@ -293,9 +294,9 @@ def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
     assert _tree(folder) == before  # the finished run, as it was
-    assert runs.train(RunConfig(**TINY), progress=False).record == records.read_record(folder)  # and reused
+    assert training.train(RunConfig(**TINY), progress=False).record == records.read_record(folder)  # and reused
     old = records.read_record(folder)["started"]
-    retrained = runs.retrain(_run_id(), progress=False)
+    retrained = training.retrain(_run_id(), progress=False)
     assert retrained.folder == folder and retrained.status == "finished"
     assert records.read_record(folder)["started"] != old or _tree(folder) != before
     assert not (store / ".retrain" / _run_id()).exists() and records.check_store().empty

@@ -3,8 +3,10 @@ chapter; no import circle), and the CPU path never loads the stacked engine. Rea
 functions counted."""
 
 import ast
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,10 +79,8 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 CORE = ("models", "data", "engines", "store", "judging", "publishing", "bench")
 #: Arrows from the core into the chapters still to invert (issue 50): each names the module and what it asks.
 LEFT_TO_INVERT = {
-    ("vitbn_nb.bench.__main__", "vitbn_nb.chapters"),  # chapter 08's settings for `python -m vitbn_nb bench`
     ("vitbn_nb.publishing.book", "vitbn_nb.chapters"),  # the registry's names and full_protocol_lrs
     ("vitbn_nb.publishing.colab", "vitbn_nb.chapters"),  # the registry's names, to find the open chapter
-    ("vitbn_nb.publishing.readme", "vitbn_nb.chapters"),  # the seeds of the smaller profiles, for the provenance
 }
 
 
@@ -211,7 +211,117 @@ def test_training_on_a_cpu_neither_imports_nor_runs_the_stacked_engine(tmp_path,
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert "vitbn_nb.train" in loaded and "vitbn_nb.store.runs" in loaded
+    assert "vitbn_nb.train" in loaded and "vitbn_nb.engines.training" in loaded
     assert not loaded & {"vitbn_nb.engines.stack", "vitbn_nb.engines.check_device"}, loaded
     assert not (tmp_path / "runs" / ".device-checks").exists()
     assert chapters.settings("01_batchnorm_intro", "smoke").engine == "eager"
+
+
+def test_the_store_keeps_runs_and_never_calls_training():
+    """Training (``vitbn_nb.engines``) calls the store; the store imports no engine, so a run's settings go one way."""
+    graph = import_graph(type_checking=True)
+    found = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if module.startswith("vitbn_nb.store")
+        for target in targets
+        if target.startswith("vitbn_nb.engines")
+    )
+    assert not found, "the store imports an engine:\n  " + "\n  ".join(found)
+
+
+#: The subpackages whose imports sit at the top of a module: an import inside a function says why on its line or the
+#: line above (a heavy or optional dependency, or a path a structure rule keeps clear), in a word or two.
+TOP_IMPORTS = ("chapters", "judging", "bench")
+
+
+def local_imports_without_a_reason(paths) -> list[str]:
+    """``path:line`` of every import inside a function with no comment on its line or the line above."""
+    found = set()
+    for path in paths:
+        lines = Path(path).read_text().splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(function):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+                        if "#" not in lines[node.lineno - 1] and not above.startswith("#"):
+                            found.add(f"{path}:{node.lineno}")
+    return sorted(found)
+
+
+def test_an_import_inside_a_function_says_why():
+    paths = [p for name in TOP_IMPORTS for p in sorted((PACKAGE / name).rglob("*.py"))]
+    found = local_imports_without_a_reason(paths)
+    assert not found, "move these imports to the top of their module, or say why not:\n  " + "\n  ".join(found)
+
+
+def test_the_local_import_check_finds_an_import_with_no_reason(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text(
+        "import os\n\ndef f():\n    import json\n\ndef g():\n    import csv  # heavy\n\n"
+        "def h():\n    # optional: not installed everywhere\n    import sqlite3\n"
+    )
+    assert local_imports_without_a_reason([path]) == [f"{path}:4"]
+
+
+#: A name a docstring or comment gives to a module, a function or a constant of the package.
+DOTTED = re.compile(r"\bvitbn_nb(?:\.[A-Za-z_]\w*)+")
+ROLE = re.compile(r":(?:mod|func|class|data|meth|attr):`~?(\.[.\w]+)`")
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``vitbn_nb.a.b.c`` is a module of the package or a name one defines."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
+    return False
+
+
+def stale_names(text: str, module: str, package: str) -> list[str]:
+    """The names in ``text`` (module ``module`` of ``package``) that name nothing the package holds: every
+    ``vitbn_nb.…`` name, and every relative reference (``:func:`.judge.larger_lr```, read from the package or the
+    module itself)."""
+    names = DOTTED.findall(text)
+    for relative in ROLE.findall(text):
+        level = len(relative) - len(relative.lstrip("."))
+        base = ".".join(package.split(".")[: len(package.split(".")) - level + 1])
+        candidates = (f"{base}.{relative.lstrip('.')}", f"{module}.{relative.lstrip('.')}")
+        names.append(next((c for c in candidates if _resolves(c)), candidates[0]))
+    return [name for name in names if not _resolves(name)]
+
+
+def _stale_in(paths, relative: bool = True) -> list[str]:
+    found = []
+    for path in paths:
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        text = path.read_text() if relative else "\n".join(DOTTED.findall(path.read_text()))
+        found += [f"{path.relative_to(ROOT)}: {name}" for name in stale_names(text, module, package)]
+    return found
+
+
+def test_docstrings_name_modules_and_functions_that_exist():
+    """Every ``vitbn_nb.…`` name in the package, and every relative reference in the subpackages of
+    :data:`TOP_IMPORTS`, names a module or a name of the package (a move or a rename leaves none stale)."""
+    found = _stale_in(sorted(PACKAGE.rglob("*.py")), relative=False)
+    found += _stale_in([p for name in TOP_IMPORTS for p in sorted((PACKAGE / name).rglob("*.py"))])
+    assert not found, "stale names:\n  " + "\n  ".join(sorted(set(found)))
+
+
+def test_the_stale_name_check_finds_a_name_that_moved():
+    module, package = "vitbn_nb.chapters.fixed_lr.study", "vitbn_nb.chapters.fixed_lr"
+    assert stale_names("vitbn_nb.chapters.fixed_lr.lr_sweep, :func:`.judge.larger_lr`", module, package) == []
+    text = "see vitbn_nb.studies.lr_sweep and :func:`.claims.larger_lr`"
+    assert stale_names(text, module, package) == [
+        "vitbn_nb.studies.lr_sweep",
+        "vitbn_nb.chapters.fixed_lr.claims.larger_lr",
+    ]

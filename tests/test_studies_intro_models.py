@@ -249,5 +249,5 @@ def test_chapter_01s_claims_do_not_depend_on_the_order_of_its_rates():
     from vitbn_nb.chapters.batchnorm_intro import article
 
     given = [chapters.settings("01_batchnorm_intro", "paper", lrs=lrs) for lrs in ((0.01, 0.1), (0.1, 0.01))]
-    first, second = ([(c.key, c.measure) for c in article.claims(s)] for s in given)
+    first, second = ([(c.key, c.measure) for c in article.findings(s)] for s in given)
     assert first == second and "lr 0.01" in first[0][1]

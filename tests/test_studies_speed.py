@@ -14,6 +14,9 @@ from vitbn_nb.chapters.speed import study as speed
 from vitbn_nb.judging import verdicts
 from vitbn_nb.publishing.figures import read_manifest
 
+#: Article 1's models, whose measurements the tables below are built from.
+MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+
 TINY = chapters.settings(
     "08_where_the_speed_comes_from",
     "smoke",
@@ -58,14 +61,14 @@ def with_speeds(result, train, infer, repeats=None):
 
 def test_every_profile_has_the_depths_the_accounting_needs():
     for name in profiles.PROFILE_NAMES:
-        settings = chapters.settings(speed.CHAPTER, name)
-        assert settings.models == (*speed.MODELS, "ViTDyT") and {1, 6} <= set(settings.depths)
+        settings = chapters.settings(speed.SpeedSettings.chapter, name)
+        assert settings.models == (*MODELS, "ViTDyT") and {1, 6} <= set(settings.depths)
         assert not speed.plan(settings)
 
 
 def test_settings_without_both_depths_are_refused():
     with pytest.raises(ValueError, match="depths"):
-        speed.run(chapters.settings(speed.CHAPTER, "smoke", depths=[1, 2]))
+        speed.run(chapters.settings(speed.SpeedSettings.chapter, "smoke", depths=[1, 2]))
 
 
 def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
@@ -85,7 +88,7 @@ def test_figures_and_tables_are_saved_and_listed(measured, figures_store):
         "new_op_counts": "new/op_counts",
     }
     for name, reproduces in expected.items():
-        assert manifest[name]["reproduces"] == reproduces and manifest[name]["chapter"] == speed.CHAPTER
+        assert manifest[name]["reproduces"] == reproduces and manifest[name]["chapter"] == speed.SpeedSettings.chapter
         assert manifest[name]["profile"] == "smoke"
         for file in manifest[name]["files"]:
             assert (figures_store / file).stat().st_size > 0
@@ -151,7 +154,7 @@ def test_the_accounting_splits_the_published_ratio_into_depth_and_normalisation(
 
 
 def test_a_slower_batchnorm_model_is_said_to_be_slower(measured):
-    speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
+    speeds = {(m, d, p): 1000.0 / d for m in MODELS for d in (1, 6) for p in ("engine", "reference")}
     speeds[("ViTBN", 1, "engine")] = 500.0  # half ViT's speed at depth 1
     text = speed_accounting.accounting_statement(with_speeds(measured, speeds, speeds)).data
     assert "ViTBN against ViT at equal depth 1: no speed-up, slower: 0.50× [0.50, 0.50] (3 rounds)" in text
@@ -159,7 +162,7 @@ def test_a_slower_batchnorm_model_is_said_to_be_slower(measured):
 
 
 def test_a_difference_within_the_rounds_noise_is_judged_within_noise(measured):
-    speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
+    speeds = {(m, d, p): 1000.0 / d for m in MODELS for d in (1, 6) for p in ("engine", "reference")}
     speeds[("ViTBN", 1, "engine")] = 960.0  # 4 % slower than ViT ...
     # ... while ViT's own rounds spread by 17 %
     fake = with_speeds(measured, speeds, speeds, repeats={("training", "ViT", 1, "engine"): [900.0, 1000.0, 1050.0]})
@@ -170,7 +173,7 @@ def test_a_difference_within_the_rounds_noise_is_judged_within_noise(measured):
 
 def _flat(measured, repeats=None):
     """Every configuration at 1000 / depth images/s (ViT, ViTBNFFN and ViTBN alike), ``repeats`` overriding rounds."""
-    speeds = {(m, d, p): 1000.0 / d for m in speed.MODELS for d in (1, 6) for p in ("engine", "reference")}
+    speeds = {(m, d, p): 1000.0 / d for m in MODELS for d in (1, 6) for p in ("engine", "reference")}
     return with_speeds(measured, speeds, speeds, repeats=repeats)
 
 
@@ -179,7 +182,7 @@ def test_a_busy_round_common_to_both_models_cancels_in_the_chapter_s_ratio(measu
     busy = [1.0, 0.5, 1.0]
     repeats = {
         ("training", m, d, p): [1000.0 / d * b for b in busy]
-        for m in speed.MODELS
+        for m in MODELS
         for d in (1, 6)
         for p in ("engine", "reference")
     }
@@ -272,7 +275,7 @@ def test_vitdyt_is_timed_at_equal_depth_beside_vit_by_the_rule(measured):
         assert judged.text in table.loc[("ViTDyT", depth), column] or table.loc[("ViTDyT", depth), column]
 
 
-def _committed_file(measured, folder, models=speed.MODELS):
+def _committed_file(measured, folder, models=MODELS):
     """``measured`` written as the book's committed ``bench.json`` in ``folder``, holding only ``models``."""
     found = json.loads(bench.to_json(measured.bench))
     found["settings"]["models"] = list(models)
@@ -294,10 +297,10 @@ def test_the_chapter_renders_the_committed_measurement_without_measuring(measure
         raise AssertionError("rendering from the committed measurement must not measure")
 
     monkeypatch.setattr(speed.bench, "measure", no_measuring)
-    settings = chapters.settings(speed.CHAPTER, "cpu")  # the settings ask for ViTDyT too
+    settings = chapters.settings(speed.SpeedSettings.chapter, "cpu")  # the settings ask for ViTDyT too
     result = speed.run(settings)
     assert result.source == "committed" and result.not_measured == ("ViTDyT",)
-    assert result.models == speed.MODELS and result.settings.profile == "smoke"  # as the file was measured
+    assert result.models == MODELS and result.settings.profile == "smoke"  # as the file was measured
     note = speed.hardware_note(result).data
     assert "committed measurement" in note and measured.bench.meta["date"][:10] in note
     assert "ViTDyT is not in this measurement" in note and speed.MEASURE_COMMAND in note
@@ -317,7 +320,7 @@ def test_measuring_anew_is_asked_for_and_kept_beside_the_outputs(measured, tmp_p
     monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "staging"))
     monkeypatch.setattr(speed.bench, "measure", lambda settings, device, log=None: measured.bench)
     monkeypatch.setattr(speed.op_counts, "table", lambda *args: [])
-    settings = chapters.settings(speed.CHAPTER, "cpu")
+    settings = chapters.settings(speed.SpeedSettings.chapter, "cpu")
     monkeypatch.setenv("VITBN_MEASURE", "1")  # python -m vitbn_nb book --measure
     result = speed.run(settings)
     assert result.source == "measured" and "measured now" in speed.hardware_note(result).data
@@ -334,4 +337,4 @@ def test_measuring_anew_is_asked_for_and_kept_beside_the_outputs(measured, tmp_p
 def test_the_repository_s_committed_measurement_reads_back():
     found, taken, why = speed.committed_measurement()
     assert found is not None, why
-    assert set(speed.MODELS) <= set(taken.models) and {1, 6} <= set(taken.depths)
+    assert set(MODELS) <= set(taken.models) and {1, 6} <= set(taken.depths)

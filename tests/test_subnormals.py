@@ -7,6 +7,7 @@ import torch
 
 from vitbn_nb import campaign
 from vitbn_nb.chapters.fixed_lr import subnormals
+from vitbn_nb.engines import training
 from vitbn_nb.store import runs
 
 
@@ -74,7 +75,7 @@ def test_a_finished_runs_step_is_measured_once_and_kept_in_its_record(monkeypatc
     monkeypatch.setattr(subnormals, "ROUNDS", 2)
     monkeypatch.setattr(subnormals, "BATCHES", 2)
     stable = next(c for c in stage.configs() if c.model == "ViTBNFFN" and c.model_kwargs["depth"] == 1)
-    run = runs.train(stable, progress=False)
+    run = training.train(stable, progress=False)
     assert run.status == "finished"
     monkeypatch.setattr(subnormals, "taken_busy", lambda value: False)  # whatever else runs beside the suite
     logged = []

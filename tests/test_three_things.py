@@ -8,7 +8,7 @@ from torch import nn
 from vitbn_nb import chapters, data, profiles
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
 from vitbn_nb.chapters.three_things import study as three_things
-from vitbn_nb.engines import finetune
+from vitbn_nb.engines import finetune, training
 from vitbn_nb.models import REFERENCE_VIT, DNN_d3, ViT, ViTBN, ViTBNFFN, build_model, count_parameters
 from vitbn_nb.models.norms import BatchNorm, LayerNorm2d
 from vitbn_nb.models.vit import HMLPStem, Parallel, hmlp_kernels
@@ -239,7 +239,7 @@ def test_earlier_run_ids_do_not_change():
 
 
 def test_fine_tuning_run_at_56_pixels_trains_only_attention(run_store, mnist_ready):
-    source = runs.train(runs.RunConfig(**SOURCE), progress=False)
+    source = training.train(runs.RunConfig(**SOURCE), progress=False)
     config = runs.RunConfig(
         **{**SOURCE, "model_kwargs": {"depth": 1, "image_size": 56}},
         dataset="mnist56",
@@ -247,7 +247,7 @@ def test_fine_tuning_run_at_56_pixels_trains_only_attention(run_store, mnist_rea
         trainable="attention",
     )
     assert config.to_dict()["init_from"] == source.run_id and "-ftattention-" in config.run_id("cpu")
-    tuned = runs.train(config, progress=False)
+    tuned = training.train(config, progress=False)
     assert tuned.status == "finished" and tuned.record["parameters"]["trainable"] < tuned.record["parameters"]["total"]
     before, after = source.load_model("cpu").state_dict(), tuned.load_model("cpu").state_dict()
     assert after["pos_embedding"].shape == (1, 65, 64)
@@ -281,12 +281,12 @@ def test_bad_fine_tuning_configurations_are_refused_by_name(change, argument):
 
 def test_a_missing_or_mismatched_source_run_is_refused(run_store, mnist_ready):
     with pytest.raises(ValueError, match="init_from='nope'.*no finished run"):
-        runs.train(runs.RunConfig(**SOURCE, init_from="nope"), progress=False)
-    source = runs.train(runs.RunConfig(**SOURCE), progress=False)
+        training.train(runs.RunConfig(**SOURCE, init_from="nope"), progress=False)
+    source = training.train(runs.RunConfig(**SOURCE), progress=False)
     with pytest.raises(ValueError, match="is a ViTBNFFN run"):
-        runs.train(runs.RunConfig(**{**SOURCE, "model": "ViT"}, init_from=source.run_id), progress=False)
+        training.train(runs.RunConfig(**{**SOURCE, "model": "ViT"}, init_from=source.run_id), progress=False)
     with pytest.raises(ValueError, match="do not fit"):
-        runs.train(
+        training.train(
             runs.RunConfig(**{**SOURCE, "model_kwargs": {"depth": 1, "dim": 32}}, init_from=source.run_id),
             progress=False,
         )
@@ -358,14 +358,15 @@ def test_the_three_parts_on_tiny_runs(run_store, figures_store, mnist_ready):
 
 def test_force_retrains_every_time_asked_and_only_the_runs_a_part_owns(run_store, mnist_ready, monkeypatch):
     forced = []
-    real_train = runs.train
+    real_train_all = training.train_all
 
-    def spy(config, *, force=False, **kwargs):
+    def spy(configs, *, force=False, **kwargs):
+        configs = list(configs)
         if force:
-            forced.append(config.run_id("cpu"))
-        return real_train(config, force=force, **kwargs)
+            forced.extend(config.run_id("cpu") for config in configs)
+        return real_train_all(configs, force=force, **kwargs)
 
-    monkeypatch.setattr(runs, "train", spy)
+    monkeypatch.setattr(training, "train_all", spy)
     settings = chapters.settings("07_three_things", "smoke", models=["ViTBN"], train_size=40, test_size=20)
     own = {c.run_id("cpu") for c in hmlp_stem.plan(settings) if c.model_kwargs.get("stem") == "hmlp"}
     for attempt in (1, 2):
@@ -408,11 +409,10 @@ def test_chapter_07_counts_a_vits_flops_as_chapter_02_does_attention_included():
         + 2 * tokens * dim * mlp
     )
     model = build_model("ViT", depth=6)
-    assert hmlp_stem.flops_per_image(model) == 6 * block + 2 * (16 * 49 * 64 + 64 * 10)
-    assert hmlp_stem.flops_per_image(model) == model_sizes.forward_flops(build_model("ViT", depth=6))
+    assert model_sizes.forward_flops(model) == 6 * block + 2 * (16 * 49 * 64 + 64 * 10)
     # the hMLP stem's model is counted by the same counter: only its stem differs from the linear one's count
     stem = build_model("ViT", depth=6, stem="hmlp")
-    assert hmlp_stem.flops_per_image(stem) - 6 * block > 0
+    assert model_sizes.forward_flops(stem) - 6 * block > 0
 
 
 def test_a_parts_time_per_epoch_is_each_runs_median_of_the_epochs_the_book_may_show():

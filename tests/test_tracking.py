@@ -10,8 +10,9 @@ from typing import ClassVar
 import pytest
 
 from vitbn_nb.engines import engine
+from vitbn_nb.engines.training import train
 from vitbn_nb.store import tracking
-from vitbn_nb.store.runs import RunConfig, train
+from vitbn_nb.store.run_config import RunConfig
 
 pytest.importorskip("mlflow")
 
@@ -108,7 +109,7 @@ def test_mlflow_true_without_a_uri_uses_sqlite_beside_the_run_store(run_store, m
 def test_without_mlflow_configured_mlflow_is_never_imported(run_store, mnist_ready):
     script = (
         "import sys, json\n"
-        "from vitbn_nb.store.runs import RunConfig, train\n"
+        "from vitbn_nb.engines.training import train\nfrom vitbn_nb.store.run_config import RunConfig\n"
         f"train(RunConfig(**{dict(TINY, epochs=1)!r}), progress=False)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow')))\n"
     )

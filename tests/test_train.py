@@ -2,7 +2,9 @@
 
 import pytest
 
+from vitbn_nb import limits
 from vitbn_nb.__main__ import main
+from vitbn_nb.engines import training
 from vitbn_nb.store import runs
 
 
@@ -10,8 +12,47 @@ def test_dry_run_lists_every_chapter_and_trains_nothing(run_store, mnist_ready, 
     assert main(["train", "--dry-run", "--profile", "paper"]) == 0
     printed = capsys.readouterr().out
     assert "nothing is trained" in printed and "03_fixed_lr" in printed and "07_three_things" in printed
-    assert "estimated minutes" in printed and "seconds per training image" in printed
-    assert not run_store.exists() or not any(run_store.iterdir())
+    assert "estimated hours left" in printed and "seconds per training image" in printed
+    assert "of which the campaign's stages" in printed and "calibration taken" in printed
+    assert not run_store.exists() or not [p for p in run_store.iterdir() if not p.name.startswith(".")]
+
+
+def test_a_calibration_from_a_quiet_machine_is_kept_and_priced_again_without_timing(run_store, monkeypatch):
+    from vitbn_nb.bench import calibration
+
+    timed = []
+    monkeypatch.setattr(calibration, "machine_load", lambda: {"busy_processes": 0})
+    monkeypatch.setattr(
+        calibration, "calibrate", lambda device, **kwargs: timed.append(1) or calibration.pd.DataFrame(FLAT)
+    )
+    first = calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
+    again = calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
+    assert len(timed) == 1 and again.attrs["kept"] and not first.attrs["kept"]
+    assert again["seconds_per_image"].tolist() == first["seconds_per_image"].tolist()
+    other = calibration.calibrated("cpu", points=calibration.POINTS[1:2], with_engines=False, others=())
+    assert len(timed) == 2 and not other.attrs["kept"]  # other points: another calibration
+
+
+def test_a_calibration_beside_other_work_or_a_damaged_kept_one_is_taken_anew(run_store, monkeypatch):
+    from vitbn_nb.bench import calibration
+
+    timed, busy = [], {"busy_processes": 3}
+    monkeypatch.setattr(calibration, "machine_load", lambda: busy)
+    monkeypatch.setattr(
+        calibration, "calibrate", lambda device, **kwargs: timed.append(1) or calibration.pd.DataFrame(FLAT)
+    )
+    ask = lambda: calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
+    ask(), ask()
+    assert len(timed) == 2  # taken under load: never kept
+    busy["busy_processes"] = 0
+    ask()
+    for kept in (run_store / ".calibration").glob("*.json"):
+        kept.write_text('{"taken": "2026-01-01T00:00:00+00:00", "rows": [{"seconds_per_image": "fast"}]}')
+    assert not ask().attrs["kept"] and len(timed) == 4
+
+
+FLAT = [dict(depth=1, image=28, pipeline="engine", engine="eager", seconds_per_image=1e-3, device="cpu", model="ViT")]
+FLAT = [{**FLAT[0], "pass": "train"}, {**FLAT[0], "pass": "test"}]
 
 
 def test_training_a_chapter_stores_its_plan_and_a_second_call_trains_nothing(run_store, mnist_ready, capsys):
@@ -30,14 +71,14 @@ def test_an_unknown_chapter_is_refused_by_name(capsys):
 
 def test_a_run_stopped_at_the_deadline_resumes_to_the_same_numbers(run_store, mnist_ready, tmp_path, monkeypatch):
     config = runs.RunConfig(model="DNN_d3", epochs=3, train_size=40, test_size=20)
-    straight = runs.train(config, progress=False).record["epochs"]
+    straight = training.train(config, progress=False).record["epochs"]
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "stopped"))
-    soon = runs.Deadline(at=1e-9, clock=lambda: 0.0)  # not passed, but no room for another epoch
-    with pytest.raises(runs.DeadlineReached, match="after epoch 1 of 3"):
-        runs.train(config, progress=False, deadline=soon)
+    soon = limits.Deadline(at=1e-9, clock=lambda: 0.0)  # not passed, but no room for another epoch
+    with pytest.raises(limits.DeadlineReached, match="after epoch 1 of 3"):
+        training.train(config, progress=False, deadline=soon)
     folder = tmp_path / "stopped" / config.run_id("cpu")
     assert (folder / "checkpoint.pt").is_file() and runs.Run(folder).status == "running"
-    resumed = runs.train(config, progress=False).record["epochs"]
+    resumed = training.train(config, progress=False).record["epochs"]
     keys = ("epoch", "train_loss", "test_acc", "class_acc")
     assert [{k: e[k] for k in keys} for e in resumed] == [{k: e[k] for k in keys} for e in straight]
 

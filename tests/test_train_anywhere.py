@@ -7,7 +7,8 @@ import types
 import pytest
 import torch
 
-from vitbn_nb import atomic, system
+from vitbn_nb import atomic, limits, system
+from vitbn_nb.engines import training
 from vitbn_nb.publishing import figures
 from vitbn_nb.store import records, run_folder, runs
 from vitbn_nb.store.records import write_record
@@ -36,25 +37,25 @@ def test_checkpoints_are_written_by_time_and_at_the_deadline(run_store, mnist_re
     real_save = atomic.torch_save
     monkeypatch.setattr(atomic, "torch_save", lambda obj, path: (saved.append(path.name), real_save(obj, path)))
     monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "3600")
-    runs.train(runs.RunConfig(**TINY), progress=False)
+    training.train(runs.RunConfig(**TINY), progress=False)
     assert saved == ["model.pt"]  # three epochs inside the hour: no checkpoint, only the final weights
 
     saved.clear()
     monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "0")
-    runs.train(runs.RunConfig(**TINY, seed=1), progress=False)
+    training.train(runs.RunConfig(**TINY, seed=1), progress=False)
     assert saved == ["checkpoint.pt", "checkpoint.pt", "model.pt"]  # every epoch but the last
 
     saved.clear()
     monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "3600")
     config = runs.RunConfig(**TINY, seed=2)
-    with pytest.raises(runs.DeadlineReached):
-        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    with pytest.raises(limits.DeadlineReached):
+        training.train(config, progress=False, deadline=limits.Deadline(at=1e-9, clock=lambda: 0.0))
     assert saved == ["checkpoint.pt"]  # written at the deadline although the hour had not passed
     assert records.read_record(run_store / config.run_id("cpu"))["checkpoint_epoch"] == 1
 
     with pytest.raises(ValueError, match="VITBN_CHECKPOINT_SECONDS='soon'"):
         monkeypatch.setenv("VITBN_CHECKPOINT_SECONDS", "soon")
-        runs.train(runs.RunConfig(**TINY, seed=3), progress=False)
+        training.train(runs.RunConfig(**TINY, seed=3), progress=False)
 
 
 def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
@@ -71,9 +72,9 @@ def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
 
 def test_runs_trained_on_another_device_type_are_rendered_not_retrained(run_store, mnist_ready, monkeypatch):
     config = runs.RunConfig(**TINY)
-    gpu_id = _as_if_trained_on_a_gpu(runs.train(config, progress=False), config)
+    gpu_id = _as_if_trained_on_a_gpu(training.train(config, progress=False), config)
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    found = runs.train(config, device="cpu", progress=False)
+    found = training.train(config, device="cpu", progress=False)
     assert found.run_id == gpu_id and found.record["hardware"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert runs.stored_id(config, torch.device("cpu")) == gpu_id
     assert runs.trained_on([gpu_id]) == {"NVIDIA H100 80GB HBM3": 1}
@@ -82,16 +83,16 @@ def test_runs_trained_on_another_device_type_are_rendered_not_retrained(run_stor
 def test_a_gpus_stacked_runs_render_where_the_plan_trains_them_one_by_one(run_store, mnist_ready, monkeypatch):
     config = runs.RunConfig(**TINY)
     stacked = dataclasses.replace(config, engine="stacked")
-    gpu_id = _as_if_trained_on_a_gpu(runs.train(config, progress=False), stacked)
+    gpu_id = _as_if_trained_on_a_gpu(training.train(config, progress=False), stacked)
     assert runs.Run(run_store / gpu_id).config.engine == "stacked"
     monkeypatch.setenv("VITBN_TRAIN", "never")
-    found = runs.train(config, device="cpu", progress=False)
+    found = training.train(config, device="cpu", progress=False)
     assert found.run_id == gpu_id and runs.stored_id(config, torch.device("cpu")) == gpu_id
     assert run_folder.missing_runs([config], torch.device("cpu")) == []
 
 
 def test_a_measurement_is_taken_once_kept_with_its_run_and_named_in_footers(run_store, mnist_ready):
-    run = runs.train(runs.RunConfig(**TINY), progress=False)
+    run = training.train(runs.RunConfig(**TINY), progress=False)
     taken = []
 
     def measure():
@@ -152,9 +153,9 @@ def test_the_footer_sits_below_a_legend_under_the_axes_and_within_the_figure_wid
 
 def test_a_resumed_run_records_the_hardware_of_each_segment(run_store, mnist_ready):
     config = runs.RunConfig(**TINY)
-    with pytest.raises(runs.DeadlineReached):
-        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
-    record = runs.train(config, progress=False).record
+    with pytest.raises(limits.DeadlineReached):
+        training.train(config, progress=False, deadline=limits.Deadline(at=1e-9, clock=lambda: 0.0))
+    record = training.train(config, progress=False).record
     assert record["resumed_at"] == [1]
     assert [s["from_epoch"] for s in record["segments"]] == [0, 1]
     assert all(s["hardware"]["device"] == "cpu" and s["versions"]["torch"] for s in record["segments"])
@@ -162,28 +163,28 @@ def test_a_resumed_run_records_the_hardware_of_each_segment(run_store, mnist_rea
 
 def test_a_kill_between_a_checkpoint_and_its_record_resumes_from_the_checkpoint(run_store, mnist_ready):
     config = runs.RunConfig(**TINY)
-    with pytest.raises(runs.DeadlineReached):
-        runs.train(config, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    with pytest.raises(limits.DeadlineReached):
+        training.train(config, progress=False, deadline=limits.Deadline(at=1e-9, clock=lambda: 0.0))
     path = run_store / config.run_id("cpu") / "checkpoint.pt"
     checkpoint = torch.load(path, weights_only=False)
     # As if the process died right after writing epoch 2's checkpoint, before the record took its checksum.
     torch.save({**checkpoint, "epochs": [*checkpoint["epochs"], {**checkpoint["epochs"][0], "epoch": 2}]}, path)
-    assert runs.train(config, progress=False).record["resumed_at"] == [2]
+    assert training.train(config, progress=False).record["resumed_at"] == [2]
 
     other = runs.RunConfig(**TINY, seed=1)
-    with pytest.raises(runs.DeadlineReached):
-        runs.train(other, progress=False, deadline=runs.Deadline(at=1e-9, clock=lambda: 0.0))
+    with pytest.raises(limits.DeadlineReached):
+        training.train(other, progress=False, deadline=limits.Deadline(at=1e-9, clock=lambda: 0.0))
     path = run_store / other.run_id("cpu") / "checkpoint.pt"
     torch.save({**torch.load(path, weights_only=False), "note": "changed"}, path)  # no newer: damaged
     with pytest.raises(runs.RunStoreError, match="does not match its checksum"):
-        runs.train(other, progress=False)
+        training.train(other, progress=False)
 
 
 def test_a_stack_takes_a_member_finished_one_by_one_and_trains_the_rest(run_store, mnist_ready):
     eager = runs.RunConfig(**TINY)
-    finished = runs.train(eager, progress=False)
+    finished = training.train(eager, progress=False)
     stacked = [dataclasses.replace(eager, engine="stacked", seed=seed) for seed in (0, 1)]
-    taken, trained = runs.train_stack(stacked, device="cpu", progress=False)
+    taken, trained = training.train_all(stacked, device="cpu", progress=False)
     assert taken.run_id == finished.run_id and taken.config.engine == "eager"
     assert trained.run_id == stacked[1].run_id("cpu") and trained.config.engine == "stacked"
 

@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         help="time training and inference: the book's engine against article 1's "
         "pipeline, equal depths, BatchNorm folding (prints a table, writes JSON)",
     )
-    from .bench.__main__ import add_arguments as bench_arguments
+    from .chapters.speed.command import add_arguments as bench_arguments
 
     bench_arguments(bench)
     train = commands.add_parser(
@@ -143,7 +143,9 @@ def main(argv=None) -> int:
     from .publishing import readme
 
     readme.add_arguments(
-        commands.add_parser("readme", help="rewrite README.md's results from figures/ (--check: only compare)")
+        commands.add_parser(
+            "readme", help="rewrite the README's findings and the book's claims and reference pages from figures/"
+        )
     )
     args = parser.parse_args(argv)
     from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
@@ -168,55 +170,55 @@ def main(argv=None) -> int:
             print(f"\nbook: {error}", file=sys.stderr)
             return 1
     elif args.command == "bench":
-        from .bench.__main__ import run as bench_run
+        from .chapters.speed.command import run as bench_run
 
         return bench_run(args)
     elif args.command == "train":
         from . import profiles
         from . import train as training
+        from .limits import Deadline, DeadlineReached
         from .paths import runs_dir
-        from .store import runs
         from .store.records import RunStoreError
 
         try:
             if args.dry_run:
-                from . import chapters
-                from .bench.calibration import calibrate, describe
-                from .system import hardware_label, machine_load
+                from . import campaign, chapters
+                from .bench.calibration import describe
+                from .system import hardware_label, pick_device
 
-                (
-                    profiles.resolve(args.profile),
-                    chapters.names(args.chapters),
-                )  # a typo is refused before minutes of timing
-
+                profile, selected = profiles.resolve(args.profile), chapters.names(args.chapters)  # typos first
+                print("pricing the runs left: a short calibration, or the one kept from a quiet machine ...")
+                device = pick_device(None)
+                configs = training.priced_configs(profile, selected)
+                estimator = campaign.Estimator(configs, device, retrain=campaign.retrained(device))
+                table = training.plan_table(profile, selected, price=estimator.seconds_left)
                 print(
-                    "calibrating: ViT training steps at batch 100, depths 1 and 6, both pipelines, 28 and 56 px, "
-                    "and the engines (eager, stacked, graphed on a GPU) ..."
-                )
-                load_before = machine_load()
-                measured = calibrate()
-                busy = max(load_before["busy_processes"] or 0, machine_load()["busy_processes"] or 0)
-                table = training.plan_table(profiles.resolve(args.profile), args.chapters, calibration=measured)
-                print(
-                    f"profile {profiles.resolve(args.profile)}: what `train` would run (nothing is trained); "
-                    f"estimated on {hardware_label()} from the calibration, each run priced by its own engine "
-                    "(estimates for planning)"
+                    f"profile {profile}: what `train` would run (nothing is trained); estimated on {hardware_label()} "
+                    "as `campaign --dry-run` estimates: a run's own epochs, else its other seeds', else the "
+                    "calibration corrected by the epochs this store's runs took here (estimates for planning)"
                 )
                 print(table.to_string(index=False))
                 print(
                     f"total: {table['runs'].sum()} runs, {table['trials'].sum()} trials, "
-                    f"{table['finished'].sum()} finished, ~{table['estimated minutes left'].sum():.0f} min left"
+                    f"{table['finished'].sum()} finished, ~{table['estimated hours left'].sum():.1f} h left"
                 )
-                print(describe(measured))
-                if busy:
+                if profile == campaign.PROFILE:
+                    stages = campaign.status(estimator)
                     print(
-                        f"note: the calibration ran while {busy} other process(es) were running: it prices this "
-                        "machine under that load, not quiet; calibrate again on a quiet machine for a plan"
+                        f"of which the campaign's stages (`campaign --dry-run`, the same estimate): "
+                        f"{stages['runs'].sum() - stages['finished'].sum()} runs, "
+                        f"~{stages['estimated hours left'].sum():.1f} h left"
                     )
+                if estimator.calibration is not None:
+                    kept = estimator.calibration.attrs.get("kept")
+                    print(f"calibration {'kept from' if kept else 'taken'} {estimator.calibration.attrs.get('taken')}")
+                    print(describe(estimator.calibration))
+                if why := estimator.busy():
+                    print(f"note: {why}; calibrate again on a quiet machine for a plan")
                 return 0
-            deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
+            deadline = None if args.deadline is None else Deadline.after(args.deadline)
             done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)
-        except runs.DeadlineReached as stopped:
+        except DeadlineReached as stopped:
             if not deadline.epochs_trained:  # running it again would stop at the same place
                 print(
                     f"train: the deadline of {args.deadline:g} s left no room for one epoch ({stopped.run_id}); "
@@ -245,6 +247,7 @@ def main(argv=None) -> int:
             print(check_device.FAILED_HELP, file=sys.stderr)
             return 1
     elif args.command == "runs":
+        from .engines.training import retrain
         from .store import records, runs
 
         if args.runs_command == "check":
@@ -280,7 +283,7 @@ def main(argv=None) -> int:
                     f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
                 )
             else:
-                runs.retrain(args.run_id)
+                retrain(args.run_id)
         except (ValueError, runs.RunStoreError) as error:
             print(f"runs {args.runs_command}: {error}", file=sys.stderr)
             return 1
@@ -297,10 +300,10 @@ def _campaign(args) -> int:
     import torch
 
     from . import campaign
+    from .limits import Deadline, DeadlineReached
     from .paths import runs_dir
-    from .store import runs
     from .store.records import RunStoreError
-    from .system import hardware_label
+    from .system import hardware_label, pick_device
 
     try:
         if args.action == "commit":
@@ -323,20 +326,20 @@ def _campaign(args) -> int:
         if args.dry_run:
             print("calibrating the runs left (a few training steps of each model) ...")
             left = [c for stage in campaign.STAGES for c in stage.configs()]
-            device = runs.pick_device(None)
+            device = pick_device(None)
             estimator = campaign.Estimator(left, device, retrain=campaign.retrained(device))
             print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
             print(campaign.status(estimator).to_string(index=False))
             if why := estimator.busy():
                 print(f"note: {why}")
             return 0
-        deadline = None if args.deadline is None else runs.Deadline.after(args.deadline)
+        deadline = None if args.deadline is None else Deadline.after(args.deadline)
         if args.workers > 1 and args.worker == 0:
             torch.set_num_threads(1)
             done = campaign.train_workers(args, deadline)
         else:
             done = campaign.train(deadline, quiet=args.quiet, worker=args.worker, workers=args.workers)
-    except (runs.DeadlineReached, campaign.Unfinished) as stopped:
+    except (DeadlineReached, campaign.Unfinished) as stopped:
         print(f"campaign: {stopped}; `campaign commit` copies the finished runs' records", file=sys.stderr)
         return 75
     except (ValueError, RunStoreError) as error:

@@ -9,6 +9,8 @@ import dataclasses
 import importlib
 import math
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,14 +19,17 @@ import pandas as pd
 import torch
 
 from . import atomic
-from .data.sets import STREAM
+from .bench import calibration
+from .engines import training
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
+from .store.bundle import clean_imports, refuse_half_imported
 from .store.records import RunStoreError, read_record
 from .store.run_config import RunConfig
-from .store.run_folder import record_stream, stored_id, stored_run
+from .store.run_folder import Run, is_locked, stored_id, stored_run
 from .system import epoch_contended, hardware_label, machine_load, pick_device
+from .train import planned_runs
 
 PROFILE = "paper"
 
@@ -51,8 +56,6 @@ class Stage:
     cell: tuple[str, ...] = ("lr",)
 
     def configs(self) -> list[RunConfig]:
-        from .train import planned_runs
-
         planned = planned_runs(self.chapter, PROFILE)
         return [c for c in planned if self.lrs is None or any(math.isclose(c.lr, lr) for lr in self.lrs)]
 
@@ -88,26 +91,11 @@ def _cell(config: RunConfig, fields: tuple[str, ...]) -> tuple:
     return tuple(held[name] for name in (*fields, "seed"))
 
 
-def split_streams(stage: Stage, device: torch.device) -> list[RunConfig]:
-    """The stage's runs held on another data stream than the one while a run of their cell and seed is on the one:
-    a pair that saw different batches and test images, so the odd run trains again on the one stream."""
-    held: dict[tuple, list[tuple[RunConfig, str]]] = {}
-    for config in stage.configs():
-        run = stored_run(stored_path(stored_id(config, device)))
-        if run is not None:
-            held.setdefault(_cell(config, stage.cell), []).append((config, record_stream(run.record)))
-    return [
-        config
-        for runs_ in held.values()
-        if len({stream for _, stream in runs_}) > 1
-        for config, stream in runs_
-        if stream != STREAM
-    ]
-
-
 def retrained(device: torch.device) -> frozenset[str]:
-    """The configurations (by CPU run id) every stage trains again on the one stream (:func:`split_streams`)."""
-    return frozenset(config.run_id("cpu") for stage in STAGES for config in split_streams(stage, device))
+    """The configurations (by CPU run id) every stage trains again on the one stream: a run held on another data stream
+    than its cell's other runs (:func:`vitbn_nb.store.runs.split_streams`)."""
+    split = (runs.split_streams(s.configs(), lambda c, s=s: _cell(c, s.cell), device) for s in STAGES)
+    return frozenset(config.run_id("cpu") for configs in split for config in configs)
 
 
 def _epochs_done(config: RunConfig, device: torch.device, retrain: frozenset[str] = frozenset()) -> int:
@@ -130,14 +118,6 @@ def _trained_on(stage: Stage, device: torch.device, done: list[int] | None = Non
     return runs.trained_on([stored_id(c, device) for c, epochs in zip(configs, done) if epochs > 0])
 
 
-def _units(configs: list[RunConfig]) -> list[list[RunConfig]]:
-    """What trains as one: a stack (same stack key) or a run alone, in plan order."""
-    units: dict[str, list[RunConfig]] = {}
-    for config in configs:
-        units.setdefault(config.stack_key() or config.run_id("cpu"), []).append(config)
-    return list(units.values())
-
-
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -156,19 +136,18 @@ class Estimator:
         known: Sequence[RunConfig] = (),
         retrain: frozenset[str] = frozenset(),
     ):
-        from .bench.calibration import calibrate as measure
-        from .bench.calibration import points_for
-
         self.device, self.retrain = device, retrain  # the runs trained again on the one stream: all their epochs
         self.load_before = machine_load()
-        points, stacked, others = points_for(configs)
+        points, stacked, others = calibration.points_for(configs)
         self.calibration = (
-            measure(device, points=points, with_engines=stacked, others=others) if calibrate and configs else None
+            calibration.calibrated(device, points=points, with_engines=stacked, others=others, beside=self.beside)
+            if calibrate and configs
+            else None
         )
         self.load_after = machine_load()
 
         def priced(config: RunConfig) -> bool:  # a known run is compared only where this calibration prices it
-            own_points, own_stacked, own_others = points_for([config])
+            own_points, own_stacked, own_others = calibration.points_for([config])
             return {*own_points} <= {*points} and {*own_others} <= {*others} and (stacked or not own_stacked)
 
         self.known = [*configs, *(c for c in known if c not in configs and priced(c))]
@@ -188,8 +167,8 @@ class Estimator:
     def busy(self) -> str:
         """A line when the calibration ran beside other work (it then prices that load), else ''."""
         busy = max(self.load_before["busy_processes"] or 0, self.load_after["busy_processes"] or 0)
-        if busy <= self.beside:
-            return ""
+        if busy <= self.beside or (self.calibration is not None and self.calibration.attrs.get("kept")):
+            return ""  # quiet, or a calibration kept from a quiet machine
         return (
             f"the calibration ran while {busy} other process(es) were running (1-minute load "
             f"{self.load_after['load_1min']} on {self.load_after['cpu_cores']} cores): it prices this machine under "
@@ -205,9 +184,7 @@ class Estimator:
         return None if calibrated is None else calibrated * self.correction
 
     def _calibrated(self, config: RunConfig) -> float | None:
-        from .bench.calibration import estimate_seconds
-
-        return None if self.calibration is None else estimate_seconds(config, self.calibration, epochs=1)
+        return None if self.calibration is None else calibration.estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
         """The median epoch (train and test) of this run's record (``quiet``: of the epochs the book times, by the
@@ -278,12 +255,9 @@ def _order(
 _COMMAND = ("-m", "vitbn_nb", "campaign", "train", "--threads", "1")
 
 
-def train_workers(args, deadline: Deadline | None) -> list[runs.Run]:
+def train_workers(args, deadline: Deadline | None) -> list[Run]:
     """``campaign train --workers N``: this process is worker 0 and starts N − 1 more, one thread each, on the same
     store; each takes the next unit no other worker holds. The timed stages wait for a one-worker campaign."""
-    import subprocess
-    import sys
-
     seconds = [] if deadline is None else ["--deadline", f"{max(0.0, deadline.at - deadline.clock()):.0f}"]
     others = [
         subprocess.Popen([sys.executable, *_COMMAND, "--workers", str(args.workers), "--worker", str(i), *seconds])
@@ -298,8 +272,6 @@ def train_workers(args, deadline: Deadline | None) -> list[runs.Run]:
 
 def _free(unit: list[RunConfig], device: torch.device, retrain: frozenset[str]) -> bool:
     """Whether no other worker holds a run of ``unit`` (its lock taken)."""
-    from .store.run_folder import is_locked
-
     return not any(is_locked(stored_id(c, device, one_stream=c.run_id("cpu") in retrain)) for c in unit)
 
 
@@ -310,17 +282,16 @@ def train(
     log: Callable[[str], None] = print,
     worker: int = 0,
     workers: int = 1,
-) -> list[runs.Run]:
+) -> list[Run]:
     """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline,
     only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left. ``workers`` > 1:
     this is worker ``worker`` of that many processes sharing the store (untimed stages only), each taking the next
     unit no other holds."""
     device = pick_device(None)
-    from .engines import check_device
-    from .store.bundle import clean_imports
-
     clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
+        from .engines import check_device  # stacked engine
+
         check_device.ensure(log=log)
     trained, retrain = [], retrained(device)
     if retrain:
@@ -348,7 +319,7 @@ def train(
                 f"{', '.join(elsewhere)}, not on this machine ({here}); the book compares a seed's two runs' times "
                 "only where one machine timed both, so a pair split between machines leaves those comparisons"
             )
-        pending, too_long, estimator = _units(left), [], None
+        pending, too_long, estimator = training.units(left), [], None
         while pending:
             if estimator is None or estimator.busy():
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
@@ -375,7 +346,7 @@ def train(
                 f"(estimated {_duration(seconds[id(unit)])})"
             )
             started = time.monotonic()
-            trained += runs.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
+            trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
             log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
         if too_long:
             left = max(0.0, deadline.at - deadline.clock())
@@ -421,8 +392,6 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
 def commit(log: Callable[[str], None] = print) -> list[str]:
     """Copy every finished campaign run's record (no weights) from the run store into ``figures/records/``."""
     target = book_figures_dir() / RECORDS_FOLDER
-    from .store.bundle import refuse_half_imported
-
     refuse_half_imported(runs_dir(), "its records would be committed incomplete")
     copied = []
     device = pick_device(None)

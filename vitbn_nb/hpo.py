@@ -22,12 +22,15 @@ import pandas as pd
 import torch
 
 from . import atomic, profiles
+from .engines import training
+from .limits import Deadline
 from .models import AS_RUN_DEPTH
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
-from .store import runs, tracking
+from .store import tracking
 from .store.records import LEDGER_FILE, STATE_FILE, read_ledger, read_state, state_fix, state_problem
 from .store.run_config import DEVICE_TYPES, RunConfig
+from .store.run_folder import Run
 from .system import pick_device
 
 #: Article 1, Experiment 2: the search space per model.
@@ -54,7 +57,7 @@ def _ax():
         previous = logging.root.manager.disable
         logging.disable(logging.INFO)  # Ax announces its SQL storage at import time
         try:
-            from ax.api.client import Client
+            from ax.api.client import Client  # heavy, optional
             from ax.api.configs import RangeParameterConfig
         finally:
             logging.disable(previous)
@@ -165,7 +168,7 @@ def optimise(
     device: str | torch.device | None = None,
     progress: bool = True,
     mlflow: bool | None = None,
-    deadline: runs.Deadline | None = None,
+    deadline: Deadline | None = None,
 ) -> pd.DataFrame:
     """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete; one row per
     trial. ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
@@ -205,7 +208,7 @@ def optimise(
             generator=generator,
         )
         atomic.write_json(ledger_path, ledger)
-        run = runs.train(config, force=force, device=device, progress=False, mlflow=mlflow, deadline=deadline)
+        run = training.train(config, force=force, device=device, progress=False, mlflow=mlflow, deadline=deadline)
         accuracy = _trial_accuracy(run)
         client.complete_trial(index, raw_data={OBJECTIVE: accuracy})
         _save_state(client, state_path)
@@ -279,7 +282,7 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
         index = int(row["trial_index"])
         entry = ledger.get(str(index), {})
         planned = study.trial_config(row["lr"], row["batch_size"]).run_id(device_type)
-        run = runs.Run(stored_path(entry.get("run_id", planned)))
+        run = Run(stored_path(entry.get("run_id", planned)))
         epochs = run.record["epochs"]
         rows.append(
             {
@@ -376,7 +379,7 @@ def optimise_models(
     dataset: str = MNIST,
     depth: int | None = None,
     models=MODELS,
-    deadline: runs.Deadline | None = None,
+    deadline: Deadline | None = None,
 ) -> pd.DataFrame:
     """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
     tables = [
@@ -391,7 +394,7 @@ def optimise_models(
 
 
 def best_hyperparameters(
-    optimisation: profiles.ChapterSettings, *, dataset: str = MNIST, deadline: runs.Deadline | None = None
+    optimisation: profiles.ChapterSettings, *, dataset: str = MNIST, deadline: Deadline | None = None
 ) -> tuple[dict, str]:
     """Chapter 04's optimised lr and batch size per model (``runs_dir()/hpo/best-<dataset>-<profile>.json``), and
     where they came from; when the file is absent, chapter 04's optimisation (under ``optimisation``, its settings)

@@ -108,9 +108,9 @@ def model_size(config: dict) -> tuple[int, int, int] | None:
     """(parameters, bytes of its state dict, tensors in it) of the model ``config`` builds, built on the meta device
     (no memory for weights); None when it builds none. Call only on a configuration :func:`model_problem` passed
     without counting."""
-    import torch
+    import torch  # heavy: a deadline needs none
 
-    from .models import build_model
+    from .models import build_model  # heavy (torch)
 
     try:
         with torch.device("meta"):

@@ -8,12 +8,16 @@ from collections.abc import Callable
 import pandas as pd
 
 from . import chapters, profiles
+from .app import model_choice
+from .bench.calibration import calibrated, estimate_seconds, points_for
 from .chapters import evidence_profile as evidence_profile  # the book and the CLI read it here
 from .data import IMAGE_SIZE
-from .engines import engine
-from .limits import training_is_off
-from .store import runs
-from .store.run_folder import missing_runs, stored_id
+from .engines import engine, training
+from .hpo import completed_trials, study_device_type
+from .limits import Deadline, DeadlineReached, training_is_off
+from .store import bundle
+from .store.run_config import RunConfig
+from .store.run_folder import Run, missing_runs, stored_id
 from .system import pick_device
 
 MNIST_IMAGES = {"train": 60_000, "test": 10_000}
@@ -25,7 +29,7 @@ MEASURED_BY = {
 }
 
 
-def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
+def planned_runs(chapter: str, profile: str) -> list[RunConfig]:
     """The runs ``chapter`` plans under ``profile`` (an optimising chapter's final runs are not known before it)."""
     return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))
 
@@ -33,9 +37,6 @@ def planned_runs(chapter: str, profile: str) -> list[runs.RunConfig]:
 def needed_weights(profile: str, store=None) -> set[str]:
     """Run ids whose weights a machine rendering ``profile`` loads (``runs export``): the app's model, and the runs of
     the chapters that measure trained runs (chapter 06's final runs follow from its stored hyperparameters)."""
-    from .app import model_choice
-    from .store import bundle
-
     profile = profiles.resolve(profile)
     measured = [config for chapter in MEASURED_BY for config in planned_runs(chapter, profile)]
     measured += chapters.study("06_emnist_transfer").stored_runs(chapters.settings("06_emnist_transfer", profile))
@@ -43,19 +44,19 @@ def needed_weights(profile: str, store=None) -> set[str]:
     return bundle.needed_weights(measured, choice.run_id if choice else None, store)
 
 
-def needs_device_check(configs: list[runs.RunConfig]) -> bool:
+def needs_device_check(configs: list[RunConfig]) -> bool:
     """Whether training ``configs`` here needs the device check first: on a GPU, or where a stacked run is planned
     (the eager engine on a CPU is what the test suite proves)."""
     return pick_device(None).type != "cpu" or any(c.engine == "stacked" for c in configs)
 
 
-def steps(config: runs.RunConfig) -> int:
+def steps(config: RunConfig) -> int:
     """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
     images = config.train_size or MNIST_IMAGES["train"]
     return config.epochs * engine.steps_per_epoch(images, config.batch_size)
 
 
-def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig], list[runs.RunConfig]]:
+def _optimisation_configs(chapter: str, settings) -> tuple[list[RunConfig], list[RunConfig]]:
     """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only (their lr and batch
     size are placeholders: time per image depends on neither)."""
     module, planned = chapters.study(chapter), chapters.study(chapter).plan(settings)
@@ -65,20 +66,29 @@ def _optimisation_configs(chapter: str, settings) -> tuple[list[runs.RunConfig],
         common = {
             name: getattr(study, name) for name in ("model", "model_kwargs", "dataset", "train_size", "test_size")
         }
-        trials += [runs.RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
+        trials += [RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
         finals += [
-            runs.RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
+            RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
         ]
     return trials, finals
 
 
-def plan_table(
-    profile: str, selected: list[str] | None = None, calibration: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """One row per chapter: its runs (finished ones too), training steps, optimisation trials, and (with a
-    ``calibration``) the estimated minutes of what is left."""
-    from .bench.calibration import estimate_seconds
+def priced_configs(profile: str, selected: list[str] | None = None) -> list[RunConfig]:
+    """Every run the selected chapters train under ``profile``, their optimisations' trials and final runs included
+    (what ``train --dry-run`` prices)."""
+    configs = []
+    for chapter in chapters.names(selected):
+        settings = chapters.settings(chapter, profile)
+        trials, finals = _optimisation_configs(chapter, settings)
+        configs += [*chapters.study(chapter).plan(settings), *trials, *finals]
+    return configs
 
+
+def plan_table(
+    profile: str, selected: list[str] | None = None, price: Callable[[RunConfig], float | None] | None = None
+) -> pd.DataFrame:
+    """One row per chapter: its runs (finished ones too), training steps, optimisation trials, and (with ``price``,
+    the seconds left of a run) the estimated hours of what is left."""
     rows = []
     device = pick_device(None)
     for chapter in chapters.names(selected):
@@ -98,9 +108,9 @@ def plan_table(
             "trials": len(trials),
             "trial steps (batch 100)": sum(steps(c) for c in trials),
         }
-        if calibration is not None:  # what is left: the optimisations are priced whole (their state is not read)
-            seconds = sum(estimate_seconds(c, calibration) for c in [*left, *trials, *finals])
-            row["estimated minutes left"] = round(seconds / 60, 1)
+        if price is not None:  # what is left: the optimisations are priced whole (their state is not read)
+            seconds = sum(price(c) or 0.0 for c in [*left, *trials, *finals])
+            row["estimated hours left"] = round(seconds / 3600, 1)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -108,8 +118,6 @@ def plan_table(
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
     """The planned runs and optimisations of the selected chapters that neither the run store nor the committed
     records hold."""
-    from .hpo import completed_trials, study_device_type
-
     profile, device = profiles.resolve(profile), pick_device(None)
     missing = []
     for chapter in chapters.names(selected):
@@ -127,8 +135,6 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
 def epoch_estimate(configs: list, log: Callable[[str], None] = print) -> Callable[[object], float | None]:
     """Seconds of one epoch of each of ``configs`` on this machine, from a short calibration of their kinds of run
     (taken once): what a deadline reads before it lets a run start."""
-    from .bench.calibration import calibrate, estimate_seconds, points_for
-
     device = pick_device(None)
     left = set(missing_runs(configs, device))
     missing = [c for c in configs if stored_id(c, device) in left]
@@ -136,7 +142,7 @@ def epoch_estimate(configs: list, log: Callable[[str], None] = print) -> Callabl
         return lambda config: None
     log("calibrating the runs left (a few training steps of each kind), so that no run starts that cannot end in time")
     points, stacked, others = points_for(missing)
-    measured = calibrate(device, points=points, with_engines=stacked, others=others)
+    measured = calibrated(device, points=points, with_engines=stacked, others=others)
     return lambda config: estimate_seconds(config, measured, epochs=1)
 
 
@@ -145,21 +151,19 @@ def train(
     selected: list[str] | None = None,
     *,
     force: bool = False,
-    deadline: runs.Deadline | None = None,
+    deadline: Deadline | None = None,
     log: Callable[[str], None] = print,
-) -> list[runs.Run]:
+) -> list[Run]:
     """Train every run of the selected chapters under ``profile``; with a ``deadline``, stop at the last epoch boundary
-    before it (:class:`vitbn_nb.store.runs.DeadlineReached`), everything resumable."""
+    before it (:class:`vitbn_nb.limits.DeadlineReached`), everything resumable."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
-    from .store.bundle import clean_imports
-
-    clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
+    bundle.clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
     if deadline is not None and deadline.epoch_estimate is None and not deadline.passed() and not training_is_off():
         deadline.epoch_estimate = epoch_estimate(planned_all, log)
     if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
-        from .engines import check_device  # a device trains its stacked or GPU runs only after its check, stored once
+        from .engines import check_device  # stacked engine
 
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
@@ -167,12 +171,12 @@ def train(
         module, settings = chapters.study(chapter), chapters.settings(chapter, profile)
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))
-        trained += runs.train_all(planned, force=force, deadline=deadline)
+        trained += training.train_all(planned, force=force, deadline=deadline)
         if hasattr(module, "after_optimisation"):
             chosen = module.after_optimisation(settings, force=force, deadline=deadline)
-            trained += runs.train_all(chosen, force=force, deadline=deadline)
+            trained += training.train_all(chosen, force=force, deadline=deadline)
         if MEASURED_BY.get(chapter) and deadline is not None and deadline.passed():
-            raise runs.DeadlineReached(f"{chapter}'s measurements")
+            raise DeadlineReached(f"{chapter}'s measurements")
         # All of a chapter's parts once begun (minutes at most): a bundle then leaves out weights its records replace.
         for part in MEASURED_BY.get(chapter, ()):
             log(f"{chapter}: measuring its trained runs on this machine ({part})")

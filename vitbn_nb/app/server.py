@@ -22,10 +22,13 @@ import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 from torch import nn
 
+from ..engines.training import train
 from ..models import VIT_FAMILY
 from ..paths import runs_dir
 from ..store.bundle import refuse_half_imported
-from ..store.runs import Run, RunConfig, RunStoreError, is_run_name, train
+from ..store.records import RunStoreError
+from ..store.run_config import RunConfig
+from ..store.run_folder import Run, is_run_name
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20

@@ -5,18 +5,7 @@ from __future__ import annotations
 
 from .measurements import PeakMemory, inference_flops, measure, training_flops, without_norms
 from .norm_forms import NORM_FORMS, time_norm_forms
-from .report import BenchResult, format_report, to_json, write
+from .report import BenchResult, to_json
 
-__all__ = [
-    "NORM_FORMS",
-    "BenchResult",
-    "PeakMemory",
-    "format_report",
-    "inference_flops",
-    "measure",
-    "time_norm_forms",
-    "to_json",
-    "training_flops",
-    "without_norms",
-    "write",
-]
+__all__ = ["NORM_FORMS", "BenchResult", "PeakMemory", "inference_flops", "measure", "time_norm_forms", "to_json"]
+__all__ += ["training_flops", "without_norms"]

@@ -6,17 +6,22 @@ images), the other models on their own, and the engines against one another (pri
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import json
+import math
 import statistics
 from types import SimpleNamespace
 
 import pandas as pd
 import torch
 
-from .. import data
+from .. import atomic, data
 from ..engines import engine
 from ..models import VIT_FAMILY, build_model
+from ..paths import runs_dir
 from ..store.run_config import RunConfig
-from ..system import pick_device
+from ..system import hardware_label, machine_load, pick_device
 from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
@@ -81,6 +86,60 @@ def calibrate(
         timed = stack.time_engines(device, steps=steps, warmup=warmup, repeats=repeats, batch=BATCH)
         frames.append(timed.assign(**{"pass": "train"}))
     return pd.concat(frames, ignore_index=True)
+
+
+#: A calibration taken on a quiet machine is kept in the run store and reused for this many days, so that ``train
+#: --dry-run``, ``campaign --dry-run`` and a deadline's estimate price runs from one measurement, taken once.
+KEEP_DAYS = 7
+#: The columns a kept calibration must have (a file in the store is data: anything else is measured anew).
+_KEPT_COLUMNS = {"depth", "image", "pipeline", "engine", "seconds_per_image", "pass"}
+
+
+def calibrated(
+    device: str | torch.device | None = None,
+    *,
+    points: tuple = POINTS,
+    with_engines: bool = True,
+    others: tuple = OTHER_MODELS,
+    beside: int = 0,
+) -> pd.DataFrame:
+    """:func:`calibrate`, or the same calibration kept from the last :data:`KEEP_DAYS` days on this machine (its
+    hardware, torch and device, the same points). Only a calibration that ran with no more than ``beside`` other busy
+    processes (a campaign's own workers) is kept. ``attrs``: ``taken`` (when), ``kept`` (reused), ``busy``."""
+    device = pick_device(device)
+    identity = [hardware_label(), torch.__version__, device.type, points, with_engines, others]
+    key = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
+    path = runs_dir() / ".calibration" / f"{key}.json"
+    now = dt.datetime.now(dt.UTC)
+    if (kept := _kept(path, now)) is not None:
+        return kept
+    before = machine_load()["busy_processes"] or 0
+    table = calibrate(device, points=points, with_engines=with_engines, others=others)
+    busy = max(before, machine_load()["busy_processes"] or 0)
+    table.attrs.update(taken=now.isoformat(timespec="seconds"), kept=False, busy=busy)
+    if busy <= beside:
+        try:
+            rows = json.loads(table.to_json(orient="records"))
+            atomic.write_text(path, json.dumps({"taken": table.attrs["taken"], "identity": identity, "rows": rows}))
+        except OSError:  # a store that cannot be written keeps nothing; the calibration is still used
+            pass
+    return table
+
+
+def _kept(path, now: dt.datetime) -> pd.DataFrame | None:
+    """The calibration kept at ``path`` when it is recent and of the right shape, else None."""
+    try:
+        kept = json.loads(path.read_text())
+        taken = dt.datetime.fromisoformat(kept["taken"])
+        table = pd.DataFrame(kept["rows"])
+        seconds = pd.to_numeric(table["seconds_per_image"])
+        fresh = dt.timedelta(0) <= now - taken <= dt.timedelta(days=KEEP_DAYS)  # naive: TypeError
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not fresh or not set(table.columns) >= _KEPT_COLUMNS or not all(math.isfinite(v) and v > 0 for v in seconds):
+        return None
+    table.attrs.update(taken=kept["taken"], kept=True, busy=0)
+    return table
 
 
 def _test_seconds(model, test_set, pipeline: str, device: torch.device, repeats: int) -> float:
@@ -164,15 +223,13 @@ def estimate_seconds(config: RunConfig, calibration: pd.DataFrame, *, epochs: in
 
 def describe(calibration: pd.DataFrame) -> str:
     """The calibration as ``train --dry-run`` and ``make bench`` print it: the table, then the engines' ratios."""
-    from ..system import hardware_label
-
     lines = [
         f"calibration on {hardware_label()} (seconds per training image, or per test image where pass is test; "
         f"batch {BATCH}, ViT; the median of the repeats, each a block of steps between two clock reads):",
         calibration.to_string(index=False),
     ]
     if (calibration["pipeline"] == "engine (compute only)").any():
-        from ..engines.stack import STACK_MEMBERS
+        from ..engines.stack import STACK_MEMBERS  # heavy: the stacked engine, loaded only where it was timed
 
         speedups = engine_speedups(calibration)
         lines += [

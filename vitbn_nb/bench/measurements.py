@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from .. import timing
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
@@ -110,14 +111,10 @@ class PeakMemory:
 
 
 def _sdpa_forward_flops(query, key, value, *args, out_val=None, **kwargs) -> int:
-    from torch.utils.flop_counter import sdpa_flop_count
-
     return sdpa_flop_count(query.shape, key.shape, value.shape)
 
 
 def _sdpa_backward_flops(grad_out, query, key, value, *args, out_val=None, **kwargs) -> int:
-    from torch.utils.flop_counter import sdpa_backward_flop_count
-
     return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
 
 
@@ -126,8 +123,6 @@ _sdpa_forward_flops._get_raw = _sdpa_backward_flops._get_raw = True
 
 def _flop_counter():
     """A FlopCounterMode that also counts the CPU flash-attention kernels, which torch's table omits."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     kernel = "_scaled_dot_product_flash_attention_for_cpu"
     formulas = {kernel: _sdpa_forward_flops, f"{kernel}_backward": _sdpa_backward_flops}
     extra = {getattr(torch.ops.aten, name): f for name, f in formulas.items() if hasattr(torch.ops.aten, name)}
@@ -220,18 +215,10 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
             fresh = _build(name, depth, settings.seed, device)
             training_runner(fresh, sets[pipeline][0], pipeline, settings, device)(2)
             del fresh
-        memory_what = memory.what
-        row.update(
-            model=name,
-            depth=depth,
-            as_run=AS_RUN_DEPTH.get(name) == depth,
-            pipeline=pipeline,
-            flops_per_step=flops_step,
-            achieved_flops=flops_step / row["step_seconds"],
-            mfu=flops_step / row["step_seconds"] / peak["flops_per_s"],
-            compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"],
-            peak_memory_mib=memory.mib,
-        )
+        memory_what, achieved = memory.what, flops_step / row["step_seconds"]
+        row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH.get(name) == depth, pipeline=pipeline)
+        row.update(flops_per_step=flops_step, achieved_flops=achieved, mfu=achieved / peak["flops_per_s"])
+        row.update(compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
         training.append(row)
 
     variants, extra = {}, {}
@@ -267,16 +254,10 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         flops_image = inference_flops(model, 2, device) / 2
         with PeakMemory(device) as memory:  # one test batch: producing it, the forward pass, the counts
             inference_runner(model, test_data, per_sample, settings, device)(1)
-        row.update(
-            model=name,
-            depth=depth,
-            as_run=AS_RUN_DEPTH.get(name) == depth,
-            **extra[key],
-            flops_per_image=flops_image,
-            achieved_flops=flops_image * row["images_per_s"],
-            mfu=flops_image * row["images_per_s"] / peak["flops_per_s"],
-            peak_memory_mib=memory.mib,
-        )
+        achieved = flops_image * row["images_per_s"]
+        row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH.get(name) == depth, **extra[key])
+        row.update(flops_per_image=flops_image, achieved_flops=achieved, mfu=achieved / peak["flops_per_s"])
+        row.update(peak_memory_mib=memory.mib)
         inference.append(row)
     log("BatchNorm forms on tokens ...")
     norm_forms = time_norm_forms(

@@ -12,6 +12,12 @@ import statistics
 import time
 
 import pandas as pd
+import torch
+
+from ..data import image_sets
+from ..engines import engine
+from ..models import build_model
+from ..system import hardware_label
 
 #: Seconds each measurement trains after its warm-up, warm-up steps, rounds per depth.
 SECONDS, WARMUP_STEPS, ROUNDS = 30.0, 20, 2
@@ -20,12 +26,6 @@ DEPTHS = (6, 1)
 
 def _steps_per_second(depth: int, threads: int, seconds: float, start, result) -> None:
     """In a fresh process: train steps of a ViT of ``depth`` on ``threads`` threads for ``seconds``; put its rate."""
-    import torch
-
-    from ..data import image_sets
-    from ..engines import engine
-    from ..models import build_model
-
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = build_model("ViT", depth=depth)
@@ -61,8 +61,6 @@ def _run(depth: int, processes: int, threads: int, seconds: float) -> float:
 def measure(depths=DEPTHS, rounds: int = ROUNDS, seconds: float = SECONDS) -> pd.DataFrame:
     """One row per depth and round: run-steps per second of one process of two threads and of two processes of one
     thread each, measured back to back (their order alternating by round), and their ratio."""
-    from ..system import hardware_label
-
     rows = []
     for depth in depths:
         for round_ in range(rounds):

@@ -6,11 +6,14 @@ verdicts) and the modules only it uses; its notebook calls these one per cell.""
 from __future__ import annotations
 
 import dataclasses
+import os
 from importlib import import_module
 from types import ModuleType
 from typing import Any
 
+from ..limits import TRAIN_VARIABLE
 from ..profiles import ChapterSettings, did_you_mean, flag, resolve
+from ..store import run_folder
 from .architectures import settings as architectures
 from .batchnorm_intro import settings as batchnorm_intro
 from .bayes_opt import settings as bayes_opt
@@ -78,10 +81,6 @@ def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tup
     profile named trains what it lacks."""
     asked, profile = profile, resolve(profile)
     if asked == "auto" and (held := evidence_profile(chapter, profile)) != profile:
-        import os
-
-        from ..limits import TRAIN_VARIABLE
-
         os.environ.setdefault(TRAIN_VARIABLE, "never")
         print(
             f"profile 'auto': {chapter} shows the {held} runs the book shows (held, so nothing trains); "
@@ -100,12 +99,10 @@ def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
         return ()
     if "full_protocol_lrs" not in {item.name for item in dataclasses.fields(SETTINGS[chapter])}:
         return ()
-    from ..store.run_folder import missing_runs
-
     paper = settings(chapter, "paper")
     planned = study(chapter).plan(paper)
     at = lambda lr: [config for config in planned if abs(config.lr - lr) <= 1e-12 * max(1.0, abs(lr))]
-    return tuple(lr for lr in paper.lrs if at(lr) and not missing_runs(at(lr)))
+    return tuple(lr for lr in paper.lrs if at(lr) and not run_folder.missing_runs(at(lr)))
 
 
 def evidence_profile(chapter: str, profile: str) -> str:
@@ -114,14 +111,12 @@ def evidence_profile(chapter: str, profile: str) -> str:
     and the chapter reads those held; a chapter that optimises first is not upgraded), else ``profile``."""
     if profile != "cpu" or chapter not in CHAPTERS:
         return profile
-    from ..store.run_folder import missing_runs  # the store loads torch: only once a chapter's plan is read
-
     paper = settings(chapter, "paper")
     planned = study(chapter).plan(paper)
     if not planned or getattr(planned, "optimisations", None):
         return profile
     first = [c for c in planned if c.seed < getattr(paper, "seeds", c.seed + 1)]
-    return "paper" if not missing_runs(first) else profile
+    return "paper" if not run_folder.missing_runs(first) else profile
 
 
 def study(chapter: str) -> ModuleType:

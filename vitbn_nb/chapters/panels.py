@@ -1,4 +1,4 @@
-"""Panels drawn the same way in several chapters."""
+"""Panels, and the cells of the tables that say what a profile trains, drawn the same way in several chapters."""
 
 from __future__ import annotations
 
@@ -23,3 +23,16 @@ def lr_curves(ax, rows: pd.DataFrame, model: str, styles: dict, *, y: str = "tes
         figures.mean_band(ax, group, x="epoch", y=y, label=name, color=color, linestyle=linestyle, marker=marker)
         drawn.append(lr)
     return drawn
+
+
+def images(n: int | None, whole: int) -> str:
+    """How many images of a split of ``whole`` a profile takes: '5,000 of 60,000', or '60,000 (all)' for ``None``."""
+    return f"{whole:,} (all)" if n is None else f"{n:,} of {whole:,}"
+
+
+def markdown(text: str):
+    """``text`` as a notebook shows Markdown. The campaign plans the chapters on machines without IPython, so it is
+    loaded only here, where a view is shown."""
+    from IPython.display import Markdown  # optional: a training image may lack IPython
+
+    return Markdown(text)

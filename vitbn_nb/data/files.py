@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -251,6 +252,18 @@ def _mnist_style_digits() -> tuple[torch.Tensor, torch.Tensor]:
     return images, torch.tensor(digits.target, dtype=torch.int64)
 
 
+@functools.cache
+def _try_emnist_download(root: Path) -> None:
+    """One download attempt per folder and process: a chapter loading the set three times says so once."""
+    import torchvision
+
+    try:
+        with _quiet_network_attempt():
+            torchvision.datasets.EMNIST(root, split="digits", train=False, download=True)
+    except Exception:
+        print("EMNIST download unreachable; using scikit-learn's 8x8 digits made MNIST-style.")
+
+
 def load_emnist_digits(root: str | Path | None = None, download: bool = True) -> tuple[torch.Tensor, torch.Tensor, str]:
     """EMNIST digits test set (upright, uint8 [N,1,28,28], int64 labels, source string): downloaded once if absent,
     else scikit-learn's digits made MNIST-style (cached under root), as the source string says."""
@@ -258,11 +271,7 @@ def load_emnist_digits(root: str | Path | None = None, download: bool = True) ->
 
     root = _root(root)
     if not _emnist_present(root) and download:
-        try:
-            with _quiet_network_attempt():
-                torchvision.datasets.EMNIST(root, split="digits", train=False, download=True)
-        except Exception:
-            print("EMNIST download unreachable; using scikit-learn's 8x8 digits made MNIST-style.")
+        _try_emnist_download(root)
     if _emnist_present(root):
         dataset = torchvision.datasets.EMNIST(root, split="digits", train=False)
         images = fix_emnist_orientation(dataset.data).unsqueeze(1)

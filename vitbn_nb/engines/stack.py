@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -254,8 +255,6 @@ def time_engines(
 ):
     """Seconds per training image of one ViT run on one batch on the device (compute only), by engine: ``eager``,
     ``stacked`` (per run of :data:`STACK_MEMBERS`) and on a GPU ``graphed``; repeats of ``steps`` steps, interleaved."""
-    import pandas as pd
-
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
     images = next(iter(train_set.batches(batch)))
     rows = []

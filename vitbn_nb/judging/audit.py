@@ -7,6 +7,7 @@ from them (``recorded_reference_audit.json``) stands in for a live one.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import json
 import re
@@ -18,6 +19,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..data import load_mnist, to_float
 from ..models import build_model
 
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
@@ -111,16 +113,6 @@ def block_usage(checkpoint) -> pd.DataFrame:
     return frame
 
 
-def summary(frame: pd.DataFrame) -> str:
-    """One line: how many blocks trained, and which never did."""
-    never = frame.loc[frame["verdict"] == "never trained", "block"].tolist()
-    if not never:
-        return f"all {len(frame)} blocks trained"
-    trained = int((frame["verdict"] == "trained").sum())
-    which = f"block{'s' * (len(never) > 1)} {', '.join(map(str, never))}"
-    return f"{trained} of {len(frame)} blocks trained; never trained: {which}"
-
-
 # -- the reference repository's checkpoints ---------------------------------------------------
 def reference_url(name: str) -> str:
     """The raw download address of a named reference checkpoint, pinned to its commit."""
@@ -187,8 +179,6 @@ def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_k
 @torch.inference_mode()
 def mnist_accuracy(model: nn.Module, batch_size: int = 5000) -> float:
     """Accuracy (%) on the 10,000 MNIST test images, scaled as ToTensor scales, in eval mode."""
-    from ..data import load_mnist, to_float
-
     images, labels = load_mnist(train=False)
     model.eval()
     hits = sum(
@@ -256,20 +246,12 @@ def _audit_rows(name: str, frame: pd.DataFrame, entry: dict | None = None) -> pd
 def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
     rows = []
     for (name, depth), expected in EXPECTED_SCORES.items():
-        if name not in paths:
-            continue
-        model = REFERENCE_CHECKPOINTS[name]["model"]
-        accuracy = mnist_accuracy(load_reference_into_book_model(paths[name], model, depth))
-        rows.append(
-            {
-                "checkpoint": name,
-                "model": model,
-                "blocks loaded": depth,
-                "MNIST test accuracy (%)": round(accuracy, 2),
-                "REFERENCE_FACTS.md (%)": expected,
-            }
-        )
-    return pd.DataFrame(rows)
+        if name in paths:
+            model = REFERENCE_CHECKPOINTS[name]["model"]
+            accuracy = mnist_accuracy(load_reference_into_book_model(paths[name], model, depth))
+            rows.append((name, model, depth, round(accuracy, 2), expected))
+    columns = ["checkpoint", "model", "blocks loaded", "MNIST test accuracy (%)", "REFERENCE_FACTS.md (%)"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def audit_folder(folder) -> ReferenceAudit:
@@ -312,8 +294,6 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
 
 def record(folder, target=RECORDED) -> Path:
     """Write the recorded audit from the checkpoints in ``folder`` (``python -m vitbn_nb.judging.audit FOLDER``)."""
-    import datetime as dt
-
     result = audit_folder(folder)
     payload = {
         "recorded": dt.date.today().isoformat(),

@@ -1,6 +1,6 @@
 """What every chapter's claims share: the Claim type, the articles' one wording rule, and the helpers that judge a
 claim from a run table by the one rule of :mod:`.verdicts`. Each chapter's folder holds its article's findings
-(``article.py``) and judges them (``claims.py``); a chapter saves its verdicts as ``NN_claims.csv``."""
+(``article.findings()``) and judges them (``judge.py``); a chapter saves its verdicts as ``NN_claims.csv``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..engines import engine
+from ..store.runs import trained_on
 from . import verdicts
 from .selection import select, timed_pairs
 from .verdicts import Verdict
@@ -76,13 +77,18 @@ def reached_steps(table: pd.DataFrame) -> int:
         return 0
     steps = []
     for _, run in table.groupby("run_id"):
-        images = run["train_size"].iloc[0] if "train_size" in run else None
-        images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
         epochs = int(run["epoch"].max())
         if diverged(run) and "epochs" in run and pd.notna(run["epochs"].iloc[0]):
             epochs = max(epochs, int(run["epochs"].iloc[0]))
-        steps.append(epochs * engine.steps_per_epoch(images, int(run["batch_size"].iloc[0])))
+        steps.append(epochs * steps_per_epoch(run))
     return min(steps)
+
+
+def steps_per_epoch(run: pd.DataFrame) -> int:
+    """The optimiser steps of one epoch of a run (its first row's train size and batch)."""
+    images = run["train_size"].iloc[0] if "train_size" in run else None
+    images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
+    return engine.steps_per_epoch(images, int(run["batch_size"].iloc[0]))
 
 
 def article_steps(epochs: int, batch_size: int = 100) -> int:
@@ -101,8 +107,8 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
 
 def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = "") -> Verdict:
     """An absolute accuracy: "≈ X" (direction 0) as a difference from X, "> X" (direction +1) as a value above X."""
-    judge = verdicts.near if claim.direction == 0 else verdicts.above
-    return judge(claim.key, list(finals), claim.level, unit="%", scale=scale, condition=condition)
+    rule = verdicts.near if claim.direction == 0 else verdicts.above
+    return rule(claim.key, list(finals), claim.level, unit="%", scale=scale, condition=condition)
 
 
 def judge_difference(
@@ -144,9 +150,16 @@ def gain_hardware(table: pd.DataFrame, model: dict, baseline: dict, column: str)
 
 def hardware_of(table: pd.DataFrame) -> str:
     """The machines that trained (and so timed) the table's runs, from their records."""
-    from ..store.runs import trained_on
-
     return ", ".join(trained_on(list(table["run_id"].unique()))) or "this machine"
+
+
+def verdict_texts(found: list[Verdict], key=lambda verdict: verdict.claim) -> dict:
+    """Each claim's verdict in words, by ``key`` (the claim's key by default); where several runs were compared, their
+    verdicts joined."""
+    texts: dict = {}
+    for verdict in found:
+        texts.setdefault(key(verdict), []).append(verdict.text)
+    return {claim: "; ".join(dict.fromkeys(words)) for claim, words in texts.items()}
 
 
 def table(found: list[Verdict], claims: list[Claim]) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The seed plan: how many seeds each decisive claim needs, decided before its runs train.
 
-A chapter's power analysis (its ``seed_plan``) reads only the runs finished before its plan was written (the settings'
-``plan_written``), so the plan it shows is the one its settings committed, whatever trains after it. For each claim it
+A chapter's power analysis (its ``plan.seed_plan``) reads only the runs finished before its plan was written (its
+``PLAN_WRITTEN``), so the plan it shows is the one its settings committed, whatever trains after it. For each claim it
 gives the spread of its claim family, the effect to detect (the article's own, else :data:`DEFAULT_EFFECT_PT`), the
 seeds that detect it with the rule's power, the seeds planned, what those detect, and the hours left to train them.
 """
@@ -10,21 +10,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
 from . import verdicts
+from .selection import timed_epochs
 
 #: The effect a plan detects where the article gives no number of its own.
 DEFAULT_EFFECT_PT = 2.0
 
 
-def before(table: pd.DataFrame, written: str) -> pd.DataFrame:
-    """The runs of ``table`` that finished before ``written`` (an ISO date): what a plan written then could read."""
-    if table.empty or "finished" not in table.columns:
+def protocol_runs(table: pd.DataFrame, written: str, **protocol) -> pd.DataFrame:
+    """The runs of ``table`` of an article's whole protocol (every training image, and ``protocol``'s columns: its
+    epochs, its dataset) that finished before ``written`` (an ISO date): what a plan written then could read."""
+    if table.empty:
         return table
-    return table[table["finished"].fillna("9999").astype(str) < written]
+    whole = table["train_size"].isna()
+    for column, value in protocol.items():
+        whole &= table[column] == value
+    chosen = table[whole]
+    if chosen.empty or "finished" not in chosen.columns:
+        return chosen
+    return chosen[chosen["finished"].fillna("9999").astype(str) < written]
 
 
 @dataclass(frozen=True)
@@ -58,21 +66,14 @@ def difference_plan(
     """A difference claim's plan: the seeds whose paired t-test detects ``effect`` (the article's, else
     :data:`DEFAULT_EFFECT_PT`) given the family's pooled spread."""
     cells = [list(values) for values in family]
-    spread = verdicts.pooled_spread(cells)
-    effect_pt, effect_from = _effect(effect)
+    spread, source = verdicts.pooled_spread(cells), f"{sum(len(c) for c in cells)} seeds of {family_name}"
+    effect_pt, effect_from = (DEFAULT_EFFECT_PT, f"{DEFAULT_EFFECT_PT:g} pt (the article gives no number)")
+    if effect is not None:
+        effect_pt, effect_from = float(effect), "the article's"
     needed = verdicts.seeds_to_detect(effect_pt, spread) if math.isfinite(spread) else None
-    return PlannedClaim(
-        claim,
-        role,
-        verdicts.DIFFERENCE_TEST,
-        spread,
-        f"{sum(len(c) for c in cells)} seeds of {family_name}",
-        effect_pt,
-        effect_from,
-        needed,
-        planned,
-        verdicts.detectable_difference(spread, planned),
-    )
+    reach = verdicts.detectable_difference(spread, planned)
+    test = verdicts.DIFFERENCE_TEST
+    return PlannedClaim(claim, role, test, spread, source, effect_pt, effect_from, needed, planned, reach)
 
 
 def equivalence_plan(
@@ -80,69 +81,31 @@ def equivalence_plan(
 ) -> PlannedClaim:
     """An equivalence claim's plan: the seeds whose two one-sided tests show a zero difference within the margin."""
     cells = [list(values) for values in family]
-    spread = verdicts.pooled_spread(cells)
+    spread, source = verdicts.pooled_spread(cells), f"{sum(len(c) for c in cells)} seeds of {family_name}"
     needed = verdicts.seeds_for_equivalence(verdicts.MARGIN_PT, spread) if math.isfinite(spread) else None
-    half_width = verdicts.MARGIN_PT if not math.isfinite(spread) else _equivalence_reach(spread, planned)
-    return PlannedClaim(
-        claim,
-        role,
-        verdicts.EQUIVALENCE_TEST,
-        spread,
-        f"{sum(len(c) for c in cells)} seeds of {family_name}",
-        verdicts.MARGIN_PT,
-        f"the rule's margin (±{verdicts.MARGIN_PT:g} pt)",
-        needed,
-        planned,
-        half_width,
-    )
-
-
-def _equivalence_reach(spread: float, seeds: int) -> float:
-    """The margin ``seeds`` show a zero difference within, with the rule's power."""
-    from scipy import stats
-
-    alpha, power = verdicts.ALPHA, verdicts.POWER
-    t = stats.t.ppf(1 - alpha, seeds - 1) + stats.t.ppf(1 - (1 - power) / 2, seeds - 1)
-    return float(t * spread / math.sqrt(seeds))
+    reach = verdicts.equivalence_reach(spread, planned) if math.isfinite(spread) else verdicts.MARGIN_PT
+    margin, test = verdicts.MARGIN_PT, verdicts.EQUIVALENCE_TEST
+    effect_from = f"the rule's margin (±{margin:g} pt)"
+    return PlannedClaim(claim, role, test, spread, source, margin, effect_from, needed, planned, reach)
 
 
 def count_plan(claim: str, role: str, rate: float, rate_from: str, planned: int, *, most: int = 60) -> PlannedClaim:
     """A collapse-count claim's plan: the runs per model whose Fisher's test detects a collapse rate of ``rate`` (%)
     against a model that never collapses."""
     needed = next((n for n in range(verdicts.MIN_SEEDS, most + 1) if verdicts.detectable_rate(n, n) <= rate), None)
-    return PlannedClaim(
-        claim,
-        role,
-        verdicts.COUNT_TEST,
-        float("nan"),
-        "—",
-        rate,
-        rate_from,
-        needed,
-        planned,
-        verdicts.detectable_rate(planned, planned),
-    )
+    reach, test = verdicts.detectable_rate(planned, planned), verdicts.COUNT_TEST
+    return PlannedClaim(claim, role, test, float("nan"), "—", rate, rate_from, needed, planned, reach)
 
 
-def _effect(effect: float | None) -> tuple[float, str]:
-    if effect is None:
-        return DEFAULT_EFFECT_PT, f"{DEFAULT_EFFECT_PT:g} pt (the article gives no number)"
-    return float(effect), "the article's"
-
-
-def priced(plan: PlannedClaim, runs_left: int, seconds_left: float | None) -> PlannedClaim:
-    """``plan`` with the runs it still needs and their hours."""
-    from dataclasses import replace
-
-    hours = float("nan") if seconds_left is None else seconds_left / 3600
-    return replace(plan, runs_left=runs_left, hours_left=hours)
+def priced(plan: PlannedClaim, left: list, table: pd.DataFrame) -> PlannedClaim:
+    """``plan`` with the runs it still needs (``left``) and their CPU hours (:func:`plan_seconds` over ``table``)."""
+    seconds = plan_seconds(left, table)
+    return replace(plan, runs_left=len(left), hours_left=float("nan") if seconds is None else seconds / 3600)
 
 
 def epoch_seconds(table: pd.DataFrame) -> pd.Series:
     """The median epoch (training and test pass) of the CPU runs in ``table`` not timed beside other work, per model,
     depth, dataset and training-set size: what a plan's runs cost on a CPU like the ones that trained them."""
-    from .selection import timed_epochs
-
     cpu = timed_epochs(table[table["device"] == "cpu"]) if not table.empty else table
     if cpu.empty:
         return pd.Series(dtype=float)

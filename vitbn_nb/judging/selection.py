@@ -121,20 +121,6 @@ def one_stream(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["seed"].isin(streams[streams == 1].index)]
 
 
-def mixed_streams(table: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
-    """Per ``cell`` (the columns that make one comparison: an lr and a depth) and seed, where the runs drew different
-    streams: the models and the stream each drew (what a chapter says it left out of its pairings)."""
-    if "stream" not in table.columns or table.empty:
-        return pd.DataFrame(columns=[*cell, "seed", "streams"])
-    runs = table.drop_duplicates("run_id")
-    rows = []
-    for key, group in runs.groupby([*cell, "seed"]):
-        if group["stream"].nunique() > 1:
-            streams = ", ".join(f"{m}: {st}" for m, st in zip(group["model"], group["stream"]))
-            rows.append({**dict(zip([*cell, "seed"], key)), "streams": streams})
-    return pd.DataFrame(rows, columns=[*cell, "seed", "streams"])
-
-
 def paired(first: pd.Series, second: pd.Series) -> pd.Series:
     """``first − second`` per seed, over the seeds both have."""
     return (first - second).dropna()

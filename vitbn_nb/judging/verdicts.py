@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -47,7 +48,7 @@ RULE_TITLE = "How this book judges a claim"
 
 def rule_markdown() -> str:
     """The rule as the book's front page and the README state it (from the constants above, not retyped)."""
-    from ..data.sets import STREAM
+    from ..data.sets import STREAM  # heavy: the data package loads torch
 
     return (
         f"Every verdict in the book and the README comes from one rule ({__name__}), decided before the runs: the "
@@ -177,8 +178,6 @@ class Verdict:
 
 def is_rule_text(text: str) -> bool:
     """Whether ``text`` is a verdict as :class:`Verdict` words it (what a test checks every saved verdict against)."""
-    import re
-
     # "not equivalent" before "equivalent": the longer words first
     outcomes = "|".join(sorted((*OUTCOMES, SPEEDUP, SLOWER, ABOVE, BELOW), key=len, reverse=True))
     return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|,|$| \d)", str(text)))
@@ -186,9 +185,9 @@ def is_rule_text(text: str) -> bool:
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
     """(mean, low, high, n) of the finite ``values``: the mean with its Student-t interval (nan bounds when n < 2)."""
-    from scipy import stats
+    from scipy import stats  # heavy
 
-    finite = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    finite = _finite(values)
     n = len(finite)
     if n == 0:
         return float("nan"), float("nan"), float("nan"), 0
@@ -219,7 +218,7 @@ def detectable_difference(spread: float, seeds: int) -> float:
     :data:`POWER` by a two-sided t-test at :data:`ALPHA` (statsmodels' exact noncentral-t power)."""
     if seeds < 2 or not math.isfinite(spread) or spread <= 0:
         return float("nan")
-    from statsmodels.stats.power import TTestPower
+    from statsmodels.stats.power import TTestPower  # heavy
 
     size = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA, power=POWER, alternative="two-sided")
     return float(size) * spread
@@ -227,23 +226,23 @@ def detectable_difference(spread: float, seeds: int) -> float:
 
 def seeds_to_detect(effect: float, spread: float, *, most: int = 200) -> int | None:
     """The fewest seeds whose :func:`detectable_difference` is at most ``effect`` (None beyond ``most``)."""
-    for seeds in range(MIN_SEEDS, most + 1):
-        if detectable_difference(spread, seeds) <= effect:
-            return seeds
-    return None
+    return next((n for n in range(MIN_SEEDS, most + 1) if detectable_difference(spread, n) <= effect), None)
 
 
 def seeds_for_equivalence(margin: float, spread: float, *, most: int = 200) -> int | None:
     """The fewest seeds whose equivalence test (two one-sided t-tests at :data:`ALPHA`) shows a true difference of
     zero to lie within ±``margin`` with :data:`POWER` (the usual bound: the interval's half-width within the margin
     less a power allowance, t(1 − α) + t(1 − β/2) standard errors)."""
-    from scipy import stats
+    return next((n for n in range(MIN_SEEDS, most + 1) if equivalence_reach(spread, n) <= margin), None)
 
-    for seeds in range(MIN_SEEDS, most + 1):
-        t = stats.t.ppf(1 - ALPHA, seeds - 1) + stats.t.ppf(1 - (1 - POWER) / 2, seeds - 1)
-        if t * spread / math.sqrt(seeds) <= margin:
-            return seeds
-    return None
+
+def equivalence_reach(spread: float, seeds: int) -> float:
+    """The margin within which ``seeds`` paired values of standard deviation ``spread`` show a zero difference with
+    :data:`POWER` (the bound of :func:`seeds_for_equivalence`)."""
+    from scipy import stats  # heavy
+
+    t = stats.t.ppf(1 - ALPHA, seeds - 1) + stats.t.ppf(1 - (1 - POWER) / 2, seeds - 1)
+    return float(t * spread / math.sqrt(seeds))
 
 
 def difference(
@@ -272,7 +271,7 @@ def difference(
         return Verdict(claim, NOT_RUN, **common)
     if n < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
-    from scipy import stats
+    from scipy import stats  # heavy
 
     finite = _finite(values)
     p = float(stats.ttest_1samp(finite, 0.0).pvalue) if finite.std() > 0 else 1.0 if mean == 0 else 0.0
@@ -305,7 +304,7 @@ def equivalence(
         return Verdict(claim, NOT_RUN, **common)
     if n < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
-    from statsmodels.stats.weightstats import DescrStatsW
+    from statsmodels.stats.weightstats import DescrStatsW  # heavy
 
     finite = _finite(values)
     p = float(DescrStatsW(finite).ttost_mean(center - margin, center + margin)[0]) if finite.std() > 0 else float("nan")
@@ -342,7 +341,7 @@ def collapsed(curve: pd.DataFrame, threshold: float = COLLAPSE_PT) -> bool:
 
 def rate_interval(k: int, n: int) -> tuple[float, float]:
     """The exact (Clopper–Pearson) 95 % interval of a count ``k`` of ``n``, in %."""
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # heavy
 
     ci = binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="exact")  # Clopper–Pearson
     return 100 * ci.low, 100 * ci.high
@@ -368,35 +367,21 @@ def counts(
     estimate = 100 * (k / n - kb / nb)
     if min(n, nb) < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, estimate, seeds=min(n, nb), **common)
-    from scipy.stats import fisher_exact
+    from scipy.stats import fisher_exact  # heavy
 
     p = float(fisher_exact([[k, n - k], [kb, nb - kb]]).pvalue)
     side = 0 if p >= ALPHA else 1 if k / n > kb / nb else -1
     outcome = NOISE if side == 0 else AGREES if side == direction else DISAGREES
     (low, high), (low_b, high_b) = rate_interval(k, n), rate_interval(kb, nb)
-    return Verdict(
-        claim,
-        outcome,
-        estimate,
-        seeds=min(n, nb),
-        p=p,
-        detectable=detectable_rate(n, nb),
-        collapsed=k,
-        runs=n,
-        collapsed_base=kb,
-        runs_base=nb,
-        rate_low=low,
-        rate_high=high,
-        rate_low_base=low_b,
-        rate_high_base=high_b,
-        **common,
-    )
+    rates = dict(rate_low=low, rate_high=high, rate_low_base=low_b, rate_high_base=high_b)
+    counted = dict(collapsed=k, runs=n, collapsed_base=kb, runs_base=nb, detectable=detectable_rate(n, nb))
+    return Verdict(claim, outcome, estimate, seeds=min(n, nb), p=p, **counted, **rates, **common)
 
 
 def detectable_rate(n: int, n_base: int) -> float:
     """The smallest collapse rate (in %) that ``n`` runs detect with :data:`POWER` against ``n_base`` runs that never
     collapse, by Fisher's exact test at :data:`ALPHA` (exact: summed over the binomial counts)."""
-    from scipy.stats import binom, fisher_exact
+    from scipy.stats import binom, fisher_exact  # heavy
 
     significant = [k for k in range(n + 1) if fisher_exact([[k, n - k], [0, n_base]]).pvalue < ALPHA]
     if not significant:
@@ -411,7 +396,7 @@ def holm(found: Sequence[Verdict]) -> list[Verdict]:
     """A figure's cells decided again after Holm's correction of their p values (statsmodels): a difference agrees or
     disagrees only where its corrected p is below :data:`ALPHA`, an equivalence holds only there; each verdict keeps
     its own p beside the corrected one and is marked secondary."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # heavy
 
     tested = [i for i, v in enumerate(found) if math.isfinite(v.p) and v.outcome not in (NOT_JUDGED, NOT_RUN)]
     adjusted = dict(zip(tested, multipletests([found[i].p for i in tested], method="holm")[1])) if tested else {}

@@ -18,10 +18,14 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import default
+
 from .. import campaign, paths, profiles
 from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
 from ..store import bundle, committed
+from . import readme
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -101,6 +105,15 @@ def _publish(staging: Path, target: Path, book_run: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+class _LocalKernelManager(AsyncKernelManager):
+    """A chapter's kernel on local sockets beside its connection file: no TCP port, nothing in plain text on a
+    network, and so no warning from ipykernel about it on every chapter."""
+
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "ipc"
+
+
 def _execute(source: Path, executed: Path, profile: str, force: bool, position: str, title: str) -> float:
     """Run one chapter with papermill; its wall seconds, or a :class:`BookError` naming the failed cell."""
     import papermill as pm
@@ -119,6 +132,7 @@ def _execute(source: Path, executed: Path, profile: str, force: bool, position: 
             progress_bar=True,
             log_output=False,
             start_timeout=300,
+            kernel_manager_class=_LocalKernelManager,
             request_save_on_cell_execute=True,
         )
     except PapermillExecutionError as error:
@@ -322,15 +336,16 @@ def build_book(
     result.others = _earlier_chapters(all_chapters, selected, executed_dir)
     _log(summary(result))
     _log(f"figures of this run: {figures} ({why})")
-    readme_file = paths.project_root() / "README.md"
-    if figures == paths.book_figures_dir().resolve() and readme_file.is_file():
-        from . import readme
-
+    if figures == paths.book_figures_dir().resolve():
         try:
-            changed = readme.update(readme_file, figures)
-            _log("README.md results rewritten from figures/" if changed else "README.md results already agree")
-        except ValueError as error:  # a README without the markers is the user's to fix; the figures stand
-            _log(f"README.md not updated: {error}")
+            changed = readme.update(figures)
+            _log(
+                f"rewritten from figures/: {', '.join(p.name for p in changed)}"
+                if changed
+                else "README.md and the book's pages already agree with figures/"
+            )
+        except ValueError as error:  # a document without its markers is the user's to fix; the figures stand
+            _log(f"README.md and the book's pages not updated: {error}")
 
     if html:
         html_start = time.perf_counter()

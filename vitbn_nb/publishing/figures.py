@@ -8,7 +8,6 @@ line naming that function and the run records it read, so that every number is o
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import html
 import json
 import os
@@ -21,12 +20,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from filelock import FileLock
 
 from .. import atomic
 from ..judging.selection import TIME_COLUMNS, shown_times
 from ..paths import book_figures_dir, figures_dir
 from ..system import hardware, hardware_label, versions
-from .results import run_ids_of
+from .results import run_ids_of, spreads_as_numbers
 
 MODEL_COLORS = {
     "ViT": "#4C72B0",
@@ -106,13 +106,12 @@ def manifest_path() -> Path:
 def _manifest_lock():
     path = figures_dir() / ".manifest.lock"
     try:
-        lock = open(path, "w")  # noqa: SIM115 -- closed below; a read-only figures folder is one line with its fix
-    except OSError as error:
+        held = FileLock(path).acquire()
+    except OSError as error:  # a read-only figures folder: one line with its fix
         raise atomic.WriteError(
             f"{path} could not be written ({error.strerror}); {atomic.write_fix(path, error)}"
         ) from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held:
         yield
 
 
@@ -308,6 +307,18 @@ def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> 
     return Saved(Image(filename=str(files[0])), source)
 
 
+#: Every saved table's HTML: padded cells so that neighbouring columns never run together, and a caption that wraps to
+#: the table's width instead of widening (and clipping) it.
+TABLE_STYLES = [
+    {"selector": "th, td", "props": "padding: 0.25em 0.8em; text-align: right; vertical-align: top;"},
+    {"selector": "th", "props": "white-space: nowrap;"},
+    {
+        "selector": "caption",
+        "props": "caption-side: top; text-align: left; white-space: normal; padding-bottom: 0.4em;",
+    },
+]
+
+
 def save_table(
     table: pd.DataFrame, name: str, result, *, runs=None, profile=None, precision: int = 2, **about
 ) -> Saved:
@@ -316,9 +327,9 @@ def save_table(
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
     profile = profile or result.profile
     path = figures_dir() / f"{name}.csv"
-    atomic.write_text(path, table.to_csv(index=False, float_format="%.6g"))
+    atomic.write_text(path, spreads_as_numbers(table).to_csv(index=False, float_format="%.6g"))
     source = _record(name, [path], "table", result, run_ids, profile=profile, **about)
-    styled = table.style.format(precision=precision).hide(axis="index")
+    styled = table.style.format(precision=precision).hide(axis="index").set_table_styles(TABLE_STYLES)
     return Saved(styled.set_caption(f"{about['caption']} ({stamp(profile, run_ids)})"), source)
 
 
@@ -333,9 +344,9 @@ def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None
     judged = kept["outcome"].value_counts()
     tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
     caption = (
-        f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's front "
-        f"page): the measured value, its 95 % interval over seeds (over rounds for times measured in interleaved "
-        f"rounds), the verdict ({tally})" + (f"; judged over runs at {scale}" if scale else "")
+        f"Every claim this chapter tests, judged by the book's one rule ('{verdicts.RULE_TITLE}' on the book's page "
+        "'Every claim, judged'): the measured value, its 95 % interval over seeds (over rounds for times measured "
+        f"in interleaved rounds), the verdict ({tally})" + (f"; judged over runs at {scale}" if scale else "")
     )
     about = {"extra": {"scale": scale}} if scale else {}
     name = f"{result.chapter[:2]}_claims"
@@ -430,7 +441,8 @@ def spread_label(table: pd.DataFrame, spread: str = "band") -> str:
     return f"{shown}; {span(images)} training images × {span(epochs)} epochs"
 
 
-def sd_label(table: pd.DataFrame) -> str:
-    """'mean ± sd over 3 seeds', or 'one seed (no sd)', true to the runs of ``table`` (a seed column)."""
+def interval_label(table: pd.DataFrame) -> str:
+    """'mean [95 % interval] over 3 seeds', or 'one seed (no interval)', true to the runs of ``table`` (a seed
+    column): how every table's spread reads (:class:`~vitbn_nb.publishing.results.Spread`)."""
     seeds = int(table["seed"].nunique()) if len(table) else 0
-    return f"mean ± sd over {seeds} seeds" if seeds > 1 else "one seed (no sd)"
+    return f"mean [95 % interval] over {seeds} seeds" if seeds > 1 else "one seed (no interval)"

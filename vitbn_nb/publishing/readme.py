@@ -1,7 +1,8 @@
-"""The README's results, written from the committed outputs in ``figures/``.
+"""The README's findings and the book's reference pages, written from the committed outputs in ``figures/``.
 
-No result number in README.md is typed by hand: the blocks between the markers are rendered from ``figures/`` after
-every complete book run that publishes it, or by ``python -m vitbn_nb readme`` (``--check``: only compare).
+No result number in README.md, ``book/claims.md`` or ``book/reference.md`` is typed by hand: the blocks between the
+markers are rendered from ``figures/`` after every complete book run that publishes it, or by ``python -m vitbn_nb
+readme`` (``--check``: only compare).
 """
 
 from __future__ import annotations
@@ -17,8 +18,18 @@ from ..judging import verdicts
 from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
+from . import results
+from .results import DECIDED
 
-BLOCKS = ("findings", "rule", "results", "performance", "setup")
+#: The generated blocks of each document (a path under the project root), in the order they appear.
+DOCUMENTS = {
+    "README.md": ("findings",),
+    "book/claims.md": ("rule", "results"),
+    "book/reference.md": ("performance", "setup"),
+}
+BLOCKS = tuple(block for blocks in DOCUMENTS.values() for block in blocks)
+#: Where the README's findings send a reader for every claim (the book's own page says ``claims.md``).
+CLAIMS_PAGE = "book/claims.md"
 
 
 def _markers(block: str) -> tuple[str, str]:
@@ -69,23 +80,19 @@ def _provenance(folder: Path) -> str:
         f"{', '.join(runs)}), each listed with its profile, hardware, date and run ids in `figures/manifest.json`."
     )
     if profiles != ["paper"]:
-        from .. import chapters
-        from ..profiles import PROFILE_NAMES
-
         smaller = [p for p in profiles if p != "paper"]
-        shown = [chapters.settings(c, p) for p in smaller if p in PROFILE_NAMES for c in chapters.CHAPTERS]
-        seeds = sorted({str(s.seeds) for s in shown if hasattr(s, "seeds")})
         full = sorted(name for name, entry in outputs.items() if entry.get("profile") == "paper")
         text += (
             (
                 f" {len(full)} of them ({', '.join(f'`{name}`' for name in full)}) come from the articles' full "
-                "protocols (`paper`: full MNIST, the articles' epochs, 3 seeds); the others do not"
+                "protocols (`paper`: full MNIST, the articles' epochs, the seeds of each chapter's plan); the others "
+                "do not"
                 if full
                 else " These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
-                "epochs, 3 seeds) has not produced these figures"
+                "epochs) has not produced these figures"
             )
-            + f"; at `{'`, `'.join(smaller)}`, {' or '.join(seeds)} seed(s) per configuration, so accuracies sit "
-            "below the articles' and a single-seed difference carries no error bar."
+            + f"; at `{'`, `'.join(smaller)}` (each chapter's settings give its seeds) accuracies sit below the "
+            "articles' and a single-seed difference carries no interval."
         )
     return text
 
@@ -117,31 +124,56 @@ def audit_line(folder: Path) -> str:
     )
 
 
+def _verdict_note(row) -> str:
+    """What the verdict text adds to the outcome and the scale (the detectable difference, Holm's p, a count)."""
+    text, scale = str(row.verdict), f"({row.scale})"
+    rest = text.split(scale, 1)[1] if row.scale and scale in text else ""
+    return f"{row.outcome}{rest}" if rest else str(row.outcome)
+
+
+#: Where a scale names the machine that timed or trained the runs: the machine goes to a footnote.
+_MACHINE_WORDS = ("CPU:", "NVIDIA", "GPU")
+
+
 def results_block(folder=None) -> str:
+    """Every judged claim, one table per figure or passage of its article, the machines in footnotes."""
     folder = Path(folder) if folder is not None else book_figures_dir()
     lines = [_provenance(folder), ""]
     claims = claim_rows(folder)
     if claims.empty:
         lines.append("No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`.")
-    else:
-        counts = claims["outcome"].value_counts()
-        tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
+        return "\n".join(lines)
+    counts = claims["outcome"].value_counts()
+    tally = ", ".join(f"{counts[o]} {o}" for o in verdicts.OUTCOMES if o in counts)
+    lines += [
+        f"Every claim the book encodes (`vitbn_nb/chapters/*/article.py`), judged by the one rule above from the "
+        f"chapters' `figures/NN_claims.csv` ({len(claims)} rows: {tally}), one table per figure or passage of its "
+        "article:",
+    ]
+    machines: dict[str, str] = {}
+
+    def scale_cell(scale: str) -> str:
+        if not any(word in scale for word in _MACHINE_WORDS):
+            return _cell(scale)
+        label = machines.setdefault(scale, f"m{len(machines) + 1}")
+        return f"timed here[^{label}]"
+
+    for source, rows in claims.groupby("source", sort=False):
+        lines += ["", f"**{_cell(source)}**", ""]
         lines += [
-            f"Every claim the book encodes (`vitbn_nb/chapters/*/article.py`), judged by [the one rule]"
-            f"(#{verdicts.RULE_TITLE.lower().replace(' ', '-')}) from the chapters' `figures/NN_claims.csv` "
-            f"({len(claims)} rows: {tally}):",
-            "",
-            "| source: claim | kind | measured (runs compared) | verdict |",
-            "| --- | --- | --- | --- |",
+            "| claim | measured | effect [interval] (seeds) | verdict | scale |",
+            "| --- | --- | --- | --- | --- |",
         ]
-        for row in claims.itertuples(index=False):
-            measured = f"{row.measure}: {row.shown}" + (f" ({row.condition})" if row.condition else "")
+        for row in rows.itertuples(index=False):
+            claim = _cell(row.says) + (f" ({_cell(row.condition)})" if row.condition else "")
             lines.append(
-                f"| {_cell(row.source)}: {_cell(row.says)} | {row.kind} | {_cell(measured)} | {_cell(row.verdict)} |"
+                f"| {claim} | {_cell(row.measure)} | {_cell(row.shown)} | {_cell(_verdict_note(row))} "
+                f"| {scale_cell(str(row.scale))} |"
             )
     if audit := audit_line(folder):
         lines += ["", audit]
-    return "\n".join(lines)
+    lines += ["", *(f"[^{label}]: {_cell(scale)}" for scale, label in machines.items())]
+    return "\n".join(lines).rstrip()
 
 
 #: The articles whose claims the book judges, as the claims tables' ``source`` column names them.
@@ -151,8 +183,6 @@ ARTICLES = {
 }
 #: The figure that leads the findings, and why.
 LEAD_FIGURE = "article2_fig8"
-DECIDED = (verdicts.AGREES, verdicts.DISAGREES, verdicts.EQUIVALENT, verdicts.NOT_EQUIVALENT)
-OPEN = (verdicts.NOISE, verdicts.UNDECIDED)
 
 
 def _chapters_of(claims: pd.DataFrame) -> str:
@@ -160,30 +190,24 @@ def _chapters_of(claims: pd.DataFrame) -> str:
 
 
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
-    """What the book found of one article, counted from its claims' verdicts."""
+    """What the book found of one article, counted from its claims' verdicts: what is decided and where, what is
+    open, what waits for its planned seeds, what is not testable at the scale held."""
     counts = rows["outcome"].value_counts()
-    n = lambda *outcomes: int(sum(counts.get(o, 0) for o in outcomes))
-    decided = ", ".join(f"{counts[o]} {o}" for o in DECIDED if o in counts) or "none"
     primary = rows[rows.get("role", pd.Series("", index=rows.index)) == verdicts.PRIMARY]
-    lead = ""
+    lines = [f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {_chapters_of(rows)}): {len(rows)} claims."]
     if len(primary):
         parts = "; ".join(f"lr {r.claim.rsplit('lr', 1)[-1]}: {r.shown}, {r.outcome}" for r in primary.itertuples())
-        lead = (
-            " Its conclusion (beyond a critical depth ViTBNFFN converges faster) is one pre-registered primary "
-            f"contrast per learning rate, at its whole protocol: {parts}."
+        lines.append(
+            "- **Its conclusion** (beyond a critical depth ViTBNFFN converges faster), one pre-registered primary "
+            f"contrast per learning rate at its whole protocol: {parts}."
         )
-    return (
-        f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {_chapters_of(rows)}), {len(rows)} claim rows."
-        f"{lead} Decided: {decided}. Open: {n(*OPEN)} within noise or undecided (each row gives the smallest "
-        f"difference its seeds could have detected, or its equivalence interval). Without a verdict yet: "
-        f"{n(verdicts.NOT_JUDGED)} (fewer seeds held than their plan or the rule asks; the campaign trains the planned "
-        "ones). Not testable "
-        f"at the scale of the runs held: {n(verdicts.UNTESTABLE)} (each says how many of the article's steps were "
-        "reached)."
-    )
+    for title, chosen in results.outcome_groups(rows):
+        tally = ", ".join(f"{counts[o]} {o}" for o in DECIDED if o in counts) + ", " if title == "Decided" else ""
+        lines.append(f"- **{title}**: {len(chosen)} ({tally}in {results.where(chosen)}).")
+    return "\n".join(lines)
 
 
-def findings_block(folder=None) -> str:
+def findings_block(folder=None, claims_page: str = CLAIMS_PAGE) -> str:
     """The findings first: a few sentences per article counted from the chapters' verdicts, the lead figure with its
     caption, and the headline claims (the primary contrasts and every decided claim)."""
     folder = Path(folder) if folder is not None else book_figures_dir()
@@ -211,7 +235,7 @@ def findings_block(folder=None) -> str:
     headline = claims[((role == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
     lines += [
         "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
-        "gains by configuration (every row: [Results at a glance](#results-at-a-glance)).",
+        f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",
         "",
         "| claim | effect [interval] (seeds) | verdict | scale |",
         "| --- | --- | --- | --- |",
@@ -456,38 +480,62 @@ def setup_block(folder=None) -> str:
     )
 
 
-def render(readme_text: str, folder=None) -> str:
-    """``readme_text`` with every block rewritten from ``folder``; raises if a block's markers are missing."""
-    for block in BLOCKS:
+def _body(block: str, folder) -> str:
+    return {
+        "findings": lambda: findings_block(folder),
+        "rule": verdicts.rule_markdown,
+        "results": lambda: results_block(folder),
+        "performance": lambda: performance_block(folder),
+        "setup": lambda: setup_block(folder),
+    }[block]()
+
+
+def render(text: str, folder=None, document: str = "README.md") -> str:
+    """``text`` (the document ``document`` of :data:`DOCUMENTS`) with its blocks rewritten from ``folder``; raises
+    ValueError naming the document when a block's markers are missing."""
+    for block in DOCUMENTS[document]:
         start, end = _markers(block)
-        if start not in readme_text or end not in readme_text:
-            raise ValueError(f"README.md lacks the {block} markers:\n  {start}\n  {end}")
-    for block, body in (
-        ("findings", findings_block(folder)),
-        ("rule", verdicts.rule_markdown()),
-        ("results", results_block(folder)),
-        ("performance", performance_block(folder)),
-        ("setup", setup_block(folder)),
-    ):
+        if start not in text or end not in text:
+            raise ValueError(f"{document} lacks the {block} markers:\n  {start}\n  {end}")
+    for block in DOCUMENTS[document]:
         start, end = _markers(block)
-        head, rest = readme_text.split(start, 1)
+        head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
-        readme_text = f"{head}{start}\n{body}\n{end}{tail}"
-    return readme_text
+        text = f"{head}{start}\n{_body(block, folder)}\n{end}{tail}"
+    return text
 
 
-def update(readme=None, folder=None) -> bool:
-    """Rewrite the README's blocks from ``folder``; True when anything changed."""
-    readme = Path(readme) if readme is not None else project_root() / "README.md"
-    old = readme.read_text()
-    new = render(old, folder)
-    if new != old:
-        atomic.write_text(readme, new)
-    return new != old
+def _fresh(folder=None, root=None) -> dict[Path, tuple[str, str]]:
+    """Each document's path, with its text as it is and as ``folder`` writes it (every document is read first, so a
+    missing marker is refused before anything is written)."""
+    root = Path(root) if root is not None else project_root()
+    texts = {}
+    for document in DOCUMENTS:
+        path = root / document
+        if not path.is_file():
+            raise ValueError(f"{path} is missing; it holds generated blocks (restore it with `git checkout`)")
+        old = path.read_text()
+        texts[path] = (old, render(old, folder, document))
+    return texts
+
+
+def update(folder=None, root=None) -> list[Path]:
+    """Rewrite every document's blocks from ``folder``; the documents that changed."""
+    changed = [path for path, (old, new) in _fresh(folder, root).items() if new != old]
+    for path in changed:
+        atomic.write_text(path, _fresh(folder, root)[path][1])
+    return changed
+
+
+def disagreeing(folder=None, root=None) -> list[Path]:
+    """The documents whose blocks differ from what ``folder`` writes."""
+    return [path for path, (old, new) in _fresh(folder, root).items() if new != old]
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--check", action="store_true", help="exit 1 when README.md and figures/ disagree")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when README.md or the book's pages disagree with figures/"
+    )
     parser.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
     parser.add_argument(
         "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
@@ -503,9 +551,10 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    """Rewrite (or ``--check``) README.md's blocks; a figures folder without a readable manifest is refused first."""
-    readme = project_root() / "README.md"
+    """Rewrite (or ``--check``) every document's blocks; a figures folder without a readable manifest is refused
+    first."""
     figures = Path(args.figures) if args.figures else book_figures_dir()
+    names = ", ".join(DOCUMENTS)
     try:
         if not figures.is_dir():
             raise ValueError(
@@ -523,15 +572,14 @@ def run(args) -> int:
             atomic.write_text(target, json.dumps(measure_setup(), indent=1) + "\n")
             print(f"wrote {target}")
         if args.check:
-            fresh = render(readme.read_text(), figures)
-            if fresh != readme.read_text():
-                print("README.md does not agree with figures/: run `python -m vitbn_nb readme`")
+            if stale := disagreeing(figures, project_root()):
+                print(f"{', '.join(p.name for p in stale)} disagree(s) with figures/: run `python -m vitbn_nb readme`")
                 return 1
-            print("README.md agrees with figures/")
+            print(f"{names} agree with figures/")
             return 0
-        changed = update(readme, figures)
+        changed = update(figures, project_root())
     except ValueError as error:
-        print(f"python -m vitbn_nb readme: {error}; README.md left as it is", file=sys.stderr)
+        print(f"python -m vitbn_nb readme: {error}; {names} left as they are", file=sys.stderr)
         return 1
-    print("README.md rewritten from figures/" if changed else "README.md already agrees")
+    print(f"rewritten from figures/: {', '.join(p.name for p in changed)}" if changed else f"{names} already agree")
     return 0

@@ -8,8 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..judging import verdicts
 from ..judging.selection import final_epochs, machines, shown_machine, timed_busy, timed_pairs
+from ..paths import figures_dir
 from ..profiles import ChapterSettings
+
+#: The verdicts that decide a claim, and those that leave it open.
+DECIDED = (verdicts.AGREES, verdicts.DISAGREES, verdicts.EQUIVALENT, verdicts.NOT_EQUIVALENT)
+OPEN = (verdicts.NOISE, verdicts.UNDECIDED)
+#: How many decided claims a takeaway names one by one (the claims table has them all).
+TAKEAWAY_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,58 @@ class ChapterResult:
     def run_ids(self) -> list[str]:
         return run_ids_of(getattr(self, "table", None))
 
+    def takeaway(self):
+        """What this chapter's runs decide, computed from the claims table it saved (``NN_claims.csv``), for the
+        chapter's closing section."""
+        from IPython.display import Markdown  # a notebook display: the CLI never loads IPython
+
+        path = figures_dir() / f"{self.chapter[:2]}_claims.csv"
+        if not path.is_file():
+            return Markdown("This run saved no judged claims, so there is nothing to take from it yet.")
+        return Markdown(takeaway_text(pd.read_csv(path, keep_default_na=False), self.profile))
+
+
+def where(claims: pd.DataFrame) -> str:
+    """Which figures or passages of their article the claims judge, with how many claims each."""
+    counts = claims["source"].str.split(", ", n=1).str[-1].value_counts(sort=False)
+    return "; ".join(f"{source} ({n})" for source, n in counts.items())
+
+
+def outcome_groups(claims: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The claims by what the rule could say of them: decided, open, waiting for their planned seeds, not testable at
+    the scale held (empty groups left out)."""
+    groups = (
+        ("Decided", DECIDED),
+        ("Open (within noise or undecided)", OPEN),
+        ("Waiting for their planned seeds", (verdicts.NOT_JUDGED,)),
+        ("Not testable at the scale of the runs held", (verdicts.UNTESTABLE,)),
+    )
+    chosen = [(title, claims[claims["outcome"].isin(outcomes)]) for title, outcomes in groups]
+    return [(title, rows) for title, rows in chosen if len(rows)]
+
+
+def takeaway_text(claims: pd.DataFrame, profile: str) -> str:
+    """A chapter's takeaway in Markdown: what its verdicts decide (each decided claim with its effect), what stays
+    open and why, counted from its claims table."""
+    lines = [
+        f"**What these runs decide** (profile `{profile}`, {len(claims)} claims, judged by the book's one rule):",
+        "",
+    ]
+    for title, rows in outcome_groups(claims):
+        lines.append(f"- **{title}**: {len(rows)}, in {where(rows)}.")
+        if title == "Decided":
+            for row in rows.head(TAKEAWAY_ROWS).itertuples(index=False):
+                condition = f" ({row.condition})" if row.condition else ""
+                lines.append(f"  - {row.source}: {row.says}{condition}: {row.shown}, **{row.outcome}**.")
+            if len(rows) > TAKEAWAY_ROWS:
+                lines.append(f"  - and {len(rows) - TAKEAWAY_ROWS} more in the claims table above.")
+        elif title.startswith("Open"):
+            lines.append(
+                "  Each row above gives the smallest difference its seeds could have detected: not an effect"
+                " of zero, an effect too small for these seeds."
+            )
+    return "\n".join(lines)
+
 
 def run_ids_of(runs) -> list[str]:
     """The run ids of a run table (its ``run_id`` column) or of a list of ids, each once, in order; none of None."""
@@ -50,13 +110,54 @@ def epochs_text(n: int) -> str:
     return f"{n} epoch{'' if n == 1 else 's'}"
 
 
-def mean_sd(values, digits: int = 1) -> str:
-    values = pd.Series(values, dtype=float).dropna()
-    if values.empty:
-        return "n/a"
-    if len(values) == 1:
-        return f"{values.iloc[0]:.{digits}f}"
-    return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
+@dataclass(frozen=True)
+class Spread:
+    """A mean over seeds (or rounds) with the rule's 95 % interval (Student's t), shown as "91.4 [90.1, 92.7]"; a saved
+    table stores it as three numbers, in columns ``<name>``, ``<name> low`` and ``<name> high``."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    digits: int = 1
+
+    def __str__(self) -> str:
+        if self.n == 0:
+            return "n/a"
+        value = f"{self.mean:.{self.digits}f}"
+        if self.n == 1 or not np.isfinite(self.low):
+            return f"{value} (1 seed)"
+        return f"{value} [{self.low:.{self.digits}f}, {self.high:.{self.digits}f}]"
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:  # a Styler's format leaves the text as it is
+        return str(self)
+
+
+def spread(values, digits: int = 1) -> Spread:
+    """The finite ``values``' mean with the rule's 95 % interval (:func:`~vitbn_nb.judging.verdicts.interval`)."""
+    mean, low, high, n = verdicts.interval(pd.Series(values, dtype=float).dropna().to_numpy())
+    return Spread(mean, low, high, n, digits)
+
+
+def spreads_as_numbers(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every column of :class:`Spread` values written as three numeric columns (mean, low, high): what
+    a saved table's CSV holds."""
+
+    def field(values: pd.Series, key: str) -> pd.Series:
+        return values.map(lambda cell: getattr(cell, key) if isinstance(cell, Spread) else float("nan"))
+
+    columns = {}
+    for name in table.columns:
+        values = table[name]
+        # a column of spreads, some cells perhaps a word in place of one ("n/a", "not run"): numbers, words left out
+        if any(isinstance(c, Spread) for c in values) and values.map(lambda c: isinstance(c, (Spread, str))).all():
+            columns.update({name: field(values, "mean"), f"{name} low": field(values, "low")})
+            columns[f"{name} high"] = field(values, "high")
+            continue
+        columns[name] = values
+    return pd.DataFrame(columns, index=table.index)
 
 
 def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
@@ -65,7 +166,7 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
     grouped = last.groupby(list(by), sort=False)
     return pd.DataFrame(
         {
-            "accuracy (%)": grouped["test_acc"].apply(mean_sd),
+            "accuracy (%)": grouped["test_acc"].apply(spread),
             "mean": grouped["test_acc"].mean(),
             "sd": grouped["test_acc"].std(ddof=1),
             "seeds": grouped["seed"].nunique(),
@@ -91,7 +192,7 @@ def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.Dat
         group = pairs[(pairs[[*by, "model"]] == pd.Series(key, index=[*by, "model"])).all(axis=1)]
         row = dict(zip([*by, "model"], key))
         for column, digits in (("r_t", 2), ("r_v", 2), ("g_t", 0), ("g_v", 0)):
-            row[column] = mean_sd(group[column], digits)
+            row[column] = spread(group[column], digits)
             row[f"{column}_mean"] = group[column].mean()
         row["seeds"] = len(group)
         rows.append(row)

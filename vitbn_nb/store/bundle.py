@@ -20,9 +20,13 @@ import json
 import re
 import shutil
 import tarfile
+import uuid
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from filelock import FileLock
 
 from .. import atomic
 from ..limits import model_size
@@ -43,12 +47,10 @@ from .records import (
     is_owned,
     load_checkpoint,
     load_weights,
-    owned_folder,
     read_record,
     record_problem,
     sha256,
     state_file_problem,
-    taken_over,
     write_record,
 )
 from .run_config import RunConfig
@@ -186,13 +188,11 @@ def clean_imports(store: Path | None = None) -> int:
     store = Path(store) if store is not None else runs_dir()
     if (store / LOCKS).is_symlink():
         raise ValueError(f"{store / LOCKS} is a link; the store keeps its locks in a folder of its own; fix: delete it")
-    cleaned = 0
-    for scratch in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if store.is_dir() else []:
-        with taken_over(scratch) as abandoned:
-            if abandoned or scratch.is_symlink():
-                _remove(scratch)
-                cleaned += 1
-    return cleaned
+    abandoned = [p for p in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if not is_owned(p)] if store.is_dir() else []
+    for scratch in abandoned:  # its owner cannot come back: a new import makes a folder of another name
+        _remove(scratch)
+        (store / LOCKS / f"{scratch.name}.lock").unlink(missing_ok=True)
+    return len(abandoned)
 
 
 # -- reading a bundle: every header and record checked before anything is written ------------------------------
@@ -275,17 +275,12 @@ def _read_listing(file: Path, tar: tarfile.TarFile) -> tuple[dict, str]:
     return files, hashlib.sha256(data).hexdigest()
 
 
-def _allowed(name: str) -> bool:
-    run = _RUN_FILE.match(name)
-    return bool((run and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name))
-
-
 def _check_listing(file: Path, listed: dict, store: Path) -> None:
     """What the bundle says it holds, against the limits and the free disk."""
     if len(listed) > MAX_FILES:
         _refuse(file, f"lists {len(listed):,} files (a bundle holds at most {MAX_FILES:,})")
     for name, entry in listed.items():
-        if not _allowed(name):
+        if not (((run := _RUN_FILE.match(name)) and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name)):
             _refuse(file, f"lists {name!r}, which is neither a run's file nor the optimisation state")
         limit = MAX_FILE_BYTES[Path(name).suffix]
         if entry["bytes"] > limit:
@@ -296,6 +291,17 @@ def _check_listing(file: Path, listed: dict, store: Path) -> None:
     if total > (free := shutil.disk_usage(store).free):
         problem = f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}"
         _refuse(file, problem, "fix: free some space")
+
+
+def _files(file: Path, tar: tarfile.TarFile, listed: dict) -> Iterator[tarfile.TarInfo]:
+    """The bundle's files after its list, each checked against it (:func:`_check_member`); every listed file held."""
+    seen: set[str] = set()
+    while (member := tar.next()) is not None:
+        tar.members.clear()  # tarfile keeps every header it read; none is needed again
+        if _check_member(file, member, listed, seen):
+            yield member
+    if missing := sorted(set(listed) - seen):
+        _refuse(file, f"lists {missing[0]!r} but does not hold it")
 
 
 def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[str]) -> bool:
@@ -310,16 +316,12 @@ def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[s
         return False
     if not member.isreg():
         _refuse(file, f"holds {name!r}, which is not a regular file (a link or a device)")
-    if not _allowed(name):
-        _refuse(file, f"holds {name!r}, which is neither a run's file nor the optimisation state")
     if name in seen or name == "bundle.json":
         _refuse(file, f"holds {name!r} twice")
-    if name not in listed:
+    if name not in listed:  # the list is held to the names and sizes a bundle may have (_check_listing)
         _refuse(file, f"holds {name!r}, which its bundle.json does not list")
-    limit = MAX_FILE_BYTES[Path(name).suffix]
-    if member.size != listed[name]["bytes"] or member.size > limit:
-        sizes = f"{member.size:,} bytes, {listed[name]['bytes']:,} listed, at most {limit:,}"
-        _refuse(file, f"holds {name!r} of the wrong size ({sizes})")
+    if member.size != listed[name]["bytes"]:
+        _refuse(file, f"holds {name!r} of the wrong size ({member.size:,} bytes, {listed[name]['bytes']:,} listed)")
     seen.add(name)
     return True
 
@@ -349,14 +351,12 @@ def survey(file: str | Path, store: Path) -> tuple[dict, dict[str, dict[str, int
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
-    seen: set[str] = set()
     limits: dict[str, dict[str, int]] = {}
     with _reading(file) as tar:
         listed, digest = _read_listing(file, tar)
         _check_listing(file, listed, Path(store))
-        while (member := tar.next()) is not None:
-            tar.members.clear()  # tarfile keeps every header it read; a survey needs none of them
-            if not _check_member(file, member, listed, seen) or not _RUN_FILE.match(member.name):
+        for member in _files(file, tar, listed):
+            if not _RUN_FILE.match(member.name):
                 continue
             run_id, name = member.name.split("/")[1:]
             if name == "record.json":
@@ -369,8 +369,6 @@ def survey(file: str | Path, store: Path) -> tuple[dict, dict[str, dict[str, int
                     f"holds {run_id}/{name} of {member.size:,} bytes, more than its model's weights need "
                     f"({limits[run_id][name]:,})",
                 )
-    if missing := sorted(set(listed) - seen):
-        _refuse(file, f"lists {missing[0]!r} but does not hold it")
     return listed, limits, digest
 
 
@@ -403,14 +401,11 @@ def _check_weights(file: Path, path: Path, limit: int) -> None:
 def _unpack(file: Path, listed: dict, limits: dict, scratch: Path) -> dict[str, Path]:
     """Every file unpacked under ``scratch`` by tarfile's ``data`` filter, checked against the list (name, kind,
     size, checksum), each weight file checked at once (:func:`_check_weights`); name -> path."""
-    unpacked, seen = {}, set()
+    unpacked = {}
     with _reading(file) as tar:
         if _read_listing(file, tar)[0] != listed:
             _refuse(file, "changed while it was read")
-        while (member := tar.next()) is not None:
-            tar.members.clear()
-            if not _check_member(file, member, listed, seen):
-                continue
+        for member in _files(file, tar, listed):
             name = member.name
             try:
                 tar.extract(member, scratch, set_attrs=False, filter="data")
@@ -425,8 +420,6 @@ def _unpack(file: Path, listed: dict, limits: dict, scratch: Path) -> dict[str, 
                 run_id, kind = name.split("/")[1:]
                 _check_weights(file, path, limits[run_id][kind])
             unpacked[name] = path
-    if missing := sorted(set(listed) - set(unpacked)):
-        _refuse(file, f"lists {missing[0]!r} but does not hold it")
     return unpacked
 
 
@@ -563,12 +556,15 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
         raise _unwritable(file, store, error) from None
     clean_imports(store)
     surveyed = survey(file, store)  # every header and record, against the limits and bounds: nothing written yet
-    with contextlib.ExitStack() as owning:
-        try:  # inside the store: on its disk, so that each run moves in by a rename
-            scratch = owning.enter_context(owned_folder(store, SCRATCH_PREFIX))
+    with contextlib.ExitStack() as owning:  # inside the store: on its disk, so that each run moves in by a rename
+        scratch = store / f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:12]}"
+        try:  # its lock taken before the folder is made, and let go (its file removed) after the folder is
+            lock = owning.enter_context(FileLock(store / LOCKS / f"{scratch.name}.lock"))
+            owning.callback(Path(lock.lock_file).unlink, missing_ok=True)
+            scratch.mkdir()
         except OSError as error:
             raise _unwritable(file, store, error) from None
-        owning.callback(shutil.rmtree, scratch, ignore_errors=True)  # before its lock is let go
+        owning.callback(shutil.rmtree, scratch, ignore_errors=True)
         found = read_bundle(file, scratch / "new", surveyed)
         with run_locks([*found.runs, *([STATE_FOLDER] if found.state else [])], progress=False, store=store):
             plans = {

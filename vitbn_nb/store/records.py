@@ -1,25 +1,23 @@
 """The run store's files, read and written atomically and verified: each run's ``record.json`` (with a SHA-256 of
 itself) and weight files (loaded weights-only: data, never code), the optimisation state's JSON files, and the
-working folders of imports. :func:`check_store` lists every damaged run with a repair that works."""
+working folders of imports. What each JSON file holds is declared once, as JSON Schema (:data:`RECORD_SCHEMA`,
+:data:`STATE_SCHEMAS`), and checked with ``jsonschema``. :func:`check_store` lists every damaged run with a repair
+that works."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import math
-import os
 import pickle
-import re
-import uuid
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pandas as pd
 import torch
+from filelock import FileLock
 
 from .. import atomic
 from ..limits import model_problem
@@ -33,13 +31,143 @@ ENDED = ("finished", "diverged")
 WEIGHT_FILES = ("model.pt", "checkpoint.pt")
 #: The optimisation state's folder in the store (``vitbn_nb.hpo``); not a run.
 STATE_FOLDER = "hpo"
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-# -- the optimisation state's files (``vitbn_nb.hpo``): ``hpo/<study>/`` and ``hpo/best-<dataset>-<profile>.json`` --
-
 STATE_FILE = "ax_state.json"
 LEDGER_FILE = "trials.json"
+
+# -- what each JSON file of the store holds, declared once as JSON Schema ---------------------------------------
+# A field breaking it is one line: "'test_acc' must be <its description>, not <its value>", or jsonschema's own words
+# where it has no description. ``format: finite`` refuses NaN and infinities; an integer is never a bool or a float.
+
+_COUNT = {"type": "integer", "minimum": 0, "description": "a count"}
+_TEXT, _OBJECT = {"type": "string", "description": "a string"}, {"type": "object", "description": "an object"}
+_DATE, _INT = {"type": ["string", "null"], "description": "a date or null"}, {"type": "integer"}
+_SECONDS = {"type": "number", "format": "finite", "minimum": 0, "description": "seconds"}
+_PERCENT = {**_SECONDS, "maximum": 100, "description": "a percentage (0 to 100)"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "a SHA-256"}
+_MACHINE = {  # what every footer reads of a machine: its device type and a name (the GPU's, or the CPU's and cores)
+    "type": "object",
+    "required": ["device"],
+    "properties": {"device": {"enum": ["cpu", "cuda"]}},
+    "anyOf": [
+        {"required": ["gpu"], "properties": {"gpu": {"type": "string"}}},
+        {"required": ["cpu"], "properties": {"cpu": {"type": "string"}, "cpu_cores": {"type": ["integer", "null"]}}},
+    ],
+    "description": "a machine (device, and gpu or cpu and cpu_cores)",
+}
+_EPOCH = {
+    "type": "object",
+    "required": ["epoch", "train_loss", "test_acc", "diverged", "train_seconds", "test_seconds"],
+    "properties": {
+        **dict.fromkeys(["train_seconds", "test_seconds"], _SECONDS),
+        **{"epoch": _COUNT, "test_acc": _PERCENT, "diverged": {"type": "boolean"}},
+        "train_loss": {"type": "number", "minimum": 0},  # NaN or infinite where it diverged
+        "class_acc": {"type": "array", "items": _PERCENT},
+    },
+}
+_MEASUREMENT = {  # its value: numbers (NaN where a quantity does not apply, as a GPU's peak memory on a CPU) or null
+    "type": "object",
+    "required": ["value"],
+    "properties": {"value": {"$ref": "#/$defs/numbers"}, "hardware": {"anyOf": [{"type": "null"}, _MACHINE]}},
+}
+#: What every run's ``record.json`` holds, as the book's code reads it.
+RECORD_SCHEMA = {
+    "type": "object",
+    "required": ["run_id", "config", "status", "epochs", "hardware", "checksums", "record_sha256"],
+    "properties": {
+        **dict.fromkeys(["train_images", "test_images", "checkpoint_epoch"], _COUNT),
+        **dict.fromkeys(["parameters", "versions"], _OBJECT),
+        **dict.fromkeys(["started", "finished"], _DATE),
+        **{"run_id": _TEXT, "hardware": _MACHINE, "record_sha256": _SHA256},
+        "config": {
+            "type": "object",
+            "required": ["model", "model_kwargs", "epochs"],
+            "properties": {"model": _TEXT, "model_kwargs": _OBJECT, "epochs": {"type": "integer", "minimum": 1}},
+            "description": "an object",
+        },
+        "status": {"enum": list(STATUSES), "description": f"one of {', '.join(STATUSES)}"},
+        "epochs": {"type": "array", "items": _EPOCH, "description": "a list"},
+        "checksums": {"type": "object", "propertyNames": {"enum": list(WEIGHT_FILES)}, "additionalProperties": _SHA256},
+        "measurements": {"type": "object", "additionalProperties": _MEASUREMENT},
+        "segments": {
+            "type": "array",
+            "items": {"type": "object", "required": ["hardware"], "properties": {"hardware": _MACHINE}},
+        },
+        "resumed_at": {"type": "array", "items": _COUNT},
+        "diverged_epoch": {"type": ["integer", "null"], "minimum": 0},
+    },
+    "$defs": {
+        "numbers": {
+            "anyOf": [
+                {"type": ["number", "null"]},
+                {"type": "array", "items": {"$ref": "#/$defs/numbers"}},
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/numbers"}},
+            ],
+            "description": "numbers or null, alone or in lists and objects of them",
+        }
+    },
+}
+_TRIAL = {  # a trial-ledger entry, as the optimisation reads it
+    **dict.fromkeys(["run_id", "generator", "status"], _TEXT),
+    "trial": _INT,
+    "lr": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 10},
+    "batch_size": {"type": "integer", "minimum": 2},
+    "accuracy": _PERCENT,
+    "suggest_seconds": _SECONDS,
+}
+#: The optimisation state's files (``vitbn_nb.hpo``): ``hpo/<study>/`` and ``hpo/best-<dataset>-<profile>.json``.
+STATE_SCHEMAS = {
+    LEDGER_FILE: {
+        "title": "a trial ledger",
+        "type": "object",
+        "propertyNames": {"pattern": "^[0-9]+$"},
+        "additionalProperties": {"type": "object", "properties": _TRIAL},
+    },
+    STATE_FILE: {
+        "title": "an Ax snapshot",
+        "type": "object",
+        "required": ["experiment", "generation_strategy"],
+        "properties": {"experiment": _OBJECT, "generation_strategy": _OBJECT},
+    },
+    "study.json": {"title": "a study", "type": "object", "required": ["model"], "properties": {"model": _TEXT}},
+    "best-": {
+        "title": "a file of chosen values",
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": {
+            "type": "object",
+            "required": ["lr", "batch_size", "depth", "trials", "trial_epochs"],
+            "properties": {**_TRIAL, **dict.fromkeys(["depth", "trials", "trial_epochs"], _INT)},
+        },
+    },
+}
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool)
+)
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+_FORMATS = jsonschema.FormatChecker(formats=())
+_FORMATS.checks("finite")(lambda v: not isinstance(v, float) or math.isfinite(v))
+
+
+def schema_problem(schema: dict, instance: Any) -> str | None:
+    """The first way ``instance`` breaks ``schema`` (the shallowest), as one line naming the field; None when it
+    holds."""
+    try:
+        errors = _Validator(schema, format_checker=_FORMATS).iter_errors(instance)
+        error = min(errors, key=lambda e: len(e.path), default=None)
+    except RecursionError:
+        return "is nested too deeply"
+    if error is None:
+        return None
+    path = list(error.path)
+    if error.validator == "required":
+        path.append(next(key for key in error.validator_value if key not in error.instance))
+        text = "is missing"
+    elif described := error.schema.get("description"):
+        text = f"must be {described}, not {error.instance!r:.60}"
+    else:
+        text = f"is wrong: {error.message:.120}" if path else f"{error.message:.120}"
+    field, where = f"{path[-1]!r} " if path else "", "/".join(map(str, path[:-1]))
+    return f"{where}: {field}{text}" if where else f"{field}{text}"
 
 
 def state_fix(path: Path) -> str:
@@ -49,54 +177,11 @@ def state_fix(path: Path) -> str:
     )
 
 
-_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-_num = lambda v: _number(v) and math.isfinite(v)
-_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
-_count = lambda v: _int(v) and v >= 0
-_text = lambda v: isinstance(v, str)
-_maybe = lambda test: lambda v: v is None or test(v)
-_seconds = lambda v: _num(v) and v >= 0
-_percent = lambda v: _num(v) and 0 <= v <= 100
-#: What each kind of trial-ledger entry and chosen-values entry must hold (key: test), as the code reads them.
-_LEDGER_ENTRY = {
-    "trial": _int,
-    "lr": lambda v: _num(v) and 0 < v < 10,
-    "batch_size": lambda v: _int(v) and v >= 2,
-    "run_id": _text,
-    "generator": _text,
-    "accuracy": _percent,
-    "suggest_seconds": _seconds,
-    "status": _text,
-}
-_BEST_ENTRY = {**_LEDGER_ENTRY, "depth": _int, "trials": _int, "trial_epochs": _int}
-_BEST_REQUIRED = ("lr", "batch_size", "depth", "trials", "trial_epochs")
-
-
 def state_problem(name: str, state) -> str | None:
-    """What makes one file of the optimisation state unusable (None when it is whole), checked as the code reads it."""
-    if not isinstance(state, dict):
-        return "is not a JSON object"
-    if name == LEDGER_FILE:
-        for key, entry in state.items():
-            if not key.isdigit() or not isinstance(entry, dict):
-                return f"holds trial {key!r}, which is not a numbered trial"
-            if bad := [k for k, test in _LEDGER_ENTRY.items() if k in entry and not test(entry[k])]:
-                return f"trial {key}: {bad[0]!r} has the wrong type or range"
-    elif name == STATE_FILE:
-        if not isinstance(state.get("experiment"), dict) or not isinstance(state.get("generation_strategy"), dict):
-            return "is not an Ax snapshot (no experiment and generation strategy)"
-    elif name == "study.json":
-        if not isinstance(state.get("model"), str):
-            return "does not name the study's model"
-    elif name.startswith("best-"):
-        for model, entry in state.items():
-            if not isinstance(entry, dict) or any(k not in entry for k in _BEST_REQUIRED):
-                return f"does not hold {model}'s {', '.join(_BEST_REQUIRED)}"
-            if bad := [k for k, test in _BEST_ENTRY.items() if k in entry and not test(entry[k])]:
-                return f"{model}: {bad[0]!r} has the wrong type or range"
-        if not state:
-            return "holds no model"
-    return None
+    """What makes one file of the optimisation state unusable (None when it is whole): :data:`STATE_SCHEMAS`."""
+    schema = STATE_SCHEMAS.get("best-" if name.startswith("best-") else name, _OBJECT)
+    problem = schema_problem(schema, state)
+    return f"is not {schema.get('title', 'a JSON object')}: {problem}" if problem else None
 
 
 def state_file_problem(path: Path) -> str | None:
@@ -118,81 +203,27 @@ def read_ledger(path: Path) -> dict:
     return read_state(path, state_fix(path.parent))
 
 
-# -- working folders owned by the live process that made them (an import's ``.import-*``) ---------------------
-# The owner holds an OS lock (``flock``, ``.locks/<folder name>.lock``) for the folder's life, let go when it ends
-# (kill -9 included): a lock another process can take means the owner is gone, and only such folders are cleaned.
+# -- the working folders of imports (``.import-*``), owned by the live process that made them ------------------
+# The owner holds the folder's file lock (``.locks/<folder name>.lock``, as a run's) from before the folder is made
+# until after it is removed (a kill -9 lets go of it): a lock another process can take means the owner is gone.
 
 #: The store's lock folder, shared with the run locks (``run_folder.run_lock``); run ids never begin with a dot, so
 #: a working folder's lock (``.import-*.lock``) is never a run's.
 LOCKS = ".locks"
 
 
-def _lock_path(folder: Path) -> Path:
-    return folder.parent / LOCKS / f"{folder.name}.lock"
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def owned_folder(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new folder ``parent/<prefix><random>``, locked by this process from before it is made to the block's end."""
-    folder = Path(parent) / f"{prefix}{uuid.uuid4().hex[:12]}"
-    lock = _lock_path(folder)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
-        folder.mkdir()
-        yield folder
-    finally:
-        lock.unlink(missing_ok=True)  # before letting go: a folder left behind then reads as ownerless
-        os.close(fd)
-
-
 def is_owned(folder: Path) -> bool:
-    """Whether a live process owns ``folder`` (read only: nothing is created or removed)."""
-    try:
-        fd = os.open(_lock_path(folder), os.O_RDONLY)
-    except FileNotFoundError:
+    """Whether a live process holds ``folder``'s lock (an import's working folder, or a run it writes); read only."""
+    path = folder.parent / LOCKS / f"{folder.name}.lock"
+    if not path.exists():
         return False  # the lock comes before the folder and goes after it: no lock file, no owner
-    except OSError:
-        return True  # cannot tell: assume someone is at work rather than call it abandoned
+    lock = FileLock(path)
     try:
-        if not _try_lock(fd):
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def taken_over(folder: Path) -> Iterator[bool]:
-    """Whether ``folder`` is this process's to clean up (its owner gone, the folder still there): then its lock is held
-    until the block ends and removed with it. False for a folder a live process owns, or one that cannot be locked."""
-    lock = _lock_path(folder)
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        # Created when missing: a folder left by a version of the book that took no lock, or whose lock file was
-        # deleted by hand, is taken over by one process only.
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        yield False
-        return
-    held = False
-    try:
-        held = _try_lock(fd)
-        yield held and folder.is_dir()  # the owner may have finished (and removed it) since it was seen
-    finally:
-        if held:
-            lock.unlink(missing_ok=True)
-        os.close(fd)
+        lock.acquire(blocking=False)
+    except OSError:  # held (a Timeout), or cannot tell: assume someone is at work rather than call it abandoned
+        return True
+    lock.release()
+    return False
 
 
 #: An import's temporary folder in the store (``.import-<random>``), and the mark it leaves from its first change of
@@ -251,115 +282,34 @@ def write_record(path: Path, record: dict) -> None:
 # -- what a whole record holds ------------------------------------------------------------------------
 
 
-def _hardware(v) -> bool:
-    """What every footer reads of a machine: its device type and a name (the GPU's, or the CPU's and its cores)."""
-    return (
-        isinstance(v, dict)
-        and v.get("device") in ("cpu", "cuda")
-        and (isinstance(v.get("gpu"), str) or (isinstance(v.get("cpu"), str) and _maybe(_count)(v.get("cpu_cores"))))
-    )
-
-
-def _plain_numbers(v, depth: int = 0) -> bool:
-    """A measurement's value: numbers (NaN where a quantity does not apply, as a GPU's peak memory on a CPU) or
-    null, alone or in lists and objects of them."""
-    if depth > 4:
-        return False
-    if isinstance(v, dict):
-        return all(isinstance(k, str) and _plain_numbers(x, depth + 1) for k, x in v.items())
-    if isinstance(v, list):
-        return all(_plain_numbers(x, depth + 1) for x in v)
-    return v is None or _number(v)
-
-
-_list_of = lambda test: lambda v: isinstance(v, list) and all(test(x) for x in v)
-_object = lambda v: isinstance(v, dict)
-_segment = lambda v: isinstance(v, dict) and _hardware(v.get("hardware"))
-
-#: key: (required, test, what it must be). The keys the book's code reads from every record.
-_RECORD_KEYS = {
-    "run_id": (True, _text, "a string"),
-    "config": (True, _object, "an object"),
-    "status": (True, lambda v: v in STATUSES, f"one of {', '.join(STATUSES)}"),
-    "epochs": (True, lambda v: isinstance(v, list), "a list"),
-    "hardware": (True, _hardware, "a machine (device, and gpu or cpu and cpu_cores)"),
-    "checksums": (True, _object, "an object"),
-    "record_sha256": (True, lambda v: isinstance(v, str) and bool(_HEX64.match(v)), "a SHA-256"),
-    "measurements": (False, _object, "an object"),
-    "segments": (False, _list_of(_segment), "segments with machines"),
-    "resumed_at": (False, _list_of(_count), "a list of epoch numbers"),
-    "parameters": (False, _object, "an object"),
-    "train_images": (False, _count, "a count"),
-    "test_images": (False, _count, "a count"),
-    "started": (False, _maybe(_text), "a date"),
-    "finished": (False, _maybe(_text), "a date or null"),
-    "diverged_epoch": (False, _maybe(_count), "an epoch or null"),
-    "checkpoint_epoch": (False, _count, "an epoch"),
-    "versions": (False, _object, "an object"),
-}
-_EPOCH_KEYS = {
-    "epoch": (True, _count, "an epoch number"),
-    "train_loss": (True, _number, "a number"),
-    "test_acc": (True, _percent, "a percentage (0 to 100)"),
-    "diverged": (True, lambda v: isinstance(v, bool), "true or false"),
-    "train_seconds": (True, _seconds, "seconds"),
-    "test_seconds": (True, _seconds, "seconds"),
-    "class_acc": (False, _list_of(_percent), "a list of percentages"),
-}
-_CONFIG_KEYS = {
-    "model": (True, _text, "a model name"),
-    "model_kwargs": (True, _object, "an object"),
-    "epochs": (True, lambda v: _count(v) and v >= 1, "a count >= 1"),
-}
-
-
-def _wrong_keys(obj: dict, keys: dict, where: str) -> str | None:
-    for key, (required, test, what) in keys.items():
-        if key not in obj:
-            if required:
-                return f"{where}{key!r} is missing"
-        elif not test(obj[key]):
-            return f"{where}{key!r} must be {what}, not {obj[key]!r:.60}"
-    return None
-
-
 def record_problem(record: Any, folder_name: str) -> str | None:
-    """What makes ``record`` untrustworthy (None when whole): its checksum, a key the book reads, or its status."""
+    """What makes ``record`` untrustworthy (None when whole): its checksum, :data:`RECORD_SCHEMA`, its folder, its
+    configuration's sizes, its epochs' numbers and its status."""
     if not isinstance(record, dict):
         return f"holds a JSON {type(record).__name__}, not a run record"
     if "record_sha256" not in record:
         return "has no checksum (record_sha256), so an edit cannot be told from the run's own numbers"
-    if (problem := _wrong_keys(record, _RECORD_KEYS, "")) is not None:
+    try:
+        digest = _record_digest(record)
+    except RecursionError:
+        return "is nested too deeply"
+    if (digest, folder_name) in _WHOLE and record["record_sha256"] == digest:
+        return None  # this very content was found whole before (checking the schema costs more than the digest)
+    if (problem := schema_problem(RECORD_SCHEMA, record)) is not None:
         return problem
-    if record["record_sha256"] != _record_digest(record):
+    if record["record_sha256"] != digest:
         return "does not match its checksum (edited or damaged)"
     if record["run_id"] != folder_name:
         return f"names run {record['run_id']!r} but lies in folder {folder_name!r}"
-    if (problem := _wrong_keys(record["config"], _CONFIG_KEYS, "config: ")) is not None:
-        return problem
     if (problem := model_problem(record["config"], count=False)) is not None:  # sizes alone: nothing is built
         return f"config: {problem}"
-    for i, epoch in enumerate(record["epochs"], 1):
-        if not isinstance(epoch, dict):
-            return f"epoch {i} is not an object"
-        if (problem := _wrong_keys(epoch, _EPOCH_KEYS, f"epoch {i}: ")) is not None:
-            return problem
+    epochs, status = record["epochs"], record["status"]
+    for i, epoch in enumerate(epochs, 1):
         if epoch["epoch"] != i:
             return f"epoch {i} is numbered {epoch['epoch']}"
         diverged = not math.isfinite(epoch["train_loss"])
-        if epoch["diverged"] != diverged or (diverged and i < len(record["epochs"])):
+        if epoch["diverged"] != diverged or (diverged and i < len(epochs)):
             return f"epoch {i}: 'diverged' must say whether train_loss is finite, and only the last epoch diverges"
-        if not epoch["diverged"] and epoch["train_loss"] < 0:
-            return f"epoch {i}: 'train_loss' cannot be negative"
-    for name, digest in record["checksums"].items():
-        if name not in WEIGHT_FILES or not (isinstance(digest, str) and _HEX64.match(digest)):
-            return f"checksums: {name!r} is not a weight file with a SHA-256"
-    for name, measurement in record.get("measurements", {}).items():
-        if not isinstance(measurement, dict) or not _plain_numbers(measurement.get("value", "missing")):
-            return f"measurement {name!r} must hold a value of numbers"
-        if measurement.get("hardware") is not None and not _hardware(measurement["hardware"]):
-            return f"measurement {name!r} names no machine it was taken on"
-    epochs, status = record["epochs"], record["status"]
     if status in ENDED:
         if "model.pt" not in record["checksums"]:
             return f"is {status} but lists no model.pt checksum"
@@ -367,7 +317,11 @@ def record_problem(record: Any, folder_name: str) -> str | None:
             return f"is finished after {len(epochs)} of {record['config']['epochs']} epochs"
         if status == "diverged" and not (epochs and epochs[-1]["diverged"]):
             return "is diverged but its last epoch did not diverge"
+    _WHOLE.add((digest, folder_name))
     return None
+
+
+_WHOLE: set[tuple[str, str]] = set()  # (content digest, folder) of the records found whole
 
 
 def read_record(folder: Path) -> dict:
@@ -511,7 +465,7 @@ def _whole_checkpoint(checkpoint: Any) -> bool:
         and isinstance(checkpoint.get("model"), dict)
         and isinstance(checkpoint.get("optimizer"), dict)
         and isinstance(checkpoint.get("epochs"), list)
-        and all(isinstance(e, dict) and _wrong_keys(e, _EPOCH_KEYS, "") is None for e in checkpoint["epochs"])
+        and all(schema_problem(_EPOCH, e) is None for e in checkpoint["epochs"])
     )
 
 

@@ -32,6 +32,7 @@ from .records import (
     LOCKS,
     STATE_FOLDER,
     RunStoreError,
+    is_owned,
     load_checkpoint,
     load_weights,
     read_record,
@@ -131,15 +132,7 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
 
 def is_locked(run_id: str, store: Path | None = None) -> bool:
     """Whether another process holds the run's lock (it is training it) right now."""
-    lock = FileLock(str((Path(store) if store is not None else runs_dir()) / LOCKS / f"{run_id}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return True
-    except OSError:
-        return False  # no lock folder yet: nobody trains here
-    lock.release()
-    return False
+    return is_owned((Path(store) if store is not None else runs_dir()) / run_id)
 
 
 @contextlib.contextmanager

@@ -72,7 +72,7 @@ def client(uri: str | None = None):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     elif (path := _sqlite_path(uri)) is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # optional: only when asked for
 
     return MlflowClient(tracking_uri=uri)
 
@@ -107,7 +107,7 @@ def _millis(timestamp: str | None) -> int | None:
 
 
 def _epoch_metrics(record: dict, timestamp: int):
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric  # optional
 
     metrics = []
     for epoch in record["epochs"]:
@@ -130,7 +130,7 @@ def _tags(record: dict) -> dict[str, str]:
         "train_images": str(record.get("train_images", "")),
         "test_images": str(record.get("test_images", "")),
         "timing": record.get("timing", ""),
-        "mlflow.source.name": "vitbn_nb.store.runs",
+        "mlflow.source.name": "vitbn_nb.engines.training",
     }
     if record.get("diverged_epoch") is not None:
         tags["diverged_epoch"] = str(record["diverged_epoch"])
@@ -140,7 +140,7 @@ def _tags(record: dict) -> dict[str, str]:
 
 def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, tags: dict | None = None) -> str:
     """Log ``run`` (a finished or diverged ``runs.Run``) to MLflow once; return the MLflow run id."""
-    from mlflow.entities import Param, RunTag
+    from mlflow.entities import Param, RunTag  # optional
 
     record = run.record
     if record["status"] not in ("finished", "diverged"):

@@ -17,7 +17,6 @@ from ...publishing import figures
 if TYPE_CHECKING:
     from .study import ModelsResult
 
-CHAPTER = "02_models"
 #: What the size table and figure are computed from: no run, the models as the package builds them.
 DEFINITIONS = "the model definitions in vitbn_nb.models"
 
@@ -82,17 +81,12 @@ def model_table(result: ModelsResult):
     """Save the size table (CSV + manifest, ``new/model_table``); returns it styled with its stamp."""
     shown = result.sizes.copy()
     shown["depth"] = shown["depth"].astype(object).where(shown["depth"].notna(), "–")
-    return figures.save_table(
-        shown,
-        "02_model_table",
-        result,
-        reproduces="new/model_table",
-        caption="Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per "
-        "multiply-add; norms (LayerNorm, BatchNorm, DyT alike) and softmax not counted) of every configuration in "
-        "the book",
-        reads=DEFINITIONS,
-        precision=2,
+    caption = (
+        "Parameters and forward FLOPs per image (batch of 1, eval mode; matmul/conv FLOPs, 2 per multiply-add; norms "
+        "(LayerNorm, BatchNorm, DyT alike) and softmax not counted) of every configuration in the book"
     )
+    about = dict(reproduces="new/model_table", caption=caption, reads=DEFINITIONS, precision=2)
+    return figures.save_table(shown, "02_model_table", result, **about)
 
 
 def model_size_figure(result: ModelsResult):
@@ -112,50 +106,32 @@ def model_size_figure(result: ModelsResult):
     for ax, (column, scale, label) in zip(axes, columns):
         for model in VIT_FAMILY:
             rows = sizes[(sizes["model"] == model) & sizes["depth"].notna()].sort_values("depth")
-            depths = sorted(rows["depth"].astype(int))
+            name = f"{model} (depths {', '.join(map(str, sorted(rows['depth'].astype(int))))})"
             ax.plot(
-                rows["depth"].astype(int),
-                rows[column] / scale,
-                color=figures.color(model),
-                label=f"{model} (depths {', '.join(map(str, depths))})",
-                **looks[model],
+                rows["depth"].astype(int), rows[column] / scale, color=figures.color(model), label=name, **looks[model]
             )
+        circle = dict(s=320, facecolors="none", edgecolors="black", linewidths=1.3, zorder=3)
         for model, depth in AS_RUN_DEPTH.items():
             point = sizes[(sizes["model"] == model) & (sizes["depth"] == depth)]
-            ax.scatter(
-                point["depth"].astype(int),
-                point[column] / scale,
-                s=320,
-                facecolors="none",
-                edgecolors="black",
-                linewidths=1.3,
-                zorder=3,
-                label="article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None,
-            )
+            name = "article 1 as run (ViT d6; ViTBNFFN, ViTBN d1)" if model == "ViT" else None
+            ax.scatter(point["depth"].astype(int), point[column] / scale, label=name, **circle)
         for model, style in (("DNN_d3", (0, (1, 1))), ("DNNBN_d3", (0, (4, 2))), ("CNN", (0, (6, 2, 1, 2)))):
             row = sizes[sizes["model"] == model]
             if not row.empty:
-                ax.axhline(
-                    row[column].iloc[0] / scale,
-                    color=figures.color(model),
-                    linestyle=style,
-                    linewidth=1.6,
-                    label=f"{model} (no encoder)",
-                )
+                look = dict(color=figures.color(model), linestyle=style, linewidth=1.6, label=f"{model} (no encoder)")
+                ax.axhline(row[column].iloc[0] / scale, **look)
         ax.set(xlabel="encoder depth (blocks)", ylabel=label, xticks=list(DEPTHS), ylim=(0, None))
     axes[0].set_title("Parameters")
     axes[1].set_title("Forward FLOPs per image (batch of 1)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9)
     fig.suptitle("Model sizes of every configuration in the book")
+    caption = (
+        "Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as horizontal "
+        "lines; circled: article 1's trio as run (its BatchNorm models computed one block)."
+    )
     return figures.save_figure(
-        fig,
-        "02_model_sizes",
-        result,
-        reproduces="new/model_sizes",
-        caption="Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as "
-        "horizontal lines; circled: article 1's trio as run (its BatchNorm models computed one block).",
-        reads=DEFINITIONS,
+        fig, "02_model_sizes", result, reproduces="new/model_sizes", caption=caption, reads=DEFINITIONS
     )
 
 

@@ -20,7 +20,6 @@ from ...publishing.results import ChapterResult
 from .settings import ModelsSettings
 from .sizes import model_sizes
 
-CHAPTER = "02_models"
 #: What normalises each ViT of the family, in words.
 NORMS_IN = {
     "ViT": "LayerNorm only",
@@ -206,13 +205,14 @@ def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float =
         raise ValueError(f"steps={steps!r} is not allowed; it must be an integer >= 1")
     images, _ = data.load_mnist(train=True)
     patchify = Rearrange("b c (h p1) (w p2) -> (b h w) (p1 p2 c)", p1=7, p2=7)
-    true_mean = patchify(data.to_float(images)).mean(dim=0)
-    norm = BatchNorm(49, momentum=momentum).train()
+    # float64: a float32 mean's rounding depends on the thread count, and the figure must not
+    true_mean = patchify(data.to_float(images).double()).mean(dim=0)
+    norm = BatchNorm(49, momentum=momentum).double().train()
     order = torch.randperm(len(images), generator=torch.Generator().manual_seed(seed))
     rows = [{"step": 0, "max |error|": (norm.running_mean - true_mean).abs().max().item()}]
     with torch.no_grad():
         for step in range(1, steps + 1):
-            batch = data.to_float(images[order[(step - 1) * batch_size : step * batch_size]])
+            batch = data.to_float(images[order[(step - 1) * batch_size : step * batch_size]]).double()
             norm(patchify(batch))
             rows.append({"step": step, "max |error|": (norm.running_mean - true_mean).abs().max().item()})
     trace = pd.DataFrame(rows)
@@ -226,21 +226,11 @@ def running_stats_figure(result: ModelsResult):
     trace = result.trace
     figures.use_style()
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(
-        trace["step"],
-        trace["max |error|"],
-        marker="o",
-        markersize=3,
-        color=figures.color("ViTBN"),
-        label="BatchNorm running mean (measured)",
-    )
-    ax.plot(
-        trace["step"],
-        trace["(1 − momentum)^step × initial error"],
-        linestyle="--",
-        color="0.4",
-        label=f"(1 − {trace.attrs.get('momentum', 0.1):g})^step × initial error",
-    )
+    measured, envelope = trace["max |error|"], trace["(1 − momentum)^step × initial error"]
+    label = "BatchNorm running mean (measured)"
+    ax.plot(trace["step"], measured, marker="o", markersize=3, color=figures.color("ViTBN"), label=label)
+    label = f"(1 − {trace.attrs.get('momentum', 0.1):g})^step × initial error"
+    ax.plot(trace["step"], envelope, linestyle="--", color="0.4", label=label)
     ax.set_yscale("log")
     ax.set(
         xlabel=f"training step (batch of {trace.attrs.get('batch_size', 100)} images)",
@@ -248,15 +238,12 @@ def running_stats_figure(result: ModelsResult):
         title="Running mean of the patch-pixel BatchNorm converges to the data mean",
     )
     ax.legend()
-    return figures.save_figure(
-        fig,
-        "02_running_stats",
-        result,
-        reproduces="new/running_stats",
-        caption="Largest error of BatchNorm's running mean (49 patch pixels of MNIST training batches) against "
-        "the training-set mean, per step; no model is trained.",
-        reads="MNIST training batches",
+    caption = (
+        "Largest error of BatchNorm's running mean (49 patch pixels of MNIST training batches) against the "
+        "training-set mean, per step; no model is trained."
     )
+    about = dict(reproduces="new/running_stats", caption=caption, reads="MNIST training batches")
+    return figures.save_figure(fig, "02_running_stats", result, **about)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ SAID = {
 EPOCHS = IntroSettings.epochs
 
 
-def claims(settings: IntroSettings) -> list[Claim]:
+def findings(settings: IntroSettings) -> list[Claim]:
     """Figs 1-3 at the settings' low and high rate (their keys name the figures, their measures the rates)."""
     low, high = min(settings.lrs), max(settings.lrs)
     mean = "DNNBN_d3 − DNN_d3 mean test accuracy over the epochs, lr {:g} (pt)"

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...profiles import AUTO_ENGINE, ChapterSettings
+from ...profiles import AUTO_ENGINE
+from ..base import RunSettings
 
 
 @dataclass(frozen=True)
-class IntroSettings(ChapterSettings):
+class IntroSettings(RunSettings):
     """Chapter 01: article 2's DNN experiment (15 epochs of augmented MNIST at two learning rates)."""
 
     chapter = "01_batchnorm_intro"  # its notebook's name (a class attribute, not a setting)
 
-    seeds: int = 3
     epochs: int = 15
     lrs: tuple[float, ...] = (0.01, 0.1)
     batch_size: int = 100
-    test_batch_size: int = 5000
-    train_size: int | None = None
-    test_size: int | None = None
     #: On a GPU a configuration's seeds and learning rates train as one stacked model (``vitbn_nb.engines.stack``).
     engine: str = AUTO_ENGINE
 

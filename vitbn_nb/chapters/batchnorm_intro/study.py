@@ -10,16 +10,16 @@ from dataclasses import dataclass, field, replace
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ...engines import training
 from ...judging.selection import require
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
 from .. import panels
 from . import article
-from .claims import judge
+from .judge import figures_1_to_3
 from .settings import IntroSettings
 
-CHAPTER = "01_batchnorm_intro"
 MODELS = ("DNN_d3", "DNNBN_d3")
 DATASET = "mnist_aug"
 #: Which of article 2's figures each learning rate reproduces.
@@ -69,7 +69,7 @@ def protocol(settings: IntroSettings) -> pd.DataFrame:
 
 def run(settings: IntroSettings, force: bool = False) -> IntroResult:
     """Train (or read back from the run store) every run of the chapter."""
-    return IntroResult(settings, runs.load_table(runs.train_all(plan(settings), force=force)))
+    return IntroResult(settings, runs.load_table(training.train_all(plan(settings), force=force)))
 
 
 def _reproduces(lr: float) -> str:
@@ -99,15 +99,11 @@ def accuracy_loss_figure(result: IntroResult, lr: float):
     loss_ax.legend()
     fig.suptitle(f"DNN_d3 vs DNNBN_d3 at lr = {lr:g} (Adam, batch {int(chosen['batch_size'].iloc[0])})")
     reproduces = _reproduces(lr)
-    return figures.save_figure(
-        fig,
-        f"01_dnn_lr{lr:g}",
-        result,
-        reproduces=reproduces,
-        caption=f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented "
-        f"MNIST; {figures.spread_label(chosen)} (article 2, {reproduces.split('/')[-1]}).",
-        runs=chosen,
+    caption = (
+        f"Test accuracy and training loss per epoch of DNN_d3 and DNNBN_d3 at lr={lr:g} on augmented MNIST; "
+        f"{figures.spread_label(chosen)} (article 2, {reproduces.split('/')[-1]})."
     )
+    return figures.save_figure(fig, f"01_dnn_lr{lr:g}", result, reproduces=reproduces, caption=caption, runs=chosen)
 
 
 def lr_comparison_figure(result: IntroResult):
@@ -129,14 +125,11 @@ def lr_comparison_figure(result: IntroResult):
     axes[0].set_ylabel("test accuracy (%)")
     axes[0].set_ylim(*_accuracy_limits(table))
     fig.suptitle("Each model's test accuracy at both learning rates (augmented MNIST)")
-    return figures.save_figure(
-        fig,
-        "01_dnn_both_lrs",
-        result,
-        reproduces="article2/fig3",
-        caption="Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
-        f"{figures.spread_label(result.table)} (article 2, fig3).",
+    caption = (
+        "Test accuracy per epoch of DNN_d3 (left) and DNNBN_d3 (right) at each learning rate; "
+        f"{figures.spread_label(result.table)} (article 2, fig3)."
     )
+    return figures.save_figure(fig, "01_dnn_both_lrs", result, reproduces="article2/fig3", caption=caption)
 
 
 def _accuracy_limits(rows: pd.DataFrame) -> tuple[float, float]:
@@ -183,11 +176,11 @@ CLAIMS_OF = {
 
 
 def _rule_lines(result: IntroResult, reproduces: str) -> list[str]:
-    measures = {c.key: c.measure for c in article.claims(result.settings)}
+    measures = {c.key: c.measure for c in article.findings(result.settings)}
     shown = lambda v: "" if v.outcome == UNTESTABLE else f"{v.shown}; "
     return [
         f"{measures[v.claim]}: {shown(v)}by the book's rule: {v.text}."
-        for v in judge(result.table, result.settings)
+        for v in figures_1_to_3(result.table, result.settings)
         if v.claim in CLAIMS_OF.get(reproduces, ())
     ]
 
@@ -203,7 +196,7 @@ def _stuck(final: pd.DataFrame, lr: float) -> str | None:
 
 
 def summary(result: IntroResult, lr: float | None = None) -> Summary:
-    """This run's final accuracy (mean ± sd over seeds) per model and lr, article 2's words, a verdict.
+    """This run's final accuracy (mean [95 % interval] over seeds) per model and lr, article 2's words, a verdict.
 
     With ``lr`` the rows at that learning rate (Figures 1 and 2); without it all rows and the
     cost of the higher learning rate to each model (Figure 3).
@@ -241,16 +234,14 @@ def summary_table(result: IntroResult):
     """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption;
     shown with its verdicts under it, then its source line."""
     found = summary(result)
+    caption = " ".join(found.verdicts[1:])
     saved = figures.save_table(
-        found.table,
-        "01_dnn_final_accuracy",
-        result,
-        reproduces="article2/fig3",
-        caption=" ".join(found.verdicts[1:]),
+        found.table, "01_dnn_final_accuracy", result, reproduces="article2/fig3", caption=caption
     )
     return replace(saved, output=found)
 
 
 def claims_table(result):
     """Article 2's claims about its DNNs (Figures 1-3), judged by the book's one rule; saved as ``NN_claims``."""
-    return figures.save_claims(result, judge(result.table, result.settings), article.claims(result.settings))
+    found = figures_1_to_3(result.table, result.settings)
+    return figures.save_claims(result, found, article.findings(result.settings))

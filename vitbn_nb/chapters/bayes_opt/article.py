@@ -12,7 +12,7 @@ EPOCHS = BayesOptSettings.epochs
 DEVICES = f"no machine stated for Experiment 2 (an {HARDWARE} for Experiment 1), {CODE_DEVICE}"
 
 
-def claims() -> list[Claim]:
+def findings() -> list[Claim]:
     """The optimised runs' accuracies, gains and convergence, as article 1's text on Fig 8 states them."""
     where = "article 1, text on Fig 8"
     found = [
@@ -25,7 +25,7 @@ def claims() -> list[Claim]:
             level=value,
             epochs=EPOCHS,
         )
-        for model, value in EXPERIMENT2["accuracy"].items()
+        for model, value in EXPERIMENT2.accuracy.items()
     ]
     summary = f"{where} and its summary of results"
     for model in BN_MODELS:
@@ -34,8 +34,8 @@ def claims() -> list[Claim]:
             ("inference", "r_v", 60.0, "a little above 60 %"),
         ):
             says = (
-                f"gain in {kind} time per epoch {words} (its {key} = {EXPERIMENT2[key][model]:g}; it names no machine "
-                "for Experiment 2)"
+                f"gain in {kind} time per epoch {words} (its {key} = {EXPERIMENT2.ratios(key)[model]:g}; it names no "
+                "machine for Experiment 2)"
             )
             measure = f"{model} {kind} gain, optimised (%)"
             found.append(Claim(f"article1/optimised/{key}/{model}", summary, says, RATIO, measure, +1, level))

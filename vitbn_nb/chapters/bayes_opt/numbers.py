@@ -6,9 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import hpo
+from ...judging.claims import verdict_texts
 from ...publishing import results
 from .article import EXPERIMENT2
-from .claims import experiment2
+from .judge import experiment2
 
 MODELS = hpo.MODELS
 
@@ -43,7 +44,7 @@ def best_settings(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
                 "best trial": f"{int(best['trial'])} of {int((trials['model'] == model).sum())} ({best['generator']})",
                 f"trial accuracy after {int(best['trial_epochs'])} ep. (%)": round(float(best["accuracy"]), 2),
                 f"accuracy after {epochs} ep. (%)": final.loc[model, "accuracy (%)"] if model in final.index else "n/a",
-                "article 1 after 30 ep. (%)": f"{EXPERIMENT2['accuracy'][model]:g}",
+                "article 1 after 30 ep. (%)": f"{EXPERIMENT2.accuracy[model]:g}",
                 "seeds": int(final.loc[model, "seeds"]) if model in final.index else 0,
             }
         )
@@ -57,7 +58,7 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, row in ours.iterrows():
         model = row["model"]
-        reported_t, reported_v = EXPERIMENT2["r_t"].get(model), EXPERIMENT2["r_v"].get(model)
+        reported_t, reported_v = EXPERIMENT2.r_t.get(model), EXPERIMENT2.r_v.get(model)
         rows.append(
             {
                 "model": model,
@@ -80,10 +81,7 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
 def rule_verdicts(table: pd.DataFrame, judged: list | None = None) -> dict[str, str]:
     """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined); ``judged``
     are those verdicts when the caller has them already."""
-    found: dict[str, list[str]] = {}
-    for verdict in experiment2(table) if judged is None else judged:
-        found.setdefault(verdict.claim, []).append(verdict.text)
-    return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
+    return verdict_texts(experiment2(table) if judged is None else judged)
 
 
 def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -99,11 +97,11 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         | {"verdict": rule.get(f"article1/optimised/{claim}", "") if claim else ""}
     )
     for model in (m for m in MODELS if m in final.index):
-        said, found = f"{EXPERIMENT2['accuracy'][model]:g}", final.loc[model, "accuracy (%)"]
+        said, found = f"{EXPERIMENT2.accuracy[model]:g}", final.loc[model, "accuracy (%)"]
         add(model, f"final accuracy (%) (article: 30 epochs; here {epochs})", said, found, f"accuracy/{model}")
     for key in ("r_t", "r_v"):
         for model in (m for m in BN_MODELS if m in speed.index):
-            add(model, key, f"{EXPERIMENT2[key][model]:g}", speed.loc[model, key], f"{key}/{model}")
+            add(model, key, f"{EXPERIMENT2.ratios(key)[model]:g}", speed.loc[model, key], f"{key}/{model}")
     curves = "; ".join(
         f"{v.condition or 'ViT against the BatchNorm models'}: {v.shown}"
         for v in judged

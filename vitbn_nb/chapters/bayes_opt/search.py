@@ -33,25 +33,12 @@ def fig7_figure(result: BayesOptResult):
         one = trials[trials["model"] == model].sort_values("trial")
         colour = figures.color(model)
         # Carry the last best to the edge so the final trial's step is visible as a level, not a riser.
-        top.step(
-            [*one["trial"], last + 0.45],
-            [*one["best_so_far"], one["best_so_far"].iloc[-1]],
-            where="post",
-            color=colour,
-            linewidth=2.2,
-            label=f"{model_label(model, one['depth'].iloc[0])}: best so far",
-        )
+        steps = ([*one["trial"], last + 0.45], [*one["best_so_far"], one["best_so_far"].iloc[-1]])
+        label = f"{model_label(model, one['depth'].iloc[0])}: best so far"
+        top.step(*steps, where="post", color=colour, linewidth=2.2, label=label)
         for generator, marker in _MARKERS.items():
-            points = one[one["generator"] == generator]
-            top.scatter(
-                points["trial"],
-                points["accuracy"],
-                color=colour,
-                marker=marker,
-                s=70 if marker == "*" else 30,
-                alpha=0.55,
-                edgecolor="none",
-            )
+            points, look = one[one["generator"] == generator], dict(s=70 if marker == "*" else 30, alpha=0.55)
+            top.scatter(points["trial"], points["accuracy"], color=colour, marker=marker, edgecolor="none", **look)
     best = trials["best_so_far"]
     spread = max(best.max() - best.min(), 1.0)
     top.set_ylim(max(0.0, best.min() - 0.35 * spread), min(100.0, best.max() + 0.15 * spread))
@@ -79,33 +66,17 @@ def fig7_figure(result: BayesOptResult):
         one = trials[trials["model"] == model]
         for generator, marker in _MARKERS.items():
             points = one[one["generator"] == generator]
+            look = dict(cmap="viridis", vmin=vmin, vmax=vmax, s=150 if marker == "*" else 55, edgecolor="0.2")
             shown = ax.scatter(
-                points["lr"],
-                points["batch_size"],
-                c=points["accuracy"],
-                cmap="viridis",
-                vmin=vmin,
-                vmax=vmax,
-                marker=marker,
-                s=150 if marker == "*" else 55,
-                edgecolor="0.2",
-                linewidth=0.5,
+                points["lr"], points["batch_size"], c=points["accuracy"], marker=marker, linewidth=0.5, **look
             )
+        text = dict(xytext=(4, 3), textcoords="offset points", fontsize=7, color="0.25")
         for _, row in one.iterrows():
-            where = (row["lr"], row["batch_size"])
-            ax.annotate(
-                str(int(row["trial"])), where, xytext=(4, 3), textcoords="offset points", fontsize=7, color="0.25"
-            )
+            ax.annotate(str(int(row["trial"])), (row["lr"], row["batch_size"]), **text)
         top_row = hpo.best_trial(one)
-        ax.scatter(
-            [top_row["lr"]],
-            [top_row["batch_size"]],
-            s=260,
-            facecolor="none",
-            edgecolor="crimson",
-            linewidth=1.6,
-            label=f"best: lr {top_row['lr']:.2g}, batch {int(top_row['batch_size'])}",
-        )
+        label = f"best: lr {top_row['lr']:.2g}, batch {int(top_row['batch_size'])}"
+        look = dict(s=260, facecolor="none", edgecolor="crimson", linewidth=1.6)
+        ax.scatter([top_row["lr"]], [top_row["batch_size"]], label=label, **look)
         low, high = hpo.SEARCH_SPACE[model]["lr"]
         ax.set_xscale("log")
         ax.set_xlim(low / 1.5, high * 1.5)
@@ -116,13 +87,8 @@ def fig7_figure(result: BayesOptResult):
             title=f"{model_label(model, one['depth'].iloc[0])}: where the trials went",
         )
         ax.legend(loc="upper left", fontsize=8)
-    fig.colorbar(
-        shown,
-        ax=fig.axes[1:],
-        shrink=0.85,
-        extend="min" if vmin > trials["accuracy"].min() else "neither",
-        label="trial accuracy (%)",
-    )
+    extend = "min" if vmin > trials["accuracy"].min() else "neither"
+    fig.colorbar(shown, ax=fig.axes[1:], shrink=0.85, extend=extend, label="trial accuracy (%)")
     fig.suptitle(
         f"Article 1 Fig 7 · Bayesian optimisation (Ax + BoTorch), {settings.trials} trials per model, "
         f"MNIST ({epochs_text(settings.trial_epochs)} per trial)\nthe article showed ViTBNFFN only; here every "
@@ -147,14 +113,8 @@ def ax_costs(result: BayesOptResult) -> pd.DataFrame:
         rows.append(
             row(f"one {generator} suggestion (median)", seconds.median() if len(seconds) else np.nan, len(seconds))
         )
-    rows += [
-        row(
-            f"one {model} trial: training + testing, wall time as it ran (median)",
-            group["train_seconds"].median(),
-            len(group),
-        )
-        for model, group in trials.groupby("model", sort=False)
-    ]
+    trial = "one {} trial: training + testing, wall time as it ran (median)"
+    rows += [row(trial.format(m), g["train_seconds"].median(), len(g)) for m, g in trials.groupby("model", sort=False)]
     frame = pd.DataFrame(rows)
     frame["seconds"] = frame["seconds"].astype(float).round(3)
     return frame

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...profiles import ChapterSettings
+from ..base import OptimisedSettings
 
 
 @dataclass(frozen=True)
-class BayesOptSettings(ChapterSettings):
+class BayesOptSettings(OptimisedSettings):
     """Chapter 04: 20 trials per model (article 1), each 3 epochs (the book's choice: article 1 does not say how
     long a trial trains), then 30 epochs with the best lr and batch size."""
 
     chapter = "04_bayes_opt"  # its notebook's name (a class attribute, not a setting)
-
-    seeds: int = 3
-    trials: int = 20
-    trial_epochs: int = 3
-    epochs: int = 30
-    test_batch_size: int = 5000
-    train_size: int | None = None
-    test_size: int | None = None
 
 
 #: 12 trials: Ax spends 5 on initialisation (the centre, then Sobol), so BoTorch proposes 7.

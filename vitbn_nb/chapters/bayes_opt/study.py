@@ -8,18 +8,19 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import hpo
+from ...engines import training
+from ...limits import Deadline
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures, results
 from ...publishing.results import epochs_text
 from ...store import records, runs
 from ...store.runs import RunConfig
-from .. import Plan
+from .. import Plan, panels
 from . import article
-from .claims import experiment2
+from .judge import experiment2
 from .numbers import MODELS, best_settings, best_trials, comparison, model_label, speedups
 from .settings import BayesOptSettings
 
-CHAPTER = "04_bayes_opt"
 #: What the outputs drawn from the trials read besides the trials' runs (the repository keeps a copy of it).
 OPTIMISATION_STATE = f"the optimisation state ({figures.RECORDS}/{records.STATE_FOLDER}/)"
 
@@ -29,7 +30,6 @@ RETRAIN_PIPELINE = "reference"
 
 def overview(settings: BayesOptSettings) -> pd.DataFrame:
     """What the profile optimises and trains: one row per model."""
-    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
     initial = min(settings.trials, hpo.INITIAL_TRIALS)
     return pd.DataFrame(
         [
@@ -43,8 +43,8 @@ def overview(settings: BayesOptSettings) -> pd.DataFrame:
                 "BoTorch": settings.trials - initial,
                 "epochs per trial": settings.trial_epochs,
                 "final training (epochs x seeds)": f"{settings.epochs} x {settings.seeds}",
-                "train images": size(settings.train_size, 60000),
-                "test images": size(settings.test_size, 10000),
+                "train images": panels.images(settings.train_size, 60000),
+                "test images": panels.images(settings.test_size, 10000),
             }
             for model in MODELS
         ]
@@ -83,11 +83,12 @@ def plan(settings: BayesOptSettings) -> Plan:
 def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     """Optimise every model, then train each with its best lr and batch size (or read both back from the store)."""
     trials = hpo.optimise_models(settings, force=force)
-    return BayesOptResult(settings, trials, runs.load_table(runs.train_all(final_plan(trials, settings), force=force)))
+    trained = training.train_all(final_plan(trials, settings), force=force)
+    return BayesOptResult(settings, trials, runs.load_table(trained))
 
 
 def after_optimisation(
-    settings: BayesOptSettings, force: bool = False, deadline: runs.Deadline | None = None
+    settings: BayesOptSettings, force: bool = False, deadline: Deadline | None = None
 ) -> list[RunConfig]:
     """The final runs: each model's best lr and batch size, from the optimisation (run now if it is not stored)."""
     return final_plan(hpo.optimise_models(settings, force=force, deadline=deadline), settings)
@@ -134,17 +135,11 @@ def best_settings_table(result: BayesOptResult):
     caption = (
         f"Best of {settings.trials} Ax trials per model ({epochs_text(settings.trial_epochs)} each; the "
         f"objective is the test accuracy, as in the article), and the accuracy after {settings.epochs} "
-        f"epochs with those settings ({figures.sd_label(table)}). Article 1's Table 2 values are not in its text; "
-        "only its 30-epoch accuracies are quoted"
+        f"epochs with those settings ({figures.interval_label(table)}). Article 1's Table 2 values are not in its "
+        "text; only its 30-epoch accuracies are quoted"
     )
-    return figures.save_table(
-        best_settings(trials, table),
-        "article1_table2",
-        result,
-        reproduces="article1/table2",
-        caption=caption,
-        reads=OPTIMISATION_STATE,
-    )
+    about = dict(reproduces="article1/table2", caption=caption, reads=OPTIMISATION_STATE)
+    return figures.save_table(best_settings(trials, table), "article1_table2", result, **about)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,20 +150,16 @@ def fig8_figure(result: BayesOptResult):
     table, settings = result.table, result.settings
     figures.use_style()
 
-    def label(model, group):
-        return (
-            f"{model_label(model, group['depth'].iloc[0])}, lr {group['lr'].iloc[0]:.2g}, "
-            f"batch {int(group['batch_size'].iloc[0])}"
-        )
-
-    fig = figures.four_panel(
-        table,
-        title=(
-            f"Article 1 Fig 8 · the optimised models on MNIST, {settings.epochs} epochs, Adam\n"
-            "each with its own best lr and batch size; article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1"
-        ),
-        label=label,
+    first = lambda group, column: group[column].iloc[0]
+    label = lambda model, group: (
+        f"{model_label(model, first(group, 'depth'))}, lr {first(group, 'lr'):.2g}, "
+        f"batch {int(first(group, 'batch_size'))}"
     )
+    title = (
+        f"Article 1 Fig 8 · the optimised models on MNIST, {settings.epochs} epochs, Adam\n"
+        "each with its own best lr and batch size; article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1"
+    )
+    fig = figures.four_panel(table, title=title, label=label)
     caption = (
         "The optimised trio: train and test time per epoch, training loss and test accuracy; each model uses "
         "its own best lr and batch size (so time per epoch also reflects the batch size); "
@@ -183,8 +174,9 @@ def ratios_table(result: BayesOptResult):
     frame = speedups(table)
     found = "; ".join(f"{r['model']}: r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows())
     caption = (
-        f"Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r ({figures.sd_label(table)}"
-        f"). This run: {found}. The article's g are derived from its quoted r (its Table 3 is an image)"
+        "Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r "
+        f"({figures.interval_label(table)}). This run: {found}. The article's g are derived from its quoted r (its "
+        "Table 3 is an image)"
     )
     return figures.save_table(
         frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=table
@@ -199,16 +191,10 @@ def comparison_table(result: BayesOptResult):
         f"Experiment 2: article 1's statements beside this run's numbers under profile {settings.profile}; "
         "each verdict is the book's one rule (the claims table)"
     )
-    return figures.save_table(
-        frame,
-        "article1_experiment2_vs_article",
-        result,
-        reproduces="article1/fig8",
-        caption=caption,
-        reads=OPTIMISATION_STATE,
-    )
+    about = dict(reproduces="article1/fig8", caption=caption, reads=OPTIMISATION_STATE)
+    return figures.save_table(frame, "article1_experiment2_vs_article", result, **about)
 
 
 def claims_table(result):
     """Article 1's Experiment 2 claims (the optimised runs), judged by the book's one rule; saved as ``NN_claims``."""
-    return figures.save_claims(result, experiment2(result.table), article.claims())
+    return figures.save_claims(result, experiment2(result.table), article.findings())

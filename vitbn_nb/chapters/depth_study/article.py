@@ -6,9 +6,7 @@ claim's key and measure follow the settings: a claim is judged from the runs at 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import pandas as pd
+from typing import TYPE_CHECKING, NamedTuple
 
 from ...judging.claims import ABSOLUTE, CURVE, DIFFERENCE, WORDING, Claim, worded_direction
 
@@ -22,21 +20,37 @@ BATCH_SIZE = 100
 RATES = {"fig8": 0.003, "fig9": 0.005}
 DEPTHS = {"fig8": (4, 5, 6, 7), "fig9": (1, 2, 3, 4), "fig10": (2, 3, 4)}
 
-#: Per (figure, depth) of Figs 8-9: where it is said, what the chapter shows of it, the words the claim is judged on
-#: and who leads in them. "comparable" is the article's headline at d = 4, 5 (Fig 8) and d = 1 (Fig 9); the slight
-#: lead it adds is within what "comparable" allows, so the claim judged is "comparable" (direction 0). Depths 2-3 at
-#: Fig 8's rate are from its text ("d < 4: comparable").
+
+class Cell(NamedTuple):
+    """What article 2 reports of ViTBNFFN against ViT at one depth of Fig 8 or 9."""
+
+    where: str  #: where it says it
+    shown: str  #: what the chapter shows of it
+    says: str  #: the words the claim is judged on
+    lead: str  #: who leads in them ("" for neither)
+    wording: str  #: the words of :data:`~vitbn_nb.judging.claims.WORDING` that give the claim's direction
+
+
+class Fig10Cell(NamedTuple):
+    """What article 2 reports at one depth of Fig 10 (the fall from Fig 8's rate to Fig 9's)."""
+
+    says: str
+    wording: str
+
+
+#: Per (figure, depth) of Figs 8-9. "comparable" is the article's headline at d = 4, 5 (Fig 8) and d = 1 (Fig 9);
+#: the slight lead it adds is within what "comparable" allows, so the claim judged is "comparable" (direction 0).
+#: Depths 2-3 at Fig 8's rate are from its text ("d < 4: comparable").
 _BELOW_4 = "accuracies stay comparable for d < 4"
-_same = lambda where, words, lead, judged: (where, words, words, lead, judged)  # shown as said
-SAID = {
-    **{("fig8", d): ("Fig 8 text", f"comparable (the text: {_BELOW_4})", _BELOW_4, "", "comparable") for d in (2, 3)},
+_same = lambda where, words, lead, wording: Cell(where, words, words, lead, wording)  # shown as said
+CELLS = {
+    **{
+        ("fig8", d): Cell("Fig 8 text", f"comparable (the text: {_BELOW_4})", _BELOW_4, "", "comparable")
+        for d in (2, 3)
+    },
     ("fig8", 4): _same("Fig 8", "comparable; ViT slightly better", "", "comparable"),
-    ("fig8", 5): (
-        "Fig 8",
-        "comparable; ViTBNFFN slightly ahead",
-        "comparable; ViTBNFFN slightly exceeds ViT",
-        "",
-        "comparable",
+    ("fig8", 5): Cell(
+        "Fig 8", "comparable; ViTBNFFN slightly ahead", "comparable; ViTBNFFN slightly exceeds ViT", "", "comparable"
     ),
     ("fig8", 6): _same("Fig 8", "ViTBNFFN significantly better", "ViTBNFFN", "significantly better"),
     ("fig8", 7): _same(
@@ -44,7 +58,7 @@ SAID = {
     ),
     ("fig9", 1): _same("Fig 9", "comparable; ViT slightly better", "", "comparable"),
     ("fig9", 2): _same("Fig 9", "comparable; almost no difference", "", "almost no difference"),
-    ("fig9", 3): (
+    ("fig9", 3): Cell(
         "Fig 9",
         "ViTBNFFN slightly better",
         "ViTBNFFN's accuracy slightly higher than ViT's",
@@ -53,17 +67,17 @@ SAID = {
     ),
     ("fig9", 4): _same("Fig 9", "ViTBNFFN clearly better (and for any d ≥ 4)", "ViTBNFFN", "clearly better"),
 }
-#: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: what the article says and
-#: the words judged (ViTBNFFN hit less than ViT: "milder"); at d = 3 it quotes numbers.
 #: The accuracies at epoch 10 that article 2's text quotes for Fig 10 at d = 3 ("≈"), per model and figure rate:
 #: absolute numbers of its whole protocol, judged only over runs that reached it.
 FIG10_NUMBERS_DEPTH = 3
 FIG10_NUMBERS = {("ViT", "fig8"): 91, ("ViT", "fig9"): 78, ("ViTBNFFN", "fig8"): 92, ("ViTBNFFN", "fig9"): 90}
 _quoted = lambda model: f"{model} ≈ {FIG10_NUMBERS[model, 'fig8']} % → ≈ {FIG10_NUMBERS[model, 'fig9']} %"
-FIG10_SAID = {
-    2: ("both models are affected by the higher lr in much the same way", "affected much the same"),
-    3: (f"{_quoted('ViT')}; {_quoted('ViTBNFFN')} (epoch 10)", "milder"),
-    4: ("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
+#: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: ViTBNFFN hit less than ViT is
+#: "milder"; at d = 3 the article quotes numbers.
+FIG10_CELLS = {
+    2: Fig10Cell("both models are affected by the higher lr in much the same way", "affected much the same"),
+    3: Fig10Cell(f"{_quoted('ViT')}; {_quoted('ViTBNFFN')} (epoch 10)", "milder"),
+    4: Fig10Cell("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
 }
 
 #: Article 2's conclusion from Figs 8 and 9, its first finding: beyond a critical depth of the encoder ViTBNFFN
@@ -94,16 +108,7 @@ def converges_key(settings: DepthSettings, figure: str, depth: int) -> str:
     return f"article2/converges/lr{settings.figure_lr(figure):g}/d{depth}"
 
 
-def said(settings: DepthSettings, lr: float, depth: int) -> tuple[str, str]:
-    """(where, what article 2 reports) of ViTBNFFN against ViT at ``lr`` and ``depth``; ("—", "not reported") when it
-    reports nothing there."""
-    for (figure, d), (where, shown, *_) in SAID.items():
-        if d == depth and abs(settings.figure_lr(figure) - lr) < 1e-12:
-            return where, shown
-    return "—", "not reported"
-
-
-def claims(settings: DepthSettings) -> list[Claim]:
+def findings(settings: DepthSettings) -> list[Claim]:
     """The claims of Figs 8-10 as these settings test them (their keys and measures name the settings' rates): the
     primary contrast of each figure's rate first (article 2's conclusion, pre-registered), then the cells."""
     found = []
@@ -115,17 +120,17 @@ def claims(settings: DepthSettings) -> list[Claim]:
         )
         where = "article 2, conclusion of Figs 8 and 9"
         found.append(Claim(primary_key(settings, figure), where, CONVERGES, CURVE, measure, +1, epochs=EPOCHS))
-    for (figure, depth), (where, _, words_said, lead, words) in SAID.items():
-        lr = settings.figure_lr(figure)
-        direction = worded_direction(lead, words)
-        measure = f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {lr:g} (pt)"
-        found.append(
-            Claim(depth_key(settings, figure, depth), f"article 2, {where}", words_said, DIFFERENCE, measure, direction)
-        )
+    for (figure, depth), cell in CELLS.items():
+        measure = f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {settings.figure_lr(figure):g} (pt)"
+        direction = worded_direction(cell.lead, cell.wording)
+        key, where = depth_key(settings, figure, depth), f"article 2, {cell.where}"
+        found.append(Claim(key, where, cell.says, DIFFERENCE, measure, direction))
     low, high = settings.fig8_lr, settings.fig9_lr
-    for depth, (words_said, words) in FIG10_SAID.items():
+    for depth, cell in FIG10_CELLS.items():
         measure = f"ViT's fall − ViTBNFFN's fall in final accuracy, lr {low:g} → {high:g}, d = {depth} (pt)"
-        found.append(Claim(fig10_key(depth), "article 2, Fig 10", words_said, DIFFERENCE, measure, WORDING[words]))
+        found.append(
+            Claim(fig10_key(depth), "article 2, Fig 10", cell.says, DIFFERENCE, measure, WORDING[cell.wording])
+        )
     for (model, figure), level in FIG10_NUMBERS.items():
         lr, depth = settings.figure_lr(figure), FIG10_NUMBERS_DEPTH
         says = f"{model} ≈ {level} % at epoch {EPOCHS} (d = {depth}, lr {RATES[figure]:g})"  # the article's rate
@@ -139,19 +144,3 @@ def claims(settings: DepthSettings) -> list[Claim]:
             where = "article 2, conclusion of Figs 8 and 9"
             found.append(Claim(converges_key(settings, figure, depth), where, CONVERGES, CURVE, measure, +1))
     return found
-
-
-def reported(settings: DepthSettings) -> pd.DataFrame:
-    """Article 2's reported findings of the depth study, one row per figure and depth."""
-    rows = [
-        {"figure": where, "lr": f"{settings.figure_lr(figure):g}", "depth": depth, "article 2 reports": shown}
-        for (figure, depth), (where, shown, *_) in sorted(
-            SAID.items(), key=lambda kv: (kv[1][0], settings.figure_lr(kv[0][0]), kv[0][1])
-        )
-    ]
-    lrs = f"{settings.fig8_lr:g} → {settings.fig9_lr:g}"
-    rows += [
-        {"figure": "Fig 10", "lr": lrs, "depth": depth, "article 2 reports": shown}
-        for depth, (shown, _) in FIG10_SAID.items()
-    ]
-    return pd.DataFrame(rows)

@@ -8,8 +8,8 @@ import pandas as pd
 from ...judging.selection import final_accuracy, paired, select
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import results
-from . import article, claims
-from .claims import MODELS
+from . import article, judge
+from .judge import MODELS
 from .settings import DepthSettings
 
 
@@ -21,7 +21,7 @@ def difference(table: pd.DataFrame, lr: float, depth: int) -> pd.Series:
 
 def rule_verdicts(table: pd.DataFrame, settings: DepthSettings) -> dict[str, object]:
     """The one rule's verdict on each of article 2's depth claims, by claim key."""
-    return {v.claim: v for v in claims.judge(table, settings)}
+    return {v.claim: v for v in judge.figures_8_to_10(table, settings)}
 
 
 def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) -> pd.DataFrame:
@@ -30,9 +30,10 @@ def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) ->
     rows = []
     for depth in depths:
         deltas = difference(table, lr, depth)
-        where, said = article.said(settings, lr, depth)
+        cells = [c for (f, d), c in article.CELLS.items() if d == depth and abs(settings.figure_lr(f) - lr) < 1e-12]
+        where, said = (cells[0].where, cells[0].shown) if cells else ("—", "not reported")
         judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
-        accuracy = {m: results.mean_sd(final_accuracy(table, lr=lr, depth=depth, model=m)) for m in ("ViT", "ViTBNFFN")}
+        accuracy = {m: results.spread(final_accuracy(table, lr=lr, depth=depth, model=m)) for m in ("ViT", "ViTBNFFN")}
         rows.append(
             {"lr": f"{lr:g}", "depth": depth, "ViT (%)": accuracy["ViT"], "ViTBNFFN (%)": accuracy["ViTBNFFN"]}
             | _judged(judged, "ViTBNFFN − ViT (pt)", deltas, f"{said} ({where})")
@@ -42,10 +43,10 @@ def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) ->
 
 def _judged(judged, column: str, values: pd.Series, said: str) -> dict:
     """The rule's estimate and interval where it judged; otherwise (no claim, or a scale that cannot test it) what this
-    run measured, mean ± sd over seeds, shown without a verdict; then the article's words and the verdict."""
+    run measured, mean [95 % interval] over seeds, shown without a verdict; then the article's words and the verdict."""
     untested = judged is None or judged.outcome == UNTESTABLE
     return {
-        column: results.mean_sd(values) if untested else judged.shown,
+        column: results.spread(values) if untested else judged.shown,
         "article 2": said,
         "verdict": judged.text if judged is not None else "not a claim of article 2",
         "outcome": judged.outcome if judged is not None else "",
@@ -74,28 +75,32 @@ def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.D
             at = select(table, depth=depth, model=model)
             a, b = final_accuracy(at, lr=low), final_accuracy(at, lr=high)
             drops[model] = (a - b).dropna()
-            row[f"{model} lr {low:g} (%)"] = results.mean_sd(a)
-            row[f"{model} lr {high:g} (%)"] = results.mean_sd(b)
-            row[f"{model} drop (pt)"] = results.mean_sd(drops[model])
+            row[f"{model} lr {low:g} (%)"] = results.spread(a)
+            row[f"{model} lr {high:g} (%)"] = results.spread(b)
+            row[f"{model} drop (pt)"] = results.spread(drops[model])
         # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
         relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()
-        said = article.FIG10_SAID.get(depth, ("not reported",))[0]
+        said = article.FIG10_CELLS[depth].says if depth in article.FIG10_CELLS else "not reported"
         rows.append(row | _judged(rule.get(f"article2/fig10/d{depth}"), "ViT drop − ViTBNFFN drop (pt)", relief, said))
     return pd.DataFrame(rows)
 
 
 def article_reported(settings: DepthSettings) -> pd.DataFrame:
     """Article 2's reported findings of the depth study, one row per figure and depth."""
-    return article.reported(settings)
+    cells = sorted(article.CELLS.items(), key=lambda kv: (kv[1].where, settings.figure_lr(kv[0][0]), kv[0][1]))
+    rows = [(c.where, f"{settings.figure_lr(figure):g}", depth, c.shown) for (figure, depth), c in cells]
+    lrs = f"{settings.fig8_lr:g} → {settings.fig9_lr:g}"
+    rows += [("Fig 10", lrs, depth, c.says) for depth, c in article.FIG10_CELLS.items()]
+    return pd.DataFrame(rows, columns=["figure", "lr", "depth", "article 2 reports"])
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Final accuracy vs depth per model and lr: mean ± sd, min, max over seeds."""
+    """Final accuracy vs depth per model and lr: mean [95 % interval], min, max over seeds."""
     last = results.final_epochs(table)
     grouped = last.groupby(["lr", "depth", "model"])["test_acc"]
     frame = pd.DataFrame(
         {
-            "final accuracy (%)": grouped.apply(results.mean_sd),
+            "final accuracy (%)": grouped.apply(results.spread),
             "mean": grouped.mean(),
             "min": grouped.min(),
             "max": grouped.max(),

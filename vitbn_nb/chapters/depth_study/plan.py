@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...data.sets import STREAM
 from ...judging import power, verdicts
 from ...judging.selection import final_accuracy, select
 from ...store import runs
 from ...store.runs import RunConfig
 from . import article
-from .claims import MODELS, cell_values, figure_family, planned_seeds
+from .judge import MODELS, cell_values, figure_family, planned_seeds
 from .settings import DepthSettings
 
 #: When the plan was written: the power analysis reads the runs finished before it.
 PLAN_WRITTEN = "2026-11-28T03:00"
 #: The protocol's runs the analysis reads: article 2's whole protocol only (a few hundred steps spread otherwise).
 PROTOCOL = dict(dataset="mnist_aug", epochs=article.EPOCHS)
-
-
-def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return table
-    whole = table["train_size"].isna() & (table["epochs"] == PROTOCOL["epochs"])
-    return power.before(table[whole & (table["dataset"] == PROTOCOL["dataset"])], PLAN_WRITTEN)
 
 
 def _configs(planned: list[RunConfig], lr: float, depths, seeds: int) -> list[RunConfig]:
@@ -46,18 +38,8 @@ def _left(configs: list[RunConfig], planned: list[RunConfig]) -> list[RunConfig]
     cell = lambda c: (c.model_kwargs["depth"], c.seed)
     cells = {cell(c) for c in configs}
     around = [c for c in planned if c.model in MODELS and cell(c) in cells]
-    held = {c.run_id("cpu"): runs.held_stream(c, "cpu") for c in around}
-    streams: dict[tuple, set] = {}
-    for c in around:
-        if held[c.run_id("cpu")] is not None:
-            streams.setdefault(cell(c), set()).add(held[c.run_id("cpu")])
-    stream = lambda c: held[c.run_id("cpu")]
-    return [c for c in configs if stream(c) is None or (stream(c) != STREAM and len(streams[cell(c)]) > 1)]
-
-
-def _priced(plan: power.PlannedClaim, configs: list[RunConfig], planned: list[RunConfig], table) -> power.PlannedClaim:
-    left = _left(configs, planned)
-    return power.priced(plan, len(left), power.plan_seconds(left, table))
+    left = runs.split_streams(around, cell, "cpu", unheld=True)
+    return [c for c in configs if c in left]
 
 
 def written_from() -> pd.DataFrame:
@@ -70,9 +52,9 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
     the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train of
     ``planned`` (the chapter's plan). ``table``: the runs it reads (by default :func:`written_from`)."""
     table = written_from() if table is None else table
-    protocol = _protocol_runs(table)
+    protocol = power.protocol_runs(table, PLAN_WRITTEN, **PROTOCOL)
     vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
-    claims = {c.key: c for c in article.claims(settings)}
+    claims = {c.key: c for c in article.findings(settings)}
     rows = []
     for figure, depths in article.BEYOND_CRITICAL.items():
         lr = settings.figure_lr(figure)
@@ -85,11 +67,11 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
             settings.primary_seeds(figure),
             None,
         )
-        rows.append(_priced(plan, _configs(planned, lr, depths, plan.planned), planned, table))
+        rows.append(power.priced(plan, _left(_configs(planned, lr, depths, plan.planned), planned), table))
     for figure in ("fig8", "fig9"):
         lr = settings.figure_lr(figure)
         family = figure_family(vs, settings, figure)
-        for f, depth in article.SAID:
+        for f, depth in article.CELLS:
             if f != figure:
                 continue
             key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
@@ -98,14 +80,14 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
                 plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)
             else:
                 plan = power.difference_plan(key, verdicts.SECONDARY, family, name, seeds, None)
-            rows.append(_priced(plan, _configs(planned, lr, (depth,), seeds), planned, table))
+            rows.append(power.priced(plan, _left(_configs(planned, lr, (depth,), seeds), planned), table))
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(vs, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
         plan = power.equivalence_plan(key, verdicts.SECONDARY, [final_accuracy(at)], f"{model} at d = {depth}", 3)
         plan = power.PlannedClaim(**{**plan.row(), "planned": settings.seeds_at(lr, depth)})
-        rows.append(_priced(plan, [], planned, table))
+        rows.append(power.priced(plan, _left([], planned), table))
     return power.table(rows)
 
 

@@ -8,12 +8,14 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ...profiles import AUTO_ENGINE, ChapterSettings
+from ...models import VIT_FAMILY
+from ...profiles import AUTO_ENGINE
+from ..base import RunSettings
 from . import article
 
 
 @dataclass(frozen=True)
-class DepthSettings(ChapterSettings):
+class DepthSettings(RunSettings):
     """Chapter 05: article 2's depth study; each figure's lr and the depths it shows; its seed plan."""
 
     chapter = "05_depth_study"  # its notebook's name (a class attribute, not a setting)
@@ -22,14 +24,10 @@ class DepthSettings(ChapterSettings):
     #: full-protocol runs committed when it was written; the chapter shows it): every configuration trains ``seeds``
     #: seeds; the primary contrast's (ViT and ViTBNFFN at the depths article 2 places beyond the critical depth, at
     #: each figure's rate) train ``fig8_primary_seeds`` and ``fig9_primary_seeds``. A verdict reads exactly these.
-    seeds: int = 3
     fig8_primary_seeds: int = 6
     fig9_primary_seeds: int = 10
     epochs: int = article.EPOCHS
     batch_size: int = article.BATCH_SIZE
-    test_batch_size: int = 5000
-    train_size: int | None = None
-    test_size: int | None = None
     #: Fig 8: ViT against ViTBNFFN at lr 0.003, depths 4-7 (its text adds d < 4, trained for Fig 10).
     fig8_lr: float = article.RATES["fig8"]
     fig8_depths: tuple[int, ...] = article.DEPTHS["fig8"]
@@ -61,8 +59,6 @@ class DepthSettings(ChapterSettings):
         if self.extra_lr is None:
             object.__setattr__(self, "extra_lr", self.fig8_lr)
         if self.extra_models:
-            from ...models import VIT_FAMILY
-
             allowed = [m for m in VIT_FAMILY if m not in ("ViT", "ViTBNFFN")]  # those two train anyway
             if any(m not in allowed for m in self.extra_models):
                 raise ValueError(f"extra_models={self.extra_models!r} is not allowed; choose from {', '.join(allowed)}")
@@ -110,20 +106,8 @@ class DepthSettings(ChapterSettings):
 
 #: Every depth of the three figures, three seeds each, 200 steps a run: article 2's findings are about
 #: its 10-epoch runs, so these claims read "not testable at this scale"; the figures show early training.
-CPU = dict(
-    seeds=3, fig8_primary_seeds=3, fig9_primary_seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager"
-)
+CPU = dict(fig8_primary_seeds=3, fig9_primary_seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager")
 
 #: Only the depths that give every figure content: Fig 8 (d6), Fig 9 (d1, d3), Fig 10 (d3 at both lrs).
-SMOKE = dict(
-    seeds=1,
-    fig8_primary_seeds=1,
-    fig9_primary_seeds=1,
-    epochs=2,
-    train_size=400,
-    test_size=300,
-    fig8_depths=(6,),
-    fig9_depths=(1, 3),
-    fig10_depths=(3,),
-    engine="eager",
-)
+SMOKE = dict(seeds=1, fig8_primary_seeds=1, fig9_primary_seeds=1, epochs=2, train_size=400, test_size=300)
+SMOKE |= dict(fig8_depths=(6,), fig9_depths=(1, 3), fig10_depths=(3,), engine="eager")

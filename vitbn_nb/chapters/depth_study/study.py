@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ...engines import training
 from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
 from ...limits import training_is_off
@@ -17,12 +18,11 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
-from . import claims as chapter_claims
-from .article import claims as article_claims
+from . import judge
+from . import plan as seed_plan
+from .article import findings
 from .numbers import MODELS, difference, lr_effect, rule_verdicts, statement, summary, verdicts
 from .settings import DepthSettings
-
-CHAPTER = "05_depth_study"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def run(settings: DepthSettings, force: bool = False) -> DepthResult:
     planned = plan(settings)
     if training_is_off():
         planned = [c for c in planned if c.seed < settings.seeds or runs.held_stream(c) is not None]
-    table = runs.load_table(runs.train_all(planned, force=force))
+    table = runs.load_table(training.train_all(planned, force=force))
     if "model" not in table.columns:
         return DepthResult(settings, table)
     article = table["model"].isin(MODELS)
@@ -85,7 +85,6 @@ def run(settings: DepthSettings, force: bool = False) -> DepthResult:
 
 def overview(settings: DepthSettings) -> pd.DataFrame:
     """What the profile trains: one row per lr."""
-    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
     rows = []
     for lr, depths in settings.depths.items():
         extra = settings.extra_models if _extra_trained(settings) and np.isclose(lr, settings.extra_lr) else ()
@@ -97,8 +96,8 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
                 "dataset": "MNIST, augmented",
                 "epochs": settings.epochs,
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
-                "train images": size(settings.train_size, 60000),
-                "test images": size(settings.test_size, 10000),
+                "train images": panels.images(settings.train_size, 60000),
+                "test images": panels.images(settings.test_size, 10000),
                 "seeds": ", ".join(f"d{d}: {settings.seeds_at(lr, d)}" for d in sorted(depths)),
                 "runs": 2 * sum(settings.seeds_at(lr, d) for d in depths) + len(extra) * settings.seeds,
                 "beside them (not article 2's)": ", ".join(f"{m} d{settings.extra_depth}" for m in extra) or "—",
@@ -120,14 +119,16 @@ def _missing(ax, text: str) -> None:
 def _note(ax, text: str) -> None:
     """A boxed note in the panel's lower right corner."""
     box = dict(boxstyle="round", facecolor="white", edgecolor="0.8", alpha=0.9)
-    ax.text(0.97, 0.05, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, bbox=box)
+    note = ax.text(0.97, 0.05, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, bbox=box)
+    note.set_in_layout(False)  # inside the panel: the layout must not shrink the axes to make room for it
 
 
 def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     if deltas.empty:
         return
-    shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.mean_sd(deltas)} pt"
-    note = f"{shown}\n{judged.text}" if judged is not None else shown
+    shown = judged.shown if judged is not None and judged.outcome != UNTESTABLE else f"{results.spread(deltas)} pt"
+    # the outcome only: its scale, Holm's p and the seeds held are in the claims table
+    note = f"{shown}\n{judged.outcome}" if judged is not None else shown
     _note(ax, f"final ViTBNFFN − ViT: {note}")
 
 
@@ -181,13 +182,9 @@ def _verdict_table(result: DepthResult, spec: dict):
     table = result.table
     frame = verdicts(table, result.settings, spec["lr"], spec["depths"])
     used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
+    caption = statement(frame, f"{spec['label']} (lr {spec['lr']:g})")
     return figures.save_table(
-        frame,
-        f"{spec['name']}_vs_article",
-        result,
-        reproduces=spec["reproduces"],
-        caption=statement(frame, f"{spec['label']} (lr {spec['lr']:g})"),
-        runs=used,
+        frame, f"{spec['name']}_vs_article", result, reproduces=spec["reproduces"], caption=caption, runs=used
     )
 
 
@@ -220,7 +217,7 @@ def fig10_figure(result: DepthResult):
             if len(plotted) == 2:
                 at = select(table, depth=depth, model=model)
                 drop = (final_accuracy(at, lr=lrs[0]) - final_accuracy(at, lr=lrs[1])).dropna()
-                _note(ax, f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.mean_sd(drop)} pt")
+                _note(ax, f"final accuracy drop\nlr {lrs[0]:g} → {lrs[1]:g}: {results.spread(drop)} pt")
             ax.set(xlabel="epoch" if row == len(depths) - 1 else "", ylabel="test accuracy (%)" if col == 0 else "")
             figures.integer_epochs(ax)
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
@@ -300,9 +297,7 @@ def depth_summary_table(result: DepthResult):
     wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
     wide.columns.name = None
     wide = wide.rename(columns={m: f"{m} (%)" for m in MODELS})
-    wide["ViTBNFFN − ViT (pt)"] = [
-        results.mean_sd(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])
-    ]
+    wide["ViTBNFFN − ViT (pt)"] = [results.spread(difference(table, lr, d)) for lr, d in zip(wide["lr"], wide["depth"])]
     rule = rule_verdicts(table, result.settings)
     wide["verdict"] = [
         rule[key].text if (key := f"article2/depth/lr{lr:g}/d{d}") in rule else "not a claim of article 2"
@@ -348,31 +343,23 @@ def extra_models_table(result: DepthResult):
         row = {
             "model": model,
             "norms": NORMS_IN.get(model, ""),
-            "final accuracy (%)": results.mean_sd(accuracy) if ran else "not run",
+            "final accuracy (%)": results.spread(accuracy) if ran else "not run",
             "seeds": len(accuracy),
             "diverged": int((last.loc[last["model"] == model, "status"] == "diverged").sum()) if ran else 0,
         }
         for other in MODELS:
             paired = (accuracy - final_accuracy(used, lr=lr, depth=depth, model=other)).dropna() if ran else accuracy
-            row[f"model − {other} (pt)"] = "—" if model in MODELS else results.mean_sd(paired) if len(paired) else "n/a"
+            row[f"model − {other} (pt)"] = "—" if model in MODELS else results.spread(paired) if len(paired) else "n/a"
         rows.append(row)
     frame = pd.DataFrame(rows)
     extra = ", ".join(settings.extra_models or ()) or "no extra model"
     caption = (
         f"Not a claim of article 2 (nor of article 1): {extra} trained beside ViT and ViTBNFFN at depth {depth}, "
-        f"lr {lr:g}, with the chapter's protocol and seeds; final test accuracy, mean ± sd over seeds, and each "
-        "extra model minus ViT and minus ViTBNFFN paired by seed; shown, not judged"
+        f"lr {lr:g}, with the chapter's protocol and seeds; final test accuracy, mean [95 % interval] over seeds, and "
+        "each extra model minus ViT and minus ViTBNFFN paired by seed; shown, not judged"
         + (f"; {figures.spread_label(used)}" if len(used) else f"; not run under profile '{settings.profile}'")
     )
-    return figures.save_table(
-        frame,
-        "new_depth_extra_models_table",
-        result,
-        reproduces="new/depth_extra_models",
-        caption=caption,
-        runs=used,
-        reads="" if len(used) else "no run: these models are not trained under this profile",
-    )
+    return _save_beside(frame, "new_depth_extra_models_table", result, used, caption)
 
 
 def extra_models_figure(result: DepthResult):
@@ -401,34 +388,28 @@ def extra_models_figure(result: DepthResult):
         "not a claim of either article, shown without a verdict"
         + (f"; {figures.spread_label(used)}" if len(used) else "")
     )
-    return figures.save_figure(
-        fig,
-        "new_depth_extra_models",
-        result,
-        reproduces="new/depth_extra_models",
-        caption=caption,
-        runs=used,
-        reads="" if len(used) else "no run: these models are not trained under this profile",
-    )
+    return _save_beside(fig, "new_depth_extra_models", result, used, caption)
+
+
+def _save_beside(output, name: str, result: DepthResult, used: pd.DataFrame, caption: str):
+    """Save an output of the extra models (``new/depth_extra_models``), saying so where the profile trains none."""
+    reads = "" if len(used) else "no run: these models are not trained under this profile"
+    save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
+    return save(output, name, result, reproduces="new/depth_extra_models", caption=caption, runs=used, reads=reads)
 
 
 def seed_plan_table(result: DepthResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    from . import plan as seed_plan
-
     read = seed_plan.written_from()
     frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
+    runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
+    caption = seed_plan.plan_caption(frame)
     return figures.save_table(
-        frame,
-        "05_seed_plan",
-        result,
-        reproduces="new/seed_plan",
-        caption=seed_plan.plan_caption(frame),
-        runs=read[read["dataset"] == "mnist_aug"] if len(read) else None,
+        frame, "05_seed_plan", result, reproduces="new/seed_plan", caption=caption, runs=runs_read
     )
 
 
 def claims_table(result):
     """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
-    found = chapter_claims.judge(result.table, result.settings)
-    return figures.save_claims(result, found, article_claims(result.settings))
+    found = judge.figures_8_to_10(result.table, result.settings)
+    return figures.save_claims(result, found, findings(result.settings))

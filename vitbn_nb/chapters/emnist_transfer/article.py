@@ -11,7 +11,7 @@ SAID = {
 }
 
 
-def claims() -> list[Claim]:
+def findings() -> list[Claim]:
     return [
         Claim(
             f"article1/transfer/{model}",

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ... import data, timing
 from ...engines import engine
 from ...judging import verdicts
 from ...publishing import results
+from ...store import runs
 from ...system import pick_device
 from .article import SAID
-from .claims import round_pairs, transfer
+from .judge import round_pairs, transfer
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
@@ -23,7 +25,7 @@ RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
 
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
-    """One row per model: accuracies (mean ± sd over seeds), time per pass, images/s, speed-up vs ViT."""
+    """One row per model: accuracies (mean [95 % interval] over seeds), time per pass, images/s, speed-up vs ViT."""
     rows = []
     for model in ALL_MODELS:
         one = measured[measured["model"] == model]
@@ -38,14 +40,14 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
                 "depth": "—" if depth is None or pd.isna(depth) else int(depth),
                 "parameters": int(one["parameters"].iloc[0]),
                 "lr / batch": f"{one['lr'].iloc[0]:.3g} / {int(one['batch_size'].iloc[0])}",
-                "augmented-MNIST test acc (%)": results.mean_sd(one["mnist_aug_acc"]),
-                "transfer acc (%)": results.mean_sd(one["transfer_acc"]),
-                "time per pass (s, median)": results.mean_sd(one["seconds"], 3),
+                "augmented-MNIST test acc (%)": results.spread(one["mnist_aug_acc"]),
+                "transfer acc (%)": results.spread(one["transfer_acc"]),
+                "time per pass (s, median)": results.spread(one["seconds"], 3),
                 "images/s": f"{one['images_per_second'].mean():,.0f}",
                 RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
                 "speed-up mean": judged.estimate,
                 "most predicted class on the transfer set (share)": _most(one),
-                "transfer acc, images binarised (%)": results.mean_sd(one["binarised_acc"])
+                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"])
                 if "binarised_acc" in one
                 else "n/a",
                 "seeds": int(one["seed"].nunique()),
@@ -95,9 +97,7 @@ def _most(one: pd.DataFrame) -> str:
 
 def timed_on(measured: pd.DataFrame) -> str:
     """The machines that timed the passes, from the runs' stored measurements."""
-    from ...store.runs import timed_on as machines
-
-    return ", ".join(machines(measured["run_id"])) or "this machine"
+    return ", ".join(runs.timed_on(measured["run_id"])) or "this machine"
 
 
 def rule_verdicts(measured: pd.DataFrame) -> list:
@@ -168,8 +168,6 @@ def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, re
 def predictions(model, images, labels, *, device=None) -> dict:
     """How often the model predicts each class on the transfer set, and its accuracy when every pixel is set to 0
     or 1 at half intensity (MNIST's strokes are nearly binary; an upsampled 8x8 digit is mostly grey)."""
-    import torch
-
     device = pick_device(device)
     model = model.to(device).eval()
     x = data.to_float(images).to(device)

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...profiles import ChapterSettings
+from ..base import OptimisedSettings
 
 
 @dataclass(frozen=True)
-class TransferSettings(ChapterSettings):
+class TransferSettings(OptimisedSettings):
     """Chapter 06: the depth-6 trio optimised again on augmented MNIST, 30 epochs each, and the CNN;
     10 timed passes over the transfer set (the reference ``eval_emnist.py``'s 10)."""
 
     chapter = "06_emnist_transfer"  # its notebook's name (a class attribute, not a setting)
 
-    seeds: int = 3
     reoptimise: bool = True
-    trials: int = 20
-    trial_epochs: int = 3
-    epochs: int = 30
     depth: int = 6
-    test_batch_size: int = 5000
-    train_size: int | None = None
-    test_size: int | None = None
     inference_repeats: int = 10
     cnn_lr: float = 1e-3
     cnn_batch_size: int = 100
@@ -30,10 +23,7 @@ class TransferSettings(ChapterSettings):
 
 #: Each depth-6 model tuned for itself on augmented MNIST (a short search), so that no model trains with
 #: another's hyperparameters; one seed: its accuracy differences are shown, not judged.
-CPU = dict(
-    seeds=1, reoptimise=True, trials=8, trial_epochs=1, epochs=6, train_size=10000, test_size=2000, inference_repeats=5
-)
+CPU = dict(seeds=1, trials=8, trial_epochs=1, epochs=6, train_size=10000, test_size=2000, inference_repeats=5)
 
-SMOKE = dict(
-    seeds=1, reoptimise=False, trials=3, trial_epochs=1, epochs=1, train_size=400, test_size=300, inference_repeats=2
-)
+SMOKE = dict(seeds=1, reoptimise=False, trials=3, trial_epochs=1, epochs=1, train_size=400, test_size=300)
+SMOKE |= dict(inference_repeats=2)

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ... import chapters, data, hpo
+from ...engines import training
+from ...limits import Deadline
 from ...models import build_model, count_parameters
 from ...paths import stored_path
 from ...publishing import figures, results
@@ -18,7 +20,7 @@ from ...publishing.results import epochs_text
 from ...store import runs
 from ...store.runs import RunConfig
 from ...system import pick_device
-from .. import Plan
+from .. import Plan, panels
 from . import article
 from .numbers import (
     ALL_MODELS,
@@ -33,7 +35,6 @@ from .numbers import (
 )
 from .settings import TransferSettings
 
-CHAPTER = "06_emnist_transfer"
 DATASET = "mnist_aug"
 
 
@@ -44,14 +45,12 @@ def transfer_set() -> tuple:
 
 def transfer_note():
     """A sentence for the chapter: which transfer set this run used, and how many images."""
-    from IPython.display import Markdown
-
     images, _, source = transfer_set()
     if source == data.EMNIST_SOURCE:
-        return Markdown(
+        return panels.markdown(
             f"**Transfer set used in this run: EMNIST digits**, test split ({len(images):,} images, orientation fixed)."
         )
-    return Markdown(
+    return panels.markdown(
         f"**Transfer set used in this run: not EMNIST.** EMNIST could not be downloaded here, so the models are "
         f"tested on scikit-learn's 8×8 handwritten digits, upsampled and centred MNIST-style "
         f"({len(images):,} images; source: `{source}`). Every caption below says so too."
@@ -92,20 +91,18 @@ def plan(settings: TransferSettings) -> Plan:
 def run(settings: TransferSettings, force: bool = False, device=None) -> TransferResult:
     """Choose the hyperparameters, train every model (or read them back), then time each on the transfer set."""
     hyper = _hyperparameters(settings, force=force)
-    table = runs.load_table(runs.train_all(_configs(hyper, settings), force=force))
+    table = runs.load_table(training.train_all(_configs(hyper, settings), force=force))
     return TransferResult(settings, hyper, table, _measure(table, settings, device))
 
 
 def after_optimisation(
-    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
+    settings: TransferSettings, force: bool = False, deadline: Deadline | None = None
 ) -> list[RunConfig]:
     """Every model's runs with its hyperparameters (optimised now under ``reoptimise`` if not stored)."""
     return _configs(_hyperparameters(settings, force=force, deadline=deadline), settings)
 
 
-def _hyperparameters(
-    settings: TransferSettings, force: bool = False, deadline: runs.Deadline | None = None
-) -> pd.DataFrame:
+def _hyperparameters(settings: TransferSettings, force: bool = False, deadline: Deadline | None = None) -> pd.DataFrame:
     """The lr and batch size of each model and where they come from (optimising first under ``reoptimise``)."""
     if settings.reoptimise:
         hpo.optimise_models(settings, force=force, dataset=DATASET, depth=settings.depth, deadline=deadline)
@@ -123,29 +120,22 @@ def _hyperparameters(
 
 
 def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -> pd.DataFrame:
+    """Each model's lr and batch size, where they come from, and the trial that chose them (its record, and through it
+    the study's ledger, one hop from the table); the CNN's, fixed."""
+    found = lambda model: origin.format(depth=best[model]["depth"], trials=best[model]["trials"])
     rows = [
-        {
-            "model": model,
-            "depth": settings.depth,
-            "lr": best[model]["lr"],
-            "batch_size": best[model]["batch_size"],
-            "found by": origin.format(depth=best[model]["depth"], trials=best[model]["trials"]),
-            # the trial that chose them: its record, and through it the study's ledger, one hop from the table
-            "best trial": best[model].get("run_id", "—"),
-        }
+        (
+            model,
+            settings.depth,
+            best[model]["lr"],
+            best[model]["batch_size"],
+            found(model),
+            best[model].get("run_id", "—"),
+        )
         for model in MODELS
     ]
-    rows.append(
-        {
-            "model": REFERENCE,
-            "depth": "—",
-            "lr": settings.cnn_lr,
-            "batch_size": settings.cnn_batch_size,
-            "found by": "fixed, not optimised",
-            "best trial": "—",
-        }
-    )
-    return pd.DataFrame(rows)
+    rows.append((REFERENCE, "—", settings.cnn_lr, settings.cnn_batch_size, "fixed, not optimised", "—"))
+    return pd.DataFrame(rows, columns=["model", "depth", "lr", "batch_size", "found by", "best trial"])
 
 
 def stored_runs(settings: TransferSettings) -> list[RunConfig]:
@@ -157,18 +147,12 @@ def stored_runs(settings: TransferSettings) -> list[RunConfig]:
 def hyperparameters(result: TransferResult):
     """The lr and batch size each model trained with, where they came from and the trial that chose them (saved)."""
     trials = [t for t in result.hyper["best trial"] if t != "—"]
-    return figures.save_table(
-        result.hyper,
-        "06_hyperparameters",
-        result,
-        runs=[*trials, *result.run_ids],
-        reproduces="new/hyperparameters",
-        caption=(
-            f"The learning rate and batch size each model trained with at depth {result.settings.depth}, and where "
-            "they came from (the CNN is a fixed reference, not optimised)"
-        ),
-        precision=5,
+    caption = (
+        f"The learning rate and batch size each model trained with at depth {result.settings.depth}, and where they "
+        "came from (the CNN is a fixed reference, not optimised)"
     )
+    about = dict(reproduces="new/hyperparameters", caption=caption, runs=[*trials, *result.run_ids], precision=5)
+    return figures.save_table(result.hyper, "06_hyperparameters", result, **about)
 
 
 def measurements(result: TransferResult) -> pd.DataFrame:
@@ -195,7 +179,6 @@ def _configs(hyper: pd.DataFrame, settings: TransferSettings) -> list[RunConfig]
 
 def overview(settings: TransferSettings) -> pd.DataFrame:
     """What the profile trains and measures: one row per model."""
-    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
     return pd.DataFrame(
         [
             {
@@ -207,8 +190,8 @@ def overview(settings: TransferSettings) -> pd.DataFrame:
                 "training data": "augmented MNIST",
                 "epochs": settings.epochs,
                 "seeds": settings.seeds,
-                "train images": size(settings.train_size, 60000),
-                "test images": size(settings.test_size, 10000),
+                "train images": panels.images(settings.train_size, 60000),
+                "test images": panels.images(settings.test_size, 10000),
                 "timed passes": settings.inference_repeats,
             }
             for model in ALL_MODELS
@@ -231,26 +214,18 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     )
     timed = {}
     if any(name not in run.record.get("measurements", {}) for run in stored.values()):
-        timed = time_passes_interleaved(
-            {run_id: run.load_model(device) for run_id, run in stored.items()},
-            images,
-            labels,
-            batch_size=settings.test_batch_size,
-            repeats=settings.inference_repeats,
-            device=device,
-        )
+        models = {run_id: run.load_model(device) for run_id, run in stored.items()}
+        passes = dict(batch_size=settings.test_batch_size, repeats=settings.inference_repeats, device=device)
+        timed = time_passes_interleaved(models, images, labels, **passes)
+    predicting = f"transfer predictions per class: {source}, {len(labels)} images; and accuracy with the images "
+    predicting += "binarised at half intensity"
     rows = []
     for _, run_row in last.iterrows():
         run = stored[run_row["run_id"]]
         # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
         timing = runs.measured(run, name, lambda run=run: timed[run.run_id], pick_device(device), retake=bool(timed))
-        predicted = runs.measured(
-            run,
-            f"transfer predictions per class: {source}, {len(labels)} images; and accuracy with the images "
-            f"binarised at half intensity",
-            lambda run=run: predictions(run.load_model(device), images, labels, device=device),
-            None,
-        )
+        predict = lambda run=run: predictions(run.load_model(device), images, labels, device=device)
+        predicted = runs.measured(run, predicting, predict, None)
         rows.append(
             {
                 "model": run_row["model"],
@@ -285,18 +260,10 @@ def transfer_table(result: TransferResult):
     caption = (
         f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
         f"MNIST for {epochs_text(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
-        f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.sd_label(measured)}. "
+        f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.interval_label(measured)}. "
         + findings(measured)
     )
-    return figures.save_table(
-        frame,
-        "emnist_transfer_table",
-        result,
-        reproduces="new/emnist_transfer_table",
-        caption=caption,
-        extra={"transfer_set": source},
-        precision=3,
-    )
+    return _save(frame, "emnist_transfer_table", result, caption, source, precision=3)
 
 
 def transfer_figure(result: TransferResult):
@@ -355,14 +322,14 @@ def transfer_figure(result: TransferResult):
         "augmented-MNIST test set and on the transfer set; right: time of one full pass over the transfer "
         f"set (batch {settings.test_batch_size}, eval mode, device synchronised). " + findings(measured)
     )
-    return figures.save_figure(
-        fig,
-        "emnist_transfer_figure",
-        result,
-        reproduces="new/emnist_transfer_figure",
-        caption=caption,
-        extra={"transfer_set": source},
-    )
+    return _save(fig, "emnist_transfer_figure", result, caption, source)
+
+
+def _save(output, name: str, result, caption: str, source: str, **about):
+    """Save a figure or table of the transfer set (``name``, reproducing ``new/<name>``), naming the set it used."""
+    save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
+    about = dict(reproduces=f"new/{name.removeprefix('new_')}", caption=caption) | about
+    return save(output, name, result, **about, extra={"transfer_set": source})
 
 
 def _tick(model: str, measured: pd.DataFrame) -> str:
@@ -391,31 +358,19 @@ def samples_figure(settings: TransferSettings, n: int = 10):
         f"transfer set: {source}",
         fontsize=10,
     )
-    return figures.save_figure(
-        fig,
-        "new_transfer_samples",
-        results.ChapterResult(settings),
-        reproduces="new/transfer_samples",
-        caption=f"Digits the models trained on and the transfer set ({source})",
-        reads=f"the augmented MNIST test set and the transfer set ({source})",
-        extra={"transfer_set": source},
-    )
+    caption = f"Digits the models trained on and the transfer set ({source})"
+    reads = f"the augmented MNIST test set and the transfer set ({source})"
+    return _save(fig, "new_transfer_samples", results.ChapterResult(settings), caption, source, reads=reads)
 
 
 def comparison_table(result: TransferResult):
     measured = result.measured
     source = measured["transfer_set"].iloc[0]
-    return figures.save_table(
-        comparison(measured),
-        "emnist_transfer_vs_article",
-        result,
-        reproduces="new/emnist_transfer_vs_article",
-        caption=f"Article 1's statements about the transfer experiment beside this run "
-        f"(transfer set: {source}). {findings(measured)}",
-        extra={"transfer_set": source},
-    )
+    caption = f"Article 1's statements about the transfer experiment beside this run (transfer set: {source}). "
+    caption += findings(measured)
+    return _save(comparison(measured), "emnist_transfer_vs_article", result, caption, source)
 
 
 def claims_table(result: TransferResult):
     """Article 1's claim about the transfer set, judged by the book's one rule; saved as ``NN_claims``."""
-    return figures.save_claims(result, rule_verdicts(result.measured), article.claims())
+    return figures.save_claims(result, rule_verdicts(result.measured), article.findings())

@@ -20,13 +20,13 @@ FIG6 = (
 )
 
 
-def claims() -> list[Claim]:
+def findings() -> list[Claim]:
     """The claims of Experiment 1 (per rate: accuracies, gains, convergence, breakdown) and of its conclusion."""
     found = []
     for lr, quoted in EXPERIMENT1.items():
-        where = f"article 1, {quoted['figure']}"
-        bounds = [(model, value, 0, f"≈ {value:g} %") for model, value in quoted["accuracy"].items()]
-        bounds += [(model, value, +1, f"above {value:g} %") for model, value in quoted["accuracy_above"].items()]
+        where = f"article 1, {quoted.figure}"
+        bounds = [(model, value, 0, f"≈ {value:g} %") for model, value in quoted.accuracy.items()]
+        bounds += [(model, value, +1, f"above {value:g} %") for model, value in quoted.accuracy_above.items()]
         for model, value, direction, words in bounds:
             says, measure = f"{model} {words} after {EPOCHS} epochs", f"{model} final test accuracy, lr {lr:g} (%)"
             key = f"article1/lr{lr:g}/accuracy/{model}"
@@ -34,8 +34,8 @@ def claims() -> list[Claim]:
         for model in BN_MODELS:
             for kind, key in (("training", "r_t"), ("inference", "r_v")):
                 says = (
-                    f"{kind} time per epoch sped up by at least 60 % (its {key} = {quoted[key][model]:g}; it names an "
-                    "NVIDIA L4)"
+                    f"{kind} time per epoch sped up by at least 60 % (its {key} = {quoted.ratios(key)[model]:g}; it "
+                    "names an NVIDIA L4)"
                 )
                 measure = f"{model} {kind} gain g = 1 − T({model}) / T(ViT), lr {lr:g} (%)"
                 where_said = f"{where} and conclusion"

@@ -1,36 +1,26 @@
 """Chapter 03's learning-rate sweep at equal depth 6: per model and lr, final accuracy against the best lr's and ViT's,
-and where runs broke down, by the book's rule (article 1's conclusion: ``claims.larger_lr``)."""
+and where runs broke down, by the book's rule (article 1's conclusion: ``judge.larger_lr``)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...engines import engine
 from ...judging import verdicts
-from ...judging.claims import MNIST_TRAIN_IMAGES, article_steps
+from ...judging.claims import article_steps, steps_per_epoch
 from ...judging.selection import final_accuracy
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures
 from ...store.runs import RunConfig
+from .. import panels
 from .article import EPOCHS, EXPERIMENT1
-from .claims import larger_lr
+from .judge import larger_lr
 from .numbers import MODELS, UNSTABLE_DROP, unstable_epoch
 from .settings import FixedLrSettings
 
-if TYPE_CHECKING:
-    from IPython.display import Markdown
-
 #: The depth all three models share in the sweep: article 1's L = 6.
 DEPTH = 6
-
-
-def grid(settings: FixedLrSettings) -> list[float]:
-    """Every learning rate of the sweep, ascending: chapter 03's and the extra ``sweep_lrs``."""
-    return sorted({*settings.lrs, *settings.sweep_lrs})
 
 
 def plan(settings: FixedLrSettings, pipeline: str) -> list[RunConfig]:
@@ -84,13 +74,6 @@ def per_run(sweep: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).sort_values(["model", "lr", "seed"], ignore_index=True)
-
-
-def steps_per_epoch(run: pd.DataFrame) -> int:
-    """The optimiser steps of one epoch of a run (its first row's train size and batch)."""
-    images = run["train_size"].iloc[0] if "train_size" in run else None
-    images = MNIST_TRAIN_IMAGES if images is None or pd.isna(images) else int(images)
-    return engine.steps_per_epoch(images, int(run["batch_size"].iloc[0]))
 
 
 def _finals(runs: pd.DataFrame, model: str, lr: float) -> pd.Series:
@@ -181,18 +164,14 @@ def _scale(runs: pd.DataFrame) -> str:
 def sweep_table(result):
     """The sweep per model and lr, saved as ``03_lr_sweep_table`` (numbers, with the rule's verdicts)."""
     runs = per_run(result.sweep)
+    caption = (
+        f"The learning-rate sweep at depth {DEPTH}, {_scale(runs)}: final accuracy over seeds with its 95 % interval; "
+        f"a run broke down when its accuracy fell more than {UNSTABLE_DROP:g} points below its best so far (or its "
+        "loss became NaN); each lr against the model's best lr, and each BatchNorm model against ViT, by the book's "
+        "rule"
+    )
     return figures.save_table(
-        summary(runs),
-        "03_lr_sweep_table",
-        result,
-        reproduces="new/lr_sweep",
-        runs=result.sweep,
-        caption=(
-            f"The learning-rate sweep at depth {DEPTH}, {_scale(runs)}: final accuracy over seeds with its 95 % "
-            f"interval; a run broke down when its accuracy fell more than {UNSTABLE_DROP:g} points below its best so "
-            "far (or its loss became NaN); each lr against the model's best lr, and each BatchNorm model against "
-            "ViT, by the book's rule"
-        ),
+        summary(runs), "03_lr_sweep_table", result, reproduces="new/lr_sweep", caption=caption, runs=result.sweep
     )
 
 
@@ -227,17 +206,12 @@ def sweep_figure(result):
         f"{_scale(runs)}; "
         + (f"line = mean over {seeds} seeds, dots = single runs" if seeds > 1 else "one seed: single runs, not judged")
     )
+    caption = (
+        f"Final accuracy and largest fall below the best accuracy so far against the learning rate, ViT, ViTBNFFN and "
+        f"ViTBN at depth {DEPTH}, {_scale(runs)}; a fall above the dotted line ({UNSTABLE_DROP:g} pt) is a breakdown"
+    )
     return figures.save_figure(
-        fig,
-        "03_lr_sweep",
-        result,
-        reproduces="new/lr_sweep",
-        runs=result.sweep,
-        caption=(
-            f"Final accuracy and largest fall below the best accuracy so far against the learning rate, ViT, ViTBNFFN "
-            f"and ViTBN at depth {DEPTH}, {_scale(runs)}; a fall above the dotted line ({UNSTABLE_DROP:g} pt) is a "
-            "breakdown"
-        ),
+        fig, "03_lr_sweep", result, reproduces="new/lr_sweep", caption=caption, runs=result.sweep
     )
 
 
@@ -253,10 +227,8 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
     )
 
 
-def statement(result) -> Markdown:
+def statement(result):
     """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
-    from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
-
     runs = per_run(result.sweep)
     table = summary(runs)
     seeds = int(runs["seed"].nunique())
@@ -287,8 +259,8 @@ def statement(result) -> Markdown:
         lines.append(
             f"- **{model}** (depth {DEPTH}): best lr {best_lr(runs, model):g}; {trains}; broke down: {where}{versus}."
         )
-    breakdown = EXPERIMENT1[0.01]["vit_unstable_epoch"]
-    return Markdown(
+    breakdown = EXPERIMENT1[0.01].vit_unstable_epoch
+    return panels.markdown(
         f"Every run trained for {int(runs['steps'].min()):,} steps ({_scale(runs).split(', ')[1]}), so a "
         f"breakdown like the one article 1 saw near epoch {breakdown} (step {article_steps(breakdown):,}) "
         "cannot show here unless it comes earlier."
@@ -302,14 +274,12 @@ def statement(result) -> Markdown:
     )
 
 
-def takeaway(result) -> Markdown:
+def takeaway(result):
     """One line on article 1's conclusion on larger lrs, from its claims over the sweep and, at a rate whose runs of
-    article 1's whole protocol are held, over those (:func:`.claims.larger_lr`)."""
-    from IPython.display import Markdown  # a notebook display: the campaign plans this chapter without IPython
-
-    found = larger_lr(result.sweep, getattr(result, "full", None))
+    article 1's whole protocol are held, over those (:func:`.judge.larger_lr`)."""
+    found = larger_lr(result.sweep, getattr(result, "protocol_runs", None))
     if not found:
-        return Markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
+        return panels.markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")
     count = lambda outcome: sum(v.outcome == outcome for v in found)
     rates = sorted({v.condition.split(":")[0] for v in found}, key=lambda rate: float(rate.split()[-1]))
     head = (
@@ -321,9 +291,9 @@ def takeaway(result) -> Markdown:
     )
     untestable = [v for v in found if v.outcome == verdicts.UNTESTABLE]
     if len(untestable) == len(found):
-        return Markdown(
+        return panels.markdown(
             f"{head}: here **{verdicts.UNTESTABLE}** ({untestable[0].scale}). A breakdown like article 1's near its "
-            f"epoch {EXPERIMENT1[0.01]['vit_unstable_epoch']}, or stability to its last epoch, "
+            f"epoch {EXPERIMENT1[0.01].vit_unstable_epoch}, or stability to its last epoch, "
             "cannot show in shorter runs, so the sweep above describes these runs without judging the conclusion."
         )
     judged = [v for v in found if v.outcome != verdicts.UNTESTABLE]
@@ -341,7 +311,7 @@ def takeaway(result) -> Markdown:
             "gives each count's exact interval)"
         )
     rest = f"; {len(untestable)} of the comparisons are {verdicts.UNTESTABLE}" if untestable else ""
-    return Markdown(
+    return panels.markdown(
         f"{head} ({judged[0].scale}). Counting collapses, the rule finds ViT collapsing more often than the "
         f"BatchNorm model in {count(verdicts.AGREES)}, less often in {count(verdicts.DISAGREES)} and no difference its "
         f"runs could show in {count(verdicts.NOISE)} of {len(judged)} comparisons{rest}: {reading}."

@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 
 from ...judging import verdicts
-from ...judging.claims import BN_MODELS
+from ...judging.article1 import Reported
+from ...judging.claims import BN_MODELS, verdict_texts
 from ...judging.selection import require, shown_times
 from ...models import AS_RUN_DEPTH, CONFIGURATIONS
 from ...publishing import results
 from .article import EXPERIMENT1, FIG6
-from .claims import experiment1
+from .judge import experiment1
 
 MODELS = ("ViT", *BN_MODELS)
 
@@ -62,16 +63,13 @@ def _stability_text(info: dict, what: str) -> str:
 
 
 def ratios(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
-    """r_t, r_v, g_t, g_v per lr and BN model of one configuration (mean ± sd over seeds, paired by seed)."""
+    """r_t, r_v, g_t, g_v per lr and BN model of one configuration (mean [95 % interval] over seeds, paired by seed)."""
     return results.speed_ratios(configuration(table, which), baseline="ViT", by=("lr",))
 
 
 def rule_verdicts(table: pd.DataFrame) -> dict[tuple[str, str], str]:
     """The one rule's verdict on each of article 1's Experiment 1 claims, keyed by (claim, configuration)."""
-    found: dict[tuple[str, str], list[str]] = {}
-    for verdict in experiment1(table):
-        found.setdefault((verdict.claim, verdict.condition.split(":")[0]), []).append(verdict.text)
-    return {key: "; ".join(dict.fromkeys(texts)) for key, texts in found.items()}
+    return verdict_texts(experiment1(table), key=lambda verdict: (verdict.claim, verdict.condition.split(":")[0]))
 
 
 def outcome_counts(table: pd.DataFrame, lr: float | None = None) -> str:
@@ -107,8 +105,8 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 "depth": depth,
                 "configuration": which_of(model, depth),
                 "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
-                "train s/epoch": results.mean_sd(per_run["train_seconds"], 2),
-                "test s/epoch": results.mean_sd(per_run["test_seconds"], 3),
+                "train s/epoch": results.spread(per_run["train_seconds"], 2),
+                "test s/epoch": results.spread(per_run["test_seconds"], 3),
                 "r_t": ratio.loc[model, "r_t"] if model in ratio.index else "baseline",
                 "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
                 "diverged (NaN loss)": _stability_text(info, "diverged"),
@@ -123,21 +121,21 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
 def article_reported(lr: float | None = None) -> pd.DataFrame:
     """Article 1's reported numbers for Experiment 1 (all lrs, or one), one row per quantity."""
     rows = []
-    for rate, article in EXPERIMENT1.items():
+    for rate, reported in EXPERIMENT1.items():
         if lr is not None and not np.isclose(rate, lr):
             continue
-        where, derived = f"article 1, {article['figure']} (lr {rate:g})", f"derived from article 1's r at lr {rate:g}"
-        rows += [(where, m, "final accuracy (%)", f"≈ {v:g}") for m, v in article["accuracy"].items()]
-        rows += [(where, m, "final accuracy (%)", f"> {v:g}") for m, v in article["accuracy_above"].items()]
-        rows += [(where, m, key, f"{v:g}") for key in ("r_t", "r_v") for m, v in article[key].items()]
+        where, derived = f"article 1, {reported.figure} (lr {rate:g})", f"derived from article 1's r at lr {rate:g}"
+        rows += [(where, m, "final accuracy (%)", f"≈ {v:g}") for m, v in reported.accuracy.items()]
+        rows += [(where, m, "final accuracy (%)", f"> {v:g}") for m, v in reported.accuracy_above.items()]
+        rows += [(where, m, key, f"{v:g}") for key in ("r_t", "r_v") for m, v in reported.ratios(key).items()]
         rows += [
             (f"{derived} (Table 1 is not in its text)", m, label, f"{results.gain(v):.0f} (= 1 − 1/{v:g})")
             for key, label in (("r_t", "g_t (%)"), ("r_v", "g_v (%)"))
-            for m, v in article[key].items()
+            for m, v in reported.ratios(key).items()
         ]
-        if article["vit_unstable_epoch"]:
-            rows.append((where, "ViT", "unstable from epoch", f"≈ {article['vit_unstable_epoch']}"))
-        rows.append((where, "all", "finding", article["note"]))
+        if reported.vit_unstable_epoch:
+            rows.append((where, "ViT", "unstable from epoch", f"≈ {reported.vit_unstable_epoch}"))
+        rows.append((where, "all", "finding", reported.note))
     if lr is None:
         rows.append(("article 1, Fig 6", "all", "finding", FIG6))
     if not rows:
@@ -146,7 +144,8 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
 
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
-    """The article's number beside ours in each configuration (mean ± sd over seeds), with the rule's verdict."""
+    """The article's number beside ours in each configuration (mean [95 % interval] over seeds), with the rule's
+    verdict."""
     subset = require(table, lr=float(lr))
     article = _article_at(lr)
     rule = rule_verdicts(subset)
@@ -159,27 +158,18 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
             if key not in accuracy.index or (which == "as written" and model == "ViT"):
                 continue  # ViT depth 6 is one run set, listed once
             verdict = rule.get((f"article1/lr{lr:g}/accuracy/{model}", "as run"), "") if which == "as run" else ""
-            if model in article.get("accuracy", {}):
-                reported = f"≈ {article['accuracy'][model]:g}"
-            elif model in article.get("accuracy_above", {}):
-                reported = f"> {article['accuracy_above'][model]:g}"
-            else:
-                reported = "not quoted"
+            reported = f"> {article.accuracy_above[model]:g}" if model in article.accuracy_above else "not quoted"
+            reported = f"≈ {article.accuracy[model]:g}" if model in article.accuracy else reported
             row = (which_of(*key), f"{model} d{key[1]}", "final accuracy (%)", reported)
             rows.append((*row, accuracy.loc[key, "accuracy (%)"], verdict))
         for quantity in ("r_t", "r_v"):
             for model in (m for m in BN_MODELS if m in speed.index):
-                reported = article.get(quantity, {}).get(model)
+                reported = article.ratios(quantity).get(model)
                 verdict = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")
-                row = (
-                    which,
-                    f"{model} d{depths[model]}",
-                    quantity,
-                    "not quoted" if reported is None else f"{reported:g}",
-                )
-                rows.append((*row, speed.loc[model, quantity], verdict))
+                quoted = "not quoted" if reported is None else f"{reported:g}"
+                rows.append((which, f"{model} d{depths[model]}", quantity, quoted, speed.loc[model, quantity], verdict))
     if (subset["model"] == "ViT").any():
-        info, expected = stability(subset, "ViT"), article.get("vit_unstable_epoch")
+        info, expected = stability(subset, "ViT"), article.vit_unstable_epoch
         verdict = "; ".join(
             f"{text}, {which}" if which else text  # a verdict's text starts with its outcome
             for (claim, which), text in rule.items()
@@ -193,8 +183,8 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["configuration", "model", "quantity", "article 1", "this run", "verdict"])
 
 
-def _article_at(lr: float) -> dict:
-    return next((article for rate, article in EXPERIMENT1.items() if np.isclose(rate, lr)), {})
+def _article_at(lr: float) -> Reported:
+    return next((reported for rate, reported in EXPERIMENT1.items() if np.isclose(rate, lr)), Reported())
 
 
 def statement(table: pd.DataFrame, lr: float) -> str:
@@ -250,19 +240,14 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
                 continue
             row = {"lr": f"{lr:g}", "model": model}
             for quantity in ("r_t", "r_v", "g_t", "g_v"):
-                reported = article.get(f"r_{quantity[2]}", {}).get(model)
+                reported = article.ratios(f"r_{quantity[2]}").get(model)
                 unit = " (%)" if quantity.startswith("g") else ""
                 for which, frame in both.items():
                     depth = "d1" if which == "as run" else f"d{CONFIGURATIONS[which][model]}"
-                    row[f"{quantity}{unit} {which} ({depth})"] = (
-                        frame.loc[(lr, model), quantity] if (lr, model) in frame.index else "—"
-                    )
-                if reported is None:
-                    row[f"{quantity}{unit} article 1"] = "—"
-                else:
-                    row[f"{quantity}{unit} article 1"] = (
-                        f"{reported:g}" if quantity.startswith("r") else f"{results.gain(reported):.0f}"
-                    )
+                    held_here = (lr, model) in frame.index
+                    row[f"{quantity}{unit} {which} ({depth})"] = frame.loc[(lr, model), quantity] if held_here else "—"
+                shown = (lambda r: f"{r:g}") if quantity.startswith("r") else (lambda r: f"{results.gain(r):.0f}")
+                row[f"{quantity}{unit} article 1"] = "—" if reported is None else shown(reported)
             for quantity in ("r_t", "r_v"):
                 for which in both:
                     row[f"{quantity} {which}: verdict"] = rule.get((f"article1/lr{lr:g}/{quantity}/{model}", which), "")

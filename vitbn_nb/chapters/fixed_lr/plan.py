@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...data.sets import STREAM
 from ...judging import power, verdicts
 from ...judging.selection import final_accuracy, select
 from ...store import runs
@@ -23,18 +24,8 @@ PLAN_WRITTEN = "2026-11-28T03:30"
 BUDGET_HOURS = 40
 
 
-def _protocol_runs(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return table
-    whole = table["train_size"].isna() & (table["epochs"] == article.EPOCHS) & (table["dataset"] == "mnist")
-    whole &= table["pipeline"] == "reference"  # chapter 03 times article 1's own pipeline
-    return power.before(table[whole], PLAN_WRITTEN)
-
-
 def _left(protocol: list, lrs) -> list:
     """The runs of ``protocol`` (article 1's whole protocol, planned) at ``lrs`` not held on the one stream."""
-    from ...data.sets import STREAM
-
     at = [c for c in protocol if any(abs(c.lr - lr) < 1e-12 for lr in lrs)]
     return [c for c in at if runs.held_stream(c, "cpu") != STREAM]
 
@@ -50,13 +41,13 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame | No
     to train at that rate of ``planned`` (the runs of article 1's whole protocol the chapter plans). ``table``: the
     runs it reads (by default :func:`written_from`)."""
     table = written_from() if table is None else table
-    protocol = _protocol_runs(table)
-    claims = article.claims()
+    # chapter 03 times article 1's own pipeline
+    protocol = power.protocol_runs(table, PLAN_WRITTEN, epochs=article.EPOCHS, dataset="mnist", pipeline="reference")
+    claims = article.findings()
     seeds, rows = settings.seeds, []
     for lr in sorted(article.EXPERIMENT1):
         at = select(protocol, lr=float(lr)) if not protocol.empty else protocol
         left = _left(planned, (lr,))
-        hours = power.plan_seconds(left, table)
         for claim in (c for c in claims if c.key.startswith(f"article1/lr{lr:g}/")):
             kind = claim.key.split("/")[2]
             if kind in ("r_t", "r_v"):
@@ -77,7 +68,7 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame | No
                 plan = power.difference_plan(
                     claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds, None
                 )
-            rows.append(power.priced(plan, len(left), hours))
+            rows.append(power.priced(plan, left, table))
     return power.table(rows)
 
 

@@ -4,29 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...profiles import ChapterSettings
+from ..base import RunSettings
 from . import article
 
 
 @dataclass(frozen=True)
-class FixedLrSettings(ChapterSettings):
-    """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates."""
+class FixedLrSettings(RunSettings):
+    """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates. Its seed plan (chapter
+    03's power analysis, ``plan.seed_plan``, written before the runs it plans) keeps ``seeds`` = 3 for every
+    configuration: article 1's Figures 3-4 have no full-protocol run to take a spread from, and its stability claims
+    would need more seeds than its budget allows; the plan says what these detect."""
 
     chapter = "03_fixed_lr"  # its notebook's name (a class attribute, not a setting)
 
-    #: The seed plan (chapter 03's power analysis, ``plan.seed_plan``, written before the runs it plans): 3 seeds of
-    #: every configuration. Article 1's Figures 3-4 have no full-protocol run to take a spread from, and its
-    #: stability claims would need more seeds than its budget allows: the plan says what these detect.
-    seeds: int = 3
     epochs: int = article.EPOCHS
     lrs: tuple[float, ...] = tuple(article.EXPERIMENT1)
-    #: The learning-rate sweep's further rates (``studies.lr_sweep``): the depth-6 trio trains at these too, from
+    #: The learning-rate sweep's further rates (:mod:`.lr_sweep`): the depth-6 trio trains at these too, from
     #: between the articles' rates to five times article 1's largest.
     sweep_lrs: tuple[float, ...] = (0.002, 0.02, 0.05)
     batch_size: int = article.BATCH_SIZE
-    test_batch_size: int = 5000
-    train_size: int | None = None
-    test_size: int | None = None
     #: The lrs at which a smaller profile also takes article 1's whole protocol (the ``paper`` defaults above: every
     #: training image, 30 epochs, 3 seeds), whose runs are then the ``paper`` plan's own: a ``cpu`` rendering sets them
     #: to the lrs whose ``paper`` runs are all held (``chapters.full_protocol_lrs``). That lr's figure, tables and

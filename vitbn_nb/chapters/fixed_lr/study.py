@@ -9,36 +9,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ...judging import audit
+from ...engines import training
+from ...judging import audit, verdicts
 from ...judging.claims import protocol_scale
 from ...judging.selection import require, shown_machine, shown_times
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
-from . import article, lr_sweep, subnormals
+from . import article, lr_sweep, numbers, subnormals
+from . import plan as seed_plan
 from .article import EPOCHS
-from .claims import experiment1, larger_lr
-from .numbers import (
-    FIGURE_OF_LR,
-    MODELS,
-    PAIRS,
-    article_reported,
-    comparison,
-    configuration,
-    lr_variation,
-    speedups,
-    speedups_statement,
-    statement,
-    this_run,
-    time_per_lr_statement,
-    which_of,
-)
+from .judge import experiment1, larger_lr
+from .numbers import FIGURE_OF_LR, MODELS, PAIRS, article_reported, configuration, which_of
 from .settings import FixedLrSettings
 
 __all__ = ["article_reported", "configuration"]  # the chapter reads them beside the views
 
-CHAPTER = "03_fixed_lr"
 #: Article 1 timed whole epochs through its own data pipeline; these runs do the same.
 PIPELINE = "reference"
 CONFIGURATION_TEXT = {
@@ -53,26 +40,26 @@ class FixedLrResult(results.ChapterResult):
 
     settings: FixedLrSettings
     table: pd.DataFrame
-    #: The learning-rate sweep's runs (``studies.lr_sweep``): the depth-6 trio at every lr, chapter 03's included.
+    #: The learning-rate sweep's runs (:mod:`.lr_sweep`): the depth-6 trio at every lr, chapter 03's included.
     sweep: pd.DataFrame | None = None
     #: The runs of article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper`` plan's own runs), one
     #: row per run and epoch; empty where the settings name no such lr.
-    full: pd.DataFrame | None = None
+    protocol_runs: pd.DataFrame | None = None
 
 
 #: What article 1's whole protocol fixes: the ``paper`` defaults of these settings.
 PROTOCOL = ("seeds", "epochs", "batch_size", "test_batch_size", "train_size", "test_size")
 
 
-def full_protocol(settings: FixedLrSettings) -> FixedLrSettings:
+def article_protocol(settings: FixedLrSettings) -> FixedLrSettings:
     """``settings`` with article 1's whole protocol (the ``paper`` defaults of :data:`PROTOCOL`)."""
     paper = FixedLrSettings()
     return replace(settings, **{name: getattr(paper, name) for name in PROTOCOL})
 
 
-def _full_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
+def _protocol_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
     """The full-protocol lrs that are the chapter's own and whose runs differ from the profile's."""
-    if settings == full_protocol(settings):
+    if settings == article_protocol(settings):
         return ()
     lrs = settings.full_protocol_lrs or ()
     unknown = [lr for lr in lrs if not np.isclose(lr, settings.lrs).any()]
@@ -88,7 +75,7 @@ def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
     """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's further runs, then article 1's whole
     protocol at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
-    return _own_plan(settings) + _chapter_plan(full_protocol(settings), _full_lrs(settings))
+    return _own_plan(settings) + _chapter_plan(article_protocol(settings), _protocol_lrs(settings))
 
 
 def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
@@ -97,23 +84,23 @@ def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     """Train (or fetch) every run; the sweep's lrs apart, the whole protocol's apart from the profile's."""
-    trained = runs.train_all(plan(settings), force=force)
+    trained = training.train_all(plan(settings), force=force)
     own = len(_own_plan(settings))
-    table, full = runs.load_table(trained[:own]), runs.load_table(trained[own:])
+    table, protocol_runs = runs.load_table(trained[:own]), runs.load_table(trained[own:])
     chapter = table[_at_any(table, settings.lrs)]
     return FixedLrResult(
         settings,
         chapter.reset_index(drop=True),
         lr_sweep.sweep_rows(table).reset_index(drop=True),
-        full.reset_index(drop=True) if len(full) else None,
+        protocol_runs.reset_index(drop=True) if len(protocol_runs) else None,
     )
 
 
 def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
     """The runs at ``lr`` that its outputs read, and their profile: the whole protocol's (``paper``) where the settings
     take it at ``lr`` and the result holds its runs, else the profile's own. An lr is never mixed."""
-    if result.full is not None and np.isclose(lr, _full_lrs(result.settings)).any():
-        return require(result.full, lr=float(lr)), "paper"
+    if result.protocol_runs is not None and np.isclose(lr, _protocol_lrs(result.settings)).any():
+        return require(result.protocol_runs, lr=float(lr)), "paper"
     return require(result.table, lr=float(lr)), result.profile
 
 
@@ -128,11 +115,11 @@ def scale(runs_at_lr: pd.DataFrame, profile: str) -> str:
 
 def evidence(result: FixedLrResult) -> pd.DataFrame:
     """The runs each lr's claims are judged over: the whole protocol's at ``full_protocol_lrs``, else the profile's."""
-    full = _full_lrs(result.settings) if result.full is not None else ()
-    if not full:
+    lrs = _protocol_lrs(result.settings) if result.protocol_runs is not None else ()
+    if not lrs:
         return result.table
-    taken = _at_any(result.table, full)
-    return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in full)], ignore_index=True)
+    taken = _at_any(result.table, lrs)
+    return pd.concat([result.table[~taken], *(at_lr(result, lr)[0] for lr in lrs)], ignore_index=True)
 
 
 def evidence_scale(result: FixedLrResult) -> str:
@@ -144,7 +131,6 @@ def evidence_scale(result: FixedLrResult) -> str:
 
 def overview(settings: FixedLrSettings) -> pd.DataFrame:
     """What the profile trains: one row per model and depth, with the configurations it belongs to."""
-    size = lambda n, full: f"{full:,} (all)" if n is None else f"{n:,} of {full:,}"
     return pd.DataFrame(
         [
             {
@@ -154,13 +140,14 @@ def overview(settings: FixedLrSettings) -> pd.DataFrame:
                 "dataset": "MNIST (no augmentation)",
                 "timed through": "article 1's pipeline (DataLoader, ToTensor)",
                 "learning rates": ", ".join(f"{lr:g}" for lr in settings.lrs),
-                "article's whole protocol at": ", ".join(f"lr {lr:g}" for lr in _full_lrs(settings)) or "-",
+                "article's whole protocol at": ", ".join(f"lr {lr:g}" for lr in _protocol_lrs(settings)) or "-",
                 "epochs": settings.epochs,
                 "batch (train / test)": f"{settings.batch_size} / {settings.test_batch_size}",
-                "train images": size(settings.train_size, 60000),
-                "test images": size(settings.test_size, 10000),
+                "train images": panels.images(settings.train_size, 60000),
+                "test images": panels.images(settings.test_size, 10000),
                 "seeds": settings.seeds,
-                "runs": len(settings.lrs) * settings.seeds + len(_full_lrs(settings)) * full_protocol(settings).seeds,
+                "runs": len(settings.lrs) * settings.seeds
+                + len(_protocol_lrs(settings)) * article_protocol(settings).seeds,
             }
             for model, depth in PAIRS
         ]
@@ -224,33 +211,24 @@ def _save_at_lr(result: FixedLrResult, lr: float, view, suffix: str, caption: st
     name, reproduces = _names(lr)
     subset, profile = at_lr(result, lr)
     scaled = scale(subset, profile)
-    frame = view(subset, lr)
-    return figures.save_table(
-        frame,
-        f"{name}_{suffix}",
-        result,
-        reproduces=reproduces,
-        caption=f"{caption} ({scaled})",
-        runs=subset,
-        profile=profile,
-        extra={"scale": scaled},
-    )
+    about = dict(reproduces=reproduces, caption=f"{caption} ({scaled})", runs=subset, profile=profile)
+    return figures.save_table(view(subset, lr), f"{name}_{suffix}", result, **about, extra={"scale": scaled})
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    return _save_at_lr(result, lr, comparison, "vs_article", statement(at_lr(result, lr)[0], lr))
+    return _save_at_lr(result, lr, numbers.comparison, "vs_article", numbers.statement(at_lr(result, lr)[0], lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
     subset = at_lr(result, lr)[0]
     caption = (
-        f"This run at lr {lr:g}: {figures.sd_label(subset)}; ratios r = T(ViT d6) / T(model) within "
+        f"This run at lr {lr:g}: {figures.interval_label(subset)}; ratios r = T(ViT d6) / T(model) within "
         "each configuration (as run: BN models d1; as written: d6), each seed's pair on one machine; timed through "
         f"article 1's pipeline{results.machine_note(subset)}"
     )
-    return _save_at_lr(result, lr, this_run, "numbers", caption)
+    return _save_at_lr(result, lr, numbers.this_run, "numbers", caption)
 
 
 def pace_table(result: FixedLrResult, lr: float):
@@ -297,13 +275,10 @@ def time_per_lr_figure(result: FixedLrResult):
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
     table = configuration(result.table, "as run")
+    caption = numbers.time_per_lr_statement(table)
+    frame = numbers.lr_variation(table)
     return figures.save_table(
-        lr_variation(table),
-        "article1_fig6_numbers",
-        result,
-        reproduces="article1/fig6",
-        caption=time_per_lr_statement(table),
-        precision=3,
+        frame, "article1_fig6_numbers", result, reproduces="article1/fig6", caption=caption, precision=3
     )
 
 
@@ -315,11 +290,12 @@ def ratios_table(result: FixedLrResult):
         f" {busy} were timed beside other work: left out of the ratios." if not busy.startswith(("0/", "not")) else ""
     )
     caption = (
-        f"{speedups_statement(table)}{left_out} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; as run = "
-        "BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
+        f"{numbers.speedups_statement(table)}{left_out} r = T(ViT d6) / T(model) (mean time per epoch), g = 1 − 1/r; "
+        "as run = BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    return figures.save_table(speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption)
+    frame = numbers.speedups(table)
+    return figures.save_table(frame, "article1_table1", result, reproduces="article1/table1", caption=caption)
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
@@ -346,31 +322,19 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
         reads = f"the reference checkpoints of github.com/{audit.REFERENCE_REPOSITORY}, downloaded as the chapter ran"
     else:
         reads = f"the audit recorded from the reference checkpoints (vitbn_nb/judging/{audit.RECORDED.name})"
-    return figures.save_table(
-        frame,
-        f"new_{name}",
-        results.ChapterResult(settings),
-        reproduces=f"new/{name}",
-        caption=f"{caption}; source: {reference.source}",
-        reads=reads,
-    )
+    about = dict(reproduces=f"new/{name}", caption=f"{caption}; source: {reference.source}", reads=reads)
+    return figures.save_table(frame, f"new_{name}", results.ChapterResult(settings), **about)
 
 
 def seed_plan_table(result: FixedLrResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    from . import plan as seed_plan
-
     read = seed_plan.written_from()
-    protocol = _chapter_plan(full_protocol(result.settings), tuple(article.EXPERIMENT1))
+    protocol = _chapter_plan(article_protocol(result.settings), tuple(article.EXPERIMENT1))
     frame = seed_plan.seed_plan(result.settings, protocol, read)
-    left = seed_plan.left_to_train(read, protocol)
+    caption = seed_plan.plan_caption(frame, seed_plan.left_to_train(read, protocol))
+    runs_read = read[read["pipeline"] == "reference"] if len(read) else None
     return figures.save_table(
-        frame,
-        "03_seed_plan",
-        result,
-        reproduces="new/seed_plan",
-        caption=seed_plan.plan_caption(frame, left),
-        runs=read[read["pipeline"] == "reference"] if len(read) else None,
+        frame, "03_seed_plan", result, reproduces="new/seed_plan", caption=caption, runs=runs_read
     )
 
 
@@ -380,21 +344,19 @@ def claims_table(result):
     judged = evidence(result)
     found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
-        found += larger_lr(result.sweep, result.full)
-    if result.full is None:  # one profile's runs: its stamp says their scale
-        return figures.save_claims(result, found, article.claims())
+        found += larger_lr(result.sweep, result.protocol_runs)
+    if result.protocol_runs is None:  # one profile's runs: its stamp says their scale
+        return figures.save_claims(result, found, article.findings())
     # the sweep's runs at a rate whose whole-protocol runs are held are not read (larger_lr reads those instead)
-    sweep = result.sweep[~_at_any(result.sweep, _full_lrs(result.settings))] if result.sweep is not None else None
+    sweep = result.sweep[~_at_any(result.sweep, _protocol_lrs(result.settings))] if result.sweep is not None else None
     read = [*results.run_ids_of(judged), *results.run_ids_of(sweep)]
-    return figures.save_claims(result, found, article.claims(), scale=evidence_scale(result), runs=read)
+    return figures.save_claims(result, found, article.findings(), scale=evidence_scale(result), runs=read)
 
 
 def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
     """Per model, depth and lr: how many runs collapsed by the rule's definition (accuracy ending at least
     ``COLLAPSE_PT`` below its best so far, or a non-finite loss), with the count's exact 95 % interval, and how many
     fell that far and recovered by their end."""
-    from ...judging import verdicts
-
     rows = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         curves = [run for _, run in runs_.groupby("run_id")]
@@ -411,10 +373,6 @@ def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
 def instability_note(result: FixedLrResult):
     """The runs that collapsed, counted per model, depth and lr by the rule's definition (and those that fell as far
     and recovered), read off the curves."""
-    from IPython.display import Markdown
-
-    from ...judging import verdicts
-
     counts = collapse_counts(result)
     rule = (
         f"a run collapses when its accuracy ends at least {verdicts.COLLAPSE_PT:g} points below its best so far, or "
@@ -428,12 +386,12 @@ def instability_note(result: FixedLrResult):
         if row.collapsed or row.recovered
     ]
     if not parts:
-        return Markdown(f"No run collapsed ({rule}) or fell that far and recovered.")
-    return Markdown(
+        return panels.markdown(f"No run collapsed ({rule}) or fell that far and recovered.")
+    return panels.markdown(
         f"Collapses counted ({rule}; each count with its exact 95 % interval): "
         + "; ".join(parts)
         + "; no other configuration has one. Article 1 reports a breakdown of ViT near epoch "
-        f"{article.EXPERIMENT1[0.01]['vit_unstable_epoch']} while ViTBNFFN and ViTBN stay stable: models it describes "
+        f"{article.EXPERIMENT1[0.01].vit_unstable_epoch} while ViTBNFFN and ViTBN stay stable: models it describes "
         "at depth 6, whose code computed one block (the audit above). The claims table compares the counts by "
         "Fisher's exact test, only over runs as long as article 1's."
     )

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...engines.engine import epoch_seed
+from ...engines.training import training_sets
 from ...judging.selection import shown_times
 from ...paths import stored_path
 from ...store import runs
@@ -71,7 +72,7 @@ def _forward_backward(model: torch.nn.Module, batches: list) -> None:
 def _first_batches(run: Run, count: int) -> list:
     """The first ``count`` training batches of the run's first epoch, in its order (its own pipeline and data)."""
     config = run.config
-    train, _ = runs.training_sets(config, torch.device("cpu"))
+    train, _ = training_sets(config, torch.device("cpu"))
     order = torch.Generator().manual_seed(epoch_seed(config.seed, 1))
     return list(itertools.islice(train.batches(config.batch_size, generator=order, shuffle=True, min_batch=2), count))
 

@@ -9,11 +9,10 @@ import math
 import pandas as pd
 
 from ...judging import verdicts
-from ...judging.claims import BN_MODELS, hardware_of
+from ...judging.claims import BN_MODELS, hardware_of, steps_per_epoch
 from ...judging.selection import machines, shown_machine, timed_busy
 from ...models import CONFIGURATIONS
 from ...publishing import figures, results
-from .lr_sweep import steps_per_epoch
 
 #: Test accuracies (%) a practitioner might train to; the smaller profiles reach the lower ones.
 TARGETS = (80.0, 90.0, 95.0)
@@ -58,13 +57,8 @@ def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
 
 
 def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float) -> pd.DataFrame:
-    keep = (
-        (reached["model"] == model)
-        & (reached["depth"] == depth)
-        & ((reached["lr"] - lr).abs() < 1e-12)
-        & (reached["target"] == target)
-    )
-    return reached[keep].set_index("seed").sort_index()
+    keep = (reached["model"] == model) & (reached["depth"] == depth) & (reached["target"] == target)
+    return reached[keep & ((reached["lr"] - lr).abs() < 1e-12)].set_index("seed").sort_index()
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
@@ -144,19 +138,17 @@ def _median(values: pd.Series, digits: int = 0):
 
 def table(result):
     """``03_time_to_accuracy``: steps and training seconds to 80, 90 and 95 % test accuracy, per configuration."""
-    found = summary(result)
     reached = per_run(result.table)
     steps = int(reached["steps_trained"].min()) if len(reached) else 0
-    return figures.save_table(
-        found,
-        "03_time_to_accuracy",
-        result,
-        reproduces="new/time_to_accuracy",
-        caption=f"Training steps and seconds until the test accuracy first reached each target (at an epoch's end; "
+    caption = (
+        f"Training steps and seconds until the test accuracy first reached each target (at an epoch's end; "
         f"median over the seeds that reached it), ViT depth 6 against each BatchNorm model in both configurations, "
         f"after at most {steps:,} steps; seconds shown on {shown_machine(result.table) or hardware_of(result.table)} "
         "(the ratio pairs each seed where one machine timed both runs), "
         f"{results.contention(result.table)} timed beside other work (a run with one before a target has no seconds "
         "for it); "
-        f"{int(result.table['seed'].nunique())} seed(s) per configuration",
+        f"{int(result.table['seed'].nunique())} seed(s) per configuration"
+    )
+    return figures.save_table(
+        summary(result), "03_time_to_accuracy", result, reproduces="new/time_to_accuracy", caption=caption
     )

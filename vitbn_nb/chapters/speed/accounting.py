@@ -8,9 +8,8 @@ from IPython.display import Markdown
 
 from ...judging import verdicts
 from ...judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
-from ...publishing import figures
 from .article import SETUP
-from .study import BN_MODELS, SpeedResult, equal_depth_speed, pct, share
+from .study import BN_MODELS, SpeedResult, _save, equal_depth_speed, pct, share
 
 
 def published_ratio(kind: str, model: str) -> str:
@@ -91,17 +90,12 @@ def accounting_summary(result: SpeedResult) -> pd.DataFrame:
 
 def accounting_table(result: SpeedResult):
     """``new/speedup_accounting``: the published gain and how much of it depth, pipeline and normalisation explain."""
-    return figures.save_table(
-        accounting_summary(result),
-        "new_speedup_accounting",
-        result,
-        reproduces="new/speedup_accounting",
-        caption="The published speed-up and what explains it on this machine: r(as run) = r(depth) × "
-        "r(normalisation at depth 1), exactly; shares are of ln r; the data pipeline's share of time in "
-        "each pipeline",
-        reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label, "published": SETUP},
+    caption = (
+        "The published speed-up and what explains it on this machine: r(as run) = r(depth) × r(normalisation at "
+        "depth 1), exactly; shares are of ln r; the data pipeline's share of time in each pipeline"
     )
+    extra = {"hardware_line": result.bench.hardware_label, "published": SETUP}
+    return _save(accounting_summary(result), "speedup_accounting", result, caption, extra=extra)
 
 
 def _attribution(n: dict, model: str) -> str:

@@ -7,9 +7,8 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ...judging import verdicts
-from ...publishing import figures
 from .accounting import published_ratio
-from .study import BN_MODELS, PIPELINE_LABELS, SpeedResult, name, pct
+from .study import BN_MODELS, PIPELINE_LABELS, SpeedResult, _save, name, pct
 
 FLAT = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
 
@@ -54,17 +53,12 @@ def norm_forms(result: SpeedResult) -> pd.DataFrame:
 
 def norm_forms_table(result: SpeedResult):
     """``new/batchnorm_forms``: the three ways of writing BatchNorm on tokens, timed (SPEC §5)."""
-    return figures.save_table(
-        norm_forms(result),
-        "new_batchnorm_forms",
-        result,
-        reproduces="new/batchnorm_forms",
-        caption="BatchNorm on (batch, tokens, features): article 1's BatchNorm1d over b d n, article 2's "
-        "BatchNorm2d over b d n 1 and the book's flattened (b n) d BatchNorm1d, time per call (the median of "
-        "interleaved rounds), and the flattened form against each, judged by the rule round by round",
-        reads=result.reads,
-        extra={"hardware_line": result.bench.hardware_label},
+    caption = (
+        "BatchNorm on (batch, tokens, features): article 1's BatchNorm1d over b d n, article 2's BatchNorm2d over b d "
+        "n 1 and the book's flattened (b n) d BatchNorm1d, time per call (the median of interleaved rounds), and the "
+        "flattened form against each, judged by the rule round by round"
     )
+    return _save(norm_forms(result), "batchnorm_forms", result, caption)
 
 
 def norm_forms_statement(result: SpeedResult) -> Markdown:
@@ -127,18 +121,14 @@ def op_counts(result: SpeedResult) -> pd.DataFrame:
 
 def op_counts_table(result: SpeedResult):
     """``new/op_counts``: the machine-independent operation counts behind a launch-bound GPU's time."""
-    return figures.save_table(
-        op_counts(result),
-        "new_op_counts",
-        result,
-        reproduces="new/op_counts",
-        caption=f"Operations (non-view ATen operations, each at least one kernel on a GPU) dispatched by one "
-        f"training step at batch {result.settings.batch_size} and one inference pass, per model and depth, counted "
-        "on the CPU under a dispatch mode with Adam's multi-tensor update (a GPU's default); independent of the "
-        "machine's speed, unlike every timing in this chapter, though another device may dispatch other kernels "
-        "(attention, BatchNorm)",
-        reads="fresh models, operations counted by vitbn_nb.bench.op_counts as the chapter ran",
+    caption = (
+        f"Operations (non-view ATen operations, each at least one kernel on a GPU) dispatched by one training step at "
+        f"batch {result.settings.batch_size} and one inference pass, per model and depth, counted on the CPU under a "
+        "dispatch mode with Adam's multi-tensor update (a GPU's default); independent of the machine's speed, unlike "
+        "every timing in this chapter, though another device may dispatch other kernels (attention, BatchNorm)"
     )
+    reads = "fresh models, operations counted by vitbn_nb.bench.op_counts as the chapter ran"
+    return _save(op_counts(result), "op_counts", result, caption, reads=reads, extra=None)
 
 
 def op_counts_statement(result: SpeedResult) -> Markdown:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...profiles import ChapterSettings
+from ...models import VIT_FAMILY
+from ..base import DataSettings
 
 
 @dataclass(frozen=True)
-class SpeedSettings(ChapterSettings):
+class SpeedSettings(DataSettings):
     """Chapter 08 and ``python -m vitbn_nb bench``: article 1's batch sizes, timed steps after a warm-up."""
 
     chapter = "08_where_the_speed_comes_from"  # its notebook's name (a class attribute, not a setting)
@@ -17,14 +18,11 @@ class SpeedSettings(ChapterSettings):
     models: tuple[str, ...] = ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT")
     depths: tuple[int, ...] = (1, 6)
     batch_size: int = 100
-    test_batch_size: int = 5000
     steps: int = 50
     warmup: int = 10
     repeats: int = 5
     eval_batches: int = 2
     eval_warmup: int = 1
-    train_size: int | None = None
-    test_size: int | None = None
     matmul_size: int = 4096
     matmul_repeats: int = 10
     #: seconds of calls per BatchNorm form (``torch.utils.benchmark``'s ``blocked_autorange``)
@@ -36,19 +34,15 @@ class SpeedSettings(ChapterSettings):
 
     def __post_init__(self):
         super().__post_init__()
-        from ...models import VIT_FAMILY
-
         unknown = [m for m in self.models if m not in VIT_FAMILY]
         if unknown:
             raise ValueError(f"models={self.models!r} is not allowed; choose from {', '.join(VIT_FAMILY)}")
         if self.norm_seconds <= 0:
             raise ValueError(f"norm_seconds={self.norm_seconds!r} is not allowed; it must be a number > 0")
-        for name in ("steps", "repeats", "eval_batches", "matmul_size", "matmul_repeats"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; it must be an integer >= 1")
-        for name in ("warmup", "eval_warmup"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; it must be an integer >= 0")
+        least = dict.fromkeys(("steps", "repeats", "eval_batches", "matmul_size", "matmul_repeats"), 1)
+        for name, low in (least | dict(warmup=0, eval_warmup=0)).items():
+            if getattr(self, name) < low:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; it must be an integer >= {low}")
         if self.batch_size < 2:
             raise ValueError(f"batch_size={self.batch_size!r} is not allowed; BatchNorm training needs >= 2 images")
         if any(d < 1 for d in self.depths):
@@ -58,30 +52,9 @@ class SpeedSettings(ChapterSettings):
 
 
 #: paper's 5 interleaved rounds: the rule judges a ratio from at least 3, and 5 narrow its interval (t = 2.8).
-CPU = dict(
-    steps=10,
-    warmup=2,
-    eval_batches=1,
-    train_size=10000,
-    test_size=5000,
-    matmul_size=2048,
-    matmul_repeats=5,
-    norm_seconds=0.2,
-)
+CPU = dict(steps=10, warmup=2, eval_batches=1, train_size=10000, test_size=5000)
+CPU |= dict(matmul_size=2048, matmul_repeats=5, norm_seconds=0.2)
 
 #: Every measurement and output on tiny batches (the numbers mean nothing).
-SMOKE = dict(
-    batch_size=16,
-    test_batch_size=128,
-    steps=2,
-    warmup=1,
-    repeats=2,
-    eval_batches=1,
-    eval_warmup=0,
-    train_size=256,
-    test_size=128,
-    matmul_size=256,
-    matmul_repeats=2,
-    norm_seconds=0.01,
-    count_depths=(1, 6),
-)
+SMOKE = dict(batch_size=16, test_batch_size=128, steps=2, warmup=1, repeats=2, eval_batches=1, eval_warmup=0)
+SMOKE |= dict(train_size=256, test_size=128, matmul_size=256, matmul_repeats=2, norm_seconds=0.01, count_depths=(1, 6))

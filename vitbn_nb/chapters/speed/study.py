@@ -24,12 +24,10 @@ from ...publishing import figures
 from ...publishing.results import ChapterResult
 from .settings import SpeedSettings
 
-CHAPTER = "08_where_the_speed_comes_from"
 #: What the chapter's outputs are drawn from: no run of the store, timings taken as it runs or committed.
 TIMED = "fresh models timed by vitbn_nb.bench as the chapter ran"
 COMMITTED_TIMED = "fresh models timed by vitbn_nb.bench, the measurement committed in figures/bench.json"
-#: Article 1's models (the accounting of its gain is about them); the settings' ``models`` may add others.
-MODELS = ("ViT", "ViTBNFFN", "ViTBN")
+#: Article 1's BatchNorm models (the accounting of its gain is about them); the settings' ``models`` may add others.
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 #: The committed measurement, beside the figures (``vitbn_nb.paths.book_figures_dir``).
 BENCH_FILE = "bench.json"
@@ -62,12 +60,12 @@ class SpeedResult(ChapterResult):
         return COMMITTED_TIMED if self.source == "committed" else TIMED
 
 
-def _save(fig, name: str, result: SpeedResult, caption: str, reproduces: str):
-    """Save one of the chapter's figures, naming the measurement and its machine."""
-    extra = {"hardware_line": result.bench.hardware_label}
-    return figures.save_figure(
-        fig, name, result, reproduces=reproduces, caption=caption, reads=result.reads, extra=extra
-    )
+def _save(output, name: str, result: SpeedResult, caption: str, **about):
+    """Save one of the chapter's figures or tables as ``new_<name>`` (reproducing ``new/<name>``), naming the
+    measurement and its machine unless ``about`` says otherwise."""
+    about = dict(reads=result.reads, extra={"hardware_line": result.bench.hardware_label}) | about
+    save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
+    return save(output, f"new_{name}", result, reproduces=f"new/{name}", caption=caption, **about)
 
 
 def plan(settings: SpeedSettings) -> list:
@@ -250,37 +248,43 @@ def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) ->
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
-    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group[, marks per group])]."""
-    width = 0.8 / len(series)
-    for i, (label, color, hatch, alpha, values, *marks) in enumerate(series):
+    """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group[, marks per group[, (low, high) per
+    group: whiskers]])]."""
+    width, text = 0.8 / len(series), dict(ha="center", va="bottom", xytext=(0, 1), textcoords="offset points")
+    for i, (label, color, hatch, alpha, values, *extra) in enumerate(series):
+        marks, spans = (extra[0] if extra else ()), (extra[1] if len(extra) > 1 else None)
         x = np.arange(len(groups)) + (i - (len(series) - 1) / 2) * width
-        bars = ax.bar(
-            x,
-            values,
-            width,
-            label=label,
-            color=color,
-            alpha=alpha,
-            hatch=hatch,
-            edgecolor=color if hatch else "white",
-            linewidth=0.8,
-        )
-        for bar, mark in zip(bars, marks[0] if marks else ()):
+        style = dict(color=color, alpha=alpha, hatch=hatch, edgecolor=color if hatch else "white", linewidth=0.8)
+        bars = ax.bar(x, values, width, label=label, **style)
+        tops = [bar.get_height() for bar in bars]
+        if spans is not None:
+            below = [v - low for v, (low, _) in zip(values, spans)]
+            above = [high - v for v, (_, high) in zip(values, spans)]
+            ax.errorbar(x, values, yerr=[below, above], fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
+            tops = [high for _, high in spans]
+        for at_x, top, mark in zip(x, tops, marks):
             if mark:
-                ax.annotate(
-                    mark,
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center",
-                    va="bottom",
-                    fontsize=11 if mark == "*" else 7,
-                    xytext=(0, 1),
-                    textcoords="offset points",
-                )
+                ax.annotate(mark, (at_x, top), fontsize=11 if mark == "*" else 7, **text)
     ax.set_xticks(np.arange(len(groups)), groups)
     ax.grid(axis="x", visible=False)
     ax.set(ylabel=ylabel, title=title)
     ax.set_ylim(bottom=0)
     ax.margins(y=0.12)
+
+
+def _rounds_text(result: SpeedResult) -> str:
+    """How many interleaved rounds each timing of the bench took ("5 rounds"), from the measurement itself."""
+    counts = sorted({len(result.bench.rounds(k, **r)) for k in ("training",) for r in _timed_configurations(result)})
+    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}" if counts else "the rounds"
+
+
+def _timed_configurations(result: SpeedResult) -> list[dict]:
+    return [
+        dict(model=model, depth=depth, pipeline=pipeline)
+        for model in result.models
+        for depth in result.settings.depths
+        for pipeline in ("engine", "reference")
+    ]
 
 
 def equal_depth_figure(result: SpeedResult):
@@ -297,16 +301,12 @@ def equal_depth_figure(result: SpeedResult):
         for model in result.models:
             for pipeline in ("engine", "reference"):
                 rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
-                series.append(
-                    (
-                        f"{model}, {PIPELINE_LABELS[pipeline]}",
-                        figures.color(model),
-                        "///" if pipeline == "reference" else None,
-                        0.45 if pipeline == "reference" else 1.0,
-                        [1000 / r["images_per_s"] for r in rows],
-                        ["*" if r["as_run"] else "" for r in rows],
-                    )
-                )
+                label, hatched = f"{model}, {PIPELINE_LABELS[pipeline]}", pipeline == "reference"
+                look = (figures.color(model), "///" if hatched else None, 0.45 if hatched else 1.0)
+                marks = ["*" if r["as_run"] else "" for r in rows]
+                rounds = [result.bench.rounds(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                spans = [(1000 / max(ips), 1000 / min(ips)) for ips in rounds]  # the fastest and slowest round
+                series.append((label, *look, [1000 / r["images_per_s"] for r in rows], marks, spans))
         _bars(ax, [f"depth {d}" for d in depths], series, ylabel="seconds per 1,000 images", title=titles[kind])
     handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
@@ -316,12 +316,13 @@ def equal_depth_figure(result: SpeedResult):
     fig.suptitle("Equal depth: time per 1,000 MNIST images (* = article 1 as run)")
     return _save(
         fig,
-        "new_equal_depth_timing",
+        "equal_depth_timing",
         result,
-        reproduces="new/equal_depth_timing",
-        caption=f"Training and inference time per 1,000 images of {', '.join(result.models)} at depths "
+        f"Training and inference time per 1,000 images of {', '.join(result.models)} at depths "
         f"{' and '.join(map(str, depths))}, through the book's engine (solid) and article 1's per-sample pipeline "
-        "(hatched); * marks the configurations article 1 compared (ViT depth 6, BatchNorm models depth 1)"
+        "(hatched); each bar the median of the interleaved rounds, its whisker the fastest to the slowest round "
+        f"(min-max over {_rounds_text(result)}); * marks the configurations article 1 compared (ViT depth 6, BatchNorm "
+        "models depth 1)"
         + ("; ViTDyT (DyT in place of LayerNorm) is not a model of the articles" if "ViTDyT" in result.models else "")
         + (f"; not in this measurement: {', '.join(result.not_measured)}" if result.not_measured else "")
         + ".",
@@ -398,10 +399,9 @@ def pipeline_split_figure(result: SpeedResult):
     fig.suptitle("Where the time goes: producing batches (data) against the model's work (* = article 1 as run)")
     return _save(
         fig,
-        "new_pipeline_split",
+        "pipeline_split",
         result,
-        reproduces="new/pipeline_split",
-        caption="Time per 1,000 MNIST images split into producing batches (data: loading, converting, "
+        "Time per 1,000 MNIST images split into producing batches (data: loading, converting, "
         "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
         "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
         "pipeline and the book's engine.",
@@ -437,29 +437,16 @@ def folding_figure(result: SpeedResult):
     folded_over_unfolded = lambda m, d: result.bench.speed(
         "inference", dict(folded=True, **unfolded(m, d)), unfolded(m, d)
     )
-    series = [
-        ("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit()),
-        (
-            "ViT with its LayerNorms removed (not a model: what LayerNorm costs)",
-            figures.color("ViT"),
-            "///",
-            0.45,
-            vit(norms_removed=True),
-        ),
-    ]
+    removed = "ViT with its LayerNorms removed (not a model: what LayerNorm costs)"
+    series = [("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit())]
+    series.append((removed, figures.color("ViT"), "///", 0.45, vit(norms_removed=True)))
     for model in BN_MODELS:
+        images = lambda key, model=model: [fold[(model, d)][key] for d in depths]
+        series.append((model, figures.color(model), None, 1.0, images("unfolded_images_per_s")))
+        folded = f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)"
+        marks = [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths]
         series.append(
-            (model, figures.color(model), None, 1.0, [fold[(model, d)]["unfolded_images_per_s"] for d in depths])
-        )
-        series.append(
-            (
-                f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)",
-                figures.darker(figures.color(model), 0.35),
-                "xx",
-                1.0,
-                [fold[(model, d)]["folded_images_per_s"] for d in depths],
-                [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths],
-            )
+            (folded, figures.darker(figures.color(model), 0.35), "xx", 1.0, images("folded_images_per_s"), marks)
         )
     figures.use_style()
     fig, ax = plt.subplots(figsize=(12, 4.6))
@@ -474,10 +461,9 @@ def folding_figure(result: SpeedResult):
     fig.suptitle("What BatchNorm can buy at inference: folding it into the neighbouring Linear layers")
     return _save(
         fig,
-        "new_bn_folding",
+        "bn_folding",
         result,
-        reproduces="new/bn_folding",
-        caption="Inference throughput of ViTBNFFN and ViTBN before and after folding every eval-mode BatchNorm "
+        "Inference throughput of ViTBNFFN and ViTBN before and after folding every eval-mode BatchNorm "
         "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
         "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
         "which cannot fold, costs.",

@@ -9,11 +9,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...data import image_sets
-from ...engines import engine, finetune
+from ...engines import engine, finetune, training
 from ...judging import verdicts
 from ...models import build_model
 from ...publishing import figures, results
 from ...store import runs
+from ...store.records import load_weights
 from ...store.runs import RunConfig
 from ...system import pick_device
 from . import common as shared
@@ -63,9 +64,7 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 def accuracy_before(source: runs.Run, settings: ThreeThingsSettings, device) -> float:
     """The MNIST-trained model moved to 56x56 (position embedding interpolated) with no training: test accuracy."""
     model = build_model(source.config.model, **{**source.config.model_kwargs, "image_size": 56})
-    state = runs.load_weights(
-        source.folder / "model.pt", source.run_id, source.record.get("checksums", {}).get("model.pt")
-    )
+    state = load_weights(source.folder / "model.pt", source.run_id, source.record.get("checksums", {}).get("model.pt"))
     finetune.load_resized(model, state, source.load_model("cpu").grid_size).to(device).eval()
     _, test = image_sets("mnist56", settings.ft_train_size, settings.ft_test_size, str(device))
     return engine.evaluate(model, test, batch_size=settings.test_batch_size, device=device)["test_acc"]
@@ -83,7 +82,7 @@ def step_memory(run_: runs.Run, settings: ThreeThingsSettings, device) -> dict:
 def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> FinetuneResult:
     """Train (a)'s sources if need be (never retrained here), fine-tune each both ways, and measure."""
     device = pick_device(device)
-    sources = {r.run_id: r for r in runs.train_all(shared.sequential_configs(settings))}
+    sources = {r.run_id: r for r in training.train_all(shared.sequential_configs(settings))}
     pairs = _pairs(settings, device)
     table, trained = shared.train_labelled(pairs, force=force)
     compute = shared.median_epoch(table, lambda epochs: epochs["train_seconds"] - epochs["data_seconds"])
@@ -168,13 +167,8 @@ def finetune_figure(result: FinetuneResult):
         + ") and compute time per step (each run's median epoch over its steps, the mean over seeds; "
         f"{results.times_left_out(result.table)})."
     )
-    return figures.save_figure(
-        fig,
-        "07_attention_finetune",
-        result,
-        reproduces="new/attention_finetune",
-        caption=f"{caption} ({figures.spread_label(result.table)}).",
-    )
+    caption = f"{caption} ({figures.spread_label(result.table)})."
+    return shared._save(fig, "attention_finetune", result, caption)
 
 
 def finetune_table(result: FinetuneResult):
@@ -186,8 +180,8 @@ def finetune_table(result: FinetuneResult):
         lambda key, group: {
             "model": key[0],
             "fine-tuned": key[1],
-            "before fine-tuning (%)": results.mean_sd(group["before"], 2),
-            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "before fine-tuning (%)": results.spread(group["before"], 2),
+            "final accuracy (%)": results.spread(group["final_acc"], 2),
             "trainable parameters": int(group["trainable"].iloc[0]),
             "of total (%)": 100 * group["trainable"].iloc[0] / group["total"].iloc[0],
             "tensor memory per step (MiB)": group["memory_accounted"].mean(),
@@ -198,15 +192,12 @@ def finetune_table(result: FinetuneResult):
     )
     if out["CUDA peak per step (MiB)"].isna().all():
         out = out.drop(columns="CUDA peak per step (MiB)")
-    return figures.save_table(
-        out,
-        "07_attention_finetune_table",
-        result,
-        reproduces="new/attention_finetune_table",
-        caption="Full vs attention-only fine-tuning at 56x56 (memory: one Adam step, batch "
+    caption = (
+        "Full vs attention-only fine-tuning at 56x56 (memory: one Adam step, batch "
         f"{settings.batch_size}; step time: training compute without the data pipeline, each run's median epoch over "
-        f"its steps, the mean over seeds; {results.times_left_out(result.table)})",
+        f"its steps, the mean over seeds; {results.times_left_out(result.table)})"
     )
+    return shared._save(out, "attention_finetune_table", result, caption)
 
 
 def claims(result: FinetuneResult):
@@ -228,29 +219,16 @@ def claims(result: FinetuneResult):
     accounted = " (tensor accounting: weights, gradients, Adam state, saved activations)"
     # one timed measurement per run, not interleaved rounds: the rule has nothing to judge
     runs_each = per_run.groupby(["model", "variant"]).size().min()
+    accuracy = shared.difference_text(per_run, "attention only", "full") + "; before fine-tuning: "
+    accuracy += ", ".join(f"{m} {v:.1f} %" for m, v in before.items())
+    memory = saving(column) + (" (CUDA peak)" if column == "memory_cuda_peak" else accounted)
+    time = saving("step_ms") + f" ({runs_each} run(s) each, on one machine: {verdicts.NOT_JUDGED})"
+    storage = ", ".join(f"{m} {v:.0f} % of the weights" for m, v in fractions.items())
     return shared.said_and_measured(
         [
-            (
-                "accuracy, attention only - full (pp)",
-                "finetune_accuracy",
-                shared.difference_text(per_run, "attention only", "full")
-                + "; before fine-tuning: "
-                + ", ".join(f"{m} {v:.1f} %" for m, v in before.items()),
-            ),
-            (
-                "memory saved by attention only",
-                "finetune_memory",
-                saving(column) + (" (CUDA peak)" if column == "memory_cuda_peak" else accounted),
-            ),
-            (
-                "training time saved per step",
-                "finetune_time",
-                saving("step_ms") + f" ({runs_each} run(s) each, on one machine: {verdicts.NOT_JUDGED})",
-            ),
-            (
-                "weights to store per fine-tuned model",
-                "finetune_storage",
-                ", ".join(f"{m} {v:.0f} % of the weights" for m, v in fractions.items()),
-            ),
+            ("accuracy, attention only - full (pp)", "finetune_accuracy", accuracy),
+            ("memory saved by attention only", "finetune_memory", memory),
+            ("training time saved per step", "finetune_time", time),
+            ("weights to store per fine-tuned model", "finetune_storage", storage),
         ]
     )

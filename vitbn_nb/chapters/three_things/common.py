@@ -6,14 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
+from ...engines import training
+from ...judging import verdicts
 from ...judging.selection import shown_times
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
+from .article import SAID
 from .settings import ThreeThingsSettings
-
-CHAPTER = "07_three_things"
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,20 @@ def sequential_configs(settings: ThreeThingsSettings) -> list[RunConfig]:
     ]
 
 
+def _save(output, name: str, result, caption: str):
+    """Save one of the chapter's figures or tables as ``07_<name>``, reproducing ``new/<name>``."""
+    save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
+    return save(output, f"07_{name}", result, reproduces=f"new/{name}", caption=caption)
+
+
 def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
     """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
     only those in ``own`` (all when None): a part never retrains the runs it borrows."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:
-        runs.train_all(owned, force=True, progress=progress)
-    trained = runs.train_all(configs, progress=progress and not force)
+        training.train_all(owned, force=True, progress=progress)
+    trained = training.train_all(configs, progress=progress and not force)
     table = runs.load_table(trained)
     labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
     return table.merge(labels, on="run_id"), trained
@@ -92,8 +101,6 @@ def times_note(table: pd.DataFrame) -> str:
 
 def said_and_measured(rows) -> pd.DataFrame:
     """Touvron et al.'s statements beside this run's: ``rows`` of (question, key of :data:`.article.SAID`, this run)."""
-    from .article import SAID
-
     frame = pd.DataFrame(
         [(question, SAID[key], measured) for question, key, measured in rows],
         columns=["question", "Touvron et al. report", "this run"],
@@ -148,16 +155,12 @@ def _look(i: int) -> dict:
 
 def model_legend(fig, models, variants: list[str]):
     """One legend under the figure: a colour per model, then the bar style of each variant."""
-    from matplotlib.patches import Patch
-
     handles = [Patch(color=figures.color(m), label=m) for m in models]
     handles += [Patch(facecolor="0.6", label=f"{variant} (bars)", **_look(i)) for i, variant in enumerate(variants)]
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), title=None)
 
 
 def accuracy_panel(ax, table: pd.DataFrame, variants: list[str], styles: dict[str, str], title: str):
-    from matplotlib.lines import Line2D
-
     for (model, variant), group in table.groupby(["model", "variant"], sort=False):
         figures.mean_band(
             ax,
@@ -183,8 +186,6 @@ def accuracy_panel(ax, table: pd.DataFrame, variants: list[str], styles: dict[st
 def difference_text(per_run: pd.DataFrame, a: str, b: str, value: str = "final_acc") -> str:
     """Per model: final accuracy of a minus b (pp), paired by random seed, with its 95 % interval where there are
     enough seeds for the book's rule; with fewer, the text says the differences are shown, not judged."""
-    from ...judging import verdicts
-
     parts, seeds = [], []
     for model, group in per_run.groupby("model", sort=False):
         pivot = group.pivot_table(index="seed", columns="variant", values=value)

@@ -55,10 +55,6 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
     return (a[:, others] - b[:, others]).abs().max().item()
 
 
-#: Forward FLOPs of one image, counted as chapter 02's table counts them.
-flops_per_image = forward_flops
-
-
 def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
     """Train (or reuse) the hMLP runs (``force`` retrains only them, not (a)'s linear ones) and measure each stem."""
     pairs = _pairs(settings)
@@ -77,7 +73,7 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
                 "seed": run_.config.seed,
                 "parameters": count_parameters(model),
                 "stem_parameters": count_parameters(model.to_patch_embedding),
-                "flops": flops_per_image(model),
+                "flops": forward_flops(model),  # counted as chapter 02's table counts them
                 "train_seconds": seconds.get(run_.run_id, float("nan")),
                 "final_acc": run_.final_accuracy,
                 "mixing": runs.measured(
@@ -110,15 +106,12 @@ def stem_figure(result: StemResult):
     )
     shared.model_legend(fig, settings.models, variants)
     fig.suptitle("Linear patch embedding vs hMLP stem (7x7 patches: 7x7 conv, then two 1x1 stages)")
-    return figures.save_figure(
-        fig,
-        "07_hmlp_stem",
-        result,
-        reproduces="new/hmlp_stem",
-        caption="The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
+    caption = (
+        "The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
         "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters. "
-        f"({figures.spread_label(result.table)}; {shared.times_note(result.table)}).",
+        f"({figures.spread_label(result.table)}; {shared.times_note(result.table)})."
     )
+    return shared._save(fig, "hmlp_stem", result, caption)
 
 
 def stem_table(result: StemResult):
@@ -132,20 +125,17 @@ def stem_table(result: StemResult):
             "parameters": int(group["parameters"].iloc[0]),
             "stem parameters": int(group["stem_parameters"].iloc[0]),
             "MFLOPs per image": group["flops"].iloc[0] / 1e6,
-            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "final accuracy (%)": results.spread(group["final_acc"], 2),
             "train s/epoch (median epoch, mean over seeds)": group["train_seconds"].mean(),
             "max change of other patches' tokens": group["mixing"].max(),
         },
     )
-    return figures.save_table(
-        rows,
-        "07_hmlp_stem_table",
-        result,
-        reproduces="new/hmlp_stem_table",
-        caption="Linear patch embedding vs hMLP stem (forward FLOPs per image counted as in chapter 2's table: "
+    caption = (
+        "Linear patch embedding vs hMLP stem (forward FLOPs per image counted as in chapter 2's table: "
         "matrix products, attention's included, and convolutions at 2 FLOPs per multiply-add, norms and softmax "
-        f"not counted; patch mixing: eval mode, one patch's pixels redrawn; {shared.times_note(result.table)})",
+        f"not counted; patch mixing: eval mode, one patch's pixels redrawn; {shared.times_note(result.table)})"
     )
+    return shared._save(rows, "hmlp_stem_table", result, caption)
 
 
 def claims(result: StemResult):
@@ -155,14 +145,11 @@ def claims(result: StemResult):
     mixing = per_run.groupby("variant", sort=False)["mixing"].max()
     extra = (f"{m} {100 * (flops.loc[m, 'hmlp'] / flops.loc[m, 'linear'] - 1):+.1f} % FLOPs" for m in flops.index)
     changed = ", ".join(f"{variant} {value:.1e}" for variant, value in mixing.items())
+    changed = f"largest change of another patch's token when one patch changes: {changed}"
     return shared.said_and_measured(
         [
             ("accuracy, hMLP - linear (pp)", "hmlp_accuracy", shared.difference_text(per_run, "hmlp", "linear")),
             ("extra compute of hMLP", "hmlp_flops", ", ".join(extra)),
-            (
-                "patches never mixed",
-                "hmlp_patches",
-                f"largest change of another patch's token when one patch changes: {changed}",
-            ),
+            ("patches never mixed", "hmlp_patches", changed),
         ]
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import torch
 
 from ... import data, timing
 from ...judging import verdicts
@@ -29,7 +30,6 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 def latencies_ms(models: dict, images, *, repeats: int) -> dict:
     """Milliseconds per image of each model's eval-mode forward pass over ``images``, one pass of every model per
     round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
-    import torch
 
     def runner(model):
         model.eval()
@@ -117,20 +117,17 @@ def blocks_figure(result: ParallelResult):
     )
     shared.model_legend(fig, settings.models, variants)
     fig.suptitle(f"Parallel blocks: {b} MHSA + {b} FFN branches per block at the same parameter count")
-    return figures.save_figure(
-        fig,
-        "07_parallel_blocks",
-        result,
-        reproduces="new/parallel_blocks",
-        caption="Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
+    caption = (
+        "Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
         "(solid sequential, dashed parallel), training time per epoch and inference "
         f"latency at batch 1 ({timing.TIMING_NOTE}). ({figures.spread_label(result.table)}; "
-        f"{shared.times_note(result.table)}).",
+        f"{shared.times_note(result.table)})."
     )
+    return shared._save(fig, "parallel_blocks", result, caption)
 
 
 def blocks_table(result: ParallelResult):
-    """Per model and structure: parameters, final accuracy (mean ± sd), train time, latency; saved."""
+    """Per model and structure: parameters, final accuracy (mean [95 % interval]), train time, latency; saved."""
     settings = result.settings
     rows = shared.table(
         result.per_run,
@@ -139,21 +136,18 @@ def blocks_table(result: ParallelResult):
             "model": key[1],
             "blocks (depth x branches)": group["blocks"].iloc[0],
             "parameters": int(group["parameters"].iloc[0]),
-            "final accuracy (%)": results.mean_sd(group["final_acc"], 2),
+            "final accuracy (%)": results.spread(group["final_acc"], 2),
             "train s/epoch (median epoch, mean over seeds)": group["train_seconds"].mean(),
             "latency, batch 1 (ms/image): median [95 % interval of the rounds' mean]": _spread(group, "latency_1"),
             f"latency, batch {settings.latency_batch} (ms/image): median [interval]": _spread(group, "latency_n"),
         },
     )
-    return figures.save_table(
-        rows,
-        "07_parallel_blocks_table",
-        result,
-        reproduces="new/parallel_blocks_table",
-        caption=f"Sequential vs parallel blocks at equal parameters (latency: eval-mode forward pass, "
+    caption = (
+        f"Sequential vs parallel blocks at equal parameters (latency: eval-mode forward pass, "
         f"{timing.TIMING_NOTE}, {settings.latency_repeats} rounds interleaved across the runs; seeds pooled; "
-        f"{shared.times_note(result.table)})",
+        f"{shared.times_note(result.table)})"
     )
+    return shared._save(rows, "parallel_blocks_table", result, caption)
 
 
 def _spread(group: pd.DataFrame, key: str) -> str:
@@ -183,18 +177,12 @@ def claims(result: ParallelResult):
             f"{m}: {latency_verdict(group, m, key)}" for m in group["model"].unique()
         )
         trained = shared.ratio_text(group, "train_seconds", "sequential", "parallel")
-        batch = result.settings.latency_batch
+        trained += " (runs trained one after another, not in interleaved rounds: shown, not judged)"
+        same, batch = "equal for every model" if equal else f"differ: {params.to_dict()}", result.settings.latency_batch
+        accuracy = shared.difference_text(group, "parallel", "sequential")
         out += [
-            (
-                f"same parameters (depth {depth})",
-                "parallel_parameters",
-                "equal for every model" if equal else f"differ: {params.to_dict()}",
-            ),
-            (
-                f"accuracy, parallel - sequential (depth {depth})",
-                "parallel_accuracy",
-                shared.difference_text(group, "parallel", "sequential"),
-            ),
+            (f"same parameters (depth {depth})", "parallel_parameters", same),
+            (f"accuracy, parallel - sequential (depth {depth})", "parallel_accuracy", accuracy),
             (
                 f"latency at batch 1, sequential / parallel (depth {depth})",
                 "parallel_latency_1",
@@ -205,10 +193,6 @@ def claims(result: ParallelResult):
                 "parallel_latency_n",
                 latency("latency_n"),
             ),
-            (
-                f"training time per epoch, sequential / parallel (depth {depth})",
-                "parallel_training",
-                trained + " (runs trained one after another, not in interleaved rounds: shown, not judged)",
-            ),
+            (f"training time per epoch, sequential / parallel (depth {depth})", "parallel_training", trained),
         ]
     return shared.said_and_measured(out)

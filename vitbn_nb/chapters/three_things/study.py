@@ -9,10 +9,8 @@ import pandas as pd
 
 from ...store.runs import RunConfig
 from . import attention_finetune, hmlp_stem, parallel_blocks
-from .common import CHAPTER, parallel_pairs, sentences, sequential_configs
+from .common import sentences
 from .settings import ThreeThingsSettings
-
-__all__ = ["CHAPTER", "app_model", "parallel_pairs", "plan", "protocol", "sequential_configs"]
 
 
 def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
@@ -25,17 +23,14 @@ def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
 def protocol(settings: ThreeThingsSettings):
     """What each part trains, on which data, for how long (one row per part)."""
 
-    images = lambda size, full: f"{full:,}" if size is None else f"{size:,}"
+    images = lambda train, test: f"{train or 60000:,} train / {test or 10000:,} test images"
     depth, b, seeds = settings.depths[0], settings.branches, settings.seeds
     models, n = ", ".join(settings.models), len(settings.models)
-    data28 = (
-        f"MNIST 28x28: {images(settings.train_size, 60000)} train / {images(settings.test_size, 10000)} test images"
-    )
-    data56 = (
-        f"MNIST upscaled to 56x56: {images(settings.ft_train_size, 60000)} train / "
-        f"{images(settings.ft_test_size, 10000)} test images"
-    )
+    data28 = f"MNIST 28x28: {images(settings.train_size, settings.test_size)}"
+    data56 = f"MNIST upscaled to 56x56: {images(settings.ft_train_size, settings.ft_test_size)}"
     depths = ", ".join(f"{d} vs {d // b} x {b}" for d in settings.depths)
+    finetuned = f"full vs attention-only, from (a)'s depth-{depth} sequential models"
+    stems = f"hMLP vs linear stem at depth {depth} (linear = (a)'s sequential runs)"
     parts = [
         (
             "(a) parallel blocks",
@@ -45,22 +40,8 @@ def protocol(settings: ThreeThingsSettings):
             settings.lr,
             2 * len(settings.depths) * n,
         ),
-        (
-            "(b) fine-tuning",
-            f"full vs attention-only, from (a)'s depth-{depth} sequential models",
-            data56,
-            settings.ft_epochs,
-            settings.ft_lr,
-            2 * n,
-        ),
-        (
-            "(c) hMLP stem",
-            f"hMLP vs linear stem at depth {depth} (linear = (a)'s sequential runs)",
-            data28,
-            settings.epochs,
-            settings.lr,
-            n,
-        ),
+        ("(b) fine-tuning", finetuned, data56, settings.ft_epochs, settings.ft_lr, 2 * n),
+        ("(c) hMLP stem", stems, data28, settings.epochs, settings.lr, n),
     ]
     columns = ["part", "models", "what is compared", "data", "epochs", "lr", "seeds", "runs"]
     rows = [(part, models, what, data, epochs, lr, seeds, runs * seeds) for part, what, data, epochs, lr, runs in parts]
@@ -69,25 +50,13 @@ def protocol(settings: ThreeThingsSettings):
 
 def app_model():
     """Which stored run ``python -m vitbn_nb.app`` would serve, and why."""
-    from ...app import model_choice
+    from ...app import model_choice  # heavy: the app's server, loaded only to show its choice
 
     run = model_choice()
     if run is None:
         return sentences(
             pd.DataFrame([{"run": "(none yet)", "note": "the app trains a small ViTBNFFN on first start"}])
         )
-    chosen = run.config
-    return sentences(
-        pd.DataFrame(
-            [
-                {
-                    "run": run.run_id,
-                    "model": chosen.model,
-                    "depth": chosen.model_kwargs.get("depth"),
-                    "dataset": chosen.dataset,
-                    "train images": run.record["train_images"],
-                    "final accuracy (%)": round(run.final_accuracy, 2),
-                }
-            ]
-        )
-    )
+    chosen, columns = run.config, ["run", "model", "depth", "dataset", "train images", "final accuracy (%)"]
+    row = (run.run_id, chosen.model, chosen.model_kwargs.get("depth"), chosen.dataset, run.record["train_images"])
+    return sentences(pd.DataFrame([(*row, round(run.final_accuracy, 2))], columns=columns))

@@ -31,7 +31,7 @@ def transfer(measured: pd.DataFrame, hardware: str) -> list[Verdict]:
     found = []
     source = measured["transfer_set"].iloc[0] if "transfer_set" in measured and len(measured) else EMNIST_SOURCE
     tested_on = "on EMNIST digits" if source == EMNIST_SOURCE else f"on {STAND_IN_SET}"
-    claims = {c.key: c for c in article.claims()}
+    claims = {c.key: c for c in article.findings()}
     for model in BN_MODELS:
         gains = [100 * (1 - mine / vit) for mine, vit in round_pairs(measured, model)]
         both = measured[measured["model"].isin([model, "ViT"])]

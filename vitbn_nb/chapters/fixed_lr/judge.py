@@ -28,7 +28,7 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
         at_lr = select(table, lr=float(lr))
         if at_lr.empty:
             continue
-        for claim in (c for c in article.claims() if c.key.startswith(f"article1/lr{lr:g}/")):
+        for claim in (c for c in article.findings() if c.key.startswith(f"article1/lr{lr:g}/")):
             kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
             if kind == "accuracy":
                 # article 1's figures are its runs as run: the BatchNorm models at depth 1
@@ -98,21 +98,21 @@ def _collapses(claim: Claim, at_lr: pd.DataFrame) -> list[Verdict]:
     return found
 
 
-def larger_lr(sweep: pd.DataFrame, full: pd.DataFrame | None = None) -> list[Verdict]:
+def larger_lr(sweep: pd.DataFrame, protocol_runs: pd.DataFrame | None = None) -> list[Verdict]:
     """Article 1's conclusion that BatchNorm allows a larger lr "without rendering the model unstable", per seed
     ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs: at a
-    rate where ``full`` (article 1's whole protocol) holds runs, over those, else over the sweep's."""
+    rate where ``protocol_runs`` (article 1's whole protocol) holds runs, over those, else over the sweep's."""
     found = []
     if sweep.empty:
         return found
-    claims = {c.key: c for c in article.claims()}
+    claims = {c.key: c for c in article.findings()}
     largest = max(article.EXPERIMENT1)
     rates = sorted(lr for lr in sweep["lr"].unique() if lr >= largest or np.isclose(lr, largest))
     depth = int(sweep["depth"].iloc[0])  # the sweep's one depth, the article's as written
     for model in (m for m in shared.BN_MODELS if m in set(sweep["model"])):
         claim = claims[f"article1/larger_lr/{model}"]
         for lr in rates:
-            pair = _pair(full, lr, depth, model)
+            pair = _pair(protocol_runs, lr, depth, model)
             pair = _pair(sweep, lr, depth, model) if pair is None else pair
             condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
             scale = shared.protocol_scale(pair, EPOCHS)

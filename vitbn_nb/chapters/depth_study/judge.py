@@ -24,11 +24,11 @@ ARTICLE2_EPOCHS = article.EPOCHS
 def unplanned(settings: DepthSettings) -> list[str]:
     """The claims whose runs these settings do not plan, each with the runs it needs."""
     missing = []
-    for figure, depth in article.SAID:
+    for figure, depth in article.CELLS:
         lr = settings.figure_lr(figure)
         if depth not in settings.depths[lr]:
             missing.append(f"{article.depth_key(settings, figure, depth)} (lr {lr:g}, d = {depth})")
-    for depth in article.FIG10_SAID:
+    for depth in article.FIG10_CELLS:
         if depth not in settings.depths[settings.fig8_lr] or depth not in settings.depths[settings.fig9_lr]:
             missing.append(
                 f"{article.fig10_key(depth)} (d = {depth} at lr {settings.fig8_lr:g} and {settings.fig9_lr:g})"
@@ -75,11 +75,11 @@ def figure_family(table: pd.DataFrame, settings: DepthSettings, figure: str, sta
     """The per-seed values of every cell of ``figure`` (its depths at its rate): the claim family whose pooled spread
     states what a cell's seeds could detect."""
     lr = settings.figure_lr(figure)
-    return [cell_values(table, settings, lr, d, statistic) for f, d in article.SAID if f == figure]
+    return [cell_values(table, settings, lr, d, statistic) for f, d in article.CELLS if f == figure]
 
 
-def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
-    """Every claim of :func:`.article.claims` judged from ``table`` at the settings' rates: the primary contrast of
+def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
+    """Every claim of :func:`.article.findings` judged from ``table`` at the settings' rates: the primary contrast of
     each figure's rate first, then each figure's cells after Holm's correction over them. Under ``paper`` (the
     article's protocol) a claim whose runs the settings do not plan is an error, never a silent "not run"."""
     missing = unplanned(settings)
@@ -90,7 +90,7 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
             + "; add the depths to fig8_depths, fig9_depths or fig10_depths"
         )
     table = table[table["model"].isin(MODELS)]
-    claims = {c.key: c for c in article.claims(settings)}
+    claims = {c.key: c for c in article.findings(settings)}
 
     def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None, planned: int) -> Verdict:
         untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
@@ -109,7 +109,7 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
     for figure in ("fig8", "fig9"):
         lr, cells = settings.figure_lr(figure), []
         spread = verdicts.pooled_spread(figure_family(table, settings, figure))
-        for f, depth in article.SAID:
+        for f, depth in article.CELLS:
             if f == figure:
                 at, planned = planned_seeds(table, settings, lr, depth), settings.seeds_at(lr, depth)
                 values = cell_values(table, settings, lr, depth)
@@ -122,7 +122,7 @@ def judge(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
         found += verdicts.holm(cells)
     low, high = settings.fig8_lr, settings.fig9_lr
     falls, fall_cells = [], {}
-    for depth in article.FIG10_SAID:
+    for depth in article.FIG10_CELLS:
         at = pd.concat([planned_seeds(table, settings, lr, depth) for lr in (low, high)])
         # a seed's four runs, both models at both rates, drew one stream
         pairs = one_stream(at)

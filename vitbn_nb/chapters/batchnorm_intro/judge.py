@@ -18,8 +18,8 @@ from .settings import IntroSettings
 END_OF_PROTOCOL = ("article2/fig1/converges", "article2/fig1/final", "article2/fig2/stable", "article2/fig3/cost")
 
 
-def judge(table: pd.DataFrame, settings: IntroSettings) -> list[Verdict]:
-    claims = {c.key: c for c in article.claims(settings)}
+def figures_1_to_3(table: pd.DataFrame, settings: IntroSettings) -> list[Verdict]:
+    claims = {c.key: c for c in article.findings(settings)}
     low, high = min(settings.lrs), max(settings.lrs)
     scale = protocol_scale(table, article.EPOCHS)
     mean = lambda lr, model: per_seed(select(table, lr=lr, model=model), verdicts.mean_accuracy)

@@ -16,7 +16,7 @@ from . import article
 def experiment2(table: pd.DataFrame) -> list[Verdict]:
     found = []
     hardware = shared.hardware_of(table)
-    for claim in article.claims():
+    for claim in article.findings():
         kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
         if kind == "accuracy":
             runs = select(table, model=model)

@@ -1,11 +1,14 @@
-"""``python -m vitbn_nb bench``: measure with chapter 08's settings, print the report, write the JSON."""
+"""``python -m vitbn_nb bench``: measure with chapter 08's settings, print the report, write the JSON (the command
+lives beside the chapter whose settings it reads, so that the bench itself imports no chapter)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .. import chapters
+from ... import chapters
+from ...system import pick_device
+from .settings import SpeedSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,36 +27,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..system import pick_device
-    from .measurements import measure
-    from .report import format_report, write, write_text
+    from ...bench import calibration, measurements, report  # heavy: the command line's parser loads no bench
 
     try:
         device = pick_device(args.device)  # a GPU asked for but unusable is a DeviceError that says why
-        settings = chapters.settings("08_where_the_speed_comes_from", "smoke" if args.quick else args.profile)
+        settings = chapters.settings(SpeedSettings.chapter, "smoke" if args.quick else args.profile)
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 1
-    result = measure(settings, device)
+    result = measurements.measure(settings, device)
     print()
-    print(format_report(result))
-    for path in write(result, args.out, copy_to_figures=args.copy):
+    print(report.format_report(result))
+    for path in report.write(result, args.out, copy_to_figures=args.copy):
         print(f"wrote {path}")
     if args.calibration:
-        from .calibration import calibrate, describe
-
         print()
-        text = describe(calibrate(device))
+        text = calibration.describe(calibration.calibrate(device))
         print(text)
-        print(f"wrote {write_text(text, args.out)}")
+        print(f"wrote {report.write_text(text, args.out)}")
     return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vitbn_nb bench", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Training runs into the run store: a configuration asked for again comes back from the store, an interrupted run
+resumes from its checkpoint, ``force=True`` trains anew beside the stored run, a deadline stops at an epoch boundary;
+runs of one stack key train together as one stacked model (the stacked engine is loaded only there). The store
+(:mod:`vitbn_nb.store`) keeps the runs: their ids, folders, records and locks."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from .. import profiles
+from ..data import Batches, image_sets, reference_sets
+from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, model_problem, training_is_off
+from ..models import build_model
+from ..models.vit import pair as vit_pair
+from ..paths import is_committed, runs_dir, stored_path
+from ..store import tracking
+from ..store.records import RunStoreError, delete_fix, load_weights
+from ..store.run_config import RunConfig
+from ..store.run_folder import Run, RunFiles, is_run_name, run_locks, stored_id, stored_run
+from ..system import pick_device
+from . import engine, finetune
+
+
+def train(config: RunConfig, **options) -> Run:
+    """Train ``config``, or return it from the store when it already finished; ``options``: :func:`train_all`'s."""
+    return train_all([config], **options)[0]
+
+
+def train_all(
+    configs: Iterable[RunConfig],
+    *,
+    force: bool = False,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+    mlflow: bool | None = None,
+    deadline: Deadline | None = None,
+    one_stream: bool = False,
+) -> list[Run]:
+    """Train ``configs`` in order, those finished read from the store; stacked ones that share a stack key train
+    together when the first of them comes up. ``force``: train anew (a bool or 'true' / 'false'). ``deadline``: no run
+    starts after it, and a run stops at the last epoch boundary before it (:class:`DeadlineReached`, resumable).
+    ``mlflow``: mirror the runs (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``one_stream``: a finished run that
+    drew another data stream than the one (a GPU's from before it) does not count; the run trains on the one."""
+    configs = list(configs)
+    device = pick_device(device)
+    off = training_is_off()  # checked first: a misspelt setting must not pass silently
+    force = profiles.flag("force", force)
+    if off and force and configs:
+        raise ValueError(
+            f"force=True would delete and retrain run {configs[0].run_id(device.type)}, but training is off "
+            f"({TRAIN_VARIABLE}=never)"
+        )
+    done: dict[str, Run] = {}
+    read = 0
+    for unit in units(configs):
+        ids = [c.run_id(device.type) if force else stored_id(c, device, one_stream=one_stream) for c in unit]
+        held = {} if force else {i: run for i in ids if (run := stored_run(stored_path(i))) is not None}
+        left = {i: c for c, i in zip(unit, ids) if i not in held}  # held: read without the locks (it never changes)
+        if not left:
+            read += len(unit)
+        else:
+            if progress and len(configs) > 1:  # a line per unit that trains; the runs read, counted once
+                together = f" (with {len(unit) - 1} more, stacked)" if len(unit) > 1 else ""
+                print(f"[{configs.index(unit[0]) + 1}/{len(configs)}] {unit[0].label()}{together}", flush=True)
+            held |= _train_unit(left, device, force, off, deadline, progress)
+        done |= {c.run_id("cpu"): _mirror(held[i], mlflow) for c, i in zip(unit, ids)}
+    if progress and len(configs) > 1:
+        print(f"{len(configs)} runs: {read} read from the store, {len(configs) - read} trained or resumed", flush=True)
+    return [done[c.run_id("cpu")] for c in configs]
+
+
+def units(configs: Iterable[RunConfig]) -> list[list[RunConfig]]:
+    """What trains as one, in plan order: the runs of a stack key together, any other run alone (a configuration
+    listed twice, once)."""
+    found: dict[str, list[RunConfig]] = {}
+    for config in configs:
+        unit = found.setdefault(config.stack_key() or config.run_id("cpu"), [])
+        if config not in unit:
+            unit.append(config)
+    return list(found.values())
+
+
+def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
+    """Train one stored run anew from its recorded configuration (a damaged record's too, when it still parses); a
+    committed record's run is trained into the run store, the committed record never written."""
+    if not is_run_name(run_id):
+        raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
+    folder = stored_path(str(run_id))
+    if not folder.is_dir() or folder.is_symlink():
+        raise ValueError(
+            f"run_id={run_id!r} is not a run in the run store {runs_dir()} nor among the committed records; "
+            "`runs check` lists them"
+        )
+    try:  # no checksum check here: a record that fails it but still parses still says what to retrain
+        record = json.loads((folder / "record.json").read_text())
+        if (problem := model_problem(record["config"])) is not None:  # never built, not even on the meta device
+            raise ValueError(problem)
+        config = RunConfig(**record["config"])
+    except Exception as error:
+        raise RunStoreError(
+            run_id,
+            f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
+            fix=delete_fix(folder),
+        ) from None
+    device = pick_device(device)
+    if config.run_id(device.type) != run_id:
+        raise ValueError(
+            f"run {run_id} was trained on another device type; on {device.type} it would be "
+            f"{config.run_id(device.type)}: retrain it where it ran"
+        )
+    # trained beside the stored run, which it replaces once finished: a kill or a failure keeps the stored run
+    return train(config, force=True, device=device, progress=progress)
+
+
+def training_sets(config: RunConfig, device: torch.device) -> tuple[Batches, Batches]:
+    """The training and test data of ``config``'s runs on ``device``, by its pipeline."""
+    if config.pipeline == "engine":
+        return image_sets(config.dataset, config.train_size, config.test_size, str(device))
+    return reference_sets(config.dataset, config.train_size, config.test_size, device)
+
+
+def _mirror(run: Run, mlflow: bool | None) -> Run:
+    """Copy a finished run to MLflow when asked; mlflow is imported only then."""
+    if not tracking.enabled(mlflow):
+        return run
+    if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
+        tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
+        return run
+    try:
+        tracking.mirror_run(run)
+    except Exception as error:
+        if mlflow:
+            raise
+        # once per cause: a dead server would otherwise warn for every run of the book
+        warnings.warn(f"runs are stored but not mirrored to MLflow: {error}", stacklevel=3)
+    return run
+
+
+# -- one unit (a run, or a stack) under its runs' locks ---------------------------------------------------------------
+
+
+def _train_unit(left: dict[str, RunConfig], device, force, off, deadline, progress) -> dict[str, Run]:
+    """Under the locks of the runs ``left`` (by id) of one unit: those another process finished meanwhile read back,
+    the others started (resumed from their checkpoints) and trained, alone or as one stack; every one, by id."""
+    if deadline is not None and any(map(deadline.refuses, left.values())):  # passed, or no room by the estimate
+        raise DeadlineReached(next(iter(left)))
+    found: dict[str, Run] = {}
+    with run_locks(left, progress):
+        opened = []
+        for run_id, config in left.items():
+            files = RunFiles(config, run_id, device, deadline)
+            if (done := files.finished(force)) is not None:
+                found[run_id] = done
+            elif off:
+                raise RunStoreError(
+                    run_id,
+                    f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+                    fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the "
+                    "runs of the machine that trained them",
+                )
+            else:
+                opened.append((config, files, *_model(config, device)))
+        if opened:
+            data = training_sets(opened[0][0], device)
+            started = [(c, files, model, files.start(model, *map(len, data), how)) for c, files, model, how in opened]
+            if opened[0][0].engine == "stacked":
+                found |= {run.run_id: run for run in _train_stack(started, data, device, progress)}
+            else:
+                found[started[0][1].run_id] = _train_alone(started[0], data, device, progress)
+    return found
+
+
+def _model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
+    """``config``'s model, seeded (started from ``init_from``'s weights when given), and which of its weights train."""
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, **config.model_kwargs).to(device)
+    if config.init_from is not None:
+        _initialise_from(model, config)
+    return model, finetune.set_trainable(model, config.trainable)
+
+
+def _initialise_from(model: nn.Module, config: RunConfig) -> None:
+    """Start ``model`` from the finished run ``config.init_from`` (its position embedding resized to this grid)."""
+    folder = stored_path(config.init_from)
+    if not (folder / "record.json").is_file() or not (folder / "model.pt").is_file():
+        held = " (its committed record has no weights: train it with --from-scratch)" if is_committed(folder) else ""
+        raise ValueError(
+            f"init_from={config.init_from!r} is not allowed: no finished run with that id and its weights in "
+            f"{runs_dir()}{held}"
+        )
+    source = Run(folder)
+    if source.config.model != config.model:
+        raise ValueError(
+            f"init_from={config.init_from!r} is a {source.config.model} run; this run trains a {config.model}"
+        )
+    kwargs = source.config.model_kwargs
+    state = load_weights(folder / "model.pt", config.init_from, source.record.get("checksums", {}).get("model.pt"))
+    try:
+        if "patch_size" in kwargs:
+            sizes = zip(vit_pair(kwargs["image_size"]), vit_pair(kwargs["patch_size"]))
+            finetune.load_resized(model, state, [size // patch for size, patch in sizes])
+        else:
+            model.load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(f"init_from={config.init_from!r}: its weights do not fit this model ({error})") from error
+
+
+def _train_alone(started: tuple, data, device: torch.device, progress: bool) -> Run:
+    """The eager engine: one run."""
+    config, files, model, optimizer_state = started
+    engine.train_model(
+        model,
+        *data,
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        test_batch_size=config.test_batch_size,
+        seed=config.seed,
+        num_classes=config.model_kwargs.get("num_classes", 10),
+        device=device,
+        start_epoch=len(files.record["epochs"]),
+        optimizer_state=optimizer_state,
+        per_sample_eval=config.pipeline == "reference",
+        item_per_step=config.pipeline == "reference",
+        on_epoch_end=files.epoch_done,
+        stop=files.stops,
+        progress=progress,
+        desc=config.label(),
+    )
+    return files.finish(model)
+
+
+def _train_stack(started: list, data, device: torch.device, progress: bool) -> list[Run]:
+    """The stacked engine: the members at one epoch as one stack (members at different epochs stack apart); a member
+    that diverges is finished and the others go on without it."""
+    from . import check_device, stack  # stacked engine
+
+    config, (train_data, test_data) = started[0][0], data
+    groups: dict[int, list] = {}
+    for c, files, model, optimizer_state in started:
+        optimizer = stack.optimizer_for(model, c.lr, device)
+        if optimizer_state is not None:
+            optimizer.load_state_dict(optimizer_state)
+        groups.setdefault(len(files.record["epochs"]), []).append((c, files, model, optimizer))
+
+    def evaluate(model: nn.Module) -> dict:
+        return engine.evaluate(
+            model,
+            test_data,
+            batch_size=config.test_batch_size,
+            num_classes=config.model_kwargs.get("num_classes", 10),
+            device=device,
+            per_sample=config.pipeline == "reference",
+        )
+
+    finished: list[Run] = []
+    steps = engine.steps_per_epoch(len(train_data), config.batch_size)
+    for start_epoch, group in sorted(groups.items()):
+        desc = f"{len(group)} stacked: {config.label().rsplit(' lr=', 1)[0]}"
+        with engine.progress_bar(config.epochs * steps, start_epoch * steps, desc, progress) as bar:
+            while group:
+
+                def epoch_end(per_member: list[dict], group=group) -> bool:
+                    stopping = any(files.stops(m) for (_, files, _, _), m in zip(group, per_member))
+                    for (_, files, model, optimizer), metrics in zip(group, per_member):
+                        files.epoch_done(metrics, model, optimizer, stopping=stopping)
+                    return stopping
+
+                stack.train_models(
+                    [stack.Member(model, optimizer, c.seed) for c, _, model, optimizer in group],
+                    train_data,
+                    epochs=config.epochs,
+                    start_epoch=len(group[0][1].record["epochs"]),
+                    batch_size=config.batch_size,
+                    device=device,
+                    evaluate=evaluate,
+                    on_epoch_end=epoch_end,
+                    bar=bar,
+                    refused=check_device.refused_engines(device),
+                )
+                ended = lambda files: (e := files.record["epochs"]) and (e[-1]["diverged"] or len(e) >= config.epochs)
+                finished += [files.finish(model) for _, files, model, _ in group if ended(files)]
+                still = [member for member in group if not ended(member[1])]
+                if still and len(still) == len(group):  # nobody diverged, nobody finished: the deadline stopped it
+                    still[0][1].finish(still[0][2])  # raises DeadlineReached (every member is checkpointed)
+                group = still
+    return finished

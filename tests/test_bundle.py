@@ -11,7 +11,7 @@ from test_hostile_input import Payload
 from vitbn_nb import chapters
 from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import main
-from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks
+from vitbn_nb.chapters.three_things import attention_finetune, common, hmlp_stem, parallel_blocks
 from vitbn_nb.chapters.three_things import study as three_things
 from vitbn_nb.engines import training
 from vitbn_nb.store import bundle, records, runs
@@ -56,8 +56,8 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
 ):
     settings = chapters.settings("07_three_things", "smoke")
     planned = {config.run_id("cpu") for config in three_things.plan(settings)}
-    sources = {config.run_id("cpu") for config in three_things.sequential_configs(settings)}
-    timed = {config.run_id("cpu") for _, config in three_things.parallel_pairs(settings)}
+    sources = {config.run_id("cpu") for config in common.sequential_configs(settings)}
+    timed = {config.run_id("cpu") for _, config in common.parallel_pairs(settings)}
     parallel_blocks.run(settings)  # (a)'s runs trained and timed; (b)'s fine-tunings of its sources not yet trained
     needed = train_command.needed_weights("smoke")
     assert sources <= needed and not (timed - sources) & needed

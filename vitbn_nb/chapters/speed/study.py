@@ -247,6 +247,10 @@ def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) ->
     )
 
 
+#: The two pipelines every configuration is timed through.
+PIPELINES = ("engine", "reference")
+
+
 def _bars(ax, groups, series, *, ylabel: str, title: str):
     """Grouped bars: ``series`` = [(label, color, hatch, alpha, values per group[, marks per group[, (low, high) per
     group: whiskers]])]."""
@@ -273,18 +277,12 @@ def _bars(ax, groups, series, *, ylabel: str, title: str):
 
 
 def _rounds_text(result: SpeedResult) -> str:
-    """How many interleaved rounds each timing of the bench took ("5 rounds"), from the measurement itself."""
-    counts = sorted({len(result.bench.rounds(k, **r)) for k in ("training",) for r in _timed_configurations(result)})
-    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}" if counts else "the rounds"
-
-
-def _timed_configurations(result: SpeedResult) -> list[dict]:
-    return [
-        dict(model=model, depth=depth, pipeline=pipeline)
-        for model in result.models
-        for depth in result.settings.depths
-        for pipeline in ("engine", "reference")
+    """How many interleaved rounds each training timing of the bench took ("5 rounds"), from the measurement itself."""
+    configurations = [
+        dict(model=m, depth=d, pipeline=p) for m in result.models for d in result.settings.depths for p in PIPELINES
     ]
+    counts = sorted({len(result.bench.rounds("training", **where)) for where in configurations})
+    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}" if counts else "the rounds"
 
 
 def equal_depth_figure(result: SpeedResult):
@@ -299,7 +297,7 @@ def equal_depth_figure(result: SpeedResult):
     for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
-            for pipeline in ("engine", "reference"):
+            for pipeline in PIPELINES:
                 rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
                 label, hatched = f"{model}, {PIPELINE_LABELS[pipeline]}", pipeline == "reference"
                 look = (figures.color(model), "///" if hatched else None, 0.45 if hatched else 1.0)

@@ -93,14 +93,8 @@ def _usable(run: Run) -> bool:
 
 
 #: A run that saw fewer training images than this (images x epochs) is smoke-scale: the smoke profile's runs see
-#: 1,200 at most, the cpu profile's 20,000 or more.
+#: 1,200 at most, the cpu profile's 20,000 or more. The app's own fallback never is.
 SMOKE_SCALE_IMAGES = 5_000
-
-
-def smoke_scale(run: Run) -> bool:
-    """A run trained too little to be worth serving (a smoke-profile run, say); the app's own fallback never is."""
-    seen = run.record.get("train_images", 0) * len(run.record["epochs"])
-    return seen < SMOKE_SCALE_IMAGES and run.record["config"] != FALLBACK.to_dict()
 
 
 def _rank(run: Run):
@@ -123,11 +117,9 @@ def candidates(store=None) -> tuple[list[Run], list[str]]:
             continue
         except (OSError, ValueError, KeyError):  # a foreign folder is not a candidate
             continue
-        if smoke_scale(run):
-            skipped.append(
-                f"{run.run_id}: smoke-scale ({run.record.get('train_images', 0):,} images x "
-                f"{len(run.record['epochs'])} epochs)"
-            )
+        images, epochs = run.record.get("train_images", 0), len(run.record["epochs"])
+        if images * epochs < SMOKE_SCALE_IMAGES and run.record["config"] != FALLBACK.to_dict():
+            skipped.append(f"{run.run_id}: smoke-scale ({images:,} images x {epochs} epochs)")
             continue
         found.append(run)
     return sorted(found, key=_rank, reverse=True), skipped
@@ -156,25 +148,22 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
                 f"--run {run_id!r}: not a run folder name (no '/', no '..', not starting with '.'); give the "
                 f"name of a run folder in {runs_dir()}"
             )
-        folder = runs_dir() / run_id
-        if not (folder / "record.json").is_file():
+        if not (runs_dir() / run_id / "record.json").is_file():
             raise SystemExit(f"--run {run_id}: no such run in {runs_dir()}")
         try:
-            run = Run(folder)
+            run = Run(runs_dir() / run_id)
             run.config  # noqa: B018 -- refused here, with the reason, rather than as a traceback when logged
             if not _usable(run):
                 raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
-            model = run.load_model("cpu")
+            model, why = run.load_model("cpu"), "asked for with --run"
         except RunStoreError as error:
             raise SystemExit(f"--run {run_id}: cannot serve it: {error}") from None
-        why = "asked for with --run"
     else:
         found, skipped = candidates()
         model = run = None
-        why = "the best servable run in the store"
         for candidate in found:
             try:
-                model, run = candidate.load_model("cpu"), candidate
+                model, run, why = candidate.load_model("cpu"), candidate, "the best servable run in the store"
                 break
             except RunStoreError as error:
                 skipped.append(f"{candidate.run_id}: damaged ({error})")
@@ -193,8 +182,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
                 "minute on two CPU cores). `make book` trains the book's models, which the app then prefers."
             )
             run = train(FALLBACK)
-            model = run.load_model("cpu")
-            why = "the app's own fallback, trained now"
+            model, why = run.load_model("cpu"), "the app's own fallback, trained now"
     config = run.config
     log(
         f"Serving run {run.run_id} ({why}): {config.model} depth {config.model_kwargs.get('depth')}, "
@@ -324,20 +312,11 @@ def _png_data_url(digit: np.ndarray) -> str:
 
 
 # -- The Flask app ----------------------------------------------------------------------------------------------------
-def _error(status: int, message: str, **headers: str):
-    from werkzeug.wrappers import Response
-
-    return Response(json.dumps({"error": message}) + "\n", status=status, mimetype="application/json", headers=headers)
-
-
-def _too_large():
-    return _error(413, f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB")
-
-
 def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
     """``wsgi_app`` for at most ``slots`` uploads at once: another is answered 503 with ``Retry-After`` at once, its
     body read and dropped in 64 KiB pieces (so that the client sees the answer, and no body is held)."""
     from werkzeug.exceptions import HTTPException
+    from werkzeug.wrappers import Response
     from werkzeug.wsgi import get_input_stream
 
     def shed(environ, start_response):
@@ -350,8 +329,9 @@ def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
                     left -= len(chunk)
             except (HTTPException, OSError):  # a body over the limit, or a client gone: the answer is the same
                 pass
-            busy = f"busy: {MAX_DECODES} uploads are being decoded; send it again in a second"
-            return _error(503, busy, **{"Retry-After": "1"})(environ, start_response)
+            busy = json.dumps({"error": f"busy: {MAX_DECODES} uploads are being decoded; send it again in a second"})
+            answer = Response(busy + "\n", status=503, mimetype="application/json", headers={"Retry-After": "1"})
+            return answer(environ, start_response)
         try:
             return wsgi_app(environ, start_response)  # answered whole here (a JSON body), so the slot is let go after
         finally:
@@ -360,54 +340,20 @@ def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
     return shed
 
 
-def _bounded_body(wsgi_app):
-    """``wsgi_app`` given the body read whole, up to :data:`MAX_BODY_BYTES` (counted: a chunked body has no
-    Content-Length for Flask to check); a longer one gets a 413."""
-    from werkzeug.exceptions import ClientDisconnected, HTTPException
-    from werkzeug.wsgi import get_input_stream
-
-    def bounded(environ, start_response):
-        try:
-            # one byte over the limit, so that a body longer than it is seen to be
-            stream = get_input_stream(environ, max_content_length=MAX_BODY_BYTES + 1)
-            body, size = [], 0
-            while size <= MAX_BODY_BYTES:
-                chunk = stream.read(MAX_BODY_BYTES + 1 - size)
-                if not chunk:
-                    break
-                body.append(chunk)
-                size += len(chunk)
-        except ClientDisconnected:  # nothing sent for READ_SECONDS (or the client gone) before the body's end
-            return _error(408, f"request timeout: the body stopped before its end for {READ_SECONDS} s")(
-                environ, start_response
-            )
-        except HTTPException as error:  # a Content-Length over the limit
-            if error.code != 413:
-                return _error(error.code, f"{error.code} {error.name}: {error.description}")(environ, start_response)
-            size = MAX_BODY_BYTES + 1
-
-        if size > MAX_BODY_BYTES:
-            return _too_large()(environ, start_response)
-        for key in ("HTTP_TRANSFER_ENCODING", "wsgi.input_terminated"):
-            environ.pop(key, None)
-        environ.update({"wsgi.input": io.BytesIO(b"".join(body)), "CONTENT_LENGTH": str(size)})
-        return wsgi_app(environ, start_response)
-
-    return bounded
-
-
 def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_if_missing: bool = True):
     """The Flask app around one loaded model (loaded here, once, when not given)."""
     from flask import Flask, jsonify, request
-    from werkzeug.exceptions import HTTPException
+    from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 
     if model is None:
         model, run = load_model(train_if_missing=train_if_missing)
     model = model.eval()
     Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # Pillow's own bomb limit, behind read_image's check of the header
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.wsgi_app = _shedding(_bounded_body(app.wsgi_app), threading.BoundedSemaphore(MAX_DECODES))
+    # One byte over the limit: werkzeug cuts a chunked body (no Content-Length to refuse) there without a word, so
+    # that a body longer than the limit is seen to be.
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES + 1
+    app.wsgi_app = _shedding(app.wsgi_app, threading.BoundedSemaphore(MAX_DECODES))
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:
         config = run.config
@@ -438,6 +384,8 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
         else:
             # Raw bytes whatever the label: curl --data-binary without -H calls a PNG a url-encoded form.
             data = request.get_data(cache=False)
+        if len(data) > MAX_BODY_BYTES:
+            raise RequestEntityTooLarge
         try:
             digit = preprocess(data)
         except BadImage as error:
@@ -446,10 +394,15 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
             raise
         return jsonify({**predict(model, digit), "input": _png_data_url(digit), "model": info["run_id"]})
 
+    @app.errorhandler(HTTPException)
+    def http_error(error):
+        if isinstance(error, ClientDisconnected):  # nothing sent for READ_SECONDS (or the client gone) mid-body
+            return jsonify(error=f"request timeout: the body stopped before its end for {READ_SECONDS} s"), 408
+        if error.code == 413:
+            return jsonify(error=f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"), 413
+        return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code
+
     app.register_error_handler(BadImage, lambda error: (jsonify(error=str(error)), error.status))
-    app.register_error_handler(413, lambda error: _too_large())
-    describe = lambda error: f"{error.code} {error.name}: {error.description}"
-    app.register_error_handler(HTTPException, lambda error: (jsonify(error=describe(error)), error.code))
     return app
 
 
@@ -464,9 +417,8 @@ def request_handler():
         def send_error(self, code, message=None, explain=None):
             text = f"{code} {message or self.responses.get(code, ('error',))[0]}" + (f": {explain}" if explain else "")
             body = (json.dumps({"error": text}) + "\n").encode()
-            if (
-                self.request_version == "HTTP/0.9"
-            ):  # a line it could not parse: answered with a status line all the same
+            # a line it could not parse (HTTP/0.9 to werkzeug): answered with a status line all the same
+            if self.request_version == "HTTP/0.9":
                 self.request_version = "HTTP/1.0"
             self.send_response(code, message)
             self.send_header("Content-Type", "application/json")

@@ -26,7 +26,13 @@ def _shared_arguments(command) -> None:
 
 
 def main(argv=None) -> int:
+    """Run one command; a refusal the command names (a bad setting, a damaged store, a failed chapter, an unusable
+    device for ``check-device``) is one line on stderr and exit status 1."""
     from . import __version__
+    from .chapters.speed.command import add_arguments as bench_arguments
+    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
+    from .publishing import readme
+    from .store.records import RunStoreError
 
     parser = argparse.ArgumentParser(
         prog="python -m vitbn_nb",
@@ -51,10 +57,13 @@ def main(argv=None) -> int:
         "measurement, figures/bench.json; a complete cpu or paper book then publishes the new one",
     )
     book.add_argument("--no-html", dest="html", action="store_false", help="execute the chapters only")
-    book.add_argument("--output", metavar="DIR", help="build folder (default: build/)")
-    book.add_argument("--notebooks", metavar="DIR", help="chapters folder (default: notebooks/)")
-    book.add_argument("--figures", metavar="DIR", help="where the figures of a complete run go (default: figures/)")
-    book.add_argument("--runs", metavar="DIR", help="run store (default: runs/ or $VITBN_RUNS_DIR)")
+    for name, what in (
+        ("output", "build folder (default: build/)"),
+        ("notebooks", "chapters folder (default: notebooks/)"),
+        ("figures", "where the figures of a complete run go (default: figures/)"),
+        ("runs", "run store (default: runs/ or $VITBN_RUNS_DIR)"),
+    ):
+        book.add_argument(f"--{name}", metavar="DIR", help=what)
     book.add_argument(
         "--replace-larger",
         action="store_true",
@@ -65,14 +74,13 @@ def main(argv=None) -> int:
         metavar="URI",
         help="mirror every run to this MLflow tracking URI (e.g. sqlite:///mlflow.db; default: $MLFLOW_TRACKING_URI)",
     )
-    bench = commands.add_parser(
-        "bench",
-        help="time training and inference: the book's engine against article 1's "
-        "pipeline, equal depths, BatchNorm folding (prints a table, writes JSON)",
+    bench_arguments(
+        commands.add_parser(
+            "bench",
+            help="time training and inference: the book's engine against article 1's "
+            "pipeline, equal depths, BatchNorm folding (prints a table, writes JSON)",
+        )
     )
-    from .chapters.speed.command import add_arguments as bench_arguments
-
-    bench_arguments(bench)
     train = commands.add_parser(
         "train", help="train every chapter's runs without rendering (then: make book TRAIN=never)"
     )
@@ -133,122 +141,85 @@ def main(argv=None) -> int:
     export.add_argument("file")
     export.add_argument("--profile", default="auto", help="the profile whose rendering the weights serve")
     export.add_argument("--weights", default="needed", choices=("needed", "all"), help="which finished runs' weights")
-    importing = store_commands.add_parser("import", help="add a bundle's runs to the run store, verified")
-    importing.add_argument("file")
+    store_commands.add_parser("import", help="add a bundle's runs to the run store, verified").add_argument("file")
     retrain = store_commands.add_parser("retrain", help="train one run anew from its recorded configuration")
     retrain.add_argument("run_id")
     commands.add_parser(
         "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
     )
-    from .publishing import readme
-
     readme.add_arguments(
         commands.add_parser(
             "readme", help="rewrite the README's findings and the book's claims and reference pages from figures/"
         )
     )
     args = parser.parse_args(argv)
-    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
-
     if getattr(args, "measure", False):  # the kernels papermill starts inherit these
         os.environ[MEASURE_VARIABLE] = "1"
     if getattr(args, "from_scratch", False):
         os.environ[COMMITTED_VARIABLE] = "ignore"
+    refused: tuple[type[Exception], ...] = (ValueError, RunStoreError)
+    if args.command == "book":
+        from .publishing.book_chapters import BookError
 
+        refused += (BookError,)
+    elif args.command == "check-device":
+        from .system import DeviceError
+
+        refused += (DeviceError,)
+    try:
+        return _run(args)
+    except refused as error:
+        name = f"runs {args.runs_command}" if args.command == "runs" else args.command
+        print(f"{name}: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args) -> int:
     if args.command == "data":
         from .data import prepare
 
         prepare()
     elif args.command == "book":
-        from .publishing.book import BookError, build_book
+        from .publishing.book import build_book
 
-        try:
-            folders = {f"{name}_dir": getattr(args, name) for name in ("notebooks", "output", "figures", "runs")}
-            flags = {name: getattr(args, name) for name in ("chapters", "html", "force", "mlflow", "replace_larger")}
-            build_book(args.profile, **folders, **flags, train=args.train)
-        except (BookError, ValueError) as error:
-            print(f"\nbook: {error}", file=sys.stderr)
-            return 1
+        folders = {f"{name}_dir": getattr(args, name) for name in ("notebooks", "output", "figures", "runs")}
+        flags = {name: getattr(args, name) for name in ("chapters", "html", "force", "mlflow", "replace_larger")}
+        build_book(args.profile, **folders, **flags, train=args.train)
     elif args.command == "bench":
         from .chapters.speed.command import run as bench_run
 
         return bench_run(args)
+    elif args.command == "train" and args.dry_run:
+        return _train_dry_run(args)
     elif args.command == "train":
-        from . import profiles
         from . import train as training
         from .limits import Deadline, DeadlineReached
         from .paths import runs_dir
-        from .store.records import RunStoreError
 
+        deadline = None if args.deadline is None else Deadline.after(args.deadline)
         try:
-            if args.dry_run:
-                from . import campaign, chapters
-                from .bench.calibration import describe
-                from .system import hardware_label, pick_device
-
-                profile, selected = profiles.resolve(args.profile), chapters.names(args.chapters)  # typos first
-                print("pricing the runs left: a short calibration, or the one kept from a quiet machine ...")
-                device = pick_device(None)
-                configs = training.priced_configs(profile, selected)
-                estimator = campaign.Estimator(configs, device, retrain=campaign.retrained(device))
-                table = training.plan_table(profile, selected, price=estimator.seconds_left)
-                print(
-                    f"profile {profile}: what `train` would run (nothing is trained); estimated on {hardware_label()} "
-                    "as `campaign --dry-run` estimates: a run's own epochs, else its other seeds', else the "
-                    "calibration corrected by the epochs this store's runs took here (estimates for planning)"
-                )
-                print(table.to_string(index=False))
-                print(
-                    f"total: {table['runs'].sum()} runs, {table['trials'].sum()} trials, "
-                    f"{table['finished'].sum()} finished, ~{table['estimated hours left'].sum():.1f} h left"
-                )
-                if profile == campaign.PROFILE:
-                    stages = campaign.status(estimator)
-                    print(
-                        f"of which the campaign's stages (`campaign --dry-run`, the same estimate): "
-                        f"{stages['runs'].sum() - stages['finished'].sum()} runs, "
-                        f"~{stages['estimated hours left'].sum():.1f} h left"
-                    )
-                if estimator.calibration is not None:
-                    kept = estimator.calibration.attrs.get("kept")
-                    print(f"calibration {'kept from' if kept else 'taken'} {estimator.calibration.attrs.get('taken')}")
-                    print(describe(estimator.calibration))
-                if why := estimator.busy():
-                    print(f"note: {why}; calibrate again on a quiet machine for a plan")
-                return 0
-            deadline = None if args.deadline is None else Deadline.after(args.deadline)
             done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)
         except DeadlineReached as stopped:
             if not deadline.epochs_trained:  # running it again would stop at the same place
-                print(
-                    f"train: the deadline of {args.deadline:g} s left no room for one epoch ({stopped.run_id}); "
-                    "nothing was trained; fix: give a longer --deadline",
-                    file=sys.stderr,
-                )
-                return 1
+                raise ValueError(
+                    f"the deadline of {args.deadline:g} s left no room for one epoch ({stopped.run_id}); "
+                    "nothing was trained; fix: give a longer --deadline"
+                ) from None
             print(f"train: {stopped}", file=sys.stderr)
             return 75  # EX_TEMPFAIL: nothing is lost; the same command goes on from here
-        except (ValueError, RunStoreError) as error:
-            print(f"train: {error}", file=sys.stderr)
-            return 1
         print(f"train: {len(done)} run(s) finished and stored in {runs_dir()}")
     elif args.command == "campaign":
         return _campaign(args)
     elif args.command == "check-device":
         from .engines import check_device
-        from .system import DeviceError
 
-        try:
-            verdict = check_device.run(args.device, check_device.QUICK if args.quick else check_device.FULL)
-        except (DeviceError, ValueError) as error:
-            print(f"check-device: {error}", file=sys.stderr)
-            return 1
-        if not verdict["passed"]:
+        if not check_device.run(args.device, check_device.QUICK if args.quick else check_device.FULL)["passed"]:
             print(check_device.FAILED_HELP, file=sys.stderr)
             return 1
     elif args.command == "runs":
+        from . import train as training
         from .engines.training import retrain
-        from .store import records, runs
+        from .store import bundle, records, runs
 
         if args.runs_command == "check":
             damaged = records.check_store()
@@ -265,34 +236,65 @@ def main(argv=None) -> int:
                 print(f"- {row.run} ({row.folder}): {row.problem}\n  {row.fix}")
             print(notes.lstrip("\n"))
             return 1
-        from . import train as training
-        from .store import bundle
-
-        try:
-            if args.runs_command == "export":
-                needed = None if args.weights == "all" else training.needed_weights(args.profile)
-                done = bundle.export(args.file, needed=needed, profile=args.profile)
-                print(
-                    f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), {done['checkpoints']} "
-                    f"unfinished checkpoint(s): {done['bytes'] / 2**20:.1f} MiB in {args.file}"
-                )
-            elif args.runs_command == "import":
-                done = bundle.import_bundle(args.file)
-                print(
-                    f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
-                    f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
-                )
-            else:
-                retrain(args.run_id)
-        except (ValueError, runs.RunStoreError) as error:
-            print(f"runs {args.runs_command}: {error}", file=sys.stderr)
-            return 1
+        if args.runs_command == "export":
+            needed = None if args.weights == "all" else training.needed_weights(args.profile)
+            done = bundle.export(args.file, needed=needed, profile=args.profile)
+            print(
+                f"runs export: {done['runs']} run(s), {done['weights']} weight file(s), {done['checkpoints']} "
+                f"unfinished checkpoint(s): {done['bytes'] / 2**20:.1f} MiB in {args.file}"
+            )
+        elif args.runs_command == "import":
+            done = bundle.import_bundle(args.file)
+            print(
+                f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
+                f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
+            )
+        else:
+            retrain(args.run_id)
     elif args.command == "colab-cell":
         from .publishing.colab import main as colab_main
 
         return colab_main()
     elif args.command == "readme":
+        from .publishing import readme
+
         return readme.run(args)
+    return 0
+
+
+def _train_dry_run(args) -> int:
+    from . import campaign, chapters, profiles
+    from . import train as training
+    from .bench.calibration import describe
+    from .system import hardware_label
+
+    profile, selected = profiles.resolve(args.profile), chapters.names(args.chapters)  # typos first
+    print("pricing the runs left: a short calibration, or the one kept from a quiet machine ...")
+    estimator = campaign.estimator(training.priced_configs(profile, selected))
+    table = training.plan_table(profile, selected, price=estimator.seconds_left)
+    print(
+        f"profile {profile}: what `train` would run (nothing is trained); estimated on {hardware_label()} "
+        "as `campaign --dry-run` estimates: a run's own epochs, else its other seeds', else the "
+        "calibration corrected by the epochs this store's runs took here (estimates for planning)"
+    )
+    print(table.to_string(index=False))
+    print(
+        f"total: {table['runs'].sum()} runs, {table['trials'].sum()} trials, "
+        f"{table['finished'].sum()} finished, ~{table['estimated hours left'].sum():.1f} h left"
+    )
+    if profile == campaign.PROFILE:
+        stages = campaign.status(estimator)
+        print(
+            f"of which the campaign's stages (`campaign --dry-run`, the same estimate): "
+            f"{stages['runs'].sum() - stages['finished'].sum()} runs, "
+            f"~{stages['estimated hours left'].sum():.1f} h left"
+        )
+    if estimator.calibration is not None:
+        kept = estimator.calibration.attrs.get("kept")
+        print(f"calibration {'kept from' if kept else 'taken'} {estimator.calibration.attrs.get('taken')}")
+        print(describe(estimator.calibration))
+    if why := estimator.busy():
+        print(f"note: {why}; calibrate again on a quiet machine for a plan")
     return 0
 
 
@@ -302,38 +304,35 @@ def _campaign(args) -> int:
     from . import campaign
     from .limits import Deadline, DeadlineReached
     from .paths import runs_dir
-    from .store.records import RunStoreError
-    from .system import hardware_label, pick_device
+    from .system import hardware_label
 
+    if args.action == "commit":
+        campaign.commit()
+        return 0
+    cores = os.cpu_count() or 1
+    for name in ("threads", "workers"):  # more would fail inside torch, as a bug
+        if (value := getattr(args, name)) is not None and not 1 <= value <= cores:
+            raise ValueError(f"--{name} {value} is not allowed; give 1 to {cores} (this machine's cores)")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.action == "measure":
+        campaign.measure(retake=args.retake)
+        return 0
+    if args.action == "throughput":
+        from .bench import throughput
+
+        print(throughput.report(throughput.measure()))
+        return 0
+    if args.dry_run:
+        print("calibrating the runs left (a few training steps of each model) ...")
+        estimator = campaign.estimator([c for stage in campaign.STAGES for c in stage.configs()])
+        print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
+        print(campaign.status(estimator).to_string(index=False))
+        if why := estimator.busy():
+            print(f"note: {why}")
+        return 0
+    deadline = None if args.deadline is None else Deadline.after(args.deadline)
     try:
-        if args.action == "commit":
-            campaign.commit()
-            return 0
-        if args.threads is not None:
-            if not 1 <= args.threads <= (cores := os.cpu_count() or 1):  # more would fail inside torch, as a bug
-                raise ValueError(f"--threads {args.threads} is not allowed; give 1 to {cores} (this machine's cores)")
-            torch.set_num_threads(args.threads)
-        if args.action == "measure":
-            campaign.measure(retake=args.retake)
-            return 0
-        if args.action == "throughput":
-            from .bench import throughput
-
-            print(throughput.report(throughput.measure()))
-            return 0
-        if args.workers < 1 or args.workers > (os.cpu_count() or 1):
-            raise ValueError(f"--workers {args.workers} is not allowed; give 1 to {os.cpu_count() or 1}")
-        if args.dry_run:
-            print("calibrating the runs left (a few training steps of each model) ...")
-            left = [c for stage in campaign.STAGES for c in stage.configs()]
-            device = pick_device(None)
-            estimator = campaign.Estimator(left, device, retrain=campaign.retrained(device))
-            print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
-            print(campaign.status(estimator).to_string(index=False))
-            if why := estimator.busy():
-                print(f"note: {why}")
-            return 0
-        deadline = None if args.deadline is None else Deadline.after(args.deadline)
         if args.workers > 1 and args.worker == 0:
             torch.set_num_threads(1)
             done = campaign.train_workers(args, deadline)
@@ -342,9 +341,6 @@ def _campaign(args) -> int:
     except (DeadlineReached, campaign.Unfinished) as stopped:
         print(f"campaign: {stopped}; `campaign commit` copies the finished runs' records", file=sys.stderr)
         return 75
-    except (ValueError, RunStoreError) as error:
-        print(f"campaign: {error}", file=sys.stderr)
-        return 1
     print(f"campaign: done; {len(done)} run(s) trained or read in {runs_dir()}")
     return 0
 

@@ -98,16 +98,19 @@ def retrained(device: torch.device) -> frozenset[str]:
     return frozenset(config.run_id("cpu") for configs in split for config in configs)
 
 
+def _recorded_epochs(folder) -> list[dict]:
+    """The epochs a run folder's record holds: none without a record, or with one that cannot be read."""
+    try:
+        return read_record(folder)["epochs"] if (folder / "record.json").exists() else []
+    except RunStoreError:
+        return []
+
+
 def _epochs_done(config: RunConfig, device: torch.device, retrain: frozenset[str] = frozenset()) -> int:
     """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed); a
     configuration in ``retrain`` counts its run on the one data stream only."""
     run_id = stored_id(config, device, one_stream=config.run_id("cpu") in retrain)
-    if stored_run(stored_path(run_id)) is not None:
-        return config.epochs
-    try:
-        return len(read_record(runs_dir() / run_id)["epochs"]) if (runs_dir() / run_id / "record.json").exists() else 0
-    except RunStoreError:
-        return 0
+    return config.epochs if stored_run(stored_path(run_id)) is not None else len(_recorded_epochs(runs_dir() / run_id))
 
 
 def _trained_on(stage: Stage, device: torch.device, done: list[int] | None = None) -> dict[str, int]:
@@ -189,11 +192,7 @@ class Estimator:
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
         """The median epoch (train and test) of this run's record (``quiet``: of the epochs the book times, by the
         book's one rule, :func:`vitbn_nb.system.epoch_contended`), else None."""
-        folder = stored_path(config.run_id(self.device.type))
-        try:
-            epochs = read_record(folder)["epochs"] if (folder / "record.json").exists() else []
-        except RunStoreError:
-            epochs = []
+        epochs = _recorded_epochs(stored_path(config.run_id(self.device.type)))
         epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 

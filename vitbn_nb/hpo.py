@@ -197,8 +197,9 @@ def optimise(
     if not state_path.exists():
         _save_state(client, state_path)
 
-    def run_trial(index: int, parameters: dict, generator: str) -> None:
+    def run_trial(index: int, parameters: dict, node: str) -> None:
         config = study.trial_config(parameters["lr"], parameters["batch_size"])
+        generator = GENERATOR_NAMES.get(node, node)
         entry = ledger.setdefault(str(index), {})
         entry.update(
             trial=index + 1,
@@ -216,14 +217,9 @@ def optimise(
         entry.update(accuracy=accuracy, status=run.status, run_id=run.run_id)
         atomic.write_json(ledger_path, ledger)
         if tracking.enabled(mlflow):
-            tags = {
-                "hpo.study": study.key(device_type),
-                "hpo.trial": index + 1,
-                "hpo.generator": generator,
-                "hpo.accuracy": accuracy,
-            }
+            tags = {"hpo.study": study.key(device_type), "hpo.trial": index + 1, "hpo.generator": generator}
             try:
-                tracking.mirror_run(run, tags=tags)
+                tracking.mirror_run(run, tags={**tags, "hpo.accuracy": accuracy})
             except Exception as error:
                 if mlflow:
                     raise
@@ -243,9 +239,7 @@ def optimise(
         # Suggested but never completed (the last call stopped inside it): run it now; its run resumes.
         for _, row in summary[summary["trial_status"] == "RUNNING"].sort_values("trial_index").iterrows():
             run_trial(
-                int(row["trial_index"]),
-                {"lr": row["lr"], "batch_size": row["batch_size"]},
-                GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
+                int(row["trial_index"]), {"lr": row["lr"], "batch_size": row["batch_size"]}, row["generation_node"]
             )
     completed = int((client.summarize()["trial_status"] == "COMPLETED").sum()) if not summary.empty else 0
     while completed < trials:
@@ -253,9 +247,8 @@ def optimise(
         ((index, parameters),) = client.get_next_trials(max_trials=1).items()
         suggest_seconds = time.perf_counter() - start
         _save_state(client, state_path)  # the suggestion is kept even if its training is interrupted
-        node = client.summarize().set_index("trial_index").loc[index, "generation_node"]
         ledger[str(index)] = {"suggest_seconds": suggest_seconds}
-        run_trial(index, parameters, GENERATOR_NAMES.get(node, node))
+        run_trial(index, parameters, client.summarize().set_index("trial_index").loc[index, "generation_node"])
         completed += 1
     return trial_table(study, client.summarize(), ledger, trials, device_type)
 

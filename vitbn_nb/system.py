@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
 import os
 import platform
 import warnings
@@ -27,15 +28,15 @@ class DeviceError(RuntimeError):
     """The device asked for (or the GPU this machine has) cannot train; never replaced by the CPU silently."""
 
 
+def _no_cuda() -> str:
+    return "this torch build has no CUDA" if torch.version.cuda is None else "torch.cuda.is_available() is False"
+
+
 @functools.cache
 def _check_cuda(index: int | None) -> None:
     """Start CUDA on the device once, with the deterministic settings, or say why it cannot start."""
     if not torch.cuda.is_available():
-        why = (
-            "this torch build has no CUDA"
-            if torch.version.cuda is None
-            else "torch.cuda.is_available() is False (driver missing, too old, or no visible device)"
-        )
+        why = _no_cuda() + ("" if torch.version.cuda is None else " (driver missing, too old, or no visible device)")
         raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
     use_determinism()
     try:
@@ -60,9 +61,8 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         if torch.cuda.is_available():
             requested = "cuda"
         elif marker := _gpu_present():
-            why = "this torch build has no CUDA" if torch.version.cuda is None else "torch.cuda.is_available() is False"
             raise DeviceError(
-                f"this machine has an NVIDIA GPU ({marker} exists) but torch cannot use it ({why})"
+                f"this machine has an NVIDIA GPU ({marker} exists) but torch cannot use it ({_no_cuda()})"
                 f"; fix: repair the driver or the torch install, or set {DEVICE_VARIABLE}=cpu to train on the CPU "
                 "on purpose"
             )
@@ -236,10 +236,7 @@ def epoch_contended(epoch: Mapping) -> bool:
 
 def _known(value) -> bool:
     """A number, not None or NaN (a record without the field, read into a table)."""
-    try:
-        return value is not None and not math.isnan(value)
-    except TypeError:
-        return False
+    return isinstance(value, numbers.Real) and not math.isnan(value)
 
 
 # -- determinism on a GPU -------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
@@ -57,19 +56,8 @@ def clock(device: torch.device) -> float:
     return time.perf_counter()
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Seconds per call: the median of ``samples`` (each one call's seconds)."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def seconds(self) -> float:
-        return statistics.median(self.samples)
-
-
-def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warmup: int = 1) -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``repeats`` times, each timed on its own."""
+def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warmup: int = 1) -> float:
+    """Seconds per call: the median of ``repeats`` calls, each timed on its own, after ``warmup`` untimed ones."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} is not allowed; time at least one call")
     for _ in range(warmup):
@@ -79,7 +67,7 @@ def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warm
         start = clock(device)
         fn()
         samples.append(clock(device) - start)
-    return Timing(tuple(samples))
+    return statistics.median(samples)
 
 
 def block(fn: Callable[[], object], *, calls: int, device: torch.device) -> float:

@@ -56,32 +56,29 @@ def steps(config: RunConfig) -> int:
     return config.epochs * engine.steps_per_epoch(images, config.batch_size)
 
 
-def _optimisation_configs(chapter: str, settings) -> tuple[list[RunConfig], list[RunConfig]]:
-    """(trial runs, final runs) a chapter's optimisations lead to, for counting and pricing only (their lr and batch
-    size are placeholders: time per image depends on neither)."""
-    module, planned = chapters.study(chapter), chapters.study(chapter).plan(settings)
-    trials, finals = [], []
-    pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
-    for study in getattr(planned, "optimisations", []):
-        common = {
-            name: getattr(study, name) for name in ("model", "model_kwargs", "dataset", "train_size", "test_size")
-        }
-        trials += [RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
-        finals += [
-            RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
-        ]
-    return trials, finals
+def _plans(profile: str, selected: list[str] | None = None):
+    """Each selected chapter with its settings under ``profile``, its plan, and the (trial runs, final runs) its
+    optimisations lead to, for counting and pricing only (their lr and batch size are placeholders: time per image
+    depends on neither)."""
+    for chapter in chapters.names(selected):
+        settings, module = chapters.settings(chapter, profile), chapters.study(chapter)
+        planned, trials, finals = module.plan(settings), [], []
+        for study in getattr(planned, "optimisations", []):
+            common = {
+                name: getattr(study, name) for name in ("model", "model_kwargs", "dataset", "train_size", "test_size")
+            }
+            trials += [RunConfig(**common, epochs=study.trial_epochs, seed=t) for t in range(settings.trials)]
+            pipeline = getattr(module, "RETRAIN_PIPELINE", "engine")
+            finals += [
+                RunConfig(**common, epochs=settings.epochs, seed=s, pipeline=pipeline) for s in range(settings.seeds)
+            ]
+        yield chapter, settings, planned, trials, finals
 
 
 def priced_configs(profile: str, selected: list[str] | None = None) -> list[RunConfig]:
     """Every run the selected chapters train under ``profile``, their optimisations' trials and final runs included
     (what ``train --dry-run`` prices)."""
-    configs = []
-    for chapter in chapters.names(selected):
-        settings = chapters.settings(chapter, profile)
-        trials, finals = _optimisation_configs(chapter, settings)
-        configs += [*chapters.study(chapter).plan(settings), *trials, *finals]
-    return configs
+    return [c for _, _, planned, trials, finals in _plans(profile, selected) for c in [*planned, *trials, *finals]]
 
 
 def plan_table(
@@ -91,10 +88,7 @@ def plan_table(
     the seconds left of a run) the estimated hours of what is left."""
     rows = []
     device = pick_device(None)
-    for chapter in chapters.names(selected):
-        settings = chapters.settings(chapter, profile)
-        planned = chapters.study(chapter).plan(settings)
-        trials, finals = _optimisation_configs(chapter, settings)
+    for chapter, _, planned, trials, finals in _plans(profile, selected):
         missing = set(missing_runs(planned, device))
         left = [c for c in planned if stored_id(c, device) in missing]
         row = {
@@ -120,9 +114,7 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
     records hold."""
     profile, device = profiles.resolve(profile), pick_device(None)
     missing = []
-    for chapter in chapters.names(selected):
-        settings = chapters.settings(chapter, profile)
-        planned = chapters.study(chapter).plan(settings)
+    for _, settings, planned, _, _ in _plans(profile, selected):
         missing += missing_runs(planned, device)
         trials = getattr(settings, "trials", 1)
         for study in getattr(planned, "optimisations", []):

@@ -153,7 +153,7 @@ def matmul_peak(device=None, *, size: int = 2048, repeats: int = 5) -> dict:
     generator = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(size, size, device=device, generator=generator)
     b = torch.randn(size, size, device=device, generator=generator)
-    seconds = timing.repeat(lambda: a @ b, repeats=repeats, device=device, warmup=2).seconds
+    seconds = timing.repeat(lambda: a @ b, repeats=repeats, device=device, warmup=2)
     tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
     return {
         "size": size,

@@ -19,7 +19,6 @@ class WriteError(OSError):
 
 
 def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """``write(file)`` into a temporary beside ``path``, synced, then renamed over ``path``."""
     path = Path(path)
     tmp = None
     try:

@@ -76,7 +76,6 @@ def bounds(model: str) -> dict[str, tuple]:
 
 
 def parameter_configs(model: str) -> list:
-    """The Ax parameters of ``model``: lr (float, log scale) and batch_size (int, linear)."""
     _, RangeParameterConfig = _ax()
     space = bounds(model)
     return [
@@ -314,7 +313,6 @@ def best_trial(table: pd.DataFrame) -> pd.Series:
 
 
 def best_path(dataset: str, profile: str) -> Path:
-    """Where the optimised hyperparameters of ``dataset`` under ``profile`` are kept."""
     return runs_dir() / "hpo" / f"best-{dataset}-{profile}.json"
 
 

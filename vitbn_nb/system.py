@@ -135,7 +135,6 @@ def label(info: dict) -> str:
 
 
 def hardware_label(device: torch.device | None = None) -> str:
-    """This machine's :func:`label`."""
     return label(hardware(device))
 
 

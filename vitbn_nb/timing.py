@@ -51,7 +51,6 @@ class Intervals:
 
 
 def clock(device: torch.device) -> float:
-    """``time.perf_counter()`` after the device has finished its queued work."""
     synchronize(device)
     return time.perf_counter()
 

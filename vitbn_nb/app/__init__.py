@@ -5,7 +5,6 @@ store (:func:`model_choice`; with none, a small ViTBNFFN is trained first), the 
 """
 
 from .server import (  # noqa: F401 -- the app's public names
-    FALLBACK,
     BadImage,
     create_app,
     load_model,
@@ -13,5 +12,4 @@ from .server import (  # noqa: F401 -- the app's public names
     model_choice,
     predict,
     preprocess,
-    read_image,
 )

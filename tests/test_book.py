@@ -291,18 +291,16 @@ def test_a_smaller_profile_needs_a_flag_to_replace_a_larger_ones_results(small_c
     assert result.book_run
 
 
-def test_a_chapter_that_mixes_scales_cannot_replace_a_larger_output_unflagged(small_chapters, tmp_path, monkeypatch):
+def test_a_chapter_that_mixes_scales_cannot_replace_a_larger_output_unflagged(small_chapters, tmp_path):
     # a chapter reading paper runs at one lr passes the check by chapter (as chapter 03 at lr 0.01 does); its other
     # outputs, rendered at the smaller profile, must still not replace a paper output of the same name
-    import vitbn_nb.chapters
-
-    monkeypatch.setattr(vitbn_nb.chapters, "full_protocol_lrs", lambda chapter, profile: (0.01,))
     figures = tmp_path / "figures"
     figures.mkdir()
     held = {"profile": "paper", "files": [], "chapter": "01_figure"}
     (figures / "manifest.json").write_text(json.dumps({"outputs": {"book_test_line": held}}))
     before = snapshot(figures)
     arguments = dict(notebooks_dir=small_chapters, output_dir=tmp_path / "build", figures_dir=figures, html=False)
+    arguments["rendering"] = lambda chapter, profile: (profile, (0.01,))
     with pytest.raises(BookError, match=r"book_test_line \(paper held, smoke rendered\).*--replace-larger"):
         build_book("smoke", runs_dir=tmp_path / "runs", **arguments)
     assert snapshot(figures) == before

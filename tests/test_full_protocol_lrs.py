@@ -164,6 +164,7 @@ def test_the_book_counts_an_lr_rendered_from_paper_runs_as_the_larger_profile(tm
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+    from vitbn_nb.__main__ import rendering
     from vitbn_nb.publishing import book
 
     folder = tmp_path / "chapters"
@@ -183,7 +184,7 @@ def test_the_book_counts_an_lr_rendered_from_paper_runs_as_the_larger_profile(tm
 
     monkeypatch.setattr(book, "_check_chapter", past)  # the first step after the larger-profile check
     options = dict(notebooks_dir=folder, output_dir=tmp_path / "build", figures_dir=figures, html=False, train=False)
-    options["runs_dir"] = tmp_path / "runs"
+    options.update(runs_dir=tmp_path / "runs", rendering=rendering)  # the chapters' answer, as the book command's
     # no paper run held: a cpu rendering would replace the paper Fig 5, and is refused
     with pytest.raises(book.BookError, match="larger profile"):
         book.build_book("cpu", **options)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from vitbn_nb.__main__ import main
 from vitbn_nb.publishing import readme
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +133,7 @@ def test_a_document_without_its_markers_is_refused_and_nothing_written(tmp_path)
 
 @pytest.fixture
 def readme_copy(tmp_path, monkeypatch):
-    """``readme.main`` pointed at a copy of the documents, so no test touches the real ones."""
+    """``python -m vitbn_nb readme`` pointed at a copy of the documents, so no test touches the real ones."""
     _documents_in(tmp_path)
     monkeypatch.setattr(readme, "project_root", lambda: tmp_path)
     return tmp_path / "README.md"
@@ -148,7 +149,7 @@ def test_a_figures_folder_without_a_manifest_is_refused_and_the_readme_left_alon
         shutil.copytree(FIGURES, figures)
         (figures / "manifest.json").unlink()
     before = readme_copy.read_text()
-    assert readme.main(["--check"] * check + ["--figures", str(figures)]) == 1
+    assert main(["readme", *["--check"] * check, "--figures", str(figures)]) == 1
     said = capsys.readouterr()
     assert str(figures) in said.err and "manifest.json" in said.err and "run `python -m" not in said.out
     assert len(said.err.strip().splitlines()) == 1
@@ -166,7 +167,7 @@ def test_a_manifest_of_the_wrong_shape_is_refused_by_name(readme_copy, tmp_path,
     (figures / "manifest.json").write_text(manifest)
     before = readme_copy.read_text()
     for check in ([], ["--check"]):
-        assert readme.main([*check, "--figures", str(figures)]) == 1
+        assert main(["readme", *check, "--figures", str(figures)]) == 1
         said = capsys.readouterr().err
         assert str(figures / "manifest.json") in said and len(said.strip().splitlines()) == 1
     assert readme_copy.read_text() == before

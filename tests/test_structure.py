@@ -78,10 +78,7 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 #: application layer that drives the chapters; ``vitbn_nb.chapters`` itself is the chapters' registry).
 CORE = ("models", "data", "engines", "store", "judging", "publishing", "bench")
 #: Arrows from the core into the chapters still to invert (issue 50): each names the module and what it asks.
-LEFT_TO_INVERT = {
-    ("vitbn_nb.publishing.book", "vitbn_nb.chapters"),  # the registry's names and full_protocol_lrs
-    ("vitbn_nb.publishing.colab", "vitbn_nb.chapters"),  # the registry's names, to find the open chapter
-}
+LEFT_TO_INVERT: set[tuple[str, str]] = set()
 
 
 def _imported(name: str, path: Path, modules: dict[str, Path], *, type_checking: bool) -> set[str]:

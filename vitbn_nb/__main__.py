@@ -25,6 +25,35 @@ def _shared_arguments(command) -> None:
     )
 
 
+def rendering(chapter: str, profile: str) -> tuple[str, tuple[float, ...]]:
+    """``book``'s question to the chapters' registry: the profile ``chapter`` renders at in a ``profile`` book, and the
+    lrs at which it takes the ``paper`` runs (:func:`vitbn_nb.chapters.parameters` finds the same in the kernel)."""
+    from . import chapters
+
+    at = chapters.evidence_profile(chapter, profile)
+    return at, chapters.full_protocol_lrs(chapter, at)
+
+
+def check_device_first(rendered_at: dict[str, str], profile: str, runs, force: bool) -> None:
+    """Before ``book``'s kernels train: a GPU or a stacked run trains only after the device's check, stored once (a
+    chapter rendered at a larger profile than asked reads what is held: it trains nothing)."""
+    from . import chapters
+    from .engines import check_device
+    from .train import needs_device_check, planned_runs, untrained
+
+    log = lambda line: print(line, flush=True)
+    known = [chapter for chapter, at in rendered_at.items() if chapter in chapters.CHAPTERS and at == profile]
+    to_train = [run for chapter in known for run in untrained(profile, [chapter])]
+    planned = [config for chapter in known for config in planned_runs(chapter, profile)]
+    may_train = force or to_train or len(known) < len(rendered_at)  # a chapter the runner cannot plan may train
+    if to_train:
+        log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
+    elif not may_train:
+        log("  nothing to train: every run is in the run store or the committed records")
+    if may_train and needs_device_check(planned):
+        check_device.ensure(quick=profile == "smoke", store=runs, log=log)
+
+
 def main(argv=None) -> int:
     """Run one command; a refusal the command names (a bad setting, a damaged store, a failed chapter, an unusable
     device for ``check-device``) is one line on stderr and exit status 1."""
@@ -184,7 +213,8 @@ def _run(args) -> int:
 
         folders = {f"{name}_dir": getattr(args, name) for name in ("notebooks", "output", "figures", "runs")}
         flags = {name: getattr(args, name) for name in ("chapters", "html", "force", "mlflow", "replace_larger")}
-        build_book(args.profile, **folders, **flags, train=args.train)
+        hooks = {"rendering": rendering, "before_training": check_device_first}
+        build_book(args.profile, **folders, **flags, train=args.train, **hooks)
     elif args.command == "bench":
         from .chapters.speed.command import run as bench_run
 

@@ -17,6 +17,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
@@ -46,25 +47,14 @@ _LOCK_FILES = (".manifest.lock",)
 
 @contextmanager
 def _environment(**variables):
-    """Set (value) or remove (None) environment variables for the kernels papermill starts."""
-
-    def set_all(values: dict) -> None:
-        for name, value in values.items():
+    """Set (value) or remove (None) environment variables for the kernels papermill starts; restored after."""
+    with mock.patch.dict(os.environ):
+        for name, value in variables.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = str(value)
-
-    saved = {name: os.environ.get(name) for name in variables}
-    try:
-        set_all(variables)
         yield
-    finally:
-        set_all(saved)
-
-
-def _chapter_key(name) -> str:
-    return str(name or "")[:2]
 
 
 def _prepare_staging(staging: Path, figures: Path, selected: list[Path], all_chapters: list[Path]) -> None:
@@ -83,7 +73,7 @@ def _prepare_staging(staging: Path, figures: Path, selected: list[Path], all_cha
     whole_book = set(selected) == set(all_chapters)
     rerun = {p.stem[:2] for p in selected}
     for name, entry in list(manifest.get("outputs", {}).items()):
-        if whole_book or _chapter_key(entry.get("chapter")) in rerun:
+        if whole_book or str(entry.get("chapter") or "")[:2] in rerun:
             for file in entry.get("files", []):
                 (staging / file).unlink(missing_ok=True)
             del manifest["outputs"][name]
@@ -186,7 +176,7 @@ def _held_profiles(figures: Path) -> dict[str, set[str]]:
     held: dict[str, set[str]] = {}
     for entry in _outputs(figures).values():
         if entry.get("profile"):
-            held.setdefault(_chapter_key(entry.get("chapter")), set()).add(entry["profile"])
+            held.setdefault(str(entry.get("chapter") or "")[:2], set()).add(entry["profile"])
     return held
 
 
@@ -215,10 +205,18 @@ def build_book(
     mlflow: str | None = None,
     replace_larger: bool = False,
     train: bool = True,
+    rendering=None,
+    before_training=None,
 ) -> BookBuild:
     """Execute the chapters (numbers or names; default all) under ``profile``, publish their figures where
     :func:`publish_target` says, and build the HTML book. ``train=False`` renders from the run store alone; a failed
-    chapter raises :class:`BookError` naming its cell and leaves the published figures as they were."""
+    chapter raises :class:`BookError` naming its cell and leaves the published figures as they were.
+
+    What only the chapters' registry knows comes from the caller (``python -m vitbn_nb book`` passes
+    :func:`vitbn_nb.__main__.rendering` and :func:`vitbn_nb.__main__.check_device_first`): ``rendering(chapter,
+    profile)``, the profile a chapter renders at and the lrs at which it takes the ``paper`` runs (default: the
+    profile asked, none); ``before_training(rendered_at, profile, runs, force)``, called before any kernel starts
+    where training is on."""
     resolved = profiles.resolve(profile)
     force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)
@@ -228,13 +226,10 @@ def build_book(
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     runs.mkdir(parents=True, exist_ok=True)
-    from ..chapters import full_protocol_lrs
-    from ..train import evidence_profile
-
     with _environment(VITBN_RUNS_DIR=runs):
-        rendered_at = {path: evidence_profile(path.stem, resolved) for path in selected}
-        # the lrs at which a chapter's notebook takes the paper runs (chapters.parameters finds the same)
-        paper_lrs = {path: full_protocol_lrs(path.stem, rendered_at[path]) for path in selected}
+        scales = {path: rendering(path.stem, resolved) if rendering else (resolved, ()) for path in selected}
+    rendered_at = {path: at for path, (at, _) in scales.items()}
+    paper_lrs = {path: lrs for path, (_, lrs) in scales.items()}
     held = _held_profiles(figures)
     # an output that names no chapter counts against every chapter
     held_by = lambda path: held.get(path.stem[:2], set()) | held.get("", set())
@@ -256,24 +251,9 @@ def build_book(
     for path in selected:
         check_parameters(path, parameters)
     _check_kernel()
-    if train and not training_is_off():  # a GPU or a stacked run trains only after the device's check, stored once
-        from ..chapters import CHAPTERS
-        from ..train import needs_device_check, planned_runs, untrained
-
-        # a chapter rendered at a larger profile than asked reads what is held: it trains nothing
-        known = [p for p in selected if p.stem in CHAPTERS and rendered_at[p] == resolved]
+    if train and before_training and not training_is_off():
         with _environment(VITBN_RUNS_DIR=runs):
-            to_train = [run for p in known for run in untrained(rendered_at[p], [p.stem])]
-        planned = [c for p in known for c in planned_runs(p.stem, rendered_at[p])]
-        may_train = force or to_train or len(known) < len(selected)  # a chapter the runner cannot plan may train
-        if to_train:
-            _log(f"  {len(to_train)} run(s) or optimisation(s) to train, e.g. {to_train[0]}")
-        elif not may_train:
-            _log("  nothing to train: every run is in the run store or the committed records")
-        if may_train and needs_device_check(planned):
-            from ..engines import check_device
-
-            check_device.ensure(quick=resolved == "smoke", store=runs, log=_log)
+            before_training({path.stem: at for path, at in rendered_at.items()}, resolved, runs, force)
     book_run = f"{dt.datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     # Each process stages and executes in folders of its own, so two book runs never collide; what a
     # killed process left behind is removed.

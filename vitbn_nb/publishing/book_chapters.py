@@ -3,6 +3,7 @@ book runner raises."""
 
 from __future__ import annotations
 
+import ast
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -108,8 +109,6 @@ def _check_kernel() -> None:
 
 def check_parameters(source: Path, parameters: dict) -> None:
     """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
-    import ast
-
     cell = _parameters_cell(_read_notebook(source))
     declared = set()
     if cell is not None:

@@ -14,7 +14,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from .. import chapters
 from ..paths import project_root, published_repository
 
 DRIVE_ROOT = Path("/content/drive")
@@ -22,6 +21,8 @@ DRIVE_FOLDER = "MyDrive/vitbn-book"
 #: Libraries the install may upgrade under a running kernel; a changed one needs a restart of the runtime.
 WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
 MARKER = "# On Colab: install the book's package"
+#: A chapter's name as its code quotes it (``chapters.parameters("05_depth_study", ...)``).
+CHAPTER_NAME = re.compile(r'"([0-9]{2}_[a-z0-9_]+)"')
 
 
 def pip_source(config: dict) -> str:
@@ -60,14 +61,12 @@ if "google.colab" in sys.modules:
 _CELL = re.compile(r"(# %%\n)(" + re.escape(MARKER) + r".*?)(?=\n\n# %%)", re.S)
 
 
-def sync_cells(notebooks=None, config=None) -> list[Path]:
+def sync_cells() -> list[Path]:
     """Rewrite the install cell of every chapter's ``.py`` and sync its ``.ipynb`` (jupytext); the changed ``.py``."""
     from jupytext.cli import jupytext as jupytext_cli
 
-    folder = Path(notebooks) if notebooks is not None else project_root() / "notebooks"
-    config = config or published_repository()
-    changed = []
-    for source in sorted(folder.glob("[0-9][0-9]_*.py")):
+    config, changed = published_repository(), []
+    for source in sorted((project_root() / "notebooks").glob("[0-9][0-9]_*.py")):
         text = source.read_text()
         match = _CELL.search(text)
         if match is None:
@@ -145,7 +144,7 @@ def open_chapter() -> str | None:
     except Exception:  # a private interface that may change: without it only the estimate is left out
         return None
     code = "".join("".join(c.get("source", "")) for c in notebook.get("cells", []) if c.get("cell_type") == "code")
-    return next((chapter for chapter in chapters.CHAPTERS if f'"{chapter}"' in code), None)
+    return found.group(1) if (found := CHAPTER_NAME.search(code)) else None
 
 
 def fetch_mnist(log=print) -> Path:
@@ -202,7 +201,7 @@ def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bo
     return found
 
 
-def main(argv=None) -> int:
+def main() -> int:
     changed = sync_cells()
     print("\n".join(f"rewrote {path}" for path in changed) or "every install cell already agrees with pyproject.toml")
     return 0

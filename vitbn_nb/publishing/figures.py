@@ -21,10 +21,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from filelock import FileLock
+from matplotlib.colors import to_rgb
+from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
-from .. import atomic
+from .. import atomic, paths
+from ..judging import verdicts
+from ..judging.claims import table as claims_table
 from ..judging.selection import TIME_COLUMNS, shown_times
 from ..paths import book_figures_dir, figures_dir
+from ..store import runs as store_runs
+from ..store.run_folder import trained_until
 from ..system import hardware, hardware_label, versions
 from .results import run_ids_of, spreads_as_numbers
 
@@ -71,8 +77,6 @@ def color(model: str):
 
 def darker(color_, amount: float):
     """``color_`` darkened towards black by ``amount`` (0 = unchanged): one model, several settings."""
-    from matplotlib.colors import to_rgb
-
     return tuple(c * (1 - amount) for c in to_rgb(color_))
 
 
@@ -85,12 +89,9 @@ def stamp(profile: str, run_ids=()) -> str:
     records, every resumed segment's) and that timed them, and the day the last of them finished; an output of no
     run names the machine and the day it was computed. Read from the records, it is the same wherever and whenever
     the output is rendered again."""
-    from ..store import runs
-    from ..store.run_folder import trained_until
-
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
-    for verb, machines in (("trained", runs.trained_on(run_ids)), ("timed", runs.timed_on(run_ids))):
+    for verb, machines in (("trained", store_runs.trained_on(run_ids)), ("timed", store_runs.timed_on(run_ids))):
         if machines:
             parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
     if len(parts) == 1:
@@ -147,8 +148,6 @@ def _record(
     name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None
 ) -> SourceLine:
     """List an output in the manifest (``profile``: its runs' own, where not the result's); its source line."""
-    from ..store import runs
-
     entry = {
         "kind": kind,
         "files": [f.name for f in files],
@@ -158,7 +157,7 @@ def _record(
         "profile": profile or result.profile,
         "hardware": hardware_label(),
         "device": hardware()["device"],
-        "trained_on": runs.trained_on(list(run_ids)),
+        "trained_on": store_runs.trained_on(list(run_ids)),
         "date": today(),
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
@@ -196,8 +195,6 @@ def record_path(run_id: str) -> str:
 
 def records_address() -> str:
     """The repository's files on GitHub when ``[tool.vitbn-book]`` names it; else empty (lines give paths)."""
-    from .. import paths
-
     try:
         repository = paths.published_repository()["repository"]
     except FileNotFoundError:  # an installed package (Colab) has no pyproject.toml to read
@@ -337,10 +334,7 @@ def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None
     """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text;
     ``scale``: the scale of the runs they were judged over where it is not one profile's (in the caption and the
     manifest); ``runs``: those runs where not all of the result's."""
-    from ..judging import verdicts
-    from ..judging.claims import table
-
-    kept = table(found, claims)
+    kept = claims_table(found, claims)
     judged = kept["outcome"].value_counts()
     tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
     caption = (
@@ -376,15 +370,11 @@ def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None
 
 def integer_epochs(ax) -> None:
     """Whole-number ticks on the x axis (epochs, depths)."""
-    from matplotlib.ticker import MaxNLocator
-
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plain_log_axis(ax) -> None:
     """A log y axis labelled 0.05, 0.1, 2 rather than 5×10⁻² (minor ticks labelled only on short ranges)."""
-    from matplotlib.ticker import FuncFormatter, LogFormatter
-
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 

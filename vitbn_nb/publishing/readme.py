@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic
+from .. import atomic, paths
 from ..judging import verdicts
 from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
-from . import results
+from . import colab, results
 from .results import DECIDED
 
 #: The generated blocks of each document (a path under the project root), in the order they appear.
@@ -27,7 +27,6 @@ DOCUMENTS = {
     "book/claims.md": ("rule", "results"),
     "book/reference.md": ("performance", "setup"),
 }
-BLOCKS = tuple(block for blocks in DOCUMENTS.values() for block in blocks)
 #: Where the README's findings send a reader for every claim (the book's own page says ``claims.md``).
 CLAIMS_PAGE = "book/claims.md"
 
@@ -45,7 +44,10 @@ def read_manifest(folder: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ValueError(f"{path} cannot be read as JSON ({error}); fix: run `make book` to write it again") from None
+        raise ValueError(
+            f"{path} cannot be read as JSON ({error}); fix: run `make book` to write it, or pass the book's outputs "
+            "folder (figures/) to --figures"
+        ) from None
     outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
     if not isinstance(outputs, dict) or not all(isinstance(entry, dict) for entry in outputs.values()):
         raise ValueError(
@@ -98,8 +100,9 @@ def _provenance(folder: Path) -> str:
 
 
 def claim_rows(folder: Path) -> pd.DataFrame:
-    """Every judged claim the chapters saved (``NN_claims.csv``), in chapter order."""
-    frames = [pd.read_csv(path, keep_default_na=False) for path in sorted(folder.glob("*_claims.csv"))]
+    """Every judged claim the chapters saved (``NN_claims.csv``, named in ``chapter``), in chapter order."""
+    files = sorted(folder.glob("*_claims.csv"))
+    frames = [pd.read_csv(path, keep_default_na=False).assign(chapter=path.stem) for path in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -135,9 +138,8 @@ def _verdict_note(row) -> str:
 _MACHINE_WORDS = ("CPU:", "NVIDIA", "GPU")
 
 
-def results_block(folder=None) -> str:
+def results_block(folder: Path) -> str:
     """Every judged claim, one table per figure or passage of its article, the machines in footnotes."""
-    folder = Path(folder) if folder is not None else book_figures_dir()
     lines = [_provenance(folder), ""]
     claims = claim_rows(folder)
     if claims.empty:
@@ -185,16 +187,13 @@ ARTICLES = {
 LEAD_FIGURE = "article2_fig8"
 
 
-def _chapters_of(claims: pd.DataFrame) -> str:
-    return ", ".join(sorted({str(name)[:2] for name in claims["chapter"]})) if "chapter" in claims else ""
-
-
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     """What the book found of one article, counted from its claims' verdicts: what is decided and where, what is
     open, what waits for its planned seeds, what is not testable at the scale held."""
     counts = rows["outcome"].value_counts()
     primary = rows[rows.get("role", pd.Series("", index=rows.index)) == verdicts.PRIMARY]
-    lines = [f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {_chapters_of(rows)}): {len(rows)} claims."]
+    chapters = ", ".join(sorted({name[:2] for name in rows["chapter"]}))
+    lines = [f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {chapters}): {len(rows)} claims."]
     if len(primary):
         parts = "; ".join(f"lr {r.claim.rsplit('lr', 1)[-1]}: {r.shown}, {r.outcome}" for r in primary.itertuples())
         lines.append(
@@ -207,14 +206,12 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def findings_block(folder=None, claims_page: str = CLAIMS_PAGE) -> str:
+def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     """The findings first: a few sentences per article counted from the chapters' verdicts, the lead figure with its
     caption, and the headline claims (the primary contrasts and every decided claim)."""
-    folder = Path(folder) if folder is not None else book_figures_dir()
     claims = claim_rows(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
-    claims = claims.assign(chapter=[name for name, t in _claims_by_chapter(folder) for _ in range(len(t))])
     lines = []
     for article in ARTICLES:
         rows = claims[claims["source"].str.startswith(article)]
@@ -269,10 +266,6 @@ def _gain_rows(gains: pd.DataFrame) -> list[str]:
     return rows
 
 
-def _claims_by_chapter(folder: Path) -> list[tuple[str, pd.DataFrame]]:
-    return [(path.stem, pd.read_csv(path, keep_default_na=False)) for path in sorted(folder.glob("*_claims.csv"))]
-
-
 def _span(values, digits: int = 2) -> str:
     values = [v for v in values if v is not None and v == v]
     if not values:
@@ -295,12 +288,11 @@ def _by_rule(texts) -> str:
     return ", ".join(f"{label} in {n} of {len(texts)}" for label, n in counts if n) or "n/a"
 
 
-def performance_block(folder=None) -> str:
+def performance_block(folder: Path) -> str:
     """``make bench``'s ratios, each judged by the book's rule from its rounds, article 1's beside the ones that compare
     what it compared, and the ceiling a data pipeline can reach on that machine."""
     from ..bench.report import BenchResult
 
-    folder = Path(folder) if folder is not None else book_figures_dir()
     path = folder / "bench.json"
     if not path.is_file():
         return "`make bench` has not written `figures/bench.json` yet."
@@ -413,12 +405,12 @@ def _chapter8_measurement(folder: Path) -> str:
     )
 
 
-def measure_setup(venv=None) -> dict:
-    """What the environment costs on this machine: disk per kind of package and the recorded install time."""
+def measure_setup() -> dict:
+    """What this environment costs on this machine: disk per kind of package and the recorded install time."""
     import datetime as dt
     import platform
 
-    venv = Path(venv) if venv is not None else Path(sys.prefix)
+    venv = Path(sys.prefix)
     site = next(venv.glob("lib/python*/site-packages"), None)
     if site is None:
         raise ValueError(f"{venv} is not a virtual environment (no lib/python*/site-packages)")
@@ -443,9 +435,6 @@ def measure_setup(venv=None) -> dict:
 
 def colab_line() -> str:
     """Where the chapters open on Colab, from [tool.vitbn-book] in pyproject.toml."""
-    from .. import paths
-    from . import colab
-
     where = paths.published_repository()
     if not where["repository"]:
         return (
@@ -459,8 +448,7 @@ def colab_line() -> str:
     )
 
 
-def setup_block(folder=None) -> str:
-    folder = Path(folder) if folder is not None else book_figures_dir()
+def setup_block(folder: Path) -> str:
     path = folder / "setup.json"
     if not path.is_file():
         return (
@@ -491,45 +479,44 @@ def _body(block: str, folder) -> str:
 
 
 def render(text: str, folder=None, document: str = "README.md") -> str:
-    """``text`` (the document ``document`` of :data:`DOCUMENTS`) with its blocks rewritten from ``folder``; raises
-    ValueError naming the document when a block's markers are missing."""
+    """``text`` (the document ``document`` of :data:`DOCUMENTS`) with its blocks rewritten from ``folder`` (default:
+    ``figures/``); raises ValueError naming the document when a block's markers are missing."""
+    folder = Path(folder) if folder is not None else book_figures_dir()
     for block in DOCUMENTS[document]:
         start, end = _markers(block)
         if start not in text or end not in text:
             raise ValueError(f"{document} lacks the {block} markers:\n  {start}\n  {end}")
-    for block in DOCUMENTS[document]:
-        start, end = _markers(block)
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
         text = f"{head}{start}\n{_body(block, folder)}\n{end}{tail}"
     return text
 
 
-def _fresh(folder=None, root=None) -> dict[Path, tuple[str, str]]:
-    """Each document's path, with its text as it is and as ``folder`` writes it (every document is read first, so a
-    missing marker is refused before anything is written)."""
+def _changed(folder=None, root=None) -> dict[Path, str]:
+    """The documents whose blocks differ from what ``folder`` writes, with their new text (every document is read
+    first, so a missing marker is refused before anything is written)."""
     root = Path(root) if root is not None else project_root()
-    texts = {}
+    changed = {}
     for document in DOCUMENTS:
         path = root / document
         if not path.is_file():
             raise ValueError(f"{path} is missing; it holds generated blocks (restore it with `git checkout`)")
-        old = path.read_text()
-        texts[path] = (old, render(old, folder, document))
-    return texts
+        if (new := render(old := path.read_text(), folder, document)) != old:
+            changed[path] = new
+    return changed
 
 
 def update(folder=None, root=None) -> list[Path]:
     """Rewrite every document's blocks from ``folder``; the documents that changed."""
-    changed = [path for path, (old, new) in _fresh(folder, root).items() if new != old]
-    for path in changed:
-        atomic.write_text(path, _fresh(folder, root)[path][1])
-    return changed
+    changed = _changed(folder, root)
+    for path, text in changed.items():
+        atomic.write_text(path, text)
+    return list(changed)
 
 
 def disagreeing(folder=None, root=None) -> list[Path]:
     """The documents whose blocks differ from what ``folder`` writes."""
-    return [path for path, (old, new) in _fresh(folder, root).items() if new != old]
+    return list(_changed(folder, root))
 
 
 def add_arguments(parser) -> None:
@@ -542,30 +529,12 @@ def add_arguments(parser) -> None:
     )
 
 
-def main(argv=None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m vitbn_nb readme", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
 def run(args) -> int:
     """Rewrite (or ``--check``) every document's blocks; a figures folder without a readable manifest is refused
     first."""
     figures = Path(args.figures) if args.figures else book_figures_dir()
     names = ", ".join(DOCUMENTS)
     try:
-        if not figures.is_dir():
-            raise ValueError(
-                f"{figures} is not a folder, so it has no manifest.json of book outputs; fix: pass the book's "
-                "outputs folder (figures/) to --figures"
-            )
-        if not (figures / "manifest.json").is_file():
-            raise ValueError(
-                f"{figures} has no manifest.json, so it holds no book outputs; fix: run `make book` to fill it, "
-                "or pass the book's outputs folder to --figures"
-            )
         read_manifest(figures)
         if args.measure_setup:
             target = figures / "setup.json"

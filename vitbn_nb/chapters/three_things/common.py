@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -73,17 +74,48 @@ def _save(output, name: str, result, caption: str):
     return save(output, f"07_{name}", result, reproduces=f"new/{name}", caption=caption)
 
 
-def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
+def train_labelled(pairs, *, force: bool = False, own=None) -> tuple[pd.DataFrame, list]:
     """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
     only those in ``own`` (all when None): a part never retrains the runs it borrows."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:
-        training.train_all(owned, force=True, progress=progress)
-    trained = training.train_all(configs, progress=progress and not force)
+        training.train_all(owned, force=True)
+    trained = training.train_all(configs, progress=not force)
     table = runs.load_table(trained)
     labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
     return table.merge(labels, on="run_id"), trained
+
+
+def per_run(pairs, trained, measure) -> pd.DataFrame:
+    """One row per run of ``(labels, config)`` pairs: its id, model, labels, seed, ``measure(labels, run)``'s values
+    and its final accuracy."""
+    return pd.DataFrame(
+        [
+            {
+                "run_id": run.run_id,
+                "model": run.config.model,
+                **label,
+                "seed": run.config.seed,
+                **measure(label, run),
+                "final_acc": run.final_accuracy,
+            }
+            for (label, _), run in zip(pairs, trained)
+        ]
+    )
+
+
+def part_figure(result, name: str, styles: dict, accuracy, summary, bars, title: str, caption: str, *, width: float):
+    """A part's figure, saved as ``07_<name>``: an accuracy panel per ``(rows, title)`` of ``accuracy`` (a line style
+    per variant of ``styles``), then the :func:`bar_panels` ``bars`` of ``summary``, one legend below."""
+    variants = list(styles)
+    fig, axes = plt.subplots(1, len(accuracy) + len(bars), figsize=(width, 4.4))
+    for ax, (rows, panel) in zip(axes, accuracy):
+        accuracy_panel(ax, rows, variants, styles, panel)
+    bar_panels(axes[len(accuracy) :], summary, variants, bars)
+    model_legend(fig, result.settings.models, variants)
+    fig.suptitle(title)
+    return _save(fig, name, result, caption)
 
 
 def median_epoch(table: pd.DataFrame, seconds=lambda epochs: epochs["train_seconds"]) -> pd.Series:

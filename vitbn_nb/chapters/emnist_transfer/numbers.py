@@ -3,6 +3,8 @@ article 1's claims beside them."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import torch
@@ -137,18 +139,12 @@ def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, re
         raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
     images_set = data.ImageSet(images.to(device), labels.to(device))
-    first, runners = {}, {}
-    for key, model in models.items():
-        model = model.to(device)
-        first[key] = engine.evaluate(model, images_set, batch_size=batch_size, device=device)
-
-        def one(n: int, model=model) -> dict:
-            start = timing.clock(device)
-            for _ in range(n):
-                engine.evaluate(model, images_set, batch_size=batch_size, device=device)
-            return {"seconds": (timing.clock(device) - start) / n}
-
-        runners[key] = one
+    passes = {
+        key: partial(engine.evaluate, model.to(device), images_set, batch_size=batch_size, device=device)
+        for key, model in models.items()
+    }
+    first = {key: one_pass() for key, one_pass in passes.items()}
+    runners = {key: lambda n, f=f: {"seconds": timing.block(f, calls=n, device=device)} for key, f in passes.items()}
     rounds = timing.interleave(runners, warmup=0, repeats=repeats, length=1)
     out = {}
     for key, timed in rounds.items():

@@ -3,6 +3,8 @@ every run timed in the same interleaved rounds so that the rule judges them roun
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import torch
 
@@ -28,16 +30,8 @@ def latencies_ms(models: dict, images, *, repeats: int) -> dict:
     round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
 
     def runner(model):
-        model.eval()
-
-        @torch.inference_mode()
-        def one(n: int) -> dict:
-            start = timing.clock(images.device)
-            for _ in range(n):
-                model(images)
-            return {"seconds": (timing.clock(images.device) - start) / n}
-
-        return one
+        forward = torch.inference_mode()(partial(model.eval(), images))
+        return lambda n: {"seconds": timing.block(forward, calls=n, device=images.device)}
 
     rounds = timing.interleave({k: runner(m) for k, m in models.items()}, warmup=1, repeats=repeats, length=1)
     return {k: [1000 * r["seconds"] / len(images) for r in timed] for k, timed in rounds.items()}

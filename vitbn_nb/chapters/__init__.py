@@ -1,7 +1,5 @@
-"""The book's chapters, one folder each, and their one registry. A folder holds its ``settings.py`` (the ``paper``
-protocol as defaults, ``CPU`` and ``SMOKE`` as differences), its ``study.py`` (``plan(settings)`` lists the runs,
-``run(settings, force=False)`` trains or reads them back into one result whose views are the figures, tables and
-verdicts) and the modules only it uses; its notebook calls these one per cell."""
+"""The book's chapters, one folder each (its ``settings``, ``study`` and the modules only it uses), and their one
+registry."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -38,24 +39,12 @@ def config(settings: ThreeThingsSettings, model: str, seed: int, **model_kwargs)
 
 def parallel_pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
     """(labels, config): each model at each depth, sequential and with ``branches`` parallel branches."""
-    out = []
-    b = settings.branches
-    for depth in settings.depths:
-        if depth % b:
-            raise ValueError(f"depths must be multiples of branches={b}; got depth {depth}")
-        for model in settings.models:
-            for seed in range(settings.seeds):
-                for variant, kwargs in (
-                    ("sequential", dict(depth=depth)),
-                    ("parallel", dict(depth=depth // b, branches=b)),
-                ):
-                    blocks = f"{kwargs['depth']} x {kwargs.get('branches', 1)}"
-                    out.append(
-                        (
-                            {"variant": variant, "blocks": blocks, "total_depth": depth},
-                            config(settings, model, seed, **kwargs),
-                        )
-                    )
+    out, b = [], settings.branches
+    # the settings refuse a depth that is no multiple of branches
+    for depth, model, seed in itertools.product(settings.depths, settings.models, range(settings.seeds)):
+        for variant, kwargs in (("sequential", dict(depth=depth)), ("parallel", dict(depth=depth // b, branches=b))):
+            label = {"variant": variant, "blocks": f"{kwargs['depth']} x {kwargs.get('branches', 1)}"}
+            out.append(({**label, "total_depth": depth}, config(settings, model, seed, **kwargs)))
     return out
 
 

@@ -49,9 +49,7 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
                 RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
                 "speed-up mean": judged.estimate,
                 "most predicted class on the transfer set (share)": _most(one),
-                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"])
-                if "binarised_acc" in one
-                else "n/a",
+                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"]),
                 "seeds": int(one["seed"].nunique()),
             }
         )
@@ -76,8 +74,6 @@ def findings(measured: pd.DataFrame) -> str:
 
 def _collapse(measured: pd.DataFrame) -> str:
     """The model that piles most of the transfer set into one class, and what binarising the images does to it."""
-    if "largest_predicted_share" not in measured:
-        return ""
     worst = measured.loc[measured["largest_predicted_share"].idxmax()]
     return (
         f"{worst['model']} puts {100 * worst['largest_predicted_share']:.0f} % of the transfer images in one class "
@@ -91,8 +87,6 @@ def _collapse(measured: pd.DataFrame) -> str:
 
 
 def _most(one: pd.DataFrame) -> str:
-    if "largest_predicted_share" not in one:
-        return "n/a"
     row = one.loc[one["largest_predicted_share"].idxmax()]
     return f"{int(row['largest_predicted_class'])} ({100 * row['largest_predicted_share']:.0f} %)"
 

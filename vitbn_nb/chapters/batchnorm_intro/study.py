@@ -162,11 +162,6 @@ class Summary:
         return self.table.to_string(index=False) + "".join(f"\n- {v}" for v in self.verdicts)
 
 
-def _final(table: pd.DataFrame) -> pd.DataFrame:
-    summary = results.accuracy_summary(table, by=("lr", "model"))
-    return summary.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
-
-
 #: Which of article 2's DNN claims each figure's summary shows (their verdicts are the book's one rule's).
 CLAIMS_OF = {
     "article2/fig1": ("article2/fig1/converges", "article2/fig1/final"),
@@ -202,7 +197,8 @@ def summary(result: IntroResult, lr: float | None = None) -> Summary:
     cost of the higher learning rate to each model (Figure 3).
     """
     table = result.table
-    final = _final(table)
+    final = results.accuracy_summary(table, by=("lr", "model"))
+    final = final.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
     if lr is not None:
         require(table, lr=lr)
         final = final[(final["lr"] - lr).abs() < 1e-12]

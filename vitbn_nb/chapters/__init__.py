@@ -54,10 +54,8 @@ def changes(chapter: str, profile: str) -> dict:
 
 
 def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSettings:
-    """The settings of ``chapter`` under ``profile``; overrides that are not ``None`` win.
-
-    An unknown name or an ill-typed value raises ``ValueError`` naming the field.
-    """
+    """The settings of ``chapter`` under ``profile``; overrides that are not ``None`` win. An unknown name or an
+    ill-typed value raises ``ValueError`` naming the field."""
     profile = resolve(profile)
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter={chapter!r} has no settings; known chapters: {', '.join(CHAPTERS)}")
@@ -143,10 +141,8 @@ def names(selected: list[str] | None = None) -> list[str]:
 
 
 class Plan(list):
-    """The run configurations a chapter trains (a list), plus the optimisations that choose further runs.
-
-    ``optimisations`` are ``hpo.Study`` objects; ``then`` says in words what their best trials lead to.
-    """
+    """The run configurations a chapter trains (a list), plus the optimisations (``hpo.Study`` objects) that choose
+    further runs; ``then`` says in words what their best trials lead to."""
 
     def __init__(self, configs=(), *, optimisations: list[Any] | None = None, then: str = ""):
         super().__init__(configs)

@@ -191,11 +191,8 @@ def _stuck(final: pd.DataFrame, lr: float) -> str | None:
 
 
 def summary(result: IntroResult, lr: float | None = None) -> Summary:
-    """This run's final accuracy (mean [95 % interval] over seeds) per model and lr, article 2's words, a verdict.
-
-    With ``lr`` the rows at that learning rate (Figures 1 and 2); without it all rows and the
-    cost of the higher learning rate to each model (Figure 3).
-    """
+    """This run's final accuracy (mean [95 % interval] over seeds) per model and lr, article 2's words, a verdict:
+    with ``lr`` the rows at that rate (Figures 1 and 2); without, all rows and each model's cost of the higher rate."""
     table = result.table
     final = results.accuracy_summary(table, by=("lr", "model"))
     final = final.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)

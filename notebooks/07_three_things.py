@@ -110,7 +110,7 @@ parallel_blocks.blocks_figure(parallel)
 parallel_blocks.blocks_table(parallel)
 
 # %%
-parallel_blocks.claims(parallel)
+parallel_blocks.comparison(parallel)
 
 # %% [markdown]
 # ## (b) Attention-only fine-tuning at a higher resolution
@@ -164,7 +164,7 @@ attention_finetune.finetune_figure(tuned)
 attention_finetune.finetune_table(tuned)
 
 # %%
-attention_finetune.claims(tuned)
+attention_finetune.comparison(tuned)
 
 # %% [markdown]
 # ## (c) The hMLP stem
@@ -204,7 +204,7 @@ hmlp_stem.stem_figure(stems)
 hmlp_stem.stem_table(stems)
 
 # %%
-hmlp_stem.claims(stems)
+hmlp_stem.comparison(stems)
 
 # %% [markdown]
 # ## What to take from this

@@ -343,8 +343,12 @@ def test_the_three_parts_on_tiny_runs(run_store, figures_store, mnist_ready):
         hmlp_stem.stem_table,
     ):
         view({"blocks": parallel, "finetune": tuned, "stem": stems}[view.__name__.split("_")[0]])
-    for claims in (parallel_blocks.claims(parallel), attention_finetune.claims(tuned), hmlp_stem.claims(stems)):
-        assert "Touvron et al. report" in claims.data.columns and claims.data["this run"].str.len().gt(0).all()
+    for said in (
+        parallel_blocks.comparison(parallel),
+        attention_finetune.comparison(tuned),
+        hmlp_stem.comparison(stems),
+    ):
+        assert "Touvron et al. report" in said.data.columns and said.data["this run"].str.len().gt(0).all()
     outputs = read_manifest()["outputs"]
     assert {e["reproduces"] for e in outputs.values()} == {
         "new/parallel_blocks",

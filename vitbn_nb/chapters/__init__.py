@@ -1,7 +1,5 @@
-"""The book's chapters, one folder each, and their one registry. A folder holds its ``settings.py`` (the ``paper``
-protocol as defaults, ``CPU`` and ``SMOKE`` as differences), its ``study.py`` (``plan(settings)`` lists the runs,
-``run(settings, force=False)`` trains or reads them back into one result whose views are the figures, tables and
-verdicts) and the modules only it uses; its notebook calls these one per cell."""
+"""The book's chapters, one folder each (its ``settings``, ``study`` and the modules only it uses), and their one
+registry."""
 
 from __future__ import annotations
 
@@ -56,10 +54,8 @@ def changes(chapter: str, profile: str) -> dict:
 
 
 def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSettings:
-    """The settings of ``chapter`` under ``profile``; overrides that are not ``None`` win.
-
-    An unknown name or an ill-typed value raises ``ValueError`` naming the field.
-    """
+    """The settings of ``chapter`` under ``profile``; overrides that are not ``None`` win. An unknown name or an
+    ill-typed value raises ``ValueError`` naming the field."""
     profile = resolve(profile)
     if chapter not in CHAPTERS:
         raise ValueError(f"chapter={chapter!r} has no settings; known chapters: {', '.join(CHAPTERS)}")
@@ -145,10 +141,8 @@ def names(selected: list[str] | None = None) -> list[str]:
 
 
 class Plan(list):
-    """The run configurations a chapter trains (a list), plus the optimisations that choose further runs.
-
-    ``optimisations`` are ``hpo.Study`` objects; ``then`` says in words what their best trials lead to.
-    """
+    """The run configurations a chapter trains (a list), plus the optimisations (``hpo.Study`` objects) that choose
+    further runs; ``then`` says in words what their best trials lead to."""
 
     def __init__(self, configs=(), *, optimisations: list[Any] | None = None, then: str = ""):
         super().__init__(configs)

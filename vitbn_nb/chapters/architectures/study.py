@@ -46,72 +46,45 @@ def shape_walkthrough(model_name: str, batch_size: int = 2, depth: int | None = 
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; it must be an integer >= 1")
     model = build_model(model_name, **({} if depth is None else {"depth": depth})).eval()
-    blocks = model.transformer.layers
-    seen: dict[str, tuple] = {}
-
-    def remember(key, use_input=False):
-        def hook(module, inputs, output):
-            seen[key] = tuple((inputs[0] if use_input else output).shape)
-
-        return hook
-
-    embed = model.to_patch_embedding
+    blocks, embed = model.transformer.layers, model.to_patch_embedding
+    norm, head = model.transformer.norm, model.mlp_head
     attn, ffn = blocks[0]
-    hooks = [(embed[i], f"embed{i}", False) for i in range(4)]
-    hooks += [
-        (model.transformer, "tokens", True),
-        (attn, "attn", False),
-        (ffn.net[2], "ffn_hidden", False),
-        (ffn, "ffn", False),
-        (model.transformer.norm, "encoded", True),
-        (model.transformer.norm, "final", False),
-        (model.mlp_head, "pooled", True),
-        (model.mlp_head, "logits", False),
-    ]
-    handles = [module.register_forward_hook(remember(key, use_input)) for module, key, use_input in hooks]
+    shapes: dict[nn.Module, tuple] = {}  # each watched module's (input shape, output shape)
+    hook = lambda module, inputs, output: shapes.__setitem__(module, (tuple(inputs[0].shape), tuple(output.shape)))
+    watched = [*list(embed)[:4], model.transformer, attn, ffn.net[2], ffn, norm, head]
+    handles = [module.register_forward_hook(hook) for module in watched]
     images = torch.rand(batch_size, REFERENCE_VIT["channels"], REFERENCE_VIT["image_size"], REFERENCE_VIT["image_size"])
     with torch.no_grad():
         model(images)
     for handle in handles:
         handle.remove()
+    into, out = (lambda module: shapes[module][0]), (lambda module: shapes[module][1])
 
     depth_ = len(blocks)
     stages = ("cut into 7×7 patches, flattened", "normalise each patch vector", "project patches to tokens")
     rows = [("input images", "", tuple(images.shape), 0)]
     rows += [
-        (stage, _describe(embed[i]), seen[f"embed{i}"], count_parameters(embed[i]))
+        (stage, _describe(embed[i]), out(embed[i]), count_parameters(embed[i]))
         for i, stage in enumerate((*stages, "normalise the tokens"))
     ]
     learnt = model.pos_embedding.numel() if isinstance(model.pos_embedding, nn.Parameter) else 0
+    cls = model.cls_token.numel() + learnt
+    mhsa = f"{_describe(attn.norm)} → Attention({attn.heads} heads)"
+    hidden = " → ".join(_describe(m) for m in list(ffn.net)[:3])
     rows += [
-        (
-            "prepend CLS token, add positional embedding",
-            "cls_token, pos_embedding",
-            seen["tokens"],
-            model.cls_token.numel() + learnt,
-        ),
-        (
-            "block 1: x + MHSA(norm(x))",
-            f"{_describe(attn.norm)} → Attention({attn.heads} heads)",
-            seen["attn"],
-            count_parameters(attn),
-        ),
-        (
-            "block 1: inside the FFN, its hidden layer",
-            " → ".join(_describe(m) for m in list(ffn.net)[:3]),
-            seen["ffn_hidden"],
-            0,
-        ),
-        ("block 1: x + FFN(x)", "FeedForward", seen["ffn"], count_parameters(ffn)),
+        ("prepend CLS token, add positional embedding", "cls_token, pos_embedding", into(model.transformer), cls),
+        ("block 1: x + MHSA(norm(x))", mhsa, out(attn), count_parameters(attn)),
+        ("block 1: inside the FFN, its hidden layer", hidden, out(ffn.net[2]), 0),
+        ("block 1: x + FFN(x)", "FeedForward", out(ffn), count_parameters(ffn)),
     ]
     if depth_ > 1:
         rest = sum(count_parameters(block) for block in list(blocks)[1:])
-        rows.append((f"blocks 2–{depth_} (same shapes)", f"{depth_ - 1} × block", seen["encoded"], rest))
+        rows.append((f"blocks 2–{depth_} (same shapes)", f"{depth_ - 1} × block", into(norm), rest))
     pool = f"pool: take the {'CLS token' if model.pool == 'cls' else 'token mean'}"
     rows += [
-        ("final norm", _describe(model.transformer.norm), seen["final"], count_parameters(model.transformer.norm)),
-        (pool, f"pool={model.pool!r}", seen["pooled"], 0),
-        ("classification head (logits)", _describe(model.mlp_head), seen["logits"], count_parameters(model.mlp_head)),
+        ("final norm", _describe(norm), out(norm), count_parameters(norm)),
+        (pool, f"pool={model.pool!r}", into(head), 0),
+        ("classification head (logits)", _describe(head), out(head), count_parameters(head)),
     ]
     table = pd.DataFrame(rows, columns=["stage", "module", "output shape", "parameters"])
     table["output shape"] = table["output shape"].map(lambda s: "(" + ", ".join(map(str, s)) + ")")
@@ -136,18 +109,12 @@ def norm_sites() -> pd.DataFrame:
     )
 
 
-def token_batch(batch_size: int = 4, tokens: int = 5, features: int = 6, seed: int = 0) -> torch.Tensor:
-    """A small (b, n, d) batch whose features have very different offsets and scales, as real activations do."""
-    generator = torch.Generator().manual_seed(seed)
-    offsets = torch.linspace(-3, 3, features)
-    scales = torch.linspace(0.5, 4, features)
-    return offsets + scales * torch.randn(batch_size, tokens, features, generator=generator)
-
-
 def norm_axes_demo(x: torch.Tensor | None = None) -> pd.DataFrame:
     """LayerNorm (each token over its features) vs BatchNorm (each feature over batch and tokens, training mode) on
     one token batch: the largest |mean| and the range of the (biased) std of each output along both kinds of group."""
-    x = token_batch() if x is None else x
+    if x is None:  # a small batch whose features have very different offsets and scales, as real activations do
+        noise = torch.randn(4, 5, 6, generator=torch.Generator().manual_seed(0))
+        x = torch.linspace(-3, 3, 6) + torch.linspace(0.5, 4, 6) * noise
     if x.dim() != 3 or x.shape[0] < 2:
         raise ValueError(f"x of shape {tuple(x.shape)} is not allowed; give a (batch >= 2, tokens, features) tensor")
     b, n, d = x.shape

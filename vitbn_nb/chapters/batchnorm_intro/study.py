@@ -162,11 +162,6 @@ class Summary:
         return self.table.to_string(index=False) + "".join(f"\n- {v}" for v in self.verdicts)
 
 
-def _final(table: pd.DataFrame) -> pd.DataFrame:
-    summary = results.accuracy_summary(table, by=("lr", "model"))
-    return summary.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
-
-
 #: Which of article 2's DNN claims each figure's summary shows (their verdicts are the book's one rule's).
 CLAIMS_OF = {
     "article2/fig1": ("article2/fig1/converges", "article2/fig1/final"),
@@ -196,13 +191,11 @@ def _stuck(final: pd.DataFrame, lr: float) -> str | None:
 
 
 def summary(result: IntroResult, lr: float | None = None) -> Summary:
-    """This run's final accuracy (mean [95 % interval] over seeds) per model and lr, article 2's words, a verdict.
-
-    With ``lr`` the rows at that learning rate (Figures 1 and 2); without it all rows and the
-    cost of the higher learning rate to each model (Figure 3).
-    """
+    """This run's final accuracy (mean [95 % interval] over seeds) per model and lr, article 2's words, a verdict:
+    with ``lr`` the rows at that rate (Figures 1 and 2); without, all rows and each model's cost of the higher rate."""
     table = result.table
-    final = _final(table)
+    final = results.accuracy_summary(table, by=("lr", "model"))
+    final = final.sort_values(["lr", "model"], key=lambda s: s.map(MODELS.index) if s.name == "model" else s)
     if lr is not None:
         require(table, lr=lr)
         final = final[(final["lr"] - lr).abs() < 1e-12]

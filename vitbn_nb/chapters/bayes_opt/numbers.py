@@ -54,7 +54,7 @@ def best_settings(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 def speedups(table: pd.DataFrame) -> pd.DataFrame:
     """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT, with the article's beside them."""
     ours = results.speed_ratios(table, baseline="ViT")
-    rule = rule_verdicts(table)
+    rule = verdict_texts(experiment2(table))
     rows = []
     for _, row in ours.iterrows():
         model = row["model"]
@@ -78,19 +78,13 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rule_verdicts(table: pd.DataFrame, judged: list | None = None) -> dict[str, str]:
-    """The one rule's verdict on each of article 1's Experiment 2 claims (several runs compared: joined); ``judged``
-    are those verdicts when the caller has them already."""
-    return verdict_texts(experiment2(table) if judged is None else judged)
-
-
 def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The article's statements about Experiment 2 beside this run's numbers."""
     final = results.accuracy_summary(table, by=("model",)).set_index("model")
     speed = results.speed_ratios(table, baseline="ViT").set_index("model")
     epochs = int(table["epoch"].max())
     judged = experiment2(table)
-    rule = rule_verdicts(table, judged)
+    rule = verdict_texts(judged)
     rows = []
     add = lambda model, quantity, said, found, claim="": rows.append(
         {"model": model, "quantity": quantity, "article 1": said, "this run": found}
@@ -112,16 +106,9 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     quantity = "ViT − BatchNorm model mean test accuracy over the epochs (pt); first to reach 97 % (epoch)"
     found = f"{curves or 'n/a'}; first to reach 97 %: {reached}"
     add("all", quantity, "ViT converges in fewer epochs", found, "converges")
-    for model in MODELS:
-        one = trials[trials["model"] == model]
-        if len(one):
-            best = hpo.best_trial(one)
-            add(
-                model,
-                "best lr / batch size (Table 2)",
-                "not in the text",
-                f"{best['lr']:.3g} / {int(best['batch_size'])}",
-            )
+    for model in (m for m in MODELS if m in set(trials["model"])):
+        best = hpo.best_trial(trials[trials["model"] == model])
+        add(model, "best lr / batch size (Table 2)", "not in the text", f"{best['lr']:.3g} / {int(best['batch_size'])}")
     return pd.DataFrame(rows)
 
 

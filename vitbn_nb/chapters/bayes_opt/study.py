@@ -51,9 +51,6 @@ def overview(settings: BayesOptSettings) -> pd.DataFrame:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# the optimisation and the final trainings
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BayesOptResult(results.ChapterResult):
     """Chapter 04's optimisation (``trials``: one row per trial) and final trainings (``table``: one row per run
@@ -124,11 +121,6 @@ def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConf
     ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Table 2 and Figure 7
-# ---------------------------------------------------------------------------------------------
-
-
 def best_settings_table(result: BayesOptResult):
     """Article 1's Table 2, this run's: best lr, batch size, accuracy per model (saved)."""
     trials, table, settings = result.trials, result.table, result.settings
@@ -142,9 +134,6 @@ def best_settings_table(result: BayesOptResult):
     return figures.save_table(best_settings(trials, table), "article1_table2", result, **about)
 
 
-# ---------------------------------------------------------------------------------------------
-# Figure 8 and Table 3
-# ---------------------------------------------------------------------------------------------
 def fig8_figure(result: BayesOptResult):
     """Article 1's Figure 8: the four panels of the optimised trio."""
     table, settings = result.table, result.settings

@@ -3,6 +3,8 @@ article 1's claims beside them."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import torch
@@ -47,9 +49,7 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
                 RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
                 "speed-up mean": judged.estimate,
                 "most predicted class on the transfer set (share)": _most(one),
-                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"])
-                if "binarised_acc" in one
-                else "n/a",
+                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"]),
                 "seeds": int(one["seed"].nunique()),
             }
         )
@@ -74,8 +74,6 @@ def findings(measured: pd.DataFrame) -> str:
 
 def _collapse(measured: pd.DataFrame) -> str:
     """The model that piles most of the transfer set into one class, and what binarising the images does to it."""
-    if "largest_predicted_share" not in measured:
-        return ""
     worst = measured.loc[measured["largest_predicted_share"].idxmax()]
     return (
         f"{worst['model']} puts {100 * worst['largest_predicted_share']:.0f} % of the transfer images in one class "
@@ -89,8 +87,6 @@ def _collapse(measured: pd.DataFrame) -> str:
 
 
 def _most(one: pd.DataFrame) -> str:
-    if "largest_predicted_share" not in one:
-        return "n/a"
     row = one.loc[one["largest_predicted_share"].idxmax()]
     return f"{int(row['largest_predicted_class'])} ({100 * row['largest_predicted_share']:.0f} %)"
 
@@ -137,18 +133,12 @@ def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, re
         raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
     images_set = data.ImageSet(images.to(device), labels.to(device))
-    first, runners = {}, {}
-    for key, model in models.items():
-        model = model.to(device)
-        first[key] = engine.evaluate(model, images_set, batch_size=batch_size, device=device)
-
-        def one(n: int, model=model) -> dict:
-            start = timing.clock(device)
-            for _ in range(n):
-                engine.evaluate(model, images_set, batch_size=batch_size, device=device)
-            return {"seconds": (timing.clock(device) - start) / n}
-
-        runners[key] = one
+    passes = {
+        key: partial(engine.evaluate, model.to(device), images_set, batch_size=batch_size, device=device)
+        for key, model in models.items()
+    }
+    first = {key: one_pass() for key, one_pass in passes.items()}
+    runners = {key: lambda n, f=f: {"seconds": timing.block(f, calls=n, device=device)} for key, f in passes.items()}
     rounds = timing.interleave(runners, warmup=0, repeats=repeats, length=1)
     out = {}
     for key, timed in rounds.items():

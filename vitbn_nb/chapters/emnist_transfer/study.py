@@ -57,9 +57,6 @@ def transfer_note():
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# hyperparameters and training
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TransferResult(results.ChapterResult):
     """Chapter 06: the hyperparameters used (``hyper``), the training runs (``table``: one row per run and epoch)
@@ -122,18 +119,11 @@ def _hyperparameters(settings: TransferSettings, force: bool = False, deadline: 
 def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -> pd.DataFrame:
     """Each model's lr and batch size, where they come from, and the trial that chose them (its record, and through it
     the study's ledger, one hop from the table); the CNN's, fixed."""
-    found = lambda model: origin.format(depth=best[model]["depth"], trials=best[model]["trials"])
-    rows = [
-        (
-            model,
-            settings.depth,
-            best[model]["lr"],
-            best[model]["batch_size"],
-            found(model),
-            best[model].get("run_id", "—"),
-        )
-        for model in MODELS
-    ]
+    rows = []
+    for model in MODELS:
+        chosen = best[model]
+        found = origin.format(depth=chosen["depth"], trials=chosen["trials"])
+        rows.append((model, settings.depth, chosen["lr"], chosen["batch_size"], found, chosen.get("run_id", "—")))
     rows.append((REFERENCE, "—", settings.cnn_lr, settings.cnn_batch_size, "fixed, not optimised", "—"))
     return pd.DataFrame(rows, columns=["model", "depth", "lr", "batch_size", "found by", "best trial"])
 
@@ -199,9 +189,6 @@ def overview(settings: TransferSettings) -> pd.DataFrame:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# measuring on the transfer set
-# ---------------------------------------------------------------------------------------------
 def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd.DataFrame:
     """Every trained run on the transfer set, one row per run; all runs' passes are timed in the same interleaved
     rounds (so that they pair up under the book's rule), all again when one lacks them."""
@@ -228,13 +215,7 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
         predicted = runs.measured(run, predicting, predict, None)
         rows.append(
             {
-                "model": run_row["model"],
-                "depth": run_row["depth"],
-                "seed": run_row["seed"],
-                "run_id": run_row["run_id"],
-                "status": run_row["status"],
-                "lr": run_row["lr"],
-                "batch_size": run_row["batch_size"],
+                **run_row[["model", "depth", "seed", "run_id", "status", "lr", "batch_size"]],
                 "parameters": run.record["parameters"]["total"],
                 "mnist_aug_acc": run_row["test_acc"],
                 "transfer_acc": timing["accuracy"],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...data import image_sets
@@ -95,32 +94,24 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
         )
         for source_id, source in sources.items()
     }
-    rows = []
-    for (label, _), run_ in zip(pairs, trained):
-        record = run_.record
-        steps = engine.steps_per_epoch(record["train_images"], run_.config.batch_size)
+
+    def measure(label, run_):
         memory = runs.measured(
             run_,
             f"training step memory (MiB): batch {run_.config.batch_size}",
-            lambda run_=run_: step_memory(run_, settings, device),
+            lambda: step_memory(run_, settings, device),
             device,
         )
-        rows.append(
-            {
-                "run_id": run_.run_id,
-                "model": run_.config.model,
-                "variant": label["variant"],
-                "seed": run_.config.seed,
-                "source": label["source"],
-                "trainable": record["parameters"]["trainable"],
-                "total": record["parameters"]["total"],
-                "step_ms": 1000 * compute.get(run_.run_id, float("nan")) / steps,
-                **{f"memory_{key}": memory[key] for key in ("accounted", "activations", "cuda_peak")},
-                "final_acc": run_.final_accuracy,
-                "before": before[label["source"]],
-            }
-        )
-    return FinetuneResult(settings, table, pd.DataFrame(rows))
+        steps = engine.steps_per_epoch(run_.record["train_images"], run_.config.batch_size)
+        return {
+            "trainable": run_.record["parameters"]["trainable"],
+            "total": run_.record["parameters"]["total"],
+            "step_ms": 1000 * compute.get(run_.run_id, float("nan")) / steps,
+            **{f"memory_{key}": memory[key] for key in ("accounted", "activations", "cuda_peak")},
+            "before": before[label["source"]],
+        }
+
+    return FinetuneResult(settings, table, shared.per_run(pairs, trained, measure))
 
 
 def _memory_column(per_run: pd.DataFrame) -> tuple[str, str]:
@@ -132,29 +123,12 @@ def _memory_column(per_run: pd.DataFrame) -> tuple[str, str]:
 def finetune_figure(result: FinetuneResult):
     """Accuracy (epoch 0: untuned), trainable parameters, memory and time of a step; ``new/attention_finetune``."""
     table, per_run, settings = result.table, result.per_run, result.settings
-    variants = list(STYLES)
     start = per_run[["run_id", "model", "variant", "seed", "before"]].rename(columns={"before": "test_acc"})
     curves = pd.concat([start.assign(epoch=0), table[["run_id", "model", "variant", "seed", "epoch", "test_acc"]]])
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.4))
-    shared.accuracy_panel(
-        axes[0], curves.sort_values("epoch"), variants, STYLES, "accuracy at 56x56 (epoch 0: no fine-tuning)"
-    )
     summary = shared.means(per_run, "trainable", "total", "step_ms", "memory_accounted", "memory_cuda_peak")
     summary["trainable_k"] = summary["trainable"] / 1000
     column, label = _memory_column(per_run)
     share = lambda row: f"{100 * row['trainable'] / row['total']:.0f} %"
-    shared.bar_panels(
-        axes[1:],
-        summary,
-        variants,
-        [
-            ("trainable_k", "trainable parameters (thousands)", "weights updated (and stored per task)", share),
-            (column, label, "memory of a training step"),
-            ("step_ms", "compute time per step (ms)", "time per training step"),
-        ],
-    )
-    shared.model_legend(fig, settings.models, variants)
-    fig.suptitle(f"Fine-tuning depth-{settings.depths[0]} MNIST models at 56x56: every weight vs attention only")
     caption = (
         "Fine-tuning models trained on 28x28 MNIST on MNIST upscaled to 56x56 (64 patches instead of 16; "
         "position embeddings interpolated bicubically): test accuracy, trainable parameters, memory of "
@@ -167,8 +141,21 @@ def finetune_figure(result: FinetuneResult):
         + ") and compute time per step (each run's median epoch over its steps, the mean over seeds; "
         f"{results.times_left_out(result.table)})."
     )
-    caption = f"{caption} ({figures.spread_label(result.table)})."
-    return shared._save(fig, "attention_finetune", result, caption)
+    return shared.part_figure(
+        result,
+        "attention_finetune",
+        STYLES,
+        [(curves.sort_values("epoch"), "accuracy at 56x56 (epoch 0: no fine-tuning)")],
+        summary,
+        [
+            ("trainable_k", "trainable parameters (thousands)", "weights updated (and stored per task)", share),
+            (column, label, "memory of a training step"),
+            ("step_ms", "compute time per step (ms)", "time per training step"),
+        ],
+        f"Fine-tuning depth-{settings.depths[0]} MNIST models at 56x56: every weight vs attention only",
+        f"{caption} ({figures.spread_label(result.table)}).",
+        width=19,
+    )
 
 
 def finetune_table(result: FinetuneResult):
@@ -200,7 +187,7 @@ def finetune_table(result: FinetuneResult):
     return shared._save(out, "attention_finetune_table", result, caption)
 
 
-def claims(result: FinetuneResult):
+def comparison(result: FinetuneResult):
     """Touvron et al.'s statements about attention-only fine-tuning next to what this run measured."""
     per_run = result.per_run
     column, _ = _memory_column(per_run)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -37,24 +39,12 @@ def config(settings: ThreeThingsSettings, model: str, seed: int, **model_kwargs)
 
 def parallel_pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
     """(labels, config): each model at each depth, sequential and with ``branches`` parallel branches."""
-    out = []
-    b = settings.branches
-    for depth in settings.depths:
-        if depth % b:
-            raise ValueError(f"depths must be multiples of branches={b}; got depth {depth}")
-        for model in settings.models:
-            for seed in range(settings.seeds):
-                for variant, kwargs in (
-                    ("sequential", dict(depth=depth)),
-                    ("parallel", dict(depth=depth // b, branches=b)),
-                ):
-                    blocks = f"{kwargs['depth']} x {kwargs.get('branches', 1)}"
-                    out.append(
-                        (
-                            {"variant": variant, "blocks": blocks, "total_depth": depth},
-                            config(settings, model, seed, **kwargs),
-                        )
-                    )
+    out, b = [], settings.branches
+    # the settings refuse a depth that is no multiple of branches
+    for depth, model, seed in itertools.product(settings.depths, settings.models, range(settings.seeds)):
+        for variant, kwargs in (("sequential", dict(depth=depth)), ("parallel", dict(depth=depth // b, branches=b))):
+            label = {"variant": variant, "blocks": f"{kwargs['depth']} x {kwargs.get('branches', 1)}"}
+            out.append(({**label, "total_depth": depth}, config(settings, model, seed, **kwargs)))
     return out
 
 
@@ -73,17 +63,48 @@ def _save(output, name: str, result, caption: str):
     return save(output, f"07_{name}", result, reproduces=f"new/{name}", caption=caption)
 
 
-def train_labelled(pairs, *, force: bool = False, own=None, progress: bool = True) -> tuple[pd.DataFrame, list]:
+def train_labelled(pairs, *, force: bool = False, own=None) -> tuple[pd.DataFrame, list]:
     """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
     only those in ``own`` (all when None): a part never retrains the runs it borrows."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:
-        training.train_all(owned, force=True, progress=progress)
-    trained = training.train_all(configs, progress=progress and not force)
+        training.train_all(owned, force=True)
+    trained = training.train_all(configs, progress=not force)
     table = runs.load_table(trained)
     labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
     return table.merge(labels, on="run_id"), trained
+
+
+def per_run(pairs, trained, measure) -> pd.DataFrame:
+    """One row per run of ``(labels, config)`` pairs: its id, model, labels, seed, ``measure(labels, run)``'s values
+    and its final accuracy."""
+    return pd.DataFrame(
+        [
+            {
+                "run_id": run.run_id,
+                "model": run.config.model,
+                **label,
+                "seed": run.config.seed,
+                **measure(label, run),
+                "final_acc": run.final_accuracy,
+            }
+            for (label, _), run in zip(pairs, trained)
+        ]
+    )
+
+
+def part_figure(result, name: str, styles: dict, accuracy, summary, bars, title: str, caption: str, *, width: float):
+    """A part's figure, saved as ``07_<name>``: an accuracy panel per ``(rows, title)`` of ``accuracy`` (a line style
+    per variant of ``styles``), then the :func:`bar_panels` ``bars`` of ``summary``, one legend below."""
+    variants = list(styles)
+    fig, axes = plt.subplots(1, len(accuracy) + len(bars), figsize=(width, 4.4))
+    for ax, (rows, panel) in zip(axes, accuracy):
+        accuracy_panel(ax, rows, variants, styles, panel)
+    bar_panels(axes[len(accuracy) :], summary, variants, bars)
+    model_legend(fig, result.settings.models, variants)
+    fig.suptitle(title)
+    return _save(fig, name, result, caption)
 
 
 def median_epoch(table: pd.DataFrame, seconds=lambda epochs: epochs["train_seconds"]) -> pd.Series:

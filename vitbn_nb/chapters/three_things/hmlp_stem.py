@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-import pandas as pd
 import torch
 
 from ...models import build_model, count_parameters, forward_flops
@@ -14,9 +12,6 @@ from . import common as shared
 from .settings import ThreeThingsSettings
 
 STYLES = {"linear": "-", "hmlp": "--"}
-
-
-StemResult = shared.PartResult
 
 
 def _pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
@@ -55,66 +50,58 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
     return (a[:, others] - b[:, others]).abs().max().item()
 
 
-def run(settings: ThreeThingsSettings, force: bool = False) -> StemResult:
+def run(settings: ThreeThingsSettings, force: bool = False) -> shared.PartResult:
     """Train (or reuse) the hMLP runs (``force`` retrains only them, not (a)'s linear ones) and measure each stem."""
     pairs = _pairs(settings)
     own = [c for label, c in pairs if label["variant"] == "hmlp"]
     table, trained = shared.train_labelled(pairs, force=force, own=own)
     seconds = shared.median_epoch(table)
-    rows = []
-    for (label, _), run_ in zip(pairs, trained):
+
+    def measure(label, run_):
         # Sizes and FLOPs are the architecture's; only the stem's mixing needs the trained weights.
         model = build_model(run_.config.model, **run_.config.model_kwargs).eval()
-        rows.append(
-            {
-                "run_id": run_.run_id,
-                "model": run_.config.model,
-                "variant": label["variant"],
-                "seed": run_.config.seed,
-                "parameters": count_parameters(model),
-                "stem_parameters": count_parameters(model.to_patch_embedding),
-                "flops": forward_flops(model),  # counted as chapter 02's table counts them
-                "train_seconds": seconds.get(run_.run_id, float("nan")),
-                "final_acc": run_.final_accuracy,
-                "mixing": runs.measured(
-                    run_,
-                    "stem mixing: largest change of another patch's token",
-                    lambda run_=run_: patch_mixing(run_.load_model("cpu")),
-                    None,
-                ),
-            }
-        )
-    return StemResult(settings, table, pd.DataFrame(rows))
+        return {
+            "parameters": count_parameters(model),
+            "stem_parameters": count_parameters(model.to_patch_embedding),
+            "flops": forward_flops(model),  # counted as chapter 02's table counts them
+            "train_seconds": seconds.get(run_.run_id, float("nan")),
+            "mixing": runs.measured(
+                run_,
+                "stem mixing: largest change of another patch's token",
+                lambda: patch_mixing(run_.load_model("cpu")),
+                None,
+            ),
+        }
+
+    return shared.PartResult(settings, table, shared.per_run(pairs, trained, measure))
 
 
-def stem_figure(result: StemResult):
+def stem_figure(result: shared.PartResult):
     """Accuracy per epoch, training time and the stem's parameters; saved as ``new/hmlp_stem``."""
-    table, per_run, settings = result.table, result.per_run, result.settings
-    variants = list(STYLES)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    shared.accuracy_panel(axes[0], table, variants, STYLES, f"accuracy (depth {settings.depths[0]})")
-    summary = shared.means(per_run, "train_seconds", "stem_parameters")
+    summary = shared.means(result.per_run, "train_seconds", "stem_parameters")
     summary["stem_k"] = summary["stem_parameters"] / 1000
-    shared.bar_panels(
-        axes[1:],
-        summary,
-        variants,
-        [
-            ("train_seconds", "train time per epoch (s)", "training time"),
-            ("stem_k", "stem parameters (thousands)", "patch-embedding parameters"),
-        ],
-    )
-    shared.model_legend(fig, settings.models, variants)
-    fig.suptitle("Linear patch embedding vs hMLP stem (7x7 patches: 7x7 conv, then two 1x1 stages)")
     caption = (
         "The hMLP stem against the linear patch embedding, each with the model's own norm: test accuracy "
         "per epoch (solid linear, dashed hMLP), training time per epoch and the stem's parameters. "
         f"({figures.spread_label(result.table)}; {shared.times_note(result.table)})."
     )
-    return shared._save(fig, "hmlp_stem", result, caption)
+    return shared.part_figure(
+        result,
+        "hmlp_stem",
+        STYLES,
+        [(result.table, f"accuracy (depth {result.settings.depths[0]})")],
+        summary,
+        [
+            ("train_seconds", "train time per epoch (s)", "training time"),
+            ("stem_k", "stem parameters (thousands)", "patch-embedding parameters"),
+        ],
+        "Linear patch embedding vs hMLP stem (7x7 patches: 7x7 conv, then two 1x1 stages)",
+        caption,
+        width=15,
+    )
 
 
-def stem_table(result: StemResult):
+def stem_table(result: shared.PartResult):
     """Per model and stem: parameters, FLOPs, final accuracy, training time, patch mixing; saved."""
     rows = shared.table(
         result.per_run,
@@ -138,7 +125,7 @@ def stem_table(result: StemResult):
     return shared._save(rows, "hmlp_stem_table", result, caption)
 
 
-def claims(result: StemResult):
+def comparison(result: shared.PartResult):
     """Touvron et al.'s statements about the hMLP stem next to what this run measured."""
     per_run = result.per_run
     flops = per_run.groupby(["model", "variant"], sort=False)["flops"].first().unstack()

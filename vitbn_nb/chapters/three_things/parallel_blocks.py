@@ -3,7 +3,8 @@ every run timed in the same interleaved rounds so that the rule judges them roun
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+from functools import partial
+
 import pandas as pd
 import torch
 
@@ -19,9 +20,6 @@ from .settings import ThreeThingsSettings
 STYLES = {"sequential": "-", "parallel": "--"}
 
 
-ParallelResult = shared.PartResult
-
-
 def plan(settings: ThreeThingsSettings) -> list[RunConfig]:
     """Each model at each depth, sequential and parallel, every random seed."""
     return [c for _, c in shared.parallel_pairs(settings)]
@@ -32,101 +30,79 @@ def latencies_ms(models: dict, images, *, repeats: int) -> dict:
     round, ``repeats`` rounds after one warm-up pass each (:func:`vitbn_nb.timing.interleave`)."""
 
     def runner(model):
-        model.eval()
-
-        @torch.inference_mode()
-        def one(n: int) -> dict:
-            start = timing.clock(images.device)
-            for _ in range(n):
-                model(images)
-            return {"seconds": (timing.clock(images.device) - start) / n}
-
-        return one
+        forward = torch.inference_mode()(partial(model.eval(), images))
+        return lambda n: {"seconds": timing.block(forward, calls=n, device=images.device)}
 
     rounds = timing.interleave({k: runner(m) for k, m in models.items()}, warmup=1, repeats=repeats, length=1)
     return {k: [1000 * r["seconds"] / len(images) for r in timed] for k, timed in rounds.items()}
 
 
-def _latency_name(batch: int, repeats: int) -> str:
-    return f"inference ms per image: batch {batch}, {repeats} rounds interleaved with the chapter's other runs"
-
-
-def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> ParallelResult:
+def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> shared.PartResult:
     """Train (or reuse) every run of (a), then time each model's inference on the training device."""
     device = pick_device(device)
-    table, trained = shared.train_labelled(shared.parallel_pairs(settings), force=force)
+    pairs = shared.parallel_pairs(settings)
+    table, trained = shared.train_labelled(pairs, force=force)
     seconds = shared.median_epoch(table)
     images, _ = data.load_mnist(train=False)
-    batch_1 = data.to_float(images[:1]).to(device)
-    batch_n = data.to_float(images[: settings.latency_batch]).to(device)
-    batches = {"latency_1": batch_1, "latency_n": batch_n}
-    names = {key: _latency_name(len(batch), settings.latency_repeats) for key, batch in batches.items()}
+    batches = {
+        key: data.to_float(images[:n]).to(device)
+        for key, n in (("latency_1", 1), ("latency_n", settings.latency_batch))
+    }
+    names = {
+        key: f"inference ms per image: batch {len(batch)}, {settings.latency_repeats} rounds interleaved with the "
+        "chapter's other runs"
+        for key, batch in batches.items()
+    }
     missing = [r for r in trained if any(n not in r.record.get("measurements", {}) for n in names.values())]
     timed = {}
     if missing:  # time every run again, together: rounds only pair up when all were timed in them
         models = {r.run_id: r.load_model(device) for r in trained}
         timed = {key: latencies_ms(models, batch, repeats=settings.latency_repeats) for key, batch in batches.items()}
-    rows = []
-    for run_ in trained:
-        label = table.loc[table["run_id"] == run_.run_id].iloc[0]
+
+    def measure(label, run_):
+        # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
         rounds = {
-            # when one run had to be timed, every run was, in the same rounds: all keep the new rounds
-            key: runs.measured(
-                run_, names[key], lambda key=key, run_=run_: timed[key][run_.run_id], device, retake=bool(missing)
-            )
+            key: runs.measured(run_, names[key], lambda key=key: timed[key][run_.run_id], device, retake=bool(missing))
             for key in batches
         }
-        rows.append(
-            {
-                "run_id": run_.run_id,
-                "model": label["model"],
-                "variant": label["variant"],
-                "blocks": label["blocks"],
-                "total_depth": label["total_depth"],
-                "seed": label["seed"],
-                "parameters": run_.record["parameters"]["total"],
-                "train_seconds": seconds.get(run_.run_id, float("nan")),
-                **{key: float(pd.Series(values).median()) for key, values in rounds.items()},
-                **{f"{key}_rounds": list(values) for key, values in rounds.items()},
-                "final_acc": run_.final_accuracy,
-            }
-        )
-    return ParallelResult(settings, table, pd.DataFrame(rows))
+        return {
+            "parameters": run_.record["parameters"]["total"],
+            "train_seconds": seconds.get(run_.run_id, float("nan")),
+            **{key: float(pd.Series(values).median()) for key, values in rounds.items()},
+            **{f"{key}_rounds": list(values) for key, values in rounds.items()},
+        }
+
+    return shared.PartResult(settings, table, shared.per_run(pairs, trained, measure))
 
 
-def blocks_figure(result: ParallelResult):
+def blocks_figure(result: shared.PartResult):
     """Accuracy per epoch at each depth, training time and latency at batch 1; saved as ``new/parallel_blocks``."""
     table, per_run, settings = result.table, result.per_run, result.settings
     depths, b = settings.depths, settings.branches
-    variants = list(STYLES)
-    fig, axes = plt.subplots(1, len(depths) + 2, figsize=(5 * (len(depths) + 2), 4.4))
-    for ax, depth in zip(axes, depths):
-        shared.accuracy_panel(
-            ax, table[table["total_depth"] == depth], variants, STYLES, f"accuracy: depth {depth} vs {depth // b} x {b}"
-        )
     first = f"depth {depths[0]} vs {depths[0] // b} x {b}"
-    summary = shared.means(per_run[per_run["total_depth"] == depths[0]], "train_seconds", "latency_1")
-    shared.bar_panels(
-        axes[-2:],
-        summary,
-        variants,
-        [
-            ("train_seconds", "train time per epoch (s)", f"training time ({first})"),
-            ("latency_1", "latency per image (ms)", f"inference latency, batch of 1 ({first})"),
-        ],
-    )
-    shared.model_legend(fig, settings.models, variants)
-    fig.suptitle(f"Parallel blocks: {b} MHSA + {b} FFN branches per block at the same parameter count")
     caption = (
         "Sequential blocks against parallel blocks with the same parameters: test accuracy per epoch "
         "(solid sequential, dashed parallel), training time per epoch and inference "
         f"latency at batch 1 ({timing.TIMING_NOTE}). ({figures.spread_label(result.table)}; "
         f"{shared.times_note(result.table)})."
     )
-    return shared._save(fig, "parallel_blocks", result, caption)
+    return shared.part_figure(
+        result,
+        "parallel_blocks",
+        STYLES,
+        [(table[table["total_depth"] == d], f"accuracy: depth {d} vs {d // b} x {b}") for d in depths],
+        shared.means(per_run[per_run["total_depth"] == depths[0]], "train_seconds", "latency_1"),
+        [
+            ("train_seconds", "train time per epoch (s)", f"training time ({first})"),
+            ("latency_1", "latency per image (ms)", f"inference latency, batch of 1 ({first})"),
+        ],
+        f"Parallel blocks: {b} MHSA + {b} FFN branches per block at the same parameter count",
+        caption,
+        width=5 * (len(depths) + 2),
+    )
 
 
-def blocks_table(result: ParallelResult):
+def blocks_table(result: shared.PartResult):
     """Per model and structure: parameters, final accuracy (mean [95 % interval]), train time, latency; saved."""
     settings = result.settings
     rows = shared.table(
@@ -167,7 +143,7 @@ def latency_verdict(group: pd.DataFrame, model: str, key: str) -> str:
     )
 
 
-def claims(result: ParallelResult):
+def comparison(result: shared.PartResult):
     """Touvron et al.'s statements about parallel blocks next to what this run measured."""
     out = []
     for depth, group in result.per_run.groupby("total_depth", sort=False):

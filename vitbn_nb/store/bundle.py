@@ -63,7 +63,6 @@ _RUN_FILE = re.compile(
 _STATE_FILE = re.compile(
     r"^runs/hpo/(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,150}/(?:ax_state|trials|study)\.json|best-[A-Za-z0-9_-]{1,80}\.json)$"
 )
-_FOLDERS = re.compile(r"^runs(?:/hpo|/[A-Za-z0-9][A-Za-z0-9_.+-]{0,150})?(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,150})?$")
 #: What a bundle may cost (a paper store with every weight file unpacks to a few hundred MiB).
 MAX_BYTES = 4 * 2**30
 MAX_FILES = 10_000
@@ -173,14 +172,6 @@ def refuse_half_imported(store: Path, why: str) -> None:
         )
 
 
-def _remove(path: Path) -> None:
-    """Remove a leftover in the store: a link is unlinked (never followed), a folder removed with its content."""
-    if path.is_symlink() or not path.is_dir():
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)  # rmtree unlinks the links inside, never what they point at
-
-
 def clean_imports(store: Path | None = None) -> int:
     """Delete the temporary folders of imports whose process is gone; returns how many. Their content is never read:
     nothing in a store steers what the book moves or deletes. The marks of unfinished imports stay until the same
@@ -190,7 +181,10 @@ def clean_imports(store: Path | None = None) -> int:
         raise ValueError(f"{store / LOCKS} is a link; the store keeps its locks in a folder of its own; fix: delete it")
     abandoned = [p for p in sorted(store.glob(f"{SCRATCH_PREFIX}*")) if not is_owned(p)] if store.is_dir() else []
     for scratch in abandoned:  # its owner cannot come back: a new import makes a folder of another name
-        _remove(scratch)
+        if scratch.is_symlink() or not scratch.is_dir():
+            scratch.unlink(missing_ok=True)  # a link is unlinked, never followed
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)  # it unlinks the links inside, never what they point at
         (store / LOCKS / f"{scratch.name}.lock").unlink(missing_ok=True)
     return len(abandoned)
 
@@ -253,7 +247,7 @@ def _reading(file: Path):
 
 def _read_listing(file: Path, tar: tarfile.TarFile) -> tuple[dict, str]:
     """The bundle's own list of files (its first member, ``bundle.json``), read before anything else, and its
-    SHA-256 (which names the bundle in the mark of an unfinished import)."""
+    SHA-256."""
     first = tar.next()
     if first is None or first.name != "bundle.json" or not first.isreg():
         _refuse(file, "does not begin with bundle.json (its list of files)")
@@ -298,24 +292,18 @@ def _files(file: Path, tar: tarfile.TarFile, listed: dict) -> Iterator[tarfile.T
     seen: set[str] = set()
     while (member := tar.next()) is not None:
         tar.members.clear()  # tarfile keeps every header it read; none is needed again
-        if _check_member(file, member, listed, seen):
-            yield member
+        _check_member(file, member, listed, seen)
+        yield member
     if missing := sorted(set(listed) - seen):
         _refuse(file, f"lists {missing[0]!r} but does not hold it")
 
 
 def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[str]) -> bool:
-    """One member against the bundle's list (name, kind, size, once); False for a folder (nothing to unpack)."""
+    """One member against the bundle's list (name, kind, size, once): a bundle holds its listed files alone, so no
+    more members than its list allows (:data:`MAX_FILES`) are ever read."""
     name = member.name
-    if len(seen) >= MAX_FILES:
-        _refuse(file, f"holds more than {MAX_FILES:,} entries")
-    if member.isdir():
-        if not _FOLDERS.match(name.rstrip("/")):
-            _refuse(file, f"holds a folder {name!r} that a bundle never has")
-        seen.add(f"{name}/")  # counted among the entries, never among the files
-        return False
     if not member.isreg():
-        _refuse(file, f"holds {name!r}, which is not a regular file (a link or a device)")
+        _refuse(file, f"holds {name!r}, which is not a regular file (a folder, a link or a device)")
     if name in seen or name == "bundle.json":
         _refuse(file, f"holds {name!r} twice")
     if name not in listed:  # the list is held to the names and sizes a bundle may have (_check_listing)
@@ -323,7 +311,6 @@ def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[s
     if member.size != listed[name]["bytes"]:
         _refuse(file, f"holds {name!r} of the wrong size ({member.size:,} bytes, {listed[name]['bytes']:,} listed)")
     seen.add(name)
-    return True
 
 
 def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
@@ -343,33 +330,45 @@ def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
     return {"model.pt": model, "checkpoint.pt": CHECKPOINT_STATES * model}
 
 
-def survey(file: str | Path, store: Path) -> tuple[dict, dict[str, dict[str, int]], str]:
-    """Every header and record checked before anything is written, in bounded memory: the list against the limits
-    and ``store``'s free disk, each member against the list, each record whole and within the model families'
-    bounds, each weight file's size against what its record's model needs. Returns the list, each run's weight
-    limits and the list's SHA-256 (checksums are checked on unpacking)."""
+def survey(file: str | Path, store: Path, scratch: Path | None = None) -> tuple[dict, dict, str, dict[str, Path]]:
+    """Every header and record checked, in bounded memory: the list against the limits and ``store``'s free disk,
+    each member against the list, each record whole and within the model families' bounds, each weight file's size
+    against what its record's model needs. With ``scratch``, each file is also unpacked there by tarfile's ``data``
+    filter and checked against its checksum, each weight file at once (:func:`_check_weights`). Returns the list,
+    each run's weight limits, the list's SHA-256 and the unpacked files (name -> path)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
     limits: dict[str, dict[str, int]] = {}
+    unpacked: dict[str, Path] = {}
     with _reading(file) as tar:
         listed, digest = _read_listing(file, tar)
         _check_listing(file, listed, Path(store))
         for member in _files(file, tar, listed):
-            if not _RUN_FILE.match(member.name):
-                continue
-            run_id, name = member.name.split("/")[1:]
-            if name == "record.json":
-                limits[run_id] = _weight_limits(file, run_id, tar.extractfile(member).read())
-            elif run_id not in limits:
-                _refuse(file, f"holds {run_id}/{name} before its record (a bundle holds each run's record first)")
-            elif member.size > limits[run_id][name]:
-                _refuse(
-                    file,
-                    f"holds {run_id}/{name} of {member.size:,} bytes, more than its model's weights need "
-                    f"({limits[run_id][name]:,})",
-                )
-    return listed, limits, digest
+            name = member.name
+            run_id, kind = run.group("run", "file") if (run := _RUN_FILE.match(name)) else (None, None)
+            if kind in WEIGHT_FILES:
+                if run_id not in limits:
+                    _refuse(file, f"holds {run_id}/{kind} before its record (a bundle holds each run's record first)")
+                if member.size > limits[run_id][kind]:
+                    need = f"more than its model's weights need ({limits[run_id][kind]:,})"
+                    _refuse(file, f"holds {run_id}/{kind} of {member.size:,} bytes, {need}")
+            if scratch is not None:
+                try:
+                    tar.extract(member, scratch, set_attrs=False, filter="data")
+                except OSError as error:
+                    if error.errno not in _WRITE_ERRORS:
+                        raise  # the bundle's, not the store's
+                    _refuse(file, f"cannot be unpacked into {scratch} ({error.strerror or error})", _WRITABLE_FIX)
+                unpacked[name] = path = scratch / name
+                if sha256(path) != listed[name]["sha256"]:
+                    _refuse(file, f"holds {name!r}, which does not match its checksum (damaged or altered)")
+            if kind == "record.json":
+                data = path.read_bytes() if scratch is not None else tar.extractfile(member).read()
+                limits[run_id] = _weight_limits(file, run_id, data)
+            elif kind and scratch is not None:
+                _check_weights(file, path, limits[run_id][kind])
+    return listed, limits, digest, unpacked
 
 
 _WRITABLE_FIX = "fix: free some space in the run store, or make it writable, and import again"
@@ -398,48 +397,24 @@ def _check_weights(file: Path, path: Path, limit: int) -> None:
         _refuse(file, f"holds {run_id}/{name}, which {problem}")
 
 
-def _unpack(file: Path, listed: dict, limits: dict, scratch: Path) -> dict[str, Path]:
-    """Every file unpacked under ``scratch`` by tarfile's ``data`` filter, checked against the list (name, kind,
-    size, checksum), each weight file checked at once (:func:`_check_weights`); name -> path."""
-    unpacked = {}
-    with _reading(file) as tar:
-        if _read_listing(file, tar)[0] != listed:
-            _refuse(file, "changed while it was read")
-        for member in _files(file, tar, listed):
-            name = member.name
-            try:
-                tar.extract(member, scratch, set_attrs=False, filter="data")
-            except OSError as error:
-                if error.errno not in _WRITE_ERRORS:
-                    raise  # the bundle's, not the store's
-                _refuse(file, f"cannot be unpacked into {scratch} ({error.strerror or error})", _WRITABLE_FIX)
-            path = scratch / name
-            if sha256(path) != listed[name]["sha256"]:
-                _refuse(file, f"holds {name!r}, which does not match its checksum (damaged or altered)")
-            if name.endswith(".pt"):
-                run_id, kind = name.split("/")[1:]
-                _check_weights(file, path, limits[run_id][kind])
-            unpacked[name] = path
-    return unpacked
-
-
 @dataclass
 class Bundle:
     """A bundle unpacked into a temporary folder and checked whole: its runs' folders and records, its state files."""
 
     file: Path
+    digest: str  # of its list of files: it names the bundle in the mark of an unfinished import
     runs: dict[str, Path] = field(default_factory=dict)
     records: dict[str, dict] = field(default_factory=dict)
     state: dict[str, Path] = field(default_factory=dict)
 
 
-def read_bundle(file: str | Path, scratch: Path, surveyed: tuple | None = None) -> Bundle:
-    """Unpack ``file`` into ``scratch`` and check it whole (:class:`BundleError` names the first problem);
-    ``surveyed`` is :func:`survey`'s answer (surveyed here when not given)."""
+def read_bundle(file: str | Path, scratch: Path) -> Bundle:
+    """Unpack ``file`` into ``scratch`` and check it whole (:func:`survey`; :class:`BundleError` names the first
+    problem)."""
     file = Path(file)
-    listed, limits, _ = surveyed if surveyed is not None else survey(file, scratch.parent)
-    found = Bundle(file)
-    for name, path in _unpack(file, listed, limits, scratch).items():
+    _, _, digest, unpacked = survey(file, scratch.parent, scratch)
+    found = Bundle(file, digest)
+    for name, path in unpacked.items():
         if _STATE_FILE.match(name):
             if problem := state_file_problem(path):
                 _refuse(file, f"holds optimisation state {name!r} that {problem}")
@@ -484,9 +459,9 @@ def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str
         if strip(mine) != strip(record) or any(ours[k] != theirs[k] for k in ours.keys() & theirs.keys()):
             return "", differs + f"{mine['status']} here: a finished run is never replaced from elsewhere)"
         weights = any((folder / n).exists() and not (held / n).exists() for n in WEIGHT_FILES)
-        if held.parent != store:  # committed: the store gets its own copy only to hold more than the record
-            return ("add", None) if weights or theirs.keys() - ours.keys() else ("unchanged", None)
-        return ("update", None) if weights or theirs.keys() - ours.keys() else ("unchanged", None)
+        if not weights and not theirs.keys() - ours.keys():
+            return "unchanged", None
+        return ("update" if held.parent == store else "add"), None  # committed: the store gets its own fuller copy
     if mine["record_sha256"] == record["record_sha256"]:
         return "unchanged", None
     further = record["status"] in ENDED or record.get("checkpoint_epoch", 0) > mine.get("checkpoint_epoch", 0)
@@ -535,37 +510,37 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
     return plans, conflicts
 
 
-def _unwritable(file, store: Path, error: OSError) -> BundleError:
-    """One line for a store an import cannot write (read-only, full): which store, and the fix."""
-    if getattr(error, "errno", None) == errno.ENOSPC:
-        fix = "free some space on its disk and import again (it completes what this one began)"
-    else:
-        fix = "make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it and import there"
-    reason = getattr(error, "strerror", None) or str(error)
-    return BundleError(f"{file}: the run store {store} cannot be written ({reason}); fix: {fix}")
-
-
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
     """Add a bundle's runs and optimisation state to the run store; returns the counts. Refused whole (nothing
     written) on any problem or conflict; a kill or a failure while runs are renamed in leaves each run whole or
-    absent and the store marked until the same import runs again."""
+    absent and the store marked until the same import runs again. A store it cannot write (read-only, full) is one
+    line naming it, with the fix."""
     store = Path(store) if store is not None else runs_dir()
     try:
-        store.mkdir(parents=True, exist_ok=True)
+        return _import(file, store)
     except OSError as error:
-        raise _unwritable(file, store, error) from None
+        if error.errno == errno.ENOSPC:
+            fix = "free some space on its disk and import again (it completes what this one began)"
+        else:
+            fix = (
+                "make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it and import there"
+            )
+        reason = error.strerror or str(error)
+        raise BundleError(f"{file}: the run store {store} cannot be written ({reason}); fix: {fix}") from None
+
+
+def _import(file: str | Path, store: Path) -> dict:
+    store.mkdir(parents=True, exist_ok=True)
     clean_imports(store)
-    surveyed = survey(file, store)  # every header and record, against the limits and bounds: nothing written yet
+    survey(file, store)  # every header and record, against the limits and bounds: nothing written yet
     with contextlib.ExitStack() as owning:  # inside the store: on its disk, so that each run moves in by a rename
         scratch = store / f"{SCRATCH_PREFIX}{uuid.uuid4().hex[:12]}"
-        try:  # its lock taken before the folder is made, and let go (its file removed) after the folder is
-            lock = owning.enter_context(FileLock(store / LOCKS / f"{scratch.name}.lock"))
-            owning.callback(Path(lock.lock_file).unlink, missing_ok=True)
-            scratch.mkdir()
-        except OSError as error:
-            raise _unwritable(file, store, error) from None
+        # its lock taken before the folder is made, and let go (its file removed) after the folder is
+        lock = owning.enter_context(FileLock(store / LOCKS / f"{scratch.name}.lock"))
+        owning.callback(Path(lock.lock_file).unlink, missing_ok=True)
+        scratch.mkdir()
         owning.callback(shutil.rmtree, scratch, ignore_errors=True)
-        found = read_bundle(file, scratch / "new", surveyed)
+        found = read_bundle(file, scratch / "new")  # surveyed again as it is unpacked
         with run_locks([*found.runs, *([STATE_FOLDER] if found.state else [])], progress=False, store=store):
             plans = {
                 run_id: _plan_run(store, run_id, folder, found.records[run_id]) for run_id, folder in found.runs.items()
@@ -578,17 +553,14 @@ def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
                     "imported; fix: keep one copy of each (delete the store's folder named and import again, or "
                     "leave the store as it is)"
                 )
-            try:
-                _move_in(store, scratch, found, plans, state_plans, surveyed[2])
-            except OSError as error:
-                raise _unwritable(file, store, error) from None
+            _move_in(store, scratch, found, plans, state_plans)
     counts = {"added": 0, "updated": 0, "unchanged": 0}
     for action, _ in plans.values():
         counts["added" if action == "add" else "unchanged" if action == "unchanged" else "updated"] += 1
     return {**counts, "state files": sum(action in ("add", "replace") for action in state_plans.values())}
 
 
-def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict, digest: str) -> None:
+def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
     """Rename every planned change into the store, one run at a time, each whole: a kill leaves each run whole or
     absent. The store is marked from the first change to the last; a completed import also removes the marks that
     earlier, interrupted imports of the same bundle left (it has now done what they began)."""
@@ -596,7 +568,7 @@ def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans
     states = [key for key, action in state_plans.items() if action in ("add", "replace")]
     if not changes and not states:
         return
-    mark = store / f"{MARK_PREFIX}{digest[:16]}-{scratch.name.removeprefix(SCRATCH_PREFIX)}"
+    mark = store / f"{MARK_PREFIX}{found.digest[:16]}-{scratch.name.removeprefix(SCRATCH_PREFIX)}"
     mark.touch()
     aside = scratch / "replaced"
     aside.mkdir()
@@ -622,6 +594,6 @@ def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans
         if state_plans[key] == "replace":
             target.rename(aside / f"{STATE_FOLDER}-{key}")
         (scratch / "new" / "runs" / STATE_FOLDER / key).rename(target)
-    for earlier in store.glob(f"{MARK_PREFIX}{digest[:16]}-*"):
+    for earlier in store.glob(f"{MARK_PREFIX}{found.digest[:16]}-*"):
         if earlier == mark or not is_owned(import_owner(earlier)):
             earlier.unlink(missing_ok=True)

@@ -64,6 +64,12 @@ _EPOCH = {
         "class_acc": {"type": "array", "items": _PERCENT},
     },
 }
+#: What a checkpoint holds besides its tensors (``model`` and ``optimizer`` are state dicts).
+_CHECKPOINT = {
+    "type": "object",
+    "required": ["model", "optimizer", "epochs"],
+    "properties": {"model": _OBJECT, "optimizer": _OBJECT, "epochs": {"type": "array", "items": _EPOCH}},
+}
 _MEASUREMENT = {  # its value: numbers (NaN where a quantity does not apply, as a GPU's peak memory on a CPU) or null
     "type": "object",
     "required": ["value"],
@@ -452,21 +458,11 @@ def load_checkpoint(folder: Path, record: dict) -> dict:
         except RunStoreError:
             raise mismatch from None
         known = record.get("checkpoint_epoch", len(record.get("epochs", [])))
-        if not _whole_checkpoint(checkpoint) or len(checkpoint["epochs"]) <= known:
+        if schema_problem(_CHECKPOINT, checkpoint) is not None or len(checkpoint["epochs"]) <= known:
             raise mismatch from None
-    if not _whole_checkpoint(checkpoint):
+    if schema_problem(_CHECKPOINT, checkpoint) is not None:
         raise RunStoreError(run_id, f"{path} is not a checkpoint (model, optimizer and epochs)")
     return checkpoint
-
-
-def _whole_checkpoint(checkpoint: Any) -> bool:
-    return (
-        isinstance(checkpoint, dict)
-        and isinstance(checkpoint.get("model"), dict)
-        and isinstance(checkpoint.get("optimizer"), dict)
-        and isinstance(checkpoint.get("epochs"), list)
-        and all(schema_problem(_EPOCH, e) is None for e in checkpoint["epochs"])
-    )
 
 
 # -- checking the whole store ---------------------------------------------------------------------------

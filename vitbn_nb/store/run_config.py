@@ -88,6 +88,8 @@ class RunConfig:
         if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
+    #: The fine-tuning and engine fields: in :meth:`to_dict` only when set, so every earlier run keeps its id.
+    OPTIONAL: ClassVar = ("init_from", "trainable", "engine")
     #: The fields a chapter's settings supply to every run it plans (when the settings have them).
     FROM_SETTINGS: ClassVar = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size", "engine")
 
@@ -98,9 +100,8 @@ class RunConfig:
         return cls(**{**given, **fields})
 
     def to_dict(self) -> dict:
-        # The fine-tuning fields appear only when set, so every earlier run keeps its id.
         config = dataclasses.asdict(self)
-        for name in ("init_from", "trainable", "engine"):
+        for name in self.OPTIONAL:
             if config[name] == RunConfig.__dataclass_fields__[name].default:
                 del config[name]
         config["pipeline"] = _STORED_AS.get(self.pipeline, self.pipeline)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 from filelock import FileLock, Timeout
 from torch import nn
@@ -69,10 +68,6 @@ class Run:
             ) from None
 
     @property
-    def metrics(self) -> pd.DataFrame:
-        return pd.DataFrame(self.record["epochs"])
-
-    @property
     def final_accuracy(self) -> float:
         epochs = self.record["epochs"]
         return epochs[-1]["test_acc"] if epochs else float("nan")
@@ -102,17 +97,14 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
     writing takes it (imports too): reading a finished run needs no lock, so a read-only store renders."""
     store = Path(store) if store is not None else runs_dir()
     folder = store / LOCKS
-    lock = FileLock(str(folder / f"{run_id}.lock"))
+    lock = FileLock(str(folder / f"{run_id}.lock"))  # filelock makes the folder
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         try:
             lock.acquire(timeout=0)
         except Timeout:  # a TimeoutError, so an OSError: told apart first
             if progress:
                 print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
             lock.acquire()
-    except Timeout:
-        raise
     except OSError as error:
         if folder.exists() and not folder.is_dir():
             raise RunStoreError(

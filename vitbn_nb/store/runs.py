@@ -4,6 +4,7 @@ date, the data stream a run drew, and the runs whose pair split between data str
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Iterable
 
 import pandas as pd
@@ -13,7 +14,7 @@ from ..data.sets import STREAM
 from ..paths import committed_records_dir, runs_dir, stored_path
 from ..system import label as system_label
 from ..system import pick_device
-from .records import RunStoreError
+from .records import _EPOCH, RunStoreError
 from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, is_run_name, record_stream, stored_id, stored_run
 
@@ -52,31 +53,12 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=EMPTY_TABLE_COLUMNS)
 
 
-#: The columns of a run table with no run.
+#: The columns of a run table with no run: those :func:`load_table` makes of every record.
 EMPTY_TABLE_COLUMNS = (
-    "run_id",
-    "status",
-    "device",
-    "stream",
-    "finished",
-    "depth",
-    "model",
-    "dataset",
-    "epochs",
-    "lr",
-    "batch_size",
-    "test_batch_size",
-    "seed",
-    "train_size",
-    "test_size",
-    "pipeline",
+    *("run_id", "status", "device", "stream", "finished", "depth"),
+    *(f.name for f in dataclasses.fields(RunConfig) if f.name != "model_kwargs" and f.name not in RunConfig.OPTIONAL),
     "machine",
-    "epoch",
-    "train_loss",
-    "test_acc",
-    "diverged",
-    "train_seconds",
-    "test_seconds",
+    *_EPOCH["required"],
 )
 
 

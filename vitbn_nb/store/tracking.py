@@ -14,14 +14,16 @@ import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pandas as pd
+
 from ..paths import runs_dir
+from ..system import label
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 EXPERIMENT_VARIABLE = "MLFLOW_EXPERIMENT_NAME"
 DEFAULT_EXPERIMENT = "vitbn-book"
 #: Epoch entries that are not scalar metrics (or are logged as something else).
 _NOT_METRICS = {"epoch", "class_acc"}
-_METRICS_PER_CALL = 900  # MLflow refuses batches of more than 1,000 entities
 
 
 def enabled(mlflow: bool | None = None) -> bool:
@@ -90,16 +92,9 @@ def experiment_id(mlflow_client, name: str | None = None) -> str:
     return mlflow_client.create_experiment(name, artifact_location=artifact_location)
 
 
-def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+def flatten(config: dict) -> dict[str, str]:
     """``{"model_kwargs": {"depth": 6}}`` -> ``{"model_kwargs.depth": "6"}`` (MLflow params are strings)."""
-    flat = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, prefix=f"{name}."))
-        else:
-            flat[name] = "None" if value is None else str(value)
-    return flat
+    return {key: str(value) for key, value in pd.json_normalize(config).iloc[0].items()}
 
 
 def _millis(timestamp: str | None) -> int | None:
@@ -118,15 +113,14 @@ def _epoch_metrics(record: dict, timestamp: int):
 
 
 def _tags(record: dict) -> dict[str, str]:
-    hardware = record.get("hardware", {})
     tags = {
         "run_id": record["run_id"],
         "status": record["status"],
         "started": record.get("started") or "",
         "finished": record.get("finished") or "",
         "resumed_at": ",".join(map(str, record.get("resumed_at", []))),
-        "hardware": hardware.get("gpu") or f"CPU: {hardware.get('cpu', '?')} ({hardware.get('cpu_cores', '?')} cores)",
-        "device": hardware.get("device", "?"),
+        "hardware": label(record["hardware"]),
+        "device": record["hardware"]["device"],
         "train_images": str(record.get("train_images", "")),
         "test_images": str(record.get("test_images", "")),
         "timing": record.get("timing", ""),
@@ -159,10 +153,8 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
     try:
         params = [Param(key, value[:6000]) for key, value in flatten(record["config"]).items()]
         all_tags = [RunTag(key, value) for key, value in {**_tags(record), **(tags or {})}.items()]
-        mlflow_client.log_batch(mlflow_run_id, params=params, tags=all_tags)
         metrics = _epoch_metrics(record, _millis(record.get("finished")) or start or 0)
-        for first in range(0, len(metrics), _METRICS_PER_CALL):
-            mlflow_client.log_batch(mlflow_run_id, metrics=metrics[first : first + _METRICS_PER_CALL])
+        mlflow_client.log_batch(mlflow_run_id, metrics, params, all_tags)  # split into batches MLflow accepts
         for name in ("model.pt", "record.json"):
             if (run.folder / name).is_file():
                 mlflow_client.log_artifact(mlflow_run_id, str(run.folder / name))

@@ -25,9 +25,6 @@ from .numbers import MODELS, difference, lr_effect, rule_verdicts, statement, su
 from .settings import DepthSettings
 
 
-# ---------------------------------------------------------------------------------------------
-# runs
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DepthResult(results.ChapterResult):
     """Chapter 05's runs: one row per run and epoch of article 2's two models (``table``) and of the extra models
@@ -106,9 +103,6 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------------------------------------
-# figures and tables
-# ---------------------------------------------------------------------------------------------
 def _missing(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="0.4", wrap=True)
     # Not set_xticks([]): the panels share their y axis, and emptying one axis's ticks would empty them all.
@@ -132,11 +126,14 @@ def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     _note(ax, f"final ViTBNFFN − ViT: {note}")
 
 
+def _at(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
+    return table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
+
+
 def _accuracy_grid(result: DepthResult, spec: dict):
     """One panel per depth at ``spec['lr']``: both models' test accuracy per epoch (mean, min-max band)."""
-    table, settings = result.table, result.settings
+    table, settings, lr, depths = result.table, result.settings, spec["lr"], spec["depths"]
     figures.use_style()
-    lr, depths = spec["lr"], spec["depths"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
     rule = rule_verdicts(table, settings)
     legend_drawn = False
@@ -156,7 +153,7 @@ def _accuracy_grid(result: DepthResult, spec: dict):
         if not legend_drawn:  # one legend: the colours mean the same model in every panel
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
             legend_drawn = True
-    used = table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
+    used = _at(table, lr, depths)
     fig.suptitle(
         f"Article 2 {spec['label']} · augmented MNIST, lr = {lr:g}: ViT vs ViTBNFFN at the same depth\n"
         + figures.spread_label(used)
@@ -179,9 +176,8 @@ def fig9_figure(result: DepthResult):
 
 
 def _verdict_table(result: DepthResult, spec: dict):
-    table = result.table
-    frame = verdicts(table, result.settings, spec["lr"], spec["depths"])
-    used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
+    frame = verdicts(result.table, result.settings, spec["lr"], spec["depths"])
+    used = _at(result.table, spec["lr"], spec["depths"])
     caption = statement(frame, f"{spec['label']} (lr {spec['lr']:g})")
     return figures.save_table(
         frame, f"{spec['name']}_vs_article", result, reproduces=spec["reproduces"], caption=caption, runs=used
@@ -200,10 +196,9 @@ def fig9_table(result: DepthResult):
 
 def fig10_figure(result: DepthResult):
     """Article 2's Figure 10: rows = depth 2, 3, 4; columns = model; each panel both lrs."""
-    table, settings = result.table, result.settings
-    figures.use_style()
-    spec = settings.figures()["fig10"]
+    table, settings, spec = result.table, result.settings, result.settings.figures()["fig10"]
     depths, lrs = spec["depths"], spec["lrs"]
+    figures.use_style()
     styles = {lrs[0]: ("-", "o", 0.0), lrs[1]: ("--", "s", 0.4)}
     fig, axes = plt.subplots(len(depths), len(MODELS), figsize=(11, 3.2 * len(depths)), sharey=True, squeeze=False)
     for row, depth in enumerate(depths):
@@ -236,10 +231,8 @@ def fig10_figure(result: DepthResult):
 
 def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
-    table = result.table
-    frame = lr_effect(table, result.settings)
-    spec = result.settings.figures()["fig10"]
-    low, high = spec["lrs"]
+    table, spec = result.table, result.settings.figures()["fig10"]
+    frame, (low, high) = lr_effect(table, result.settings), spec["lrs"]
     caption = (
         f"Fig 10 (lr {low:g} → {high:g}; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
         + statement(frame, "Fig 10")
@@ -253,10 +246,9 @@ def fig10_table(result: DepthResult):
 
 def depth_summary_figure(result: DepthResult):
     """The book's summary: final accuracy vs depth, per model, one panel per lr (mean, min-max error bars)."""
-    table = result.table
-    figures.use_style()
-    frame = summary(table)
+    table, frame = result.table, summary(result.table)
     lrs = sorted(frame["lr"].unique())
+    figures.use_style()
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4.2), sharey=True, squeeze=False)
     for ax, lr in zip(axes.flat, lrs):
         at_lr = frame[np.isclose(frame["lr"], lr)]
@@ -292,8 +284,9 @@ def depth_summary_figure(result: DepthResult):
 def depth_summary_table(result: DepthResult):
     """The summary's numbers, with ViTBNFFN − ViT and our call per lr and depth, saved."""
     table = result.table
-    frame = summary(table)
-    wide = frame.pivot_table(index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first")
+    wide = summary(table).pivot_table(
+        index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first"
+    )
     wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
     wide.columns.name = None
     wide = wide.rename(columns={m: f"{m} (%)" for m in MODELS})
@@ -400,7 +393,7 @@ def _save_beside(output, name: str, result: DepthResult, used: pd.DataFrame, cap
 
 def seed_plan_table(result: DepthResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = seed_plan.written_from()
+    read = runs.finished_before(seed_plan.PLAN_WRITTEN)
     frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
     runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
     caption = seed_plan.plan_caption(frame)

@@ -95,10 +95,9 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
         one = subset[mask]
         if one.empty:
             continue
-        which = "as run" if AS_RUN_DEPTH[model] == depth else "as written"
+        ratio = speed["as run" if AS_RUN_DEPTH[model] == depth else "as written"]
         per_run = shown[mask].groupby("run_id")[["train_seconds", "test_seconds"]].mean()
         info = stability(one, model)
-        ratio = speed[which]
         rows.append(
             {
                 "model": model,
@@ -107,8 +106,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
                 "train s/epoch": results.spread(per_run["train_seconds"], 2),
                 "test s/epoch": results.spread(per_run["test_seconds"], 3),
-                "r_t": ratio.loc[model, "r_t"] if model in ratio.index else "baseline",
-                "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
+                **{r: ratio.loc[model, r] if model in ratio.index else "baseline" for r in ("r_t", "r_v")},
                 "diverged (NaN loss)": _stability_text(info, "diverged"),
                 f"unstable (acc {UNSTABLE_DROP:g} pt below best)": _stability_text(info, "unstable"),
                 "timed beside other work (left out)": results.contention(one),

@@ -17,9 +17,6 @@ from .judge import experiment1
 
 MODELS = ("ViT", *BN_MODELS)
 
-#: Which figure of article 1 each learning rate reproduces.
-FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
-
 #: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
 UNSTABLE_DROP = 10.0
 
@@ -145,7 +142,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """The article's number beside ours in each configuration (mean [95 % interval] over seeds), with the rule's
     verdict."""
     subset = require(table, lr=float(lr))
-    article = _article_at(lr)
+    article = article_at(lr)
     rule = rule_verdicts(subset)
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     rows = []
@@ -181,7 +178,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["configuration", "model", "quantity", "article 1", "this run", "verdict"])
 
 
-def _article_at(lr: float) -> Reported:
+def article_at(lr: float) -> Reported:
     return next((reported for rate, reported in EXPERIMENT1.items() if np.isclose(rate, lr)), Reported())
 
 
@@ -231,7 +228,7 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     rule = rule_verdicts(table)
     rows = []
     for lr in sorted(table["lr"].unique()):
-        article = _article_at(lr)
+        article = article_at(lr)
         for model in BN_MODELS:
             held = [frame for frame in both.values() if (lr, model) in frame.index]
             if not held:

@@ -21,7 +21,7 @@ from . import article, lr_sweep, numbers, subnormals
 from . import plan as seed_plan
 from .article import EPOCHS
 from .judge import experiment1, larger_lr
-from .numbers import FIGURE_OF_LR, MODELS, PAIRS, article_reported, configuration, which_of
+from .numbers import MODELS, PAIRS, article_reported, configuration, which_of
 from .settings import FixedLrSettings
 
 __all__ = ["article_reported", "configuration"]  # the chapter reads them beside the views
@@ -159,7 +159,7 @@ def _label(model: str, depth) -> str:
 
 def _names(lr: float, which: str = "as run") -> tuple[str, str]:
     """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
-    fig = next((fig for rate, fig in FIGURE_OF_LR.items() if np.isclose(rate, lr)), None)
+    fig = numbers.article_at(lr).figure.replace("Fig ", "fig") or None
     name = f"fixed_lr_lr{lr:g}" if fig is None else f"article1_{fig}"
     if which != "as run":
         return f"{name}_as_written", f"new/{name}_as_written"

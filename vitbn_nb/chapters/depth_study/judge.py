@@ -107,7 +107,7 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
             cells.append(judged(article.converges_key(settings, figure, depth), at, values, mean_spread, planned))
         found += verdicts.holm(cells)
     low, high = settings.fig8_lr, settings.fig9_lr
-    falls, fall_cells = [], {}
+    fall_cells = {}
     for depth in article.FIG10_CELLS:
         at = pd.concat([planned_seeds(table, settings, lr, depth) for lr in (low, high)])
         # a seed's four runs, both models at both rates, drew one stream
@@ -115,10 +115,10 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         fall = lambda model, t=pairs: final_accuracy(t, lr=low, model=model) - final_accuracy(t, lr=high, model=model)
         fall_cells[depth] = (at, paired(fall("ViT"), fall("ViTBNFFN")))
     spread = verdicts.pooled_spread([values for _, values in fall_cells.values()])
-    for depth, (at, values) in fall_cells.items():
-        planned = min(settings.seeds_at(lr, depth) for lr in (low, high))
-        falls.append(judged(article.fig10_key(depth), at, values, spread, planned))
-    found += verdicts.holm(falls)
+    planned = lambda depth: min(settings.seeds_at(lr, depth) for lr in (low, high))
+    found += verdicts.holm(
+        [judged(article.fig10_key(d), at, values, spread, planned(d)) for d, (at, values) in fall_cells.items()]
+    )
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(table, settings, lr, depth), model=model)

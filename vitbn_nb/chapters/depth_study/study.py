@@ -136,7 +136,6 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     figures.use_style()
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
     rule = rule_verdicts(table, settings)
-    legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
         rows = select(table, lr=lr, depth=depth)
         ax.set_title(f"depth {depth}")
@@ -150,9 +149,8 @@ def _accuracy_grid(result: DepthResult, spec: dict):
         _delta_note(ax, difference(table, lr, depth), rule.get(f"article2/depth/lr{lr:g}/d{depth}"))
         ax.set(xlabel="epoch", ylabel="test accuracy (%)")
         figures.integer_epochs(ax)
-        if not legend_drawn:  # one legend: the colours mean the same model in every panel
+        if not any(a.get_legend() for a in axes.flat):  # one legend: the colours mean the same model in every panel
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
-            legend_drawn = True
     used = _at(table, lr, depths)
     fig.suptitle(
         f"Article 2 {spec['label']} · augmented MNIST, lr = {lr:g}: ViT vs ViTBNFFN at the same depth\n"

@@ -113,12 +113,10 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def article_reported(lr: float | None = None) -> pd.DataFrame:
-    """Article 1's reported numbers for Experiment 1 (all lrs, or one), one row per quantity."""
+def article_reported() -> pd.DataFrame:
+    """Article 1's reported numbers for Experiment 1, one row per quantity."""
     rows = []
     for rate, reported in EXPERIMENT1.items():
-        if lr is not None and not np.isclose(rate, lr):
-            continue
         where, derived = f"article 1, {reported.figure} (lr {rate:g})", f"derived from article 1's r at lr {rate:g}"
         rows += [(where, m, "final accuracy (%)", f"≈ {v:g}") for m, v in reported.accuracy.items()]
         rows += [(where, m, "final accuracy (%)", f"> {v:g}") for m, v in reported.accuracy_above.items()]
@@ -131,10 +129,7 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
         if reported.vit_unstable_epoch:
             rows.append((where, "ViT", "unstable from epoch", f"≈ {reported.vit_unstable_epoch}"))
         rows.append((where, "all", "finding", reported.note))
-    if lr is None:
-        rows.append(("article 1, Fig 6", "all", "finding", FIG6))
-    if not rows:
-        raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(EXPERIMENT1)}")
+    rows.append(("article 1, Fig 6", "all", "finding", FIG6))
     return pd.DataFrame(rows, columns=["source", "model", "quantity", "reported"])
 
 

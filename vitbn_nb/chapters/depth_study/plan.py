@@ -64,7 +64,8 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
         rows.append(power.priced(plan, _left(_configs(planned, lr, depths, plan.planned), planned), table))
     families = {figure: figure_family(vs, settings, figure) for figure in ("fig8", "fig9")}
     for figure, depth in article.CELLS:
-        lr, family, name = settings.figure_lr(figure), families[figure], f"{figure.replace('fig', 'Fig ')}'s cells"
+        lr, family = settings.figure_lr(figure), families[figure]
+        name = f"{figure.replace('fig', 'Fig ')}'s cells"
         key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
         if claims[key].direction == 0:
             plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)

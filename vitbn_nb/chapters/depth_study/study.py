@@ -132,8 +132,9 @@ def _at(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
 
 def _accuracy_grid(result: DepthResult, spec: dict):
     """One panel per depth at ``spec['lr']``: both models' test accuracy per epoch (mean, min-max band)."""
-    table, settings, lr, depths = result.table, result.settings, spec["lr"], spec["depths"]
+    table, settings = result.table, result.settings
     figures.use_style()
+    lr, depths = spec["lr"], spec["depths"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
     rule = rule_verdicts(table, settings)
     for ax, depth in zip(axes.flat, depths):
@@ -194,9 +195,10 @@ def fig9_table(result: DepthResult):
 
 def fig10_figure(result: DepthResult):
     """Article 2's Figure 10: rows = depth 2, 3, 4; columns = model; each panel both lrs."""
-    table, settings, spec = result.table, result.settings, result.settings.figures()["fig10"]
-    depths, lrs = spec["depths"], spec["lrs"]
+    table, settings = result.table, result.settings
     figures.use_style()
+    spec = settings.figures()["fig10"]
+    depths, lrs = spec["depths"], spec["lrs"]
     styles = {lrs[0]: ("-", "o", 0.0), lrs[1]: ("--", "s", 0.4)}
     fig, axes = plt.subplots(len(depths), len(MODELS), figsize=(11, 3.2 * len(depths)), sharey=True, squeeze=False)
     for row, depth in enumerate(depths):
@@ -229,8 +231,10 @@ def fig10_figure(result: DepthResult):
 
 def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
-    table, spec = result.table, result.settings.figures()["fig10"]
-    frame, (low, high) = lr_effect(table, result.settings), spec["lrs"]
+    table = result.table
+    frame = lr_effect(table, result.settings)
+    spec = result.settings.figures()["fig10"]
+    low, high = spec["lrs"]
     caption = (
         f"Fig 10 (lr {low:g} → {high:g}; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
         + statement(frame, "Fig 10")
@@ -244,9 +248,10 @@ def fig10_table(result: DepthResult):
 
 def depth_summary_figure(result: DepthResult):
     """The book's summary: final accuracy vs depth, per model, one panel per lr (mean, min-max error bars)."""
-    table, frame = result.table, summary(result.table)
-    lrs = sorted(frame["lr"].unique())
+    table = result.table
     figures.use_style()
+    frame = summary(table)
+    lrs = sorted(frame["lr"].unique())
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4.2), sharey=True, squeeze=False)
     for ax, lr in zip(axes.flat, lrs):
         at_lr = frame[np.isclose(frame["lr"], lr)]
@@ -282,9 +287,8 @@ def depth_summary_figure(result: DepthResult):
 def depth_summary_table(result: DepthResult):
     """The summary's numbers, with ViTBNFFN − ViT and our call per lr and depth, saved."""
     table = result.table
-    wide = summary(table).pivot_table(
-        index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first"
-    )
+    frame = summary(table)
+    wide = frame.pivot_table(index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first")
     wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
     wide.columns.name = None
     wide = wide.rename(columns={m: f"{m} (%)" for m in MODELS})

@@ -71,14 +71,14 @@ def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
     return lr_sweep.configs(settings, lrs, PAIRS, PIPELINE)
 
 
-def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
-    return _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
-
-
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
     """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's further runs, then article 1's whole
     protocol at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
     return _own_plan(settings) + _chapter_plan(article_protocol(settings), _protocol_lrs(settings))
+
+
+def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
+    return _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:

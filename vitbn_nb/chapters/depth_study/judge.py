@@ -23,28 +23,14 @@ ARTICLE2_EPOCHS = article.EPOCHS
 
 def unplanned(settings: DepthSettings) -> list[str]:
     """The claims whose runs these settings do not plan, each with the runs it needs."""
-    missing = []
-    for figure, depth in article.CELLS:
-        lr = settings.figure_lr(figure)
-        if depth not in settings.depths[lr]:
-            missing.append(f"{article.depth_key(settings, figure, depth)} (lr {lr:g}, d = {depth})")
-    for depth in article.FIG10_CELLS:
-        if depth not in settings.depths[settings.fig8_lr] or depth not in settings.depths[settings.fig9_lr]:
-            missing.append(
-                f"{article.fig10_key(depth)} (d = {depth} at lr {settings.fig8_lr:g} and {settings.fig9_lr:g})"
-            )
-    for model, figure in article.FIG10_NUMBERS:
-        lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
-        if depth not in settings.depths[lr]:
-            missing.append(f"{article.fig10_number_key(settings, model, figure)} (lr {lr:g}, d = {depth})")
-    for figure, depths in article.BEYOND_CRITICAL.items():
-        lr = settings.figure_lr(figure)
-        missing += [
-            f"{article.converges_key(settings, figure, depth)} (lr {lr:g}, d = {depth})"
-            for depth in depths
-            if depth not in settings.depths[lr]
-        ]
-    return missing
+    s, d3 = settings, article.FIG10_NUMBERS_DEPTH
+    needs = [(article.depth_key(s, f, d), s.figure_lr(f), d) for f, d in article.CELLS]
+    needs += [(article.fig10_key(d), lr, d) for d in article.FIG10_CELLS for lr in (s.fig8_lr, s.fig9_lr)]
+    needs += [(article.fig10_number_key(s, m, f), s.figure_lr(f), d3) for m, f in article.FIG10_NUMBERS]
+    needs += [
+        (article.converges_key(s, f, d), s.figure_lr(f), d) for f, ds in article.BEYOND_CRITICAL.items() for d in ds
+    ]
+    return [f"{key} (lr {lr:g}, d = {d})" for key, lr, d in needs if d not in s.depths[lr]]
 
 
 def planned_seeds(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int) -> pd.DataFrame:
@@ -121,7 +107,7 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
             cells.append(judged(article.converges_key(settings, figure, depth), at, values, mean_spread, planned))
         found += verdicts.holm(cells)
     low, high = settings.fig8_lr, settings.fig9_lr
-    falls, fall_cells = [], {}
+    fall_cells = {}
     for depth in article.FIG10_CELLS:
         at = pd.concat([planned_seeds(table, settings, lr, depth) for lr in (low, high)])
         # a seed's four runs, both models at both rates, drew one stream
@@ -129,10 +115,10 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         fall = lambda model, t=pairs: final_accuracy(t, lr=low, model=model) - final_accuracy(t, lr=high, model=model)
         fall_cells[depth] = (at, paired(fall("ViT"), fall("ViTBNFFN")))
     spread = verdicts.pooled_spread([values for _, values in fall_cells.values()])
-    for depth, (at, values) in fall_cells.items():
-        planned = min(settings.seeds_at(lr, depth) for lr in (low, high))
-        falls.append(judged(article.fig10_key(depth), at, values, spread, planned))
-    found += verdicts.holm(falls)
+    planned = lambda depth: min(settings.seeds_at(lr, depth) for lr in (low, high))
+    found += verdicts.holm(
+        [judged(article.fig10_key(d), at, values, spread, planned(d)) for d, (at, values) in fall_cells.items()]
+    )
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(table, settings, lr, depth), model=model)

@@ -42,16 +42,10 @@ def _left(configs: list[RunConfig], planned: list[RunConfig]) -> list[RunConfig]
     return [c for c in configs if c in left]
 
 
-def written_from() -> pd.DataFrame:
-    """The runs the plan was written from: every run held that finished before :data:`PLAN_WRITTEN`."""
-    return runs.finished_before(PLAN_WRITTEN)
-
-
-def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataFrame | None = None) -> pd.DataFrame:
+def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim that decides article 2's depth study: its test, its family's spread, the effect to detect,
     the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train of
-    ``planned`` (the chapter's plan). ``table``: the runs it reads (by default :func:`written_from`)."""
-    table = written_from() if table is None else table
+    ``planned`` (the chapter's plan), read off ``table`` (the runs finished before :data:`PLAN_WRITTEN`)."""
     protocol = power.protocol_runs(table, PLAN_WRITTEN, **PROTOCOL)
     vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
     claims = {c.key: c for c in article.findings(settings)}
@@ -68,19 +62,16 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
             None,
         )
         rows.append(power.priced(plan, _left(_configs(planned, lr, depths, plan.planned), planned), table))
-    for figure in ("fig8", "fig9"):
-        lr = settings.figure_lr(figure)
-        family = figure_family(vs, settings, figure)
-        for f, depth in article.CELLS:
-            if f != figure:
-                continue
-            key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
-            name = f"{figure.replace('fig', 'Fig ')}'s cells"
-            if claims[key].direction == 0:
-                plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)
-            else:
-                plan = power.difference_plan(key, verdicts.SECONDARY, family, name, seeds, None)
-            rows.append(power.priced(plan, _left(_configs(planned, lr, (depth,), seeds), planned), table))
+    families = {figure: figure_family(vs, settings, figure) for figure in ("fig8", "fig9")}
+    for figure, depth in article.CELLS:
+        lr, family = settings.figure_lr(figure), families[figure]
+        name = f"{figure.replace('fig', 'Fig ')}'s cells"
+        key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
+        if claims[key].direction == 0:
+            plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)
+        else:
+            plan = power.difference_plan(key, verdicts.SECONDARY, family, name, seeds, None)
+        rows.append(power.priced(plan, _left(_configs(planned, lr, (depth,), seeds), planned), table))
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(vs, settings, lr, depth), model=model)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -75,16 +74,15 @@ class DepthSettings(RunSettings):
 
     def figures(self) -> dict[str, dict]:
         """Each of article 2's figures as this chapter redraws it: its output name, lr(s) and the depths its panels
-        show. The panels are the protocol's (the class defaults), whatever a smaller profile trains: a depth it
+        show. The panels are article 2's (the ``paper`` defaults), whatever a smaller profile trains: a depth it
         leaves out is drawn as "not run"."""
-        protocol = {item.name: item.default for item in dataclasses.fields(DepthSettings)}
         spec = lambda figure, **more: dict(
             name=f"article2_{figure}", reproduces=f"article2/{figure}", label=f"Fig {figure[3:]}", **more
         )
         return {
-            "fig8": spec("fig8", lr=self.fig8_lr, depths=protocol["fig8_depths"]),
-            "fig9": spec("fig9", lr=self.fig9_lr, depths=protocol["fig9_depths"]),
-            "fig10": spec("fig10", lrs=(self.fig8_lr, self.fig9_lr), depths=protocol["fig10_depths"]),
+            "fig8": spec("fig8", lr=self.fig8_lr, depths=article.DEPTHS["fig8"]),
+            "fig9": spec("fig9", lr=self.fig9_lr, depths=article.DEPTHS["fig9"]),
+            "fig10": spec("fig10", lrs=(self.fig8_lr, self.fig9_lr), depths=article.DEPTHS["fig10"]),
         }
 
     def figure_lr(self, figure: str) -> float:

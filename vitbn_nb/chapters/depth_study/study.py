@@ -25,9 +25,6 @@ from .numbers import MODELS, difference, lr_effect, rule_verdicts, statement, su
 from .settings import DepthSettings
 
 
-# ---------------------------------------------------------------------------------------------
-# runs
-# ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DepthResult(results.ChapterResult):
     """Chapter 05's runs: one row per run and epoch of article 2's two models (``table``) and of the extra models
@@ -106,9 +103,6 @@ def overview(settings: DepthSettings) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------------------------------------
-# figures and tables
-# ---------------------------------------------------------------------------------------------
 def _missing(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="0.4", wrap=True)
     # Not set_xticks([]): the panels share their y axis, and emptying one axis's ticks would empty them all.
@@ -132,6 +126,10 @@ def _delta_note(ax, deltas: pd.Series, judged=None) -> None:
     _note(ax, f"final ViTBNFFN − ViT: {note}")
 
 
+def _at(table: pd.DataFrame, lr: float, depths) -> pd.DataFrame:
+    return table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
+
+
 def _accuracy_grid(result: DepthResult, spec: dict):
     """One panel per depth at ``spec['lr']``: both models' test accuracy per epoch (mean, min-max band)."""
     table, settings = result.table, result.settings
@@ -139,7 +137,6 @@ def _accuracy_grid(result: DepthResult, spec: dict):
     lr, depths = spec["lr"], spec["depths"]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey=True)
     rule = rule_verdicts(table, settings)
-    legend_drawn = False
     for ax, depth in zip(axes.flat, depths):
         rows = select(table, lr=lr, depth=depth)
         ax.set_title(f"depth {depth}")
@@ -153,10 +150,9 @@ def _accuracy_grid(result: DepthResult, spec: dict):
         _delta_note(ax, difference(table, lr, depth), rule.get(f"article2/depth/lr{lr:g}/d{depth}"))
         ax.set(xlabel="epoch", ylabel="test accuracy (%)")
         figures.integer_epochs(ax)
-        if not legend_drawn:  # one legend: the colours mean the same model in every panel
+        if not any(a.get_legend() for a in axes.flat):  # one legend: the colours mean the same model in every panel
             ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="0.8")
-            legend_drawn = True
-    used = table[np.isclose(table["lr"], lr) & table["depth"].isin(depths)]
+    used = _at(table, lr, depths)
     fig.suptitle(
         f"Article 2 {spec['label']} · augmented MNIST, lr = {lr:g}: ViT vs ViTBNFFN at the same depth\n"
         + figures.spread_label(used)
@@ -179,9 +175,8 @@ def fig9_figure(result: DepthResult):
 
 
 def _verdict_table(result: DepthResult, spec: dict):
-    table = result.table
-    frame = verdicts(table, result.settings, spec["lr"], spec["depths"])
-    used = table[np.isclose(table["lr"], spec["lr"]) & table["depth"].isin(spec["depths"])]
+    frame = verdicts(result.table, result.settings, spec["lr"], spec["depths"])
+    used = _at(result.table, spec["lr"], spec["depths"])
     caption = statement(frame, f"{spec['label']} (lr {spec['lr']:g})")
     return figures.save_table(
         frame, f"{spec['name']}_vs_article", result, reproduces=spec["reproduces"], caption=caption, runs=used
@@ -400,7 +395,7 @@ def _save_beside(output, name: str, result: DepthResult, used: pd.DataFrame, cap
 
 def seed_plan_table(result: DepthResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = seed_plan.written_from()
+    read = runs.finished_before(seed_plan.PLAN_WRITTEN)
     frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
     runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
     caption = seed_plan.plan_caption(frame)

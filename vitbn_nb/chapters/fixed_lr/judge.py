@@ -52,7 +52,7 @@ def experiment1(table: pd.DataFrame) -> list[Verdict]:
             elif kind == "breakdown":
                 # ViT breaking down near epoch 15 and the BatchNorm models staying stable to the end need the whole run
                 untestable = shared.short_of(at_lr, claim.epochs, claim.key)
-                found += [untestable] if untestable else _collapses(claim, at_lr)
+                found += [untestable] if untestable else [_collapses(claim.key, *pair) for pair in _pairs(at_lr)]
     return found
 
 
@@ -79,23 +79,13 @@ def _vit_against_bn(claim: Claim, at_lr: pd.DataFrame, statistic) -> list[Verdic
     return found
 
 
-def collapse_counts(pair: pd.DataFrame, model: str) -> tuple[list[bool], list[bool]]:
-    """Whether each of ViT's runs and each of ``model``'s collapsed (:func:`~vitbn_nb.judging.verdicts.collapsed`)."""
-    runs = lambda name: [verdicts.collapsed(run) for _, run in select(pair, model=name).groupby("run_id")]
-    return runs("ViT"), runs(model)
-
-
-def _collapses(claim: Claim, at_lr: pd.DataFrame) -> list[Verdict]:
-    """ViT's collapses counted against each BatchNorm model's, in each configuration, over whole runs only."""
-    found = []
-    for pair, model, condition in _pairs(at_lr):
-        untestable = not pair.empty and shared.short_of(pair, claim.epochs, claim.key, condition=condition)
-        scale = shared.protocol_scale(pair, EPOCHS)
-        found.append(
-            untestable
-            or verdicts.counts(claim.key, *collapse_counts(pair, model), +1, scale=scale, condition=condition)
-        )
-    return found
+def _collapses(key: str, pair: pd.DataFrame, model: str, condition: str) -> Verdict:
+    """ViT's collapses (:func:`~vitbn_nb.judging.verdicts.collapsed`) counted against ``model``'s, over runs of article
+    1's whole protocol only."""
+    untestable = not pair.empty and shared.short_of(pair, EPOCHS, key, condition=condition)
+    collapsed = lambda name: [verdicts.collapsed(run) for _, run in select(pair, model=name).groupby("run_id")]
+    scale = shared.protocol_scale(pair, EPOCHS)
+    return untestable or verdicts.counts(key, collapsed("ViT"), collapsed(model), +1, scale=scale, condition=condition)
 
 
 def larger_lr(sweep: pd.DataFrame, protocol_runs: pd.DataFrame | None = None) -> list[Verdict]:
@@ -114,12 +104,7 @@ def larger_lr(sweep: pd.DataFrame, protocol_runs: pd.DataFrame | None = None) ->
         for lr in rates:
             pair = _pair(protocol_runs, lr, depth, model)
             pair = _pair(sweep, lr, depth, model) if pair is None else pair
-            condition = f"lr {lr:g}: ViT d{depth} against {model} d{depth}"
-            scale = shared.protocol_scale(pair, EPOCHS)
-            found.append(
-                shared.short_of(pair, EPOCHS, claim.key, condition=condition)
-                or verdicts.counts(claim.key, *collapse_counts(pair, model), +1, scale=scale, condition=condition)
-            )
+            found.append(_collapses(claim.key, pair, model, f"lr {lr:g}: ViT d{depth} against {model} d{depth}"))
     return found
 
 

@@ -17,9 +17,6 @@ from .judge import experiment1
 
 MODELS = ("ViT", *BN_MODELS)
 
-#: Which figure of article 1 each learning rate reproduces.
-FIGURE_OF_LR = {0.0005: "fig3", 0.005: "fig4", 0.01: "fig5"}
-
 #: A run is called unstable at the first epoch whose accuracy falls this many points below its best so far.
 UNSTABLE_DROP = 10.0
 
@@ -95,10 +92,9 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
         one = subset[mask]
         if one.empty:
             continue
-        which = "as run" if AS_RUN_DEPTH[model] == depth else "as written"
+        ratio = speed["as run" if AS_RUN_DEPTH[model] == depth else "as written"]
         per_run = shown[mask].groupby("run_id")[["train_seconds", "test_seconds"]].mean()
         info = stability(one, model)
-        ratio = speed[which]
         rows.append(
             {
                 "model": model,
@@ -107,8 +103,7 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
                 "final accuracy (%)": accuracy.loc[(model, depth), "accuracy (%)"],
                 "train s/epoch": results.spread(per_run["train_seconds"], 2),
                 "test s/epoch": results.spread(per_run["test_seconds"], 3),
-                "r_t": ratio.loc[model, "r_t"] if model in ratio.index else "baseline",
-                "r_v": ratio.loc[model, "r_v"] if model in ratio.index else "baseline",
+                **{r: ratio.loc[model, r] if model in ratio.index else "baseline" for r in ("r_t", "r_v")},
                 "diverged (NaN loss)": _stability_text(info, "diverged"),
                 f"unstable (acc {UNSTABLE_DROP:g} pt below best)": _stability_text(info, "unstable"),
                 "timed beside other work (left out)": results.contention(one),
@@ -118,12 +113,10 @@ def this_run(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def article_reported(lr: float | None = None) -> pd.DataFrame:
-    """Article 1's reported numbers for Experiment 1 (all lrs, or one), one row per quantity."""
+def article_reported() -> pd.DataFrame:
+    """Article 1's reported numbers for Experiment 1, one row per quantity."""
     rows = []
     for rate, reported in EXPERIMENT1.items():
-        if lr is not None and not np.isclose(rate, lr):
-            continue
         where, derived = f"article 1, {reported.figure} (lr {rate:g})", f"derived from article 1's r at lr {rate:g}"
         rows += [(where, m, "final accuracy (%)", f"≈ {v:g}") for m, v in reported.accuracy.items()]
         rows += [(where, m, "final accuracy (%)", f"> {v:g}") for m, v in reported.accuracy_above.items()]
@@ -136,10 +129,7 @@ def article_reported(lr: float | None = None) -> pd.DataFrame:
         if reported.vit_unstable_epoch:
             rows.append((where, "ViT", "unstable from epoch", f"≈ {reported.vit_unstable_epoch}"))
         rows.append((where, "all", "finding", reported.note))
-    if lr is None:
-        rows.append(("article 1, Fig 6", "all", "finding", FIG6))
-    if not rows:
-        raise ValueError(f"lr={lr!r} is not one of article 1's learning rates {list(EXPERIMENT1)}")
+    rows.append(("article 1, Fig 6", "all", "finding", FIG6))
     return pd.DataFrame(rows, columns=["source", "model", "quantity", "reported"])
 
 
@@ -147,7 +137,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     """The article's number beside ours in each configuration (mean [95 % interval] over seeds), with the rule's
     verdict."""
     subset = require(table, lr=float(lr))
-    article = _article_at(lr)
+    article = article_at(lr)
     rule = rule_verdicts(subset)
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
     rows = []
@@ -183,7 +173,7 @@ def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["configuration", "model", "quantity", "article 1", "this run", "verdict"])
 
 
-def _article_at(lr: float) -> Reported:
+def article_at(lr: float) -> Reported:
     return next((reported for rate, reported in EXPERIMENT1.items() if np.isclose(rate, lr)), Reported())
 
 
@@ -233,7 +223,7 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     rule = rule_verdicts(table)
     rows = []
     for lr in sorted(table["lr"].unique()):
-        article = _article_at(lr)
+        article = article_at(lr)
         for model in BN_MODELS:
             held = [frame for frame in both.values() if (lr, model) in frame.index]
             if not held:

@@ -30,17 +30,11 @@ def _left(protocol: list, lrs) -> list:
     return [c for c in at if runs.held_stream(c, "cpu") != STREAM]
 
 
-def written_from() -> pd.DataFrame:
-    """The runs the plan was written from: every run held that finished before :data:`PLAN_WRITTEN`."""
-    return runs.finished_before(PLAN_WRITTEN)
-
-
-def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame | None = None) -> pd.DataFrame:
+def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim of Experiment 1 that decides its conclusion: its test, the spread or rate it plans from, the
     effect to detect, the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still
-    to train at that rate of ``planned`` (the runs of article 1's whole protocol the chapter plans). ``table``: the
-    runs it reads (by default :func:`written_from`)."""
-    table = written_from() if table is None else table
+    to train at that rate of ``planned`` (the runs of article 1's whole protocol the chapter plans), read off ``table``
+    (the runs finished before :data:`PLAN_WRITTEN`)."""
     # chapter 03 times article 1's own pipeline
     protocol = power.protocol_runs(table, PLAN_WRITTEN, epochs=article.EPOCHS, dataset="mnist", pipeline="reference")
     claims = article.findings()
@@ -72,17 +66,12 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame | No
     return power.table(rows)
 
 
-def left_to_train(table: pd.DataFrame, protocol: list) -> tuple[int, float | None]:
-    """The runs of ``protocol`` (article 1's whole protocol) at every rate of Experiment 1 not held on the one stream,
-    and their CPU hours."""
-    left = _left(protocol, tuple(article.EXPERIMENT1))
+def plan_caption(frame: pd.DataFrame, table: pd.DataFrame, planned: list) -> str:
+    """The plan in words, read off it and the runs of ``planned`` (article 1's whole protocol) at every rate of
+    Experiment 1 not held on the one stream, with their CPU hours (priced from ``table``)."""
+    left = _left(planned, tuple(article.EXPERIMENT1))
     seconds = power.plan_seconds(left, table)
-    return len(left), None if seconds is None else seconds / 3600
-
-
-def plan_caption(frame: pd.DataFrame, left: tuple[int, float | None]) -> str:
-    """The plan in words, read off it and the runs ``left`` (:func:`left_to_train`)."""
-    runs_left, hours = left
+    hours = "an unknown number of" if seconds is None else f"{seconds / 3600:.1f}"
     counts = frame[frame["test"] == verdicts.COUNT_TEST]
     count_words = "; ".join(
         f"{row.claim}: {row.planned} runs per model, while {row.effect_from} needs "
@@ -95,7 +84,6 @@ def plan_caption(frame: pd.DataFrame, left: tuple[int, float | None]) -> str:
         f"minimum, their detectable effects stated once they train. Stability counts: {count_words}. A 30-epoch "
         f"depth-6 run costs one to two hours of this CPU, so more runs per model would pass the book's budget for "
         f"article 1 (about {BUDGET_HOURS} CPU hours). Left to train at article 1's protocol (every rate of "
-        f"Experiment 1, both configurations): {runs_left} runs, about "
-        f"{'an unknown number of' if hours is None else f'{hours:.1f}'} hours of a CPU like the ones that trained the "
-        "committed runs"
+        f"Experiment 1, both configurations): {len(left)} runs, about "
+        f"{hours} hours of a CPU like the ones that trained the committed runs"
     )

@@ -21,7 +21,7 @@ from . import article, lr_sweep, numbers, subnormals
 from . import plan as seed_plan
 from .article import EPOCHS
 from .judge import experiment1, larger_lr
-from .numbers import FIGURE_OF_LR, MODELS, PAIRS, article_reported, configuration, which_of
+from .numbers import MODELS, PAIRS, article_reported, configuration, which_of
 from .settings import FixedLrSettings
 
 __all__ = ["article_reported", "configuration"]  # the chapter reads them beside the views
@@ -36,14 +36,13 @@ CONFIGURATION_TEXT = {
 
 @dataclass(frozen=True)
 class FixedLrResult(results.ChapterResult):
-    """Chapter 03's runs: one row per run and epoch (``table``), and the settings that trained them."""
+    """Chapter 03's runs, one row per run and epoch: the chapter's lrs (``table``), the sweep's depth-6 trio at every
+    lr (``sweep``, :mod:`.lr_sweep`), and article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper``
+    plan's own runs; None where the settings name no such lr)."""
 
     settings: FixedLrSettings
     table: pd.DataFrame
-    #: The learning-rate sweep's runs (:mod:`.lr_sweep`): the depth-6 trio at every lr, chapter 03's included.
     sweep: pd.DataFrame | None = None
-    #: The runs of article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper`` plan's own runs), one
-    #: row per run and epoch; empty where the settings name no such lr.
     protocol_runs: pd.DataFrame | None = None
 
 
@@ -160,7 +159,7 @@ def _label(model: str, depth) -> str:
 
 def _names(lr: float, which: str = "as run") -> tuple[str, str]:
     """(file name, reproduces id) of the figure at ``lr``: article 1's figure as run, the book's own as written."""
-    fig = next((fig for rate, fig in FIGURE_OF_LR.items() if np.isclose(rate, lr)), None)
+    fig = numbers.article_at(lr).figure.replace("Fig ", "fig") or None
     name = f"fixed_lr_lr{lr:g}" if fig is None else f"article1_{fig}"
     if which != "as run":
         return f"{name}_as_written", f"new/{name}_as_written"
@@ -206,27 +205,26 @@ def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
     )
 
 
-def _save_at_lr(result: FixedLrResult, lr: float, view, suffix: str, caption: str):
-    """``view(runs at lr, lr)`` saved as the lr's ``suffix`` table."""
+def _save_at_lr(result: FixedLrResult, lr: float, view, suffix: str, caption):
+    """``view(runs at lr, lr)`` saved as the lr's ``suffix`` table, captioned ``caption(runs at lr)``."""
     name, reproduces = _names(lr)
     subset, profile = at_lr(result, lr)
     scaled = scale(subset, profile)
-    about = dict(reproduces=reproduces, caption=f"{caption} ({scaled})", runs=subset, profile=profile)
+    about = dict(reproduces=reproduces, caption=f"{caption(subset)} ({scaled})", runs=subset, profile=profile)
     return figures.save_table(view(subset, lr), f"{name}_{suffix}", result, **about, extra={"scale": scaled})
 
 
 def comparison_table(result: FixedLrResult, lr: float):
     """The article's numbers beside this run's at ``lr``, both configurations, saved; the caption is the verdict."""
-    return _save_at_lr(result, lr, numbers.comparison, "vs_article", numbers.statement(at_lr(result, lr)[0], lr))
+    return _save_at_lr(result, lr, numbers.comparison, "vs_article", lambda at: numbers.statement(at, lr))
 
 
 def numbers_table(result: FixedLrResult, lr: float):
     """This run's numbers at ``lr`` (times per epoch, ratios, accuracy, stability), both configurations, saved."""
-    subset = at_lr(result, lr)[0]
-    caption = (
-        f"This run at lr {lr:g}: {figures.interval_label(subset)}; ratios r = T(ViT d6) / T(model) within "
+    caption = lambda at: (
+        f"This run at lr {lr:g}: {figures.interval_label(at)}; ratios r = T(ViT d6) / T(model) within "
         "each configuration (as run: BN models d1; as written: d6), each seed's pair on one machine; timed through "
-        f"article 1's pipeline{results.machine_note(subset)}"
+        f"article 1's pipeline{results.machine_note(at)}"
     )
     return _save_at_lr(result, lr, numbers.this_run, "numbers", caption)
 
@@ -234,13 +232,13 @@ def numbers_table(result: FixedLrResult, lr: float):
 def pace_table(result: FixedLrResult, lr: float):
     """Each run's pace at ``lr``: its fastest and slowest epoch, and its final model's step timed with subnormal floats
     kept and flushed to zero (:mod:`.subnormals`), saved."""
-    caption = (
+    caption = lambda at: (
         f"The pace of each run at lr {lr:g}: its fastest and slowest training epoch (epochs timed beside other work "
         "left out; a run resumed on another machine compared on the one that timed most of it) and its final "
         "model's step with subnormal floats kept (PyTorch's default, which every run here "
-        f"trained with) and flushed to zero: {subnormals.TIMED}; {subnormals.measured_on(at_lr(result, lr)[0])}"
+        f"trained with) and flushed to zero: {subnormals.TIMED}; {subnormals.measured_on(at)}"
     )
-    return _save_at_lr(result, lr, lambda runs_at_lr, lr: subnormals.pace(runs_at_lr), "pace", caption)
+    return _save_at_lr(result, lr, lambda at, lr: subnormals.pace(at), "pace", caption)
 
 
 def time_per_lr_figure(result: FixedLrResult):
@@ -328,10 +326,10 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
 
 def seed_plan_table(result: FixedLrResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = seed_plan.written_from()
+    read = runs.finished_before(seed_plan.PLAN_WRITTEN)
     protocol = _chapter_plan(article_protocol(result.settings), tuple(article.EXPERIMENT1))
     frame = seed_plan.seed_plan(result.settings, protocol, read)
-    caption = seed_plan.plan_caption(frame, seed_plan.left_to_train(read, protocol))
+    caption = seed_plan.plan_caption(frame, read, protocol)
     runs_read = read[read["pipeline"] == "reference"] if len(read) else None
     return figures.save_table(
         frame, "03_seed_plan", result, reproduces="new/seed_plan", caption=caption, runs=runs_read

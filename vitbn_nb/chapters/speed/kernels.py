@@ -85,8 +85,7 @@ def norm_forms_statement(result: SpeedResult) -> Markdown:
 
 def utilisation(result: SpeedResult) -> pd.DataFrame:
     """FLOPs per training step, achieved FLOP/s and model FLOP utilisation against the measured matmul peak."""
-    peak = result.bench.meta["matmul_peak"]["flops_per_s"]
-    frame = pd.DataFrame(
+    return pd.DataFrame(
         {
             "configuration": name(r["model"], r["depth"]) + (" *" if r["as_run"] else ""),
             "pipeline": PIPELINE_LABELS[r["pipeline"]],
@@ -98,8 +97,6 @@ def utilisation(result: SpeedResult) -> pd.DataFrame:
         }
         for r in result.bench.training.to_dict("records")
     )
-    frame.attrs["peak"] = f"{peak / 1e9:,.1f} GFLOP/s"
-    return frame
 
 
 def op_counts(result: SpeedResult) -> pd.DataFrame:

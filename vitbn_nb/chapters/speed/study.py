@@ -358,13 +358,8 @@ def _split_rows(result: SpeedResult):
         for model in result.models:
             for pipeline in ("reference", "engine"):
                 where = dict(model=model, depth=depth, pipeline=pipeline)
-                yield (
-                    depth,
-                    model,
-                    pipeline,
-                    result.bench.row("training", **where),
-                    result.bench.row("inference", **where),
-                )
+                train, infer = (result.bench.row(kind, **where) for kind in ("training", "inference"))
+                yield depth, model, pipeline, train, infer
 
 
 def pipeline_split_figure(result: SpeedResult):
@@ -373,15 +368,9 @@ def pipeline_split_figure(result: SpeedResult):
     for depth, model, pipeline, train, infer in _split_rows(result):
         labels.append(f"{name(model, depth)}{'*' if train['as_run'] else ''} · {PIPELINE_LABELS[pipeline]}")
         per_train = 1000 / (train["images_per_s"] * train["step_seconds"])  # steps per 1,000 images
-        train_parts.append({"data": train["data_seconds"] * per_train, "compute": train["compute_seconds"] * per_train})
+        train_parts.append({part: train[f"{part}_seconds"] * per_train for part in ("data", "compute")})
         per_infer = 1000 / (infer["images_per_s"] * infer["batch_seconds"])  # batches per 1,000 images
-        infer_parts.append(
-            {
-                "data": infer["data_seconds"] * per_infer,
-                "forward": infer["forward_seconds"] * per_infer,
-                "bookkeeping": infer["bookkeeping_seconds"] * per_infer,
-            }
-        )
+        infer_parts.append({part: infer[f"{part}_seconds"] * per_infer for part in ("data", "forward", "bookkeeping")})
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.36 * len(labels) + 1.6), sharey=True)
     y = np.arange(len(labels))[::-1]

@@ -299,7 +299,7 @@ def equivalence(
     level = 1 - 2 * ALPHA
     mean, low, high, n = interval(values, level)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, level=level, test=EQUIVALENCE_TEST)
-    common |= dict(margin=margin)
+    common["margin"] = margin
     if n == 0:
         return Verdict(claim, NOT_RUN, **common)
     if n < MIN_SEEDS:
@@ -321,12 +321,6 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
     return dataclasses.replace(
         judged, estimate=judged.estimate + level, low=judged.low + level, high=judged.high + level, note=note
     )
-
-
-def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value is about ``level``" (an article's "≈ 98.2 %") as an equivalence within ±:data:`MARGIN_PT`
-    of it."""
-    return equivalence(claim, values, center=level, **shown)
 
 
 def collapsed(curve: pd.DataFrame, threshold: float = COLLAPSE_PT) -> bool:

@@ -232,20 +232,11 @@ class ViT(nn.Module):
         super().__init__()
         image_height, image_width = pair(image_size)
         patch_height, patch_width = pair(patch_size)
-        for name, value in [
-            ("image_size", image_height),
-            ("image_size", image_width),
-            ("patch_size", patch_height),
-            ("patch_size", patch_width),
-            ("num_classes", num_classes),
-            ("channels", channels),
-            ("dim", dim),
-            ("depth", depth),
-            ("heads", heads),
-            ("dim_head", dim_head),
-            ("mlp_dim", mlp_dim),
-            ("branches", branches),
-        ]:
+        sizes = [("image_size", image_height), ("image_size", image_width), ("patch_size", patch_height)]
+        sizes += [("patch_size", patch_width), ("num_classes", num_classes), ("channels", channels), ("dim", dim)]
+        sizes += [("depth", depth), ("heads", heads), ("dim_head", dim_head), ("mlp_dim", mlp_dim)]
+        sizes += [("branches", branches)]
+        for name, value in sizes:
             check_positive(name, value)
         if image_height % patch_height or image_width % patch_width:
             raise ValueError(

@@ -111,10 +111,10 @@ def _verify_present(raw: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def _quiet_network_attempt(timeout_s: float = 15.0):
-    """Bound each socket operation and hide torchvision's download chatter for one attempt."""
+def _quiet_network_attempt():
+    """Bound each socket operation (15 s) and hide torchvision's download chatter for one attempt."""
     old = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(timeout_s)
+    socket.setdefaulttimeout(15.0)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             yield

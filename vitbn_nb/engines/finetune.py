@@ -68,24 +68,21 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
 
 
 # -- Another image size: the position embedding interpolated on its 2-D grid ------------------------------------------
-def interpolate_pos_embedding(
-    pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
-) -> Tensor:
-    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the class token kept, the patch positions resized as a 2-D
-    map from ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
+def interpolate_pos_embedding(pos_embedding: Tensor, old_grid, new_grid, *, mode: str = "bicubic") -> Tensor:
+    """``(1, 1 + h*w, d)`` -> ``(1, 1 + H*W, d)``: the class token kept, the patch positions resized as a 2-D map from
+    ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
     check_choice("mode", mode, ("bicubic", "bilinear"))
     (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
-    if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
+    if pos_embedding.dim() != 3 or pos_embedding.shape[1] != 1 + h * w:
         raise ValueError(
-            f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold {extra_tokens} extra "
-            f"token(s) plus an old_grid={old_grid!r} of patches"
+            f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold the class token plus an "
+            f"old_grid={old_grid!r} of patches"
         )
     if (h, w) == (H, W):
         return pos_embedding.clone()
-    extra, patches = pos_embedding[:, :extra_tokens], pos_embedding[:, extra_tokens:]
-    grid = rearrange(patches, "b (h w) d -> b d h w", h=h, w=w)
+    grid = rearrange(pos_embedding[:, 1:], "b (h w) d -> b d h w", h=h, w=w)
     grid = F.interpolate(grid.float(), size=(H, W), mode=mode, align_corners=False).to(pos_embedding.dtype)
-    return torch.cat((extra, rearrange(grid, "b d h w -> b (h w) d")), dim=1)
+    return torch.cat((pos_embedding[:, :1], rearrange(grid, "b d h w -> b (h w) d")), dim=1)
 
 
 def load_resized(model: nn.Module, state_dict: dict, old_grid) -> nn.Module:

@@ -59,8 +59,8 @@ def build_model(name: str, **overrides: Any) -> nn.Module:
     return MODELS[name](**kwargs)
 
 
-def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
 
 
 def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:

@@ -36,10 +36,10 @@ def pair(t: int | tuple[int, int]) -> tuple[int, int]:
     return t if isinstance(t, tuple) else (t, t)
 
 
-def posemb_sincos_1d(n: int, dim: int, temperature: float = 10000.0) -> Tensor:
+def posemb_sincos_1d(n: int, dim: int) -> Tensor:
     """Fixed 1-D sinusoidal embedding, ``(1, n, dim)``: sines in the first half, cosines in the second."""
     position = torch.arange(n, dtype=torch.float32)[:, None]
-    omega = 1.0 / temperature ** (torch.arange(dim // 2, dtype=torch.float32) / max(dim // 2 - 1, 1))
+    omega = 1.0 / 10000.0 ** (torch.arange(dim // 2, dtype=torch.float32) / max(dim // 2 - 1, 1))
     angles = position * omega[None, :]
     return torch.cat((angles.sin(), angles.cos()), dim=1)[None]
 

@@ -255,7 +255,7 @@ def load_emnist_digits(root: str | Path | None = None, download: bool = True) ->
     return images, labels, FALLBACK_SOURCE
 
 
-def prepare(root: str | Path | None = None, download: bool = True) -> dict[str, object]:
+def prepare(root: str | Path | None = None, download: bool = True) -> None:
     """Fetch or rebuild everything the book reads, and say where it landed."""
     root = _root(root)
     ensure_mnist(root, download=download)
@@ -263,6 +263,3 @@ def prepare(root: str | Path | None = None, download: bool = True) -> dict[str, 
     _, labels, source = load_emnist_digits(root, download=download)
     where = root / "EMNIST" / "raw" if source == EMNIST_SOURCE else root / _FALLBACK_FILE
     print(f"EMNIST digits test set: {len(labels)} images from {source} at {where}")
-    return dict(
-        root=root, mnist=root / "MNIST" / "raw", emnist_source=source, emnist_images=len(labels), emnist_path=where
-    )

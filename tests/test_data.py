@@ -56,25 +56,19 @@ def test_idx_round_trip_and_header(tmp_path):
     header = bytes.fromhex("00000803000000050000001c0000001b")
     assert (tmp_path / "im").read_bytes()[:16] == header
     assert (tmp_path / "lb").read_bytes()[:8] == bytes.fromhex("0000080100000005")
-    np.testing.assert_array_equal(data.read_idx(tmp_path / "im"), images)
-    np.testing.assert_array_equal(data.read_idx(tmp_path / "lb"), labels)
+    read = torchvision.datasets.mnist.read_sn3_pascalvincent_tensor  # torchvision reads what the book writes
+    np.testing.assert_array_equal(read(tmp_path / "im", strict=False).numpy(), images)
+    np.testing.assert_array_equal(read(tmp_path / "lb", strict=False).numpy(), labels)
     assert not list(tmp_path.glob(".*tmp"))  # the atomic write leaves no temp file behind
-
-    (tmp_path / "short").write_bytes((tmp_path / "im").read_bytes()[:-1])
-    with pytest.raises(data.DataError, match="short"):
-        data.read_idx(tmp_path / "short")
-    (tmp_path / "bad").write_bytes(b"\x00\x00\x0d\x03" + (tmp_path / "im").read_bytes()[4:])
-    with pytest.raises(data.DataError, match="bad"):
-        data.read_idx(tmp_path / "bad")
 
 
 def test_offline_rebuild_gives_the_published_md5s(tmp_path, no_network, monkeypatch, capsys):
-    info = data.prepare(tmp_path, download=False)
+    data.prepare(tmp_path, download=False)
     raw = tmp_path / "MNIST" / "raw"
     for name, (md5, _) in data.MNIST_FILES.items():
         assert data.files._md5(raw / name) == md5, name
-    assert info["emnist_source"].startswith("sklearn-digits")
-    assert "MNIST" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "MNIST" in printed and "from sklearn-digits" in printed
 
     # A second check trusts the cached verification instead of hashing 55 MB again.
     monkeypatch.setattr(data.files, "_md5", lambda path: pytest.fail(f"re-hashed {path}"))
@@ -115,8 +109,6 @@ def test_truncated_file_raises_and_is_kept(mnist_root, tmp_path, no_network):
     message = str(err.value)
     assert str(path) in message and "wrong size" in message and "python -m vitbn_nb data" in message
     assert path.stat().st_size == 5000  # not silently replaced
-    with pytest.raises(data.DataError, match="t10k-labels-idx1-ubyte"):
-        data.read_idx(path)
 
 
 def test_corrupted_byte_raises_and_is_kept(mnist_root, tmp_path, no_network):
@@ -166,7 +158,7 @@ def _pillow_with_params(image, p, i):
 
 def test_augment_batch_matches_pillow_given_the_same_parameters(test_images):
     x = test_images[:600]
-    p = data.augment._sample_params(len(x), torch.Generator().manual_seed(5), "cpu")
+    p = data.augment._params_from(data.augment.uniforms(len(x), torch.Generator().manual_seed(5)))
     p["zoom"][:300] = True
     ours = data.augment._apply_params(x, p)
     ref = torch.stack([_pillow_with_params(x[i], p, i) for i in range(len(x))])
@@ -185,7 +177,7 @@ def test_zooming_only_the_chosen_samples_equals_zooming_all(test_images):
     the chosen ones (the accelerator path), bit for bit, whatever the batch."""
     for seed, size in ((0, 1), (1, 37), (2, 500)):
         x = test_images[:size]
-        p = data.augment._sample_params(size, torch.Generator().manual_seed(seed), "cpu")
+        p = data.augment._params_from(data.augment.uniforms(size, torch.Generator().manual_seed(seed)))
         rotated = data.augment._rotate_translate(x, p["angle"], p["tx"], p["ty"])
         every = data.augment._zoom_out(rotated, p["canvas"], p["left"], p["top"])
         expected = torch.where(p["zoom"][:, None, None, None], every, rotated) / 255

@@ -93,7 +93,7 @@ def test_fewer_than_three_seeds_are_shown_not_judged(values):
 
 def test_only_a_difference_is_shown_signed():
     assert verdicts.difference("c", [1.0, 1.5, 2.0], +1).shown.startswith("+1.5 pt [+")
-    accuracy = verdicts.near("c", [90.0, 91.0, 92.0], 91.0, unit="%")
+    accuracy = verdicts.equivalence("c", [90.0, 91.0, 92.0], center=91.0, unit="%")
     assert accuracy.shown.startswith("91.0 % [89.3, 92.7]")  # a value, not a difference (its 90 % interval)
 
 
@@ -262,13 +262,13 @@ def test_rounds_that_do_not_pair_up_are_refused():
 
 
 def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
-    close = verdicts.near("x", [98.1, 98.3, 98.2], 98.2, unit="%")
+    close = verdicts.equivalence("x", [98.1, 98.3, 98.2], center=98.2, unit="%")
     assert close.outcome == verdicts.EQUIVALENT and abs(close.estimate - 98.2) < 1e-9
-    above = verdicts.near("x", [101.4, 101.5, 101.6], 98.2, unit="%")
+    above = verdicts.equivalence("x", [101.4, 101.5, 101.6], center=98.2, unit="%")
     assert above.outcome == verdicts.NOT_EQUIVALENT  # far above "≈ 98.2" is not what the article said either
-    wide = verdicts.near("x", [60.0, 90.0, 84.0], 78.0, unit="%")
+    wide = verdicts.equivalence("x", [60.0, 90.0, 84.0], center=78.0, unit="%")
     assert wide.outcome == verdicts.UNDECIDED  # an interval of [47, 104] decides nothing
-    assert verdicts.near("x", [98.0], 98.2).outcome == verdicts.NOT_JUDGED
+    assert verdicts.equivalence("x", [98.0], center=98.2).outcome == verdicts.NOT_JUDGED
 
 
 def test_a_label_counts_the_seeds_not_the_runs_that_share_one():

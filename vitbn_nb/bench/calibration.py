@@ -173,7 +173,8 @@ def engine_speedups(calibration: pd.DataFrame) -> pd.DataFrame:
 def _per_image(
     calibration: pd.DataFrame, depth: int, side: int, pipeline: str, engine_kind: str = "eager", kind: str = "train"
 ) -> float:
-    eager = _vit_rows(calibration)[lambda rows: rows["engine"] == "eager"]
+    vits = calibration if "model" not in calibration else calibration[calibration["model"].fillna("ViT") == "ViT"]
+    eager = vits[vits["engine"] == "eager"]
     table = lambda p: eager[eager["pass"] == p].set_index(["depth", "image", "pipeline"])["seconds_per_image"]
     one, six = table(kind)[(1, 28, pipeline)], table(kind)[(6, 28, pipeline)]
     at_depth = one + (six - one) * (depth - 1) / 5
@@ -189,10 +190,6 @@ def _stack_speedup(calibration: pd.DataFrame, depth: int) -> float:
     speedups = engine_speedups(calibration)
     best = speedups["graphed"] if "graphed" in speedups else speedups["stacked"]  # a GPU stack replays a graph
     return best[1] + (best[6] - best[1]) * (min(depth, 6) - 1) / 5
-
-
-def _vit_rows(calibration: pd.DataFrame) -> pd.DataFrame:
-    return calibration if "model" not in calibration else calibration[calibration["model"].fillna("ViT") == "ViT"]
 
 
 def _own_rows(calibration: pd.DataFrame, model: str) -> pd.Series | None:

@@ -100,10 +100,7 @@ def time_training_many(variants: dict, *, settings: SpeedSettings, device: torch
     """Training throughput of several ``key: (model, train_data, pipeline)`` variants, their
     ``repeats`` x ``steps`` steps interleaved after ``warmup`` steps each; one row per key (``split``: see
     :func:`training_runner`)."""
-    runners = {
-        key: training_runner(model, data_, pipeline, settings, device, split)
-        for key, (model, data_, pipeline) in variants.items()
-    }
+    runners = {key: training_runner(*variant, settings, device, split) for key, variant in variants.items()}
     timings = timing.interleave(runners, warmup=settings.warmup, repeats=settings.repeats, length=settings.steps)
     return {key: _row(timings[key], settings.steps, "step", "data", "compute") for key in variants}
 
@@ -143,10 +140,7 @@ def time_inference_many(variants: dict, *, settings: SpeedSettings, device: torc
     """Evaluation throughput of several ``key: (model, test_data, per_sample)`` variants: forward
     passes over test batches plus per-class accuracy counts, vectorised (``engine.count_classes``)
     or article 1's per-sample loop; repeats interleaved; one row per key."""
-    runners = {
-        key: inference_runner(model, data_, per_sample, settings, device)
-        for key, (model, data_, per_sample) in variants.items()
-    }
+    runners = {key: inference_runner(*variant, settings, device) for key, variant in variants.items()}
     timings = timing.interleave(
         runners, warmup=settings.eval_warmup, repeats=settings.repeats, length=settings.eval_batches
     )

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .. import atomic
 from ..judging import verdicts
+from ..judging.selection import select
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from ..profiles import PROFILE_SIZE
@@ -39,10 +40,7 @@ class BenchResult:
         frame = self.training if kind == "training" else self.inference
         if kind != "training":
             where = {"folded": False, "norms_removed": False, **where}
-        chosen = (
-            frame[pd.concat([frame[k] == v for k, v in where.items()], axis=1).all(axis=1)] if len(frame) else frame
-        )
-        if chosen.empty:
+        if (chosen := select(frame, **where)).empty:
             raise ValueError(
                 f"the bench holds no {kind} row for {where}; measure with depths 1 and 6 and all three models"
             )

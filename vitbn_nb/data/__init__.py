@@ -3,7 +3,6 @@ dataset registry with its in-memory sets (:mod:`.sets`); under ``paths.data_dir(
 
 from __future__ import annotations
 
-from ..paths import data_dir
 from .augment import augment_batch, reference_augmentation, reference_dataset, to_float
 from .files import (
     EMNIST_SOURCE,
@@ -11,11 +10,9 @@ from .files import (
     MNIST_FILES,
     DataError,
     ensure_mnist,
-    fix_emnist_orientation,
     load_emnist_digits,
     load_mnist,
     prepare,
-    read_idx,
     write_idx,
 )
 from .sets import (
@@ -24,10 +21,8 @@ from .sets import (
     Batches,
     ImageSet,
     ReferenceSet,
-    check_dataset,
     image_sets,
     reference_sets,
-    upscale,
 )
 
 __all__ = [
@@ -41,19 +36,14 @@ __all__ = [
     "ImageSet",
     "ReferenceSet",
     "augment_batch",
-    "check_dataset",
-    "data_dir",
     "ensure_mnist",
-    "fix_emnist_orientation",
     "image_sets",
     "load_emnist_digits",
     "load_mnist",
     "prepare",
-    "read_idx",
     "reference_augmentation",
     "reference_dataset",
     "reference_sets",
     "to_float",
-    "upscale",
     "write_idx",
 ]

@@ -56,14 +56,10 @@ def uniforms(batch: int, generator: torch.Generator | None) -> torch.Tensor:
     return torch.rand(batch, 7, generator=generator, device=generator.device if generator is not None else "cpu")
 
 
-def _sample_params(batch: int, generator: torch.Generator, device) -> dict[str, torch.Tensor]:
-    """Every random choice of the reference pipeline, per sample, from one generator, with torchvision 0.29's ranges and
-    roundings: angle ~ U(-20, 20); tx = round(U(-0.2*W, 0.2*W)); zoom when rand < p, canvas = int(28 * U(2, 3))."""
-    return _params_from(uniforms(batch, generator).to(device))
-
-
 def _params_from(u: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The random choices of :func:`_sample_params` from its uniform draws ``u`` ``[B, 7]`` (row by row)."""
+    """Every random choice of the reference pipeline, per sample, from its uniform draws ``u`` ``[B, 7]`` (row by row),
+    with torchvision 0.29's ranges and roundings: angle ~ U(-20, 20); tx = round(U(-0.2*W, 0.2*W)); zoom when
+    rand < p, canvas = int(28 * U(2, 3))."""
     max_shift = TRANSLATE_FRAC * _SIZE
     canvas = torch.floor(_SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
     return {

@@ -148,11 +148,6 @@ class ReferenceSet:
 Batches = ImageSet | ReferenceSet
 
 
-def check_dataset(dataset: str) -> None:
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, DATASETS))}")
-
-
 def _subset_index(n: int, size: int | None, salt: int) -> Tensor | None:
     """The same fixed subset for every run: the first ``size`` of one seeded permutation."""
     if size is None or size >= n:
@@ -175,7 +170,8 @@ def image_sets(dataset: str, train_size: int | None, test_size: int | None, devi
 
     Cached (four entries): the sets are read-only, and a chapter asks for the same ones for every run.
     """
-    check_dataset(dataset)
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, DATASETS))}")
     splits = []
     for train, size, salt in ((True, train_size, 0), (False, test_size, 1)):
         images, labels = load_mnist(train=train)

@@ -130,12 +130,9 @@ def run(
     start = time.perf_counter()
     log(f"checking {system.hardware_label(device)} ({settings.name} settings) ...")
     rows = _checks(device, settings)
-    failed = lambda engine_: [r for r in rows if r["engine"] == engine_ and r["result"] == "FAIL"]
-    refused = {
-        name: f"check-device on this device failed: {failed(name)[0]['check']} ({failed(name)[0]['detail']})"
-        for name in ("stacked", "graphed")
-        if failed(name)
-    }
+    refused = {}
+    for row in (r for r in rows if r["engine"] in ("stacked", "graphed") and r["result"] == "FAIL"):
+        refused.setdefault(row["engine"], f"check-device on this device failed: {row['check']} ({row['detail']})")
     if "stacked" in refused and device.type == "cuda":
         refused.setdefault("graphed", refused["stacked"])
     verdict = {

@@ -150,12 +150,10 @@ def evaluate(
     for x, y in test_data.batches(batch_size):
         count(model(x), y, correct, total)
     seconds = timing.clock(device) - start
-    if per_sample:
-        accuracy = 100 * sum(correct) / max(sum(total), 1)
-        class_acc = [100 * c / max(t, 1) for c, t in zip(correct, total)]
-    else:
-        accuracy = 100 * correct.sum().item() / max(total.sum().item(), 1)
-        class_acc = (100 * correct / total.clamp(min=1)).tolist()
+    if per_sample:  # the Python counts as float64: the same arithmetic as on the ints
+        correct, total = torch.tensor(correct, dtype=torch.float64), torch.tensor(total, dtype=torch.float64)
+    accuracy = 100 * correct.sum().item() / max(total.sum().item(), 1)
+    class_acc = (100 * correct / total.clamp(min=1)).tolist()
     return {"test_acc": accuracy, "class_acc": class_acc, "test_seconds": seconds}
 
 

@@ -27,16 +27,6 @@ class Trainable:
     total: int
     names: list[str] = field(default_factory=list)
 
-    @property
-    def fraction(self) -> float:
-        return self.trainable / self.total if self.total else float("nan")
-
-    def __str__(self) -> str:
-        return (
-            f"{self.trainable:,} of {self.total:,} parameters trainable ({100 * self.fraction:.1f} %) "
-            f"in {len(self.names)} tensors"
-        )
-
 
 def _report(model: nn.Module) -> Trainable:
     params = list(model.named_parameters())
@@ -78,24 +68,21 @@ def set_trainable(model: nn.Module, trainable: str) -> Trainable:
 
 
 # -- Another image size: the position embedding interpolated on its 2-D grid ------------------------------------------
-def interpolate_pos_embedding(
-    pos_embedding: Tensor, old_grid, new_grid, *, extra_tokens: int = 1, mode: str = "bicubic"
-) -> Tensor:
-    """``(1, extra + h*w, d)`` -> ``(1, extra + H*W, d)``: the class token kept, the patch positions resized as a 2-D
-    map from ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
+def interpolate_pos_embedding(pos_embedding: Tensor, old_grid, new_grid, *, mode: str = "bicubic") -> Tensor:
+    """``(1, 1 + h*w, d)`` -> ``(1, 1 + H*W, d)``: the class token kept, the patch positions resized as a 2-D map from
+    ``old_grid`` to ``new_grid`` (``'bicubic'`` as DeiT does, or ``'bilinear'``)."""
     check_choice("mode", mode, ("bicubic", "bilinear"))
     (h, w), (H, W) = tuple(old_grid), tuple(new_grid)
-    if pos_embedding.dim() != 3 or pos_embedding.shape[1] != extra_tokens + h * w:
+    if pos_embedding.dim() != 3 or pos_embedding.shape[1] != 1 + h * w:
         raise ValueError(
-            f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold {extra_tokens} extra "
-            f"token(s) plus an old_grid={old_grid!r} of patches"
+            f"pos_embedding of shape {tuple(pos_embedding.shape)} does not hold the class token plus an "
+            f"old_grid={old_grid!r} of patches"
         )
     if (h, w) == (H, W):
         return pos_embedding.clone()
-    extra, patches = pos_embedding[:, :extra_tokens], pos_embedding[:, extra_tokens:]
-    grid = rearrange(patches, "b (h w) d -> b d h w", h=h, w=w)
+    grid = rearrange(pos_embedding[:, 1:], "b (h w) d -> b d h w", h=h, w=w)
     grid = F.interpolate(grid.float(), size=(H, W), mode=mode, align_corners=False).to(pos_embedding.dtype)
-    return torch.cat((extra, rearrange(grid, "b d h w -> b (h w) d")), dim=1)
+    return torch.cat((pos_embedding[:, :1], rearrange(grid, "b d h w -> b (h w) d")), dim=1)
 
 
 def load_resized(model: nn.Module, state_dict: dict, old_grid) -> nn.Module:
@@ -112,44 +99,40 @@ def _bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def step_memory(model: nn.Module, images: Tensor, labels: Tensor, *, warmup: int = 1) -> dict:
+def step_memory(model: nn.Module, images: Tensor, labels: Tensor) -> dict:
     """Memory (MiB) of one Adam step of a copy of ``model`` on this batch: ``weights`` + ``gradients`` + ``adam_state``
     + ``activations`` (storages autograd saves, counted by hooks) = ``accounted``, an upper bound up to workspace;
-    on CUDA also ``cuda_peak`` (the allocator's peak over one step after ``warmup``), NaN on the CPU."""
+    on CUDA also ``cuda_peak`` (the allocator's peak over one step after a warm-up step), NaN on the CPU."""
     model = copy.deepcopy(model).train()
     device = images.device
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(trainable, lr=1e-6)
 
-    def step(count_saved: dict | None = None):
+    params, saved = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
+
+    def pack(t):  # the storages autograd saves for the backward pass, by address (a parameter is no activation)
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    def step():
         optimizer.zero_grad(set_to_none=True)
-        if count_saved is None:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = F.cross_entropy(model(images), labels)
-        else:
-            params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-
-            def pack(t):
-                storage = t.untyped_storage()
-                if storage.data_ptr() not in params:
-                    count_saved[storage.data_ptr()] = storage.nbytes()
-                return t
-
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
 
     cuda_peak = float("nan")
     if device.type == "cuda":
-        for _ in range(warmup):
-            step()
+        step()
         synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         step()
         synchronize(device)
         cuda_peak = torch.cuda.max_memory_allocated(device) / 2**20
-    saved: dict[int, int] = {}
-    step(saved)
+    saved.clear()  # the last step's activations alone
+    step()
     adam = [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v) and v.dim() > 0]
     mib = {
         "weights": _bytes(model.parameters()) / 2**20,

@@ -207,41 +207,26 @@ def train_models(
     """Train the members from ``start_epoch + 1`` to ``epochs``; ``on_epoch_end(metrics per member)`` stores an epoch
     and says whether to stop, and a diverged member stops the stack. An engine in ``refused`` (the device check's
     verdict) is not used: the members train alone, or without the graph, and their metrics say why."""
-    if "stacked" in refused:
-        args = (members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar)
-        return _train_one_by_one(*args, refused["stacked"])
-    graph = "graphed" not in refused
-    stack = Stack(members, device, graph=graph)
+    alone, graph = refused.get("stacked"), "graphed" not in refused
+    stack = None if alone else Stack(members, device, graph=graph)
     note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
+    note = {"engine_fallback": alone} if alone else note
     for epoch in range(start_epoch + 1, epochs + 1):
-        generators = [engine.epoch_generator(m.seed, epoch) for m in members]
-        per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
+        if stack is not None:
+            generators = [engine.epoch_generator(m.seed, epoch) for m in members]
+            per_member = train_epoch(stack, train_data, batch_size=batch_size, generators=generators, bar=bar)
+        else:  # the eager engine: each member alone, on its own seed's data order and augmentation
+            per_member = []
+            for i, member in enumerate(members):
+                torch.manual_seed(engine.epoch_seed(member.seed, epoch))
+                generator = engine.epoch_generator(member.seed, epoch)
+                options = dict(batch_size=batch_size, device=device, bar=bar if i == 0 else None)  # the stack's steps
+                per_member.append(
+                    engine.train_epoch(member.model, member.optimizer, train_data, generator=generator, **options)
+                )
         for member, metrics in zip(members, per_member):
             metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), **note)
             metrics.update(engine.tested(functools.partial(evaluate, member.model)))
-        if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
-            return
-
-
-def _train_one_by_one(members, train_data, epochs, start_epoch, batch_size, device, evaluate, on_epoch_end, bar, why):
-    """``train_models`` with the eager engine: each member alone, on its own seed's data order and augmentation."""
-    for epoch in range(start_epoch + 1, epochs + 1):
-        per_member = []
-        for i, member in enumerate(members):
-            seed = engine.epoch_seed(member.seed, epoch)
-            torch.manual_seed(seed)
-            metrics = engine.train_epoch(
-                member.model,
-                member.optimizer,
-                train_data,
-                batch_size=batch_size,
-                generator=engine.epoch_generator(member.seed, epoch),
-                device=device,
-                bar=bar if i == 0 else None,  # the bar counts the stack's steps
-            )
-            metrics.update(epoch=epoch, diverged=not math.isfinite(metrics["train_loss"]), engine_fallback=why)
-            metrics.update(engine.tested(functools.partial(evaluate, member.model)))
-            per_member.append(metrics)
         if on_epoch_end(per_member) or any(m["diverged"] for m in per_member):
             return
 

@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..data import load_mnist, to_float
+from ..data import ImageSet, load_mnist
+from ..engines import engine
 from ..models import build_model
 
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
@@ -156,16 +157,13 @@ _RENAMES = (
 )
 
 
-def book_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A reference state dict under the book's parameter names (names already in that layout pass unchanged)."""
-    return {functools.reduce(lambda n, rule: rule[0].sub(rule[1], n), _RENAMES, name): t for name, t in state.items()}
-
-
 def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_kwargs) -> nn.Module:
     """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything outside
     the encoder) loaded. For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives
     the model that actually ran; ``model_kwargs`` override the reference configuration."""
-    state = book_names(_state_dict(checkpoint))
+    # under the book's parameter names (names already in that layout pass unchanged)
+    rename = lambda name: functools.reduce(lambda n, rule: rule[0].sub(rule[1], n), _RENAMES, name)
+    state = {rename(name): t for name, t in _state_dict(checkpoint).items()}
     kept = {name: t for name, t in state.items() if not ((m := _BLOCK.match(name)) and int(m.group(1)) >= depth)}
     qkv_bias = any(name.endswith("to_qkv.bias") for name in kept)
     book = build_model(model, **{**model_kwargs, "depth": depth, "qkv_bias": qkv_bias})
@@ -176,16 +174,9 @@ def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_k
     return book.eval()
 
 
-@torch.inference_mode()
-def mnist_accuracy(model: nn.Module, batch_size: int = 5000) -> float:
-    """Accuracy (%) on the 10,000 MNIST test images, scaled as ToTensor scales, in eval mode."""
-    images, labels = load_mnist(train=False)
-    model.eval()
-    hits = sum(
-        int((model(to_float(x)).argmax(1) == y).sum())
-        for x, y in zip(images.split(batch_size), labels.split(batch_size))
-    )
-    return 100 * hits / len(labels)
+def mnist_accuracy(model: nn.Module) -> float:
+    """Accuracy (%) on the 10,000 MNIST test images, scaled as ToTensor scales: the engine's test pass."""
+    return engine.evaluate(model, ImageSet(*load_mnist(train=False)), device=torch.device("cpu"))["test_acc"]
 
 
 def recorded_audit() -> dict:

@@ -106,9 +106,12 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
 
 
 def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = "") -> Verdict:
-    """An absolute accuracy: "≈ X" (direction 0) as a difference from X, "> X" (direction +1) as a value above X."""
-    rule = verdicts.near if claim.direction == 0 else verdicts.above
-    return rule(claim.key, list(finals), claim.level, unit="%", scale=scale, condition=condition)
+    """An absolute accuracy: "≈ X" (direction 0) as an equivalence within the margin of X, "> X" (direction +1) as a
+    value above X."""
+    shown = dict(unit="%", scale=scale, condition=condition)
+    if claim.direction == 0:
+        return verdicts.equivalence(claim.key, list(finals), center=claim.level, **shown)
+    return verdicts.above(claim.key, list(finals), claim.level, **shown)
 
 
 def judge_difference(

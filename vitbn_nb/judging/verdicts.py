@@ -255,16 +255,15 @@ def difference(
     each: str = "seed",
     condition: str = "",
     spread: float | None = None,
-    margin: float = MARGIN_PT,
 ) -> Verdict:
     """Judge per-seed paired differences (oriented so that ``direction`` > 0 is the article's side) by the rule
-    above; an article's "comparable" (``direction`` 0) is an equivalence within ``margin`` (:func:`equivalence`).
+    above; an article's "comparable" (``direction`` 0) is an equivalence (:func:`equivalence`)).
     ``spread``: the claim family's pooled standard deviation, behind the detectable difference (default: the values'
     own)."""
     if direction not in (-1, 0, 1):
         raise ValueError(f"direction={direction!r} is not allowed; it is +1, -1 or 0 (comparable)")
     if direction == 0:
-        return equivalence(claim, values, margin=margin, unit=unit, scale=scale, each=each, condition=condition)
+        return equivalence(claim, values, unit=unit, scale=scale, each=each, condition=condition)
     mean, low, high, n = interval(values)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, direction=direction)
     if n == 0:
@@ -287,28 +286,26 @@ def equivalence(
     values: Sequence[float],
     *,
     center: float = 0.0,
-    margin: float = MARGIN_PT,
     unit: str = "pt",
     scale: str = "",
     each: str = "seed",
     condition: str = "",
 ) -> Verdict:
-    """Judge "the value is ``center`` give or take ``margin``" (an article's "comparable", ``center`` 0, or its
+    """Judge "the value is ``center`` give or take :data:`MARGIN_PT`" (an article's "comparable", ``center`` 0, or its
     "≈ 78 %") by two one-sided t-tests at :data:`ALPHA`: equivalent when the 90 % interval lies inside the margin,
     not equivalent when wholly outside it, undecided otherwise."""
     level = 1 - 2 * ALPHA
     mean, low, high, n = interval(values, level)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, level=level, test=EQUIVALENCE_TEST)
-    common |= dict(margin=margin)
+    common["margin"] = MARGIN_PT
     if n == 0:
         return Verdict(claim, NOT_RUN, **common)
     if n < MIN_SEEDS:
         return Verdict(claim, NOT_JUDGED, mean, seeds=n, **common)
     from statsmodels.stats.weightstats import DescrStatsW  # heavy
 
-    finite = _finite(values)
-    p = float(DescrStatsW(finite).ttost_mean(center - margin, center + margin)[0]) if finite.std() > 0 else float("nan")
-    lo, hi = center - margin, center + margin
+    finite, lo, hi = _finite(values), center - MARGIN_PT, center + MARGIN_PT
+    p = float(DescrStatsW(finite).ttost_mean(lo, hi)[0]) if finite.std() > 0 else float("nan")
     outcome = EQUIVALENT if lo < low and high < hi else NOT_EQUIVALENT if high < lo or low > hi else UNDECIDED
     return Verdict(claim, outcome, mean, low, high, n, p=p, **common)
 
@@ -323,20 +320,14 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
     )
 
 
-def near(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value is about ``level``" (an article's "≈ 98.2 %") as an equivalence within ±:data:`MARGIN_PT`
-    of it."""
-    return equivalence(claim, values, center=level, **shown)
-
-
-def collapsed(curve: pd.DataFrame, threshold: float = COLLAPSE_PT) -> bool:
-    """Whether a run collapsed: its accuracy ends at least ``threshold`` points below its best so far, or its loss
-    became non-finite (a diverged run)."""
+def collapsed(curve: pd.DataFrame) -> bool:
+    """Whether a run collapsed: its accuracy ends at least :data:`COLLAPSE_PT` points below its best so far, or its
+    loss became non-finite (a diverged run)."""
     curve = curve.sort_values("epoch")
     if "diverged" in curve and curve["diverged"].fillna(False).astype(bool).any():
         return True
     accuracy = curve["test_acc"].astype(float)
-    return bool(accuracy.max() - accuracy.iloc[-1] >= threshold)
+    return bool(accuracy.max() - accuracy.iloc[-1] >= COLLAPSE_PT)
 
 
 def rate_interval(k: int, n: int) -> tuple[float, float]:

@@ -10,9 +10,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from .cnn import CNN
-from .dnn import DNN, DNN_d3, DNNBN_d3
-from .fold import fold_batchnorm
-from .norms import NORMS, BatchNorm, DyT, check_choice
+from .dnn import DNN_d3, DNNBN_d3
+
+# re-exported: ``X as X`` marks a name the package gives on (PEP 484)
+from .fold import fold_batchnorm as fold_batchnorm
+from .norms import NORMS as NORMS
+from .norms import BatchNorm as BatchNorm
+from .norms import DyT as DyT
+from .norms import check_choice
 from .vit import ViT, ViTBN, ViTBNFFN, ViTDyT
 
 MODELS: dict[str, type[nn.Module]] = {
@@ -54,8 +59,8 @@ def build_model(name: str, **overrides: Any) -> nn.Module:
     return MODELS[name](**kwargs)
 
 
-def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
 
 
 def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
@@ -70,30 +75,3 @@ def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> 
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
         model(torch.zeros(1, channels, image_size, image_size))
     return counter.get_total_flops()
-
-
-__all__ = [
-    "AS_RUN_DEPTH",
-    "AS_WRITTEN_DEPTH",
-    "CNN",
-    "CONFIGURATIONS",
-    "DEFAULT_DEPTH",
-    "DNN",
-    "MODELS",
-    "NORMS",
-    "REFERENCE_VIT",
-    "VIT_FAMILY",
-    "BatchNorm",
-    "DNNBN_d3",
-    "DNN_d3",
-    "DyT",
-    "ViT",
-    "ViTBN",
-    "ViTBNFFN",
-    "ViTDyT",
-    "build_model",
-    "count_parameters",
-    "fold_batchnorm",
-    "forward_flops",
-    "model_kwargs",
-]

@@ -40,15 +40,6 @@ def _foldable(bn: nn.Module) -> bool:
     return isinstance(bn, nn.BatchNorm1d) and bn.running_mean is not None
 
 
-def _fold_after(linear: nn.Linear, bn: nn.BatchNorm1d) -> nn.Linear:
-    """``bn(linear(x))`` as one Linear: torch's own fusion."""
-    if bn.num_features != linear.out_features:
-        raise ValueError(
-            f"cannot fold {bn!r} after {linear!r}: {bn.num_features} features != {linear.out_features} outputs"
-        )
-    return fuse_linear_bn_eval(linear.eval(), bn.eval())
-
-
 def _fold_before(bn: nn.BatchNorm1d, linear: nn.Linear) -> nn.Linear:
     """``linear(bn(x))`` as one Linear."""
     if bn.num_features != linear.in_features:
@@ -89,7 +80,7 @@ def _fold_sequential(seq: nn.Sequential) -> None:
         if not _foldable(bn):
             continue
         if isinstance(before, nn.Linear) and before.out_features == bn.num_features:
-            seq._modules[names[i - 1]] = _fold_after(before, bn)
+            seq._modules[names[i - 1]] = fuse_linear_bn_eval(before.eval(), bn.eval())
         elif isinstance(after, nn.Linear) and after.in_features == bn.num_features:
             seq._modules[names[i + 1]] = _fold_before(bn, after)
         else:

@@ -36,10 +36,10 @@ def pair(t: int | tuple[int, int]) -> tuple[int, int]:
     return t if isinstance(t, tuple) else (t, t)
 
 
-def posemb_sincos_1d(n: int, dim: int, temperature: float = 10000.0) -> Tensor:
+def posemb_sincos_1d(n: int, dim: int) -> Tensor:
     """Fixed 1-D sinusoidal embedding, ``(1, n, dim)``: sines in the first half, cosines in the second."""
     position = torch.arange(n, dtype=torch.float32)[:, None]
-    omega = 1.0 / temperature ** (torch.arange(dim // 2, dtype=torch.float32) / max(dim // 2 - 1, 1))
+    omega = 1.0 / 10000.0 ** (torch.arange(dim // 2, dtype=torch.float32) / max(dim // 2 - 1, 1))
     angles = position * omega[None, :]
     return torch.cat((angles.sin(), angles.cos()), dim=1)[None]
 
@@ -232,20 +232,11 @@ class ViT(nn.Module):
         super().__init__()
         image_height, image_width = pair(image_size)
         patch_height, patch_width = pair(patch_size)
-        for name, value in [
-            ("image_size", image_height),
-            ("image_size", image_width),
-            ("patch_size", patch_height),
-            ("patch_size", patch_width),
-            ("num_classes", num_classes),
-            ("channels", channels),
-            ("dim", dim),
-            ("depth", depth),
-            ("heads", heads),
-            ("dim_head", dim_head),
-            ("mlp_dim", mlp_dim),
-            ("branches", branches),
-        ]:
+        sizes = [("image_size", image_height), ("image_size", image_width), ("patch_size", patch_height)]
+        sizes += [("patch_size", patch_width), ("num_classes", num_classes), ("channels", channels), ("dim", dim)]
+        sizes += [("depth", depth), ("heads", heads), ("dim_head", dim_head), ("mlp_dim", mlp_dim)]
+        sizes += [("branches", branches)]
+        for name, value in sizes:
             check_positive(name, value)
         if image_height % patch_height or image_width % patch_width:
             raise ValueError(

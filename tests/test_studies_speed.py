@@ -40,6 +40,12 @@ def measured(mnist_ready):
     return speed.run(TINY, device="cpu", measure=True)
 
 
+def test_measuring_says_each_stage_as_it_starts(mnist_ready, capsys):
+    speed.run(TINY, device="cpu", measure=True)
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("measuring: ")]
+    assert len(said) >= 4 and any("train" in line for line in said) and any("infer" in line for line in said)
+
+
 def with_speeds(result, train, infer, repeats=None):
     """A copy of ``result`` whose engine and reference throughputs are the given images/s."""
     fake = copy.deepcopy(result.bench)

@@ -280,3 +280,13 @@ def test_the_committed_records_a_render_keeps_include_a_gpus_stacked_runs():
     for config in campaign.STAGES[0].configs():
         assert {v.run_id(kind) for v in config.variants() for kind in ("cpu", "cuda")} <= kept
     assert any(v.engine == "stacked" for c in campaign.STAGES[0].configs() for v in c.variants())
+
+
+def test_the_dry_run_prints_each_stage_s_runs_and_hours_left_and_trains_nothing(smoke_campaign, monkeypatch, capsys):
+    from vitbn_nb.__main__ import main
+
+    trained = fake_training(monkeypatch)
+    assert main(["campaign", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "05_depth_study" in printed and "03_fixed_lr" in printed and "estimated hours left" in printed
+    assert not trained

@@ -5,8 +5,8 @@ times the book shows only under ``--quiet``); ``campaign measure`` takes a stage
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
+import json
 import math
 import statistics
 import subprocess
@@ -125,6 +125,10 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _all_but_seed(config: RunConfig) -> str:
+    return json.dumps({**config.to_dict(), "seed": None}, sort_keys=True)
+
+
 class Estimator:
     """Seconds of a run's remaining epochs: its own epochs' median, else the median quiet epoch of its other seeds,
     else the calibration's price corrected by the ratio of the epochs this store's runs really took here on a quiet
@@ -154,6 +158,9 @@ class Estimator:
             return {*own_points} <= {*points} and {*own_others} <= {*others} and (stacked or not own_stacked)
 
         self.known = [*configs, *(c for c in known if c not in configs and priced(c))]
+        self._seeds: dict[str, list[RunConfig]] = {}  # the known runs by all but their seed (a RunConfig is costly)
+        for config in self.known:
+            self._seeds.setdefault(_all_but_seed(config), []).append(config)
         #: measured ÷ calibrated epoch over the runs with quiet epochs here, finished ones included (a campaign's
         #: left runs are mostly unstarted): the calibration times plain steps, without augmentation or the test
         #: pass; an epoch timed beside other work would price that load into every run
@@ -198,13 +205,19 @@ class Estimator:
 
     def _other_seeds(self, config: RunConfig) -> float | None:
         """The median quiet epoch of the known runs that differ from ``config`` in their seed alone, else None."""
-        same = [c for c in self.known if c != config and dataclasses.replace(c, seed=config.seed) == config]
+        same = [c for c in self._seeds.get(_all_but_seed(config), ()) if c != config]
         return _median([m for c in same if (m := self._measured(c, quiet=True)) is not None])
 
     def seconds_left(self, config: RunConfig) -> float | None:
         per_epoch = self.epoch_seconds(config)
         left = config.epochs - _epochs_done(config, self.device, self.retrain)
         return None if per_epoch is None else left * per_epoch
+
+
+def estimator(configs: list[RunConfig]) -> Estimator:
+    """The estimate ``train --dry-run`` and ``campaign --dry-run`` print: ``configs`` priced on this machine."""
+    device = pick_device(None)
+    return Estimator(configs, device, retrain=retrained(device))
 
 
 def status(estimator: Estimator | None = None) -> pd.DataFrame:

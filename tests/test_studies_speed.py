@@ -1,6 +1,8 @@
 """Chapter 08's helpers on tiny settings, and its accounting on numbers whose answer is known."""
 
+import contextlib
 import copy
+import io
 import json
 import math
 
@@ -36,13 +38,20 @@ TINY = chapters.settings(
 
 
 @pytest.fixture(scope="module")
-def measured(mnist_ready):
-    return speed.run(TINY, device="cpu", measure=True)
+def measured_and_said(mnist_ready):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = speed.run(TINY, device="cpu", measure=True)
+    return result, printed.getvalue()
 
 
-def test_measuring_says_each_stage_as_it_starts(mnist_ready, capsys):
-    speed.run(TINY, device="cpu", measure=True)
-    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("measuring: ")]
+@pytest.fixture(scope="module")
+def measured(measured_and_said):
+    return measured_and_said[0]
+
+
+def test_measuring_says_each_stage_as_it_starts(measured_and_said):
+    said = [line for line in measured_and_said[1].splitlines() if line.startswith("measuring: ")]
     assert len(said) >= 4 and any("train" in line for line in said) and any("infer" in line for line in said)
 
 

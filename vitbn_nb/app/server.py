@@ -32,6 +32,9 @@ from ..store.run_folder import Run, is_run_name
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
+#: What is read of a body: one byte over the limit, so that a chunked body (werkzeug cuts one at its limit without a
+#: word, having no Content-Length to refuse) longer than the limit is seen to be.
+_READ_LIMIT = MAX_BODY_BYTES + 1
 MIN_SIDE, MAX_SIDE = 28, 2048
 SIZE_FIX = f"send one whose sides are between {MIN_SIDE} and {MAX_SIDE} pixels"
 #: The only formats an upload is read as: each states its size in its header and decodes only when loaded (others
@@ -324,7 +327,7 @@ def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
             return wsgi_app(environ, start_response)
         if not slots.acquire(blocking=False):
             try:
-                stream, left = get_input_stream(environ, max_content_length=MAX_BODY_BYTES + 1), MAX_BODY_BYTES + 1
+                stream, left = get_input_stream(environ, max_content_length=_READ_LIMIT), _READ_LIMIT
                 while left > 0 and (chunk := stream.read(min(2**16, left))):
                     left -= len(chunk)
             except (HTTPException, OSError):  # a body over the limit, or a client gone: the answer is the same
@@ -350,9 +353,7 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
     model = model.eval()
     Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # Pillow's own bomb limit, behind read_image's check of the header
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
-    # One byte over the limit: werkzeug cuts a chunked body (no Content-Length to refuse) there without a word, so
-    # that a body longer than the limit is seen to be.
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES + 1
+    app.config["MAX_CONTENT_LENGTH"] = _READ_LIMIT
     app.wsgi_app = _shedding(app.wsgi_app, threading.BoundedSemaphore(MAX_DECODES))
     info = {"run_id": None, "model": type(model).__name__}
     if run is not None:

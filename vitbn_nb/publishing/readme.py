@@ -34,9 +34,12 @@ def _markers(block: str) -> tuple[str, str]:
     )
 
 
-def read_manifest(folder: Path) -> dict:
-    """``manifest.json``'s ``outputs`` (output name -> entry); a file of another shape raises ValueError naming it."""
+def read_manifest(folder: Path, *, missing_ok: bool = False) -> dict:
+    """``manifest.json``'s ``outputs`` (output name -> entry; none where it is missing and ``missing_ok``); a file of
+    another shape raises ValueError naming it."""
     path = Path(folder) / "manifest.json"
+    if missing_ok and not path.is_file():
+        return {}
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -51,11 +54,6 @@ def read_manifest(folder: Path) -> dict:
             "to an object); fix: run `make book` to write it again"
         )
     return outputs
-
-
-def _outputs(folder: Path) -> dict:
-    """:func:`read_manifest`'s outputs, none where ``folder`` holds no manifest."""
-    return read_manifest(folder) if (Path(folder) / "manifest.json").is_file() else {}
 
 
 def _mapping(value) -> dict:
@@ -191,7 +189,7 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     """What the book found of one article, counted from its claims' verdicts: what is decided and where, what is
     open, what waits for its planned seeds, what is not testable at the scale held."""
     counts = rows["outcome"].value_counts()
-    primary = rows[rows.get("role", pd.Series("", index=rows.index)) == verdicts.PRIMARY]
+    primary = rows[rows["role"] == verdicts.PRIMARY]
     chapters = ", ".join(sorted({name[:2] for name in rows["chapter"]}))
     lines = [f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {chapters}): {len(rows)} claims."]
     if len(primary):
@@ -217,7 +215,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         rows = claims[claims["source"].str.startswith(article)]
         if len(rows):
             lines += [_article_sentence(article, rows), ""]
-    if (lead := _outputs(folder).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
+    if (lead := read_manifest(folder, missing_ok=True).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
         trained = ", ".join(_mapping(lead.get("trained_on"))) or lead.get("hardware", "")
         lines += [
             f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
@@ -226,9 +224,8 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
             f"{lead.get('date')}.*",
             "",
         ]
-    role = claims.get("role", pd.Series("", index=claims.index))
     ratios = claims["kind"] == "ratio"
-    headline = claims[((role == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
+    headline = claims[((claims["role"] == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
     lines += [
         "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
         f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",
@@ -365,7 +362,7 @@ def _chapter8_measurement(folder: Path) -> str:
     # the timed outputs only: the operation counts are counted anew at every rendering, the timings are not
     chapter8 = [
         o
-        for o in _outputs(folder).values()
+        for o in read_manifest(folder, missing_ok=True).values()
         if str(o.get("chapter")).startswith("08") and "timed" in str(o.get("reads", ""))
     ]
     taken = sorted({(o.get("hardware", "?"), o.get("date", "?")) for o in chapter8})
@@ -483,10 +480,6 @@ def update(folder=None, root=None, *, write: bool = True) -> list[Path]:
     return list(changed)
 
 
-def disagreeing(folder=None, root=None) -> list[Path]:
-    return update(folder, root, write=False)
-
-
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--check", action="store_true", help="exit 1 when README.md or the book's pages disagree with figures/"
@@ -509,7 +502,7 @@ def run(args) -> int:
             atomic.write_text(target, json.dumps(measure_setup(), indent=1) + "\n")
             print(f"wrote {target}")
         if args.check:
-            if stale := disagreeing(figures):
+            if stale := update(figures, write=False):
                 print(f"{', '.join(p.name for p in stale)} disagree(s) with figures/: run `python -m vitbn_nb readme`")
                 return 1
             print(f"{names} agree with figures/")

@@ -144,19 +144,14 @@ def spread(values, digits: int = 1) -> Spread:
 def spreads_as_numbers(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with every column of :class:`Spread` values written as three numeric columns (mean, low, high): what
     a saved table's CSV holds."""
-
-    def field(values: pd.Series, key: str) -> pd.Series:
-        return values.map(lambda cell: getattr(cell, key) if isinstance(cell, Spread) else float("nan"))
-
     columns = {}
-    for name in table.columns:
-        values = table[name]
+    for name, values in table.items():
         # a column of spreads, some cells perhaps a word in place of one ("n/a", "not run"): numbers, words left out
         if any(isinstance(c, Spread) for c in values) and values.map(lambda c: isinstance(c, (Spread, str))).all():
-            columns.update({name: field(values, "mean"), f"{name} low": field(values, "low")})
-            columns[f"{name} high"] = field(values, "high")
-            continue
-        columns[name] = values
+            for key, column in (("mean", name), ("low", f"{name} low"), ("high", f"{name} high")):
+                columns[column] = values.map(lambda c, key=key: getattr(c, key) if isinstance(c, Spread) else np.nan)
+        else:
+            columns[name] = values
     return pd.DataFrame(columns, index=table.index)
 
 
@@ -176,13 +171,10 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
 
 
 def speed_ratios(table: pd.DataFrame, *, baseline: str = "ViT", by=()) -> pd.DataFrame:
-    """Article 1's ratios r = T(baseline) / T(model) of mean time per epoch (``r_t`` training, ``r_v`` test) and gains
-    g = 1 - 1/r (%), over runs paired by seed and the ``by`` columns on one machine
-    (:func:`~vitbn_nb.judging.selection.timed_pairs`): mean and sd over the pairs. Epochs timed beside other work are
-    left out (:func:`~vitbn_nb.judging.selection.timed_epochs`); a model none of whose pairs has an epoch left keeps
-    its row, with no ratio ("n/a", 0 seeds)."""
-    keys = [*by, "seed"]
-    pairs = timed_pairs(table, ["train_seconds", "test_seconds"], keys, baseline=baseline)
+    """Article 1's ratios r = T(baseline) / T(model) of time per epoch (``r_t`` training, ``r_v`` test) and gains
+    g = 1 - 1/r (%) over runs paired by seed and ``by`` on one machine, quiet epochs only
+    (:func:`~vitbn_nb.judging.selection.timed_pairs`); a model with no pair left keeps its row ("n/a", 0 seeds)."""
+    pairs = timed_pairs(table, ["train_seconds", "test_seconds"], [*by, "seed"], baseline=baseline)
     for r, g, column in (("r_t", "g_t", "train_seconds"), ("r_v", "g_v", "test_seconds")):
         pairs[r] = pairs[f"{column}_base"] / pairs[column]
         pairs[g] = 100 * (1 - 1 / pairs[r])
@@ -216,10 +208,8 @@ def contention(table: pd.DataFrame) -> str:
 
 
 def machine_note(table: pd.DataFrame, machine: str | None = None) -> str:
-    """What a view of ``table``'s seconds leaves out for their machine
-    (:func:`~vitbn_nb.judging.selection.shown_times`, ``machine`` as there): '; seconds from <machine> only (n/N
-    epochs timed quiet on other machines left out)' where its quiet epochs were timed on more than one machine, else
-    ''."""
+    """What a view of ``table``'s seconds leaves out for their machine (``machine`` as in
+    :func:`~vitbn_nb.judging.selection.shown_times`): the quiet epochs of other machines, if any."""
     machine = shown_machine(table) if machine is None else machine
     quiet = ~timed_busy(table)
     if machine is None:

@@ -58,10 +58,8 @@ def _environment(**variables):
 
 
 def _prepare_staging(staging: Path, figures: Path, selected: list[Path], all_chapters: list[Path]) -> None:
-    """Start the staging folder from ``figures`` less the outputs this run writes again (every manifest entry for a
-    whole book, else the selected chapters'); files no entry lists (``bench.json``) are carried over."""
-    if staging.exists():
-        shutil.rmtree(staging)
+    """Start the (new) staging folder from ``figures`` less the outputs this run writes again (every manifest entry for
+    a whole book, else the selected chapters'); files no entry lists (``bench.json``) are carried over."""
     if not figures.is_dir():
         staging.mkdir(parents=True)
         return
@@ -209,14 +207,12 @@ def build_book(
     before_training=None,
 ) -> BookBuild:
     """Execute the chapters (numbers or names; default all) under ``profile``, publish their figures where
-    :func:`publish_target` says, and build the HTML book. ``train=False`` renders from the run store alone; a failed
+    :func:`publish_target` says, and build the HTML book; ``train=False`` renders from the run store alone. A failed
     chapter raises :class:`BookError` naming its cell and leaves the published figures as they were.
 
-    What only the chapters' registry knows comes from the caller (``python -m vitbn_nb book`` passes
-    :func:`vitbn_nb.__main__.rendering` and :func:`vitbn_nb.__main__.check_device_first`): ``rendering(chapter,
-    profile)``, the profile a chapter renders at and the lrs at which it takes the ``paper`` runs (default: the
-    profile asked, none); ``before_training(rendered_at, profile, runs, force)``, called before any kernel starts
-    where training is on."""
+    From the chapters' registry (:func:`vitbn_nb.__main__.rendering`, :func:`vitbn_nb.__main__.check_device_first`):
+    ``rendering(chapter, profile)`` gives the profile a chapter renders at and the lrs of its ``paper`` runs;
+    ``before_training(rendered_at, profile, runs, force)`` runs before any kernel where training is on."""
     resolved = profiles.resolve(profile)
     force = profiles.flag("force", force)
     all_chapters = discover_chapters(notebooks_dir)

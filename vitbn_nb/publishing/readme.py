@@ -109,6 +109,11 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _row(*cells) -> str:
+    """A Markdown table's row, each cell's pipes escaped and its lines joined."""
+    return f"| {' | '.join(map(_cell, cells))} |"
+
+
 def audit_line(folder: Path) -> str:
     """Chapter 3's audit of the reference checkpoints, from its table: which BatchNorm checkpoints trained one block."""
     path = folder / "new_reference_checkpoint_audit.csv"
@@ -154,22 +159,16 @@ def results_block(folder: Path) -> str:
 
     def scale_cell(scale: str) -> str:
         if not any(word in scale for word in _MACHINE_WORDS):
-            return _cell(scale)
+            return scale
         label = machines.setdefault(scale, f"m{len(machines) + 1}")
         return f"timed here[^{label}]"
 
     for source, rows in claims.groupby("source", sort=False):
         lines += ["", f"**{_cell(source)}**", ""]
-        lines += [
-            "| claim | measured | effect [interval] (seeds) | verdict | scale |",
-            "| --- | --- | --- | --- | --- |",
-        ]
+        lines += [_row("claim", "measured", "effect [interval] (seeds)", "verdict", "scale"), _row(*["---"] * 5)]
         for row in rows.itertuples(index=False):
-            claim = _cell(row.says) + (f" ({_cell(row.condition)})" if row.condition else "")
-            lines.append(
-                f"| {claim} | {_cell(row.measure)} | {_cell(row.shown)} | {_cell(_verdict_note(row))} "
-                f"| {scale_cell(str(row.scale))} |"
-            )
+            claim = row.says + (f" ({row.condition})" if row.condition else "")
+            lines.append(_row(claim, row.measure, row.shown, _verdict_note(row), scale_cell(str(row.scale))))
     if audit := audit_line(folder):
         lines += ["", audit]
     lines += ["", *(f"[^{label}]: {_cell(scale)}" for scale, label in machines.items())]
@@ -230,15 +229,12 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
         f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",
         "",
-        "| claim | effect [interval] (seeds) | verdict | scale |",
-        "| --- | --- | --- | --- |",
+        _row("claim", "effect [interval] (seeds)", "verdict", "scale"),
+        _row(*["---"] * 4),
     ]
     for row in headline.itertuples(index=False):
         condition = f" ({row.condition})" if row.condition else ""
-        lines.append(
-            f"| {_cell(row.source)}: {_cell(row.says)}{_cell(condition)} | {_cell(row.shown)} | {row.outcome} "
-            f"| {_cell(row.scale)} |"
-        )
+        lines.append(_row(f"{row.source}: {row.says}{condition}", row.shown, row.outcome, row.scale))
     lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)])
     return "\n".join(lines)
 
@@ -246,8 +242,6 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
 def _gain_rows(gains: pd.DataFrame) -> list[str]:
     """Article 1's timing gains in one row per configuration (as run, as written, optimised): how many of its gains
     the rule judged, their range, and where they were timed."""
-    if gains.empty:
-        return []
     rows = []
     gains = gains.assign(configuration=gains["condition"].str.split(":").str[0])
     for configuration, group in gains.groupby("configuration", sort=False):

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
@@ -36,7 +37,6 @@ from .book_chapters import (
     _check_kernel,
     _format_seconds,
     _log,
-    _read_notebook,
     check_parameters,
     discover_chapters,
 )
@@ -125,7 +125,7 @@ def _execute(source: Path, executed: Path, profile: str, force: bool, position: 
         )
     except PapermillExecutionError as error:
         # papermill counts the injected-parameters cell; report the index in the chapter itself
-        sources = [cell.source for cell in _read_notebook(source).cells]
+        sources = [cell.source for cell in nbformat.read(source, as_version=4).cells]
         index = sources.index(error.source) if error.source in sources else error.cell_index
         first_line = next((line for line in error.source.splitlines() if line.strip()), "").strip()
         raise BookError(

@@ -9,6 +9,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
+
 from .. import paths
 
 CHAPTER_PATTERN = "[0-9][0-9]_*.ipynb"
@@ -52,19 +54,13 @@ def discover_chapters(notebooks_dir: Path | str | None = None, chapters=None) ->
     return sorted(chosen)
 
 
-def _read_notebook(path: Path):
-    import nbformat
-
-    return nbformat.read(path, as_version=4)
-
-
 def _parameters_cell(notebook):
     return next((c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
 
 
 def _check_chapter(path: Path) -> str:
     """Refuse a chapter papermill could not parametrise; warn when its jupytext pair differs; its title."""
-    notebook = _read_notebook(path)
+    notebook = nbformat.read(path, as_version=4)
     if _parameters_cell(notebook) is None:
         raise BookError(
             f"chapter {path.stem}: no cell is tagged 'parameters', so the profile cannot be "
@@ -109,7 +105,7 @@ def _check_kernel() -> None:
 
 def check_parameters(source: Path, parameters: dict) -> None:
     """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
-    cell = _parameters_cell(_read_notebook(source))
+    cell = _parameters_cell(nbformat.read(source, as_version=4))
     declared = set()
     if cell is not None:
         for node in ast.parse(cell.source).body:

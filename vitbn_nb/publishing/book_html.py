@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
+
 from .. import paths
 from .book_chapters import BookBuild, BookError, ChapterRun, _format_seconds, _log
 from .readme import LEAD_FIGURE, findings_block, read_manifest
@@ -83,8 +85,6 @@ def _write_config(template: Path, target: Path) -> None:
 def copy_chapter(executed: Path, target: Path) -> None:
     """An executed chapter as the book shows it: papermill's injected cell tagged ``remove-cell``; the chapter's own
     parameters cell, which says what a reader may change, stays."""
-    import nbformat
-
     notebook = nbformat.read(executed, as_version=4)
     for cell in notebook.cells:
         tags = cell.metadata.get("tags", [])

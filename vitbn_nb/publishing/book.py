@@ -1,9 +1,6 @@
 """The book runner: execute every chapter headless with papermill, publish its figures, then build the HTML book.
-
 Figures are staged per process and published only when every chapter succeeded: ``figures/`` takes only a complete
-cpu or paper run, and never a smaller profile's than it holds unless ``replace_larger``; other runs publish to
-``build/figures-<profile>[-partial]/``.
-"""
+cpu or paper run, never a smaller profile's than it holds unless ``replace_larger``; others go to ``build/``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Figure style, saving, and the manifest of every output the book shows.
-
-Every figure carries a footer (profile, hardware, date); every output is listed in ``figures/manifest.json`` with
-what it reproduces, its provenance, its run ids and the function that drew it; under each, the notebook shows one
-line naming that function and the run records it read, so that every number is one hop from its source.
-"""
+"""Figure style, saving, and the manifest of every output: a footer on each figure (profile, hardware, date), an entry
+in ``figures/manifest.json`` (what it reproduces, provenance, run ids, the function that drew it) and a line under it
+naming that function and the run records it read, so that every number is one hop from its source."""
 
 from __future__ import annotations
 

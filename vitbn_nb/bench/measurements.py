@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from .. import timing
+from .. import data, timing
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
@@ -30,7 +30,6 @@ from .pipelines import (
     PIPELINES,
     _build,
     inference_runner,
-    pipelines,
     time_inference_many,
     time_training_many,
     training_runner,
@@ -197,7 +196,9 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
     }
     log(f"fp32 matmul peak ({settings.matmul_size}^3, median of {settings.matmul_repeats}) ...")
     results["matmul_peak"] = peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
-    sets = pipelines(settings, device)
+    # the same subsets of MNIST without augmentation (article 1's data) through both pipelines
+    sizes = (DATASET, settings.train_size, settings.test_size)
+    sets = {"reference": data.reference_sets(*sizes, device), "engine": data.image_sets(*sizes, str(device))}
     configs = [(name, depth) for name in settings.models for depth in settings.depths]
     # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
     # shared machine slows them all alike and the ratios between them stay fair.

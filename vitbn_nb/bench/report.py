@@ -56,6 +56,11 @@ class BenchResult:
             scale=self.hardware_label,
         )
 
+    def against_vit(self, kind: str, model: str, depth: int, vit_depth=None, pipeline="engine") -> verdicts.Verdict:
+        """``model`` at ``depth`` against ViT at ``vit_depth`` (by default the same depth) through ``pipeline``."""
+        at = lambda m, d: dict(model=m, depth=d, pipeline=pipeline)
+        return self.speed(kind, at(model, depth), at("ViT", depth if vit_depth is None else vit_depth))
+
     def rounds(self, kind: str, **where) -> list[float]:
         """``where``'s images/s in each interleaved round (every configuration of a kind was timed in the same
         rounds, so round i of one pairs with round i of another); a file without them gives its one median."""
@@ -64,10 +69,8 @@ class BenchResult:
         return [float(v) for v in found] if isinstance(found, (list, tuple)) and len(found) else [row["images_per_s"]]
 
     def speed_of_ratios(self, kind: str, pairs: tuple, baseline_pairs: tuple) -> verdicts.Verdict:
-        """A ratio of two speed ratios, judged from the rounds: ``pairs`` = (where, against), round by round
-        ``(where / against) / (where' / against')`` for ``baseline_pairs`` = (where', against'), by the rule
-        (:func:`vitbn_nb.judging.verdicts.factor_text` words it). How much a data pipeline every model pays alike
-        changes a model's speed-up, say: the busy spell of a round cancels in it as in a plain ratio."""
+        """A ratio of two speed ratios, round by round ``(where / against) / (where' / against')`` for ``pairs`` =
+        (where, against) and ``baseline_pairs`` = (where', against'): a busy spell cancels in it as in a plain ratio."""
 
         def per_round(a: dict, b: dict) -> list[float]:
             first, second = self.rounds(kind, **a), self.rounds(kind, **b)
@@ -256,16 +259,15 @@ def format_report(result: BenchResult) -> str:
     depths = sorted({r["depth"] for r in records(result.ratios)})
     if len(depths) > 1:  # depth alone, and article 1's comparison as run (the shallowest against ViT's deepest)
         low, high = depths[0], depths[-1]
-        engine = lambda model, depth: dict(model=model, depth=depth, pipeline="engine")
         for kind in ("training", "inference"):
-            vit = verdicts.speed_text(result.speed(kind, engine("ViT", low), engine("ViT", high)))
+            vit = verdicts.speed_text(result.against_vit(kind, "ViT", low, high))
             lines.append(f"  ViT d{low} / ViT d{high} (depth alone), {kind}: {vit}")
             for model in sorted({r["model"] for r in records(result.ratios)} - {"ViT"}):
                 for depth in depths:
-                    judged = verdicts.speed_text(result.speed(kind, engine(model, depth), engine("ViT", depth)))
+                    judged = verdicts.speed_text(result.against_vit(kind, model, depth))
                     lines.append(f"  {model} d{depth} / ViT d{depth} (equal depth), {kind}: {judged}")
                 if model in AS_RUN_DEPTH:  # article 1's models: its comparison as its code ran it
-                    judged = verdicts.speed_text(result.speed(kind, engine(model, low), engine("ViT", high)))
+                    judged = verdicts.speed_text(result.against_vit(kind, model, low, high))
                     lines.append(f"  {model} d{low} / ViT d{high} (as article 1 ran it), {kind}: {judged}")
     return "\n".join(lines)
 

@@ -4,6 +4,7 @@ committed in ``figures/bench.json`` or one taken anew (``measure=True``); the ac
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -54,16 +55,12 @@ class SpeedResult(ChapterResult):
         held = set(self.bench.training["model"]) if "model" in self.bench.training else set()
         return tuple(m for m in self.settings.models if m in held)
 
-    @property
-    def reads(self) -> str:
-        """What the outputs are drawn from, for their source line."""
-        return COMMITTED_TIMED if self.source == "committed" else TIMED
-
 
 def _save(output, name: str, result: SpeedResult, caption: str, **about):
     """Save one of the chapter's figures or tables as ``new_<name>`` (reproducing ``new/<name>``), naming the
     measurement and its machine unless ``about`` says otherwise."""
-    about = dict(reads=result.reads, extra={"hardware_line": result.bench.hardware_label}) | about
+    reads = COMMITTED_TIMED if result.source == "committed" else TIMED
+    about = dict(reads=reads, extra={"hardware_line": result.bench.hardware_label}) | about
     save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
     return save(output, f"new_{name}", result, reproduces=f"new/{name}", caption=caption, **about)
 
@@ -223,33 +220,19 @@ def share(part: float, whole: float) -> float:
 def equal_depth(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
     rows = []
-    for depth in result.settings.depths:
-        for model in result.models:
-            as_run = result.bench.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
-            row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
-            for kind in ("training", "inference"):
-                for pipeline in ("engine", "reference"):
-                    ips = result.bench.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
-                    row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
-                short = "r_t" if kind == "training" else "r_v"
-                row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
-                    verdicts.speed_text(equal_depth_speed(result, kind, model, depth))
-                    if model != "ViT"
-                    else "1 (itself)"
-                )
-            rows.append(row)
+    for depth, model in itertools.product(result.settings.depths, result.models):
+        of = functools.partial(result.bench.row, model=model, depth=depth)
+        as_run = of("training", pipeline="engine")["as_run"]
+        row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
+        for kind, short in (("training", "r_t"), ("inference", "r_v")):
+            for pipeline, label in PIPELINE_LABELS.items():
+                row[f"{kind}, {label} (images/s)"] = round(of(kind, pipeline=pipeline)["images_per_s"], 1)
+            judged = (
+                verdicts.speed_text(result.bench.against_vit(kind, model, depth)) if model != "ViT" else "1 (itself)"
+            )
+            row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = judged
+        rows.append(row)
     return pd.DataFrame(rows)
-
-
-def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) -> verdicts.Verdict:
-    """``model`` against ViT of the same depth through the book's engine, judged by the rule from their rounds."""
-    return result.bench.speed(
-        kind, dict(model=model, depth=depth, pipeline="engine"), dict(model="ViT", depth=depth, pipeline="engine")
-    )
-
-
-#: The two pipelines every configuration is timed through.
-PIPELINES = ("engine", "reference")
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
@@ -279,11 +262,9 @@ def _bars(ax, groups, series, *, ylabel: str, title: str):
 
 def _rounds_text(result: SpeedResult) -> str:
     """How many interleaved rounds each training timing of the bench took ("5 rounds"), from the measurement itself."""
-    configurations = [
-        dict(model=m, depth=d, pipeline=p) for m in result.models for d in result.settings.depths for p in PIPELINES
-    ]
-    counts = sorted({len(result.bench.rounds("training", **where)) for where in configurations})
-    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}" if counts else "the rounds"
+    configurations = itertools.product(result.models, result.settings.depths, PIPELINE_LABELS)
+    counts = sorted({len(result.bench.rounds("training", model=m, depth=d, pipeline=p)) for m, d, p in configurations})
+    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}"
 
 
 def equal_depth_figure(result: SpeedResult):
@@ -298,7 +279,7 @@ def equal_depth_figure(result: SpeedResult):
     for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
-            for pipeline in PIPELINES:
+            for pipeline in PIPELINE_LABELS:
                 rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
                 label, hatched = f"{model}, {PIPELINE_LABELS[pipeline]}", pipeline == "reference"
                 look = (figures.color(model), "///" if hatched else None, 0.45 if hatched else 1.0)

@@ -17,9 +17,6 @@ from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from ..profiles import PROFILE_SIZE
 
-#: Columns a row may lack (a training row is never folded); filled so that filters read them plainly.
-_FLAGS = ("folded", "norms_removed")
-
 
 @dataclasses.dataclass
 class BenchResult:
@@ -32,7 +29,7 @@ class BenchResult:
 
     def __post_init__(self):
         for frame in (self.training, self.inference):
-            for flag in _FLAGS:
+            for flag in ("folded", "norms_removed"):  # a row may lack them (a training row is never folded)
                 frame[flag] = frame[flag].fillna(False).astype(bool) if flag in frame else False
 
     def row(self, kind: str, **where) -> dict:
@@ -63,10 +60,8 @@ class BenchResult:
 
     def rounds(self, kind: str, **where) -> list[float]:
         """``where``'s images/s in each interleaved round (every configuration of a kind was timed in the same
-        rounds, so round i of one pairs with round i of another); a file without them gives its one median."""
-        row = self.row(kind, **where)
-        found = row.get("images_per_s_repeats")
-        return [float(v) for v in found] if isinstance(found, (list, tuple)) and len(found) else [row["images_per_s"]]
+        rounds, so round i of one pairs with round i of another)."""
+        return [float(v) for v in self.row(kind, **where)["images_per_s_repeats"]]
 
     def speed_of_ratios(self, kind: str, pairs: tuple, baseline_pairs: tuple) -> verdicts.Verdict:
         """A ratio of two speed ratios, round by round ``(where / against) / (where' / against')`` for ``pairs`` =
@@ -152,14 +147,8 @@ class BenchResult:
 
     def to_dict(self) -> dict:
         """The JSON layout of ``figures/bench.json``: ``meta``'s keys, then one list of records per kind."""
-        return {
-            **self.meta,
-            "training": self.training.to_dict("records"),
-            "inference": self.inference.to_dict("records"),
-            "norm_forms": self.norm_forms.to_dict("records"),
-            "ratios": self.ratios.to_dict("records"),
-            "folding": self.folding.to_dict("records"),
-        }
+        kinds = ("training", "inference", "norm_forms", "ratios", "folding")
+        return {**self.meta, **{kind: getattr(self, kind).to_dict("records") for kind in kinds}}
 
     @classmethod
     def from_dict(cls, found: dict) -> BenchResult:

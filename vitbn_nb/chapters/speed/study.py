@@ -279,14 +279,14 @@ def equal_depth_figure(result: SpeedResult):
     for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
-            for pipeline in PIPELINE_LABELS:
-                rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
-                label, hatched = f"{model}, {PIPELINE_LABELS[pipeline]}", pipeline == "reference"
+            for pipeline, label in PIPELINE_LABELS.items():
+                where = [dict(model=model, depth=d, pipeline=pipeline) for d in depths]
+                rows, hatched = [result.bench.row(kind, **w) for w in where], pipeline == "reference"
                 look = (figures.color(model), "///" if hatched else None, 0.45 if hatched else 1.0)
                 marks = ["*" if r["as_run"] else "" for r in rows]
-                rounds = [result.bench.rounds(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                rounds = [result.bench.rounds(kind, **w) for w in where]
                 spans = [(1000 / max(ips), 1000 / min(ips)) for ips in rounds]  # the fastest and slowest round
-                series.append((label, *look, [1000 / r["images_per_s"] for r in rows], marks, spans))
+                series.append((f"{model}, {label}", *look, [1000 / r["images_per_s"] for r in rows], marks, spans))
         _bars(ax, [f"depth {d}" for d in depths], series, ylabel="seconds per 1,000 images", title=titles[kind])
     handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
@@ -336,12 +336,11 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
 
 def _split_rows(result: SpeedResult):
     """(depth, model, pipeline, training row, inference row) of every configuration, in the split's order."""
-    for depth in result.settings.depths:
-        for model in result.models:
-            for pipeline in ("reference", "engine"):
-                where = dict(model=model, depth=depth, pipeline=pipeline)
-                train, infer = (result.bench.row(kind, **where) for kind in ("training", "inference"))
-                yield depth, model, pipeline, train, infer
+    for depth, model, pipeline in itertools.product(result.settings.depths, result.models, ("reference", "engine")):
+        train, infer = (
+            result.bench.row(kind, model=model, depth=depth, pipeline=pipeline) for kind in ("training", "inference")
+        )
+        yield depth, model, pipeline, train, infer
 
 
 def pipeline_split_figure(result: SpeedResult):
@@ -397,26 +396,22 @@ def folding_figure(result: SpeedResult):
     """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
     depths = list(result.settings.depths)
     fold = {(r["model"], r["depth"]): r for r in result.bench.folding.to_dict("records")}
-    vit = lambda **removed: [
-        result.bench.row("inference", model="ViT", depth=d, pipeline="engine", **removed)["images_per_s"]
-        for d in depths
-    ]
-    # × marks folded against unfolded inference, by the rule from their rounds
+    images = lambda model, key: [fold[(model, d)][key] for d in depths]
     unfolded = lambda model, d: dict(model=model, depth=d, pipeline="engine")
-    folded_over_unfolded = lambda m, d: result.bench.speed(
-        "inference", dict(folded=True, **unfolded(m, d)), unfolded(m, d)
+    speedup = lambda model, d: result.bench.speed(
+        "inference", dict(folded=True, **unfolded(model, d)), unfolded(model, d)
     )
     removed = "ViT with its LayerNorms removed (not a model: what LayerNorm costs)"
-    series = [("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit())]
-    series.append((removed, figures.color("ViT"), "///", 0.45, vit(norms_removed=True)))
+    series = [
+        ("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, images(BN_MODELS[0], "vit_images_per_s")),
+        (removed, figures.color("ViT"), "///", 0.45, images(BN_MODELS[0], "vit_without_layernorm_images_per_s")),
+    ]
     for model in BN_MODELS:
-        images = lambda key, model=model: [fold[(model, d)][key] for d in depths]
-        series.append((model, figures.color(model), None, 1.0, images("unfolded_images_per_s")))
+        series.append((model, figures.color(model), None, 1.0, images(model, "unfolded_images_per_s")))
         folded = f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)"
-        marks = [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths]
-        series.append(
-            (folded, figures.darker(figures.color(model), 0.35), "xx", 1.0, images("folded_images_per_s"), marks)
-        )
+        marks = [f"×{speedup(model, d).estimate:.2f}" for d in depths]  # by the rule from their rounds
+        look = (figures.darker(figures.color(model), 0.35), "xx", 1.0)
+        series.append((folded, *look, images(model, "folded_images_per_s"), marks))
     figures.use_style()
     fig, ax = plt.subplots(figsize=(12, 4.6))
     _bars(

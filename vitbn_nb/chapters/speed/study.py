@@ -122,22 +122,18 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
 
 def overview(result: SpeedResult) -> pd.DataFrame:
     """Where and how the numbers were taken."""
-    peak = result.bench.meta["matmul_peak"]
-    s, meta = result.settings, result.bench.meta
+    s, meta, peak = result.settings, result.bench.meta, result.bench.meta["matmul_peak"]
     sizes = lambda n: "all" if n is None else f"{n:,}"
+    when = meta["date"][:10]
+    taken = (
+        f"committed (figures/{BENCH_FILE}), taken {when}" if result.source == "committed" else f"measured now, {when}"
+    )
+    matmul = f"{peak['flops_per_s'] / 1e9:,.1f} GFLOP/s ({peak['size']}³, median of {peak['repeats']})"
     rows = [
         ("hardware", f"{result.bench.hardware_label} ({meta['device']})"),
-        (
-            "measurement",
-            f"committed (figures/{BENCH_FILE}), taken {meta['date'][:10]}"
-            if result.source == "committed"
-            else f"measured now, {meta['date'][:10]}",
-        ),
+        ("measurement", taken),
         ("torch, threads", f"{meta['versions'].get('torch')}, {peak['threads']} threads"),
-        (
-            "fp32 matmul peak",
-            f"{peak['flops_per_s'] / 1e9:,.1f} GFLOP/s ({peak['size']}³, median of {peak['repeats']})",
-        ),
+        ("fp32 matmul peak", matmul),
         (
             "data",
             f"MNIST without augmentation (article 1's data): {sizes(s.train_size)} training and "

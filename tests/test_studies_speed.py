@@ -286,7 +286,7 @@ def test_vitdyt_is_timed_at_equal_depth_beside_vit_by_the_rule(measured):
     for depth in measured.settings.depths:
         assert table.loc[("ViTDyT", depth), column] != "1 (itself)"
         assert table.loc[("ViTDyT", depth), "article 1 as run"] == ""
-        judged = speed.equal_depth_speed(measured, "training", "ViTDyT", depth)
+        judged = measured.bench.against_vit("training", "ViTDyT", depth)
         assert judged.text in table.loc[("ViTDyT", depth), column] or table.loc[("ViTDyT", depth), column]
 
 

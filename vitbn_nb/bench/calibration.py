@@ -67,18 +67,16 @@ def calibrate(
     )
     rows = [row(key, "train", timed[key]["step_seconds"] / BATCH) for key in variants]
     rows += [row(key, "test", _test_seconds(*tests[key], key[2], device, repeats)) for key in tests]
-    if others:
-        models = {}
-        for name, dataset in others:
-            sets = data.image_sets(dataset, 1000, TEST_PASS_IMAGES, str(device))
-            torch.manual_seed(0)
-            models[name] = (build_model(name).to(device), sets[0], "engine")
-            tests[name] = (models[name][0], sets[1])
-        timed = time_training_many(models, settings=settings, device=device, split=False)
-        for name, _ in others:
-            key = (1, 28, "engine")
-            rows.append(row(key, "train", timed[name]["step_seconds"] / BATCH, name))
-            rows.append(row(key, "test", _test_seconds(*tests[name], "engine", device, repeats), name))
+    models = {}
+    for name, dataset in others:
+        sets = data.image_sets(dataset, 1000, TEST_PASS_IMAGES, str(device))
+        torch.manual_seed(0)
+        models[name] = (build_model(name).to(device), sets[0], "engine")
+        tests[name] = (models[name][0], sets[1])
+    timed = time_training_many(models, settings=settings, device=device, split=False)
+    for name in timed:
+        rows.append(row((1, 28, "engine"), "train", timed[name]["step_seconds"] / BATCH, name))
+        rows.append(row((1, 28, "engine"), "test", _test_seconds(*tests[name], "engine", device, repeats), name))
     frames = [pd.DataFrame(rows)]
     if with_engines:
         from ..engines import stack  # the stacked engine, loaded only to be timed

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from .. import timing
+from .. import data, timing
 from ..models import AS_RUN_DEPTH, build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from ..system import hardware, hardware_label, pick_device, synchronize, versions
@@ -30,7 +30,6 @@ from .pipelines import (
     PIPELINES,
     _build,
     inference_runner,
-    pipelines,
     time_inference_many,
     time_training_many,
     training_runner,
@@ -59,12 +58,6 @@ def _rss_kib(field: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _malloc_trim() -> None:
-    # not glibc: RSS may then include memory kept from earlier work
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
 class PeakMemory:
     """Peak memory of the block above what was in use when it began, in MiB (``.mib``; ``.what`` says how): CUDA's
     ``max_memory_allocated``, or the CPU's VmHWM reset through ``/proc/self/clear_refs`` after freed memory is
@@ -83,7 +76,8 @@ class PeakMemory:
             self.what = "CUDA max_memory_allocated above the allocation at the start"
             return self
         gc.collect()
-        _malloc_trim()
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: RSS may include memory kept from earlier work
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         self._base = _rss_kib("VmRSS")
         try:
             Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
@@ -197,7 +191,9 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
     }
     log(f"fp32 matmul peak ({settings.matmul_size}^3, median of {settings.matmul_repeats}) ...")
     results["matmul_peak"] = peak = matmul_peak(device, size=settings.matmul_size, repeats=settings.matmul_repeats)
-    sets = pipelines(settings, device)
+    # the same subsets of MNIST without augmentation (article 1's data) through both pipelines
+    sizes = (DATASET, settings.train_size, settings.test_size)
+    sets = {"reference": data.reference_sets(*sizes, device), "engine": data.image_sets(*sizes, str(device))}
     configs = [(name, depth) for name in settings.models for depth in settings.depths]
     # Every configuration's repeats are interleaved with every other's, so that a busy spell on a
     # shared machine slows them all alike and the ratios between them stay fair.
@@ -208,52 +204,46 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
     rows = time_training_many(
         {key: (model, sets[key[2]][0], key[2]) for key, model in models.items()}, settings=settings, device=device
     )
-    training, memory_what = [], ""
+    training = []
     for (name, depth, pipeline), row in rows.items():
         flops_step = training_flops(build_model(name, depth=depth), settings.batch_size, device)
         with PeakMemory(device) as memory:  # building the model and two steps (Adam's state included)
             fresh = _build(name, depth, settings.seed, device)
             training_runner(fresh, sets[pipeline][0], pipeline, settings, device)(2)
             del fresh
-        memory_what, achieved = memory.what, flops_step / row["step_seconds"]
+        results["memory_measure"], achieved = memory.what, flops_step / row["step_seconds"]
         row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH.get(name) == depth, pipeline=pipeline)
         row.update(flops_per_step=flops_step, achieved_flops=achieved, mfu=achieved / peak["flops_per_s"])
         row.update(compute_mfu=flops_step / row["compute_seconds"] / peak["flops_per_s"], peak_memory_mib=memory.mib)
         training.append(row)
 
-    variants, extra = {}, {}
+    variants, extra = {}, {}  # key: (model, test data, per-sample counting), and the row's flags
+
+    def add(key, model, test_data, per_sample=False, **flags):
+        variants[key], extra[key] = (model, test_data, per_sample), dict(pipeline="engine", folded=False) | flags
+
     test_set = sets["engine"][1]
     for name, depth in configs:
         trained = models[(name, depth, "engine")].eval()  # some steps in: running statistics are not 0 and 1
-        variants[(name, depth, "reference")] = (trained, sets["reference"][1], True)
-        variants[(name, depth, "engine")] = (trained, test_set, False)
-        extra[(name, depth, "reference")], extra[(name, depth, "engine")] = (
-            dict(pipeline=p, folded=False) for p in ("reference", "engine")
-        )
+        add((name, depth, "reference"), trained, sets["reference"][1], True, pipeline="reference")
+        add((name, depth, "engine"), trained, test_set)
         if count_batchnorms(trained):
             folded = fold_batchnorm(trained)
             x, _ = next(iter(test_set.batches(min(settings.test_batch_size, 256))))
             with torch.inference_mode():
                 difference = float((folded(x) - trained(x)).abs().max())
-            variants[(name, depth, "folded")] = (folded, test_set, False)
-            extra[(name, depth, "folded")] = dict(
-                pipeline="engine",
-                folded=True,
-                batchnorms_left=count_batchnorms(folded),
-                max_abs_logit_difference=difference,
-            )
+            flags = dict(folded=True, batchnorms_left=count_batchnorms(folded), max_abs_logit_difference=difference)
+            add((name, depth, "folded"), folded, test_set, **flags)
         if name == "ViT":  # what LayerNorm, which cannot fold, costs
-            variants[(name, depth, "no norms")] = (without_norms(trained), test_set, False)
-            extra[(name, depth, "no norms")] = dict(pipeline="engine", folded=False, norms_removed=True)
+            add((name, depth, "no norms"), without_norms(trained), test_set, norms_removed=True)
     log(f"infer {len(variants)} variants (pipelines, folded, ViT without its LayerNorms), interleaved ...")
     rows = time_inference_many(variants, settings=settings, device=device)
     inference = []
     for key, row in rows.items():
         name, depth, _ = key
-        model, test_data, per_sample = variants[key]
-        flops_image = inference_flops(model, 2, device) / 2
+        flops_image = inference_flops(variants[key][0], 2, device) / 2
         with PeakMemory(device) as memory:  # one test batch: producing it, the forward pass, the counts
-            inference_runner(model, test_data, per_sample, settings, device)(1)
+            inference_runner(*variants[key], settings, device)(1)
         achieved = flops_image * row["images_per_s"]
         row.update(model=name, depth=depth, as_run=AS_RUN_DEPTH.get(name) == depth, **extra[key])
         row.update(flops_per_image=flops_image, achieved_flops=achieved, mfu=achieved / peak["flops_per_s"])
@@ -267,5 +257,4 @@ def measure(settings: SpeedSettings, device=None, *, log: Callable[[str], None] 
         min_run_time=settings.norm_seconds,
         repeats=settings.repeats,
     )
-    results["memory_measure"] = memory_what
     return BenchResult(results, pd.DataFrame(training), pd.DataFrame(inference), pd.DataFrame(norm_forms))

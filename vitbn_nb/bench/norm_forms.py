@@ -27,10 +27,11 @@ class TransposedBatchNorm2d(nn.BatchNorm2d):
         return rearrange(super().forward(rearrange(x, "b n d -> b d n 1")), "b d n 1 -> b n d")
 
 
+FLAT = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
 NORM_FORMS = {
     "BatchNorm1d over b d n (article 1)": TransposedBatchNorm1d,
     "BatchNorm2d over b d n 1 (article 2)": TransposedBatchNorm2d,
-    "BatchNorm1d over flattened (b n) d (vitbn_nb)": BatchNorm,
+    FLAT: BatchNorm,
 }
 
 
@@ -47,8 +48,6 @@ def time_norm_forms(
     """Each form's time for a training forward+backward and an eval forward, and its distance from the flattened
     form's output; the forms are timed in ``repeats`` interleaved rounds (``microseconds_rounds``, judged round by
     round), ``microseconds`` being the median round."""
-    if repeats < 1:
-        raise ValueError(f"repeats={repeats!r} is not allowed; time at least one round")
     device = pick_device(device)
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []
@@ -83,23 +82,19 @@ def time_norm_forms(
                     "seconds": timing.block(once, calls=calls * length, device=device)
                 }
             rounds = timing.interleave(runners, warmup=1, repeats=repeats, length=1)
-            reference = outputs["BatchNorm1d over flattened (b n) d (vitbn_nb)"]
-            case = []
-            for form, timed in rounds.items():
-                micro = [1e6 * r["seconds"] for r in timed]
-                case.append(
-                    {
-                        "form": form,
-                        "mode": mode,
-                        "dim": dim,
-                        "shape": [n, tokens, dim],
-                        "microseconds": 1e6 * timing.median_repeat(timed)["seconds"],
-                        "microseconds_rounds": micro,
-                        "max_abs_difference": float((outputs[form] - reference).abs().max()),
-                    }
-                )
+            reference = outputs[FLAT]
+            case = [
+                {
+                    "form": form,
+                    "mode": mode,
+                    "dim": dim,
+                    "shape": [n, tokens, dim],
+                    "microseconds": 1e6 * timing.median_repeat(timed)["seconds"],
+                    "microseconds_rounds": [1e6 * r["seconds"] for r in timed],
+                    "max_abs_difference": float((outputs[form] - reference).abs().max()),
+                }
+                for form, timed in rounds.items()
+            ]
             fastest = min(r["microseconds"] for r in case)
-            for row in case:
-                row["relative_to_fastest"] = row["microseconds"] / fastest
-            rows += case
+            rows += [row | {"relative_to_fastest": row["microseconds"] / fastest} for row in case]
     return rows

@@ -5,6 +5,7 @@ FLOPs. Counted on the CPU under a dispatch mode, with Adam's ``foreach`` impleme
 from __future__ import annotations
 
 import collections
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -73,17 +74,10 @@ def table(models, depths, batch_size: int) -> list[dict]:
     """One row per model and depth: the operation counts of :func:`count` and the FLOPs of the same step and pass."""
     cpu = torch.device("cpu")
     rows = []
-    for name in models:
-        for depth in depths:
-            torch.manual_seed(0)
-            model = build_model(name, depth=depth)
-            rows.append(
-                {
-                    "model": name,
-                    "depth": depth,
-                    **count(model, batch_size),
-                    "train_step_flops": training_flops(build_model(name, depth=depth), batch_size, cpu),
-                    "inference_flops": inference_flops(build_model(name, depth=depth), batch_size, cpu),
-                }
-            )
+    for name, depth in itertools.product(models, depths):
+        torch.manual_seed(0)
+        model = build_model(name, depth=depth)  # the FLOPs (of copies) first: counting trains it a step
+        flops = {"train_step_flops": training_flops(model, batch_size, cpu)}
+        flops["inference_flops"] = inference_flops(model, batch_size, cpu)
+        rows.append({"model": name, "depth": depth, **count(model, batch_size), **flops})
     return rows

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .. import data, timing
+from .. import timing
 from ..engines import engine
 from ..models import build_model
 
@@ -20,14 +21,6 @@ if TYPE_CHECKING:  # typing only: chapter 08 passes its settings (a SpeedSetting
 PIPELINES = ("reference", "engine")
 #: Article 1 timed its trio on MNIST without augmentation (ToTensor only); so does the bench.
 DATASET = "mnist"
-
-
-def pipelines(settings: SpeedSettings, device: torch.device) -> dict:
-    """Train and test sets of both pipelines over the same subsets of MNIST without augmentation (article 1's data):
-    ``reference`` torchvision's MNIST behind a ``DataLoader``, ``engine`` ``data.image_sets`` (uint8 on the device)."""
-    reference = data.reference_sets(DATASET, settings.train_size, settings.test_size, device)
-    engine_sets = data.image_sets(DATASET, settings.train_size, settings.test_size, str(device))
-    return {"reference": reference, "engine": engine_sets}
 
 
 def reference_step(model: nn.Module, optimizer: torch.optim.Optimizer, x, y) -> float:
@@ -49,19 +42,12 @@ def endless(train_data, batch_size: int, generator: torch.Generator) -> Iterator
             raise ValueError(f"the training set ({len(train_data)} images) gives no batch of {batch_size}")
 
 
-def endless_test(test_data, batch_size: int) -> Iterator:
-    while True:
-        yield from test_data.batches(batch_size)
-
-
 def training_runner(
     model: nn.Module, train_data, pipeline: str, settings: SpeedSettings, device: torch.device, split: bool = True
 ):
     """``run(n)``: ``n`` training steps of ``model`` through ``pipeline``, clocked into data and compute; with
     ``split=False`` clocked only at the two ends of the ``n`` steps, as a training epoch runs them (the split's
     clock reads synchronise the device three times a step, which a GPU's step time would include)."""
-    if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline={pipeline!r} is not allowed; choose one of {', '.join(PIPELINES)}")
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     step: Callable = reference_step if pipeline == "reference" else engine.train_step
@@ -110,7 +96,7 @@ def inference_runner(
 ):
     """``run(n)``: ``n`` test batches, clocked into data, forward pass and per-class bookkeeping."""
     model.to(device).eval()
-    batches = endless_test(test_data, settings.test_batch_size)
+    batches = (batch for _ in itertools.count() for batch in test_data.batches(settings.test_batch_size))
 
     @torch.inference_mode()
     def one_batch():

@@ -17,9 +17,6 @@ from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from ..profiles import PROFILE_SIZE
 
-#: Columns a row may lack (a training row is never folded); filled so that filters read them plainly.
-_FLAGS = ("folded", "norms_removed")
-
 
 @dataclasses.dataclass
 class BenchResult:
@@ -32,7 +29,7 @@ class BenchResult:
 
     def __post_init__(self):
         for frame in (self.training, self.inference):
-            for flag in _FLAGS:
+            for flag in ("folded", "norms_removed"):  # a row may lack them (a training row is never folded)
                 frame[flag] = frame[flag].fillna(False).astype(bool) if flag in frame else False
 
     def row(self, kind: str, **where) -> dict:
@@ -56,18 +53,19 @@ class BenchResult:
             scale=self.hardware_label,
         )
 
+    def against_vit(self, kind: str, model: str, depth: int, vit_depth=None, pipeline="engine") -> verdicts.Verdict:
+        """``model`` at ``depth`` against ViT at ``vit_depth`` (by default the same depth) through ``pipeline``."""
+        at = lambda m, d: dict(model=m, depth=d, pipeline=pipeline)
+        return self.speed(kind, at(model, depth), at("ViT", depth if vit_depth is None else vit_depth))
+
     def rounds(self, kind: str, **where) -> list[float]:
         """``where``'s images/s in each interleaved round (every configuration of a kind was timed in the same
-        rounds, so round i of one pairs with round i of another); a file without them gives its one median."""
-        row = self.row(kind, **where)
-        found = row.get("images_per_s_repeats")
-        return [float(v) for v in found] if isinstance(found, (list, tuple)) and len(found) else [row["images_per_s"]]
+        rounds, so round i of one pairs with round i of another)."""
+        return [float(v) for v in self.row(kind, **where)["images_per_s_repeats"]]
 
     def speed_of_ratios(self, kind: str, pairs: tuple, baseline_pairs: tuple) -> verdicts.Verdict:
-        """A ratio of two speed ratios, judged from the rounds: ``pairs`` = (where, against), round by round
-        ``(where / against) / (where' / against')`` for ``baseline_pairs`` = (where', against'), by the rule
-        (:func:`vitbn_nb.judging.verdicts.factor_text` words it). How much a data pipeline every model pays alike
-        changes a model's speed-up, say: the busy spell of a round cancels in it as in a plain ratio."""
+        """A ratio of two speed ratios, round by round ``(where / against) / (where' / against')`` for ``pairs`` =
+        (where, against) and ``baseline_pairs`` = (where', against'): a busy spell cancels in it as in a plain ratio."""
 
         def per_round(a: dict, b: dict) -> list[float]:
             first, second = self.rounds(kind, **a), self.rounds(kind, **b)
@@ -149,14 +147,8 @@ class BenchResult:
 
     def to_dict(self) -> dict:
         """The JSON layout of ``figures/bench.json``: ``meta``'s keys, then one list of records per kind."""
-        return {
-            **self.meta,
-            "training": self.training.to_dict("records"),
-            "inference": self.inference.to_dict("records"),
-            "norm_forms": self.norm_forms.to_dict("records"),
-            "ratios": self.ratios.to_dict("records"),
-            "folding": self.folding.to_dict("records"),
-        }
+        kinds = ("training", "inference", "norm_forms", "ratios", "folding")
+        return {**self.meta, **{kind: getattr(self, kind).to_dict("records") for kind in kinds}}
 
     @classmethod
     def from_dict(cls, found: dict) -> BenchResult:
@@ -256,16 +248,15 @@ def format_report(result: BenchResult) -> str:
     depths = sorted({r["depth"] for r in records(result.ratios)})
     if len(depths) > 1:  # depth alone, and article 1's comparison as run (the shallowest against ViT's deepest)
         low, high = depths[0], depths[-1]
-        engine = lambda model, depth: dict(model=model, depth=depth, pipeline="engine")
         for kind in ("training", "inference"):
-            vit = verdicts.speed_text(result.speed(kind, engine("ViT", low), engine("ViT", high)))
+            vit = verdicts.speed_text(result.against_vit(kind, "ViT", low, high))
             lines.append(f"  ViT d{low} / ViT d{high} (depth alone), {kind}: {vit}")
             for model in sorted({r["model"] for r in records(result.ratios)} - {"ViT"}):
                 for depth in depths:
-                    judged = verdicts.speed_text(result.speed(kind, engine(model, depth), engine("ViT", depth)))
+                    judged = verdicts.speed_text(result.against_vit(kind, model, depth))
                     lines.append(f"  {model} d{depth} / ViT d{depth} (equal depth), {kind}: {judged}")
                 if model in AS_RUN_DEPTH:  # article 1's models: its comparison as its code ran it
-                    judged = verdicts.speed_text(result.speed(kind, engine(model, low), engine("ViT", high)))
+                    judged = verdicts.speed_text(result.against_vit(kind, model, low, high))
                     lines.append(f"  {model} d{low} / ViT d{high} (as article 1 ran it), {kind}: {judged}")
     return "\n".join(lines)
 

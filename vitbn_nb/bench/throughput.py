@@ -1,9 +1,6 @@
 """How a campaign should use two cores: one training process of two threads, or two processes of one thread each,
-timed side by side in one sitting (``python -m vitbn_nb campaign throughput``, on a quiet machine).
-
-Each measurement trains a ViT on augmented-MNIST batches of 100 through the book's engine for a fixed time after a
-warm-up, in fresh processes; the two set-ups alternate within each round, so a slow spell of the machine falls on
-both. The answer is run-steps per second (all processes together) and their ratio per round."""
+timed side by side in fresh processes, alternating within each round so a slow spell falls on both (``python -m
+vitbn_nb campaign throughput``, on a quiet machine)."""
 
 from __future__ import annotations
 

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pandas as pd
 from IPython.display import Markdown
 
 from ...judging import verdicts
 from ...judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
-from .study import BN_MODELS, SpeedResult, _save, equal_depth_speed, pct, share
+from .study import BN_MODELS, SpeedResult, _save, pct, share
 
 #: How article 1's ratios r = T(ViT) / T(model) of mean time per epoch were taken (the ratios, as its text gives them:
 #: :data:`vitbn_nb.judging.article1.RATIOS`).
@@ -32,35 +34,34 @@ def accounting(result: SpeedResult) -> dict:
     bench_ = result.bench
     at = lambda model, depth, pipeline="engine": dict(model=model, depth=depth, pipeline=pipeline)
     out = {}
-    for model in BN_MODELS:
-        for kind in ("training", "inference"):
-            # "faster", "slower" or "as fast", by the rule (never read off one median)
-            judged = {
-                "as_run": bench_.speed(kind, at(model, 1), at("ViT", 6)),
-                "as_run_reference": bench_.speed(kind, at(model, 1, "reference"), at("ViT", 6, "reference")),
-                "depth": bench_.speed(kind, at("ViT", 1), at("ViT", 6)),
-                "depth1": equal_depth_speed(result, kind, model, 1),
-                "depth6": equal_depth_speed(result, kind, model, 6),
-                # r through article 1's pipeline over r through the engine, round by round
-                "pipeline": bench_.speed_of_ratios(
-                    kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
-                ),
-            }
-            r = {key: verdict.estimate for key, verdict in judged.items()}
-            share_of = lambda m, d, p, kind=kind: result.bench.row(kind, model=m, depth=d, pipeline=p)["data_share"]
-            out[(model, kind)] = {
-                "published_engine": r["as_run"],
-                "published_reference": r["as_run_reference"],
-                "depth": r["depth"],
-                "norm_depth1": r["depth1"],
-                "norm_depth6": r["depth6"],
-                "depth_share": share(r["depth"], r["as_run"]),
-                "norm_share": share(r["depth1"], r["as_run"]),
-                "pipeline_factor": r["pipeline"],
-                "data_share_reference": (share_of("ViT", 6, "reference"), share_of(model, 1, "reference")),
-                "data_share_engine": (share_of("ViT", 6, "engine"), share_of(model, 1, "engine")),
-                **{f"judged_{key}": verdict for key, verdict in judged.items()},
-            }
+    for model, kind in itertools.product(BN_MODELS, ("training", "inference")):
+        # "faster", "slower" or "as fast", by the rule (never read off one median)
+        judged = {
+            "as_run": bench_.against_vit(kind, model, 1, 6),
+            "as_run_reference": bench_.against_vit(kind, model, 1, 6, "reference"),
+            "depth": bench_.against_vit(kind, "ViT", 1, 6),
+            "depth1": bench_.against_vit(kind, model, 1),
+            "depth6": bench_.against_vit(kind, model, 6),
+            # r through article 1's pipeline over r through the engine, round by round
+            "pipeline": bench_.speed_of_ratios(
+                kind, (at(model, 1, "reference"), at("ViT", 6, "reference")), (at(model, 1), at("ViT", 6))
+            ),
+        }
+        r = {key: verdict.estimate for key, verdict in judged.items()}
+        share_of = lambda m, d, p, kind=kind: bench_.row(kind, model=m, depth=d, pipeline=p)["data_share"]
+        out[(model, kind)] = {
+            "published_engine": r["as_run"],
+            "published_reference": r["as_run_reference"],
+            "depth": r["depth"],
+            "norm_depth1": r["depth1"],
+            "norm_depth6": r["depth6"],
+            "depth_share": share(r["depth"], r["as_run"]),
+            "norm_share": share(r["depth1"], r["as_run"]),
+            "pipeline_factor": r["pipeline"],
+            "data_share_reference": (share_of("ViT", 6, "reference"), share_of(model, 1, "reference")),
+            "data_share_engine": (share_of("ViT", 6, "engine"), share_of(model, 1, "engine")),
+            **{f"judged_{key}": verdict for key, verdict in judged.items()},
+        }
     return out
 
 
@@ -184,10 +185,8 @@ def accounting_statement(result: SpeedResult) -> Markdown:
 def effects_statement(result: SpeedResult) -> Markdown:
     """The corrected account, one sentence per effect (depth, normalisation, pipeline, folding), judged by the rule."""
     numbers = accounting(result)
-    folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]
-    fold_text = (
-        "; ".join(f"{r['model']}: {r['folded_over_unfolded_rule']}" for r in folding) if folding else "not measured"
-    )
+    folding = [r for r in result.bench.folding.to_dict("records") if r["depth"] == 6]  # the accounting needs d6
+    fold_text = "; ".join(f"{r['model']}: {r['folded_over_unfolded_rule']}" for r in folding)
 
     def judged(key: str, kind: str, words=verdicts.speed_text) -> str:
         return "; ".join(f"{m}: {words(numbers[(m, kind)][key])}" for m in BN_MODELS)

@@ -6,23 +6,16 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from ...bench.norm_forms import FLAT
 from ...judging import verdicts
 from .accounting import published_ratio
 from .study import BN_MODELS, PIPELINE_LABELS, SpeedResult, _save, name, pct
-
-FLAT = "BatchNorm1d over flattened (b n) d (vitbn_nb)"
-
-
-def _form_rounds(row: dict) -> list[float]:
-    """Calls per second of a form in each interleaved round (a file without rounds gives its one median)."""
-    found = row.get("microseconds_rounds")
-    micro = list(found) if isinstance(found, (list, tuple)) and len(found) else [row["microseconds"]]
-    return [1e6 / m for m in micro]
 
 
 def flattened_against(result: SpeedResult) -> dict:
     """{(mode, dim, form): the book's flattened form against that form, by the rule}; above 1: flattened faster."""
     frame = result.bench.norm_forms
+    calls_per_s = lambda row: [1e6 / m for m in row["microseconds_rounds"]]  # in each interleaved round
     judged = {}
     for (mode, dim), group in frame.groupby(["mode", "dim"], sort=False):
         rows = {r["form"]: r for r in group.to_dict("records")}
@@ -30,8 +23,8 @@ def flattened_against(result: SpeedResult) -> dict:
             if form != FLAT:
                 judged[(mode, dim, form)] = verdicts.speed_ratio(
                     f"{mode}, d = {dim}: the flattened form against {form}",
-                    _form_rounds(rows[FLAT]),
-                    _form_rounds(row),
+                    calls_per_s(rows[FLAT]),
+                    calls_per_s(row),
                     scale=result.bench.hardware_label,
                 )
     return judged

@@ -4,6 +4,7 @@ committed in ``figures/bench.json`` or one taken anew (``measure=True``); the ac
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -54,16 +55,12 @@ class SpeedResult(ChapterResult):
         held = set(self.bench.training["model"]) if "model" in self.bench.training else set()
         return tuple(m for m in self.settings.models if m in held)
 
-    @property
-    def reads(self) -> str:
-        """What the outputs are drawn from, for their source line."""
-        return COMMITTED_TIMED if self.source == "committed" else TIMED
-
 
 def _save(output, name: str, result: SpeedResult, caption: str, **about):
     """Save one of the chapter's figures or tables as ``new_<name>`` (reproducing ``new/<name>``), naming the
     measurement and its machine unless ``about`` says otherwise."""
-    about = dict(reads=result.reads, extra={"hardware_line": result.bench.hardware_label}) | about
+    reads = COMMITTED_TIMED if result.source == "committed" else TIMED
+    about = dict(reads=reads, extra={"hardware_line": result.bench.hardware_label}) | about
     save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
     return save(output, f"new_{name}", result, reproduces=f"new/{name}", caption=caption, **about)
 
@@ -125,22 +122,18 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
 
 def overview(result: SpeedResult) -> pd.DataFrame:
     """Where and how the numbers were taken."""
-    peak = result.bench.meta["matmul_peak"]
-    s, meta = result.settings, result.bench.meta
+    s, meta, peak = result.settings, result.bench.meta, result.bench.meta["matmul_peak"]
     sizes = lambda n: "all" if n is None else f"{n:,}"
+    when = meta["date"][:10]
+    taken = (
+        f"committed (figures/{BENCH_FILE}), taken {when}" if result.source == "committed" else f"measured now, {when}"
+    )
+    matmul = f"{peak['flops_per_s'] / 1e9:,.1f} GFLOP/s ({peak['size']}³, median of {peak['repeats']})"
     rows = [
         ("hardware", f"{result.bench.hardware_label} ({meta['device']})"),
-        (
-            "measurement",
-            f"committed (figures/{BENCH_FILE}), taken {meta['date'][:10]}"
-            if result.source == "committed"
-            else f"measured now, {meta['date'][:10]}",
-        ),
+        ("measurement", taken),
         ("torch, threads", f"{meta['versions'].get('torch')}, {peak['threads']} threads"),
-        (
-            "fp32 matmul peak",
-            f"{peak['flops_per_s'] / 1e9:,.1f} GFLOP/s ({peak['size']}³, median of {peak['repeats']})",
-        ),
+        ("fp32 matmul peak", matmul),
         (
             "data",
             f"MNIST without augmentation (article 1's data): {sizes(s.train_size)} training and "
@@ -223,33 +216,19 @@ def share(part: float, whole: float) -> float:
 def equal_depth(result: SpeedResult) -> pd.DataFrame:
     """Per model and depth: images/s through both pipelines, and the ratio to ViT of the same depth."""
     rows = []
-    for depth in result.settings.depths:
-        for model in result.models:
-            as_run = result.bench.row("training", model=model, depth=depth, pipeline="engine")["as_run"]
-            row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
-            for kind in ("training", "inference"):
-                for pipeline in ("engine", "reference"):
-                    ips = result.bench.row(kind, model=model, depth=depth, pipeline=pipeline)["images_per_s"]
-                    row[f"{kind}, {PIPELINE_LABELS[pipeline]} (images/s)"] = round(ips, 1)
-                short = "r_t" if kind == "training" else "r_v"
-                row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = (
-                    verdicts.speed_text(equal_depth_speed(result, kind, model, depth))
-                    if model != "ViT"
-                    else "1 (itself)"
-                )
-            rows.append(row)
+    for depth, model in itertools.product(result.settings.depths, result.models):
+        of = functools.partial(result.bench.row, model=model, depth=depth)
+        as_run = of("training", pipeline="engine")["as_run"]
+        row = {"model": model, "depth": depth, "article 1 as run": "yes" if as_run else ""}
+        for kind, short in (("training", "r_t"), ("inference", "r_v")):
+            for pipeline, label in PIPELINE_LABELS.items():
+                row[f"{kind}, {label} (images/s)"] = round(of(kind, pipeline=pipeline)["images_per_s"], 1)
+            judged = (
+                verdicts.speed_text(result.bench.against_vit(kind, model, depth)) if model != "ViT" else "1 (itself)"
+            )
+            row[f"{short} = T(ViT) / T(model), same depth, engine, by the rule"] = judged
+        rows.append(row)
     return pd.DataFrame(rows)
-
-
-def equal_depth_speed(result: SpeedResult, kind: str, model: str, depth: int) -> verdicts.Verdict:
-    """``model`` against ViT of the same depth through the book's engine, judged by the rule from their rounds."""
-    return result.bench.speed(
-        kind, dict(model=model, depth=depth, pipeline="engine"), dict(model="ViT", depth=depth, pipeline="engine")
-    )
-
-
-#: The two pipelines every configuration is timed through.
-PIPELINES = ("engine", "reference")
 
 
 def _bars(ax, groups, series, *, ylabel: str, title: str):
@@ -279,11 +258,9 @@ def _bars(ax, groups, series, *, ylabel: str, title: str):
 
 def _rounds_text(result: SpeedResult) -> str:
     """How many interleaved rounds each training timing of the bench took ("5 rounds"), from the measurement itself."""
-    configurations = [
-        dict(model=m, depth=d, pipeline=p) for m in result.models for d in result.settings.depths for p in PIPELINES
-    ]
-    counts = sorted({len(result.bench.rounds("training", **where)) for where in configurations})
-    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}" if counts else "the rounds"
+    configurations = itertools.product(result.models, result.settings.depths, PIPELINE_LABELS)
+    counts = sorted({len(result.bench.rounds("training", model=m, depth=d, pipeline=p)) for m, d, p in configurations})
+    return f"{'–'.join(map(str, counts))} round{'s' * (counts[-1] != 1)}"
 
 
 def equal_depth_figure(result: SpeedResult):
@@ -298,14 +275,14 @@ def equal_depth_figure(result: SpeedResult):
     for ax, kind in zip(axes, titles):
         series = []
         for model in result.models:
-            for pipeline in PIPELINES:
-                rows = [result.bench.row(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
-                label, hatched = f"{model}, {PIPELINE_LABELS[pipeline]}", pipeline == "reference"
+            for pipeline, label in PIPELINE_LABELS.items():
+                where = [dict(model=model, depth=d, pipeline=pipeline) for d in depths]
+                rows, hatched = [result.bench.row(kind, **w) for w in where], pipeline == "reference"
                 look = (figures.color(model), "///" if hatched else None, 0.45 if hatched else 1.0)
                 marks = ["*" if r["as_run"] else "" for r in rows]
-                rounds = [result.bench.rounds(kind, model=model, depth=d, pipeline=pipeline) for d in depths]
+                rounds = [result.bench.rounds(kind, **w) for w in where]
                 spans = [(1000 / max(ips), 1000 / min(ips)) for ips in rounds]  # the fastest and slowest round
-                series.append((label, *look, [1000 / r["images_per_s"] for r in rows], marks, spans))
+                series.append((f"{model}, {label}", *look, [1000 / r["images_per_s"] for r in rows], marks, spans))
         _bars(ax, [f"depth {d}" for d in depths], series, ylabel="seconds per 1,000 images", title=titles[kind])
     handles = [Patch(color=figures.color(m), label=m) for m in result.models] + [
         Patch(facecolor="0.5", label="book's engine"),
@@ -355,12 +332,11 @@ def pipeline_split(result: SpeedResult) -> pd.DataFrame:
 
 def _split_rows(result: SpeedResult):
     """(depth, model, pipeline, training row, inference row) of every configuration, in the split's order."""
-    for depth in result.settings.depths:
-        for model in result.models:
-            for pipeline in ("reference", "engine"):
-                where = dict(model=model, depth=depth, pipeline=pipeline)
-                train, infer = (result.bench.row(kind, **where) for kind in ("training", "inference"))
-                yield depth, model, pipeline, train, infer
+    for depth, model, pipeline in itertools.product(result.settings.depths, result.models, ("reference", "engine")):
+        train, infer = (
+            result.bench.row(kind, model=model, depth=depth, pipeline=pipeline) for kind in ("training", "inference")
+        )
+        yield depth, model, pipeline, train, infer
 
 
 def pipeline_split_figure(result: SpeedResult):
@@ -416,26 +392,22 @@ def folding_figure(result: SpeedResult):
     """Inference images/s: ViT (and ViT with its LayerNorms removed), each BatchNorm model unfolded and folded."""
     depths = list(result.settings.depths)
     fold = {(r["model"], r["depth"]): r for r in result.bench.folding.to_dict("records")}
-    vit = lambda **removed: [
-        result.bench.row("inference", model="ViT", depth=d, pipeline="engine", **removed)["images_per_s"]
-        for d in depths
-    ]
-    # × marks folded against unfolded inference, by the rule from their rounds
+    images = lambda model, key: [fold[(model, d)][key] for d in depths]
     unfolded = lambda model, d: dict(model=model, depth=d, pipeline="engine")
-    folded_over_unfolded = lambda m, d: result.bench.speed(
-        "inference", dict(folded=True, **unfolded(m, d)), unfolded(m, d)
+    speedup = lambda model, d: result.bench.speed(
+        "inference", dict(folded=True, **unfolded(model, d)), unfolded(model, d)
     )
     removed = "ViT with its LayerNorms removed (not a model: what LayerNorm costs)"
-    series = [("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, vit())]
-    series.append((removed, figures.color("ViT"), "///", 0.45, vit(norms_removed=True)))
+    series = [
+        ("ViT (LayerNorm)", figures.color("ViT"), None, 1.0, images(BN_MODELS[0], "vit_images_per_s")),
+        (removed, figures.color("ViT"), "///", 0.45, images(BN_MODELS[0], "vit_without_layernorm_images_per_s")),
+    ]
     for model in BN_MODELS:
-        images = lambda key, model=model: [fold[(model, d)][key] for d in depths]
-        series.append((model, figures.color(model), None, 1.0, images("unfolded_images_per_s")))
+        series.append((model, figures.color(model), None, 1.0, images(model, "unfolded_images_per_s")))
         folded = f"{model}, BatchNorm folded (× = folded / unfolded, mean of the rounds)"
-        marks = [f"×{folded_over_unfolded(model, d).estimate:.2f}" for d in depths]
-        series.append(
-            (folded, figures.darker(figures.color(model), 0.35), "xx", 1.0, images("folded_images_per_s"), marks)
-        )
+        marks = [f"×{speedup(model, d).estimate:.2f}" for d in depths]  # by the rule from their rounds
+        look = (figures.darker(figures.color(model), 0.35), "xx", 1.0)
+        series.append((folded, *look, images(model, "folded_images_per_s"), marks))
     figures.use_style()
     fig, ax = plt.subplots(figsize=(12, 4.6))
     _bars(

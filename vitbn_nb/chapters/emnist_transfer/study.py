@@ -70,9 +70,7 @@ class TransferResult(results.ChapterResult):
 
 def plan(settings: TransferSettings) -> Plan:
     """The CNN's runs; the transformers' follow from their optimised hyperparameters (here or chapter 04's)."""
-    cnn = pd.DataFrame(
-        [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
-    )
+    cnn = pd.DataFrame([{"model": REFERENCE, "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}])
     studies = [hpo.model_study(model, settings, dataset=DATASET, depth=settings.depth) for model in MODELS]
     return Plan(
         hpo.best_runs(settings, cnn, dataset=DATASET),

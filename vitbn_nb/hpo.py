@@ -1,9 +1,6 @@
-"""Bayesian optimisation of learning rate and batch size with Ax + BoTorch (article 1, Experiment 2).
-
-Per model, Ax maximises the test accuracy after ``trial_epochs`` over lr (log scale) and batch size, one trial at a
-time, as the article's ``hypopt_train.py`` did; every trial is a stored run. Ax's state is saved under
-``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so :func:`optimise` resumes, and more trials
-extend a study (the key leaves the trial count out). Ax is seeded, and imported only where it is needed."""
+"""Bayesian optimisation of lr and batch size with Ax + BoTorch (article 1, Experiment 2), one trial at a time as
+the article's ``hypopt_train.py`` did; every trial is a stored run. Ax's seeded state is saved under
+``runs_dir()/hpo/<study key>/`` after every suggestion and completion, so a study resumes and extends."""
 
 from __future__ import annotations
 
@@ -98,10 +95,9 @@ class Study:
     seed: int = 0
 
     def __post_init__(self):
-        bounds(self.model)
+        space = bounds(self.model)
         object.__setattr__(self, "model_kwargs", full_model_kwargs(self.model, **self.model_kwargs))
-        low = SEARCH_SPACE[self.model]["lr"][0]
-        self.trial_config(low, SEARCH_SPACE[self.model]["batch_size"][0])  # refuses a bad setting by name, now
+        self.trial_config(space["lr"][0], space["batch_size"][0])  # refuses a bad setting by name, now
 
     @property
     def depth(self) -> int:
@@ -111,9 +107,12 @@ class Study:
         fields = {k: v for k, v in asdict(self).items() if k != "trial_epochs"}  # the rest are its trials' fields
         return RunConfig(**fields, epochs=self.trial_epochs, lr=float(lr), batch_size=int(batch_size))
 
+    def described(self, device_type: str) -> dict:
+        return {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}
+
     def key(self, device_type: str) -> str:
-        described = {**asdict(self), "device": device_type, "search_space": SEARCH_SPACE[self.model]}
-        digest = hashlib.sha1(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        described = json.dumps(self.described(device_type), sort_keys=True, default=str)
+        digest = hashlib.sha1(described.encode()).hexdigest()[:10]
         return f"{self.model}-d{self.depth}-{self.dataset}-e{self.trial_epochs}-s{self.seed}-{digest}"
 
     def folder(self, device_type: str) -> Path:
@@ -189,9 +188,7 @@ def optimise(
     state_path, ledger_path = folder / STATE_FILE, folder / LEDGER_FILE
     ledger = read_ledger(ledger_path) if ledger_path.exists() else {}
     if not (folder / "study.json").exists():
-        atomic.write_json(
-            folder / "study.json", {**asdict(study), "device": device_type, "search_space": SEARCH_SPACE[study.model]}
-        )
+        atomic.write_json(folder / "study.json", study.described(device_type))
     client = _load_client(study, state_path) if state_path.exists() else _new_client(study)
     if not state_path.exists():
         _save_state(client, state_path)
@@ -218,14 +215,12 @@ def optimise(
         if tracking.enabled(mlflow):
             tags = {"hpo.study": study.key(device_type), "hpo.trial": index + 1, "hpo.generator": generator}
             try:
-                tracking.mirror_run(run, tags={**tags, "hpo.accuracy": accuracy})
+                tracking.mirror_run(run, tags=tags | {"hpo.accuracy": accuracy})
             except Exception as error:
                 if mlflow:
                     raise
-                warnings.warn(
-                    f"trial {index + 1} of {study.key(device_type)} could not be tagged in MLflow: {error}",
-                    stacklevel=2,
-                )
+                message = f"trial {index + 1} of {tags['hpo.study']} could not be tagged in MLflow: {error}"
+                warnings.warn(message, stacklevel=2)
         if progress:
             print(
                 f"{study.model} d{study.depth} trial {index + 1}/{trials} ({generator}): lr={parameters['lr']:.3g} "
@@ -233,14 +228,10 @@ def optimise(
                 flush=True,
             )
 
-    summary = client.summarize()
-    if not summary.empty:
-        # Suggested but never completed (the last call stopped inside it): run it now; its run resumes.
-        for _, row in summary[summary["trial_status"] == "RUNNING"].sort_values("trial_index").iterrows():
-            run_trial(
-                int(row["trial_index"]), {"lr": row["lr"], "batch_size": row["batch_size"]}, row["generation_node"]
-            )
-    completed = int((client.summarize()["trial_status"] == "COMPLETED").sum()) if not summary.empty else 0
+    # Suggested but never completed (the last call stopped inside it): run it now; its run resumes.
+    for _, row in _trials(client, "RUNNING").iterrows():
+        run_trial(int(row["trial_index"]), {"lr": row["lr"], "batch_size": row["batch_size"]}, row["generation_node"])
+    completed = len(_trials(client, "COMPLETED"))
     while completed < trials:
         start = time.perf_counter()
         ((index, parameters),) = client.get_next_trials(max_trials=1).items()
@@ -249,7 +240,13 @@ def optimise(
         ledger[str(index)] = {"suggest_seconds": suggest_seconds}
         run_trial(index, parameters, client.summarize().set_index("trial_index").loc[index, "generation_node"])
         completed += 1
-    return trial_table(study, client.summarize(), ledger, trials, device_type)
+    return trial_table(study, _trials(client, "COMPLETED").head(trials), ledger, device_type)
+
+
+def _trials(client, status: str) -> pd.DataFrame:
+    """The study's trials of ``status`` (Ax's summary rows), in trial order."""
+    summary = client.summarize()
+    return summary if summary.empty else summary[summary["trial_status"] == status].sort_values("trial_index")
 
 
 def completed_trials(folder: Path) -> int:
@@ -267,15 +264,13 @@ def study_device_type(study: Study, here: str, trials: int) -> str:
     return here
 
 
-def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, device_type: str) -> pd.DataFrame:
-    done = summary[summary["trial_status"] == "COMPLETED"].sort_values("trial_index").head(trials)
+def trial_table(study: Study, done: pd.DataFrame, ledger: dict, device_type: str) -> pd.DataFrame:
     rows = []
     for _, row in done.iterrows():
         index = int(row["trial_index"])
         entry = ledger.get(str(index), {})
         planned = study.trial_config(row["lr"], row["batch_size"]).run_id(device_type)
         run = Run(stored_path(entry.get("run_id", planned)))
-        epochs = run.record["epochs"]
         rows.append(
             {
                 "model": study.model,
@@ -289,14 +284,13 @@ def trial_table(study: Study, summary: pd.DataFrame, ledger: dict, trials: int, 
                 "status": run.status,
                 "generator": GENERATOR_NAMES.get(row["generation_node"], row["generation_node"]),
                 "suggest_seconds": entry.get("suggest_seconds", float("nan")),
-                "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in epochs),
+                "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in run.record["epochs"]),
                 "trial_epochs": study.trial_epochs,
                 "study": study.key(device_type),
             }
         )
     table = pd.DataFrame(rows)
-    if not table.empty:
-        table["best_so_far"] = table["accuracy"].cummax()
+    table["best_so_far"] = table["accuracy"].cummax()  # optimise completes a trial at least
     return table
 
 
@@ -339,9 +333,7 @@ def load_best(dataset: str, profile: str) -> dict | None:
     return read_state(path, state_fix(path)) if path.exists() else None
 
 
-# ---------------------------------------------------------------------------------------------
-# the Ax study chapters 04 and 06 both run (06 reads 04's best settings, or optimises on its own)
-# ---------------------------------------------------------------------------------------------
+# -- the Ax study chapters 04 and 06 both run (06 reads 04's best settings, or optimises on its own) --------------
 #: The models both chapters optimise, and the dataset chapter 04 optimises on.
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 MNIST = "mnist"
@@ -351,16 +343,8 @@ def model_study(
     model: str, settings: profiles.ChapterSettings, *, dataset: str = MNIST, depth: int | None = None
 ) -> Study:
     """The optimisation of ``model`` under a chapter's ``settings`` (its depth as article 1 ran it unless ``depth``)."""
-    return Study(
-        model=model,
-        model_kwargs={"depth": depth or AS_RUN_DEPTH[model]},
-        dataset=dataset,
-        trial_epochs=settings.trial_epochs,
-        train_size=settings.train_size,
-        test_size=settings.test_size,
-        test_batch_size=settings.test_batch_size,
-        seed=0,
-    )
+    sizes = {name: getattr(settings, name) for name in ("trial_epochs", "train_size", "test_size", "test_batch_size")}
+    return Study(model, {"depth": depth or AS_RUN_DEPTH[model]}, dataset, **sizes, seed=0)
 
 
 def optimise_models(
@@ -373,15 +357,29 @@ def optimise_models(
     deadline: Deadline | None = None,
 ) -> pd.DataFrame:
     """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
-    tables = [
-        optimise(
-            model_study(model, settings, dataset=dataset, depth=depth), settings.trials, force=force, deadline=deadline
-        )
-        for model in models
-    ]
+    studies = [model_study(model, settings, dataset=dataset, depth=depth) for model in models]
+    tables = [optimise(study, settings.trials, force=force, deadline=deadline) for study in studies]
     trials = pd.concat(tables, ignore_index=True)
     save_best(trials, dataset=dataset, profile=settings.profile)
     return trials
+
+
+def best_runs(settings: profiles.ChapterSettings, best: pd.DataFrame, **fields) -> list[RunConfig]:
+    """Each model of ``best`` (rows of model, depth, lr, batch size) at every seed of ``settings``; a model with no
+    search space (the CNN) at its default size."""
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=row["model"],
+            model_kwargs={"depth": int(row["depth"])} if row["model"] in SEARCH_SPACE else {},
+            lr=float(row["lr"]),
+            batch_size=int(row["batch_size"]),
+            seed=seed,
+            **fields,
+        )
+        for seed in range(settings.seeds)
+        for _, row in best.iterrows()
+    ]
 
 
 def best_hyperparameters(

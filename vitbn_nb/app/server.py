@@ -1,11 +1,9 @@
 """The digit app's server: which model, MNIST-style preprocessing, and the Flask routes (``GET /``, ``GET
-/api/model``, ``POST /api/predict`` with the image as the body). A bad request gets a 4xx and ``{"error": ...}``, a
-malformed request line too.
+/api/model``, ``POST /api/predict`` with the image as the body); a bad request gets a 4xx and ``{"error": ...}``.
 
-It sheds load rather than queue it: at most :data:`MAX_DECODES` uploads are read and decoded at once (another gets a
-503 with ``Retry-After``, its body drained in small pieces), a connection that sends nothing for :data:`READ_SECONDS`
-is dropped, progressive JPEGs (whose scans make a small file cost minutes of CPU) are refused, and a decode that
-takes longer than :data:`DECODE_SECONDS` is stopped at its next read."""
+It sheds load rather than queue it: at most :data:`MAX_DECODES` uploads are decoded at once (another gets a 503),
+an idle connection is dropped after :data:`READ_SECONDS`, progressive JPEGs are refused, and a decode is stopped
+after :data:`DECODE_SECONDS`."""
 
 from __future__ import annotations
 
@@ -65,7 +63,6 @@ FALLBACK = RunConfig(
     train_size=20_000,
     test_size=2_000,
 )
-
 
 #: What a request to /api/predict must hold, for the messages that refuse one.
 EXPECTED = (
@@ -280,9 +277,7 @@ def mnist_style(ink: np.ndarray) -> np.ndarray:
     box = F.interpolate(pixels, size=size, mode="bilinear", antialias=True, align_corners=False)[0, 0].clamp(0, 1)
     box = box.numpy()
     h, w = box.shape
-    mass = box.sum()
-    cy = (box.sum(axis=1) * np.arange(h)).sum() / mass
-    cx = (box.sum(axis=0) * np.arange(w)).sum() / mass
+    cy, cx = (np.indices(box.shape) * box).sum(axis=(1, 2)) / box.sum()
     top = int(np.clip(round(14 - cy), 0, 28 - h))  # MNIST's centres of mass sit at about (14, 14)
     left = int(np.clip(round(14 - cx), 0, 28 - w))
     frame = np.zeros((28, 28), dtype=np.float32)

@@ -6,21 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import hpo
-from ...judging.claims import verdict_texts
+from ...judging.claims import BN_MODELS, verdict_texts
 from ...publishing import results
 from .article import EXPERIMENT2
 from .judge import experiment2
 
 MODELS = hpo.MODELS
 
-BN_MODELS = ("ViTBNFFN", "ViTBN")
-
 
 def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
     """Each model's best trial: one row per model."""
-    return pd.DataFrame([hpo.best_trial(group) for _, group in trials.groupby("model", sort=False)]).reset_index(
-        drop=True
-    )
+    best = [hpo.best_trial(group) for _, group in trials.groupby("model", sort=False)]
+    return pd.DataFrame(best).reset_index(drop=True)
 
 
 def model_label(model: str, depth) -> str:

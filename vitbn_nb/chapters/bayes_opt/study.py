@@ -105,20 +105,7 @@ def final_runs(result: BayesOptResult) -> pd.DataFrame:
 def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConfig]:
     """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials'), timed
     through article 1's pipeline as the article timed them (the trials ran on the book's engine)."""
-    return [
-        RunConfig.from_settings(
-            settings,
-            model=row["model"],
-            model_kwargs={"depth": int(row["depth"])},
-            dataset=row["dataset"],
-            lr=float(row["lr"]),
-            batch_size=int(row["batch_size"]),
-            seed=seed,
-            pipeline=RETRAIN_PIPELINE,
-        )
-        for seed in range(settings.seeds)
-        for _, row in best_trials(trials).iterrows()
-    ]
+    return hpo.best_runs(settings, best_trials(trials), dataset=hpo.MNIST, pipeline=RETRAIN_PIPELINE)
 
 
 def best_settings_table(result: BayesOptResult):

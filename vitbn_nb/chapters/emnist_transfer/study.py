@@ -70,12 +70,10 @@ class TransferResult(results.ChapterResult):
 
 def plan(settings: TransferSettings) -> Plan:
     """The CNN's runs; the transformers' follow from their optimised hyperparameters (here or chapter 04's)."""
-    cnn = pd.DataFrame(
-        [{"model": REFERENCE, "depth": "—", "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}]
-    )
+    cnn = pd.DataFrame([{"model": REFERENCE, "lr": settings.cnn_lr, "batch_size": settings.cnn_batch_size}])
     studies = [hpo.model_study(model, settings, dataset=DATASET, depth=settings.depth) for model in MODELS]
     return Plan(
-        _configs(cnn, settings),
+        hpo.best_runs(settings, cnn, dataset=DATASET),
         optimisations=studies if settings.reoptimise else [],
         then=(
             f"ViT, ViTBNFFN and ViTBN at depth {settings.depth} with their best lr and batch size, "
@@ -88,7 +86,7 @@ def plan(settings: TransferSettings) -> Plan:
 def run(settings: TransferSettings, force: bool = False, device=None) -> TransferResult:
     """Choose the hyperparameters, train every model (or read them back), then time each on the transfer set."""
     hyper = _hyperparameters(settings, force=force)
-    table = runs.load_table(training.train_all(_configs(hyper, settings), force=force))
+    table = runs.load_table(training.train_all(hpo.best_runs(settings, hyper, dataset=DATASET), force=force))
     return TransferResult(settings, hyper, table, _measure(table, settings, device))
 
 
@@ -96,7 +94,7 @@ def after_optimisation(
     settings: TransferSettings, force: bool = False, deadline: Deadline | None = None
 ) -> list[RunConfig]:
     """Every model's runs with its hyperparameters (optimised now under ``reoptimise`` if not stored)."""
-    return _configs(_hyperparameters(settings, force=force, deadline=deadline), settings)
+    return hpo.best_runs(settings, _hyperparameters(settings, force=force, deadline=deadline), dataset=DATASET)
 
 
 def _hyperparameters(settings: TransferSettings, force: bool = False, deadline: Deadline | None = None) -> pd.DataFrame:
@@ -131,7 +129,9 @@ def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -
 def stored_runs(settings: TransferSettings) -> list[RunConfig]:
     """The runs the stored hyperparameters lead to, nothing optimised here (none before the optimisation)."""
     best = hpo.load_best(DATASET if settings.reoptimise else hpo.MNIST, settings.profile)
-    return [] if best is None else _configs(_hyperparameter_table(best, settings, origin="stored"), settings)
+    if best is None:
+        return []
+    return hpo.best_runs(settings, _hyperparameter_table(best, settings, origin="stored"), dataset=DATASET)
 
 
 def hyperparameters(result: TransferResult):
@@ -148,23 +148,6 @@ def hyperparameters(result: TransferResult):
 def measurements(result: TransferResult) -> pd.DataFrame:
     """One row per run: accuracy on the transfer set, median seconds per pass, images/s."""
     return result.measured
-
-
-def _configs(hyper: pd.DataFrame, settings: TransferSettings) -> list[RunConfig]:
-    """Every model (and the CNN) on augmented MNIST, equal epochs, each random seed."""
-    return [
-        RunConfig.from_settings(
-            settings,
-            model=row["model"],
-            model_kwargs={} if row["model"] == REFERENCE else {"depth": int(row["depth"])},
-            dataset=DATASET,
-            lr=float(row["lr"]),
-            batch_size=int(row["batch_size"]),
-            seed=seed,
-        )
-        for seed in range(settings.seeds)
-        for _, row in hyper.iterrows()
-    ]
 
 
 def overview(settings: TransferSettings) -> pd.DataFrame:

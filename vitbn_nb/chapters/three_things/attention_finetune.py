@@ -3,7 +3,7 @@ et al.): accuracy before and after, trainable parameters, memory and compute tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -21,6 +21,8 @@ from .settings import ThreeThingsSettings
 
 STYLES = {"full": "-", "attention only": "--"}
 MODES = {"full": "all", "attention only": "attention"}
+#: What the tensor accounting of a step's memory counts (where no CUDA peak is measured).
+ACCOUNTED = "weights + gradients + Adam state + tensors saved for backward"
 
 
 @dataclass(frozen=True)
@@ -36,22 +38,17 @@ def _pairs(settings: ThreeThingsSettings, device) -> list[tuple[dict, RunConfig]
     out = []
     for source in shared.sequential_configs(settings):
         source_id = runs.stored_id(source, device)
-        for variant, trainable in MODES.items():
-            tuned = RunConfig(
-                model=source.model,
-                model_kwargs={**source.model_kwargs, "image_size": 56},
-                dataset="mnist56",
-                epochs=settings.ft_epochs,
-                lr=settings.ft_lr,
-                batch_size=settings.batch_size,
-                test_batch_size=settings.test_batch_size,
-                seed=source.seed,
-                train_size=settings.ft_train_size,
-                test_size=settings.ft_test_size,
-                init_from=source_id,
-                trainable=trainable,
-            )
-            out.append(({"variant": variant, "source": source_id}, tuned))
+        tuned = replace(
+            source,
+            model_kwargs={**source.model_kwargs, "image_size": 56},
+            dataset="mnist56",
+            epochs=settings.ft_epochs,
+            lr=settings.ft_lr,
+            train_size=settings.ft_train_size,
+            test_size=settings.ft_test_size,
+            init_from=source_id,
+        )
+        out += [({"variant": v, "source": source_id}, replace(tuned, trainable=t)) for v, t in MODES.items()]
     return out
 
 
@@ -85,23 +82,13 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> Fine
     pairs = _pairs(settings, device)
     table, trained = shared.train_labelled(pairs, force=force)
     compute = shared.median_epoch(table, lambda epochs: epochs["train_seconds"] - epochs["data_seconds"])
-    before = {
-        source_id: runs.measured(
-            source,
-            f"test accuracy at 56 px before fine-tuning: {settings.ft_test_size or 'all'} test images",
-            lambda source=source: accuracy_before(source, settings, device),
-            None,
-        )
-        for source_id, source in sources.items()
-    }
+    name = f"test accuracy at 56 px before fine-tuning: {settings.ft_test_size or 'all'} test images"
+    untuned = lambda source: runs.measured(source, name, lambda: accuracy_before(source, settings, device), None)
+    before = {source_id: untuned(source) for source_id, source in sources.items()}
 
     def measure(label, run_):
-        memory = runs.measured(
-            run_,
-            f"training step memory (MiB): batch {run_.config.batch_size}",
-            lambda: step_memory(run_, settings, device),
-            device,
-        )
+        name = f"training step memory (MiB): batch {run_.config.batch_size}"
+        memory = runs.measured(run_, name, lambda: step_memory(run_, settings, device), device)
         steps = engine.steps_per_epoch(run_.record["train_images"], run_.config.batch_size)
         return {
             "trainable": run_.record["parameters"]["trainable"],
@@ -129,17 +116,12 @@ def finetune_figure(result: FinetuneResult):
     summary["trainable_k"] = summary["trainable"] / 1000
     column, label = _memory_column(per_run)
     share = lambda row: f"{100 * row['trainable'] / row['total']:.0f} %"
+    memory = "CUDA peak allocated" if column == "memory_cuda_peak" else ACCOUNTED
     caption = (
         "Fine-tuning models trained on 28x28 MNIST on MNIST upscaled to 56x56 (64 patches instead of 16; "
         "position embeddings interpolated bicubically): test accuracy, trainable parameters, memory of "
-        "one training step ("
-        + (
-            "CUDA peak allocated"
-            if column == "memory_cuda_peak"
-            else "weights + gradients + Adam state + tensors saved for backward"
-        )
-        + ") and compute time per step (each run's median epoch over its steps, the mean over seeds; "
-        f"{results.times_left_out(result.table)})."
+        f"one training step ({memory}) and compute time per step (each run's median epoch over its steps, the mean "
+        f"over seeds; {results.times_left_out(result.table)})."
     )
     return shared.part_figure(
         result,

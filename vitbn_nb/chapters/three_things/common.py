@@ -50,11 +50,8 @@ def parallel_pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]
 
 def sequential_configs(settings: ThreeThingsSettings) -> list[RunConfig]:
     """(a)'s sequential runs at the first depth: (b)'s starting points and (c)'s linear-stem baselines."""
-    return [
-        c
-        for label, c in parallel_pairs(settings)
-        if label["variant"] == "sequential" and label["total_depth"] == settings.depths[0]
-    ]
+    seeds = itertools.product(settings.models, range(settings.seeds))
+    return [config(settings, model, seed, depth=settings.depths[0]) for model, seed in seeds]
 
 
 def _save(output, name: str, result, caption: str):
@@ -183,16 +180,8 @@ def model_legend(fig, models, variants: list[str]):
 
 def accuracy_panel(ax, table: pd.DataFrame, variants: list[str], styles: dict[str, str], title: str):
     for (model, variant), group in table.groupby(["model", "variant"], sort=False):
-        figures.mean_band(
-            ax,
-            group,
-            x="epoch",
-            y="test_acc",
-            label=f"{model} {variant}",
-            color=figures.color(model),
-            linestyle=styles[variant],
-            marker="o",
-        )
+        look = dict(label=f"{model} {variant}", color=figures.color(model), linestyle=styles[variant], marker="o")
+        figures.mean_band(ax, group, x="epoch", y="test_acc", **look)
     ax.set(xlabel="epoch", ylabel="test accuracy (%)", title=title)
     epochs = sorted(table["epoch"].unique())
     if len(epochs) <= 12:

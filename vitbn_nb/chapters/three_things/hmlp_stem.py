@@ -12,18 +12,16 @@ from . import common as shared
 from .settings import ThreeThingsSettings
 
 STYLES = {"linear": "-", "hmlp": "--"}
+MIXING = "stem mixing: largest change of another patch's token"
 
 
 def _pairs(settings: ThreeThingsSettings) -> list[tuple[dict, RunConfig]]:
-    depth = settings.depths[0]
+    depth, stems = settings.depths[0], {"linear": {}, "hmlp": {"stem": "hmlp"}}
     return [
-        (
-            {"variant": stem},
-            shared.config(settings, model, seed, depth=depth, **({"stem": "hmlp"} if stem == "hmlp" else {})),
-        )
+        ({"variant": stem}, shared.config(settings, model, seed, depth=depth, **kwargs))
         for model in settings.models
         for seed in range(settings.seeds)
-        for stem in ("linear", "hmlp")
+        for stem, kwargs in stems.items()
     ]
 
 
@@ -41,9 +39,8 @@ def patch_mixing(model: torch.nn.Module, *, patch: int = 5, seed: int = 0) -> fl
     side = 28 // grid_w
     row, col = divmod(patch, grid_w)
     y = x.clone()
-    y[:, :, row * side : (row + 1) * side, col * side : (col + 1) * side] = torch.rand(
-        2, 1, side, side, generator=generator
-    )
+    rows, cols = slice(row * side, (row + 1) * side), slice(col * side, (col + 1) * side)
+    y[:, :, rows, cols] = torch.rand(2, 1, side, side, generator=generator)
     with torch.no_grad():
         a, b = model.to_patch_embedding(x), model.to_patch_embedding(y)
     others = [i for i in range(a.shape[1]) if i != patch]
@@ -65,12 +62,7 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> shared.PartResult
             "stem_parameters": count_parameters(model.to_patch_embedding),
             "flops": forward_flops(model),  # counted as chapter 02's table counts them
             "train_seconds": seconds.get(run_.run_id, float("nan")),
-            "mixing": runs.measured(
-                run_,
-                "stem mixing: largest change of another patch's token",
-                lambda: patch_mixing(run_.load_model("cpu")),
-                None,
-            ),
+            "mixing": runs.measured(run_, MIXING, lambda: patch_mixing(run_.load_model("cpu")), None),
         }
 
     return shared.PartResult(settings, table, shared.per_run(pairs, trained, measure))

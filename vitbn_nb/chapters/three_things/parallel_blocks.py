@@ -156,19 +156,13 @@ def comparison(result: shared.PartResult):
         trained += " (runs trained one after another, not in interleaved rounds: shown, not judged)"
         same, batch = "equal for every model" if equal else f"differ: {params.to_dict()}", result.settings.latency_batch
         accuracy = shared.difference_text(group, "parallel", "sequential")
+        first = latency("latency_1") + " (parallel against sequential, by the rule)"
+        ratio = f"sequential / parallel (depth {depth})"
         out += [
             (f"same parameters (depth {depth})", "parallel_parameters", same),
             (f"accuracy, parallel - sequential (depth {depth})", "parallel_accuracy", accuracy),
-            (
-                f"latency at batch 1, sequential / parallel (depth {depth})",
-                "parallel_latency_1",
-                latency("latency_1") + " (parallel against sequential, by the rule)",
-            ),
-            (
-                f"latency at batch {batch}, sequential / parallel (depth {depth})",
-                "parallel_latency_n",
-                latency("latency_n"),
-            ),
-            (f"training time per epoch, sequential / parallel (depth {depth})", "parallel_training", trained),
+            (f"latency at batch 1, {ratio}", "parallel_latency_1", first),
+            (f"latency at batch {batch}, {ratio}", "parallel_latency_n", latency("latency_n")),
+            (f"training time per epoch, {ratio}", "parallel_training", trained),
         ]
     return shared.said_and_measured(out)

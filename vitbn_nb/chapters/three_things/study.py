@@ -31,15 +31,9 @@ def protocol(settings: ThreeThingsSettings):
     depths = ", ".join(f"{d} vs {d // b} x {b}" for d in settings.depths)
     finetuned = f"full vs attention-only, from (a)'s depth-{depth} sequential models"
     stems = f"hMLP vs linear stem at depth {depth} (linear = (a)'s sequential runs)"
+    parallel = 2 * len(settings.depths) * n  # each depth sequential and parallel, each model
     parts = [
-        (
-            "(a) parallel blocks",
-            f"depth {depths} branches",
-            data28,
-            settings.epochs,
-            settings.lr,
-            2 * len(settings.depths) * n,
-        ),
+        ("(a) parallel blocks", f"depth {depths} branches", data28, settings.epochs, settings.lr, parallel),
         ("(b) fine-tuning", finetuned, data56, settings.ft_epochs, settings.ft_lr, 2 * n),
         ("(c) hMLP stem", stems, data28, settings.epochs, settings.lr, n),
     ]

@@ -49,15 +49,13 @@ def check_device_first(rendered_at: dict[str, str], profile: str, runs, force: b
 
 
 def main(argv=None) -> int:
-    """Run one command; a refusal it names (a bad setting, a damaged store, a failed chapter, an unusable device) is
-    one line on stderr and exit status 1."""
+    """Run one command; a refusal it names (a bad setting, a damaged store, a failed chapter, an unusable device for
+    ``check-device``) is one line on stderr and exit status 1."""
     from . import __version__
     from .chapters.speed.command import add_arguments as bench_arguments
     from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
     from .publishing import readme
-    from .publishing.book_chapters import BookError
     from .store.records import RunStoreError
-    from .system import DeviceError
 
     parser = argparse.ArgumentParser(
         prog="python -m vitbn_nb",
@@ -182,9 +180,18 @@ def main(argv=None) -> int:
         os.environ[MEASURE_VARIABLE] = "1"
     if getattr(args, "from_scratch", False):
         os.environ[COMMITTED_VARIABLE] = "ignore"
+    refused: tuple[type[Exception], ...] = (ValueError, RunStoreError)
+    if args.command == "book":
+        from .publishing.book_chapters import BookError
+
+        refused += (BookError,)
+    elif args.command == "check-device":  # elsewhere a DeviceError reaches cli(), which shows it or its traceback
+        from .system import DeviceError
+
+        refused += (DeviceError,)
     try:
         return _run(args)
-    except (ValueError, RunStoreError, BookError, DeviceError) as error:
+    except refused as error:
         name = f"runs {args.runs_command}" if args.command == "runs" else args.command
         print(f"{name}: {error}", file=sys.stderr)
         return 1

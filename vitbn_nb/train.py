@@ -10,7 +10,6 @@ import pandas as pd
 from . import chapters, profiles
 from .app import model_choice
 from .bench.calibration import calibrated, estimate_seconds, points_for
-from .chapters import evidence_profile as evidence_profile  # the book and the CLI read it here
 from .data import IMAGE_SIZE
 from .engines import engine, training
 from .hpo import completed_trials, study_device_type

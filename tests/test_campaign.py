@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from vitbn_nb import campaign, chapters
-from vitbn_nb import train as train_command
 from vitbn_nb.engines import training
 from vitbn_nb.limits import Deadline
 from vitbn_nb.store import committed
@@ -232,14 +231,14 @@ def test_a_chapter_renders_at_paper_once_every_paper_run_of_its_first_seeds_is_h
 
     asked = []
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: asked.append(configs) or [])
-    assert train_command.evidence_profile("05_depth_study", "cpu") == "paper"
+    assert chapters.evidence_profile("05_depth_study", "cpu") == "paper"
     paper = chapters.settings("05_depth_study", "paper")
     assert {c.seed for c in asked[-1]} == set(range(paper.seeds))  # the seed plan's further seeds: the campaign's
-    assert train_command.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
-    assert train_command.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
-    assert train_command.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
+    assert chapters.evidence_profile("05_depth_study", "smoke") == "smoke"  # only a cpu book is upgraded
+    assert chapters.evidence_profile("02_models", "cpu") == "cpu"  # trains nothing: no evidence to follow
+    assert chapters.evidence_profile("04_bayes_opt", "cpu") == "cpu"  # its final runs follow its optimisation
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: ["one-run"])
-    assert train_command.evidence_profile("05_depth_study", "cpu") == "cpu"
+    assert chapters.evidence_profile("05_depth_study", "cpu") == "cpu"
 
 
 def test_a_chapter_opened_with_profile_auto_shows_the_held_paper_runs_and_trains_nothing(monkeypatch, capsys):

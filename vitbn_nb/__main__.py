@@ -1,8 +1,4 @@
-"""Command line: ``python -m vitbn_nb data | book | train | check-device | bench | readme | runs | colab-cell``.
-
-Every failure prints one message naming the file or setting and the fix, with exit status 1; ``--debug`` (anywhere
-on the line) or ``VITBN_DEBUG=1`` shows the traceback instead.
-"""
+"""``python -m vitbn_nb <command>``: a failure is one line with its fix, exit status 1 (``--debug``: the traceback)."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ def _shared_arguments(command) -> None:
 
 
 def rendering(chapter: str, profile: str) -> tuple[str, tuple[float, ...]]:
-    """``book``'s question to the chapters' registry: the profile ``chapter`` renders at in a ``profile`` book, and the
-    lrs at which it takes the ``paper`` runs (:func:`vitbn_nb.chapters.parameters` finds the same in the kernel)."""
+    """For ``book``: the profile ``chapter`` renders at in a ``profile`` book, and the lrs of its ``paper`` runs."""
     from . import chapters
 
     at = chapters.evidence_profile(chapter, profile)
@@ -35,8 +30,7 @@ def rendering(chapter: str, profile: str) -> tuple[str, tuple[float, ...]]:
 
 
 def check_device_first(rendered_at: dict[str, str], profile: str, runs, force: bool) -> None:
-    """Before ``book``'s kernels train: a GPU or a stacked run trains only after the device's check, stored once (a
-    chapter rendered at a larger profile than asked reads what is held: it trains nothing)."""
+    """Before ``book``'s kernels train: a GPU or a stacked run trains only after the device's check, stored once."""
     from . import chapters
     from .engines import check_device
     from .train import needs_device_check, planned_runs, untrained
@@ -55,8 +49,8 @@ def check_device_first(rendered_at: dict[str, str], profile: str, runs, force: b
 
 
 def main(argv=None) -> int:
-    """Run one command; a refusal the command names (a bad setting, a damaged store, a failed chapter, an unusable
-    device for ``check-device``) is one line on stderr and exit status 1."""
+    """Run one command; a refusal it names (a bad setting, a damaged store, a failed chapter, an unusable device for
+    ``check-device``) is one line on stderr and exit status 1."""
     from . import __version__
     from .chapters.speed.command import add_arguments as bench_arguments
     from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
@@ -191,7 +185,7 @@ def main(argv=None) -> int:
         from .publishing.book_chapters import BookError
 
         refused += (BookError,)
-    elif args.command == "check-device":
+    elif args.command == "check-device":  # elsewhere a DeviceError reaches cli(), which shows it or its traceback
         from .system import DeviceError
 
         refused += (DeviceError,)

@@ -1,7 +1,6 @@
-"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions: the ordered :data:`STAGES`
-continue with ``campaign --deadline S`` (interrupted runs first, then the cheapest that fit; a stage whose epoch
-times the book shows only under ``--quiet``); ``campaign measure`` takes a stage's measurements of its finished runs
-(:attr:`Stage.measurement`); ``campaign commit`` copies finished records into ``figures/records/``."""
+"""The ``paper`` profile trained on a CPU as a campaign over time-limited sessions: ``campaign --deadline S`` continues
+the ordered :data:`STAGES` (interrupted runs first, then the cheapest that fit), ``campaign measure`` takes their
+measurements, ``campaign commit`` copies finished records into ``figures/records/``."""
 
 from __future__ import annotations
 
@@ -47,12 +46,11 @@ class Stage:
     lrs: tuple[float, ...] | None = None
     quiet: bool = False
     why: str = ""
-    #: A module whose ``take(run)`` measures a finished run of the stage once, kept in its record, whose
-    #: ``stored(record)`` reads it back and whose ``taken_busy(value)`` says it was taken beside other work (then it is
-    #: taken anew): ``campaign measure``, a timing, so on a quiet machine.
+    #: ``campaign measure``'s module (a timing, so on a quiet machine): ``take(run)`` keeps a finished run's measurement
+    #: in its record, ``stored(record)`` reads it, ``taken_busy(value)`` says it was taken beside other work.
     measurement: str | None = None
-    #: What makes a comparison's cell besides the seed (its runs pair): a run that drew another data stream than its
-    #: cell's other runs (a GPU's from before the one stream) is trained again on the one.
+    #: What makes a comparison's cell besides the seed: a run on another data stream than its cell's other runs (a
+    #: GPU's from before the one stream) is trained again on the one.
     cell: tuple[str, ...] = ("lr",)
 
     def configs(self) -> list[RunConfig]:
@@ -81,8 +79,7 @@ STAGES = (
 
 
 def run_ids() -> set[str]:
-    """Every id a campaign run can have (on either device type, by either engine): the records a book render keeps
-    committed."""
+    """Every id a campaign run can have (either device type, either engine): the records a render keeps committed."""
     return {run_id for stage in STAGES for config in stage.configs() for run_id in config.ids()}
 
 
@@ -107,15 +104,13 @@ def _recorded_epochs(folder) -> list[dict]:
 
 
 def _epochs_done(config: RunConfig, device: torch.device, retrain: frozenset[str] = frozenset()) -> int:
-    """Finished epochs of ``config`` in the run store (all of them when it is finished, here or committed); a
-    configuration in ``retrain`` counts its run on the one data stream only."""
+    """Finished epochs of ``config`` here or committed; one in ``retrain`` counts its run on the one stream only."""
     run_id = stored_id(config, device, one_stream=config.run_id("cpu") in retrain)
     return config.epochs if stored_run(stored_path(run_id)) is not None else len(_recorded_epochs(runs_dir() / run_id))
 
 
 def _trained_on(stage: Stage, device: torch.device, done: list[int] | None = None) -> dict[str, int]:
-    """The machines that trained the stage's started and finished runs (``done``: each config's epochs done, when
-    known), with how many runs each."""
+    """The machines that trained the stage's started runs, with how many each (``done``: each config's epochs)."""
     configs = stage.configs()
     done = done if done is not None else [_epochs_done(c, device) for c in configs]
     return runs.trained_on([stored_id(c, device) for c, epochs in zip(configs, done) if epochs > 0])
@@ -130,10 +125,9 @@ def _all_but_seed(config: RunConfig) -> str:
 
 
 class Estimator:
-    """Seconds of a run's remaining epochs: its own epochs' median, else the median quiet epoch of its other seeds,
-    else the calibration's price corrected by the ratio of the epochs this store's runs really took here on a quiet
-    machine. ``known``: runs beside ``configs`` (a stage's finished ones) whose records may serve as those seeds and
-    in the correction; the calibration prices ``configs`` only."""
+    """Seconds of a run's remaining epochs: its own epochs' median, else its other seeds' median quiet epoch, else the
+    calibration's price times what this store's quiet epochs really took here over that price. ``known``: runs beside
+    ``configs`` (a stage's finished ones) that may serve as those seeds and in the correction."""
 
     def __init__(
         self,
@@ -161,9 +155,8 @@ class Estimator:
         self._seeds: dict[str, list[RunConfig]] = {}  # the known runs by all but their seed (a RunConfig is costly)
         for config in self.known:
             self._seeds.setdefault(_all_but_seed(config), []).append(config)
-        #: measured ÷ calibrated epoch over the runs with quiet epochs here, finished ones included (a campaign's
-        #: left runs are mostly unstarted): the calibration times plain steps, without augmentation or the test
-        #: pass; an epoch timed beside other work would price that load into every run
+        # the calibration times plain steps, without augmentation or the test pass: measured ÷ calibrated over the quiet
+        # epochs here, finished runs included (a campaign's left runs are mostly unstarted)
         ratios = [
             m / c
             for config in self.known
@@ -197,8 +190,7 @@ class Estimator:
         return None if self.calibration is None else calibration.estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (train and test) of this run's record (``quiet``: of the epochs the book times, by the
-        book's one rule, :func:`vitbn_nb.system.epoch_contended`), else None."""
+        """The median epoch (train and test) of this run's record (``quiet``: of those the book times), else None."""
         epochs = _recorded_epochs(stored_path(config.run_id(self.device.type)))
         epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
@@ -253,7 +245,7 @@ def _duration(seconds: float) -> str:
 def _order(
     units: list[list[RunConfig]], estimator: Estimator, retrain: frozenset[str] = frozenset()
 ) -> list[list[RunConfig]]:
-    """Started units first (their checkpoints), then the cheapest: the outputs of fewest hours complete soonest."""
+    """Started units first (their checkpoints), then the cheapest: outputs of fewest hours complete soonest."""
 
     def key(unit):
         started = any(0 < _epochs_done(c, estimator.device, retrain) < c.epochs for c in unit)
@@ -263,18 +255,11 @@ def _order(
     return sorted(units, key=key)  # stable: plan order breaks ties
 
 
-#: A further worker's command line (before its worker number and deadline).
-_COMMAND = ("-m", "vitbn_nb", "campaign", "train", "--threads", "1")
-
-
 def train_workers(args, deadline: Deadline | None) -> list[Run]:
-    """``campaign train --workers N``: this process is worker 0 and starts N − 1 more, one thread each, on the same
-    store; each takes the next unit no other worker holds. The timed stages wait for a one-worker campaign."""
+    """``campaign train --workers N``: this process is worker 0 and starts N − 1 more, one thread each, on the store."""
+    command = [sys.executable, "-m", "vitbn_nb", "campaign", "train", "--threads", "1", "--workers", str(args.workers)]
     seconds = [] if deadline is None else ["--deadline", f"{max(0.0, deadline.at - deadline.clock()):.0f}"]
-    others = [
-        subprocess.Popen([sys.executable, *_COMMAND, "--workers", str(args.workers), "--worker", str(i), *seconds])
-        for i in range(1, args.workers)
-    ]
+    others = [subprocess.Popen([*command, "--worker", str(i), *seconds]) for i in range(1, args.workers)]
     try:
         return train(deadline, worker=0, workers=args.workers)
     finally:
@@ -295,10 +280,9 @@ def train(
     worker: int = 0,
     workers: int = 1,
 ) -> list[Run]:
-    """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline,
-    only what the estimate says finishes before it. Raises :class:`Unfinished` when runs are left. ``workers`` > 1:
-    this is worker ``worker`` of that many processes sharing the store (untimed stages only), each taking the next
-    unit no other holds."""
+    """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline, only
+    what the estimate says finishes before it. ``workers`` > 1: this is worker ``worker`` of that many processes
+    sharing the store (untimed stages only), each taking the next unit no other holds. Raises :class:`Unfinished`."""
     device = pick_device(None)
     clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
@@ -331,7 +315,7 @@ def train(
                 f"{', '.join(elsewhere)}, not on this machine ({here}); the book compares a seed's two runs' times "
                 "only where one machine timed both, so a pair split between machines leaves those comparisons"
             )
-        pending, too_long, estimator = training.units(left), [], None
+        pending, estimator = training.units(left), None
         while pending:
             if estimator is None or estimator.busy():
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
@@ -346,7 +330,11 @@ def train(
             seconds = {id(unit): sum(estimator.seconds_left(c) or 0.0 for c in unit) for unit in ordered}
             fits = [u for u in ordered if deadline is None or not deadline.no_room_for(seconds[id(u)])]
             if not fits:
-                too_long = [(seconds[id(u)], len(u)) for u in ordered]
+                log(
+                    f"{stage.chapter}: {sum(map(len, ordered))} run(s) not started: each unit is estimated at "
+                    f"{_duration(min(seconds.values()))} or more, and with a {deadline.margin:g}x safety margin "
+                    f"that exceeds the {_duration(max(0.0, deadline.at - deadline.clock()))} left before the deadline"
+                )
                 break
             if workers > 1:  # start at this worker's place in the order, then the first unit no other worker holds
                 turned = fits[worker % len(fits) :] + fits[: worker % len(fits)]
@@ -360,13 +348,6 @@ def train(
             started = time.monotonic()
             trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
             log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
-        if too_long:
-            left = max(0.0, deadline.at - deadline.clock())
-            log(
-                f"{stage.chapter}: {sum(n for _, n in too_long)} run(s) not started: each unit is estimated at "
-                f"{_duration(min(s for s, _ in too_long))} or more, and with a {deadline.margin:g}x safety margin "
-                f"that exceeds the {_duration(left)} left before the deadline"
-            )
     retrain = retrained(device)
     if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]:
         raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
@@ -374,9 +355,8 @@ def train(
 
 
 def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list[str]:
-    """Take each stage's measurement of its finished runs whose weights are in the run store and whose record lacks it,
-    or holds one taken beside other work (``retake``: all of them anew); returns the runs measured. A timing: run it
-    with nothing else beside it. A diverged run (its weights not finite) is not measured."""
+    """Take each stage's measurement of its finished runs with weights here whose record lacks it or holds one taken
+    beside other work (``retake``: all anew); returns the runs measured."""
     device, measured, weightless = torch.device("cpu"), [], 0
     for stage in STAGES:
         if stage.measurement is None:
@@ -384,7 +364,7 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
         module = importlib.import_module(stage.measurement)
         for config in stage.configs():
             folder = runs_dir() / stored_id(config, device)
-            run = stored_run(folder) if (folder / "record.json").exists() else None
+            run = stored_run(folder)
             if run is None or run.status != "finished":
                 continue
             held = module.stored(run.record)
@@ -411,7 +391,7 @@ def commit(log: Callable[[str], None] = print) -> list[str]:
         for config in stage.configs():
             run_id = stored_id(config, device)
             source, destination = runs_dir() / run_id, target / run_id / "record.json"
-            if not (source / "record.json").exists() or stored_run(source) is None:  # ended runs only
+            if stored_run(source) is None:  # ended runs only
                 continue
             text = (source / "record.json").read_text()
             if not destination.exists() or destination.read_text() != text:

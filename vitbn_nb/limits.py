@@ -1,6 +1,5 @@
-"""What may stop or forbid training: the deadline of a time-limited session (``train --deadline``) and
-``TRAIN=never`` (render from the run store alone); and what a configuration from elsewhere (a record in a bundle or a
-store) may build: :func:`model_problem` refuses one past the model families' bounds before any model is built."""
+"""What may stop or forbid training (a session's deadline, ``TRAIN=never``), and what a configuration from elsewhere
+may build: :func:`model_problem` refuses one past the model families' bounds before any model is built."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ class Deadline:
     margin: float = 1.2
     #: Epochs trained under this deadline: a stop after none is no reason to run the same command again.
     epochs_trained: int = 0
-    #: Seconds one epoch of a run is estimated to take (a configuration in, None where unknown): a run whose first
-    #: epoch the estimate says cannot end before the deadline does not start.
+    #: A configuration's estimated seconds per epoch (None: unknown): a run that cannot end one does not start.
     epoch_estimate: Callable[[object], float | None] | None = None
 
     @classmethod
@@ -65,9 +63,8 @@ def training_is_off() -> bool:
 
 
 # -- what a run's configuration may build --------------------------------------------------------------------
-# A record is data from elsewhere: its configuration is held to these bounds before any model is built from it (a
-# ViT of depth 100,000 costs minutes and gigabytes even on the meta device). The book's largest model is a ViT of
-# depth 12 and under 2 million parameters; the bounds leave ample room above it.
+# A record from elsewhere is held to these bounds before any model is built (a ViT of depth 100,000 costs minutes and
+# gigabytes even on the meta device); the book's largest model, a ViT of depth 12 under 2M parameters, is well within.
 
 #: The bound of each size-like constructor argument (a number, or each number of a list such as a kernel list).
 MODEL_BOUNDS = {"depth": 64, "branches": 8, "heads": 64, "image_size": 512, "patch_size": 512}
@@ -89,9 +86,8 @@ def _numbers(value, depth: int = 0):
 
 
 def model_problem(config: dict, *, count: bool = True) -> str | None:
-    """Why the model a record's ``config`` names is past the book's bounds (None when within them): every size-like
-    argument against :data:`MODEL_BOUNDS` (others against :data:`MAX_WIDTH`), then, with ``count``, its parameters
-    counted on the meta device. A configuration that builds no model is left to the caller's own check."""
+    """Why the model a record's ``config`` names is past the book's bounds (:data:`MODEL_BOUNDS`, :data:`MAX_WIDTH`;
+    with ``count``, its parameters counted on the meta device), else None."""
     kwargs = config.get("model_kwargs") if isinstance(config, dict) else None
     if not isinstance(kwargs, dict):
         return None
@@ -105,9 +101,8 @@ def model_problem(config: dict, *, count: bool = True) -> str | None:
 
 
 def model_size(config: dict) -> tuple[int, int, int] | None:
-    """(parameters, bytes of its state dict, tensors in it) of the model ``config`` builds, built on the meta device
-    (no memory for weights); None when it builds none. Call only on a configuration :func:`model_problem` passed
-    without counting."""
+    """(parameters, bytes of its state dict, tensors in it) of the model ``config`` builds on the meta device; None when
+    it builds none. Call only on a configuration :func:`model_problem` passed without counting."""
     import torch  # heavy: a deadline needs none
 
     from .models import build_model  # heavy (torch)

@@ -1,12 +1,10 @@
-"""The three scales of the book and what every chapter's settings share.
-
-A chapter's settings default to the ``paper`` profile (the articles' protocol, 3 seeds); ``cpu`` (the whole book on a
-2-core laptop in under two hours) and ``smoke`` (only proves everything runs) are differences from it. A
-``train_size`` / ``test_size`` of ``None`` means the whole split.
-"""
+"""The three scales of the book and what every chapter's settings share: ``paper`` (the articles' protocol, 3 seeds)
+is the default; ``cpu`` (the whole book on a 2-core laptop in under two hours) and ``smoke`` (only proves everything
+runs) are differences from it. A ``train_size`` / ``test_size`` of ``None`` means the whole split."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 import typing
@@ -17,9 +15,8 @@ import torch
 
 PROFILE_NAMES = ("smoke", "cpu", "paper")
 #: Larger profiles' results are not replaced by smaller ones without asking.
-PROFILE_SIZE = {"smoke": 0, "cpu": 1, "paper": 2}
-#: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr
-#: (``vitbn_nb.engines.stack``).
+PROFILE_SIZE = {name: size for size, name in enumerate(PROFILE_NAMES)}
+#: How a run trains: alone, or stacked with the runs that differ from it only in seed and lr (``engines.stack``).
 ENGINES = ("eager", "stacked")
 #: A setting's engine "auto" follows the device: stacked on a GPU, alone on a CPU (where a stack trains each run
 #: slower; ``train --dry-run`` prints the calibrated ratio).
@@ -41,10 +38,8 @@ def _check_value(name: str, value, kind):
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         for option in args:
-            try:
+            with contextlib.suppress(ValueError):
                 return _check_value(name, value, option)
-            except ValueError:
-                continue
     elif kind in _PLAIN:
         if _PLAIN[kind][0](value):
             return float(value) if kind is float else value
@@ -76,8 +71,7 @@ def _describe(kind) -> str:
 
 
 def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) -> None:
-    """The fields a chapter's settings pass to its runs, checked alike wherever they are built: in the settings and
-    in a run's configuration (``RunConfig``, also read back from records)."""
+    """The fields a chapter's settings pass to its runs, checked alike in the settings and in a ``RunConfig``."""
     for name in counts:
         value = getattr(obj, name, 1)
         if not isinstance(value, int) or value < 1:
@@ -93,8 +87,8 @@ def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) ->
 
 @dataclass(frozen=True)
 class ChapterSettings:
-    """What every chapter's settings share: the profile they come from, and type checks on every field. Each
-    chapter's class names its chapter in ``chapter`` (a class attribute, not a field): its results read it there."""
+    """What every chapter's settings share: the profile they come from, and type checks on every field. ``chapter``
+    (a class attribute, not a field) names the chapter; its results read it there."""
 
     chapter = ""
     profile: str = "paper"

@@ -17,6 +17,7 @@ import torch
 
 #: Names the training device outright (``cpu``, ``cuda``, ``cuda:1``), over the automatic choice.
 DEVICE_VARIABLE = "VITBN_DEVICE"
+_ON_PURPOSE = f"set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose"
 #: The determinism claim every GPU record makes (CPU runs repeat exactly on any machine with the same software).
 DETERMINISM = (
     "deterministic algorithms on (cuDNN deterministic, no autotuning, no TF32); a run repeats bit for bit on "
@@ -37,14 +38,13 @@ def _check_cuda(index: int | None) -> None:
     """Start CUDA on the device once, with the deterministic settings, or say why it cannot start."""
     if not torch.cuda.is_available():
         why = _no_cuda() + ("" if torch.version.cuda is None else " (driver missing, too old, or no visible device)")
-        raise DeviceError(f"CUDA cannot be used: {why}; fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose")
+        raise DeviceError(f"CUDA cannot be used: {why}; fix: {_ON_PURPOSE}")
     use_determinism()
     try:
         torch.zeros(1, device=torch.device("cuda", index)).add_(1).cpu()
     except Exception as error:
         raise DeviceError(
-            f"CUDA is present but unusable ({type(error).__name__}: {error}); "
-            f"fix: set {DEVICE_VARIABLE}=cpu to train on the CPU on purpose"
+            f"CUDA is present but unusable ({type(error).__name__}: {error}); fix: {_ON_PURPOSE}"
         ) from None
 
 
@@ -58,16 +58,12 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     file), but unusable raises :class:`DeviceError` rather than training on the CPU for hours."""
     requested = device if device is not None else (os.environ.get(DEVICE_VARIABLE) or None)
     if requested is None:
-        if torch.cuda.is_available():
-            requested = "cuda"
-        elif marker := _gpu_present():
+        if not torch.cuda.is_available() and (marker := _gpu_present()):
             raise DeviceError(
-                f"this machine has an NVIDIA GPU ({marker} exists) but torch cannot use it ({_no_cuda()})"
-                f"; fix: repair the driver or the torch install, or set {DEVICE_VARIABLE}=cpu to train on the CPU "
-                "on purpose"
+                f"this machine has an NVIDIA GPU ({marker} exists) but torch cannot use it ({_no_cuda()}); "
+                f"fix: repair the driver or the torch install, or {_ON_PURPOSE}"
             )
-        else:
-            requested = "cpu"
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         chosen = torch.device(requested)
     except (RuntimeError, TypeError) as error:
@@ -85,16 +81,21 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _read(path: str) -> str:
+    """A ``/proc`` file's text, '' where it cannot be read (off Linux, or a process that has ended)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 @functools.cache
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    names = (
+        line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines() if line.startswith("model name")
+    )
+    return next(names, None) or platform.processor() or platform.machine()
 
 
 def hardware(device: torch.device | None = None) -> dict:
@@ -121,11 +122,7 @@ def hardware(device: torch.device | None = None) -> dict:
 
 @functools.cache
 def _nvidia_driver() -> str | None:
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            first = f.readline()
-    except OSError:
-        return None
+    first = _read("/proc/driver/nvidia/version").partition("\n")[0]
     return next((w for w in first.split() if w[:1].isdigit() and "." in w), first.strip() or None)
 
 
@@ -154,29 +151,15 @@ def machine_load() -> dict:
     except (AttributeError, OSError):
         load = None
     busy = None
-    if os.path.isdir("/proc"):
-        busy, me = 0, os.getpid()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == me:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            busy += state == "R"
+    if os.path.isdir("/proc"):  # a process's state follows its name's closing parenthesis in its stat
+        others = (e for e in os.listdir("/proc") if e.isdigit() and int(e) != os.getpid())
+        busy = sum(_read(f"/proc/{e}/stat").rpartition(")")[2].split()[:1] == ["R"] for e in others)
     return {"load_1min": load, "busy_processes": busy, "cpu_cores": os.cpu_count()}
 
 
 def cpu_seconds() -> tuple[float, float] | None:
-    """(CPU seconds every process of this machine has used since boot, this process's own), from ``/proc/stat`` and
-    ``os.times``; None off Linux."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-        ticks = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
-    except (OSError, ValueError):
-        return None
+    """(CPU seconds every process of this machine has used since boot, this process's own); None off Linux."""
+    ticks = [int(v) for v in _read("/proc/stat").partition("\n")[0].split()[1:9]]  # user nice system idle iowait ...
     if len(ticks) < 8:
         return None
     busy = sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait; guest time is counted in user
@@ -198,20 +181,15 @@ class OtherWork:
         return round(max(0.0, (end[0] - self.start[0]) - (end[1] - self.start[1])), 2)
 
 
-#: The other processes' CPU use that flags a timed span: on average a tenth of one core over it. The machine's own
-#: daemons use about a hundredth; a test suite, a build or another run beside it, a whole core or more.
-OTHER_WORK_SHARE = 0.1
-#: Other processes' CPU seconds below this never flag a span: five ticks of the 10-ms clock that counts them, the
-#: grain of the count, which a short span (a test pass of a few hundred images) would otherwise read as work.
-OTHER_WORK_FLOOR = 0.05
+#: Other processes' CPU use that flags a timed span: a tenth of a core on average (daemons use a hundredth, other
+#: work a core or more); never under five ticks of the 10-ms clock that counts it (a short test pass's grain).
+OTHER_WORK_SHARE, OTHER_WORK_FLOOR = 0.1, 0.05
 
 
 def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> bool:
-    """True when a span (an epoch) was timed beside other work. Where the record holds the other processes' CPU
-    seconds over the span (:class:`OtherWork`), they decide: more than :data:`OTHER_WORK_SHARE` of a core on average.
-    Otherwise the 1-minute load as the span ended: more threads wanted to run than the machine has cores, by more
-    than half a core (a run on every core alone keeps the load near the cores; one other busy process beside it adds
-    a whole one). A snapshot of the processes running as an epoch ends would flag a desktop's every epoch."""
+    """True when a span (an epoch) was timed beside other work: by the other processes' CPU seconds over it where
+    recorded (:class:`OtherWork`), else by a 1-minute load above the cores by more than half a core (a run alone on
+    every core keeps it near them; one other busy process adds a whole one)."""
     if _known(other_cpu_seconds) and _known(seconds) and seconds > 0:
         return other_cpu_seconds > max(OTHER_WORK_SHARE * seconds, OTHER_WORK_FLOOR)
     return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
@@ -225,10 +203,8 @@ def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
 
 
 def epoch_contended(epoch: Mapping) -> bool:
-    """Whether a record's epoch was timed beside other work: its training (:func:`contended_in`) or, where the record
-    holds the other processes' CPU seconds over it (``test_other_cpu_seconds``), its test pass. An epoch is one
-    measurement: work beside either part leaves all of its times out. An epoch recorded before the test pass was
-    watched is judged by its training alone."""
+    """Whether a record's epoch was timed beside other work, in its training or (where recorded) its test pass: an
+    epoch is one measurement, so work beside either part leaves all of its times out."""
     test = contended(None, None, epoch.get("test_other_cpu_seconds"), epoch.get("test_seconds"))
     return contended_in(epoch) or test
 
@@ -250,8 +226,7 @@ _SHOWN: dict = {}
 
 def use_determinism() -> None:
     """Deterministic kernels and settings on CUDA. An op without a deterministic kernel warns rather than stopping a
-    run hours in (:func:`watch_determinism` records it). No NaN fill of new memory: the book never reads memory it has
-    not written. (cuBLAS's workspace is set on import: ``vitbn_nb/__init__.py``.)"""
+    run hours in (:func:`watch_determinism` records it); no NaN fill: the book never reads memory it has not written."""
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.allow_tf32 = False

@@ -20,7 +20,7 @@ class Intervals:
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
-        self._events: list[tuple] = []
+        self._intervals: list[tuple] = []  # (start, stop): clock readings, or CUDA events on a GPU
         self._seconds = 0.0
         self._opened: object = None
 
@@ -35,18 +35,14 @@ class Intervals:
         self._opened = self._mark()
 
     def stop(self) -> None:
-        closed = self._mark()
-        if self.cuda:
-            self._events.append((self._opened, closed))
-        else:
-            self._seconds += closed - self._opened
+        self._intervals.append((self._opened, self._mark()))
 
     def seconds(self) -> float:
         """Seconds in all intervals so far (on a GPU this waits once for the last one to finish)."""
-        if self._events:
-            self._events[-1][1].synchronize()
-            self._seconds += sum(a.elapsed_time(b) for a, b in self._events) / 1000
-            self._events.clear()
+        if self.cuda and self._intervals:
+            self._intervals[-1][1].synchronize()
+        self._seconds += sum(a.elapsed_time(b) / 1000 if self.cuda else b - a for a, b in self._intervals)
+        self._intervals.clear()
         return self._seconds
 
 
@@ -61,12 +57,7 @@ def repeat(fn: Callable[[], object], *, repeats: int, device: torch.device, warm
         raise ValueError(f"repeats={repeats!r} is not allowed; time at least one call")
     for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(repeats):
-        start = clock(device)
-        fn()
-        samples.append(clock(device) - start)
-    return statistics.median(samples)
+    return statistics.median(block(fn, calls=1, device=device) for _ in range(repeats))
 
 
 def block(fn: Callable[[], object], *, calls: int, device: torch.device) -> float:

@@ -10,7 +10,6 @@ import pandas as pd
 from . import chapters, profiles
 from .app import model_choice
 from .bench.calibration import calibrated, estimate_seconds, points_for
-from .chapters import evidence_profile as evidence_profile  # the book and the CLI read it here
 from .data import IMAGE_SIZE
 from .engines import engine, training
 from .hpo import completed_trials, study_device_type
@@ -20,9 +19,8 @@ from .store.run_config import RunConfig
 from .store.run_folder import Run, missing_runs, stored_id
 from .system import pick_device
 
-MNIST_IMAGES = {"train": 60_000, "test": 10_000}
-#: Chapters whose results measure trained runs: their parts' ``run`` follows training, so the measurements are taken
-#: on the machine that trained and kept in the runs' records, readable anywhere without the weights.
+#: Chapters whose parts measure trained runs after training, on the machine that trained: kept in the runs' records,
+#: the measurements read anywhere without the weights.
 MEASURED_BY = {
     "06_emnist_transfer": ("study",),
     "07_three_things": ("parallel_blocks", "attention_finetune", "hmlp_stem"),
@@ -35,8 +33,8 @@ def planned_runs(chapter: str, profile: str) -> list[RunConfig]:
 
 
 def needed_weights(profile: str, store=None) -> set[str]:
-    """Run ids whose weights a machine rendering ``profile`` loads (``runs export``): the app's model, and the runs of
-    the chapters that measure trained runs (chapter 06's final runs follow from its stored hyperparameters)."""
+    """Run ids whose weights a machine rendering ``profile`` loads (``runs export``): the app's model and the runs of
+    the chapters that measure trained runs."""
     profile = profiles.resolve(profile)
     measured = [config for chapter in MEASURED_BY for config in planned_runs(chapter, profile)]
     measured += chapters.study("06_emnist_transfer").stored_runs(chapters.settings("06_emnist_transfer", profile))
@@ -45,21 +43,20 @@ def needed_weights(profile: str, store=None) -> set[str]:
 
 
 def needs_device_check(configs: list[RunConfig]) -> bool:
-    """Whether training ``configs`` here needs the device check first: on a GPU, or where a stacked run is planned
-    (the eager engine on a CPU is what the test suite proves)."""
+    """Whether training ``configs`` here needs the device check first: on a GPU, or for a stacked run (the test suite
+    proves the eager engine on a CPU)."""
     return pick_device(None).type != "cpu" or any(c.engine == "stacked" for c in configs)
 
 
 def steps(config: RunConfig) -> int:
     """Training steps of a run: epochs x batches per epoch (a last batch of one image is skipped)."""
-    images = config.train_size or MNIST_IMAGES["train"]
+    images = config.train_size or 60_000  # MNIST's training split
     return config.epochs * engine.steps_per_epoch(images, config.batch_size)
 
 
 def _plans(profile: str, selected: list[str] | None = None):
-    """Each selected chapter with its settings under ``profile``, its plan, and the (trial runs, final runs) its
-    optimisations lead to, for counting and pricing only (their lr and batch size are placeholders: time per image
-    depends on neither)."""
+    """Each selected chapter with its settings, plan, and the trial and final runs its optimisations lead to, for
+    counting and pricing only (their lr and batch size are placeholders: time per image depends on neither)."""
     for chapter in chapters.names(selected):
         settings, module = chapters.settings(chapter, profile), chapters.study(chapter)
         planned, trials, finals = module.plan(settings), [], []
@@ -76,16 +73,15 @@ def _plans(profile: str, selected: list[str] | None = None):
 
 
 def priced_configs(profile: str, selected: list[str] | None = None) -> list[RunConfig]:
-    """Every run the selected chapters train under ``profile``, their optimisations' trials and final runs included
-    (what ``train --dry-run`` prices)."""
+    """Every run the selected chapters train under ``profile``, optimisations included (``train --dry-run`` prices)."""
     return [c for _, _, planned, trials, finals in _plans(profile, selected) for c in [*planned, *trials, *finals]]
 
 
 def plan_table(
     profile: str, selected: list[str] | None = None, price: Callable[[RunConfig], float | None] | None = None
 ) -> pd.DataFrame:
-    """One row per chapter: its runs (finished ones too), training steps, optimisation trials, and (with ``price``,
-    the seconds left of a run) the estimated hours of what is left."""
+    """One row per chapter: its runs, training steps, optimisation trials and (with ``price``, a run's seconds left)
+    the estimated hours left."""
     rows = []
     device = pick_device(None)
     for chapter, _, planned, trials, finals in _plans(profile, selected):
@@ -110,8 +106,7 @@ def plan_table(
 
 
 def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[str]:
-    """The planned runs and optimisations of the selected chapters that neither the run store nor the committed
-    records hold."""
+    """The selected chapters' planned runs and optimisations that neither the store nor the committed records hold."""
     profile, device = profiles.resolve(profile), pick_device(None)
     missing = []
     for _, settings, planned, _, _ in _plans(profile, selected):
@@ -125,8 +120,8 @@ def untrained(profile: str = "auto", selected: list[str] | None = None) -> list[
 
 
 def epoch_estimate(configs: list, log: Callable[[str], None] = print) -> Callable[[object], float | None]:
-    """Seconds of one epoch of each of ``configs`` on this machine, from a short calibration of their kinds of run
-    (taken once): what a deadline reads before it lets a run start."""
+    """Seconds of one epoch of each of ``configs`` here, from one short calibration: what a deadline reads before
+    it lets a run start."""
     device = pick_device(None)
     left = set(missing_runs(configs, device))
     missing = [c for c in configs if stored_id(c, device) in left]
@@ -147,7 +142,7 @@ def train(
     log: Callable[[str], None] = print,
 ) -> list[Run]:
     """Train every run of the selected chapters under ``profile``; with a ``deadline``, stop at the last epoch boundary
-    before it (:class:`vitbn_nb.limits.DeadlineReached`), everything resumable."""
+    before it (:class:`vitbn_nb.limits.DeadlineReached`)."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
     bundle.clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read

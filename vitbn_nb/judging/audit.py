@@ -59,8 +59,7 @@ def _state_dict(checkpoint) -> dict[str, torch.Tensor]:
 
 
 def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """The norms of one block, by module name: a module with BatchNorm buffers or a 1-D ``weight`` (a Linear's or a
-    convolution's has two or more dimensions)."""
+    """The norms of one block, by module name: modules with BatchNorm buffers or a 1-D ``weight``."""
     modules: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
     for name, tensor in block.items():
         module, _, leaf = name.rpartition(".")
@@ -240,9 +239,8 @@ def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
 
 def audit_folder(folder) -> ReferenceAudit:
     """Audit and score every named reference checkpoint found in ``folder`` (as ``<name>.pth``)."""
-    paths = {
-        name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS if (Path(folder) / f"{name}.pth").is_file()
-    }
+    paths = {name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS}
+    paths = {name: path for name, path in paths.items() if path.is_file()}
     if not paths:
         raise FileNotFoundError(
             f"{folder} holds none of the reference checkpoints ({', '.join(n + '.pth' for n in REFERENCE_CHECKPOINTS)})"
@@ -252,8 +250,7 @@ def audit_folder(folder) -> ReferenceAudit:
 
 
 def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
-    """The reference checkpoints audited live (downloaded at their commits) where the internet is reachable, else
-    the recorded audit; ``live`` forces one or the other."""
+    """The reference checkpoints audited live where the internet is reachable, else the recorded audit."""
     if live is None:
         live = internet_reachable()
     if live:
@@ -268,12 +265,8 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
         ignore_index=True,
     )
     blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
-    return ReferenceAudit(
-        blocks,
-        pd.DataFrame(record["scores"]),
-        f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live",
-        live=False,
-    )
+    source = f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live"
+    return ReferenceAudit(blocks, pd.DataFrame(record["scores"]), source, live=False)
 
 
 def record(folder, target=RECORDED) -> Path:

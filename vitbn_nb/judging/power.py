@@ -84,8 +84,7 @@ def equivalence_plan(
 
 
 def count_plan(claim: str, role: str, rate: float, rate_from: str, planned: int, *, most: int = 60) -> PlannedClaim:
-    """A collapse-count claim's plan: the runs per model whose Fisher's test detects a collapse rate of ``rate`` (%)
-    against a model that never collapses."""
+    """The runs per model whose Fisher's test detects a collapse rate of ``rate`` (%) against none."""
     needed = next((n for n in range(verdicts.MIN_SEEDS, most + 1) if verdicts.detectable_rate(n, n) <= rate), None)
     reach, test = verdicts.detectable_rate(planned, planned), verdicts.COUNT_TEST
     return PlannedClaim(claim, role, test, float("nan"), "—", rate, rate_from, needed, planned, reach)
@@ -98,8 +97,7 @@ def priced(plan: PlannedClaim, left: list, table: pd.DataFrame) -> PlannedClaim:
 
 
 def epoch_seconds(table: pd.DataFrame) -> pd.Series:
-    """The median epoch (training and test pass) of the CPU runs in ``table`` not timed beside other work, per model,
-    depth, dataset and training-set size."""
+    """Median CPU epoch seconds (training and test, not timed beside other work) per model, depth, data, size."""
     cpu = timed_epochs(table[table["device"] == "cpu"]) if not table.empty else table
     if cpu.empty:
         return pd.Series(dtype=float)

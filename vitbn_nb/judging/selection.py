@@ -47,8 +47,7 @@ def machines(table: pd.DataFrame) -> pd.Series:
 
 
 def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
-    """The epochs whose times count (not :func:`timed_busy`), each with the ``machine`` that timed it (None where
-    unknown), which a paired comparison matches (:func:`timed_pairs`)."""
+    """The epochs whose times count (not :func:`timed_busy`), with the ``machine`` that timed each (None: unknown)."""
     timed = table[~timed_busy(table)]
     return timed.assign(machine=machines(timed))
 
@@ -58,8 +57,7 @@ TIME_COLUMNS = ("train_seconds", "test_seconds", "data_seconds")
 
 
 def shown_machine(table: pd.DataFrame) -> str | None:
-    """The machine whose times a view of ``table`` shows: the one that timed most of its :func:`timed_epochs` (the
-    first by name on a tie; None where none is known)."""
+    """The machine that timed most of ``table``'s :func:`timed_epochs` (first by name on a tie; None: none known)."""
     counts = timed_epochs(table)["machine"].dropna().value_counts()
     return counts.sort_index().sort_values(ascending=False, kind="stable").index[0] if len(counts) else None
 
@@ -104,8 +102,7 @@ def per_seed(table: pd.DataFrame, statistic: Callable[[pd.DataFrame], float]) ->
 
 
 def one_stream(table: pd.DataFrame) -> pd.DataFrame:
-    """The runs of ``table`` whose seed's runs all drew one data stream (:data:`vitbn_nb.data.sets.STREAM`): a seed
-    whose runs saw different batches is left out of every pairing (it stays in the figures)."""
+    """The runs of ``table`` whose seed's runs all drew one data stream: only those pair (all stay in figures)."""
     if "stream" not in table.columns or table.empty:
         return table
     streams = table.groupby("seed")["stream"].nunique()

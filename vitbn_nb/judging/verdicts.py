@@ -203,8 +203,7 @@ def _finite(values: Sequence[float]) -> np.ndarray:
 
 
 def pooled_spread(families: Sequence[Sequence[float]]) -> float:
-    """The pooled standard deviation of several cells' per-seed values (a claim family: a figure's cells), each
-    cell's own mean removed; nan when no cell has two values."""
+    """The pooled standard deviation of a claim family's cells, each cell's own mean removed (nan: no dof)."""
     cells = [_finite(values) for values in families]
     cells = [cell for cell in cells if len(cell) >= 2]
     dof = sum(len(cell) - 1 for cell in cells)
@@ -230,8 +229,7 @@ def seeds_to_detect(effect: float, spread: float, *, most: int = 200) -> int | N
 
 
 def seeds_for_equivalence(margin: float, spread: float, *, most: int = 200) -> int | None:
-    """The fewest seeds whose two one-sided t-tests show a zero difference within ±``margin`` with :data:`POWER`
-    (:func:`equivalence_reach`)."""
+    """The fewest seeds whose :func:`equivalence_reach` is at most ``margin`` (None beyond ``most``)."""
     return next((n for n in range(MIN_SEEDS, most + 1) if equivalence_reach(spread, n) <= margin), None)
 
 
@@ -317,8 +315,7 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
 
 
 def collapsed(curve: pd.DataFrame) -> bool:
-    """Whether a run collapsed: its accuracy ends at least :data:`COLLAPSE_PT` points below its best so far, or its
-    loss became non-finite (a diverged run)."""
+    """Whether a run collapsed: accuracy ends :data:`COLLAPSE_PT` points below its best or more, or loss diverged."""
     curve = curve.sort_values("epoch")
     if "diverged" in curve and curve["diverged"].fillna(False).astype(bool).any():
         return True
@@ -468,14 +465,12 @@ def scale_note(reached_steps: int, article_steps: int | None) -> str:
 
 
 def mean_accuracy(curve: pd.DataFrame) -> float:
-    """The mean test accuracy over a run's epochs (the area under its accuracy curve per epoch): higher when it
-    converges faster, at equal final accuracy."""
+    """The mean test accuracy over a run's epochs: higher when it converges faster, at equal final accuracy."""
     return float(curve.sort_values("epoch")["test_acc"].mean())
 
 
 def largest_fall(curve: pd.DataFrame) -> float:
-    """The largest fall of a run's test accuracy below its best so far (points); a run that diverged (NaN loss)
-    falls to chance from its best."""
+    """The largest fall of a run's test accuracy below its best so far; a diverged run falls to chance (10 %)."""
     curve = curve.sort_values("epoch")
     accuracy = curve["test_acc"].astype(float)
     if "diverged" in curve and curve["diverged"].astype(bool).any():

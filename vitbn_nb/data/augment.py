@@ -56,8 +56,7 @@ def uniforms(batch: int, generator: torch.Generator | None) -> torch.Tensor:
 
 
 def _params_from(u: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every random choice of the reference pipeline per sample from its uniform draws ``u`` ``[B, 7]``, with
-    torchvision 0.29's ranges and roundings."""
+    """Every random choice of the reference pipeline per sample from its draws ``u`` ``[B, 7]`` (torchvision 0.29's)."""
     max_shift = TRANSLATE_FRAC * SIZE
     canvas = torch.floor(SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
     return {
@@ -171,8 +170,7 @@ def _check_batch(images: torch.Tensor) -> torch.Tensor:
 
 
 def augment_members(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
-    """:func:`augment_drawn` for a stack's members at once (uint8 ``[M, B, 1, 28, 28]``, draws ``[M, B, 7]``), bit for
-    bit what ``augment_drawn(images[i], draws[i])`` gives."""
+    """:func:`augment_drawn` for a stack's members at once (``[M, B, ...]``), bit for bit as one by one."""
     if images.ndim != 5 or draws.shape != (*images.shape[:2], 7):
         raise ValueError(
             f"augment_members takes uint8 [M,B,1,28,28] and draws [M,B,7], got {tuple(images.shape)} and "

@@ -87,8 +87,7 @@ class ImageSet:
     def stacked_batches(
         self, batch_size: int, generators: list[torch.Generator], *, min_batch: int = 1
     ) -> Iterator[tuple[Tensor, Tensor]]:
-        """Shuffled training batches of a stack's members side by side (``[M, B, ...]``): member ``i``'s are those of
-        ``batches(batch_size, generator=generators[i], shuffle=True)``."""
+        """The members' shuffled batches side by side (``[M, B, ...]``), each as ``batches`` with its generator."""
         n, device = len(self.labels), self.labels.device
         members = [
             epoch_draws(n, batch_size, g, shuffle=True, augment=self.augment, min_batch=min_batch) for g in generators
@@ -117,13 +116,8 @@ class ReferenceSet:
     ) -> Iterator[tuple[Tensor, Tensor]]:
         # The sampler needs a CPU generator whatever the training device; seed one from the epoch's.
         sampler_generator = torch.Generator().manual_seed(generator.initial_seed()) if generator is not None else None
-        loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            generator=sampler_generator,
-            num_workers=self.num_workers,
-        )
+        order = dict(batch_size=batch_size, shuffle=shuffle, generator=sampler_generator)
+        loader = torch.utils.data.DataLoader(self.dataset, num_workers=self.num_workers, **order)
         for x, y in loader:
             if len(y) < min_batch:
                 return
@@ -160,8 +154,7 @@ def upscale(images: Tensor, factor: int = 2, chunk: int = 10_000) -> Tensor:
 
 @functools.lru_cache(maxsize=4)
 def image_sets(dataset: str, train_size: int | None, test_size: int | None, device: str) -> tuple[ImageSet, ImageSet]:
-    """Train and test ``ImageSet``s on ``device``; the augmented test set is drawn once, with a fixed random seed.
-    Cached: the sets are read-only, and a chapter asks for the same ones for every run."""
+    """Train and test ``ImageSet``s on ``device`` (the augmented test set drawn once); cached, being read-only."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, DATASETS))}")
     splits = []

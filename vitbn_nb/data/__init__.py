@@ -15,35 +15,10 @@ from .files import (
     prepare,
     write_idx,
 )
-from .sets import (
-    DATASETS,
-    IMAGE_SIZE,
-    Batches,
-    ImageSet,
-    ReferenceSet,
-    image_sets,
-    reference_sets,
-)
+from .sets import DATASETS, IMAGE_SIZE, Batches, ImageSet, ReferenceSet, image_sets, reference_sets
 
-__all__ = [
-    "DATASETS",
-    "EMNIST_SOURCE",
-    "FALLBACK_SOURCE",
-    "IMAGE_SIZE",
-    "MNIST_FILES",
-    "Batches",
-    "DataError",
-    "ImageSet",
-    "ReferenceSet",
-    "augment_batch",
-    "ensure_mnist",
-    "image_sets",
-    "load_emnist_digits",
-    "load_mnist",
-    "prepare",
-    "reference_augmentation",
-    "reference_dataset",
-    "reference_sets",
-    "to_float",
-    "write_idx",
-]
+# what the package gives on, module by module
+__all__ = ["augment_batch", "reference_augmentation", "reference_dataset", "to_float"]
+__all__ += ["EMNIST_SOURCE", "FALLBACK_SOURCE", "MNIST_FILES", "DataError", "ensure_mnist", "load_emnist_digits"]
+__all__ += ["load_mnist", "prepare", "write_idx"]
+__all__ += ["DATASETS", "IMAGE_SIZE", "Batches", "ImageSet", "ReferenceSet", "image_sets", "reference_sets"]

@@ -9,13 +9,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .files import ensure_mnist
+from .files import SIZE, ensure_mnist
 
 ROTATION_DEG = 20.0
 TRANSLATE_FRAC = 0.2
 ZOOM_P = 0.2
 ZOOM_SIDE = (2.0, 3.0)
-_SIZE = 28  # MNIST's image side
 
 
 def reference_augmentation() -> Callable:
@@ -30,7 +29,7 @@ def reference_augmentation() -> Callable:
             T.RandomRotation(ROTATION_DEG),
             T.RandomAffine(degrees=0, translate=(TRANSLATE_FRAC, TRANSLATE_FRAC)),
             v2.RandomZoomOut(fill=0, side_range=ZOOM_SIDE, p=ZOOM_P),
-            T.Resize(_SIZE),
+            T.Resize(SIZE),
             T.ToTensor(),
         ]
     )
@@ -57,19 +56,17 @@ def uniforms(batch: int, generator: torch.Generator | None) -> torch.Tensor:
 
 
 def _params_from(u: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every random choice of the reference pipeline, per sample, from its uniform draws ``u`` ``[B, 7]`` (row by row),
-    with torchvision 0.29's ranges and roundings: angle ~ U(-20, 20); tx = round(U(-0.2*W, 0.2*W)); zoom when
-    rand < p, canvas = int(28 * U(2, 3))."""
-    max_shift = TRANSLATE_FRAC * _SIZE
-    canvas = torch.floor(_SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
+    """Every random choice of the reference pipeline per sample from its draws ``u`` ``[B, 7]`` (torchvision 0.29's)."""
+    max_shift = TRANSLATE_FRAC * SIZE
+    canvas = torch.floor(SIZE * (ZOOM_SIDE[0] + u[:, 4] * (ZOOM_SIDE[1] - ZOOM_SIDE[0])))
     return {
         "angle": (2 * u[:, 0] - 1) * ROTATION_DEG,
         "tx": torch.round((2 * u[:, 1] - 1) * max_shift),
         "ty": torch.round((2 * u[:, 2] - 1) * max_shift),
         "zoom": u[:, 3] < ZOOM_P,
         "canvas": canvas,
-        "left": torch.floor((canvas - _SIZE) * u[:, 5]),
-        "top": torch.floor((canvas - _SIZE) * u[:, 6]),
+        "left": torch.floor((canvas - SIZE) * u[:, 5]),
+        "top": torch.floor((canvas - SIZE) * u[:, 6]),
     }
 
 
@@ -78,19 +75,17 @@ def _rotate_translate(images: torch.Tensor, angle, tx, ty) -> torch.Tensor:
     b, dev = images.shape[0], images.device
     rad = torch.deg2rad(angle.to(torch.float32))
     cos, sin = torch.cos(rad), torch.sin(rad)
-    # Output pixel p comes from the pre-translation pixel q = p - t; q is rotated back into the
-    # source the way PIL's rotate does (inverse map [[c, -s], [s, c]] about the centre).
-    txn, tyn = 2 * tx.float() / _SIZE, 2 * ty.float() / _SIZE
+    # Output pixel p comes from q = p - t, rotated back into the source as PIL does ([[c, -s], [s, c]] about centre).
+    txn, tyn = 2 * tx.float() / SIZE, 2 * ty.float() / SIZE
     theta = torch.stack(
         [torch.stack([cos, -sin, -(cos * txn - sin * tyn)], 1), torch.stack([sin, cos, -(sin * txn + cos * tyn)], 1)], 1
     )
-    grid = F.affine_grid(theta, [b, 1, _SIZE, _SIZE], align_corners=False)
+    grid = F.affine_grid(theta, [b, 1, SIZE, SIZE], align_corners=False)
     out = F.grid_sample(images.to(torch.float32), grid, mode="nearest", padding_mode="zeros", align_corners=False)
-    # The two-step reference clips the rotated image to the frame before shifting it, so pixels
-    # whose q lies outside the frame are zero even where the rotation would have found ink.
-    pos = torch.arange(_SIZE, device=dev)
-    inside_x = ((pos - tx[:, None]) >= 0) & ((pos - tx[:, None]) < _SIZE)
-    inside_y = ((pos - ty[:, None]) >= 0) & ((pos - ty[:, None]) < _SIZE)
+    # The reference clips the rotated image to the frame before shifting it: a pixel whose q lies outside it is zero.
+    pos = torch.arange(SIZE, device=dev)
+    inside_x = ((pos - tx[:, None]) >= 0) & ((pos - tx[:, None]) < SIZE)
+    inside_y = ((pos - ty[:, None]) >= 0) & ((pos - ty[:, None]) < SIZE)
     return out * (inside_y[:, :, None] & inside_x[:, None, :])[:, None].to(out.dtype)
 
 
@@ -102,8 +97,8 @@ def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
     ``columns`` src]: its triangle filter widened by the scale (antialias), zero beyond the width."""
     dev = width.device
     width = width.to(torch.float64)[:, None, None]
-    scale = width / _SIZE  # >= 1 here, so Pillow's filterscale = scale and support = scale
-    center = (torch.arange(_SIZE, device=dev, dtype=torch.float64)[None, :, None] + 0.5) * scale
+    scale = width / SIZE  # >= 1 here, so Pillow's filterscale = scale and support = scale
+    center = (torch.arange(SIZE, device=dev, dtype=torch.float64)[None, :, None] + 0.5) * scale
     j = torch.arange(columns, device=dev, dtype=torch.float64)[None, None]
     xmin = torch.floor(center - scale + 0.5).clamp(min=0)
     xmax = torch.minimum(torch.floor(center + scale + 0.5), width)
@@ -116,16 +111,16 @@ def _pil_filter_rows(width: torch.Tensor, columns: int) -> torch.Tensor:
 @functools.lru_cache(maxsize=8)
 def _pil_filter_table(max_width: int, device: str) -> torch.Tensor:
     """``_pil_filter_rows`` for every canvas width 28..max_width, once per device: a batch looks its weights up."""
-    return _pil_filter_rows(torch.arange(_SIZE, max_width + 1, device=device), max_width + 1)
+    return _pil_filter_rows(torch.arange(SIZE, max_width + 1, device=device), max_width + 1)
 
 
 def _pil_bilinear_weights(canvas: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """Pillow's resize weights canvas -> 28 [B, 28 out, 28 src], at the 28 columns from ``offset`` that hold the pasted
     image (the rest of the canvas is zero fill)."""
-    max_width = int(ZOOM_SIDE[1] * _SIZE)
-    k = _pil_filter_table(max_width, str(canvas.device))[canvas.long() - _SIZE]
-    cols = offset.long()[:, None] + torch.arange(_SIZE, device=canvas.device)[None]
-    return torch.gather(k, 2, cols[:, None, :].expand(-1, _SIZE, -1))
+    max_width = int(ZOOM_SIDE[1] * SIZE)
+    k = _pil_filter_table(max_width, str(canvas.device))[canvas.long() - SIZE]
+    cols = offset.long()[:, None] + torch.arange(SIZE, device=canvas.device)[None]
+    return torch.gather(k, 2, cols[:, None, :].expand(-1, SIZE, -1))
 
 
 def _pil_round(acc: torch.Tensor) -> torch.Tensor:
@@ -145,9 +140,8 @@ def _zoom_out(images: torch.Tensor, canvas, left, top) -> torch.Tensor:
 def _apply_params(images: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
     out = _rotate_translate(images, p["angle"], p["tx"], p["ty"])  # uint8 values as float32
     if out.device.type == "cpu":
-        # On the CPU, picking the chosen fifth costs no device sync, and zooming only them saves
-        # four fifths of the zoom. The zoom is exact integer arithmetic per sample, so the
-        # result is bit for bit that of zooming everything and keeping the chosen ones.
+        # On the CPU, picking the chosen fifth costs no device sync and saves four fifths of the zoom, which is exact
+        # integer arithmetic per sample: bit for bit what zooming everything and keeping the chosen ones gives.
         chosen = p["zoom"].nonzero().squeeze(1)
         if len(chosen):
             out[chosen] = _zoom_out(out[chosen], p["canvas"][chosen], p["left"][chosen], p["top"][chosen])
@@ -158,12 +152,9 @@ def _apply_params(images: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Ten
 
 
 def augment_batch(images: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Article 2's augmentation for a whole batch on its device: uint8 [B,1,28,28] -> float [0,1].
-
-    The distributions and roundings of ``reference_augmentation()`` (rotation, integer shift, zoom-out with Pillow's
-    bilinear resize, matched bit for bit); the rotation's nearest sampling in float32 differs from Pillow's fixed
-    point in ~3 pixels in 10^5, and the random stream is ``generator``'s, so outputs match in distribution.
-    """
+    """Article 2's augmentation for a whole batch on its device: uint8 [B,1,28,28] -> float [0,1], with the
+    distributions and roundings of ``reference_augmentation()`` (the zoom's resize bit for bit, the rotation's nearest
+    sampling off in ~3 pixels in 10^5); the random stream is ``generator``'s, so outputs match in distribution."""
     return augment_drawn(images, uniforms(_check_batch(images).shape[0], generator).to(images.device))
 
 
@@ -173,15 +164,13 @@ def augment_drawn(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
 
 
 def _check_batch(images: torch.Tensor) -> torch.Tensor:
-    if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, _SIZE, _SIZE):
+    if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1:] != (1, SIZE, SIZE):
         raise ValueError(f"augment_batch takes uint8 [B,1,28,28], got {images.dtype} {tuple(images.shape)}")
     return images
 
 
 def augment_members(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
-    """:func:`augment_drawn` for the members of a stack at once, uint8 ``[M, B, 1, 28, 28]`` and draws ``[M, B, 7]``
-    -> float: member ``i`` gets what ``augment_drawn(images[i], draws[i])`` gives, bit for bit
-    (``tests/test_gpu_paths.py``)."""
+    """:func:`augment_drawn` for a stack's members at once (``[M, B, ...]``), bit for bit as one by one."""
     if images.ndim != 5 or draws.shape != (*images.shape[:2], 7):
         raise ValueError(
             f"augment_members takes uint8 [M,B,1,28,28] and draws [M,B,7], got {tuple(images.shape)} and "
@@ -189,4 +178,4 @@ def augment_members(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
         )
     members, batch = images.shape[:2]
     flat = _check_batch(images.flatten(0, 1))
-    return _apply_params(flat, _params_from(draws.flatten(0, 1))).view(members, batch, 1, _SIZE, _SIZE)
+    return _apply_params(flat, _params_from(draws.flatten(0, 1))).view(members, batch, 1, SIZE, SIZE)

@@ -32,9 +32,7 @@ class DataError(ValueError):
     """A data file is missing, truncated or corrupt; the message names the file and the fix."""
 
 
-# ---------------------------------------------------------------------------------------------
-# IDX files
-# ---------------------------------------------------------------------------------------------
+# -- IDX files ------------------------------------------------------------------------------------------------------
 _IDX_MAGIC = {1: 0x00000801, 3: 0x00000803}  # type byte 0x08 = unsigned byte, last byte = ndim
 
 
@@ -47,9 +45,7 @@ def write_idx(path: str | Path, array: np.ndarray) -> None:
     atomic.write_bytes(Path(path), header + array.tobytes())
 
 
-# ---------------------------------------------------------------------------------------------
-# MNIST
-# ---------------------------------------------------------------------------------------------
+# -- MNIST ----------------------------------------------------------------------------------------------------------
 # name -> (published MD5 of the uncompressed file, IDX dims)
 MNIST_FILES = {
     "train-images-idx3-ubyte": ("6bbc9ace898e44ae57da46a324031adb", (60000, 28, 28)),
@@ -88,11 +84,9 @@ def _check_mnist_file(path: Path, cache: dict) -> str | None:
 
 def _verify_present(raw: Path) -> list[str]:
     """Verify the MNIST files that exist under ``raw``; return the names that are missing."""
-    cache_file = raw / _VERIFIED_JSON
-    try:
+    cache_file, cache = raw / _VERIFIED_JSON, {}
+    with contextlib.suppress(OSError, ValueError):
         cache = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
-        cache = {}
     before = dict(cache)
     problems, missing = [], []
     for name in MNIST_FILES:
@@ -179,17 +173,10 @@ def load_mnist(train: bool, root: str | Path | None = None) -> tuple[torch.Tenso
     return dataset.data.unsqueeze(1).contiguous(), dataset.targets.long()
 
 
-# ---------------------------------------------------------------------------------------------
-# EMNIST digits, or a real offline digit set when EMNIST cannot be had
-# ---------------------------------------------------------------------------------------------
+# -- EMNIST digits, or a real offline digit set when EMNIST cannot be had ------------------------------------------
 EMNIST_SOURCE = "emnist-digits"
 FALLBACK_SOURCE = "sklearn-digits (EMNIST unreachable offline)"
 _FALLBACK_FILE = "sklearn-digits-28x28-v1.pt"
-
-
-def fix_emnist_orientation(x: torch.Tensor) -> torch.Tensor:
-    """EMNIST stores images transposed: rotating -90 degrees then flipping left-right is this transpose."""
-    return x.transpose(-1, -2).contiguous()
 
 
 def _emnist_present(root: Path) -> bool:
@@ -243,7 +230,8 @@ def load_emnist_digits(root: str | Path | None = None, download: bool = True) ->
         _try_emnist_download(root)
     if _emnist_present(root):
         dataset = torchvision.datasets.EMNIST(root, split="digits", train=False)
-        images = fix_emnist_orientation(dataset.data).unsqueeze(1)
+        # EMNIST stores images transposed (rotating -90 degrees then flipping left-right is this transpose)
+        images = dataset.data.transpose(-1, -2).contiguous().unsqueeze(1)
         return images, dataset.targets.long(), EMNIST_SOURCE
 
     cache = root / _FALLBACK_FILE

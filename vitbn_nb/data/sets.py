@@ -23,10 +23,9 @@ TEST_AUGMENTATION_SEED = 20241108
 SUBSET_SEED = 0
 
 
-#: The data stream of every run trained since it was named: every random draw that defines a run's data (its training
-#: order, its augmentation, the once-augmented test set) comes from a CPU generator seeded by (seed, epoch) and moves
-#: to the device after drawing, so a seed's batches and test images are the same on a CPU, a GPU, eager or stacked
-#: (up to float rounding in the warp). On the CPU it is the stream every CPU run drew before it had a name.
+#: The data stream of every run trained since it was named: every random draw of a run's data (order, augmentation, the
+#: augmented test set) comes from a CPU generator seeded by (seed, epoch), so a seed's batches and test images are the
+#: same on a CPU, a GPU, eager or stacked. On the CPU it is the stream every CPU run drew before it had a name.
 STREAM = "cpu-generators"
 
 
@@ -39,9 +38,8 @@ def legacy_stream(device_type: str) -> str:
 def epoch_draws(
     n: int, batch_size: int, generator: torch.Generator | None, *, shuffle: bool, augment: bool, min_batch: int
 ) -> tuple[list[Tensor], list[Tensor] | None]:
-    """An epoch's random draws from ``generator``, in the order a run has always made them (the order, then each
-    batch's augmentation): each batch's image indices and, when ``augment``, its uniform draws. Drawn where the
-    generator lives, all at once, so an accelerator receives them in one copy and never waits inside the epoch."""
+    """An epoch's random draws from ``generator`` in the order a run has always made them: each batch's image indices
+    and, when ``augment``, its uniform draws; all at once, so an accelerator receives them in one copy."""
     order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
     # a BatchNorm model cannot train on a final batch of one: ``min_batch`` drops a last batch that small
     index = [part for part in order.split(batch_size) if len(part) >= min_batch]
@@ -89,19 +87,14 @@ class ImageSet:
     def stacked_batches(
         self, batch_size: int, generators: list[torch.Generator], *, min_batch: int = 1
     ) -> Iterator[tuple[Tensor, Tensor]]:
-        """Shuffled training batches of a stack's members side by side (``[M, B, ...]`` images, ``[M, B]``
-        labels): member ``i``'s are those of ``batches(batch_size, generator=generators[i], shuffle=True)``,
-        cut and augmented for all members at once."""
+        """The members' shuffled batches side by side (``[M, B, ...]``), each as ``batches`` with its generator."""
         n, device = len(self.labels), self.labels.device
         members = [
             epoch_draws(n, batch_size, g, shuffle=True, augment=self.augment, min_batch=min_batch) for g in generators
         ]
-        index = _to_device([torch.stack(parts) for parts in zip(*(m[0] for m in members))], device)
-        draws = (
-            _to_device([torch.stack(parts) for parts in zip(*(m[1] for m in members))], device)
-            if self.augment
-            else None
-        )
+        side_by_side = lambda per_member: _to_device([torch.stack(parts) for parts in zip(*per_member)], device)
+        index = side_by_side(m[0] for m in members)
+        draws = side_by_side(m[1] for m in members) if self.augment else None
         for k, part in enumerate(index):
             x, y = self.images[part], self.labels[part]
             yield (augment_members(x, draws[k]) if self.augment else to_float(x)), y
@@ -123,13 +116,8 @@ class ReferenceSet:
     ) -> Iterator[tuple[Tensor, Tensor]]:
         # The sampler needs a CPU generator whatever the training device; seed one from the epoch's.
         sampler_generator = torch.Generator().manual_seed(generator.initial_seed()) if generator is not None else None
-        loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            generator=sampler_generator,
-            num_workers=self.num_workers,
-        )
+        order = dict(batch_size=batch_size, shuffle=shuffle, generator=sampler_generator)
+        loader = torch.utils.data.DataLoader(self.dataset, num_workers=self.num_workers, **order)
         for x, y in loader:
             if len(y) < min_batch:
                 return
@@ -166,10 +154,7 @@ def upscale(images: Tensor, factor: int = 2, chunk: int = 10_000) -> Tensor:
 
 @functools.lru_cache(maxsize=4)
 def image_sets(dataset: str, train_size: int | None, test_size: int | None, device: str) -> tuple[ImageSet, ImageSet]:
-    """Train and test ``ImageSet``s on ``device``; the augmented test set is drawn once, with a fixed random seed.
-
-    Cached (four entries): the sets are read-only, and a chapter asks for the same ones for every run.
-    """
+    """Train and test ``ImageSet``s on ``device`` (the augmented test set drawn once); cached, being read-only."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, DATASETS))}")
     splits = []

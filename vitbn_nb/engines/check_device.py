@@ -1,8 +1,6 @@
-"""``python -m vitbn_nb check-device``: does this device train the book's engines right? A few minutes at most.
-
-One eager run trained twice (determinism), a stack against its runs one by one, on CUDA the graphed stack against
-the eager one with no host sync, and the engines timed. The verdict is kept per device, driver and versions in
-``.device-checks/``; an engine whose check failed is not used there (:func:`refused_engines`)."""
+"""``python -m vitbn_nb check-device``: does this device train the book's engines right (determinism, a stack against
+its runs alone, on CUDA the graphed stack with no host sync, timings)? The verdict is kept per device, driver and
+versions in ``.device-checks/``; an engine whose check failed is not used there (:func:`refused_engines`)."""
 
 from __future__ import annotations
 
@@ -25,14 +23,11 @@ from ..paths import runs_dir
 from . import engine, stack
 
 FOLDER = ".device-checks"
-#: Per-epoch loss within this relative difference: an engine error (members sharing statistics, a step applied twice)
-#: moves the loss by far more.
+#: Per-epoch loss within this relative difference: an engine error (shared statistics, a doubled step) moves it more.
 LOSS_TOLERANCE = 1e-4
-#: Per-epoch accuracy within this many points (5 of the full check's 1,000 test images): on a GPU a stack's batched
-#: matrix products round differently from single ones, which flips a few near-tie images while the loss agrees
-#: (``tests/test_stack.py`` allows one image on a CPU, where the kernels are the same).
+#: Per-epoch accuracy within this many points (5 of 1,000 test images): on a GPU a stack's batched matmuls round
+#: differently from single ones, flipping a few near-tie images while the loss agrees.
 ACCURACY_TOLERANCE = 0.5
-#: What the command says when a check failed.
 FAILED_HELP = (
     "check-device: a check FAILED. Training still works: an engine that failed is not used on this device "
     "(the runs' records say so). Please send the table above, the verdict file named above (JSON, a few KB) and "
@@ -66,8 +61,7 @@ QUICK = CheckSettings("quick", 120, 60, 2, 50, 1, (1,), 1, 0, 1)
 
 
 def device_key(device: torch.device) -> dict:
-    """What a verdict holds for: the device model, its driver, the libraries that run on it and the check's rule (a
-    verdict under another rule is taken anew)."""
+    """What a verdict holds for: the device, its driver, the libraries and the check's rule (else: checked anew)."""
     info = system.hardware(device)
     key = {"device": system.label(info), "driver": info.get("driver"), "torch": torch.__version__}
     if device.type == "cuda":
@@ -84,7 +78,7 @@ def verdict_path(device: torch.device, store: Path | None = None) -> Path:
 
 
 def stored(device: torch.device, store: Path | None = None) -> dict | None:
-    """This device's stored verdict, or None (none yet, or unreadable: then it is checked anew)."""
+    """This device's stored verdict, or None (none yet, or unreadable: checked anew)."""
     path = verdict_path(device, store)
     with contextlib.suppress(OSError, ValueError, RecursionError):
         found = json.loads(path.read_text())
@@ -177,7 +171,6 @@ def _row(check: str, engine_: str | None, result: str, detail: str) -> dict:
 
 def _checks(device: torch.device, s: CheckSettings) -> list[dict]:
     train_set, test_set = data.image_sets(s.dataset, s.train_size, s.test_size, str(device))
-    cuda = device.type == "cuda"
     rows = [_repeat_check(device, s, train_set, test_set)]
     stacks, without_graph = {}, {"graphed": "the stacked engine is checked on its own"}
     for name, kwargs in ((s.vit, {"depth": s.vit_depth}), (s.dnn, {})):
@@ -185,14 +178,13 @@ def _checks(device: torch.device, s: CheckSettings) -> list[dict]:
         alone = [_train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) for seed, lr in s.members]
         stacks[name] = _train_stack(name, kwargs, s, train_set, test_set, device, refused=without_graph)
         rows.append(_compare(f"stack of 3 = one by one ({label})", "stacked", alone, stacks[name], s))
-    if cuda:
+    if device.type == "cuda":
         graphed = _train_stack(s.vit, {"depth": s.vit_depth}, s, train_set, test_set, device, refused={})
         row = _compare(f"graphed stack = eager stack ({s.vit} d{s.vit_depth})", "graphed", stacks[s.vit], graphed, s)
         failure = next((e["cuda_graph_failed"] for m in graphed for e in m if "cuda_graph_failed" in e), None)
         if failure or not any(e["cuda_graph"] for m in graphed for e in m):
             row.update(result="FAIL", detail=f"the step was not captured ({failure or 'too few full batches'})")
-        rows.append(row)
-        rows.append(_sync_check(device, s, train_set))
+        rows += [row, _sync_check(device, s, train_set)]
         peak = max(e["peak_memory_mib"] or 0 for m in graphed for e in m)
         rows.append(_row(f"peak memory, stack of 3 ({s.vit} d{s.vit_depth})", None, "info", f"{peak:.0f} MiB"))
     else:
@@ -210,18 +202,9 @@ def _model(name: str, kwargs: dict, seed: int, device: torch.device) -> torch.nn
 
 
 def _train_alone(name, kwargs, seed, lr, s, train_set, test_set, device) -> list[dict]:
-    return engine.train_model(
-        _model(name, kwargs, seed, device),
-        train_set,
-        test_set,
-        epochs=s.epochs,
-        lr=lr,
-        batch_size=s.batch_size,
-        test_batch_size=s.test_size,
-        seed=seed,
-        device=device,
-        progress=False,
-    )
+    model = _model(name, kwargs, seed, device)
+    options = dict(epochs=s.epochs, batch_size=s.batch_size, test_batch_size=s.test_size, progress=False)
+    return engine.train_model(model, train_set, test_set, lr=lr, seed=seed, device=device, **options)
 
 
 def _train_stack(name, kwargs, s, train_set, test_set, device, refused: dict) -> list[list[dict]]:
@@ -234,17 +217,9 @@ def _train_stack(name, kwargs, s, train_set, test_set, device, refused: dict) ->
             mine.append(metrics)
         return False
 
-    stack.train_models(
-        members,
-        train_set,
-        epochs=s.epochs,
-        start_epoch=0,
-        batch_size=s.batch_size,
-        device=device,
-        evaluate=lambda model: engine.evaluate(model, test_set, batch_size=s.test_size, device=device),
-        on_epoch_end=epoch_end,
-        refused=refused,
-    )
+    evaluate = lambda model: engine.evaluate(model, test_set, batch_size=s.test_size, device=device)
+    schedule = dict(epochs=s.epochs, start_epoch=0, batch_size=s.batch_size, device=device)
+    stack.train_models(members, train_set, evaluate=evaluate, on_epoch_end=epoch_end, refused=refused, **schedule)
     return history
 
 
@@ -265,8 +240,7 @@ def _repeat_check(device, s: CheckSettings, train_set, test_set) -> dict:
 
 
 def _compare(check: str, engine_: str, expected: list, found: list, s: CheckSettings) -> dict:
-    """Per member and epoch: loss within :data:`LOSS_TOLERANCE` (relative), accuracy within
-    :data:`ACCURACY_TOLERANCE` points or one test image, whichever is more."""
+    """Per member and epoch: loss within :data:`LOSS_TOLERANCE`, accuracy :data:`ACCURACY_TOLERANCE` or one image."""
     loss = acc = 0.0
     for mine, theirs in zip(expected, found, strict=True):
         for a, b in zip(mine, theirs, strict=True):

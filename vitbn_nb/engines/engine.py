@@ -1,9 +1,6 @@
-"""The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings.
-
-Fed by ``data.ImageSet`` (the book's) or ``data.ReferenceSet`` (article 1's); every epoch is seeded from ``(seed,
-epoch)``, so a resumed run continues exactly; on a GPU the loop never waits for the device inside an epoch. No
-``torch.compile``: on the book's 2-core CPU it took 8-21 s to compile for a step within ±3 % of eager, paying back
-after ~12,000 steps of one shape, while a ``cpu`` chapter runs ~500-1,000 steps per model."""
+"""The training engine: Adam + cross-entropy, a test pass after every epoch, honest timings; every epoch seeded from
+``(seed, epoch)`` so a resumed run continues exactly. No ``torch.compile``: on the book's 2-core CPU it took 8-21 s to
+compile for a step within ±3 % of eager, while a ``cpu`` chapter runs ~500-1,000 steps per model."""
 
 from __future__ import annotations
 
@@ -79,8 +76,8 @@ def train_epoch(
 
 
 class TimedBatches:
-    """An epoch's batches, timed with no host sync per step (fetches by CUDA events on a GPU, the clock at the two
-    ends). Once iterated, ``timings`` holds wall and data seconds, the device's peak memory and the machine's load."""
+    """An epoch's batches, timed with no host sync per step; once iterated, ``timings`` holds wall and data seconds,
+    the device's peak memory and the machine's load."""
 
     def __init__(self, batches: Iterable, device: torch.device, bar: tqdm | None = None):
         self.batches, self.device, self.bar = batches, device, bar
@@ -137,8 +134,7 @@ def evaluate(
     device: torch.device | None = None,
     per_sample: bool = False,
 ) -> dict:
-    """Accuracy and per-class accuracy (both in %) over ``test_data``, and the pass's seconds: counted on the device,
-    or with ``per_sample`` as the reference code counted (:func:`count_classes_per_sample`)."""
+    """Accuracy and per-class accuracy (%) and the pass's seconds; ``per_sample``: counted as the reference code did."""
     device = device or next(model.parameters()).device
     model.eval()
     if per_sample:
@@ -158,9 +154,8 @@ def evaluate(
 
 
 def tested(evaluate: Callable[[], dict]) -> dict:
-    """``evaluate()``'s metrics (a test pass) with the other processes' CPU seconds over it,
-    ``test_other_cpu_seconds``: they flag a test pass timed beside other work as ``other_cpu_seconds`` flags the
-    epoch's training (:func:`vitbn_nb.system.epoch_contended`)."""
+    """``evaluate()``'s metrics with the other processes' CPU seconds over it (``test_other_cpu_seconds``), which flag
+    a test pass timed beside other work (:func:`vitbn_nb.system.epoch_contended`)."""
     other_work = OtherWork()
     metrics = evaluate()
     return {**metrics, "test_other_cpu_seconds": other_work.seconds()}

@@ -1,6 +1,5 @@
-"""Fine-tuning helpers: which weights train, a model moved to another image size, and what a step costs.
-:func:`attention_only` follows Touvron et al. 2022 (``--attn-only`` in facebookresearch/deit); a frozen BatchNorm
-still updates its running statistics (buffers)."""
+"""Fine-tuning helpers: which weights train (:func:`attention_only`: Touvron et al. 2022's ``--attn-only``), a model
+moved to another image size, and what a step costs."""
 
 from __future__ import annotations
 
@@ -101,8 +100,7 @@ def _bytes(tensors) -> int:
 
 def step_memory(model: nn.Module, images: Tensor, labels: Tensor) -> dict:
     """Memory (MiB) of one Adam step of a copy of ``model`` on this batch: ``weights`` + ``gradients`` + ``adam_state``
-    + ``activations`` (storages autograd saves, counted by hooks) = ``accounted``, an upper bound up to workspace;
-    on CUDA also ``cuda_peak`` (the allocator's peak over one step after a warm-up step), NaN on the CPU."""
+    + ``activations`` (saved storages) = ``accounted``; on CUDA also the allocator's ``cuda_peak`` (NaN on the CPU)."""
     model = copy.deepcopy(model).train()
     device = images.device
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -1,9 +1,6 @@
-"""Many runs of one architecture trained at once, as one stacked model (``engine="stacked"``).
-
-Parameters are stacked each step (``vmap`` over ``functional_call``); each member keeps its own module, Adam, lr,
-BatchNorm statistics and data order, so it equals its run trained alone up to fp32 rounding. On CUDA a full batch's
-step is captured once as a CUDA graph and replayed (a failed capture is undone: eager). An engine ``check-device``
-found wrong is not used."""
+"""Many runs of one architecture trained at once as one stacked model (``engine="stacked"``): parameters stacked each
+step (``vmap`` over ``functional_call``), each member keeping its own module, Adam, lr, BatchNorm statistics and data
+order, so it equals its run alone up to fp32 rounding. On CUDA a full batch's step is replayed from a CUDA graph."""
 
 from __future__ import annotations
 
@@ -114,8 +111,7 @@ class Stack:
         return self._capture(x, y)
 
     def _warm_up(self, x: Tensor, y: Tensor) -> Tensor:
-        """An eager step on a side stream, PyTorch's recipe: what is created lazily (cuBLAS handles and workspaces, the
-        optimisers' state) is created there, before the capture."""
+        """An eager step on a side stream (PyTorch's recipe: what is created lazily is created before the capture)."""
         current = torch.cuda.current_stream(self.device)
         if self._side_stream is None:
             self._side_stream = torch.cuda.Stream(self.device)
@@ -147,8 +143,7 @@ class Stack:
         return losses.clone()
 
     def _abandon_capture(self, stream, pool) -> None:
-        """Undo what a failed capture left behind: when ending the capture raised, its stream is still current and the
-        allocator still sends its allocations to the graph's pool; both are put back (one step's memory stays)."""
+        """Undo a failed capture: where ending it raised, put back the current stream and the allocator's pool."""
         if torch.cuda.current_stream(self.device) != stream:
             torch.cuda.set_stream(stream)
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
@@ -175,12 +170,8 @@ def train_epoch(
             sums += stack.step(x, y) * y.shape[1]
             seen += y.shape[1]
     stack.gather_buffers(back=True)
-    shared = {
-        **epoch.timings,
-        "stacked_runs": len(stack.members),
-        "cuda_graph": stack.graph is not None,
-        **nondeterminism_recorded(),
-    }
+    shared = {**epoch.timings, "stacked_runs": len(stack.members), "cuda_graph": stack.graph is not None}
+    shared |= nondeterminism_recorded()
     if stack.graph_failed not in (None, "not asked for"):
         shared["cuda_graph_failed"] = stack.graph_failed[:300]
     return [{"train_loss": loss, **shared} for loss in (sums / max(seen, 1)).tolist()]
@@ -204,9 +195,8 @@ def train_models(
     bar=None,
     refused: dict[str, str],
 ) -> None:
-    """Train the members from ``start_epoch + 1`` to ``epochs``; ``on_epoch_end(metrics per member)`` stores an epoch
-    and says whether to stop, and a diverged member stops the stack. An engine in ``refused`` (the device check's
-    verdict) is not used: the members train alone, or without the graph, and their metrics say why."""
+    """Train the members from ``start_epoch + 1`` to ``epochs``; ``on_epoch_end(metrics per member)`` says whether to
+    stop, as a diverged member does. An engine in ``refused`` is not used, and the members' metrics say why."""
     alone, graph = refused.get("stacked"), "graphed" not in refused
     stack = None if alone else Stack(members, device, graph=graph)
     note = {} if graph or device.type != "cuda" else {"cuda_graph_off": refused["graphed"]}
@@ -238,8 +228,7 @@ STACK_MEMBERS = 3
 def time_engines(
     device: torch.device, *, steps: int, warmup: int, repeats: int, depths: tuple[int, ...] = (1, 6), batch: int = 100
 ):
-    """Seconds per training image of one ViT run on one batch on the device (compute only), by engine: ``eager``,
-    ``stacked`` (per run of :data:`STACK_MEMBERS`) and on a GPU ``graphed``; repeats of ``steps`` steps, interleaved."""
+    """Seconds per training image of one ViT run on one batch (compute only), by engine, in interleaved repeats."""
     train_set, _ = data.image_sets("mnist", 1000, 100, str(device))
     images = next(iter(train_set.batches(batch)))
     rows = []
@@ -248,16 +237,8 @@ def time_engines(
         timings = timing.interleave(runners, warmup=warmup + GRAPH_WARMUP_STEPS, repeats=repeats, length=steps)
         for name, repeats_ in timings.items():
             seconds = timing.median_repeat(repeats_)["seconds"] / (batch * (1 if name == "eager" else STACK_MEMBERS))
-            rows.append(
-                {
-                    "depth": depth,
-                    "image": 28,
-                    "pipeline": "engine (compute only)",
-                    "engine": name,
-                    "seconds_per_image": seconds,
-                    "device": device.type,
-                }
-            )
+            row = dict(depth=depth, image=28, pipeline="engine (compute only)", engine=name, seconds_per_image=seconds)
+            rows.append({**row, "device": device.type})
     return pd.DataFrame(rows)
 
 

@@ -1,10 +1,10 @@
-"""Training runs into the run store: a configuration asked for again comes back from the store, an interrupted run
-resumes from its checkpoint, ``force=True`` trains anew beside the stored run, a deadline stops at an epoch boundary;
-runs of one stack key train together as one stacked model (the stacked engine is loaded only there). The store
-(:mod:`vitbn_nb.store`) keeps the runs: their ids, folders, records and locks."""
+"""Training runs into the run store (:mod:`vitbn_nb.store`): a finished configuration comes back from the store, an
+interrupted run resumes from its checkpoint, ``force=True`` trains anew beside the stored run, a deadline stops at an
+epoch boundary; runs of one stack key train together as one stacked model (the stacked engine is loaded only there)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from collections.abc import Iterable
@@ -41,11 +41,10 @@ def train_all(
     deadline: Deadline | None = None,
     one_stream: bool = False,
 ) -> list[Run]:
-    """Train ``configs`` in order, those finished read from the store; stacked ones that share a stack key train
-    together when the first of them comes up. ``force``: train anew (a bool or 'true' / 'false'). ``deadline``: no run
-    starts after it, and a run stops at the last epoch boundary before it (:class:`DeadlineReached`, resumable).
-    ``mlflow``: mirror the runs (``None``: when ``MLFLOW_TRACKING_URI`` is set). ``one_stream``: a finished run that
-    drew another data stream than the one (a GPU's from before it) does not count; the run trains on the one."""
+    """Train ``configs`` in order (those finished read from the store, a stack key's together). ``force``: train anew
+    (a bool or 'true' / 'false'). ``deadline``: no run starts after it, and a run stops at the last epoch boundary
+    before it (:class:`DeadlineReached`). ``mlflow``: mirror the runs (``None``: when ``MLFLOW_TRACKING_URI`` is set).
+    ``one_stream``: a finished run that drew another data stream than the one does not count."""
     configs = list(configs)
     device = pick_device(device)
     off = training_is_off()  # checked first: a misspelt setting must not pass silently
@@ -75,8 +74,7 @@ def train_all(
 
 
 def units(configs: Iterable[RunConfig]) -> list[list[RunConfig]]:
-    """What trains as one, in plan order: the runs of a stack key together, any other run alone (a configuration
-    listed twice, once)."""
+    """What trains as one, in plan order: the runs of a stack key together, any other run alone (a repeat, once)."""
     found: dict[str, list[RunConfig]] = {}
     for config in configs:
         unit = found.setdefault(config.stack_key() or config.run_id("cpu"), [])
@@ -86,8 +84,7 @@ def units(configs: Iterable[RunConfig]) -> list[list[RunConfig]]:
 
 
 def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
-    """Train one stored run anew from its recorded configuration (a damaged record's too, when it still parses); a
-    committed record's run is trained into the run store, the committed record never written."""
+    """Train one stored run anew from its recorded configuration, into the run store (even a damaged record's)."""
     if not is_run_name(run_id):
         raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
     folder = stored_path(str(run_id))
@@ -145,8 +142,7 @@ def _mirror(run: Run, mlflow: bool | None) -> Run:
 
 
 def _train_unit(left: dict[str, RunConfig], device, force, off, deadline, progress) -> dict[str, Run]:
-    """Under the locks of the runs ``left`` (by id) of one unit: those another process finished meanwhile read back,
-    the others started (resumed from their checkpoints) and trained, alone or as one stack; every one, by id."""
+    """Under the locks of one unit's runs ``left`` (by id): those finished meanwhile read back, the others trained."""
     if deadline is not None and any(map(deadline.refuses, left.values())):  # passed, or no room by the estimate
         raise DeadlineReached(next(iter(left)))
     found: dict[str, Run] = {}
@@ -236,8 +232,7 @@ def _train_alone(started: tuple, data, device: torch.device, progress: bool) -> 
 
 
 def _train_stack(started: list, data, device: torch.device, progress: bool) -> list[Run]:
-    """The stacked engine: the members at one epoch as one stack (members at different epochs stack apart); a member
-    that diverges is finished and the others go on without it."""
+    """The stacked engine: the members at one epoch as one stack; a member that diverges finishes, the others go on."""
     from . import check_device, stack  # stacked engine
 
     config, (train_data, test_data) = started[0][0], data
@@ -248,15 +243,9 @@ def _train_stack(started: list, data, device: torch.device, progress: bool) -> l
             optimizer.load_state_dict(optimizer_state)
         groups.setdefault(len(files.record["epochs"]), []).append((c, files, model, optimizer))
 
-    def evaluate(model: nn.Module) -> dict:
-        return engine.evaluate(
-            model,
-            test_data,
-            batch_size=config.test_batch_size,
-            num_classes=config.model_kwargs.get("num_classes", 10),
-            device=device,
-            per_sample=config.pipeline == "reference",
-        )
+    tests = dict(batch_size=config.test_batch_size, num_classes=config.model_kwargs.get("num_classes", 10))
+    per_sample = config.pipeline == "reference"
+    evaluate = functools.partial(engine.evaluate, test_data=test_data, device=device, per_sample=per_sample, **tests)
 
     finished: list[Run] = []
     steps = engine.steps_per_epoch(len(train_data), config.batch_size)

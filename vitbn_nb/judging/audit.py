@@ -1,8 +1,6 @@
-"""Checkpoint audit: which encoder blocks of a ViT ever trained. A block no training step reached keeps its norms at
-their initial values (and a BatchNorm's ``num_batches_tracked`` at 0): how the reference repository's article-era
-BatchNorm checkpoints show the early return of their encoder (``REFERENCE_FACTS.md``). Offline, the audit recorded
-from them (``recorded_reference_audit.json``) stands in for a live one.
-"""
+"""Checkpoint audit: which encoder blocks of a ViT ever trained. A block no step reached keeps its norms at their
+initial values (a BatchNorm's ``num_batches_tracked`` at 0): how the reference repository's BatchNorm checkpoints show
+their encoder's early return (``REFERENCE_FACTS.md``). Offline, ``recorded_reference_audit.json`` stands in."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def _state_dict(checkpoint) -> dict[str, torch.Tensor]:
 
 
 def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
-    """The norms of one block, by module name: a module with a 1-D ``weight`` (LayerNorm or BatchNorm affine),
-    or with BatchNorm buffers. Linear and convolution weights have two or more dimensions."""
+    """The norms of one block, by module name: modules with BatchNorm buffers or a 1-D ``weight``."""
     modules: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
     for name, tensor in block.items():
         module, _, leaf = name.rpartition(".")
@@ -75,9 +72,8 @@ def _norm_modules(block: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.T
 
 
 def block_usage(checkpoint) -> pd.DataFrame:
-    """One row per encoder block: its norms, whether they still hold their initial values, its BatchNorm step
-    counter, and a verdict. ``checkpoint``: a path, a state dict (optionally under ``model`` / ``state_dict``) or a
-    module."""
+    """One row per encoder block: its norms, whether they hold their initial values, its BatchNorm step counter, and
+    a verdict. ``checkpoint``: a path, a state dict (optionally under ``model`` / ``state_dict``) or a module."""
     state = _state_dict(checkpoint)
     blocks: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
     for name, tensor in state.items():
@@ -158,9 +154,8 @@ _RENAMES = (
 
 
 def load_reference_into_book_model(checkpoint, model: str, depth: int, **model_kwargs) -> nn.Module:
-    """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and everything outside
-    the encoder) loaded. For the article-era BatchNorm checkpoints only block 1 ever trained, so ``depth=1`` gives
-    the model that actually ran; ``model_kwargs`` override the reference configuration."""
+    """The book's ``model`` at ``depth`` with a reference checkpoint's first ``depth`` blocks (and all outside the
+    encoder) loaded: ``depth=1`` gives the article-era BatchNorm models that actually ran."""
     # under the book's parameter names (names already in that layout pass unchanged)
     rename = lambda name: functools.reduce(lambda n, rule: rule[0].sub(rule[1], n), _RENAMES, name)
     state = {rename(name): t for name, t in _state_dict(checkpoint).items()}
@@ -207,7 +202,8 @@ class ReferenceAudit:
         rows = []
         for name, group in self.blocks.groupby("checkpoint", sort=False):
             never = group.loc[group["verdict"] == "never trained", "block"].tolist()
-            counters = group["num_batches_tracked"]
+            counters, later = group["num_batches_tracked"], group["num_batches_tracked"].iloc[1:]
+            steps_later = "—" if later.isna().all() else ", ".join(str(int(c)) for c in later.unique())
             rows.append(
                 {
                     "checkpoint": name,
@@ -217,11 +213,7 @@ class ReferenceAudit:
                     "trained": int((group["verdict"] == "trained").sum()),
                     "never trained": ", ".join(map(str, never)) or "none",
                     "BatchNorm steps, block 1": counters.iloc[0],
-                    "BatchNorm steps, blocks 2+": (
-                        "—"
-                        if counters.iloc[1:].isna().all()
-                        else ", ".join(str(int(c)) for c in counters.iloc[1:].unique())
-                    ),
+                    "BatchNorm steps, blocks 2+": steps_later,
                 }
             )
         return pd.DataFrame(rows)
@@ -247,9 +239,8 @@ def _score_rows(paths: dict[str, Path]) -> pd.DataFrame:
 
 def audit_folder(folder) -> ReferenceAudit:
     """Audit and score every named reference checkpoint found in ``folder`` (as ``<name>.pth``)."""
-    paths = {
-        name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS if (Path(folder) / f"{name}.pth").is_file()
-    }
+    paths = {name: Path(folder) / f"{name}.pth" for name in REFERENCE_CHECKPOINTS}
+    paths = {name: path for name, path in paths.items() if path.is_file()}
     if not paths:
         raise FileNotFoundError(
             f"{folder} holds none of the reference checkpoints ({', '.join(n + '.pth' for n in REFERENCE_CHECKPOINTS)})"
@@ -259,8 +250,7 @@ def audit_folder(folder) -> ReferenceAudit:
 
 
 def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
-    """The reference checkpoints audited live (downloaded, pinned to their commits) where the internet is
-    reachable, else the recorded audit; ``live`` forces one or the other."""
+    """The reference checkpoints audited live where the internet is reachable, else the recorded audit."""
     if live is None:
         live = internet_reachable()
     if live:
@@ -275,12 +265,8 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
         ignore_index=True,
     )
     blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
-    return ReferenceAudit(
-        blocks,
-        pd.DataFrame(record["scores"]),
-        f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live",
-        live=False,
-    )
+    source = f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live"
+    return ReferenceAudit(blocks, pd.DataFrame(record["scores"]), source, live=False)
 
 
 def record(folder, target=RECORDED) -> Path:

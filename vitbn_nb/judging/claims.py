@@ -26,9 +26,8 @@ ABSOLUTE = "absolute"  # a number at the article's protocol: judged only where t
 RATIO = "ratio"  # a timing ratio on the article's hardware: judged on the article's qualitative claim
 KINDS = (DIFFERENCE, CURVE, ABSOLUTE, RATIO)
 
-#: The articles' wording, encoded once: the same words give the same direction wherever they occur. "X slightly
-#: better" and "X clearly better" both point to X (how large a lead is, the interval shows); "comparable" and "almost
-#: no difference" point nowhere (0).
+#: The articles' wording, encoded once: the same words give the same direction wherever they occur ("slightly" and
+#: "clearly" better both point to X: how large a lead is, the interval shows).
 WORDING = dict.fromkeys(("comparable", "almost no difference", "affected much the same"), 0) | dict.fromkeys(
     ("slightly better", "slightly exceeds", "slightly higher", "significantly better", "clearly better", "milder"), +1
 )
@@ -36,12 +35,9 @@ WORDING = dict.fromkeys(("comparable", "almost no difference", "affected much th
 
 @dataclass(frozen=True)
 class Claim:
-    """One finding of a source, as the book judges it.
-
-    ``measure`` names the per-seed quantity (oriented: ``direction`` +1 means the source says it is positive,
-    -1 negative, 0 "no difference"); ``level`` is the threshold of a ratio claim (a gain in %) or the value of an
-    absolute one; ``epochs`` the article's epochs behind an absolute number.
-    """
+    """One finding of a source: ``measure`` names the per-seed quantity (``direction`` +1: the source says it is
+    positive, -1 negative, 0 "no difference"); ``level``: a ratio claim's threshold (a gain in %) or an absolute
+    claim's value; ``epochs``: the article's epochs behind an absolute number."""
 
     key: str
     source: str
@@ -71,8 +67,7 @@ def diverged(run: pd.DataFrame) -> bool:
 
 
 def reached_steps(table: pd.DataFrame) -> int:
-    """The fewest training steps any of the runs took. A diverged run counts the epochs it was set to train (no later
-    epoch could change how it ended); a run still under way counts only the epochs it has finished."""
+    """The fewest training steps any of the runs took (a diverged run counts the epochs it was set to train)."""
     if table.empty:
         return 0
     steps = []
@@ -106,8 +101,7 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
 
 
 def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = "") -> Verdict:
-    """An absolute accuracy: "≈ X" (direction 0) as an equivalence within the margin of X, "> X" (direction +1) as a
-    value above X."""
+    """An absolute accuracy: "≈ X" (direction 0) as an equivalence around X, "> X" (+1) as a value above X."""
     shown = dict(unit="%", scale=scale, condition=condition)
     if claim.direction == 0:
         return verdicts.equivalence(claim.key, list(finals), center=claim.level, **shown)
@@ -117,8 +111,7 @@ def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = 
 def judge_difference(
     claim: Claim, values: pd.Series, scale: str, condition: str = "", spread: float | None = None
 ) -> Verdict:
-    """A difference claim by the rule (an equivalence where the article says "comparable"); ``spread``: its claim
-    family's pooled spread, behind the difference its seeds could have detected."""
+    """A difference claim by the rule; ``spread``: its claim family's pooled spread (:func:`.verdicts.difference`)."""
     return verdicts.difference(
         claim.key, list(values), claim.direction, scale=scale, condition=condition, spread=spread
     )
@@ -129,10 +122,8 @@ def gain(claim: Claim, gains, scale: str, condition: str, **shown) -> Verdict:
 
 
 def run_gains(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> pd.Series:
-    """Per seed: the gain 100 x (1 - T(model) / T(baseline)), T a run's mean ``column`` per epoch, as article 1
-    defines its ratios. A run's epochs on one machine are averaged first (they share that machine and one spell of
-    load), those timed beside other work left out; the repeats the rule judges are the seeds, each seed's two runs
-    paired on one machine (:func:`~vitbn_nb.judging.selection.timed_pairs`)."""
+    """Per seed: the gain 100 x (1 - T(model) / T(baseline)), T a run's mean ``column`` per epoch (article 1's ratios),
+    a seed's two runs paired on one machine (:func:`~vitbn_nb.judging.selection.timed_pairs`)."""
     pairs = _gain_pairs(table, model, baseline, column)
     return (100 * (1 - pairs[column] / pairs[f"{column}_base"])).dropna()
 
@@ -143,8 +134,7 @@ def _gain_pairs(table: pd.DataFrame, model: dict, baseline: dict, column: str) -
 
 
 def gain_hardware(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> str:
-    """The machines that timed the pairs :func:`run_gains` compares (not every machine that trained the table: a
-    chapter's other rates, or a seed left out for being split between machines, timed nothing of this gain)."""
+    """The machines that timed the pairs :func:`run_gains` compares (not every machine that trained the table)."""
     pairs = _gain_pairs(table, model, baseline, column).dropna(subset=[column, f"{column}_base"])
     timed = sorted(set(pairs["machine"].dropna()))
     sides = pd.concat([select(table, **model), select(table, **baseline)])
@@ -157,8 +147,7 @@ def hardware_of(table: pd.DataFrame) -> str:
 
 
 def verdict_texts(found: list[Verdict], key=lambda verdict: verdict.claim) -> dict:
-    """Each claim's verdict in words, by ``key`` (the claim's key by default); where several runs were compared, their
-    verdicts joined."""
+    """Each claim's verdict in words, by ``key`` (the claim's by default), several runs' verdicts joined."""
     texts: dict = {}
     for verdict in found:
         texts.setdefault(key(verdict), []).append(verdict.text)

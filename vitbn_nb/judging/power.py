@@ -1,10 +1,5 @@
-"""The seed plan: how many seeds each decisive claim needs, decided before its runs train.
-
-A chapter's power analysis (its ``plan.seed_plan``) reads only the runs finished before its plan was written (its
-``PLAN_WRITTEN``), so the plan it shows is the one its settings committed, whatever trains after it. For each claim it
-gives the spread of its claim family, the effect to detect (the article's own, else :data:`DEFAULT_EFFECT_PT`), the
-seeds that detect it with the rule's power, the seeds planned, what those detect, and the hours left to train them.
-"""
+"""The seed plan: how many seeds each decisive claim needs, decided before its runs train. A chapter's power analysis
+reads only the runs finished before its plan was written (``PLAN_WRITTEN``): the plan it shows is the committed one."""
 
 from __future__ import annotations
 
@@ -22,8 +17,8 @@ DEFAULT_EFFECT_PT = 2.0
 
 
 def protocol_runs(table: pd.DataFrame, written: str, **protocol) -> pd.DataFrame:
-    """The runs of ``table`` of an article's whole protocol (every training image, and ``protocol``'s columns: its
-    epochs, its dataset) that finished before ``written`` (an ISO date): what a plan written then could read."""
+    """The runs of an article's whole protocol (every training image, ``protocol``'s columns) finished before
+    ``written`` (an ISO date): what a plan written then could read."""
     if table.empty:
         return table
     whole = table["train_size"].isna()
@@ -63,8 +58,7 @@ class PlannedClaim:
 def difference_plan(
     claim: str, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int, effect: float | None
 ) -> PlannedClaim:
-    """A difference claim's plan: the seeds whose paired t-test detects ``effect`` (the article's, else
-    :data:`DEFAULT_EFFECT_PT`) given the family's pooled spread."""
+    """The seeds whose paired t-test detects ``effect`` (else :data:`DEFAULT_EFFECT_PT`) given the family's spread."""
     cells = [list(values) for values in family]
     spread, source = verdicts.pooled_spread(cells), f"{sum(len(c) for c in cells)} seeds of {family_name}"
     effect_pt, effect_from = (DEFAULT_EFFECT_PT, f"{DEFAULT_EFFECT_PT:g} pt (the article gives no number)")
@@ -90,8 +84,7 @@ def equivalence_plan(
 
 
 def count_plan(claim: str, role: str, rate: float, rate_from: str, planned: int, *, most: int = 60) -> PlannedClaim:
-    """A collapse-count claim's plan: the runs per model whose Fisher's test detects a collapse rate of ``rate`` (%)
-    against a model that never collapses."""
+    """The runs per model whose Fisher's test detects a collapse rate of ``rate`` (%) against none."""
     needed = next((n for n in range(verdicts.MIN_SEEDS, most + 1) if verdicts.detectable_rate(n, n) <= rate), None)
     reach, test = verdicts.detectable_rate(planned, planned), verdicts.COUNT_TEST
     return PlannedClaim(claim, role, test, float("nan"), "—", rate, rate_from, needed, planned, reach)
@@ -104,8 +97,7 @@ def priced(plan: PlannedClaim, left: list, table: pd.DataFrame) -> PlannedClaim:
 
 
 def epoch_seconds(table: pd.DataFrame) -> pd.Series:
-    """The median epoch (training and test pass) of the CPU runs in ``table`` not timed beside other work, per model,
-    depth, dataset and training-set size: what a plan's runs cost on a CPU like the ones that trained them."""
+    """Median CPU epoch seconds (training and test, not timed beside other work) per model, depth, data, size."""
     cpu = timed_epochs(table[table["device"] == "cpu"]) if not table.empty else table
     if cpu.empty:
         return pd.Series(dtype=float)

@@ -30,9 +30,7 @@ def require(table: pd.DataFrame, **where) -> pd.DataFrame:
 
 
 def timed_busy(table: pd.DataFrame) -> pd.Series:
-    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.epoch_contended`: the
-    other processes' CPU seconds over its training and its test pass where recorded, else the load as it ended);
-    False where neither is."""
+    """Per epoch (row): whether its times were taken beside other work (:func:`vitbn_nb.system.epoch_contended`)."""
     from ..system import epoch_contended  # torch's import is not needed to pick rows
 
     flags = [epoch_contended(epoch) for epoch in table.to_dict("records")]
@@ -49,9 +47,7 @@ def machines(table: pd.DataFrame) -> pd.Series:
 
 
 def timed_epochs(table: pd.DataFrame) -> pd.DataFrame:
-    """The epochs whose times count: those not timed beside other work (:func:`timed_busy`), which are left out of
-    every time the book shows, never averaged in; each with the ``machine`` that timed it (None where unknown), which a
-    paired comparison matches (:func:`timed_pairs`)."""
+    """The epochs whose times count (not :func:`timed_busy`), with the ``machine`` that timed each (None: unknown)."""
     timed = table[~timed_busy(table)]
     return timed.assign(machine=machines(timed))
 
@@ -61,18 +57,15 @@ TIME_COLUMNS = ("train_seconds", "test_seconds", "data_seconds")
 
 
 def shown_machine(table: pd.DataFrame) -> str | None:
-    """The machine whose times a view of ``table`` shows: the one that timed the most of its epochs not timed beside
-    other work, the first by name on a tie (None where no such epoch has a known machine)."""
+    """The machine that timed most of ``table``'s :func:`timed_epochs` (first by name on a tie; None: none known)."""
     counts = timed_epochs(table)["machine"].dropna().value_counts()
     return counts.sort_index().sort_values(ascending=False, kind="stable").index[0] if len(counts) else None
 
 
 def shown_times(table: pd.DataFrame, columns=TIME_COLUMNS, machine: str | None = None) -> pd.DataFrame:
-    """``table`` with only the times the book may show as seconds: an epoch timed beside other work
-    (:func:`timed_busy`), or on another machine than ``machine`` (by default :func:`shown_machine`; a view passes its
-    chapter's where its table is part of one) (a run resumed elsewhere, or a seed trained on another CPU), has no time
-    (NaN) in ``columns``, so a mean, median or curve over runs never pools two machines' seconds nor a busy epoch's;
-    every other column (an accuracy, a loss) is kept whole."""
+    """``table`` with only the times the book may show: an epoch timed beside other work (:func:`timed_busy`) or on
+    another machine than ``machine`` (default :func:`shown_machine`) has NaN in ``columns``, so no mean or curve pools
+    two machines' seconds nor a busy epoch's; every other column is kept whole."""
     machine = shown_machine(table) if machine is None else machine
     keep = ~timed_busy(table) & (machines(table) == machine).to_numpy()
     present = [column for column in columns if column in table.columns]
@@ -80,12 +73,9 @@ def shown_times(table: pd.DataFrame, columns=TIME_COLUMNS, machine: str | None =
 
 
 def timed_pairs(table: pd.DataFrame, columns: list[str], keys: list[str], side: str = "model", baseline="ViT"):
-    """Paired timings: for every value of ``keys`` (a seed, with the columns a comparison groups by) and every
-    ``side`` (a model), its runs' mean ``columns`` over the epochs the book times, beside the ``baseline``'s
-    (suffix ``_base``), **on one machine** (one hardware label, :func:`vitbn_nb.system.label`: the same CPU model and
-    cores, or GPU): a pair whose runs share no machine is left out, and so is an epoch whose machine is unknown. A
-    pair timed on two machines (a run resumed elsewhere) is compared on the one where both sides timed the most
-    epochs (``epochs``: the fewer of the two sides' there)."""
+    """Paired timings: per value of ``keys`` (a seed) and ``side`` (a model), its runs' mean ``columns`` over the
+    :func:`timed_epochs` beside the ``baseline``'s (suffix ``_base``) **on one machine**; a pair sharing no machine is
+    left out, one timed on two is compared where both sides timed the most epochs (``epochs``: the fewer side's)."""
     timed = timed_epochs(table)
     grouped = timed.groupby([*keys, "machine", side], sort=False)  # an unknown (None) machine forms no group
     means = grouped[columns].mean().assign(epochs=grouped.size()).reset_index()
@@ -112,9 +102,7 @@ def per_seed(table: pd.DataFrame, statistic: Callable[[pd.DataFrame], float]) ->
 
 
 def one_stream(table: pd.DataFrame) -> pd.DataFrame:
-    """The runs of ``table`` (the runs a comparison pairs) whose seed's runs all drew one data stream
-    (:data:`vitbn_nb.data.sets.STREAM`, the ``stream`` column): a seed whose runs saw different batches and test
-    images (one trained on a GPU before the one stream) is left out of every pairing; it stays in the figures."""
+    """The runs of ``table`` whose seed's runs all drew one data stream: only those pair (all stay in figures)."""
     if "stream" not in table.columns or table.empty:
         return table
     streams = table.groupby("seed")["stream"].nunique()

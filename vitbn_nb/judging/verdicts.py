@@ -203,8 +203,7 @@ def _finite(values: Sequence[float]) -> np.ndarray:
 
 
 def pooled_spread(families: Sequence[Sequence[float]]) -> float:
-    """The pooled standard deviation of several cells' per-seed values (a claim family: a figure's cells), each
-    cell's own mean removed; nan when no cell has two values."""
+    """The pooled standard deviation of a claim family's cells, each cell's own mean removed (nan: no dof)."""
     cells = [_finite(values) for values in families]
     cells = [cell for cell in cells if len(cell) >= 2]
     dof = sum(len(cell) - 1 for cell in cells)
@@ -230,15 +229,13 @@ def seeds_to_detect(effect: float, spread: float, *, most: int = 200) -> int | N
 
 
 def seeds_for_equivalence(margin: float, spread: float, *, most: int = 200) -> int | None:
-    """The fewest seeds whose equivalence test (two one-sided t-tests at :data:`ALPHA`) shows a true difference of
-    zero to lie within ±``margin`` with :data:`POWER` (the usual bound: the interval's half-width within the margin
-    less a power allowance, t(1 − α) + t(1 − β/2) standard errors)."""
+    """The fewest seeds whose :func:`equivalence_reach` is at most ``margin`` (None beyond ``most``)."""
     return next((n for n in range(MIN_SEEDS, most + 1) if equivalence_reach(spread, n) <= margin), None)
 
 
 def equivalence_reach(spread: float, seeds: int) -> float:
-    """The margin within which ``seeds`` paired values of standard deviation ``spread`` show a zero difference with
-    :data:`POWER` (the bound of :func:`seeds_for_equivalence`)."""
+    """The margin within which ``seeds`` paired values of spread ``spread`` show a zero difference with :data:`POWER`:
+    the usual bound, t(1 − α) + t(1 − β/2) standard errors."""
     from scipy import stats  # heavy
 
     t = stats.t.ppf(1 - ALPHA, seeds - 1) + stats.t.ppf(1 - (1 - POWER) / 2, seeds - 1)
@@ -256,10 +253,8 @@ def difference(
     condition: str = "",
     spread: float | None = None,
 ) -> Verdict:
-    """Judge per-seed paired differences (oriented so that ``direction`` > 0 is the article's side) by the rule
-    above; an article's "comparable" (``direction`` 0) is an equivalence (:func:`equivalence`)).
-    ``spread``: the claim family's pooled standard deviation, behind the detectable difference (default: the values'
-    own)."""
+    """Judge per-seed paired differences (``direction`` > 0: the article's side; 0, "comparable": :func:`equivalence`).
+    ``spread``: the claim family's pooled standard deviation behind the detectable difference (default: the values')."""
     if direction not in (-1, 0, 1):
         raise ValueError(f"direction={direction!r} is not allowed; it is +1, -1 or 0 (comparable)")
     if direction == 0:
@@ -291,9 +286,8 @@ def equivalence(
     each: str = "seed",
     condition: str = "",
 ) -> Verdict:
-    """Judge "the value is ``center`` give or take :data:`MARGIN_PT`" (an article's "comparable", ``center`` 0, or its
-    "≈ 78 %") by two one-sided t-tests at :data:`ALPHA`: equivalent when the 90 % interval lies inside the margin,
-    not equivalent when wholly outside it, undecided otherwise."""
+    """Judge "the value is ``center`` ± :data:`MARGIN_PT`" (an article's "comparable", ``center`` 0, or its "≈ 78 %")
+    by two one-sided t-tests at :data:`ALPHA` (its 90 % interval inside the margin, wholly outside, or neither)."""
     level = 1 - 2 * ALPHA
     mean, low, high, n = interval(values, level)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, level=level, test=EQUIVALENCE_TEST)
@@ -321,8 +315,7 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
 
 
 def collapsed(curve: pd.DataFrame) -> bool:
-    """Whether a run collapsed: its accuracy ends at least :data:`COLLAPSE_PT` points below its best so far, or its
-    loss became non-finite (a diverged run)."""
+    """Whether a run collapsed: accuracy ends :data:`COLLAPSE_PT` points below its best or more, or loss diverged."""
     curve = curve.sort_values("epoch")
     if "diverged" in curve and curve["diverged"].fillna(False).astype(bool).any():
         return True
@@ -347,10 +340,8 @@ def counts(
     scale: str = "",
     condition: str = "",
 ) -> Verdict:
-    """Judge "the model collapses more often than the baseline" (``direction`` +1; -1: less often) from each run's
-    collapse (:func:`collapsed`): each count's exact 95 % interval, the two compared by Fisher's exact test. The
-    estimate is the difference of the collapse rates (in points of %); the detectable one, the smallest rate
-    against none that these runs detect with :data:`POWER`."""
+    """Judge "the model collapses more often than the baseline" (``direction`` +1; -1: less often) by Fisher's exact
+    test on the runs' collapses (:func:`collapsed`); the estimate is the difference of the rates (points of %)."""
     k, n, kb, nb = sum(map(bool, collapses)), len(collapses), sum(map(bool, base_collapses)), len(base_collapses)
     common = dict(unit="pt", scale=scale, condition=condition, direction=direction, test=COUNT_TEST, each="seed")
     if n == 0 or nb == 0:
@@ -384,9 +375,8 @@ def detectable_rate(n: int, n_base: int) -> float:
 
 
 def holm(found: Sequence[Verdict]) -> list[Verdict]:
-    """A figure's cells decided again after Holm's correction of their p values (statsmodels): a difference agrees or
-    disagrees only where its corrected p is below :data:`ALPHA`, an equivalence holds only there; each verdict keeps
-    its own p beside the corrected one and is marked secondary."""
+    """A figure's cells decided again after Holm's correction of their p values (a verdict stands only where the
+    corrected p is below :data:`ALPHA`), each keeping its own p beside the corrected one, marked secondary."""
     from statsmodels.stats.multitest import multipletests  # heavy
 
     tested = [i for i, v in enumerate(found) if math.isfinite(v.p) and v.outcome not in (NOT_JUDGED, NOT_RUN)]
@@ -415,10 +405,8 @@ def speed_ratio(
     condition: str = "",
     each: str = "round",
 ) -> Verdict:
-    """How many times as fast a model is as a baseline, from throughputs (images/s) measured in interleaved
-    rounds: round i of ``rates`` and of ``baseline_rates`` were timed back to back, so a busy spell that slows both
-    cancels in their ratio (``each="seed"``: the two runs of a seed instead). The rule judges the per-round log
-    ratios (+1: faster); the estimate and interval are shown as ratios (× 1 = as fast)."""
+    """How many times as fast a model is as a baseline, from throughputs timed back to back in each round (a busy
+    spell cancels in their ratio; ``each="seed"``: a seed's two runs): the per-round log ratios judged, shown as ×."""
     if len(rates) != len(baseline_rates):
         raise ValueError(f"{claim}: {len(rates)} rounds against {len(baseline_rates)}; the rounds must pair up")
     logs = [math.log(a / b) for a, b in zip(rates, baseline_rates) if a and b and a > 0 and b > 0]
@@ -451,9 +439,8 @@ def _ratio_words(v: Verdict, above: str, below: str) -> str:
 
 
 def short_of_plan(judged: Verdict, planned: int, present: bool = True) -> Verdict:
-    """``judged`` where it read fewer seeds than its plan gives: no verdict yet (a verdict reads exactly the planned
-    seeds, never a verdict taken early), its estimate shown with how many of them are held. ``present``: runs of the
-    claim are held, whether or not any pair drew one stream (none: "not run")."""
+    """``judged`` with fewer seeds than planned: no verdict yet (never one taken early), its estimate shown with the
+    seeds held. ``present``: runs of the claim are held, even if no pair drew one stream (none: "not run")."""
     if judged.outcome == UNTESTABLE or judged.seeds >= planned or (judged.outcome == NOT_RUN and not present):
         return judged
     note = f"{judged.seeds} of the {planned} planned seeds held on one data stream; a verdict reads all of them"
@@ -478,14 +465,12 @@ def scale_note(reached_steps: int, article_steps: int | None) -> str:
 
 
 def mean_accuracy(curve: pd.DataFrame) -> float:
-    """The mean test accuracy over a run's epochs (the area under its accuracy curve per epoch): higher when it
-    converges faster, at equal final accuracy."""
+    """The mean test accuracy over a run's epochs: higher when it converges faster, at equal final accuracy."""
     return float(curve.sort_values("epoch")["test_acc"].mean())
 
 
 def largest_fall(curve: pd.DataFrame) -> float:
-    """The largest fall of a run's test accuracy below its best so far (points); a run that diverged (NaN loss)
-    falls to chance from its best."""
+    """The largest fall of a run's test accuracy below its best so far; a diverged run falls to chance (10 %)."""
     curve = curve.sort_values("epoch")
     accuracy = curve["test_acc"].astype(float)
     if "diverged" in curve and curve["diverged"].astype(bool).any():

@@ -21,23 +21,16 @@ from .norms import check_choice
 from .vit import ViT, ViTBN, ViTBNFFN, ViTDyT
 
 MODELS: dict[str, type[nn.Module]] = {
-    "ViT": ViT,
-    "ViTBNFFN": ViTBNFFN,
-    "ViTBN": ViTBN,
-    "DNN_d3": DNN_d3,
-    "DNNBN_d3": DNNBN_d3,
-    "CNN": CNN,
-    "ViTDyT": ViTDyT,
+    cls.__name__: cls for cls in (ViT, ViTBNFFN, ViTBN, DNN_d3, DNNBN_d3, CNN, ViTDyT)
 }
 VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT")
 
 #: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
 REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, dim=64, heads=8, dim_head=64, mlp_dim=128)
 REFERENCE_VIT |= dict(dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
-#: Article 1 "as run": a depth-6 ViT against BatchNorm models that computed one block. The reference code
-#: of that time returned from the encoder after its first block in the BatchNorm models (commits 5c9074d,
-#: 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d), and the reference README later says depth = 1 (97d7366).
-#: These are the build_model defaults, so every run id of the book keeps its meaning.
+#: Article 1 "as run": a depth-6 ViT against BatchNorm models that computed one block (the reference code of that time
+#: returned from their encoder after its first block: commits 5c9074d, 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d; its
+#: README later says depth = 1, 97d7366). The build_model defaults, so every run id of the book keeps its meaning.
 AS_RUN_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
 #: The depth of a ViT-family model built without one: article 1's as run for its three, else the reference ViT's 6.
 DEFAULT_DEPTH = {**AS_RUN_DEPTH, "ViTDyT": 6}
@@ -64,13 +57,9 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def forward_flops(model: nn.Module, image_size: int = 28, channels: int = 1) -> int:
-    """Forward FLOPs for one image (eval mode): matmuls, attention products and convolutions, 2 per multiply-add.
-
-    ``FlopCounterMode`` does not count the fused CPU attention kernel, so attention runs on its
-    math backend here (the same arithmetic as two batched matmuls, which it does count).
-    Norms, softmax, activations and additions are not counted: LayerNorm, BatchNorm and DyT alike (DyT's
-    multiplications and tanh are elementwise, as LayerNorm's arithmetic is).
-    """
+    """Forward FLOPs for one image (eval mode): matmuls, attention products and convolutions, 2 per multiply-add;
+    norms (LayerNorm, BatchNorm and DyT alike), softmax, activations and additions are not counted. Attention runs on
+    its math backend: ``FlopCounterMode`` does not count the fused CPU kernel."""
     model = model.eval()
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter, torch.no_grad():
         model(torch.zeros(1, channels, image_size, image_size))

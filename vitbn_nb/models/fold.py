@@ -23,8 +23,8 @@ def batchnorm_affine(bn: nn.BatchNorm1d) -> tuple[Tensor, Tensor]:
     """The eval-mode map of ``bn`` as ``(scale, shift)`` in float64: ``bn(x) = scale * x + shift``."""
     if bn.running_mean is None or bn.running_var is None:
         raise ValueError(
-            f"{bn!r} keeps no running statistics (track_running_stats=False): in eval mode it "
-            "still normalises with batch statistics, so it is not a fixed affine map and cannot fold"
+            f"{bn!r} keeps no running statistics (track_running_stats=False): in eval mode it still normalises with "
+            "batch statistics, so it is not a fixed affine map and cannot fold"
         )
     var = bn.running_var.detach().double()
     scale = torch.rsqrt(var + bn.eps)
@@ -68,12 +68,8 @@ def _fold_sequential(seq: nn.Sequential) -> None:
         bn = seq._modules[name]
         before = seq._modules[names[i - 1]] if i > 0 else None
         after = seq._modules[names[i + 1]] if i + 1 < len(names) else None
-        if (
-            isinstance(bn, nn.BatchNorm2d)
-            and bn.running_mean is not None
-            and isinstance(before, nn.Conv2d)
-            and before.out_channels == bn.num_features
-        ):
+        conv_bn = isinstance(bn, nn.BatchNorm2d) and bn.running_mean is not None
+        if conv_bn and isinstance(before, nn.Conv2d) and before.out_channels == bn.num_features:
             seq._modules[names[i - 1]] = fuse_conv_bn_eval(before.eval(), bn.eval())  # the hMLP stem's Conv2d -> BN
             seq._modules[name] = nn.Identity()
             continue
@@ -93,10 +89,8 @@ def count_batchnorms(model: nn.Module) -> int:
 
 
 def fold_batchnorm(model: nn.Module, *, strict: bool = False) -> nn.Module:
-    """An eval-mode copy of ``model`` (left untouched) with every BatchNorm that neighbours a Linear (or a Conv2d)
-    folded into it, through the attention pre-norm and the final pooling too; LayerNorm stays. A BatchNorm it cannot
-    fold stays as it is; ``strict=True`` raises instead, naming it.
-    """
+    """An eval-mode copy of ``model`` with every BatchNorm next to a Linear (or a Conv2d) folded into it, through the
+    attention pre-norm and the final pooling too; one it cannot fold stays (``strict=True``: raises, naming it)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"fold_batchnorm takes an nn.Module, got {type(model).__name__}")
     folded = copy.deepcopy(model).eval()

@@ -46,11 +46,7 @@ class DyT(nn.Module):
 
 
 #: The norms by name: one entry per norm. A value is a layer factory (a class taking the number of features).
-NORMS: dict[str, NormLayer] = {
-    "layer": nn.LayerNorm,
-    "batch": BatchNorm,
-    "dyt": DyT,
-}
+NORMS: dict[str, NormLayer] = {"layer": nn.LayerNorm, "batch": BatchNorm, "dyt": DyT}
 
 
 def norm_layer(name: str, norm: str | NormLayer | None, *, optional: bool = False) -> NormLayer | None:

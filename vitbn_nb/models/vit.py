@@ -97,10 +97,8 @@ class Attention(nn.Module):
 
 
 def hmlp_kernels(patch_size: int) -> tuple[int, int, int]:
-    """Kernel sizes of the three hMLP stages for one patch side, whose product is ``patch_size``: the smallest prime
-    factors move to the later stages while the first stays at least as large (16 -> (4, 2, 2), 14 -> (7, 2, 1));
-    the book's prime 7 -> (7, 1, 1), a three-layer MLP on each patch alone.
-    """
+    """Kernel sizes of the three hMLP stages for one patch side, their product ``patch_size``: the smallest prime
+    factors move to the later stages (16 -> (4, 2, 2), 14 -> (7, 2, 1), the book's 7 -> (7, 1, 1))."""
     check_positive("patch_size", patch_size)
     kernels = [patch_size, 1, 1]
     for stage in (1, 2):
@@ -116,19 +114,13 @@ def _kernel_pairs(kernels) -> list[tuple[int, int]] | None:
     """Three kernel sizes as (h, w) pairs (lists too, as they come back from JSON), or None if malformed."""
     is_size = lambda k: isinstance(k, int) and not isinstance(k, bool) and k >= 1
     is_pair = lambda k: isinstance(k, (tuple, list)) and len(k) == 2 and all(map(is_size, k))
-    if (
-        not isinstance(kernels, (tuple, list))
-        or len(kernels) != 3
-        or not all(is_size(k) or is_pair(k) for k in kernels)
-    ):
-        return None
-    return [(k, k) if is_size(k) else tuple(k) for k in kernels]
+    valid = isinstance(kernels, (tuple, list)) and len(kernels) == 3 and all(is_size(k) or is_pair(k) for k in kernels)
+    return [(k, k) if is_size(k) else tuple(k) for k in kernels] if valid else None
 
 
 class HMLPStem(nn.Sequential):
-    """Touvron et al.'s hierarchical MLP stem: three convolutions whose kernel equals their stride (so no output sees
-    two patches), of widths dim/4, dim/4, dim, each followed by ``norm`` over the channels (:func:`.norms.map_norm`).
-    """
+    """Touvron et al.'s hierarchical MLP stem: three convolutions whose kernel equals their stride, of widths dim/4,
+    dim/4, dim, each followed by ``norm`` over the channels (:func:`.norms.map_norm`)."""
 
     def __init__(
         self,
@@ -198,12 +190,9 @@ class Transformer(nn.Module):
 
 
 class ViT(nn.Module):
-    """Vision Transformer with the keyword signature of the einops-based vit-pytorch (and of the reference repository).
-
-    ``norm``, ``ffn_norm``, ``ffn_hidden_norm``: see the module docstring. ``branches > 1`` runs that many MHSA (then
-    FFN) branches in parallel per block (depth 3 x 2 branches has depth 6's parameters); ``stem='hmlp'`` uses
-    :class:`HMLPStem`; ``qkv_bias`` (as timm's) matches the reference BatchNorm checkpoints.
-    """
+    """Vision Transformer with the keyword signature of the einops-based vit-pytorch (norms: the module docstring).
+    ``branches > 1``: parallel MHSA and FFN branches per block; ``stem='hmlp'``: :class:`HMLPStem`; ``qkv_bias`` (as
+    timm's) matches the reference BatchNorm checkpoints."""
 
     def __init__(
         self,

@@ -19,10 +19,9 @@ TARGETS = (80.0, 90.0, 95.0)
 
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
-    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), and whether an epoch up to
-    it was timed beside other work (``busy``: then its seconds are NaN, left out), and the machine that timed the
-    epochs up to it (None where the target was never reached, and where a run reached it over two machines or an
-    unknown one: then it has no seconds either)."""
+    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), whether an epoch up to it
+    was timed beside other work (``busy``), and the one machine that timed those epochs (else None); seconds are NaN
+    where it is busy or has no one machine."""
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
@@ -62,21 +61,14 @@ def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: f
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
-    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired
-    (on one machine)."""
+    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds paired on one machine."""
     vit = _runs_of(reached, "ViT", 6, lr, target)[["seconds", "machine"]]
     other = _runs_of(reached, model, depth, lr, target)[["seconds", "machine"]]
     both = vit.join(other, lsuffix="_vit", rsuffix="_model", how="inner").dropna()
-    # a seed's two runs are compared only where one machine timed both
-    both = both[both["machine_vit"] == both["machine_model"]].rename(
-        columns={"seconds_vit": "vit", "seconds_model": "model"}
-    )
+    both = both[both["machine_vit"] == both["machine_model"]]  # a seed's two runs timed by one machine
+    claim = f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}"
     return verdicts.speed_ratio(
-        f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}",
-        list(1 / both["model"]),
-        list(1 / both["vit"]),
-        scale=hardware,
-        each="seed",
+        claim, list(1 / both["seconds_model"]), list(1 / both["seconds_vit"]), scale=hardware, each="seed"
     )
 
 

@@ -1,7 +1,5 @@
 """Chapter 05's claims judged by the one rule: article 2's findings (Figs 8-10) are about its runs over its whole
-protocol (the accuracies they ended with, the curves they drew), so each is judged only over runs that reached it,
-otherwise "not testable at this scale" with the steps reached (a few hundred steps of early training answer another
-question)."""
+protocol, so each is judged only over runs that reached it, else "not testable at this scale"."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ def unplanned(settings: DepthSettings) -> list[str]:
 
 
 def planned_seeds(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int) -> pd.DataFrame:
-    """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds (no more: a verdict
-    never reads seeds beyond its plan)."""
+    """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds, no more."""
     at = select(table, lr=lr, depth=depth)
     return at[at["seed"] < settings.seeds_at(lr, depth)]
 
@@ -65,9 +62,8 @@ def figure_family(table: pd.DataFrame, settings: DepthSettings, figure: str, sta
 
 
 def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
-    """Every claim of :func:`.article.findings` judged from ``table`` at the settings' rates: the primary contrast of
-    each figure's rate first, then each figure's cells after Holm's correction over them. Under ``paper`` (the
-    article's protocol) a claim whose runs the settings do not plan is an error, never a silent "not run"."""
+    """Every claim of :func:`.article.findings` judged: the primary contrasts first, then each figure's cells after
+    Holm's correction over them. Under ``paper`` a claim whose runs are not planned is an error, not "not run"."""
     missing = unplanned(settings)
     if settings.profile == "paper" and missing:
         raise ValueError(

@@ -1,6 +1,5 @@
-"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth, on augmented MNIST, at lr 0.003
-(Fig 8, depths 4-7) and 0.005 (Fig 9, depths 1-4), both at depths 2-4 (Fig 10); each figure beside the article's
-finding and the rule's verdict. Beside them, not article 2's: ``extra_models`` (ViTDyT) at one (depth, lr)."""
+"""Chapter 05: article 2's depth study, ViT against ViTBNFFN at the same depth on augmented MNIST (Figs 8-10), each
+figure beside the article's finding and the rule's verdict; beside them, not article 2's, ``extra_models``."""
 
 from __future__ import annotations
 

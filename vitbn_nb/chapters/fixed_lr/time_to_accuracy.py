@@ -1,6 +1,5 @@
-"""Chapter 03: how long each model takes to reach a test accuracy (a target reached mid-epoch counts at the epoch's
-end); each model against ViT by the book's rule on the seconds each took, seeds paired. A run with an epoch timed beside
-other work before it reached a target has no seconds for it (its steps stay): its seed leaves that comparison."""
+"""Chapter 03: how long each model takes to reach a test accuracy (at an epoch's end); each model against ViT by the
+book's rule on the seconds each took, seeds paired (a seed timed beside other work leaves that comparison)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,6 @@ from . import article
 from .settings import DepthSettings
 
 MODELS = ("ViT", "ViTBNFFN")
-#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps); the article's, not the settings'.
-ARTICLE2_EPOCHS = article.EPOCHS
 
 
 def unplanned(settings: DepthSettings) -> list[str]:
@@ -75,8 +73,8 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
     claims = {c.key: c for c in article.findings(settings)}
 
     def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None, planned: int) -> Verdict:
-        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
-        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        untestable = not at.empty and short_of(at, article.EPOCHS, key)
+        scale = protocol_scale(at, article.EPOCHS)
         judged_ = judge_difference(claims[key], values, scale, spread=spread)
         return untestable or verdicts.short_of_plan(judged_, planned, present=not at.empty)
 
@@ -119,8 +117,8 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(table, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
-        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
-        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        untestable = not at.empty and short_of(at, article.EPOCHS, key, unit="%")
+        scale = protocol_scale(at, article.EPOCHS)
         judged_ = absolute(claims[key], final_accuracy(at), scale)  # no run at all: "not run"
         judged_ = dataclasses.replace(judged_, role=verdicts.SECONDARY)
         found.append(untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty))

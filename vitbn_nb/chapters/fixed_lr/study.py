@@ -81,10 +81,9 @@ def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     trained = training.train_all(plan(settings), force=force)
     own = len(_own_plan(settings))
     table, protocol_runs = runs.load_table(trained[:own]), runs.load_table(trained[own:])
-    chapter = table[_at_any(table, settings.lrs)]
     return FixedLrResult(
         settings,
-        chapter.reset_index(drop=True),
+        table[_at_any(table, settings.lrs)].reset_index(drop=True),
         lr_sweep.sweep_rows(table).reset_index(drop=True),
         protocol_runs.reset_index(drop=True) if len(protocol_runs) else None,
     )

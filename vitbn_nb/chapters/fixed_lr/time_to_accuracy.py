@@ -3,6 +3,7 @@ book's rule on the seconds each took, seeds paired (a seed timed beside other wo
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pandas as pd
@@ -84,33 +85,31 @@ def summary(result) -> pd.DataFrame:
     on_shown = reached["machine"] == shown_machine(table)
     shown = reached.assign(seconds=reached["seconds"].where(on_shown))
     rows = []
-    for lr in sorted(reached["lr"].unique()):
-        for which, depths in CONFIGURATIONS.items():
-            for model in BN_MODELS:
-                for target in TARGETS:
-                    vit = _runs_of(shown, "ViT", 6, lr, target)
-                    other = _runs_of(shown, model, depths[model], lr, target)
-                    if vit.empty or other.empty:
-                        continue
-                    judged = comparison(reached, model, depths[model], lr, target, hardware)
-                    rows.append(
-                        {
-                            "lr": lr,
-                            "configuration": which,
-                            "target (%)": target,
-                            "ViT d6: steps": _median(vit["steps"]),
-                            "ViT d6: seconds": _median(vit["seconds"], 1),
-                            "ViT d6: seeds reaching it": f"{vit['steps'].notna().sum()} of {len(vit)}",
-                            "model": f"{model} d{depths[model]}",
-                            "model: steps": _median(other["steps"]),
-                            "model: seconds": _median(other["seconds"], 1),
-                            "model: seeds reaching it": f"{other['steps'].notna().sum()} of {len(other)}",
-                            "T(ViT) / T(model), by the rule": "not reached by both in any seed"
-                            if judged.outcome == verdicts.NOT_RUN
-                            else verdicts.speed_text(judged),
-                            LEFT_OUT: int(_left_out(vit) + _left_out(other)),
-                        }
-                    )
+    grid = itertools.product(sorted(reached["lr"].unique()), CONFIGURATIONS.items(), BN_MODELS, TARGETS)
+    for lr, (which, depths), model, target in grid:
+        vit = _runs_of(shown, "ViT", 6, lr, target)
+        other = _runs_of(shown, model, depths[model], lr, target)
+        if vit.empty or other.empty:
+            continue
+        judged = comparison(reached, model, depths[model], lr, target, hardware)
+        rows.append(
+            {
+                "lr": lr,
+                "configuration": which,
+                "target (%)": target,
+                "ViT d6: steps": _median(vit["steps"]),
+                "ViT d6: seconds": _median(vit["seconds"], 1),
+                "ViT d6: seeds reaching it": f"{vit['steps'].notna().sum()} of {len(vit)}",
+                "model": f"{model} d{depths[model]}",
+                "model: steps": _median(other["steps"]),
+                "model: seconds": _median(other["seconds"], 1),
+                "model: seeds reaching it": f"{other['steps'].notna().sum()} of {len(other)}",
+                "T(ViT) / T(model), by the rule": "not reached by both in any seed"
+                if judged.outcome == verdicts.NOT_RUN
+                else verdicts.speed_text(judged),
+                LEFT_OUT: int(_left_out(vit) + _left_out(other)),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -27,8 +27,7 @@ def _settings_class(module: ModuleType) -> type[ChapterSettings]:
     return kind
 
 
-#: Every chapter in the book's order: its name (its notebook's, which its settings class holds in ``chapter``) and its
-#: settings module (the folder it lives in).
+#: Every chapter in the book's order: its name (its notebook's, held by its settings class) and its settings module.
 CHAPTERS: dict[str, ModuleType] = {
     _settings_class(module).chapter: module
     for module in (
@@ -70,11 +69,8 @@ def settings(chapter: str, profile: str = "auto", **overrides) -> ChapterSetting
 
 def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tuple:
     """A notebook's parameters cell read once: ``(settings, force, *flags)``, each yes/no flag as a bool (papermill's
-    ``-p force false`` arrives as the string 'false', which Python reads as true; anything else is refused by name).
-    A ``cpu`` rendering takes article 1's whole protocol at the lrs whose ``paper`` runs are all held
-    (:func:`full_protocol_lrs`). ``"auto"`` shows what the book shows: the largest profile whose runs are held
-    (:func:`evidence_profile`), read without training (``VITBN_TRAIN=never`` for this kernel, unless set); a
-    profile named trains what it lacks."""
+    ``-p force false`` arrives as the string 'false'). ``"auto"`` shows what the book shows, the largest profile whose
+    runs are held (:func:`evidence_profile`), without training; a profile named trains what it lacks."""
     asked, profile = profile, resolve(profile)
     if asked == "auto" and (held := evidence_profile(chapter, profile)) != profile:
         os.environ.setdefault(TRAIN_VARIABLE, "never")
@@ -89,11 +85,10 @@ def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tup
 
 
 def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
-    """The lrs of a chapter with ``full_protocol_lrs`` in its settings at which a ``cpu`` rendering takes the
-    ``paper`` runs: those whose every ``paper`` run the run store or the committed records hold finished."""
-    if profile != "cpu" or chapter not in CHAPTERS:
-        return ()
-    if "full_protocol_lrs" not in {item.name for item in dataclasses.fields(SETTINGS[chapter])}:
+    """The lrs at which a ``cpu`` rendering of a chapter with ``full_protocol_lrs`` takes the ``paper`` runs: those
+    whose every ``paper`` run the run store or the committed records hold finished."""
+    fields = {item.name for item in dataclasses.fields(SETTINGS[chapter])} if chapter in CHAPTERS else set()
+    if profile != "cpu" or "full_protocol_lrs" not in fields:
         return ()
     paper = settings(chapter, "paper")
     planned = study(chapter).plan(paper)
@@ -103,8 +98,8 @@ def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
 
 def evidence_profile(chapter: str, profile: str) -> str:
     """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan's first
-    ``seeds`` seeds is held (the further seeds a seed plan gives its decisive configurations train in the campaign,
-    and the chapter reads those held; a chapter that optimises first is not upgraded), else ``profile``."""
+    ``seeds`` seeds is held (a seed plan's further seeds are read where held; a chapter that optimises first is never
+    upgraded), else ``profile``."""
     if profile != "cpu" or chapter not in CHAPTERS:
         return profile
     paper = settings(chapter, "paper")

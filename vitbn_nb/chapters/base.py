@@ -1,6 +1,5 @@
-"""What the settings of the chapters that train or time a model share (each chapter's ``settings.py`` derives from
-these): the test batch, how much of each MNIST split (``None``: all of it) and, for those that train runs, the random
-seeds of each configuration."""
+"""What the settings of the chapters that train or time a model share: the test batch, how much of each MNIST split
+(``None``: all of it) and, for those that train runs, the seeds of each configuration."""
 
 from __future__ import annotations
 

@@ -48,12 +48,9 @@ def configurations() -> pd.DataFrame:
         add(model, depth_study.extra_depth, "depth study (05)")
     for depth, model in itertools.product(EQUAL_DEPTHS, VIT_FAMILY):
         add(model, depth, "equal depth")
-    for model, use in (
-        ("DNN_d3", "BatchNorm intro (01)"),
-        ("DNNBN_d3", "BatchNorm intro (01)"),
-        ("CNN", "inference reference (06)"),
-    ):
-        add(model, None, use)
+    for model in ("DNN_d3", "DNNBN_d3"):
+        add(model, None, "BatchNorm intro (01)")
+    add("CNN", None, "inference reference (06)")
     table = pd.DataFrame(
         [
             {"model": model, "depth": depth, "used in": "; ".join(dict.fromkeys(use))}
@@ -67,13 +64,12 @@ def configurations() -> pd.DataFrame:
 def model_sizes(table: pd.DataFrame | None = None) -> pd.DataFrame:
     """``configurations()`` with parameter counts and forward MFLOPs per image of each built model."""
     table = configurations() if table is None else table.copy()
-    params, flops = [], []
-    for row in table.itertuples():
-        model = build_model(row.model, **({} if pd.isna(row.depth) else {"depth": int(row.depth)}))
-        params.append(count_parameters(model))
-        flops.append(forward_flops(model))
-    table["parameters"] = params
-    table["MFLOPs per image"] = np.array(flops) / 1e6
+    built = [
+        build_model(row.model, **({} if pd.isna(row.depth) else {"depth": int(row.depth)}))
+        for row in table.itertuples()
+    ]
+    table["parameters"] = [count_parameters(model) for model in built]
+    table["MFLOPs per image"] = np.array([forward_flops(model) for model in built]) / 1e6
     return table
 
 

@@ -145,8 +145,8 @@ def _range(values: torch.Tensor) -> str:
 
 
 def batch_dependence(seed: int = 0) -> pd.DataFrame:
-    """Does a model's answer for one image depend on the other images of its batch? The largest difference of its
-    logits between two batches, per untrained (seeded) model, in training and in eval mode: the mechanism only."""
+    """Whether a model's answer for one image depends on the rest of its batch: the largest difference of its logits
+    between two batches, per untrained (seeded) model, in training and in eval mode."""
     images, _ = data.load_mnist(train=False)
     x = data.to_float(images[:201])
     target, first, second = x[:1], x[1:101], x[101:201]
@@ -166,8 +166,8 @@ def batch_dependence(seed: int = 0) -> pd.DataFrame:
 
 
 def running_mean_trace(steps: int = 60, batch_size: int = 100, momentum: float = 0.1, seed: int = 0) -> pd.DataFrame:
-    """How the running mean of ViTBN's first norm (BatchNorm over the 49 pixels of each 7x7 patch) approaches the
-    training-set mean, batch by batch: with momentum m the initial error shrinks as (1 - m)^k, the rest is noise."""
+    """How the running mean of ViTBN's first norm (over the 49 pixels of each 7x7 patch) approaches the training-set
+    mean, batch by batch: with momentum m the initial error shrinks as (1 - m)^k, the rest is noise."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r} is not allowed; it must be an integer >= 1")
     images, _ = data.load_mnist(train=True)
@@ -223,8 +223,7 @@ class ModelsResult(ChapterResult):
 
 
 def plan(settings: ModelsSettings) -> list:
-    """Chapter 02 trains nothing."""
-    return []
+    return []  # chapter 02 trains nothing
 
 
 def run(settings: ModelsSettings, force: bool = False) -> ModelsResult:

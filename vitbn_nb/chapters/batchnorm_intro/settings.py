@@ -21,8 +21,7 @@ class IntroSettings(RunSettings):
     engine: str = AUTO_ENGINE
 
 
-#: The DNNs are tiny: chapter 01 keeps the article's whole protocol. On a CPU a stack trains slower per
-#: run than one run alone (`train --dry-run` prints the ratio), so the CPU profiles train runs one by one.
+#: The DNNs are tiny: chapter 01 keeps the article's whole protocol, one run at a time (on a CPU a stack is slower).
 CPU = dict(engine="eager")
 
 SMOKE = dict(seeds=1, epochs=2, train_size=600, test_size=500, engine="eager")

@@ -78,8 +78,7 @@ def _reproduces(lr: float) -> str:
 
 def accuracy_loss_figure(result: IntroResult, lr: float):
     """Article 2's Figure 1 (lr 0.01) or 2 (lr 0.1): test accuracy and training loss per epoch, both models."""
-    table = result.table
-    chosen = require(table, lr=lr)
+    chosen = require(result.table, lr=lr)
     figures.use_style()
     fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for model in MODELS:
@@ -224,14 +223,10 @@ def _lr_cost(final: pd.DataFrame, low: float, high: float) -> str:
 
 
 def summary_table(result: IntroResult):
-    """Figure 3's numbers, saved (``01_dnn_final_accuracy``): final accuracy per model and lr, verdicts as caption;
-    shown with its verdicts under it, then its source line."""
+    """Figure 3's numbers, saved (``01_dnn_final_accuracy``), its verdicts as caption; shown with them under it."""
     found = summary(result)
-    caption = " ".join(found.verdicts[1:])
-    saved = figures.save_table(
-        found.table, "01_dnn_final_accuracy", result, reproduces="article2/fig3", caption=caption
-    )
-    return replace(saved, output=found)
+    about = dict(reproduces="article2/fig3", caption=" ".join(found.verdicts[1:]))
+    return replace(figures.save_table(found.table, "01_dnn_final_accuracy", result, **about), output=found)
 
 
 def claims_table(result):

@@ -1,8 +1,6 @@
 """What article 2 reports of its depth study (Figs 8-10), and the claims chapter 05 tests, keyed by figure and depth.
-
-The words are the article's; the learning rates are the protocol's (:class:`.settings.DepthSettings`), so each
-claim's key and measure follow the settings: a claim is judged from the runs at its figure's rate.
-"""
+The words are the article's; the rates the settings' (:class:`.settings.DepthSettings`), which each claim's key and
+measure follow."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from ...judging.claims import ABSOLUTE, CURVE, DIFFERENCE, WORDING, Claim, worde
 if TYPE_CHECKING:  # the settings default to this module's facts, so they import it, not the other way round
     from .settings import DepthSettings
 
-#: What article 2 ran (its protocol, as it reports it): the settings' ``paper`` defaults read these, and what the book
-#: says article 2 did reads them too, so changing a setting never changes what the article is quoted as doing.
+#: What article 2 ran, as it reports it: the settings' ``paper`` defaults and the book's quotes of the article.
 EPOCHS = 10
 BATCH_SIZE = 100
 RATES = {"fig8": 0.003, "fig9": 0.005}
@@ -80,10 +77,8 @@ FIG10_CELLS = {
     4: Fig10Cell("as at d = 3 (the same qualitative feature holds at higher depth)", "milder"),
 }
 
-#: Article 2's conclusion from Figs 8 and 9, its first finding: beyond a critical depth of the encoder ViTBNFFN
-#: converges significantly faster than ViT. "Converges faster" is read off the whole curve, as the book reads the
-#: same article's words at its Fig 1 (chapter 01): each seed's mean test accuracy over the epochs. Judged at the
-#: depths each figure's text places beyond the critical depth ("any d ≥ 6" at Fig 8's rate, "any d ≥ 4" at Fig 9's).
+#: Article 2's conclusion from Figs 8 and 9, read off the whole curve as at its Fig 1 (each seed's mean test accuracy
+#: over the epochs), at the depths each figure's text places beyond the critical depth ("any d ≥ 6", "any d ≥ 4").
 CONVERGES = "beyond a critical depth of the encoder, ViTBNFFN converges significantly faster than ViT"
 BEYOND_CRITICAL = {"fig8": (6, 7), "fig9": (4,)}
 

@@ -1,7 +1,5 @@
 """Chapter 05's claims judged by the one rule: article 2's findings (Figs 8-10) are about its runs over its whole
-protocol (the accuracies they ended with, the curves they drew), so each is judged only over runs that reached it,
-otherwise "not testable at this scale" with the steps reached (a few hundred steps of early training answer another
-question)."""
+protocol, so each is judged only over runs that reached it, else "not testable at this scale"."""
 
 from __future__ import annotations
 
@@ -17,8 +15,6 @@ from . import article
 from .settings import DepthSettings
 
 MODELS = ("ViT", "ViTBNFFN")
-#: Article 2's protocol: 10 epochs of augmented MNIST at batch 100 (6,000 steps); the article's, not the settings'.
-ARTICLE2_EPOCHS = article.EPOCHS
 
 
 def unplanned(settings: DepthSettings) -> list[str]:
@@ -34,8 +30,7 @@ def unplanned(settings: DepthSettings) -> list[str]:
 
 
 def planned_seeds(table: pd.DataFrame, settings: DepthSettings, lr: float, depth: int) -> pd.DataFrame:
-    """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds (no more: a verdict
-    never reads seeds beyond its plan)."""
+    """The runs of ``table`` at ``lr`` and ``depth`` that a verdict reads: the seed plan's seeds, no more."""
     at = select(table, lr=lr, depth=depth)
     return at[at["seed"] < settings.seeds_at(lr, depth)]
 
@@ -65,9 +60,8 @@ def figure_family(table: pd.DataFrame, settings: DepthSettings, figure: str, sta
 
 
 def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdict]:
-    """Every claim of :func:`.article.findings` judged from ``table`` at the settings' rates: the primary contrast of
-    each figure's rate first, then each figure's cells after Holm's correction over them. Under ``paper`` (the
-    article's protocol) a claim whose runs the settings do not plan is an error, never a silent "not run"."""
+    """Every claim of :func:`.article.findings` judged: the primary contrasts first, then each figure's cells after
+    Holm's correction over them. Under ``paper`` a claim whose runs are not planned is an error, not "not run"."""
     missing = unplanned(settings)
     if settings.profile == "paper" and missing:
         raise ValueError(
@@ -79,8 +73,8 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
     claims = {c.key: c for c in article.findings(settings)}
 
     def judged(key: str, at: pd.DataFrame, values: pd.Series, spread: float | None, planned: int) -> Verdict:
-        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key)
-        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        untestable = not at.empty and short_of(at, article.EPOCHS, key)
+        scale = protocol_scale(at, article.EPOCHS)
         judged_ = judge_difference(claims[key], values, scale, spread=spread)
         return untestable or verdicts.short_of_plan(judged_, planned, present=not at.empty)
 
@@ -123,8 +117,8 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(table, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
-        untestable = not at.empty and short_of(at, ARTICLE2_EPOCHS, key, unit="%")
-        scale = protocol_scale(at, ARTICLE2_EPOCHS)
+        untestable = not at.empty and short_of(at, article.EPOCHS, key, unit="%")
+        scale = protocol_scale(at, article.EPOCHS)
         judged_ = absolute(claims[key], final_accuracy(at), scale)  # no run at all: "not run"
         judged_ = dataclasses.replace(judged_, role=verdicts.SECONDARY)
         found.append(untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty))

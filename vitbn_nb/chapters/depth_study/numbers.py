@@ -26,8 +26,7 @@ def rule_verdicts(table: pd.DataFrame, settings: DepthSettings) -> dict[str, obj
 
 def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) -> pd.DataFrame:
     """Per depth at ``lr``: final accuracies, ViTBNFFN − ViT, the article's words, the book's rule's verdict."""
-    rule = rule_verdicts(table, settings)
-    rows = []
+    rule, rows = rule_verdicts(table, settings), []
     for depth in depths:
         deltas = difference(table, lr, depth)
         cells = [c for (f, d), c in article.CELLS.items() if d == depth and abs(settings.figure_lr(f) - lr) < 1e-12]
@@ -65,12 +64,9 @@ def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.D
     lr goes from Fig 8's rate to Fig 9's, and who is hit less."""
     spec = settings.figures()["fig10"]
     low, high = spec["lrs"]
-    depths = spec["depths"] if depths is None else depths
-    rule = rule_verdicts(table, settings)
-    rows = []
-    for depth in depths:
-        row = {"depth": depth}
-        drops = {}
+    rule, rows = rule_verdicts(table, settings), []
+    for depth in spec["depths"] if depths is None else depths:
+        row, drops = {"depth": depth}, {}
         for model in MODELS:
             at = select(table, depth=depth, model=model)
             a, b = final_accuracy(at, lr=low), final_accuracy(at, lr=high)
@@ -95,17 +91,7 @@ def article_reported(settings: DepthSettings) -> pd.DataFrame:
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Final accuracy vs depth per model and lr: mean [95 % interval], min, max over seeds."""
-    last = results.final_epochs(table)
-    grouped = last.groupby(["lr", "depth", "model"])["test_acc"]
-    frame = pd.DataFrame(
-        {
-            "final accuracy (%)": grouped.apply(results.spread),
-            "mean": grouped.mean(),
-            "min": grouped.min(),
-            "max": grouped.max(),
-            "seeds": grouped.size(),
-            "diverged": last.groupby(["lr", "depth", "model"])["status"].apply(lambda s: int((s == "diverged").sum())),
-        }
-    ).reset_index()
-    return frame.sort_values(["lr", "model", "depth"]).reset_index(drop=True)
+    """Final accuracy vs depth per lr, depth and model: mean [95 % interval], min, max over seeds."""
+    grouped = results.final_epochs(table).groupby(["lr", "depth", "model"])["test_acc"]
+    frame = {"final accuracy (%)": grouped.apply(results.spread), "mean": grouped.mean()}
+    return pd.DataFrame(frame | {"min": grouped.min(), "max": grouped.max()}).reset_index()

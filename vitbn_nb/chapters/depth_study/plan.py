@@ -1,10 +1,6 @@
-"""Chapter 05's seed plan: the power analysis behind the seeds its settings plan, over the full-protocol runs that had
-finished when the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before its runs trained.
-
-The primary contrast of each figure's rate (article 2's conclusion) gets the seeds that detect
-:data:`~vitbn_nb.judging.power.DEFAULT_EFFECT_PT` (the article gives no number) from the spread of its own cells; every
-other claim keeps ``seeds`` (3), its detectable effect stated, because the primary contrasts alone pass the book's
-budget for article 2 (about 25 hours of this CPU)."""
+"""Chapter 05's seed plan: the power analysis behind its settings' seeds, over the full-protocol runs finished when it
+was written (``PLAN_WRITTEN``). The primary contrast of each figure's rate gets the seeds that detect
+:data:`~vitbn_nb.judging.power.DEFAULT_EFFECT_PT`; every other claim keeps ``seeds``, its detectable effect stated."""
 
 from __future__ import annotations
 
@@ -43,9 +39,8 @@ def _left(configs: list[RunConfig], planned: list[RunConfig]) -> list[RunConfig]
 
 
 def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim that decides article 2's depth study: its test, its family's spread, the effect to detect,
-    the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still to train of
-    ``planned`` (the chapter's plan), read off ``table`` (the runs finished before :data:`PLAN_WRITTEN`)."""
+    """One row per claim that decides article 2's depth study (:func:`power.table`), priced by the runs of
+    ``planned`` left to train, read off ``table`` (the runs finished before :data:`PLAN_WRITTEN`)."""
     protocol = power.protocol_runs(table, PLAN_WRITTEN, **PROTOCOL)
     vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
     claims = {c.key: c for c in article.findings(settings)}
@@ -83,8 +78,7 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
 
 
 def plan_caption(frame: pd.DataFrame) -> str:
-    """The plan in words: the primary contrasts' seeds, the runs and hours left, and why the secondary claims keep
-    theirs (all read off the plan)."""
+    """The plan in words, read off it: the primary contrasts' seeds, the runs and hours left, the secondary claims."""
     primary = frame[frame["role"] == verdicts.PRIMARY]
     secondary = frame[frame["role"] == verdicts.SECONDARY]
     asks = lambda needed: "no run to take a spread from" if pd.isna(needed) else f"the analysis asks {needed:.0f}"

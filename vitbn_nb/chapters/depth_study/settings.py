@@ -19,10 +19,8 @@ class DepthSettings(RunSettings):
 
     chapter = "05_depth_study"  # its notebook's name (a class attribute, not a setting)
 
-    #: The seed plan, decided before the runs it plans (chapter 05's power analysis, ``plan.seed_plan``, over the
-    #: full-protocol runs committed when it was written; the chapter shows it): every configuration trains ``seeds``
-    #: seeds; the primary contrast's (ViT and ViTBNFFN at the depths article 2 places beyond the critical depth, at
-    #: each figure's rate) train ``fig8_primary_seeds`` and ``fig9_primary_seeds``. A verdict reads exactly these.
+    #: The seed plan (``plan.seed_plan``, decided before its runs): every configuration trains ``seeds`` seeds, the
+    #: primary contrast's (beyond the critical depth, at each figure's rate) these. A verdict reads exactly these.
     fig8_primary_seeds: int = 6
     fig9_primary_seeds: int = 10
     epochs: int = article.EPOCHS
@@ -35,15 +33,13 @@ class DepthSettings(RunSettings):
     fig9_depths: tuple[int, ...] = article.DEPTHS["fig9"]
     #: Fig 10: how far each model falls from Fig 8's lr to Fig 9's, at these depths (trained at both rates).
     fig10_depths: tuple[int, ...] = article.DEPTHS["fig10"]
-    #: Not article 2's: further ViT-family models trained beside ViT and ViTBNFFN at one (depth, lr) the study trains,
-    #: with as many seeds (``None``: none; at a (depth, lr) the study does not train, none train and the chapter says
-    #: so). DyT (Zhu et al., 2025) asks where a ViT with no normalisation stands.
+    #: Not article 2's: further ViT-family models trained beside ViT and ViTBNFFN at one (depth, lr) the study trains
+    #: (elsewhere none train). DyT (Zhu et al., 2025) asks where a ViT with no normalisation stands.
     extra_models: tuple[str, ...] | None = ("ViTDyT",)
     extra_depth: int = 6
     #: ``None``: Fig 8's rate (``fig8_lr``), so that the extra models follow the protocol's rate.
     extra_lr: float | None = None
-    #: On a GPU a configuration's seeds train as one stacked model (``vitbn_nb.engines.stack``); the chapter shows no
-    #: timings.
+    #: On a GPU a configuration's seeds train as one stacked model (the chapter shows no timings).
     engine: str = AUTO_ENGINE
 
     def __post_init__(self):
@@ -73,9 +69,8 @@ class DepthSettings(RunSettings):
         )
 
     def figures(self) -> dict[str, dict]:
-        """Each of article 2's figures as this chapter redraws it: its output name, lr(s) and the depths its panels
-        show. The panels are article 2's (the ``paper`` defaults), whatever a smaller profile trains: a depth it
-        leaves out is drawn as "not run"."""
+        """Each of article 2's figures as redrawn: its output name, lr(s) and the depths of its panels (article 2's,
+        whatever a smaller profile trains: a depth it leaves out is drawn as "not run")."""
         spec = lambda figure, **more: dict(
             name=f"article2_{figure}", reproduces=f"article2/{figure}", label=f"Fig {figure[3:]}", **more
         )
@@ -94,8 +89,7 @@ class DepthSettings(RunSettings):
         return {"fig8": self.fig8_primary_seeds, "fig9": self.fig9_primary_seeds}[figure]
 
     def seeds_at(self, lr: float, depth: int) -> int:
-        """The planned seeds of ViT and ViTBNFFN at ``lr`` and ``depth``: the primary contrast's where the depth lies
-        beyond the critical depth at a figure's rate, else ``seeds``."""
+        """The planned seeds at ``lr`` and ``depth``: the primary contrast's past the critical depth, else ``seeds``."""
         for figure in ("fig8", "fig9"):
             if abs(self.figure_lr(figure) - lr) < 1e-12 and depth in article.BEYOND_CRITICAL[figure]:
                 return max(self.seeds, self.primary_seeds(figure))

@@ -1,6 +1,5 @@
-"""Chapter 05: article 2's depth study -- ViT against ViTBNFFN at the same depth, on augmented MNIST, at lr 0.003
-(Fig 8, depths 4-7) and 0.005 (Fig 9, depths 1-4), both at depths 2-4 (Fig 10); each figure beside the article's
-finding and the rule's verdict. Beside them, not article 2's: ``extra_models`` (ViTDyT) at one (depth, lr)."""
+"""Chapter 05: article 2's depth study, ViT against ViTBNFFN at the same depth on augmented MNIST (Figs 8-10), each
+figure beside the article's finding and the rule's verdict; beside them, not article 2's, ``extra_models``."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def _extra_trained(settings: DepthSettings) -> bool:
 
 
 def plan(settings: DepthSettings) -> list[RunConfig]:
-    """Per lr and depth of the profile, per random seed: ViT and ViTBNFFN at that same depth, on augmented MNIST;
-    then each of ``extra_models`` at ``extra_depth`` and ``extra_lr`` (where the study trains them), per seed."""
+    """Per lr, depth and seed: ViT and ViTBNFFN at that depth on augmented MNIST; then the extra models, per seed."""
 
     def config(model: str, depth: int, lr: float, seed: int) -> RunConfig:
         return RunConfig.from_settings(
@@ -67,9 +65,8 @@ def plan(settings: DepthSettings) -> list[RunConfig]:
 
 
 def run(settings: DepthSettings, force: bool = False) -> DepthResult:
-    """Train (or fetch from the run store) every run of the chapter. With training off (a render), the seeds its
-    seed plan adds beyond ``seeds`` are read where they are held (the campaign trains them); their claims say how
-    many of the planned seeds they hold and give no verdict before all are."""
+    """Train (or fetch) every run. With training off, the seeds the seed plan adds beyond ``seeds`` are read where
+    held (the campaign trains them); a claim gives no verdict before all its planned seeds are."""
     planned = plan(settings)
     if training_is_off():
         planned = [c for c in planned if c.seed < settings.seeds or runs.held_stream(c) is not None]
@@ -231,9 +228,8 @@ def fig10_figure(result: DepthResult):
 
 def fig10_table(result: DepthResult):
     """Fig 10's depths: each model's accuracy at both lrs, the drop, and who is hit less, beside the article."""
-    table = result.table
+    table, spec = result.table, result.settings.figures()["fig10"]
     frame = lr_effect(table, result.settings)
-    spec = result.settings.figures()["fig10"]
     low, high = spec["lrs"]
     caption = (
         f"Fig 10 (lr {low:g} → {high:g}; article 2: the higher lr costs ViTBNFFN less than ViT from d = 3). "
@@ -248,9 +244,8 @@ def fig10_table(result: DepthResult):
 
 def depth_summary_figure(result: DepthResult):
     """The book's summary: final accuracy vs depth, per model, one panel per lr (mean, min-max error bars)."""
-    table = result.table
+    table, frame = result.table, summary(result.table)
     figures.use_style()
-    frame = summary(table)
     lrs = sorted(frame["lr"].unique())
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4.2), sharey=True, squeeze=False)
     for ax, lr in zip(axes.flat, lrs):
@@ -287,8 +282,9 @@ def depth_summary_figure(result: DepthResult):
 def depth_summary_table(result: DepthResult):
     """The summary's numbers, with ViTBNFFN − ViT and our call per lr and depth, saved."""
     table = result.table
-    frame = summary(table)
-    wide = frame.pivot_table(index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first")
+    wide = summary(table).pivot_table(
+        index=["lr", "depth"], columns="model", values="final accuracy (%)", aggfunc="first"
+    )
     wide = wide.reindex(columns=[m for m in MODELS if m in wide.columns]).reset_index()
     wide.columns.name = None
     wide = wide.rename(columns={m: f"{m} (%)" for m in MODELS})
@@ -326,8 +322,8 @@ NORMS_IN = {
 
 
 def extra_models_table(result: DepthResult):
-    """The extra models (ViTDyT) beside ViT and ViTBNFFN at their depth and lr: final accuracies and the differences
-    paired by seed, shown without a verdict (no article claims anything about them); saved."""
+    """The extra models beside ViT and ViTBNFFN at their depth and lr: final accuracies and differences paired by
+    seed, shown without a verdict (no article claims anything about them)."""
     settings = result.settings
     used, shown = _beside(result)
     lr, depth = settings.extra_lr, settings.extra_depth
@@ -398,10 +394,8 @@ def seed_plan_table(result: DepthResult):
     read = runs.finished_before(seed_plan.PLAN_WRITTEN)
     frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
     runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
-    caption = seed_plan.plan_caption(frame)
-    return figures.save_table(
-        frame, "05_seed_plan", result, reproduces="new/seed_plan", caption=caption, runs=runs_read
-    )
+    about = dict(reproduces="new/seed_plan", caption=seed_plan.plan_caption(frame), runs=runs_read)
+    return figures.save_table(frame, "05_seed_plan", result, **about)
 
 
 def claims_table(result):

@@ -1,16 +1,12 @@
-"""What article 1 ("Speeding up the Vision Transformer with BatchNorm") reports of its Experiment 1 (Figs 3-6), the
-claims chapter 03 tests: the article's facts, as data (the settings default to them). What other chapters and the
-README read of it too (its rates, accuracies and ratios, the machine it names) lives in
-:mod:`vitbn_nb.judging.article1`.
-"""
+"""What article 1 reports of its Experiment 1 (Figs 3-6), and the claims chapter 03 tests (the settings default to
+its facts); what other chapters read of it too lives in :mod:`vitbn_nb.judging.article1`."""
 
 from __future__ import annotations
 
 from ...judging.article1 import EXPERIMENT1
 from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, Claim
 
-#: Article 1's protocol as it reports it: every model at every rate for this many epochs (batch 100). The settings'
-#: ``paper`` defaults read it; what the book says the article did reads it too, whatever a setting is changed to.
+#: Article 1's protocol as it reports it (the settings' ``paper`` defaults, and the book's quotes of the article).
 EPOCHS = 30
 BATCH_SIZE = 100
 

@@ -89,9 +89,8 @@ def _collapses(key: str, pair: pd.DataFrame, model: str, condition: str) -> Verd
 
 
 def larger_lr(sweep: pd.DataFrame, protocol_runs: pd.DataFrame | None = None) -> list[Verdict]:
-    """Article 1's conclusion that BatchNorm allows a larger lr "without rendering the model unstable", per seed
-    ViT's largest fall minus the BatchNorm model's at depth 6, from article 1's largest rate up, over whole runs: at a
-    rate where ``protocol_runs`` (article 1's whole protocol) holds runs, over those, else over the sweep's."""
+    """Article 1's conclusion that BatchNorm allows a larger lr "without rendering the model unstable": ViT's collapses
+    against each BatchNorm model's at depth 6 from article 1's largest rate up, over ``protocol_runs`` where held."""
     found = []
     if sweep.empty:
         return found

@@ -88,8 +88,8 @@ def best_lr(runs: pd.DataFrame, model: str) -> float:
 
 
 def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
-    """This lr's final accuracy minus the best lr's, paired by seed, judged by equivalence: "equivalent" means shown
-    as good as the best (within the rule's margin), never merely not shown worse."""
+    """This lr's final accuracy minus the best lr's, paired by seed, judged by equivalence (shown as good as the best,
+    never merely not shown worse)."""
     best = best_lr(runs, model)
     values = (_finals(runs, model, lr) - _finals(runs, model, best)).dropna()
     return verdicts.difference(
@@ -98,8 +98,7 @@ def against_best(runs: pd.DataFrame, model: str, lr: float) -> verdicts.Verdict:
 
 
 def largest_trainable(runs: pd.DataFrame, model: str) -> float | None:
-    """The largest lr whose runs are shown to train as well as at the best lr (equivalent by the rule); None with too
-    few seeds to judge."""
+    """The largest lr shown as good as the best (equivalent by the rule); None with too few seeds to judge."""
     best, one = best_lr(runs, model), runs[runs["model"] == model]
     if one["seed"].nunique() < verdicts.MIN_SEEDS:
         return None
@@ -148,7 +147,7 @@ def _steps_text(broke: pd.DataFrame) -> str:
 
 def never_trained(runs: pd.DataFrame, model: str) -> dict[float, float]:
     """The lrs (with their mean best accuracy) at which ``model`` never came within the breakdown's drop of its best
-    lr's final accuracy: such runs cannot count as broken down, which is not the same as training stably."""
+    lr's final accuracy: such runs cannot break down, which is not training stably."""
     one = runs[runs["model"] == model]
     reference = one[np.isclose(one["lr"], best_lr(runs, model))]["final accuracy (%)"].mean()
     best = one.groupby("lr")["best accuracy (%)"].mean()
@@ -230,9 +229,7 @@ def _against_vit(table: pd.DataFrame, model: str) -> str:
 def statement(result):
     """Per model: best lr, largest lr as good by the rule, where runs broke down, each BatchNorm model against ViT."""
     runs = per_run(result.sweep)
-    table = summary(runs)
-    seeds = int(runs["seed"].nunique())
-    lines = []
+    table, seeds, lines = summary(runs), int(runs["seed"].nunique()), []
     for model in (m for m in MODELS if m in set(runs["model"])):
         one = runs[runs["model"] == model]
         largest = largest_trainable(runs, model)
@@ -275,8 +272,7 @@ def statement(result):
 
 
 def takeaway(result):
-    """One line on article 1's conclusion on larger lrs, from its claims over the sweep and, at a rate whose runs of
-    article 1's whole protocol are held, over those (:func:`.judge.larger_lr`)."""
+    """One line on article 1's conclusion on larger lrs, from its claims (:func:`.judge.larger_lr`)."""
     found = larger_lr(result.sweep, getattr(result, "protocol_runs", None))
     if not found:
         return panels.markdown("The sweep has no rate from article 1's largest up, so it cannot judge that conclusion.")

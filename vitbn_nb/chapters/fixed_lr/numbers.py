@@ -134,13 +134,10 @@ def article_reported() -> pd.DataFrame:
 
 
 def comparison(table: pd.DataFrame, lr: float) -> pd.DataFrame:
-    """The article's number beside ours in each configuration (mean [95 % interval] over seeds), with the rule's
-    verdict."""
+    """The article's number beside ours in each configuration (mean [95 % interval] over seeds), and the verdict."""
     subset = require(table, lr=float(lr))
-    article = article_at(lr)
-    rule = rule_verdicts(subset)
+    article, rule, rows = article_at(lr), rule_verdicts(subset), []
     accuracy = results.accuracy_summary(subset, by=("model", "depth")).set_index(["model", "depth"])
-    rows = []
     for which, depths in CONFIGURATIONS.items():
         speed = ratios(subset, which).set_index("model")
         for model in MODELS:
@@ -183,8 +180,8 @@ def statement(table: pd.DataFrame, lr: float) -> str:
 
 
 def lr_variation(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model: mean training time per epoch at each lr (each run's mean epoch, then the mean over runs; epochs
-    timed beside other work, or on another machine, left out), and how much it varies across lrs (max/min − 1)."""
+    """Per model: mean training time per epoch at each lr (of the epochs :func:`shown_times` keeps), and how much it
+    varies across lrs (max/min − 1)."""
     rows, shown = [], shown_times(table)
     for model in MODELS:
         one = table[table["model"] == model]
@@ -220,8 +217,7 @@ def time_per_lr_statement(table: pd.DataFrame) -> str:
 def speedups(table: pd.DataFrame) -> pd.DataFrame:
     """Table 1 for both configurations side by side, with the article's ratios and gains and a verdict per ratio."""
     both = {which: ratios(table, which).set_index(["lr", "model"]) for which in CONFIGURATIONS}
-    rule = rule_verdicts(table)
-    rows = []
+    rule, rows = rule_verdicts(table), []
     for lr in sorted(table["lr"].unique()):
         article = article_at(lr)
         for model in BN_MODELS:

@@ -1,10 +1,6 @@
-"""Chapter 03's seed plan: the power analysis behind its 3 seeds, over article 1's full-protocol runs that had finished
-when the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before the runs it plans.
-
-Article 1's Figures 3 and 4 (lrs 0.0005 and 0.005) had no full-protocol run then: no spread to plan from, so they
-keep the rule's minimum of 3 seeds and state what those detect once they train. Its stability claims at lr 0.01 are
-counts: the plan gives the runs per model that detect ViT's observed collapse rate against none, and keeps 3, because
-a 30-epoch depth-6 run costs one to two hours of this CPU and the plan for article 1 must stay within about 40."""
+"""Chapter 03's seed plan: the power analysis behind its 3 seeds, over article 1's full-protocol runs finished when
+the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before the runs it plans. The caption
+says why every claim keeps the rule's minimum of 3 seeds (no spread yet at Figures 3-4; counts beyond the budget)."""
 
 from __future__ import annotations
 
@@ -25,17 +21,14 @@ BUDGET_HOURS = 40
 
 
 def _left(protocol: list, lrs) -> list:
-    """The runs of ``protocol`` (article 1's whole protocol, planned) at ``lrs`` not held on the one stream."""
+    """The planned runs of ``protocol`` at ``lrs`` not held on the one stream."""
     at = [c for c in protocol if any(abs(c.lr - lr) < 1e-12 for lr in lrs)]
     return [c for c in at if runs.held_stream(c, "cpu") != STREAM]
 
 
 def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim of Experiment 1 that decides its conclusion: its test, the spread or rate it plans from, the
-    effect to detect, the seeds that detect it, the seeds planned, what they detect, and the runs and CPU hours still
-    to train at that rate of ``planned`` (the runs of article 1's whole protocol the chapter plans), read off ``table``
-    (the runs finished before :data:`PLAN_WRITTEN`)."""
-    # chapter 03 times article 1's own pipeline
+    """One row per claim of Experiment 1 that decides its conclusion (:func:`power.table`), priced by the runs of
+    ``planned`` (article 1's whole protocol) left to train, read off ``table`` (the runs finished before the plan)."""
     protocol = power.protocol_runs(table, PLAN_WRITTEN, epochs=article.EPOCHS, dataset="mnist", pipeline="reference")
     claims = article.findings()
     seeds, rows = settings.seeds, []
@@ -67,8 +60,7 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> 
 
 
 def plan_caption(frame: pd.DataFrame, table: pd.DataFrame, planned: list) -> str:
-    """The plan in words, read off it and the runs of ``planned`` (article 1's whole protocol) at every rate of
-    Experiment 1 not held on the one stream, with their CPU hours (priced from ``table``)."""
+    """The plan in words, with the runs of ``planned`` left to train and their CPU hours (priced from ``table``)."""
     left = _left(planned, tuple(article.EXPERIMENT1))
     seconds = power.plan_seconds(left, table)
     hours = "an unknown number of" if seconds is None else f"{seconds / 3600:.1f}"

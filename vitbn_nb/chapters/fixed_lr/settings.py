@@ -10,10 +10,8 @@ from . import article
 
 @dataclass(frozen=True)
 class FixedLrSettings(RunSettings):
-    """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates. Its seed plan (chapter
-    03's power analysis, ``plan.seed_plan``, written before the runs it plans) keeps ``seeds`` = 3 for every
-    configuration: article 1's Figures 3-4 have no full-protocol run to take a spread from, and its stability claims
-    would need more seeds than its budget allows; the plan says what these detect."""
+    """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates; its seed plan
+    (``plan.seed_plan``, written before the runs it plans) keeps ``seeds`` = 3 and says what they detect."""
 
     chapter = "03_fixed_lr"  # its notebook's name (a class attribute, not a setting)
 
@@ -23,15 +21,14 @@ class FixedLrSettings(RunSettings):
     #: between the articles' rates to five times article 1's largest.
     sweep_lrs: tuple[float, ...] = (0.002, 0.02, 0.05)
     batch_size: int = article.BATCH_SIZE
-    #: The lrs at which a smaller profile also takes article 1's whole protocol (the ``paper`` defaults above: every
-    #: training image, 30 epochs, 3 seeds), whose runs are then the ``paper`` plan's own: a ``cpu`` rendering sets them
-    #: to the lrs whose ``paper`` runs are all held (``chapters.full_protocol_lrs``). That lr's figure, tables and
-    #: claims read those runs; the outputs across lrs (Fig 6, Table 1, the sweep) keep the profile's own runs.
+    #: The lrs at which a smaller profile also takes article 1's whole protocol (the ``paper`` plan's own runs; a
+    #: ``cpu`` rendering sets those all held): that lr's figure, tables and claims read them, the outputs across lrs
+    #: keep the profile's own runs.
     full_protocol_lrs: tuple[float, ...] | None = None
 
 
-#: Three seeds wherever a difference is judged, paid for with fewer steps: chapter 03's accuracy and stability
-#: claims need the article's 30 epochs anyway, its timing ratios few. The learning-rate sweep shares these runs.
+#: Three seeds wherever a difference is judged, paid for with fewer steps (the accuracy and stability claims need the
+#: article's 30 epochs anyway, its timing ratios few).
 CPU = dict(seeds=3, epochs=4, train_size=5000, test_size=2000)
 
 SMOKE = dict(seeds=1, epochs=2, train_size=600, test_size=500, sweep_lrs=(0.05,))

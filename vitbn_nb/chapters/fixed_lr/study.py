@@ -37,8 +37,7 @@ CONFIGURATION_TEXT = {
 @dataclass(frozen=True)
 class FixedLrResult(results.ChapterResult):
     """Chapter 03's runs, one row per run and epoch: the chapter's lrs (``table``), the sweep's depth-6 trio at every
-    lr (``sweep``, :mod:`.lr_sweep`), and article 1's whole protocol at ``settings.full_protocol_lrs`` (the ``paper``
-    plan's own runs; None where the settings name no such lr)."""
+    lr (``sweep``), and article 1's whole protocol at ``settings.full_protocol_lrs`` (None where it names no lr)."""
 
     settings: FixedLrSettings
     table: pd.DataFrame
@@ -67,18 +66,14 @@ def _protocol_lrs(settings: FixedLrSettings) -> tuple[float, ...]:
     return tuple(lrs)
 
 
-def _chapter_plan(settings: FixedLrSettings, lrs) -> list[RunConfig]:
-    return lr_sweep.configs(settings, lrs, PAIRS, PIPELINE)
-
-
 def plan(settings: FixedLrSettings) -> list[RunConfig]:
-    """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's further runs, then article 1's whole
-    protocol at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
-    return _own_plan(settings) + _chapter_plan(article_protocol(settings), _protocol_lrs(settings))
+    """Both configurations' runs per lr and seed (ViT d6 serves both), the sweep's, then article 1's whole protocol
+    at ``full_protocol_lrs`` (built as the ``paper`` plan builds them, so they are its runs)."""
+    return _own_plan(settings) + lr_sweep.configs(article_protocol(settings), _protocol_lrs(settings), PAIRS, PIPELINE)
 
 
 def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
-    return _chapter_plan(settings, settings.lrs) + lr_sweep.plan(settings, PIPELINE)
+    return lr_sweep.configs(settings, settings.lrs, PAIRS, PIPELINE) + lr_sweep.plan(settings, PIPELINE)
 
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
@@ -86,18 +81,17 @@ def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     trained = training.train_all(plan(settings), force=force)
     own = len(_own_plan(settings))
     table, protocol_runs = runs.load_table(trained[:own]), runs.load_table(trained[own:])
-    chapter = table[_at_any(table, settings.lrs)]
     return FixedLrResult(
         settings,
-        chapter.reset_index(drop=True),
+        table[_at_any(table, settings.lrs)].reset_index(drop=True),
         lr_sweep.sweep_rows(table).reset_index(drop=True),
         protocol_runs.reset_index(drop=True) if len(protocol_runs) else None,
     )
 
 
 def at_lr(result: FixedLrResult, lr: float) -> tuple[pd.DataFrame, str]:
-    """The runs at ``lr`` that its outputs read, and their profile: the whole protocol's (``paper``) where the settings
-    take it at ``lr`` and the result holds its runs, else the profile's own. An lr is never mixed."""
+    """The runs at ``lr`` its outputs read, and their profile: the whole protocol's (``paper``) where the settings
+    take it at ``lr`` and the result holds them, else the profile's own (never a mix)."""
     if result.protocol_runs is not None and np.isclose(lr, _protocol_lrs(result.settings)).any():
         return require(result.protocol_runs, lr=float(lr)), "paper"
     return require(result.table, lr=float(lr)), result.profile
@@ -171,8 +165,8 @@ def _footer_text(which: str) -> str:
 
 
 def four_panel_figure(result: FixedLrResult, lr: float, which: str = "as run"):
-    """Train/test time per epoch, training loss and test accuracy at ``lr``, for one configuration: as run it is
-    article 1's Figure 3, 4 or 5; as written, the comparison the article describes."""
+    """Train/test time per epoch, training loss and test accuracy at ``lr`` of one configuration: as run, article 1's
+    Figure 3, 4 or 5; as written, the comparison the article describes."""
     at, profile = at_lr(result, lr)
     figures.use_style()
     subset = configuration(at, which)
@@ -230,8 +224,7 @@ def numbers_table(result: FixedLrResult, lr: float):
 
 
 def pace_table(result: FixedLrResult, lr: float):
-    """Each run's pace at ``lr``: its fastest and slowest epoch, and its final model's step timed with subnormal floats
-    kept and flushed to zero (:mod:`.subnormals`), saved."""
+    """Each run's fastest and slowest epoch at ``lr``, and its final step timed with subnormals kept and flushed."""
     caption = lambda at: (
         f"The pace of each run at lr {lr:g}: its fastest and slowest training epoch (epochs timed beside other work "
         "left out; a run resumed on another machine compared on the one that timed most of it) and its final "
@@ -273,11 +266,8 @@ def time_per_lr_figure(result: FixedLrResult):
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
     table = configuration(result.table, "as run")
-    caption = numbers.time_per_lr_statement(table)
-    frame = numbers.lr_variation(table)
-    return figures.save_table(
-        frame, "article1_fig6_numbers", result, reproduces="article1/fig6", caption=caption, precision=3
-    )
+    about = dict(reproduces="article1/fig6", caption=numbers.time_per_lr_statement(table), precision=3)
+    return figures.save_table(numbers.lr_variation(table), "article1_fig6_numbers", result, **about)
 
 
 def ratios_table(result: FixedLrResult):
@@ -292,8 +282,9 @@ def ratios_table(result: FixedLrResult):
         "as run = BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    frame = numbers.speedups(table)
-    return figures.save_table(frame, "article1_table1", result, reproduces="article1/table1", caption=caption)
+    return figures.save_table(
+        numbers.speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption
+    )
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):
@@ -327,7 +318,7 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
 def seed_plan_table(result: FixedLrResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
     read = runs.finished_before(seed_plan.PLAN_WRITTEN)
-    protocol = _chapter_plan(article_protocol(result.settings), tuple(article.EXPERIMENT1))
+    protocol = lr_sweep.configs(article_protocol(result.settings), tuple(article.EXPERIMENT1), PAIRS, PIPELINE)
     frame = seed_plan.seed_plan(result.settings, protocol, read)
     caption = seed_plan.plan_caption(frame, read, protocol)
     runs_read = read[read["pipeline"] == "reference"] if len(read) else None
@@ -337,8 +328,7 @@ def seed_plan_table(result: FixedLrResult):
 
 
 def claims_table(result):
-    """Article 1's Experiment 1 claims (both configurations) and its conclusion on larger lrs (over the sweep, all at
-    depth 6), judged by the book's one rule; saved as NN_claims."""
+    """Experiment 1's claims (both configurations) and article 1's conclusion on larger lrs (over the sweep), judged."""
     judged = evidence(result)
     found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
@@ -352,9 +342,8 @@ def claims_table(result):
 
 
 def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
-    """Per model, depth and lr: how many runs collapsed by the rule's definition (accuracy ending at least
-    ``COLLAPSE_PT`` below its best so far, or a non-finite loss), with the count's exact 95 % interval, and how many
-    fell that far and recovered by their end."""
+    """Per model, depth and lr: the runs that collapsed (``verdicts.collapsed``), with the count's exact 95 % interval,
+    and those that fell as far and recovered by their end."""
     rows = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         curves = [run for _, run in runs_.groupby("run_id")]
@@ -369,8 +358,7 @@ def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
 
 
 def instability_note(result: FixedLrResult):
-    """The runs that collapsed, counted per model, depth and lr by the rule's definition (and those that fell as far
-    and recovered), read off the curves."""
+    """:func:`collapse_counts` in words."""
     counts = collapse_counts(result)
     rule = (
         f"a run collapses when its accuracy ends at least {verdicts.COLLAPSE_PT:g} points below its best so far, or "

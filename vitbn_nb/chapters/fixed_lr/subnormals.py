@@ -1,11 +1,7 @@
-"""Subnormal floats and the pace of a training step on a CPU. A step does the same operations whatever the learning
-rate, but on many CPUs an operation on a subnormal float (a nonzero value below the format's smallest normal number)
-takes far longer than on a normal one; PyTorch keeps them unless asked (``torch.set_flush_denormal``), and this book,
-like article 1's reference code, does not ask. So a run whose numbers drift into that range slows down at the same
-load, which no load flag sees. This module times a finished run's step both ways, on one thread (flushing is a
-setting of the calling thread alone, so a pool of threads would flush only part of the work), and names the operations
-whose results hold subnormals; :func:`take` keeps the measurement in the run's record (``runs.measured``), so a chapter
-rendered where the weights are absent still shows it."""
+"""Subnormal floats and the pace of a training step on a CPU: on many CPUs an operation on a subnormal float takes
+far longer than on a normal one, and PyTorch keeps them unless asked (``torch.set_flush_denormal``), so a run whose
+numbers drift there slows down at the same load. This module times a finished run's step both ways on one thread
+(flushing is a setting of the calling thread alone) and keeps the measurement in the run's record (:func:`take`)."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ TIMED = (
 
 
 class SubnormalCount(TorchDispatchMode):
-    """Counts, per operation, the subnormal values among the floating-point results of every operation run inside it
-    (the backward pass's included)."""
+    """Counts, per operation, the subnormal values among the floating-point results of every operation run inside it."""
 
     def __init__(self):
         super().__init__()
@@ -78,10 +73,8 @@ def _first_batches(run: Run, count: int) -> list:
 
 
 def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
-    """Milliseconds per step of ``run``'s final model on one thread of this CPU with subnormals kept and flushed to zero
-    (medians of ``rounds`` passes over ``batches`` batches, the two interleaved and alternating which goes first after
-    an untimed pass of each), and the share of the step's results that are subnormal (kept), with the operations that
-    produce most of them."""
+    """Milliseconds per step of ``run``'s final model on one thread with subnormals kept and flushed (medians of
+    interleaved passes), and the share of the step's results that are subnormal, with the operations making most."""
     from torch.utils import benchmark  # its import announces CUDA's absence: only where a step is timed
 
     model = run.load_model("cpu").train()  # train mode: BatchNorm normalises by the batch, as in training
@@ -127,7 +120,7 @@ def measure(run: Run, *, batches: int = BATCHES, rounds: int = ROUNDS) -> dict:
 
 def take(run: Run, *, retake: bool = False) -> dict:
     """:func:`measure`, once per run: kept in its record with this machine's hardware (``retake``: measured anew)."""
-    taken = lambda: measure(run, batches=BATCHES, rounds=ROUNDS)
+    taken = lambda: measure(run, batches=BATCHES, rounds=ROUNDS)  # read at call time: a test sets them
     return runs.measured(run, MEASUREMENT, taken, torch.device("cpu"), retake=retake)
 
 
@@ -146,10 +139,8 @@ def _record(run_id: str) -> dict:
 
 
 def pace(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of ``table``: its epochs' training times (those the book may show, :func:`shown_times` of the run
-    alone: a run's fastest and slowest epochs are compared on the machine that timed most of it), fastest, slowest and
-    their ratio, beside its stored step times with subnormals kept and flushed ("n/a" where the run holds no
-    measurement, or one taken beside other work)."""
+    """Per run: its fastest and slowest epoch (on the machine that timed most of it) and their ratio, beside its stored
+    step times with subnormals kept and flushed ("n/a" where it holds none, or one taken beside other work)."""
     own = pd.concat([shown_times(run) for _, run in table.groupby("run_id")]) if len(table) else table
     seconds = own.dropna(subset=["train_seconds"]).groupby("run_id")["train_seconds"]
     fastest, slowest = seconds.min(), seconds.max()

@@ -1,9 +1,9 @@
-"""Chapter 03: how long each model takes to reach a test accuracy (a target reached mid-epoch counts at the epoch's
-end); each model against ViT by the book's rule on the seconds each took, seeds paired. A run with an epoch timed beside
-other work before it reached a target has no seconds for it (its steps stay): its seed leaves that comparison."""
+"""Chapter 03: how long each model takes to reach a test accuracy (at an epoch's end); each model against ViT by the
+book's rule on the seconds each took, seeds paired (a seed timed beside other work leaves that comparison)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pandas as pd
@@ -19,10 +19,9 @@ TARGETS = (80.0, 90.0, 95.0)
 
 
 def per_run(table: pd.DataFrame, targets=TARGETS) -> pd.DataFrame:
-    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), and whether an epoch up to
-    it was timed beside other work (``busy``: then its seconds are NaN, left out), and the machine that timed the
-    epochs up to it (None where the target was never reached, and where a run reached it over two machines or an
-    unknown one: then it has no seconds either)."""
+    """Per run and target: epoch, steps and training seconds to first reach it (NaN: never), whether an epoch up to it
+    was timed beside other work (``busy``), and the one machine that timed those epochs (else None); seconds are NaN
+    where it is busy or has no one machine."""
     rows = []
     for run_id, run in table.groupby("run_id", sort=False):
         run = run.sort_values("epoch")
@@ -62,21 +61,14 @@ def _runs_of(reached: pd.DataFrame, model: str, depth: int, lr: float, target: f
 
 
 def comparison(reached: pd.DataFrame, model: str, depth: int, lr: float, target: float, hardware: str):
-    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds where both reached it paired
-    (on one machine)."""
+    """``model`` at ``depth`` against ViT d6, seconds to ``target``, by the rule, seeds paired on one machine."""
     vit = _runs_of(reached, "ViT", 6, lr, target)[["seconds", "machine"]]
     other = _runs_of(reached, model, depth, lr, target)[["seconds", "machine"]]
     both = vit.join(other, lsuffix="_vit", rsuffix="_model", how="inner").dropna()
-    # a seed's two runs are compared only where one machine timed both
-    both = both[both["machine_vit"] == both["machine_model"]].rename(
-        columns={"seconds_vit": "vit", "seconds_model": "model"}
-    )
+    both = both[both["machine_vit"] == both["machine_model"]]  # a seed's two runs timed by one machine
+    claim = f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}"
     return verdicts.speed_ratio(
-        f"{model} d{depth} against ViT d6, seconds to {target:g} %, lr {lr:g}",
-        list(1 / both["model"]),
-        list(1 / both["vit"]),
-        scale=hardware,
-        each="seed",
+        claim, list(1 / both["seconds_model"]), list(1 / both["seconds_vit"]), scale=hardware, each="seed"
     )
 
 
@@ -93,33 +85,31 @@ def summary(result) -> pd.DataFrame:
     on_shown = reached["machine"] == shown_machine(table)
     shown = reached.assign(seconds=reached["seconds"].where(on_shown))
     rows = []
-    for lr in sorted(reached["lr"].unique()):
-        for which, depths in CONFIGURATIONS.items():
-            for model in BN_MODELS:
-                for target in TARGETS:
-                    vit = _runs_of(shown, "ViT", 6, lr, target)
-                    other = _runs_of(shown, model, depths[model], lr, target)
-                    if vit.empty or other.empty:
-                        continue
-                    judged = comparison(reached, model, depths[model], lr, target, hardware)
-                    rows.append(
-                        {
-                            "lr": lr,
-                            "configuration": which,
-                            "target (%)": target,
-                            "ViT d6: steps": _median(vit["steps"]),
-                            "ViT d6: seconds": _median(vit["seconds"], 1),
-                            "ViT d6: seeds reaching it": f"{vit['steps'].notna().sum()} of {len(vit)}",
-                            "model": f"{model} d{depths[model]}",
-                            "model: steps": _median(other["steps"]),
-                            "model: seconds": _median(other["seconds"], 1),
-                            "model: seeds reaching it": f"{other['steps'].notna().sum()} of {len(other)}",
-                            "T(ViT) / T(model), by the rule": "not reached by both in any seed"
-                            if judged.outcome == verdicts.NOT_RUN
-                            else verdicts.speed_text(judged),
-                            LEFT_OUT: int(_left_out(vit) + _left_out(other)),
-                        }
-                    )
+    grid = itertools.product(sorted(reached["lr"].unique()), CONFIGURATIONS.items(), BN_MODELS, TARGETS)
+    for lr, (which, depths), model, target in grid:
+        vit = _runs_of(shown, "ViT", 6, lr, target)
+        other = _runs_of(shown, model, depths[model], lr, target)
+        if vit.empty or other.empty:
+            continue
+        judged = comparison(reached, model, depths[model], lr, target, hardware)
+        rows.append(
+            {
+                "lr": lr,
+                "configuration": which,
+                "target (%)": target,
+                "ViT d6: steps": _median(vit["steps"]),
+                "ViT d6: seconds": _median(vit["seconds"], 1),
+                "ViT d6: seeds reaching it": f"{vit['steps'].notna().sum()} of {len(vit)}",
+                "model": f"{model} d{depths[model]}",
+                "model: steps": _median(other["steps"]),
+                "model: seconds": _median(other["seconds"], 1),
+                "model: seeds reaching it": f"{other['steps'].notna().sum()} of {len(other)}",
+                "T(ViT) / T(model), by the rule": "not reached by both in any seed"
+                if judged.outcome == verdicts.NOT_RUN
+                else verdicts.speed_text(judged),
+                LEFT_OUT: int(_left_out(vit) + _left_out(other)),
+            }
+        )
     return pd.DataFrame(rows)
 
 

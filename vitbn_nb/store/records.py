@@ -1,8 +1,6 @@
-"""The run store's files, read and written atomically and verified: each run's ``record.json`` (with a SHA-256 of
-itself) and weight files (loaded weights-only: data, never code), the optimisation state's JSON files, and the
-working folders of imports. What each JSON file holds is declared once, as JSON Schema (:data:`RECORD_SCHEMA`,
-:data:`STATE_SCHEMAS`), and checked with ``jsonschema``. :func:`check_store` lists every damaged run with a repair
-that works."""
+"""The run store's files, written atomically and read verified: each run's ``record.json`` (with a SHA-256 of itself,
+checked against :data:`RECORD_SCHEMA`), its weight files (loaded weights-only), the optimisation state's JSON files
+(:data:`STATE_SCHEMAS`) and the working folders of imports. :func:`check_store` lists each damage with its fix."""
 
 from __future__ import annotations
 
@@ -209,13 +207,15 @@ def read_ledger(path: Path) -> dict:
     return read_state(path, state_fix(path.parent))
 
 
-# -- the working folders of imports (``.import-*``), owned by the live process that made them ------------------
+# -- the working folders of imports, owned by the live process that made them ------------------------------------
 # The owner holds the folder's file lock (``.locks/<folder name>.lock``, as a run's) from before the folder is made
 # until after it is removed (a kill -9 lets go of it): a lock another process can take means the owner is gone.
 
-#: The store's lock folder, shared with the run locks (``run_folder.run_lock``); run ids never begin with a dot, so
-#: a working folder's lock (``.import-*.lock``) is never a run's.
+#: The store's lock folder, shared with the run locks; run ids never begin with a dot, so no run has an import's.
 LOCKS = ".locks"
+#: An import's temporary folder (``.import-<random>``), and the mark it leaves from its first change of the store to
+#: its last (``.incomplete-<bundle digest>-<random>``). Neither is ever read: a mark is known by its name alone.
+SCRATCH_PREFIX, MARK_PREFIX = ".import-", ".incomplete-"
 
 
 def is_owned(folder: Path) -> bool:
@@ -223,19 +223,11 @@ def is_owned(folder: Path) -> bool:
     path = folder.parent / LOCKS / f"{folder.name}.lock"
     if not path.exists():
         return False  # the lock comes before the folder and goes after it: no lock file, no owner
-    lock = FileLock(path)
     try:
-        lock.acquire(blocking=False)
+        with FileLock(path).acquire(blocking=False):
+            return False
     except OSError:  # held (a Timeout), or cannot tell: assume someone is at work rather than call it abandoned
         return True
-    lock.release()
-    return False
-
-
-#: An import's temporary folder in the store (``.import-<random>``), and the mark it leaves from its first change of
-#: the store to its last (``.incomplete-<bundle digest>-<random>``): a store with a mark may lack some of that
-#: bundle's runs. Neither is ever read: a mark is known by its name alone.
-SCRATCH_PREFIX, MARK_PREFIX = ".import-", ".incomplete-"
 
 
 def half_imported(store: Path) -> list[Path]:
@@ -356,16 +348,13 @@ def restore_fix(folder: Path) -> str:
 def repair_fix(folder: Path) -> str:
     """The fix that works: restoring a committed record from git, else ``runs retrain`` when the record still says
     what the run was (its JSON and configuration readable), else deleting the folder."""
-    if is_committed(folder):
-        return restore_fix(folder)
     try:
-        record = json.loads((Path(folder) / "record.json").read_text())
-        if model_problem(record["config"]) is not None:  # never built, not even to say what to retrain
-            return delete_fix(Path(folder))
-        RunConfig(**record["config"])
+        config = json.loads((Path(folder) / "record.json").read_text())["config"]
+        # a configuration past the bounds is never built, not even to say what to retrain
+        retrainable = model_problem(config) is None and RunConfig(**config) and not is_committed(folder)
     except (Exception, RecursionError):
-        return delete_fix(Path(folder))
-    return retrain_fix(Path(folder).name)
+        retrainable = False
+    return retrain_fix(Path(folder).name) if retrainable else delete_fix(Path(folder))
 
 
 def identity_problem(record: dict, folder_name: str) -> str | None:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -358,23 +359,19 @@ def trained_until(run_ids: Iterable[str]) -> str | None:
     """The day (ISO) the last of ``run_ids`` finished training, or took its last stored measurement; None without
     records: the date of the data an output shows, the same wherever and whenever it is rendered."""
     days = []
-    for run_id in sorted(set(run_ids)):
-        folder = stored_path(run_id)
-        if (folder / "record.json").is_file():
-            record = read_record(folder)
-            days += [str(record.get("finished") or record.get("started") or "")[:10]]
-            days += [str(m.get("measured") or "")[:10] for m in record.get("measurements", {}).values()]
+    for record in _held_records(run_ids):
+        days += [str(record.get("finished") or record.get("started") or "")[:10]]
+        days += [str(m.get("measured") or "")[:10] for m in record.get("measurements", {}).values()]
     return max((d for d in days if d), default=None)
 
 
+def _held_records(run_ids: Iterable[str]) -> Iterator[dict]:
+    folders = (stored_path(run_id) for run_id in sorted(set(run_ids)))
+    return (read_record(folder) for folder in folders if (folder / "record.json").is_file())
+
+
 def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for run_id in sorted(set(run_ids)):
-        folder = stored_path(run_id)
-        if not (folder / "record.json").is_file():
-            continue
-        for name in {system_label(info) for info in hardware_of(read_record(folder))}:
-            counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for r in _held_records(run_ids) for name in {system_label(info) for info in hardware_of(r)})
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 

@@ -27,7 +27,7 @@ from filelock import FileLock
 
 from .. import atomic
 from ..limits import model_size
-from ..paths import committed_records_dir, runs_dir
+from ..paths import runs_dir, stored_path
 from .records import (
     ENDED,
     LOCKS,
@@ -169,9 +169,8 @@ def refuse_half_imported(store: Path, why: str) -> None:
 
 
 def clean_imports(store: Path | None = None) -> int:
-    """Delete the temporary folders of imports whose process is gone; returns how many. Their content is never read:
-    nothing in a store steers what the book moves or deletes. The marks of unfinished imports stay until the same
-    import completes them (:func:`refuse_half_imported`)."""
+    """Delete the temporary folders of imports whose process is gone, their content never read (nothing in a store
+    steers what the book deletes); returns how many. The marks of unfinished imports stay until completed."""
     store = Path(store) if store is not None else runs_dir()
     if (store / LOCKS).is_symlink():
         raise ValueError(f"{store / LOCKS} is a link; the store keeps its locks in a folder of its own; fix: delete it")
@@ -317,11 +316,9 @@ def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
 
 
 def survey(file: str | Path, store: Path, scratch: Path | None = None) -> tuple[dict, str, dict[str, Path]]:
-    """Every header and record checked, in bounded memory: the list against the limits and ``store``'s free disk,
-    each member against the list, each record whole and within the model families' bounds, each weight file's size
-    against what its record's model needs. With ``scratch``, each file is also unpacked there by tarfile's ``data``
-    filter and checked against its checksum, each weight file at once (:func:`_check_weights`). Returns the list,
-    its SHA-256 and the unpacked files (name -> path)."""
+    """Every header and record checked in bounded memory, each weight file's size against its record's model; with
+    ``scratch``, each file also unpacked there and checked, a weight file at once (:func:`_check_weights`). Returns
+    the list, its SHA-256 and the unpacked files (name -> path)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
@@ -362,9 +359,8 @@ _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EP
 
 
 def _check_weights(file: Path, path: Path, limit: int) -> None:
-    """A weight file just unpacked, checked before the next file is: listed by its run's record (unpacked before it)
-    with this checksum, a zip of stored tensors no larger than its model needs (from the zip's directory, before
-    torch reads it), loaded weights-only, and fitting its model."""
+    """A weight file just unpacked, checked before the next file is: listed by its run's record with this checksum,
+    no larger than its model needs (:func:`archive_problem`), loaded weights-only, and fitting its model."""
     folder, name = path.parent, path.name
     run_id = folder.name
     record = read_record(folder)  # checked whole by the survey, and its checksum since
@@ -412,24 +408,13 @@ def read_bundle(file: str | Path, scratch: Path) -> Bundle:
 # -- importing: planned whole, then each run renamed into place -------------------------------------------------
 
 
-def _held(store: Path, run_id: str) -> tuple[Path | None, str]:
-    """Where ``run_id`` is held already: the store's folder, else the committed record's (read beneath the store);
-    None when neither holds it."""
-    own = store / run_id
-    if own.exists() or own.is_symlink():
-        return own, str(store)
-    committed = committed_records_dir()
-    if committed is not None and (committed / run_id / "record.json").exists():
-        return committed / run_id, f"the committed records {committed}"
-    return None, ""
-
-
 def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
     """(what to do, the conflict if any) for one run of the bundle: add, replace (an unfinished run of the store that
     the bundle's took further), update (a finished run given its weights or measurements it lacks), or unchanged."""
-    held, where = _held(store, run_id)
-    if held is None:
+    held = stored_path(run_id, store)  # the store's folder, else the committed record's (read beneath the store)
+    if not (held.exists() or held.is_symlink()):
         return "add", None
+    where = str(store) if held.parent == store else f"the committed records {held.parent}"
     if held.is_symlink() or not held.is_dir():
         return "", f"{held} is {'a link' if held.is_symlink() else 'a file'}, where run {run_id}'s folder belongs"
     try:
@@ -492,10 +477,8 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
 
 
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
-    """Add a bundle's runs and optimisation state to the run store; returns the counts. Refused whole (nothing
-    written) on any problem or conflict; a kill or a failure while runs are renamed in leaves each run whole or
-    absent and the store marked until the same import runs again. A store it cannot write (read-only, full) is one
-    line naming it, with the fix."""
+    """Add a bundle's runs and optimisation state to the run store (refused whole on any problem or conflict);
+    returns the counts. A store it cannot write (read-only, full) is one line naming it, with the fix."""
     store = Path(store) if store is not None else runs_dir()
     try:
         return _import(file, store)
@@ -542,9 +525,8 @@ def _import(file: str | Path, store: Path) -> dict:
 
 
 def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
-    """Rename every planned change into the store, one run at a time, each whole: a kill leaves each run whole or
-    absent. The store is marked from the first change to the last; a completed import also removes the marks that
-    earlier, interrupted imports of the same bundle left (it has now done what they began)."""
+    """Rename every planned change into the store, one run at a time, each whole, the store marked from the first
+    change to the last; a completed import also removes the marks earlier, interrupted imports of the bundle left."""
     changes = [run_id for run_id, (action, _) in plans.items() if action != "unchanged"]
     states = [key for key, action in state_plans.items() if action in ("add", "replace")]
     if not changes and not states:

@@ -376,10 +376,9 @@ _ARCHIVE_EXTRA_BYTES = 4 * 2**20
 
 
 def archive_problem(path: Path, tensor_bytes: int | None = None) -> str | None:
-    """Why ``path`` is not a weight file as ``torch.save`` writes it (None when it is): a zip archive whose entries are
-    stored uncompressed, so that reading it costs no more memory than its size on disk; with ``tensor_bytes``, its
-    entries together at most what the tensors need (plus :data:`_ARCHIVE_EXTRA_BYTES`). Read from the zip's
-    directory alone: a file that would expand past that is refused before torch reads a byte of it."""
+    """Why ``path`` is not a weight file as ``torch.save`` writes it (None when it is): a zip of uncompressed entries
+    (reading it costs no more memory than its size), with ``tensor_bytes`` at most what the tensors need (plus
+    :data:`_ARCHIVE_EXTRA_BYTES`). Read from the zip's directory alone, before torch reads a byte of it."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
@@ -396,9 +395,8 @@ def archive_problem(path: Path, tensor_bytes: int | None = None) -> str | None:
 
 
 def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
-    """A run's weight file (model or checkpoint) on the CPU, its checksum verified, its zip directory checked
-    (:func:`archive_problem`), loaded weights-only: tensors and plain types, never code. Errors name the file and
-    the fix."""
+    """A run's weight file (model or checkpoint) on the CPU, its checksum and zip directory (:func:`archive_problem`)
+    checked, loaded weights-only: tensors and plain types, never code. Errors name the file and the fix."""
     path = Path(path)
     if not path.is_file():
         raise RunStoreError(run_id, f"{path} is missing")
@@ -524,14 +522,10 @@ def store_notes(store: str | Path | None = None) -> list[str]:
         if record["status"] in ENDED:
             records_only += not (entry / "model.pt").exists()
             stale += (entry / "checkpoint.pt").exists()
-    notes = []
-    if records_only:
-        notes.append(
-            f"{records_only} finished run(s) are kept as their records alone (imported without weights): the "
-            "chapters render from them; the app and fine-tuning need weights (export with --weights all)"
-        )
-    if stale:
-        notes.append(f"{stale} finished run(s) still hold a checkpoint.pt from before their final save (unused)")
-    if others:
-        notes.append(f"not runs, left alone: {', '.join(others)}")
-    return notes
+    notes = {  # each note, and whether it applies
+        f"{records_only} finished run(s) are kept as their records alone (imported without weights): the chapters "
+        "render from them; the app and fine-tuning need weights (export with --weights all)": records_only,
+        f"{stale} finished run(s) still hold a checkpoint.pt from before their final save (unused)": stale,
+        f"not runs, left alone: {', '.join(others)}": others,
+    }
+    return [note for note, applies in notes.items() if applies]

@@ -101,11 +101,11 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
     lock = FileLock(str(folder / f"{run_id}.lock"))  # filelock makes the folder
     try:
         try:
-            lock.acquire(timeout=0)
+            held = lock.acquire(timeout=0)
         except Timeout:  # a TimeoutError, so an OSError: told apart first
             if progress:
                 print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
-            lock.acquire()
+            held = lock.acquire()
     except OSError as error:
         if folder.exists() and not folder.is_dir():
             raise RunStoreError(
@@ -117,10 +117,8 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
             "(training, resuming or a measurement it lacks)",
             fix="fix: make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it",
         ) from None
-    try:
+    with held:  # released on leaving
         yield
-    finally:
-        lock.release()
 
 
 def is_locked(run_id: str, store: Path | None = None) -> bool:
@@ -139,13 +137,10 @@ def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterat
 
 def checkpoint_seconds() -> float:
     value = os.environ.get(CHECKPOINT_VARIABLE) or "60"
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0:
-        raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
-    return seconds
+    with contextlib.suppress(ValueError):
+        if float(value) >= 0:  # NaN is not
+            return float(value)
+    raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
 
 
 def stored_id(config: RunConfig, device: torch.device, *, one_stream: bool = False) -> str:

@@ -1,7 +1,5 @@
-"""The records behind ``figures/``, committed beside them in ``figures/records/``: a run store without weights.
-
-Every run an output names, the runs those started from, the optimisation state behind them and the campaign's ended
-runs, so a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
+"""The records behind ``figures/``, committed beside them in ``figures/records/`` (a run store without weights), so
+a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
 
 from __future__ import annotations
 

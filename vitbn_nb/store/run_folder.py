@@ -1,7 +1,6 @@
-"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked
-while anything writes it (an OS file lock per run, gone with its process), and its stored measurements. It holds
-``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically by time and at a deadline stop) and
-``model.pt`` once done."""
+"""One run's folder in the store (``record.json``, ``checkpoint.pt`` while unfinished, ``model.pt`` once done): read
+back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked while anything writes it (an OS file lock
+per run, gone with its process), and its stored measurements."""
 
 from __future__ import annotations
 

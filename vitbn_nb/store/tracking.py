@@ -1,8 +1,6 @@
-"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``).
-
-The run store stays the truth; MLflow gets each finished run once (params, per-epoch metrics, tags, ``model.pt``
-and ``record.json``). Offline: ``sqlite:///abs/path/mlflow.db`` (the default: in the run store) or ``file://``.
-Without either setting, ``mlflow`` is never imported."""
+"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``; else
+``mlflow`` is never imported). The run store stays the truth; MLflow gets each finished run once (params, per-epoch
+metrics, tags, ``model.pt``, ``record.json``). Offline: ``sqlite:///abs/path/mlflow.db`` (default: in the store)."""
 
 from __future__ import annotations
 

@@ -144,9 +144,8 @@ def checkpoint_seconds() -> float:
 
 def stored_id(config: RunConfig, device: torch.device, *, one_stream: bool = False) -> str:
     """The id ``config`` is stored under: this device's and engine's, unless only another device type or engine
-    finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one). A run on
-    the one data stream (:data:`~vitbn_nb.data.sets.STREAM`) is preferred to one that drew its GPU's own (trained
-    before the stream was named); ``one_stream``: only such a run counts (the campaign retrains the others)."""
+    finished it (a GPU's stacked seeds render on a laptop that plans them one by one). A run on the one data stream
+    (:data:`~vitbn_nb.data.sets.STREAM`) wins over one on its GPU's own; ``one_stream``: only such a run counts."""
     here, legacy = device.type, None
     for run_id in config.ids((here, *(t for t in DEVICE_TYPES if t != here))):
         folder = stored_path(run_id)
@@ -217,8 +216,7 @@ class RunFiles:
 
     def finished(self, force: bool) -> Run | None:
         """The stored run when it is finished, else None; called under the run's lock. ``force``: None, and the run
-        trains beside the stored one (in ``.retrain/``), which it replaces only once it finishes (:meth:`finish`):
-        a kill or a failure before then keeps the stored run."""
+        trains in ``.retrain/``, replacing the stored one only once it finishes (a kill before then keeps it)."""
         _check_folder(self.folder)
         if force:
             self.replaces, self.folder = self.folder, self.folder.parent / RETRAIN_FOLDER / self.run_id

@@ -56,10 +56,10 @@ def committed_records_dir() -> Path | None:
     return book_figures_dir() / RECORDS_FOLDER
 
 
-def stored_path(name: str | os.PathLike) -> Path:
-    """Where the store's entry ``name`` is read: the run store's own, or the committed record's when only that
-    exists (everything is written to the run store alone)."""
-    own = runs_dir() / name
+def stored_path(name: str | os.PathLike, store: Path | None = None) -> Path:
+    """Where the entry ``name`` of ``store`` (default: the run store) is read: its own, or the committed record's when
+    only that exists (everything is written to the run store alone)."""
+    own = (store if store is not None else runs_dir()) / name
     committed = committed_records_dir()
     if own.exists() or own.is_symlink() or committed is None:
         return own

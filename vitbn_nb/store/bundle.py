@@ -1,14 +1,11 @@
-"""Moving runs between machines: ``runs export FILE`` writes a bundle, ``runs import FILE`` reads one.
+"""Moving runs between machines: ``runs export FILE`` writes a bundle (a ``.tar.gz`` of the store's records,
+optimisation state, unfinished checkpoints and chosen weights), ``runs import FILE`` reads one.
 
-A ``.tar.gz`` of the store's records, optimisation state, unfinished checkpoints and chosen weights. An import trusts
-nothing it did not write. It checks every header and record against the limits, the model families' bounds and the
-free disk before writing anything (:func:`survey`); unpacks each file with tarfile's ``data`` filter into a temporary
-folder inside the store, checked against the bundle's SHA-256 listing, a weight file against what its record's model
-needs before the next file is unpacked (:func:`read_bundle`); then renames each run into place under its lock. A kill
-leaves every run whole or absent, and the store marked (:func:`records.half_imported`) until the same import runs
-again and completes it; leftover temporary folders are deleted, never read (:func:`clean_imports`). A bundle's run
-that differs from a finished run held in the store or committed in ``figures/records/`` is a conflict: nothing from
-elsewhere replaces a finished run."""
+An import trusts nothing it did not write: every header and record is checked against the limits, the model families'
+bounds and the free disk before anything is written (:func:`survey`); each file is unpacked (tarfile's ``data``
+filter) into a temporary folder in the store and checked against the bundle's SHA-256 listing, a weight file against
+its record's model, before the next; then each run is renamed into place under its lock. A kill leaves every run whole
+or absent and the store marked until the same import completes it. Nothing from elsewhere replaces a finished run."""
 
 from __future__ import annotations
 
@@ -30,7 +27,7 @@ from filelock import FileLock
 
 from .. import atomic
 from ..limits import model_size
-from ..paths import committed_records_dir, runs_dir
+from ..paths import runs_dir, stored_path
 from .records import (
     ENDED,
     LOCKS,
@@ -101,15 +98,13 @@ def needed_weights(measured: list[RunConfig], choice: str | None, store: Path | 
     return needed
 
 
-def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]], dict]:
+def _members(store: Path, keep: set[str] | None) -> list[tuple[Path, str]]:
     """The files a bundle of ``store`` takes (each verified now: a damaged one stops the export, naming its run)."""
     members: list[tuple[Path, str]] = []
-    counts = {"runs": 0, "weights": 0, "checkpoints": 0}
     for folder in _run_folders(store):
         record = read_record(folder)
-        members.append((folder / "record.json", f"runs/{folder.name}/record.json"))
-        counts["runs"] += 1
         checkpoint, model = folder / "checkpoint.pt", folder / "model.pt"
+        files = [folder / "record.json"]
         if record["status"] not in ENDED and checkpoint.is_file():
             load_checkpoint(folder, record)
             if sha256(checkpoint) != record["checksums"].get("checkpoint.pt"):
@@ -118,19 +113,18 @@ def _members(store: Path, keep: set[str] | None) -> tuple[list[tuple[Path, str]]
                     f"{checkpoint} is newer than its record (a kill during a save)",
                     fix="fix: resume it once (python -m vitbn_nb train, or the chapter), then export again",
                 )
-            members.append((checkpoint, f"runs/{folder.name}/checkpoint.pt"))
-            counts["checkpoints"] += 1
+            files.append(checkpoint)
         elif record["status"] in ENDED and model.is_file() and (keep is None or record["run_id"] in keep):
             load_weights(model, folder.name, record["checksums"]["model.pt"])
-            members.append((model, f"runs/{folder.name}/model.pt"))
-            counts["weights"] += 1
+            files.append(model)
+        members += [(path, f"runs/{folder.name}/{path.name}") for path in files]
     state = store / STATE_FOLDER
     if state.is_dir():
         for path in sorted(p for p in state.rglob("*") if p.is_file()):
             name = f"runs/{STATE_FOLDER}/{path.relative_to(state).as_posix()}"
             if _STATE_FILE.match(name):  # scratch files of an interrupted save stay behind
                 members.append((path, name))
-    return members, counts
+    return members
 
 
 def export(
@@ -143,7 +137,9 @@ def export(
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
     weights = "all" if needed is None else "needed"
-    members, counts = _members(store, needed)
+    members = _members(store, needed)
+    kinds = {"runs": "record.json", "weights": "model.pt", "checkpoints": "checkpoint.pt"}
+    counts = {kind: sum(name.endswith(f"/{file}") for _, name in members) for kind, file in kinds.items()}
     listing = {name: {"sha256": sha256(path), "bytes": path.stat().st_size} for path, name in members}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
@@ -173,9 +169,8 @@ def refuse_half_imported(store: Path, why: str) -> None:
 
 
 def clean_imports(store: Path | None = None) -> int:
-    """Delete the temporary folders of imports whose process is gone; returns how many. Their content is never read:
-    nothing in a store steers what the book moves or deletes. The marks of unfinished imports stay until the same
-    import completes them (:func:`refuse_half_imported`)."""
+    """Delete the temporary folders of imports whose process is gone, their content never read (nothing in a store
+    steers what the book deletes); returns how many. The marks of unfinished imports stay until completed."""
     store = Path(store) if store is not None else runs_dir()
     if (store / LOCKS).is_symlink():
         raise ValueError(f"{store / LOCKS} is a link; the store keeps its locks in a folder of its own; fix: delete it")
@@ -245,9 +240,9 @@ def _reading(file: Path):
         _refuse(file, f"is not a readable bundle ({error})")
 
 
-def _read_listing(file: Path, tar: tarfile.TarFile) -> tuple[dict, str]:
-    """The bundle's own list of files (its first member, ``bundle.json``), read before anything else, and its
-    SHA-256."""
+def _read_listing(file: Path, tar: tarfile.TarFile, store: Path) -> tuple[dict, str]:
+    """The bundle's own list of files (its first member, ``bundle.json``), read before anything else and held to the
+    limits and ``store``'s free disk; and its SHA-256."""
     first = tar.next()
     if first is None or first.name != "bundle.json" or not first.isreg():
         _refuse(file, "does not begin with bundle.json (its list of files)")
@@ -262,55 +257,45 @@ def _read_listing(file: Path, tar: tarfile.TarFile) -> tuple[dict, str]:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or manifest.get("format") != FORMAT:
         _refuse(file, "was written by another version of the book (no list of its files with checksums)")
+    if len(files) > MAX_FILES:
+        _refuse(file, f"lists {len(files):,} files (a bundle holds at most {MAX_FILES:,})")
     size = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
     for name, entry in files.items():
         if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and size(entry.get("bytes"))):
             _refuse(file, f"lists {name!r} without its checksum and size")
-    return files, hashlib.sha256(data).hexdigest()
-
-
-def _check_listing(file: Path, listed: dict, store: Path) -> None:
-    """What the bundle says it holds, against the limits and the free disk."""
-    if len(listed) > MAX_FILES:
-        _refuse(file, f"lists {len(listed):,} files (a bundle holds at most {MAX_FILES:,})")
-    for name, entry in listed.items():
         if not (((run := _RUN_FILE.match(name)) and run["run"] != STATE_FOLDER) or _STATE_FILE.match(name)):
             _refuse(file, f"lists {name!r}, which is neither a run's file nor the optimisation state")
         limit = MAX_FILE_BYTES[Path(name).suffix]
         if entry["bytes"] > limit:
             _refuse(file, f"lists {name!r} of {entry['bytes']:,} bytes (a bundle's are at most {limit:,})")
-    total = sum(entry["bytes"] for entry in listed.values())
+    total = sum(entry["bytes"] for entry in files.values())
     if total > MAX_BYTES:
         _refuse(file, f"unpacks to {total / 2**30:.1f} GiB (a bundle unpacks to at most {MAX_BYTES / 2**30:.0f} GiB)")
     if total > (free := shutil.disk_usage(store).free):
         problem = f"unpacks to {total / 2**20:.1f} MiB, more than the {free / 2**20:.1f} MiB free in {store}"
         _refuse(file, problem, "fix: free some space")
+    return files, hashlib.sha256(data).hexdigest()
 
 
 def _files(file: Path, tar: tarfile.TarFile, listed: dict) -> Iterator[tarfile.TarInfo]:
-    """The bundle's files after its list, each checked against it (:func:`_check_member`); every listed file held."""
+    """The bundle's files after its list, each held to it (name, kind, size, once), so no more members than the list
+    allows (:data:`MAX_FILES`) are ever read; every listed file held."""
     seen: set[str] = set()
     while (member := tar.next()) is not None:
         tar.members.clear()  # tarfile keeps every header it read; none is needed again
-        _check_member(file, member, listed, seen)
+        name = member.name
+        if not member.isreg():
+            _refuse(file, f"holds {name!r}, which is not a regular file (a folder, a link or a device)")
+        if name in seen or name == "bundle.json":
+            _refuse(file, f"holds {name!r} twice")
+        if name not in listed:  # the list is held to the names and sizes a bundle may have (_read_listing)
+            _refuse(file, f"holds {name!r}, which its bundle.json does not list")
+        if member.size != listed[name]["bytes"]:
+            _refuse(file, f"holds {name!r} of the wrong size ({member.size:,} bytes, {listed[name]['bytes']:,} listed)")
+        seen.add(name)
         yield member
     if missing := sorted(set(listed) - seen):
         _refuse(file, f"lists {missing[0]!r} but does not hold it")
-
-
-def _check_member(file: Path, member: tarfile.TarInfo, listed: dict, seen: set[str]) -> bool:
-    """One member against the bundle's list (name, kind, size, once): a bundle holds its listed files alone, so no
-    more members than its list allows (:data:`MAX_FILES`) are ever read."""
-    name = member.name
-    if not member.isreg():
-        _refuse(file, f"holds {name!r}, which is not a regular file (a folder, a link or a device)")
-    if name in seen or name == "bundle.json":
-        _refuse(file, f"holds {name!r} twice")
-    if name not in listed:  # the list is held to the names and sizes a bundle may have (_check_listing)
-        _refuse(file, f"holds {name!r}, which its bundle.json does not list")
-    if member.size != listed[name]["bytes"]:
-        _refuse(file, f"holds {name!r} of the wrong size ({member.size:,} bytes, {listed[name]['bytes']:,} listed)")
-    seen.add(name)
 
 
 def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
@@ -330,20 +315,17 @@ def _weight_limits(file: Path, run_id: str, data: bytes) -> dict[str, int]:
     return {"model.pt": model, "checkpoint.pt": CHECKPOINT_STATES * model}
 
 
-def survey(file: str | Path, store: Path, scratch: Path | None = None) -> tuple[dict, dict, str, dict[str, Path]]:
-    """Every header and record checked, in bounded memory: the list against the limits and ``store``'s free disk,
-    each member against the list, each record whole and within the model families' bounds, each weight file's size
-    against what its record's model needs. With ``scratch``, each file is also unpacked there by tarfile's ``data``
-    filter and checked against its checksum, each weight file at once (:func:`_check_weights`). Returns the list,
-    each run's weight limits, the list's SHA-256 and the unpacked files (name -> path)."""
+def survey(file: str | Path, store: Path, scratch: Path | None = None) -> tuple[dict, str, dict[str, Path]]:
+    """Every header and record checked in bounded memory, each weight file's size against its record's model; with
+    ``scratch``, each file also unpacked there and checked, a weight file at once (:func:`_check_weights`). Returns
+    the list, its SHA-256 and the unpacked files (name -> path)."""
     file = Path(file)
     if not file.is_file():
         raise BundleError(f"{file} is not a file; give a bundle written by `python -m vitbn_nb runs export`")
     limits: dict[str, dict[str, int]] = {}
     unpacked: dict[str, Path] = {}
     with _reading(file) as tar:
-        listed, digest = _read_listing(file, tar)
-        _check_listing(file, listed, Path(store))
+        listed, digest = _read_listing(file, tar, Path(store))
         for member in _files(file, tar, listed):
             name = member.name
             run_id, kind = run.group("run", "file") if (run := _RUN_FILE.match(name)) else (None, None)
@@ -368,7 +350,7 @@ def survey(file: str | Path, store: Path, scratch: Path | None = None) -> tuple[
                 limits[run_id] = _weight_limits(file, run_id, data)
             elif kind and scratch is not None:
                 _check_weights(file, path, limits[run_id][kind])
-    return listed, limits, digest, unpacked
+    return listed, digest, unpacked
 
 
 _WRITABLE_FIX = "fix: free some space in the run store, or make it writable, and import again"
@@ -377,9 +359,8 @@ _WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EP
 
 
 def _check_weights(file: Path, path: Path, limit: int) -> None:
-    """A weight file just unpacked, checked before the next file is: listed by its run's record (unpacked before it)
-    with this checksum, a zip of stored tensors no larger than its model needs (from the zip's directory, before
-    torch reads it), loaded weights-only, and fitting its model."""
+    """A weight file just unpacked, checked before the next file is: listed by its run's record with this checksum,
+    no larger than its model needs (:func:`archive_problem`), loaded weights-only, and fitting its model."""
     folder, name = path.parent, path.name
     run_id = folder.name
     record = read_record(folder)  # checked whole by the survey, and its checksum since
@@ -401,7 +382,6 @@ def _check_weights(file: Path, path: Path, limit: int) -> None:
 class Bundle:
     """A bundle unpacked into a temporary folder and checked whole: its runs' folders and records, its state files."""
 
-    file: Path
     digest: str  # of its list of files: it names the bundle in the mark of an unfinished import
     runs: dict[str, Path] = field(default_factory=dict)
     records: dict[str, dict] = field(default_factory=dict)
@@ -412,8 +392,8 @@ def read_bundle(file: str | Path, scratch: Path) -> Bundle:
     """Unpack ``file`` into ``scratch`` and check it whole (:func:`survey`; :class:`BundleError` names the first
     problem)."""
     file = Path(file)
-    _, _, digest, unpacked = survey(file, scratch.parent, scratch)
-    found = Bundle(file, digest)
+    _, digest, unpacked = survey(file, scratch.parent, scratch)
+    found = Bundle(digest)
     for name, path in unpacked.items():
         if _STATE_FILE.match(name):
             if problem := state_file_problem(path):
@@ -428,24 +408,13 @@ def read_bundle(file: str | Path, scratch: Path) -> Bundle:
 # -- importing: planned whole, then each run renamed into place -------------------------------------------------
 
 
-def _held(store: Path, run_id: str) -> tuple[Path | None, str]:
-    """Where ``run_id`` is held already: the store's folder, else the committed record's (read beneath the store);
-    None when neither holds it."""
-    own = store / run_id
-    if own.exists() or own.is_symlink():
-        return own, str(store)
-    committed = committed_records_dir()
-    if committed is not None and (committed / run_id / "record.json").exists():
-        return committed / run_id, f"the committed records {committed}"
-    return None, ""
-
-
 def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str, str | None]:
     """(what to do, the conflict if any) for one run of the bundle: add, replace (an unfinished run of the store that
     the bundle's took further), update (a finished run given its weights or measurements it lacks), or unchanged."""
-    held, where = _held(store, run_id)
-    if held is None:
+    held = stored_path(run_id, store)  # the store's folder, else the committed record's (read beneath the store)
+    if not (held.exists() or held.is_symlink()):
         return "add", None
+    where = str(store) if held.parent == store else f"the committed records {held.parent}"
     if held.is_symlink() or not held.is_dir():
         return "", f"{held} is {'a link' if held.is_symlink() else 'a file'}, where run {run_id}'s folder belongs"
     try:
@@ -470,10 +439,10 @@ def _plan_run(store: Path, run_id: str, folder: Path, record: dict) -> tuple[str
     return "", differs + f"{mine['status']} here)"
 
 
-def _ledger(path: Path) -> dict:
+def _ledger(path: Path | None) -> dict:
     try:
         ledger = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):  # AttributeError: no ledger (None)
         return {}
     return ledger if isinstance(ledger, dict) else {}
 
@@ -482,25 +451,22 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
     """Per study folder and chosen-values file of the bundle: add, replace (the bundle's optimisation went further:
     every trial here is in its ledger, the same), or keep; conflicting states are named."""
     plans, conflicts = {}, []
-    ours = lambda name: store / STATE_FOLDER / name
     if found.state and (store / STATE_FOLDER).is_symlink():
         return {}, [f"{store / STATE_FOLDER} is a link, where the optimisation state's folder belongs"]
     for key in sorted({name.split("/")[0] for name in found.state}):  # a study's folder, or a chosen-values file
-        if not ours(key).exists() and not ours(key).is_symlink():
+        ours, theirs = store / STATE_FOLDER / key, {n: p for n, p in found.state.items() if n.split("/")[0] == key}
+        if ours.is_symlink():
+            conflicts.append(f"{ours} is a link")
+        elif not ours.exists():
             plans[key] = "add"
-        elif ours(key).is_symlink():
-            conflicts.append(f"{ours(key)} is a link")
         elif all(
-            ours(n).is_file() and ours(n).read_bytes() == p.read_bytes()
-            for n, p in found.state.items()
-            if n.split("/")[0] == key
+            (ours.parent / n).is_file() and (ours.parent / n).read_bytes() == p.read_bytes() for n, p in theirs.items()
         ):
             plans[key] = "unchanged"
         elif key in found.state:
-            conflicts.append(f"{ours(key)} differs from the bundle's copy")
+            conflicts.append(f"{ours} differs from the bundle's copy")
         else:
-            theirs = found.state.get(f"{key}/trials.json")
-            here, there = _ledger(ours(key) / "trials.json"), _ledger(theirs) if theirs else {}
+            here, there = _ledger(ours / "trials.json"), _ledger(found.state.get(f"{key}/trials.json"))
             if here.items() <= there.items():
                 plans[key] = "replace"
             elif there.items() <= here.items():
@@ -511,10 +477,8 @@ def _plan_state(store: Path, found: Bundle) -> tuple[dict[str, str], list[str]]:
 
 
 def import_bundle(file: str | Path, *, store: str | Path | None = None) -> dict:
-    """Add a bundle's runs and optimisation state to the run store; returns the counts. Refused whole (nothing
-    written) on any problem or conflict; a kill or a failure while runs are renamed in leaves each run whole or
-    absent and the store marked until the same import runs again. A store it cannot write (read-only, full) is one
-    line naming it, with the fix."""
+    """Add a bundle's runs and optimisation state to the run store (refused whole on any problem or conflict);
+    returns the counts. A store it cannot write (read-only, full) is one line naming it, with the fix."""
     store = Path(store) if store is not None else runs_dir()
     try:
         return _import(file, store)
@@ -561,9 +525,8 @@ def _import(file: str | Path, store: Path) -> dict:
 
 
 def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans: dict) -> None:
-    """Rename every planned change into the store, one run at a time, each whole: a kill leaves each run whole or
-    absent. The store is marked from the first change to the last; a completed import also removes the marks that
-    earlier, interrupted imports of the same bundle left (it has now done what they began)."""
+    """Rename every planned change into the store, one run at a time, each whole, the store marked from the first
+    change to the last; a completed import also removes the marks earlier, interrupted imports of the bundle left."""
     changes = [run_id for run_id, (action, _) in plans.items() if action != "unchanged"]
     states = [key for key, action in state_plans.items() if action in ("add", "replace")]
     if not changes and not states:

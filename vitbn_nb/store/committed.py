@@ -1,7 +1,5 @@
-"""The records behind ``figures/``, committed beside them in ``figures/records/``: a run store without weights.
-
-Every run an output names, the runs those started from, the optimisation state behind them and the campaign's ended
-runs, so a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
+"""The records behind ``figures/``, committed beside them in ``figures/records/`` (a run store without weights), so
+a fresh clone renders every chapter without training. Staged with the figures (:func:`stage`)."""
 
 from __future__ import annotations
 
@@ -15,11 +13,7 @@ from .records import ENDED, STATE_FOLDER
 
 
 def _first_existing(name: str, sources: list[Path]) -> Path | None:
-    for source in sources:
-        candidate = source / name
-        if candidate.exists() and not candidate.is_symlink():
-            return candidate
-    return None
+    return next((s / name for s in sources if (s / name).exists() and not (s / name).is_symlink()), None)
 
 
 def _with_starting_runs(run_ids: set[str], sources: list[Path]) -> set[str]:
@@ -76,7 +70,10 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     studies = _studies(sources, named, chosen_studies)
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
-    wanted = _with_starting_runs(named, sources) | _ended(campaign, sources)
+    # the campaign's ended runs are kept by every render, so that hours of training are never dropped
+    ended = {run_id: _first_existing(f"{run_id}/record.json", sources) for run_id in campaign}
+    ended = {run_id for run_id, r in ended.items() if r and json.loads(r.read_text()).get("status") in ENDED}
+    wanted = _with_starting_runs(named, sources) | ended
     fresh = staging / f".{RECORDS_FOLDER}.new"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
@@ -96,13 +93,6 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     shutil.rmtree(staging / RECORDS_FOLDER, ignore_errors=True)
     fresh.rename(staging / RECORDS_FOLDER)
     return missing
-
-
-def _ended(run_ids: Iterable[str], sources: list[Path]) -> set[str]:
-    """Those of ``run_ids`` any source holds ended (the ``paper`` campaign's: kept by every render, so that hours of
-    training are never dropped)."""
-    records = {run_id: _first_existing(f"{run_id}/record.json", sources) for run_id in run_ids}
-    return {run_id for run_id, r in records.items() if r and json.loads(r.read_text()).get("status") in ENDED}
 
 
 def _not_state(folder: str, files: list[str]) -> list[str]:

@@ -1,8 +1,6 @@
-"""The run store's files, read and written atomically and verified: each run's ``record.json`` (with a SHA-256 of
-itself) and weight files (loaded weights-only: data, never code), the optimisation state's JSON files, and the
-working folders of imports. What each JSON file holds is declared once, as JSON Schema (:data:`RECORD_SCHEMA`,
-:data:`STATE_SCHEMAS`), and checked with ``jsonschema``. :func:`check_store` lists every damaged run with a repair
-that works."""
+"""The run store's files, written atomically and read verified: each run's ``record.json`` (with a SHA-256 of itself,
+checked against :data:`RECORD_SCHEMA`), its weight files (loaded weights-only), the optimisation state's JSON files
+(:data:`STATE_SCHEMAS`) and the working folders of imports. :func:`check_store` lists each damage with its fix."""
 
 from __future__ import annotations
 
@@ -209,13 +207,15 @@ def read_ledger(path: Path) -> dict:
     return read_state(path, state_fix(path.parent))
 
 
-# -- the working folders of imports (``.import-*``), owned by the live process that made them ------------------
+# -- the working folders of imports, owned by the live process that made them ------------------------------------
 # The owner holds the folder's file lock (``.locks/<folder name>.lock``, as a run's) from before the folder is made
 # until after it is removed (a kill -9 lets go of it): a lock another process can take means the owner is gone.
 
-#: The store's lock folder, shared with the run locks (``run_folder.run_lock``); run ids never begin with a dot, so
-#: a working folder's lock (``.import-*.lock``) is never a run's.
+#: The store's lock folder, shared with the run locks; run ids never begin with a dot, so no run has an import's.
 LOCKS = ".locks"
+#: An import's temporary folder (``.import-<random>``), and the mark it leaves from its first change of the store to
+#: its last (``.incomplete-<bundle digest>-<random>``). Neither is ever read: a mark is known by its name alone.
+SCRATCH_PREFIX, MARK_PREFIX = ".import-", ".incomplete-"
 
 
 def is_owned(folder: Path) -> bool:
@@ -223,19 +223,11 @@ def is_owned(folder: Path) -> bool:
     path = folder.parent / LOCKS / f"{folder.name}.lock"
     if not path.exists():
         return False  # the lock comes before the folder and goes after it: no lock file, no owner
-    lock = FileLock(path)
     try:
-        lock.acquire(blocking=False)
+        with FileLock(path).acquire(blocking=False):
+            return False
     except OSError:  # held (a Timeout), or cannot tell: assume someone is at work rather than call it abandoned
         return True
-    lock.release()
-    return False
-
-
-#: An import's temporary folder in the store (``.import-<random>``), and the mark it leaves from its first change of
-#: the store to its last (``.incomplete-<bundle digest>-<random>``): a store with a mark may lack some of that
-#: bundle's runs. Neither is ever read: a mark is known by its name alone.
-SCRATCH_PREFIX, MARK_PREFIX = ".import-", ".incomplete-"
 
 
 def half_imported(store: Path) -> list[Path]:
@@ -356,16 +348,13 @@ def restore_fix(folder: Path) -> str:
 def repair_fix(folder: Path) -> str:
     """The fix that works: restoring a committed record from git, else ``runs retrain`` when the record still says
     what the run was (its JSON and configuration readable), else deleting the folder."""
-    if is_committed(folder):
-        return restore_fix(folder)
     try:
-        record = json.loads((Path(folder) / "record.json").read_text())
-        if model_problem(record["config"]) is not None:  # never built, not even to say what to retrain
-            return delete_fix(Path(folder))
-        RunConfig(**record["config"])
+        config = json.loads((Path(folder) / "record.json").read_text())["config"]
+        # a configuration past the bounds is never built, not even to say what to retrain
+        retrainable = model_problem(config) is None and RunConfig(**config) and not is_committed(folder)
     except (Exception, RecursionError):
-        return delete_fix(Path(folder))
-    return retrain_fix(Path(folder).name)
+        retrainable = False
+    return retrain_fix(Path(folder).name) if retrainable else delete_fix(Path(folder))
 
 
 def identity_problem(record: dict, folder_name: str) -> str | None:
@@ -387,10 +376,9 @@ _ARCHIVE_EXTRA_BYTES = 4 * 2**20
 
 
 def archive_problem(path: Path, tensor_bytes: int | None = None) -> str | None:
-    """Why ``path`` is not a weight file as ``torch.save`` writes it (None when it is): a zip archive whose entries are
-    stored uncompressed, so that reading it costs no more memory than its size on disk; with ``tensor_bytes``, its
-    entries together at most what the tensors need (plus :data:`_ARCHIVE_EXTRA_BYTES`). Read from the zip's
-    directory alone: a file that would expand past that is refused before torch reads a byte of it."""
+    """Why ``path`` is not a weight file as ``torch.save`` writes it (None when it is): a zip of uncompressed entries
+    (reading it costs no more memory than its size), with ``tensor_bytes`` at most what the tensors need (plus
+    :data:`_ARCHIVE_EXTRA_BYTES`). Read from the zip's directory alone, before torch reads a byte of it."""
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
@@ -407,9 +395,8 @@ def archive_problem(path: Path, tensor_bytes: int | None = None) -> str | None:
 
 
 def load_weights(path: Path, run_id: str, expected: str | None = None) -> Any:
-    """A run's weight file (model or checkpoint) on the CPU, its checksum verified, its zip directory checked
-    (:func:`archive_problem`), loaded weights-only: tensors and plain types, never code. Errors name the file and
-    the fix."""
+    """A run's weight file (model or checkpoint) on the CPU, its checksum and zip directory (:func:`archive_problem`)
+    checked, loaded weights-only: tensors and plain types, never code. Errors name the file and the fix."""
     path = Path(path)
     if not path.is_file():
         raise RunStoreError(run_id, f"{path} is missing")
@@ -535,14 +522,10 @@ def store_notes(store: str | Path | None = None) -> list[str]:
         if record["status"] in ENDED:
             records_only += not (entry / "model.pt").exists()
             stale += (entry / "checkpoint.pt").exists()
-    notes = []
-    if records_only:
-        notes.append(
-            f"{records_only} finished run(s) are kept as their records alone (imported without weights): the "
-            "chapters render from them; the app and fine-tuning need weights (export with --weights all)"
-        )
-    if stale:
-        notes.append(f"{stale} finished run(s) still hold a checkpoint.pt from before their final save (unused)")
-    if others:
-        notes.append(f"not runs, left alone: {', '.join(others)}")
-    return notes
+    notes = {  # each note, and whether it applies
+        f"{records_only} finished run(s) are kept as their records alone (imported without weights): the chapters "
+        "render from them; the app and fine-tuning need weights (export with --weights all)": records_only,
+        f"{stale} finished run(s) still hold a checkpoint.pt from before their final save (unused)": stale,
+        f"not runs, left alone: {', '.join(others)}": others,
+    }
+    return [note for note, applies in notes.items() if applies]

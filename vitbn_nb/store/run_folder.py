@@ -1,7 +1,6 @@
-"""One run's folder in the store: read back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked
-while anything writes it (an OS file lock per run, gone with its process), and its stored measurements. It holds
-``record.json``, ``checkpoint.pt`` while unfinished (rewritten atomically by time and at a deadline stop) and
-``model.pt`` once done."""
+"""One run's folder in the store (``record.json``, ``checkpoint.pt`` while unfinished, ``model.pt`` once done): read
+back as a :class:`Run`, written while it trains (:class:`RunFiles`), locked while anything writes it (an OS file lock
+per run, gone with its process), and its stored measurements."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -100,11 +100,11 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
     lock = FileLock(str(folder / f"{run_id}.lock"))  # filelock makes the folder
     try:
         try:
-            lock.acquire(timeout=0)
+            held = lock.acquire(timeout=0)
         except Timeout:  # a TimeoutError, so an OSError: told apart first
             if progress:
                 print(f"run {run_id} is being trained by another process; waiting for it to finish ...", flush=True)
-            lock.acquire()
+            held = lock.acquire()
     except OSError as error:
         if folder.exists() and not folder.is_dir():
             raise RunStoreError(
@@ -116,10 +116,8 @@ def run_lock(run_id: str, progress: bool = True, store: Path | None = None) -> I
             "(training, resuming or a measurement it lacks)",
             fix="fix: make the store writable, or point VITBN_RUNS_DIR (or --runs) at a writable copy of it",
         ) from None
-    try:
+    with held:  # released on leaving
         yield
-    finally:
-        lock.release()
 
 
 def is_locked(run_id: str, store: Path | None = None) -> bool:
@@ -138,20 +136,16 @@ def run_locks(names, progress: bool = True, store: Path | None = None) -> Iterat
 
 def checkpoint_seconds() -> float:
     value = os.environ.get(CHECKPOINT_VARIABLE) or "60"
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0:
-        raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
-    return seconds
+    with contextlib.suppress(ValueError):
+        if float(value) >= 0:  # NaN is not
+            return float(value)
+    raise ValueError(f"{CHECKPOINT_VARIABLE}={value!r} is not allowed; give seconds >= 0 (0: every epoch)")
 
 
 def stored_id(config: RunConfig, device: torch.device, *, one_stream: bool = False) -> str:
     """The id ``config`` is stored under: this device's and engine's, unless only another device type or engine
-    finished it (a GPU's store, its seeds trained as stacks, renders on a laptop that plans them one by one). A run on
-    the one data stream (:data:`~vitbn_nb.data.sets.STREAM`) is preferred to one that drew its GPU's own (trained
-    before the stream was named); ``one_stream``: only such a run counts (the campaign retrains the others)."""
+    finished it (a GPU's stacked seeds render on a laptop that plans them one by one). A run on the one data stream
+    (:data:`~vitbn_nb.data.sets.STREAM`) wins over one on its GPU's own; ``one_stream``: only such a run counts."""
     here, legacy = device.type, None
     for run_id in config.ids((here, *(t for t in DEVICE_TYPES if t != here))):
         folder = stored_path(run_id)
@@ -222,8 +216,7 @@ class RunFiles:
 
     def finished(self, force: bool) -> Run | None:
         """The stored run when it is finished, else None; called under the run's lock. ``force``: None, and the run
-        trains beside the stored one (in ``.retrain/``), which it replaces only once it finishes (:meth:`finish`):
-        a kill or a failure before then keeps the stored run."""
+        trains in ``.retrain/``, replacing the stored one only once it finishes (a kill before then keeps it)."""
         _check_folder(self.folder)
         if force:
             self.replaces, self.folder = self.folder, self.folder.parent / RETRAIN_FOLDER / self.run_id
@@ -358,23 +351,19 @@ def trained_until(run_ids: Iterable[str]) -> str | None:
     """The day (ISO) the last of ``run_ids`` finished training, or took its last stored measurement; None without
     records: the date of the data an output shows, the same wherever and whenever it is rendered."""
     days = []
-    for run_id in sorted(set(run_ids)):
-        folder = stored_path(run_id)
-        if (folder / "record.json").is_file():
-            record = read_record(folder)
-            days += [str(record.get("finished") or record.get("started") or "")[:10]]
-            days += [str(m.get("measured") or "")[:10] for m in record.get("measurements", {}).values()]
+    for record in _held_records(run_ids):
+        days += [str(record.get("finished") or record.get("started") or "")[:10]]
+        days += [str(m.get("measured") or "")[:10] for m in record.get("measurements", {}).values()]
     return max((d for d in days if d), default=None)
 
 
+def _held_records(run_ids: Iterable[str]) -> Iterator[dict]:
+    folders = (stored_path(run_id) for run_id in sorted(set(run_ids)))
+    return (read_record(folder) for folder in folders if (folder / "record.json").is_file())
+
+
 def _machines(run_ids: Iterable[str], hardware_of) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for run_id in sorted(set(run_ids)):
-        folder = stored_path(run_id)
-        if not (folder / "record.json").is_file():
-            continue
-        for name in {system_label(info) for info in hardware_of(read_record(folder))}:
-            counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for r in _held_records(run_ids) for name in {system_label(info) for info in hardware_of(r)})
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 

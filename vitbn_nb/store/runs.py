@@ -106,10 +106,9 @@ def split_streams(
     *,
     unheld: bool = False,
 ) -> list[RunConfig]:
-    """The runs of ``configs`` held on another data stream than the one (:data:`~vitbn_nb.data.sets.STREAM`, a GPU's
-    from before it) while a run of their ``cell`` (the runs a comparison pairs) is held on the one: a pair that saw
-    different batches and test images, so the odd run trains again on the one stream. ``unheld``: the runs not held
-    at all too (every run still to train on the one stream), in the order of ``configs``."""
+    """The runs of ``configs`` held on another data stream than the one (:data:`~vitbn_nb.data.sets.STREAM`) while a
+    run of their ``cell`` (the runs a comparison pairs) is held on the one: a pair that saw different batches, so the
+    odd run trains again. ``unheld``: the runs not held at all too, in the order of ``configs``."""
     device = pick_device(device)
     held = [(config, held_stream(config, device)) for config in configs]
     streams: dict[Hashable, set[str]] = {}

@@ -1,8 +1,6 @@
-"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``).
-
-The run store stays the truth; MLflow gets each finished run once (params, per-epoch metrics, tags, ``model.pt``
-and ``record.json``). Offline: ``sqlite:///abs/path/mlflow.db`` (the default: in the run store) or ``file://``.
-Without either setting, ``mlflow`` is never imported."""
+"""A mirror of the run store in MLflow, only when asked for (``MLFLOW_TRACKING_URI`` set, or ``mlflow=True``; else
+``mlflow`` is never imported). The run store stays the truth; MLflow gets each finished run once (params, per-epoch
+metrics, tags, ``model.pt``, ``record.json``). Offline: ``sqlite:///abs/path/mlflow.db`` (default: in the store)."""
 
 from __future__ import annotations
 
@@ -37,9 +35,7 @@ def tracking_uri(uri: str | None = None) -> str:
 
 
 def _sqlite_path(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri[len("sqlite:///") :]
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else ""
     return Path(path) if path and path != ":memory:" else None
 
 
@@ -85,10 +81,9 @@ def experiment_id(mlflow_client, name: str | None = None) -> str:
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    artifact_location = None
-    if (path := _sqlite_path(mlflow_client.tracking_uri)) is not None:
-        # MLflow's default for a database store is ./mlruns in whatever folder Python runs in.
-        artifact_location = (path.parent / "mlartifacts").resolve().as_uri()
+    # MLflow's default for a database store's artifacts is ./mlruns in whatever folder Python runs in.
+    path = _sqlite_path(mlflow_client.tracking_uri)
+    artifact_location = (path.parent / "mlartifacts").resolve().as_uri() if path is not None else None
     return mlflow_client.create_experiment(name, artifact_location=artifact_location)
 
 
@@ -113,23 +108,17 @@ def _epoch_metrics(record: dict, timestamp: int):
 
 
 def _tags(record: dict) -> dict[str, str]:
-    tags = {
-        "run_id": record["run_id"],
-        "status": record["status"],
-        "started": record.get("started") or "",
-        "finished": record.get("finished") or "",
+    tags = {key: str(record.get(key) or "") for key in ("run_id", "status", "started", "finished", "timing")}
+    tags |= {key: str(record.get(key, "")) for key in ("train_images", "test_images")}
+    if record.get("diverged_epoch") is not None:
+        tags["diverged_epoch"] = str(record["diverged_epoch"])
+    tags |= {f"version.{name}": version for name, version in record.get("versions", {}).items()}
+    return tags | {
         "resumed_at": ",".join(map(str, record.get("resumed_at", []))),
         "hardware": label(record["hardware"]),
         "device": record["hardware"]["device"],
-        "train_images": str(record.get("train_images", "")),
-        "test_images": str(record.get("test_images", "")),
-        "timing": record.get("timing", ""),
         "mlflow.source.name": "vitbn_nb.engines.training",
     }
-    if record.get("diverged_epoch") is not None:
-        tags["diverged_epoch"] = str(record["diverged_epoch"])
-    tags.update({f"version.{name}": version for name, version in record.get("versions", {}).items()})
-    return tags
 
 
 def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, tags: dict | None = None) -> str:
@@ -148,8 +137,7 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
             mlflow_client.set_tag(existing.info.run_id, key, str(value))
         return existing.info.run_id
     start = _millis(record.get("started"))
-    created = mlflow_client.create_run(experiment_id_, start_time=start, run_name=record["run_id"])
-    mlflow_run_id = created.info.run_id
+    mlflow_run_id = mlflow_client.create_run(experiment_id_, start_time=start, run_name=record["run_id"]).info.run_id
     try:
         params = [Param(key, value[:6000]) for key, value in flatten(record["config"]).items()]
         all_tags = [RunTag(key, value) for key, value in {**_tags(record), **(tags or {})}.items()]

@@ -225,6 +225,10 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         ]
     ratios = claims["kind"] == "ratio"
     headline = claims[((claims["role"] == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
+    # a conclusion read from one panel has that panel as its primary contrast: one row says it, not two alike
+    primary = headline[headline["role"] == verdicts.PRIMARY]
+    restated = headline["source"].isin(primary["source"]) & headline["shown"].isin(primary["shown"])
+    headline = headline[(headline["role"] == verdicts.PRIMARY) | ~restated]
     lines += [
         "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
         f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",
@@ -234,6 +238,8 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     ]
     for row in headline.itertuples(index=False):
         condition = f" ({row.condition})" if row.condition else ""
+        if row.role == verdicts.PRIMARY:
+            condition = f" (primary contrast, lr {row.claim.rsplit('lr', 1)[-1].strip()})"
         lines.append(_row(f"{row.source}: {row.says}{condition}", row.shown, row.outcome, row.scale))
     lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)])
     return "\n".join(lines)

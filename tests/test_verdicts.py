@@ -136,6 +136,13 @@ def test_curves_are_read_whole():
     assert verdicts.mean_accuracy(steady) == pytest.approx(200 / 3)
 
 
+def test_a_run_that_says_nothing_of_divergence_is_not_diverged():
+    silent = pd.DataFrame({"epoch": [1, 2], "test_acc": [50.0, 80.0], "diverged": [float("nan")] * 2})
+    diverged = silent.assign(diverged=[False, True])
+    assert verdicts.largest_fall(silent) == 0.0 and not verdicts.collapsed(silent)
+    assert verdicts.largest_fall(diverged) == 70.0 and verdicts.collapsed(diverged)
+
+
 def test_paired_differences_follow_the_seeds():
     rows = [
         {"model": m, "seed": s, "epoch": e, "test_acc": acc + (5 if m == "B" else 0)}

@@ -314,10 +314,15 @@ def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict
     )
 
 
+def _diverged(curve: pd.DataFrame) -> bool:
+    # a table joined from runs of several shapes leaves NaN where a run said nothing: not diverged
+    return "diverged" in curve and bool(curve["diverged"].fillna(False).astype(bool).any())
+
+
 def collapsed(curve: pd.DataFrame) -> bool:
     """Whether a run collapsed: accuracy ends :data:`COLLAPSE_PT` points below its best or more, or loss diverged."""
     curve = curve.sort_values("epoch")
-    if "diverged" in curve and curve["diverged"].fillna(False).astype(bool).any():
+    if _diverged(curve):
         return True
     accuracy = curve["test_acc"].astype(float)
     return bool(accuracy.max() - accuracy.iloc[-1] >= COLLAPSE_PT)
@@ -473,6 +478,6 @@ def largest_fall(curve: pd.DataFrame) -> float:
     """The largest fall of a run's test accuracy below its best so far; a diverged run falls to chance (10 %)."""
     curve = curve.sort_values("epoch")
     accuracy = curve["test_acc"].astype(float)
-    if "diverged" in curve and curve["diverged"].astype(bool).any():
+    if _diverged(curve):
         return float(accuracy.max() - 10.0)
     return float((accuracy.cummax() - accuracy).max())

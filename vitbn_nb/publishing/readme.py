@@ -226,9 +226,10 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     ratios = claims["kind"] == "ratio"
     headline = claims[((claims["role"] == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
     # a conclusion read from one panel has that panel as its primary contrast: one row says it, not two alike
-    primary = headline[headline["role"] == verdicts.PRIMARY]
-    restated = headline["source"].isin(primary["source"]) & headline["shown"].isin(primary["shown"])
-    headline = headline[(headline["role"] == verdicts.PRIMARY) | ~restated]
+    is_primary = headline["role"] == verdicts.PRIMARY
+    said = set(zip(headline["source"][is_primary], headline["shown"][is_primary]))
+    restated = pd.Series([pair in said for pair in zip(headline["source"], headline["shown"])], index=headline.index)
+    headline = headline[is_primary | ~restated]
     lines += [
         "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
         f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",

@@ -55,7 +55,8 @@
 #   depth 6 are new runs.
 #
 # What this means for the rest of the book: article 1's **Experiment 2** (chapter 4) and the
-# series' **transfer checkpoints** were trained before the fix, so they too compare a 6-block
+# series' **transfer checkpoints** (`ViTBNFFN_opt_30` at a84dfed, `FinOptAug1_*` at the repository's HEAD;
+# the audit below) were trained before the fix, so they too compare a 6-block
 # ViT with 1-block BatchNorm models; chapter 4 reproduces that configuration and says so, while
 # chapter 6 runs all three models at depth 6. **Article 2's depth study** (chapter 5) came after the fix: its ViTBNFFN of depth $d$ ran
 # $d$ blocks, and its comparisons are at equal depth. Chapter 8 separates how much of article
@@ -70,7 +71,7 @@ force = False
 
 # %% [markdown]
 # The profile sets the scale: `paper` is the article's protocol (the full MNIST training set,
-# 30 epochs) with three seeds where the article ran one; `cpu` trains a subset for a few epochs
+# 30 epochs) with three seeds (the article shows one curve per model and states no seeds); `cpu` trains a subset for a few epochs
 # with three seeds (the settings below give the numbers), so that every comparison carries an
 # interval on a laptop's budget; `smoke` only proves that everything runs (its numbers say
 # nothing).
@@ -131,12 +132,14 @@ fixed_lr.audit_scores_table(reference, settings)
 # 64, FFN width 128). Each learning rate $l \in \{0.0005, 0.005, 0.01\}$ trains five models:
 # ViT at depth 6 and the two BatchNorm models at depths 1 and 6.
 #
-# **Timed as the article timed it.** Article 1 timed whole epochs of the reference code's loop
-# (the reference repository's Experiment-1 script, `mlflow_modules/train_mnist.py`, as of commit
-# 74b1791): a `DataLoader` over `ToTensor` MNIST, the loss read back with `.item()` after every
-# step, and a test pass that counts per-class hits one sample at a time. These runs go through the same
-# pipeline (the run store's `reference` pipeline), so their times contain what the article's
-# contained. Chapter 8 measures how much of it is the pipeline rather than the model.
+# **Timed as the reference code times it.** The reference repository's Experiment-1 script
+# (`mlflow_modules/train_mnist.py` at commit 74b1791) times whole epochs of its loop: a
+# `DataLoader` over `Resize(28)` + `ToTensor` MNIST, the loss read back with `.item()` after every
+# step, and a test pass that counts per-class hits one sample at a time. These runs go through the
+# same pipeline (the run store's `reference` pipeline), so their times contain what that script's
+# contain; the notebooks article 1's runs came from are not in the repository, so whether its
+# epochs were timed by this script cannot be told from it. Chapter 8 measures how much of it is the
+# pipeline rather than the model.
 
 # %%
 fixed_lr.overview(settings)
@@ -157,8 +160,8 @@ result = fixed_lr.run(settings, force=force)
 # $$r_t = \frac{T(\text{ViT}\,|\,\text{train})}{T(\text{model}\,|\,\text{train})}, \qquad
 #   r_v = \frac{T(\text{ViT}\,|\,\text{test})}{T(\text{model}\,|\,\text{test})},$$
 #
-# and, since every model trains for the same number of epochs, the percentage gains
-# $g_t = 1 - 1/r_t$ and $g_v = 1 - 1/r_v$. We average each run's epochs, pair the runs by seed,
+# and defines percentage gains from these ratios (its formula is an image); we take the time saved,
+# $g_t = 1 - 1/r_t$ and $g_v = 1 - 1/r_v$, as every model trains for the same number of epochs. We average each run's epochs, pair the runs by seed,
 # compute $r$ per pair and give the mean ± standard deviation over seeds, once per configuration.
 #
 # **Absolute times are not comparable with the article's, ratios are.** Article 1 says it ran
@@ -319,7 +322,7 @@ fixed_lr.time_per_lr_table(result)
 #
 # **Article 1 reports (Table 1)** the gains $g_t$ and $g_v$ per model and learning rate. The
 # table is an image in the article; its text quotes the ratios above, from which the gains
-# follow as $g = 1 - 1/r$. Its conclusion: a training gain of at least about 60 % at every
+# follow as $g = 1 - 1/r$. Its summary of results: a training gain of at least about 60 % at every
 # learning rate, varying with the learning rate and the model, and an inference gain of about
 # 60 % that hardly varies.
 #

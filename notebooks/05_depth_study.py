@@ -18,8 +18,9 @@
 # %% [markdown]
 # # 5. ViT and ViTBNFFN at the same depth
 #
-# Chapter 3 compared a depth-6 ViT with the one-block BatchNorm models article 1's code ran
-# (and, as article 1 wrote it, all three at depth 6). Article 2 ("Vision Transformer with
+# Chapter 3 compared a depth-6 ViT with the one-block BatchNorm models article 1's reference code
+# ran (an early return, commits 5c9074d to 297070d), and, as article 1 wrote it, all three at
+# depth 6. Article 2 ("Vision Transformer with
 # BatchNorm: optimizing the depth", a later article by the same author) isolates the norm
 # instead: it gives **ViT and ViTBNFFN the same configuration, depth included**, and varies the
 # depth. Its two findings, which this chapter tests:
@@ -30,7 +31,7 @@
 #    the encoder.
 #
 # We redraw its Figures 8, 9 and 10 from our own runs, each beside the article's finding and a
-# verdict computed from the final accuracies (only over runs of article 2's whole protocol), and
+# verdict by the book's one rule (only over runs of article 2's whole protocol), and
 # add a summary of final accuracy against depth. Beside them, and not a claim of either article, a
 # third model answers article 2's question without any normalisation: ViTDyT (chapter 2), trained
 # at one depth and learning rate of the study with the same protocol and seeds.
@@ -44,7 +45,7 @@ force = False
 
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol (the full training set, 10
-# epochs) with the seeds its plan gives (three, more for the primary contrast; the article ran one); `cpu` trains every depth on a subset for
+# epochs) with the seeds its plan gives (three, more for the primary contrast; the article shows one curve per model and states no seeds); `cpu` trains every depth on a subset for
 # a few epochs, also with three seeds (the settings below give the numbers); `smoke` trains only the depths that give every
 # figure some content, on a few hundred images (its numbers say nothing).
 

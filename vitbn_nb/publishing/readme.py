@@ -127,7 +127,8 @@ def audit_line(folder: Path) -> str:
     return (
         f"Article 1 says its BatchNorm models have depth 6; the reference checkpoints {names} trained 1 of "
         f"{one_block['blocks'].iloc[0]} blocks, blocks 2+ at their initial weights with 0 BatchNorm steps (chapter 3's "
-        "audit, `figures/new_reference_checkpoint_audit.csv`): the reference code's early return."
+        "audit, `figures/new_reference_checkpoint_audit.csv`): the reference code's early return (commits 5c9074d, "
+        "5fcc4ac, 99a16b1; fixed in 27ca0f8 and 297070d)."
     )
 
 

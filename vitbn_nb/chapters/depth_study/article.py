@@ -79,7 +79,10 @@ FIG10_CELLS = {
 
 #: Article 2's conclusion from Figs 8 and 9, read off the whole curve as at its Fig 1 (each seed's mean test accuracy
 #: over the epochs), at the depths each figure's text places beyond the critical depth ("any d ≥ 6", "any d ≥ 4").
-CONVERGES = "beyond a critical depth of the encoder, ViTBNFFN converges significantly faster than ViT"
+CONVERGES = (
+    "with a reasonable choice of learning rate and batch size, beyond a critical depth of the encoder, ViTBNFFN "
+    "converges significantly faster than ViT"
+)
 BEYOND_CRITICAL = {"fig8": (6, 7), "fig9": (4,)}
 
 

@@ -283,7 +283,7 @@ def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
 
     runs = pd.DataFrame(
         [
-            dict(run_id=f"{model}-s{seed}", seed=seed, epoch=epoch, train_size=5000)
+            dict(run_id=f"{model}-s{seed}", model=model, seed=seed, epoch=epoch, train_size=5000)
             for model in ("ViT", "ViTBN", "ViTBNFFN", "CNN")
             for seed in (0, 1, 2)
             for epoch in (1, 2)
@@ -292,6 +292,8 @@ def test_a_label_counts_the_seeds_not_the_runs_that_share_one():
     assert figures.spread_label(runs).startswith("mean over 3 seeds, band = min-max; 5,000 training images × 2 epochs")
     one = runs[runs["seed"] == 0]
     assert figures.spread_label(one).startswith("one seed per curve (no spread)")
+    uneven = runs[(runs["model"] != "CNN") | (runs["seed"] == 0)]  # three curves of 3 seeds, one of 1
+    assert figures.spread_label(uneven).startswith("mean over 1–3 seeds, band = min-max")
 
 
 # -- what the committed claims tables must show (issue 46's checks, read from figures/) ----------------------------

@@ -392,11 +392,19 @@ def four_panel(
     return fig
 
 
+#: What tells one curve (or bar) from another in a run table: its seeds are counted apart from another's.
+CURVE_KEYS = ("model", "depth", "lr", "batch_size", "pipeline")
+
+
 def spread_label(table: pd.DataFrame, spread: str = "band") -> str:
     """What a curve or bar shows, true to the runs behind it, and their scale: 'mean over 3 seeds, band = min-max'
-    or 'one seed (no spread)', then 'images x epochs' (the training images each run saw per epoch, and its epochs)."""
-    seeds = int(table["seed"].nunique()) if len(table) else 0
-    shown = f"mean over {seeds} seeds, {spread} = min-max" if seeds > 1 else "one seed per curve (no spread)"
+    ('3–6 seeds' where curves hold different counts) or 'one seed (no spread)', then 'images x epochs' (the training
+    images each run saw per epoch, and its epochs)."""
+    keys = [key for key in CURVE_KEYS if key in table and table[key].notna().any()]
+    seeds = table.groupby(keys, dropna=False)["seed"].nunique() if keys else pd.Series([table["seed"].nunique()])
+    low, high = (int(seeds.min()), int(seeds.max())) if len(table) else (0, 0)
+    counted = f"{high}" if low == high else f"{low}–{high}"
+    shown = f"mean over {counted} seeds, {spread} = min-max" if high > 1 else "one seed per curve (no spread)"
     if not len(table):
         return shown
     sized = table.assign(train_size=table.get("train_size", None))

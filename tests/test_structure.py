@@ -77,8 +77,6 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 #: The core: what chapters build on, which never imports a chapter (``__main__``, ``train`` and ``campaign`` are the
 #: application layer that drives the chapters; ``vitbn_nb.chapters`` itself is the chapters' registry).
 CORE = ("models", "data", "engines", "store", "judging", "publishing", "bench")
-#: Arrows from the core into the chapters still to invert (issue 50): each names the module and what it asks.
-LEFT_TO_INVERT: set[tuple[str, str]] = set()
 
 
 def _imported(name: str, path: Path, modules: dict[str, Path], *, type_checking: bool) -> set[str]:
@@ -115,7 +113,6 @@ def arrows_into_chapters(graph: dict[str, set[str]]) -> list[str]:
         if module.startswith(core) and (module + ".").split(".")[1] in CORE
         for target in targets
         if (target == "vitbn_nb.chapters" or target.startswith("vitbn_nb.chapters."))
-        and (module, target) not in LEFT_TO_INVERT
     )
 
 
@@ -134,13 +131,6 @@ def test_the_core_imports_no_chapter():
     under ``if TYPE_CHECKING:``): a chapter passes in what the core needs."""
     found = arrows_into_chapters(import_graph(type_checking=True))
     assert not found, "the core imports a chapter:\n  " + "\n  ".join(found)
-
-
-def test_the_arrows_left_to_invert_are_still_there():
-    """An arrow inverted leaves the list above (so the list only shrinks)."""
-    graph = import_graph(type_checking=True)
-    gone = sorted(f"{a} -> {b}" for a, b in LEFT_TO_INVERT if b not in graph.get(a, ()))
-    assert not gone, "no longer imported, remove from LEFT_TO_INVERT: " + ", ".join(gone)
 
 
 def test_no_chapter_imports_another():

@@ -177,7 +177,9 @@ def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protoc
     assert "ViT collapsing more often than the BatchNorm model in 2, less often in 0 and no difference" in text
     assert "bear it out at every rate they could judge" in text
     three = judge.larger_lr(_full_sweep(seeds=3))  # 3 of 3 against 0 of 3: Fisher's test cannot reach p < 0.05
-    assert all(v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in three)
+    assert len(three) == len(found) and all(
+        v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in three
+    )
 
 
 def test_a_batchnorm_model_that_breaks_down_too_is_not_counted_as_stable():

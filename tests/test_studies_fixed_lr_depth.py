@@ -405,7 +405,9 @@ def test_a_run_that_diverged_ended_its_protocol_and_a_run_under_way_has_not():
     assert judged[0].p == pytest.approx(1 / 126)  # Fisher's exact test, 5 of 5 against 0 of 5
     three = judge.experiment1(table[table["seed"] < 3])
     few = [v for v in three if v.claim == "article1/lr0.01/breakdown" and v.condition.startswith("as run")]
-    assert all(v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in few)
+    assert len(few) == len(judged) and all(
+        v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in few
+    )
     above = [v for v in found if v.claim.startswith("article1/lr0.01/accuracy/")]
     assert [v.outcome for v in above] == [verdicts.AGREES, verdicts.AGREES]  # 97.5-97.9 % against "above 97 %"
     assert all(v.note == "5 of 5 seeds above 97" for v in above)

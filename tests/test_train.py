@@ -51,8 +51,10 @@ def test_a_calibration_beside_other_work_or_a_damaged_kept_one_is_taken_anew(run
     assert len(timed) == 2  # taken under load: never kept
     busy["busy_processes"] = 0
     ask()
-    for kept in (run_store / ".calibration").glob("*.json"):
-        kept.write_text('{"taken": "2026-01-01T00:00:00+00:00", "rows": [{"seconds_per_image": "fast"}]}')
+    kept = list((run_store / ".calibration").glob("*.json"))
+    assert kept  # the quiet calibration was kept: the damage below is to a file that exists
+    for file in kept:
+        file.write_text('{"taken": "2026-01-01T00:00:00+00:00", "rows": [{"seconds_per_image": "fast"}]}')
     assert not ask().attrs["kept"] and len(timed) == 4
 
 

@@ -136,8 +136,8 @@ fixed_lr.audit_scores_table(reference, settings)
 # (`mlflow_modules/train_mnist.py` at commit 74b1791) times whole epochs of its loop: a
 # `DataLoader` over `Resize(28)` + `ToTensor` MNIST, the loss read back with `.item()` after every
 # step, and a test pass that counts per-class hits one sample at a time. These runs go through the
-# same pipeline (the run store's `reference` pipeline), so their times contain what that script's
-# contain; the notebooks article 1's runs came from are not in the repository, so whether its
+# same loop (the run store's `reference` pipeline; its `Resize(28)` is left out, MNIST's images
+# being 28 × 28 already), so their times contain what that script's contain; the notebooks article 1's runs came from are not in the repository, so whether its
 # epochs were timed by this script cannot be told from it. Chapter 8 measures how much of it is the
 # pipeline rather than the model.
 

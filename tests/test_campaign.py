@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from vitbn_nb import campaign, chapters
+from vitbn_nb import campaign, chapters, system
 from vitbn_nb.engines import training
 from vitbn_nb.limits import Deadline
 from vitbn_nb.store import committed
@@ -157,10 +157,39 @@ def test_the_price_correction_leaves_out_epochs_timed_beside_other_work(tmp_path
         {"train_seconds": 99.0, "test_seconds": 1.0, "load_1min": 2.6, "cpu_cores": 2},
     ]
     monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path)
-    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": epochs})
+    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": epochs, "hardware": HERE})
     estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
     assert estimator._measured(config) == 100.0  # the run's own pace, whatever the load: what its next epoch takes
     assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the epochs the book times only
+
+
+#: This machine, and another CPU (the campaign's sessions land on machines of different speeds).
+HERE = system.hardware(torch.device("cpu"))
+ELSEWHERE = {"device": "cpu", "cpu": "a slower test CPU", "cpu_cores": 2}
+
+
+def test_epochs_another_machine_trained_price_nothing_here(tmp_path, monkeypatch):
+    """A run resumed here after two epochs elsewhere is priced by its epochs here; a run trained only elsewhere is
+    priced by this machine's calibration."""
+    config = chapters.study("05_depth_study").plan(chapters.settings("05_depth_study", "smoke"))[0]
+    (tmp_path / "record.json").write_text("{}")
+    epoch = lambda seconds: {"train_seconds": seconds - 1, "test_seconds": 1.0, "load_1min": 1.0, "cpu_cores": 2}
+    resumed = {
+        "epochs": [epoch(90.0), epoch(90.0), epoch(30.0)],
+        "hardware": HERE,
+        "segments": [{"hardware": ELSEWHERE}, {"hardware": HERE, "from_epoch": 2}],
+    }
+    record = {}
+    monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path)
+    monkeypatch.setattr(campaign, "read_record", lambda folder: record)
+    monkeypatch.setattr(campaign.Estimator, "_calibrated", lambda self, config: 40.0)
+    record.update(resumed)
+    estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
+    assert estimator._measured(config) == 30.0 and estimator.correction == 30.0 / 40.0
+    record.update(epochs=[epoch(90.0)] * 3, hardware=ELSEWHERE, segments=[{"hardware": ELSEWHERE}])
+    estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
+    assert estimator._measured(config) is None and estimator.correction == 1.0
+    assert estimator.epoch_seconds(config) == 40.0
 
 
 def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_finished_runs(tmp_path, monkeypatch):
@@ -182,7 +211,7 @@ def test_an_unstarted_run_is_priced_by_its_other_seeds_and_the_correction_reads_
         (tmp_path / run_id).mkdir()
         (tmp_path / run_id / "record.json").write_text("{}")
     monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path / run_id)
-    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": timed[folder.name]})
+    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": timed[folder.name], "hardware": HERE})
     monkeypatch.setattr(campaign.Estimator, "_calibrated", lambda self, config: 40.0)
 
     alone = campaign.Estimator([unstarted, other], torch.device("cpu"), calibrate=False)

@@ -95,12 +95,16 @@ def retrained(device: torch.device) -> frozenset[str]:
     return frozenset(config.run_id("cpu") for configs in split for config in configs)
 
 
-def _recorded_epochs(folder) -> list[dict]:
-    """The epochs a run folder's record holds: none without a record, or with one that cannot be read."""
+def _recorded_epochs(folder, machine: str | None = None) -> list[dict]:
+    """The epochs a run folder's record holds (``machine``: only those that machine trained): none without a record,
+    or with one that cannot be read."""
     try:
-        return read_record(folder)["epochs"] if (folder / "record.json").exists() else []
+        record = read_record(folder) if (folder / "record.json").exists() else None
     except RunStoreError:
         return []
+    if record is None or machine is None:
+        return record["epochs"] if record else []
+    return [epoch for epoch, by in zip(record["epochs"], runs.epoch_machines(record)) if by == machine]
 
 
 def _epochs_done(config: RunConfig, device: torch.device, retrain: frozenset[str] = frozenset()) -> int:
@@ -126,8 +130,9 @@ def _all_but_seed(config: RunConfig) -> str:
 
 class Estimator:
     """Seconds of a run's remaining epochs: its own epochs' median, else its other seeds' median quiet epoch, else the
-    calibration's price times what this store's quiet epochs really took here over that price. ``known``: runs beside
-    ``configs`` (a stage's finished ones) that may serve as those seeds and in the correction."""
+    calibration's price times what this store's quiet epochs really took over that price, each from the epochs this
+    machine trained. ``known``: runs beside ``configs`` (a stage's finished ones) that may serve as those seeds and in
+    the correction."""
 
     def __init__(
         self,
@@ -138,6 +143,8 @@ class Estimator:
         retrain: frozenset[str] = frozenset(),
     ):
         self.device, self.retrain = device, retrain  # the runs trained again on the one stream: all their epochs
+        # another CPU's epochs price nothing here: the campaign's sessions land on machines of different speeds
+        self.machine = hardware_label(device)
         self.load_before = machine_load()
         points, stacked, others = calibration.points_for(configs)
         self.calibration = (
@@ -190,8 +197,9 @@ class Estimator:
         return None if self.calibration is None else calibration.estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (train and test) of this run's record (``quiet``: of those the book times), else None."""
-        epochs = _recorded_epochs(stored_path(config.run_id(self.device.type)))
+        """The median epoch (train and test) this machine trained of this run (``quiet``: of those the book times), else
+        None."""
+        epochs = _recorded_epochs(stored_path(config.run_id(self.device.type)), self.machine)
         epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 

@@ -216,3 +216,20 @@ def test_a_chapters_takeaway_follows_its_verdicts(tmp_path):
     _claims_csv(copy, [("article2/depth/lr0.003/d6", [-2.0, -3.0, -2.5], "")])
     flipped = takeaway_text(pd.read_csv(copy / "05_claims.csv", keep_default_na=False), "paper")
     assert "**disagrees**" in flipped and "agrees**" not in flipped.replace("disagrees**", "")
+
+
+def test_a_gain_row_names_each_machine_once_when_seeds_were_timed_on_different_ones():
+    import pandas as pd
+
+    tail = " here; article 1: an NVIDIA L4 GPU"
+    gains = pd.DataFrame(
+        {
+            "condition": ["as written: ViTBN d6 against ViT d6"] * 3,
+            "outcome": ["disagrees"] * 3,
+            "estimate": ["-1.0", "-2.0", "-3.0"],
+            "says": ["training time per epoch sped up by at least 60 % (its r_t = 2.7)"] * 3,
+            "scale": [f"CPU: A{tail}", f"CPU: B{tail}", f"CPU: A, CPU: B{tail}"],
+        }
+    )
+    (row,) = readme._gain_rows(gains)
+    assert row.endswith("| timed on CPU: A, CPU: B |") and "3 gains" in row and "-3.0 % to -1.0 %" in row

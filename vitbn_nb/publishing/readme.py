@@ -255,7 +255,8 @@ def _gain_rows(gains: pd.DataFrame) -> list[str]:
     for configuration, group in gains.groupby("configuration", sort=False):
         outcomes = ", ".join(f"{n} {o}" for o, n in group["outcome"].value_counts().items())
         low, high = group["estimate"].astype(float).min(), group["estimate"].astype(float).max()
-        machines = sorted({scale.split(" here;")[0] for scale in group["scale"]})
+        # a scale names the machines that timed its seeds, joined by ", " where seeds were timed on different ones
+        machines = sorted({name for scale in group["scale"] for name in scale.split(" here;")[0].split(", ")})
         said = "; ".join(dict.fromkeys(says.split(" (its ")[0] for says in group["says"]))  # as each claim words it
         rows.append(
             f"| article 1: {said} ({configuration}; "

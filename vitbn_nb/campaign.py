@@ -102,8 +102,10 @@ def _recorded_epochs(folder, machine: str | None = None) -> list[dict]:
         record = read_record(folder) if (folder / "record.json").exists() else None
     except RunStoreError:
         return []
-    if record is None or machine is None:
-        return record["epochs"] if record else []
+    if record is None:
+        return []
+    if machine is None:
+        return record["epochs"]
     return [epoch for epoch, by in zip(record["epochs"], runs.epoch_machines(record)) if by == machine]
 
 

@@ -133,17 +133,21 @@ def _gain_pairs(table: pd.DataFrame, model: dict, baseline: dict, column: str) -
     return timed_pairs(sides, [column], ["seed"], side="side", baseline="base").set_index("seed").sort_index()
 
 
+#: How a scale joins the machines that timed its runs (the README splits a scale on it).
+MACHINES_JOINED_BY = ", "
+
+
 def gain_hardware(table: pd.DataFrame, model: dict, baseline: dict, column: str) -> str:
     """The machines that timed the pairs :func:`run_gains` compares (not every machine that trained the table)."""
     pairs = _gain_pairs(table, model, baseline, column).dropna(subset=[column, f"{column}_base"])
     timed = sorted(set(pairs["machine"].dropna()))
     sides = pd.concat([select(table, **model), select(table, **baseline)])
-    return ", ".join(timed) or hardware_of(sides)
+    return MACHINES_JOINED_BY.join(timed) or hardware_of(sides)
 
 
 def hardware_of(table: pd.DataFrame) -> str:
     """The machines that trained (and so timed) the table's runs, from their records."""
-    return ", ".join(trained_on(list(table["run_id"].unique()))) or "this machine"
+    return MACHINES_JOINED_BY.join(trained_on(list(table["run_id"].unique()))) or "this machine"
 
 
 def verdict_texts(found: list[Verdict], key=lambda verdict: verdict.claim) -> dict:

@@ -12,6 +12,7 @@ import pandas as pd
 from .. import atomic, paths
 from ..judging import verdicts
 from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
+from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from . import colab, results
@@ -255,8 +256,8 @@ def _gain_rows(gains: pd.DataFrame) -> list[str]:
     for configuration, group in gains.groupby("configuration", sort=False):
         outcomes = ", ".join(f"{n} {o}" for o, n in group["outcome"].value_counts().items())
         low, high = group["estimate"].astype(float).min(), group["estimate"].astype(float).max()
-        # a scale names the machines that timed its seeds, joined by ", " where seeds were timed on different ones
-        machines = sorted({name for scale in group["scale"] for name in scale.split(" here;")[0].split(", ")})
+        timed = (scale.split(" here;")[0] for scale in group["scale"])
+        machines = sorted({name for names in timed for name in names.split(MACHINES_JOINED_BY)})
         said = "; ".join(dict.fromkeys(says.split(" (its ")[0] for says in group["says"]))  # as each claim words it
         rows.append(
             f"| article 1: {said} ({configuration}; "

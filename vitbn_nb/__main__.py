@@ -371,6 +371,12 @@ def _campaign(args) -> int:
 
 def describe(error: BaseException) -> str:
     """One line for a failure: the book's own errors say what and how to fix; anything else is named as a bug."""
+    if isinstance(error, ModuleNotFoundError) and error.name and not error.name.startswith("vitbn_nb"):
+        # answered before the imports below, which may need the very module that is missing
+        return (
+            f"the Python package that provides '{error.name}' is not installed for {sys.executable}; fix: install "
+            "the book's dependencies (`make` does, or `pip install -e .` in this folder) and run the same command again"
+        )
     from .store.records import RunStoreError
     from .system import DeviceError
 

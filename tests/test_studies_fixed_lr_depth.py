@@ -295,6 +295,33 @@ def test_a_timing_ratio_is_judged_across_seeds_with_each_runs_epochs_averaged():
     assert "NVIDIA L4" in three.scale and "the CPU as its reference code runs" in three.scale
 
 
+def test_very_similar_convergence_at_lr_0005_is_an_equivalence_judged_over_the_whole_curves():
+    def table(epochs, bn_gap):
+        # every model climbs alike; the BatchNorm models sit bn_gap points below ViT at every epoch
+        curve = lambda seed, epoch: 90.0 + 8.0 * (1 - 0.8**epoch) + 0.2 * seed
+        rows = [("ViT", 6, 0.005, s, e, 6.0, 5.0, curve(s, e), 0.1) for s in range(3) for e in range(1, epochs + 1)]
+        rows += [
+            (model, depth, 0.005, s, e, 2.0, 2.0, curve(s, e) - bn_gap + 0.1 * ((s + e) % 2), 0.1)
+            for model in ("ViTBNFFN", "ViTBN")
+            for depth in (1, 6)
+            for s in range(3)
+            for e in range(1, epochs + 1)
+        ]
+        return synthetic(rows)
+
+    def judged(found):
+        return [v for v in found if v.claim == "article1/lr0.005/converges"]
+
+    alike = judged(judge.experiment1(table(30, 0.3)))
+    # each BatchNorm model against ViT, as run (d1) and as written (d6), by two one-sided tests within the margin
+    assert len(alike) == 4 and {v.outcome for v in alike} == {verdicts.EQUIVALENT}
+    assert all(v.test == verdicts.EQUIVALENCE_TEST and v.estimate == pytest.approx(0.3, abs=0.1) for v in alike)
+    apart = judged(judge.experiment1(table(30, 4.0)))
+    assert {v.outcome for v in apart} == {verdicts.NOT_EQUIVALENT}  # 4 pt behind at every epoch: outside ±2 pt
+    short = judged(judge.experiment1(table(10, 0.3)))
+    assert [v.outcome for v in short] == [verdicts.UNTESTABLE]  # 10 of the article's 30 epochs answer another question
+
+
 def test_a_time_per_epoch_is_each_runs_mean_on_one_machine_averaged_over_runs():
     """Figure 6's numbers and the per-lr table: a run weighs the same whatever its epochs, and the seconds of a seed
     trained on another machine, or of a run's epochs resumed there, are never pooled with this machine's."""

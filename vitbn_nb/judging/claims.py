@@ -28,7 +28,9 @@ KINDS = (DIFFERENCE, CURVE, ABSOLUTE, RATIO)
 
 #: The articles' wording, encoded once: the same words give the same direction wherever they occur ("slightly" and
 #: "clearly" better both point to X: how large a lead is, the interval shows).
-WORDING = dict.fromkeys(("comparable", "almost no difference", "affected much the same"), 0) | dict.fromkeys(
+WORDING = dict.fromkeys(
+    ("comparable", "almost no difference", "affected much the same", "very similar"), 0
+) | dict.fromkeys(
     ("slightly better", "slightly exceeds", "slightly higher", "significantly better", "clearly better", "milder"), +1
 )
 

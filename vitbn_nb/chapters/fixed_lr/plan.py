@@ -51,7 +51,9 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> 
                 depth = 1 if model != "ViT" else 6  # article 1's figures: its runs as run
                 finals = final_accuracy(select(at, model=model, depth=depth)) if len(at) else pd.Series(dtype=float)
                 plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", seeds)
-            else:  # converges: ViT against each BatchNorm model
+            elif claim.direction == 0:  # converges alike: an equivalence of ViT against each BatchNorm model
+                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds)
+            else:  # converges faster: ViT against each BatchNorm model
                 plan = power.difference_plan(
                     claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds, None
                 )
@@ -77,5 +79,10 @@ def plan_caption(frame: pd.DataFrame, table: pd.DataFrame, planned: list) -> str
         f"depth-6 run costs one to two hours of this CPU, so more runs per model would pass the book's budget for "
         f"article 1 (about {BUDGET_HOURS} CPU hours). Left to train at article 1's protocol (every rate of "
         f"Experiment 1, both configurations): {len(left)} runs, about "
-        f"{hours} hours of a CPU like the ones that trained the committed runs"
+        f"{hours} hours of a CPU like the ones that trained the committed runs{_encoded_later()}"
     )
+
+
+def _encoded_later() -> str:
+    later = "; ".join(f"{key} on {day}" for key, day in article.ENCODED_AFTER_PLAN.items())
+    return f". Encoded after the plan and its runs, judged at its seeds and by its test: {later}" if later else ""

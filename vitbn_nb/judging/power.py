@@ -83,6 +83,16 @@ def equivalence_plan(
     return PlannedClaim(claim, role, test, spread, source, margin, effect_from, needed, planned, reach)
 
 
+def contrast_plan(
+    claim: str, direction: int, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int
+) -> PlannedClaim:
+    """A paired claim's plan by its direction: "no difference" (0) as :func:`equivalence_plan`, a side as
+    :func:`difference_plan` (the rule's default effect: the articles give no number)."""
+    if direction == 0:
+        return equivalence_plan(claim, role, family, family_name, planned)
+    return difference_plan(claim, role, family, family_name, planned, None)
+
+
 def count_plan(claim: str, role: str, rate: float, rate_from: str, planned: int, *, most: int = 60) -> PlannedClaim:
     """The runs per model whose Fisher's test detects a collapse rate of ``rate`` (%) against none."""
     needed = next((n for n in range(verdicts.MIN_SEEDS, most + 1) if verdicts.detectable_rate(n, n) <= rate), None)

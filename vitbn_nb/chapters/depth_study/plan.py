@@ -62,10 +62,7 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
         lr, family = settings.figure_lr(figure), families[figure]
         name = f"{figure.replace('fig', 'Fig ')}'s cells"
         key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
-        if claims[key].direction == 0:
-            plan = power.equivalence_plan(key, verdicts.SECONDARY, family, name, seeds)
-        else:
-            plan = power.difference_plan(key, verdicts.SECONDARY, family, name, seeds, None)
+        plan = power.contrast_plan(key, claims[key].direction, verdicts.SECONDARY, family, name, seeds)
         rows.append(power.priced(plan, _left(_configs(planned, lr, (depth,), seeds), planned), table))
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH

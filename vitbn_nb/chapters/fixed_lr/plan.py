@@ -51,12 +51,9 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> 
                 depth = 1 if model != "ViT" else 6  # article 1's figures: its runs as run
                 finals = final_accuracy(select(at, model=model, depth=depth)) if len(at) else pd.Series(dtype=float)
                 plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", seeds)
-            elif claim.direction == 0:  # converges alike: an equivalence of ViT against each BatchNorm model
-                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds)
-            else:  # converges faster: ViT against each BatchNorm model
-                plan = power.difference_plan(
-                    claim.key, verdicts.SECONDARY, [], "no whole-protocol run yet", seeds, None
-                )
+            else:  # converges (faster, or alike): ViT against each BatchNorm model
+                no_run = "no whole-protocol run yet"
+                plan = power.contrast_plan(claim.key, claim.direction, verdicts.SECONDARY, [], no_run, seeds)
             rows.append(power.priced(plan, left, table))
     return power.table(rows)
 

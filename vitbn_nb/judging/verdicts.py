@@ -21,9 +21,44 @@ LEVEL = 0.95
 #: The power and two-sided size behind "the smallest difference its seeds could have detected", and the size of
 #: every test the rule makes (a one-sided 5 % test each way for an equivalence: its 90 % interval).
 POWER, ALPHA = 0.80, 0.05
-#: An equivalence margin, stated once: "comparable" holds when the difference lies within ± this many points, an
-#: article's "≈ X %" when the accuracy lies within X ± this many.
+#: The widest equivalence margin (the rule's ceiling), in points: "comparable" holds when the difference lies within
+#: ± the claim's margin, an article's "≈ X %" when the accuracy lies within X ± it. Each article's margins live with its
+#: facts (:class:`Margin`); this ceiling applies where accuracies are at most :data:`HIGH_ACCURACY`.
 MARGIN_PT = 2.0
+#: Above this accuracy (%) the ceiling is :data:`HIGH_MARGIN_PT`: a 2 pt margin at 98 % spans every working model.
+HIGH_ACCURACY, HIGH_MARGIN_PT = 95.0, 1.0
+#: The margins every equivalence row is also judged at (its sensitivity: whether a verdict rests on the margin).
+SENSITIVITY_PT = (0.5, 1.0, 2.0)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """An equivalence margin an article resolves: half the smallest gap the same article reads as a real difference
+    between these models at this measure (``gap``; None: it reads none there), never wider than the rule's ceiling
+    (1 pt where the accuracies are above 95 %, 2 pt otherwise). ``reason``: where the gap is read, in a few words."""
+
+    gap: float | None
+    accuracy: float
+    reason: str
+
+    @property
+    def ceiling(self) -> float:
+        return HIGH_MARGIN_PT if self.accuracy > HIGH_ACCURACY else MARGIN_PT
+
+    @property
+    def points(self) -> float:
+        return self.ceiling if self.gap is None else min(self.gap / 2, self.ceiling)
+
+    @property
+    def source(self) -> str:
+        """The margin's reason in words: the gap halved, or the ceiling, and why."""
+        if self.gap is not None and self.gap / 2 <= self.ceiling:
+            return f"half the {self.gap:g} pt gap {self.reason}"
+        if self.gap is None:
+            return f"the ceiling ({self.ceiling:g} pt): the article reads no gap at this measure; {self.reason}"
+        return f"the ceiling ({self.ceiling:g} pt), below half the {self.gap:g} pt gap {self.reason}"
+
+
 #: A collapse: a run whose accuracy ends at least this many points below its best so far (a fall not recovered by
 #: its end), or whose loss became non-finite.
 COLLAPSE_PT = 10.0
@@ -210,6 +245,30 @@ def pooled_spread(families: Sequence[Sequence[float]]) -> float:
     if dof == 0:
         return float("nan")
     return math.sqrt(sum(((cell - cell.mean()) ** 2).sum() for cell in cells) / dof)
+
+
+#: A plan takes a spread with few degrees of freedom at this one-sided upper confidence bound (chi-square).
+SPREAD_BOUND = 0.80
+
+
+def spread_bound(spread: float, dof: int) -> float:
+    """The one-sided :data:`SPREAD_BOUND` upper confidence bound of a standard deviation ``spread`` with ``dof``
+    degrees of freedom: what a plan assumes, so that a spread measured on few seeds does not promise too much power."""
+    from scipy import stats  # heavy
+
+    if dof < 1 or not math.isfinite(spread):
+        return float("nan")
+    return float(spread * math.sqrt(dof / stats.chi2.ppf(1 - SPREAD_BOUND, dof)))
+
+
+def realised_power(effect: float, spread: float, seeds: int) -> float:
+    """The power (two-sided :data:`ALPHA`, exact noncentral t) of ``seeds`` paired values of ``spread`` to detect
+    ``effect``: a plan's promise read again from the spread its runs realised."""
+    if seeds < 2 or not math.isfinite(spread) or spread <= 0 or not math.isfinite(effect):
+        return float("nan")
+    from statsmodels.stats.power import TTestPower  # heavy
+
+    return float(TTestPower().power(effect_size=effect / spread, nobs=seeds, alpha=ALPHA, alternative="two-sided"))
 
 
 def detectable_difference(spread: float, seeds: int) -> float:

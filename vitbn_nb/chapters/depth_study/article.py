@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...judging.claims import ABSOLUTE, CURVE, DIFFERENCE, WORDING, Claim, worded_direction
+from ...judging.verdicts import Margin
 
 if TYPE_CHECKING:  # the settings default to this module's facts, so they import it, not the other way round
     from .settings import DepthSettings
@@ -68,6 +69,23 @@ CELLS = {
 #: absolute numbers of its whole protocol, judged only over runs that reached it.
 FIG10_NUMBERS_DEPTH = 3
 FIG10_NUMBERS = {("ViT", "fig8"): 91, ("ViT", "fig9"): 78, ("ViTBNFFN", "fig8"): 92, ("ViTBNFFN", "fig9"): 90}
+#: The equivalence margins article 2 resolves (the rule's :class:`~vitbn_nb.judging.verdicts.Margin`), per measure.
+#: Final accuracy: the smallest gap between the two models it reads as a difference is Fig 9's d = 3 at epoch 10
+#: (ViTBNFFN ≈ 90 % against ViT ≈ 78 %, "slightly higher"); the fall from one rate to the other: Fig 10's d = 3.
+_at_d3 = lambda model, figure: FIG10_NUMBERS[model, figure]
+_fall = lambda model: _at_d3(model, "fig8") - _at_d3(model, "fig9")
+MARGINS = {
+    "final accuracy": Margin(
+        _at_d3("ViTBNFFN", "fig9") - _at_d3("ViT", "fig9"),
+        _at_d3("ViTBNFFN", "fig9"),
+        "between ViTBNFFN and ViT that article 2 calls 'slightly higher' (Fig 9, d = 3, epoch 10)",
+    ),
+    "fall": Margin(
+        _fall("ViT") - _fall("ViTBNFFN"),
+        _at_d3("ViTBNFFN", "fig8"),
+        "between the two models' falls that article 2 calls 'milder' (Fig 10, d = 3)",
+    ),
+}
 _quoted = lambda model: f"{model} ≈ {FIG10_NUMBERS[model, 'fig8']} % → ≈ {FIG10_NUMBERS[model, 'fig9']} %"
 #: Fig 10 (accuracy at epoch 10 when lr goes from Fig 8's rate to Fig 9's), per depth: ViTBNFFN hit less than ViT is
 #: "milder"; at d = 3 the article quotes numbers.

@@ -23,6 +23,9 @@ class DepthSettings(RunSettings):
     #: primary contrast's (beyond the critical depth, at each figure's rate) these. A verdict reads exactly these.
     fig8_primary_seeds: int = 6
     fig9_primary_seeds: int = 10
+    #: Train and judge the confirmatory replication (``confirmation.PLAN_FILE``: fresh seeds, planned from the
+    #: exploratory runs' spreads, committed before its runs), reported apart from the exploratory verdicts.
+    confirmation: bool = True
     epochs: int = article.EPOCHS
     batch_size: int = article.BATCH_SIZE
     #: Fig 8: ViT against ViTBNFFN at lr 0.003, depths 4-7 (its text adds d < 4, trained for Fig 10).
@@ -98,8 +101,18 @@ class DepthSettings(RunSettings):
 
 #: Every depth of the three figures, three seeds each, 200 steps a run: article 2's findings are about
 #: its 10-epoch runs, so these claims read "not testable at this scale"; the figures show early training.
-CPU = dict(fig8_primary_seeds=3, fig9_primary_seeds=3, epochs=4, train_size=5000, test_size=2000, engine="eager")
+CPU = dict(
+    confirmation=False,
+    fig8_primary_seeds=3,
+    fig9_primary_seeds=3,
+    epochs=4,
+    train_size=5000,
+    test_size=2000,
+    engine="eager",
+)
 
 #: Only the depths that give every figure content: Fig 8 (d6), Fig 9 (d1, d3), Fig 10 (d3 at both lrs).
-SMOKE = dict(seeds=1, fig8_primary_seeds=1, fig9_primary_seeds=1, epochs=2, train_size=400, test_size=300)
+SMOKE = dict(
+    confirmation=False, seeds=1, fig8_primary_seeds=1, fig9_primary_seeds=1, epochs=2, train_size=400, test_size=300
+)
 SMOKE |= dict(fig8_depths=(6,), fig9_depths=(1, 3), fig10_depths=(3,), engine="eager")

@@ -17,7 +17,7 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
-from . import judge
+from . import confirmation, judge
 from . import plan as seed_plan
 from .article import findings
 from .numbers import MODELS, difference, lr_effect, rule_verdicts, statement, summary, verdicts
@@ -61,7 +61,8 @@ def plan(settings: DepthSettings) -> list[RunConfig]:
         for seed in range(settings.seeds)
         for model in (settings.extra_models if _extra_trained(settings) else ())
     ]
-    return article + extra
+    confirming = [c for c in confirmation.configs(settings) if c not in article] if settings.confirmation else []
+    return article + extra + confirming
 
 
 def run(settings: DepthSettings, force: bool = False) -> DepthResult:

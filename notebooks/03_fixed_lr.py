@@ -408,8 +408,9 @@ fixed_lr.claims_table(result)
 # %% [markdown]
 # ## The seed plan
 #
-# How many seeds each claim reads was decided before its runs trained, by a power analysis over
-# the full-protocol runs held then, and written in the chapter's settings (`seeds`). The table
+# How many seeds each claim reads was fixed by a power analysis over the full-protocol runs held
+# when the plan was committed (the time git gives), and written in the chapter's settings
+# (`seeds`); the lr 0.01 runs trained before it, so their verdicts are exploratory. The table
 # gives, per claim, its test, the spread (or the collapse rate) it plans from, the effect to
 # detect, the seeds that would detect it, the seeds planned, what those detect, and the runs and
 # hours left to train at article 1's protocol:

@@ -103,7 +103,10 @@ result = depth.run(settings, force=force)
 # Figures 8 and 9, that beyond a critical depth ViTBNFFN **converges** significantly faster;
 # that is the chapter's one **primary contrast** per learning rate (each seed's mean test
 # accuracy over the epochs, ViTBNFFN − ViT, averaged over the depths its text places beyond
-# the critical depth), decided before its runs trained. Each panel's cell is secondary, decided
+# the critical depth), fixed in the plan of 2026-11-28. Several of the runs it reads trained
+# before that plan was committed, so its verdict is **exploratory**; a **confirmatory replication**
+# on fresh seeds (below) tests it again, planned from the spreads these runs measured and committed
+# before any of its runs. Each panel's cell is secondary, decided
 # after Holm's correction over its figure's cells. Article 2's findings are about its whole
 # protocol (10 epochs of augmented MNIST's training set at batch 100), so the rule judges them
 # only over runs that reached it; shorter runs get "not testable at this scale", with the steps
@@ -116,15 +119,30 @@ depth_numbers.article_reported(settings)
 # %% [markdown]
 # ## The seed plan
 #
-# How many seeds each claim reads was decided before its runs trained, by a power analysis over
-# the full-protocol runs held then, and written in the chapter's settings (`seeds`,
-# `fig8_primary_seeds`, `fig9_primary_seeds`). A verdict reads exactly those seeds, never
-# more. The table gives, per claim, its test, the spread of its claim family, the effect to
-# detect (the article gives no number of its own, so the rule's 2 points), the seeds that detect
+# How many seeds each claim reads was fixed by a power analysis over the full-protocol runs held
+# when the plan was committed (the time git gives, kept in `figures/plan_commits.json`), and
+# written in the chapter's settings (`seeds`, `fig8_primary_seeds`, `fig9_primary_seeds`). A
+# verdict reads exactly those seeds, never more; each row of the claims table says whether every
+# run it reads started after that commit (confirmatory) or not (exploratory). The table gives,
+# per claim, its test, the spread of its claim family, the effect to detect (the article gives no number of its own, so the rule's 2 points), the seeds that detect
 # it, the seeds planned, what those detect, and the runs and hours left to train:
 
 # %%
 depth.seed_plan_table(result)
+
+# %% [markdown]
+# ## The confirmatory replication
+#
+# Half of what the lr 0.003 primary contrast reads trained before its plan, so that verdict is
+# exploratory. The replication tests it again on fresh seeds, never trained for this chapter
+# before, planned from the spread its primary statistic realised (at an upper confidence bound,
+# since six seeds give that spread five degrees of freedom) to detect the smallest effect the
+# first result leaves standing. The "comparable" cells are planned as equivalences at article 2's
+# margin, each from its own cell's spread; those the budget cannot afford say what they would take.
+# Its verdicts are reported apart from the exploratory ones, in the claims table below:
+
+# %%
+depth.confirmation_plan_table(result)
 
 # %% [markdown]
 # ## Figure 8: learning rate 0.003, depths 4 to 7

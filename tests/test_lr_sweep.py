@@ -178,7 +178,7 @@ def test_article_1s_larger_lr_conclusion_is_judged_from_whole_runs_of_its_protoc
     assert "bear it out at every rate they could judge" in text
     three = judge.larger_lr(_full_sweep(seeds=3))  # 3 of 3 against 0 of 3: Fisher's test cannot reach p < 0.05
     assert len(three) == len(found) and all(
-        v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in three
+        v.outcome == verdicts.NOT_DECIDABLE and "3 runs against 3" in v.text for v in three
     )
 
 

@@ -99,7 +99,10 @@ def test_configurations_pick_the_depths_of_article_1():
 
 
 def test_depth_paper_configs_are_article_2s_protocol():
-    configs = [c for c in depth.plan(chapters.settings("05_depth_study", "paper")) if c.model != "ViTDyT"]
+    # the confirmatory replication's fresh seeds (100 on) are its own plan's (test_confirmation_plan...)
+    configs = [
+        c for c in depth.plan(chapters.settings("05_depth_study", "paper")) if c.model != "ViTDyT" and c.seed < 100
+    ]
     pairs = {(c.lr, c.model_kwargs["depth"]) for c in configs}
     assert pairs == {(0.003, d) for d in range(2, 8)} | {(0.005, d) for d in range(1, 5)}
     figures = chapters.settings("05_depth_study", "paper").figures()
@@ -394,14 +397,15 @@ def test_the_breakdown_is_judged_only_at_the_articles_scale_and_then_from_the_wh
     assert [(v.outcome, v.scale) for v in breakdown(short)] == [
         (verdicts.UNTESTABLE, "12,000 of the article's 18,000 steps")
     ]
-    assert all(v.outcome == verdicts.UNTESTABLE for v in above(short))
+    assert all(v.outcome == verdicts.UNTESTABLE for v in above(short) if v.condition.startswith("as run"))
     # 30 epochs on 60,000 images are article 1's protocol: each configuration judged from the whole curves
     whole = judge.experiment1(table(30, plummets, stable))
     as_run = [v for v in breakdown(whole) if v.condition.startswith("as run")]
     assert len(as_run) == 2 and all(v.outcome == verdicts.AGREES for v in as_run)  # 4 of 4 collapses against 0 of 4
     assert as_run[0].estimate == pytest.approx(100.0)  # collapse rates, ViT's against the BatchNorm model's (pt)
     # "above 97 %": the BatchNorm models end near 93 %, below the article's level
-    assert [v.outcome for v in above(whole)] == [verdicts.DISAGREES, verdicts.DISAGREES]
+    assert [v.outcome for v in above(whole) if v.condition.startswith("as run")] == [verdicts.DISAGREES] * 2
+    assert {v.outcome for v in above(whole) if v.condition.startswith("as written")} == {verdicts.NOT_RUN}
     # BatchNorm models that break down as far as ViT do not "remain stable": the rule finds no difference
     falls_too = lambda s, e: 90.0 + s / 2 if e < 20 else 30.0 + s
     both = breakdown(judge.experiment1(table(30, plummets, falls_too)))
@@ -433,9 +437,9 @@ def test_a_run_that_diverged_ended_its_protocol_and_a_run_under_way_has_not():
     three = judge.experiment1(table[table["seed"] < 3])
     few = [v for v in three if v.claim == "article1/lr0.01/breakdown" and v.condition.startswith("as run")]
     assert len(few) == len(judged) and all(
-        v.outcome == verdicts.NOISE and "no count of 3 against 3 runs" in v.text for v in few
+        v.outcome == verdicts.NOT_DECIDABLE and "3 runs against 3" in v.text for v in few
     )
-    above = [v for v in found if v.claim.startswith("article1/lr0.01/accuracy/")]
+    above = [v for v in found if v.claim.startswith("article1/lr0.01/accuracy/") and v.condition.startswith("as run")]
     assert [v.outcome for v in above] == [verdicts.AGREES, verdicts.AGREES]  # 97.5-97.9 % against "above 97 %"
     assert all(v.note == "5 of 5 seeds above 97" for v in above)
     # a BatchNorm run that has finished 20 of its 30 epochs (and did not diverge) has not reached the protocol

@@ -8,6 +8,9 @@ import pytest
 
 from vitbn_nb.judging import selection, verdicts
 
+#: The rule's 2 pt ceiling (accuracies below 95 %), for tests of the rule itself.
+TWO_PT = verdicts.Margin(None, 90.0, "a test's")
+
 
 def test_an_interval_on_the_articles_side_agrees():
     judged = verdicts.difference("c", [1.0, 1.5, 2.0], +1)
@@ -28,11 +31,13 @@ def test_an_interval_holding_zero_is_within_noise():
 
 
 def test_a_comparable_claim_is_an_equivalence_within_the_margin():
-    judged = verdicts.difference("c", [0.2, -0.3, 0.1], 0)
+    judged = verdicts.difference("c", [0.2, -0.3, 0.1], 0, margin=TWO_PT)
     assert judged.outcome == verdicts.EQUIVALENT and judged.level == 0.90 and judged.margin == verdicts.MARGIN_PT
     assert judged.p < verdicts.ALPHA  # the two one-sided tests reject "beyond the margin"
-    assert verdicts.difference("c", [3.0, 3.2, 2.9], 0).outcome == verdicts.NOT_EQUIVALENT
-    undecided = verdicts.difference("c", [4.0, -3.0, 0.5], 0)  # an interval holding zero is not equivalence
+    assert verdicts.difference("c", [3.0, 3.2, 2.9], 0, margin=TWO_PT).outcome == verdicts.NOT_EQUIVALENT
+    undecided = verdicts.difference(
+        "c", [4.0, -3.0, 0.5], 0, margin=TWO_PT
+    )  # an interval holding zero is not equivalence
     assert undecided.outcome == verdicts.UNDECIDED and undecided.low < 0 < undecided.high
     assert "within noise" not in undecided.text
 
@@ -60,14 +65,21 @@ def test_collapses_are_counted_with_exact_intervals_and_fishers_test():
         {"epoch": range(1, len(accs) + 1), "test_acc": accs, "diverged": [False] * (len(accs) - 1) + [diverged]}
     )
     assert verdicts.collapsed(curve([90, 95, 80]))  # ends 15 below its best
-    assert not verdicts.collapsed(curve([90, 70, 94]))  # a fall recovered by the end is no collapse
+    assert verdicts.collapsed(curve([90, 70, 94]))  # unstable whatever the ending: a 20 pt plunge, recovered
+    assert not verdicts.collapsed(curve([90, 85, 94]))  # a 5 pt dip is no instability
+    plunge = verdicts.fall(curve([80, 96.3, 90, 82.7, 96.0]))
+    assert plunge.points == pytest.approx(13.6) and (plunge.best_epoch, plunge.trough_epoch) == (2, 4)
+    assert plunge.recovered and "recovered" in plunge.text
+    assert not verdicts.fall(curve([90, 95, 80])).recovered
     assert verdicts.collapsed(curve([90, 91], diverged=True))
     judged = verdicts.counts("c", [True] * 8, [False] * 8, +1)
     assert judged.outcome == verdicts.AGREES and judged.p < 0.001 and judged.collapsed == 8 and judged.runs == 8
     assert judged.rate_low > 60 and judged.rate_high_base < 40  # Clopper–Pearson at 95 %
     assert "8/8" in judged.shown and "0/8" in judged.shown
     three = verdicts.counts("c", [True] * 3, [False] * 3, +1)
-    assert three.outcome == verdicts.NOISE and math.isclose(three.p, 0.1)  # 3 of 3 against 0 of 3 decides nothing
+    # 3 of 3 against 0 of 3 gives p = 0.10: no count of 3 runs against 3 can decide, so the rule says so
+    assert three.outcome == verdicts.NOT_DECIDABLE and math.isclose(three.p, 0.1)
+    assert three.text.startswith("not decidable: 3 runs against 3") and verdicts.is_rule_text(three.text)
     assert math.isfinite(three.detectable) is False or three.detectable == 100.0
     assert verdicts.counts("c", [False] * 8, [True] * 8, +1).outcome == verdicts.DISAGREES
 
@@ -93,7 +105,7 @@ def test_fewer_than_three_seeds_are_shown_not_judged(values):
 
 def test_only_a_difference_is_shown_signed():
     assert verdicts.difference("c", [1.0, 1.5, 2.0], +1).shown.startswith("+1.5 pt [+")
-    accuracy = verdicts.equivalence("c", [90.0, 91.0, 92.0], center=91.0, unit="%")
+    accuracy = verdicts.equivalence("c", [90.0, 91.0, 92.0], TWO_PT, center=91.0, unit="%")
     assert accuracy.shown.startswith("91.0 % [89.3, 92.7]")  # a value, not a difference (its 90 % interval)
 
 
@@ -269,13 +281,13 @@ def test_rounds_that_do_not_pair_up_are_refused():
 
 
 def test_an_article_s_about_x_is_judged_as_near_x_not_as_above_it():
-    close = verdicts.equivalence("x", [98.1, 98.3, 98.2], center=98.2, unit="%")
+    close = verdicts.equivalence("x", [98.1, 98.3, 98.2], TWO_PT, center=98.2, unit="%")
     assert close.outcome == verdicts.EQUIVALENT and abs(close.estimate - 98.2) < 1e-9
-    above = verdicts.equivalence("x", [101.4, 101.5, 101.6], center=98.2, unit="%")
+    above = verdicts.equivalence("x", [101.4, 101.5, 101.6], TWO_PT, center=98.2, unit="%")
     assert above.outcome == verdicts.NOT_EQUIVALENT  # far above "≈ 98.2" is not what the article said either
-    wide = verdicts.equivalence("x", [60.0, 90.0, 84.0], center=78.0, unit="%")
+    wide = verdicts.equivalence("x", [60.0, 90.0, 84.0], TWO_PT, center=78.0, unit="%")
     assert wide.outcome == verdicts.UNDECIDED  # an interval of [47, 104] decides nothing
-    assert verdicts.equivalence("x", [98.0], center=98.2).outcome == verdicts.NOT_JUDGED
+    assert verdicts.equivalence("x", [98.0], TWO_PT, center=98.2).outcome == verdicts.NOT_JUDGED
 
 
 def test_a_label_counts_the_seeds_not_the_runs_that_share_one():

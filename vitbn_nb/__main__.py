@@ -168,6 +168,10 @@ def main(argv=None) -> int:
     retrain = store_commands.add_parser("retrain", help="train one run anew from its recorded configuration")
     retrain.add_argument("run_id")
     commands.add_parser(
+        "plans",
+        help="stamp: read from git when each seed plan was committed (figures/plan_commits.json); check: compare",
+    ).add_argument("plans_command", choices=("stamp", "check"))
+    commands.add_parser(
         "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
     )
     readme.add_arguments(
@@ -234,6 +238,21 @@ def _run(args) -> int:
         print(f"train: {len(done)} run(s) finished and stored in {runs_dir()}")
     elif args.command == "campaign":
         return _campaign(args)
+    elif args.command == "plans":
+        from .publishing import plan_stamps
+
+        try:
+            if args.plans_command == "stamp":
+                for name, stamp in plan_stamps.stamp().items():
+                    print(f"plan {name}: committed {stamp['committed']} ({stamp['commit'][:10]})")
+                return 0
+            problems = plan_stamps.check()
+        except plan_stamps.StampError as error:
+            raise ValueError(str(error)) from None
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"plans: {'the stamps agree with git' if not problems else f'{len(problems)} stamp(s) disagree'}")
+        return 1 if problems else 0
     elif args.command == "check-device":
         from .engines import check_device
 

@@ -12,7 +12,7 @@ from ..engines import engine
 from ..store.runs import trained_on
 from . import verdicts
 from .selection import select, timed_pairs
-from .verdicts import Verdict
+from .verdicts import Margin, Verdict
 
 BN_MODELS = ("ViTBNFFN", "ViTBN")
 MNIST_TRAIN_IMAGES = 60_000
@@ -49,12 +49,16 @@ class Claim:
     direction: int = 0
     level: float | None = None
     epochs: int | None = None
+    #: A "no difference" or "≈ X" claim's equivalence margin, from its article's facts (each article's ``MARGINS``).
+    margin: Margin | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {KINDS}")
         if self.direction not in (-1, 0, 1):
             raise ValueError(f"{self.key}: direction={self.direction!r} is not +1, -1 or 0")
+        if self.direction == 0 and self.kind != RATIO and self.margin is None:
+            raise ValueError(f"{self.key}: a 'no difference' or '≈' claim needs its article's margin (margin=...)")
 
 
 def worded_direction(lead: str, words: str) -> int:
@@ -106,7 +110,7 @@ def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = 
     """An absolute accuracy: "≈ X" (direction 0) as an equivalence around X, "> X" (+1) as a value above X."""
     shown = dict(unit="%", scale=scale, condition=condition)
     if claim.direction == 0:
-        return verdicts.equivalence(claim.key, list(finals), center=claim.level, **shown)
+        return verdicts.equivalence(claim.key, list(finals), claim.margin, center=claim.level, **shown)
     return verdicts.above(claim.key, list(finals), claim.level, **shown)
 
 
@@ -115,7 +119,7 @@ def judge_difference(
 ) -> Verdict:
     """A difference claim by the rule; ``spread``: its claim family's pooled spread (:func:`.verdicts.difference`)."""
     return verdicts.difference(
-        claim.key, list(values), claim.direction, scale=scale, condition=condition, spread=spread
+        claim.key, list(values), claim.direction, scale=scale, condition=condition, spread=spread, margin=claim.margin
     )
 
 

@@ -1,5 +1,6 @@
 """The seed plan: how many seeds each decisive claim needs, decided before its runs train. A chapter's power analysis
-reads only the runs finished before its plan was written (``PLAN_WRITTEN``): the plan it shows is the committed one."""
+reads only the runs finished before its plan was committed (its ``written()``, read from git): the plan it shows is
+the committed one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from . import verdicts
 from .selection import timed_epochs
 
 #: The effect a plan detects where the article gives no number of its own.
-DEFAULT_EFFECT_PT = 2.0
+DEFAULT_EFFECT_PT = verdicts.DEFAULT_EFFECT_PT
 
 
 def protocol_runs(table: pd.DataFrame, written: str, **protocol) -> pd.DataFrame:
@@ -71,25 +72,33 @@ def difference_plan(
 
 
 def equivalence_plan(
-    claim: str, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int
+    claim: str, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int, margin: verdicts.Margin
 ) -> PlannedClaim:
-    """An equivalence claim's plan: the seeds whose two one-sided tests show a zero difference within the margin."""
+    """An equivalence claim's plan: the seeds whose two one-sided tests show a zero difference within the article's
+    ``margin``."""
     cells = [list(values) for values in family]
     spread, source = verdicts.pooled_spread(cells), f"{sum(len(c) for c in cells)} seeds of {family_name}"
-    needed = verdicts.seeds_for_equivalence(verdicts.MARGIN_PT, spread) if math.isfinite(spread) else None
-    reach = verdicts.equivalence_reach(spread, planned) if math.isfinite(spread) else verdicts.MARGIN_PT
-    margin, test = verdicts.MARGIN_PT, verdicts.EQUIVALENCE_TEST
-    effect_from = f"the rule's margin (±{margin:g} pt)"
+    points = margin.points
+    needed = verdicts.seeds_for_equivalence(points, spread) if math.isfinite(spread) else None
+    reach = verdicts.equivalence_reach(spread, planned) if math.isfinite(spread) else points
+    margin, test = points, verdicts.EQUIVALENCE_TEST
+    effect_from = f"the article's margin (±{margin:g} pt)"
     return PlannedClaim(claim, role, test, spread, source, margin, effect_from, needed, planned, reach)
 
 
 def contrast_plan(
-    claim: str, direction: int, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int
+    claim: str,
+    direction: int,
+    role: str,
+    family: Iterable[Iterable[float]],
+    family_name: str,
+    planned: int,
+    margin: verdicts.Margin | None = None,
 ) -> PlannedClaim:
     """A paired claim's plan by its direction: "no difference" (0) as :func:`equivalence_plan`, a side as
     :func:`difference_plan` (the rule's default effect: the articles give no number)."""
     if direction == 0:
-        return equivalence_plan(claim, role, family, family_name, planned)
+        return equivalence_plan(claim, role, family, family_name, planned, margin)
     return difference_plan(claim, role, family, family_name, planned, None)
 
 
@@ -97,6 +106,10 @@ def count_plan(claim: str, role: str, rate: float, rate_from: str, planned: int,
     """The runs per model whose Fisher's test detects a collapse rate of ``rate`` (%) against none."""
     needed = next((n for n in range(verdicts.MIN_SEEDS, most + 1) if verdicts.detectable_rate(n, n) <= rate), None)
     reach, test = verdicts.detectable_rate(planned, planned), verdicts.COUNT_TEST
+    if verdicts.smallest_count_p(planned, planned) >= verdicts.ALPHA:  # no count of these runs reaches the level
+        decidable = next(n for n in range(planned, most + 1) if verdicts.smallest_count_p(n, n) < verdicts.ALPHA)
+        reach_p = f"Fisher's exact needs {decidable} to reach p < {verdicts.ALPHA:g}"
+        test = f"{verdicts.NOT_DECIDABLE} with {planned} runs per model ({reach_p})"
     return PlannedClaim(claim, role, test, float("nan"), "—", rate, rate_from, needed, planned, reach)
 
 

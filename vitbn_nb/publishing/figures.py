@@ -21,7 +21,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
 from .. import atomic, paths
-from ..judging import verdicts
+from ..judging import plans, verdicts
 from ..judging.claims import table as claims_table
 from ..judging.selection import TIME_COLUMNS, shown_times
 from ..paths import book_figures_dir, figures_dir
@@ -309,7 +309,7 @@ def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None
     """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text;
     ``scale``: the scale of the runs they were judged over where it is not one profile's (in the caption and the
     manifest); ``runs``: those runs where not all of the result's."""
-    kept = claims_table(found, claims)
+    kept = claims_table([plans.label(verdict) for verdict in found], claims)
     judged = kept["outcome"].value_counts()
     tally = ", ".join(f"{judged[o]} {o}" for o in verdicts.OUTCOMES if o in judged)
     caption = (

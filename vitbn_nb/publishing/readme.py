@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, paths
-from ..judging import verdicts
+from ..judging import plans, verdicts
 from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
@@ -134,9 +134,17 @@ def audit_line(folder: Path) -> str:
 
 
 def _verdict_note(row) -> str:
-    """What the verdict text adds to the outcome and the scale (the detectable difference, Holm's p, a count)."""
+    """What the verdict text adds to the outcome and the scale (the detectable difference, Holm's p, a count), and
+    whether it is confirmatory or exploratory."""
     text, scale = str(row.verdict), f"({row.scale})"
-    return f"{row.outcome}{text.split(scale, 1)[1] if row.scale and scale in text else ''}"
+    evidence = _text(getattr(row, "evidence", ""))
+    return f"{row.outcome}{text.split(scale, 1)[1] if row.scale and scale in text else ''}" + (
+        f"; **{evidence}**" if evidence else ""
+    )
+
+
+def _text(value) -> str:
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
 
 
 #: Where a scale names the machine that timed or trained the runs: the machine goes to a footnote.
@@ -194,13 +202,21 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     chapters = ", ".join(sorted({name[:2] for name in rows["chapter"]}))
     lines = [f"**{article.capitalize()}** ({ARTICLES[article]}; chapters {chapters}): {len(rows)} claims."]
     if len(primary):
-        parts = "; ".join(f"lr {r.claim.rsplit('lr', 1)[-1]}: {r.shown}, {r.outcome}" for r in primary.itertuples())
+        parts = "; ".join(
+            f"lr {r.claim.rsplit('lr', 1)[-1]}{' (its replication on fresh seeds)' * ('/confirm/' in r.claim)}: "
+            f"{r.shown}, {r.outcome}{f', {r.evidence}' if _text(r.evidence) else ''}"
+            for r in primary.itertuples()
+        )
         lines.append(
-            "- **Its conclusion** (beyond a critical depth ViTBNFFN converges faster), one pre-registered primary "
-            f"contrast per learning rate at its whole protocol: {parts}."
+            "- **Its conclusion** (beyond a critical depth ViTBNFFN converges faster), one primary contrast per "
+            f"learning rate fixed in its plan, at its whole protocol: {parts}."
         )
     for title, chosen in results.outcome_groups(rows):
-        tally = ", ".join(f"{counts[o]} {o}" for o in DECIDED if o in counts) + ", " if title == "Decided" else ""
+        tally = ", ".join(f"{counts[o]} {o}" for o in DECIDED if o in counts) + "; " if title == "Decided" else ""
+        if title == "Decided" and "evidence" in chosen:
+            labels = chosen["evidence"].fillna("").value_counts()
+            tally += ", ".join(f"{labels[e]} {e}" for e in (plans.CONFIRMATORY, plans.EXPLORATORY) if e in labels)
+            tally += "; " if len(labels) else ""
         lines.append(f"- **{title}**: {len(chosen)} ({tally}in {results.where(chosen)}).")
     return "\n".join(lines)
 

@@ -67,6 +67,7 @@ def outcome_groups(claims: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     groups = (
         ("Decided", DECIDED),
         ("Open (within noise or undecided)", OPEN),
+        ("Not decidable with the planned runs", (verdicts.NOT_DECIDABLE,)),
         ("Waiting for their planned seeds", (verdicts.NOT_JUDGED,)),
         ("Not testable at the scale of the runs held", (verdicts.UNTESTABLE,)),
     )
@@ -82,11 +83,16 @@ def takeaway_text(claims: pd.DataFrame, profile: str) -> str:
         "",
     ]
     for title, rows in outcome_groups(claims):
-        lines.append(f"- **{title}**: {len(rows)}, in {where(rows)}.")
+        evidence = (
+            rows["evidence"].value_counts() if title == "Decided" and "evidence" in rows else pd.Series(dtype=object)
+        )
+        labelled = ", ".join(f"{n} {label}" for label, n in evidence.items() if label)
+        lines.append(f"- **{title}**: {len(rows)}{f' ({labelled})' if labelled else ''}, in {where(rows)}.")
         if title == "Decided":
             for row in rows.head(TAKEAWAY_ROWS).itertuples(index=False):
                 condition = f" ({row.condition})" if row.condition else ""
-                lines.append(f"  - {row.source}: {row.says}{condition}: {row.shown}, **{row.outcome}**.")
+                label = f", {row.evidence}" if getattr(row, "evidence", "") else ""
+                lines.append(f"  - {row.source}: {row.says}{condition}: {row.shown}, **{row.outcome}**{label}.")
             if len(rows) > TAKEAWAY_ROWS:
                 lines.append(f"  - and {len(rows) - TAKEAWAY_ROWS} more in the claims table above.")
         elif title.startswith("Open"):

@@ -41,6 +41,7 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             "device": record["hardware"]["device"],
             "stream": record_stream(record),
             "finished": record.get("finished"),
+            "started": record.get("started"),
             "depth": kwargs.get("depth"),
             **config,
         }
@@ -55,7 +56,7 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
 
 #: The columns of a run table with no run: those :func:`load_table` makes of every record.
 EMPTY_TABLE_COLUMNS = (
-    *("run_id", "status", "device", "stream", "finished", "depth"),
+    *("run_id", "status", "device", "stream", "finished", "started", "depth"),
     *(f.name for f in dataclasses.fields(RunConfig) if f.name != "model_kwargs" and f.name not in RunConfig.OPTIONAL),
     "machine",
     *_EPOCH["required"],

@@ -4,7 +4,7 @@ article; its text gives neither, so none is quoted."""
 
 from __future__ import annotations
 
-from ...judging.article1 import CODE_DEVICE, EXPERIMENT2, HARDWARE
+from ...judging.article1 import CODE_DEVICE, EXPERIMENT2, HARDWARE, MARGINS
 from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, Claim
 from .settings import BayesOptSettings
 
@@ -24,6 +24,7 @@ def findings() -> list[Claim]:
             f"{model} final test accuracy, optimised (%)",
             level=value,
             epochs=EPOCHS,
+            margin=MARGINS["final accuracy"],
         )
         for model, value in EXPERIMENT2.accuracy.items()
     ]

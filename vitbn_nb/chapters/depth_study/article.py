@@ -126,7 +126,7 @@ def converges_key(settings: DepthSettings, figure: str, depth: int) -> str:
 
 def findings(settings: DepthSettings) -> list[Claim]:
     """The claims of Figs 8-10 as these settings test them (their keys and measures name the settings' rates): the
-    primary contrast of each figure's rate first (article 2's conclusion, pre-registered), then the cells."""
+    primary contrast of each figure's rate first (article 2's conclusion, fixed in its plan), then the cells."""
     found = []
     for figure, depths in BEYOND_CRITICAL.items():
         lr, shown = settings.figure_lr(figure), ", ".join(map(str, depths))
@@ -140,19 +140,23 @@ def findings(settings: DepthSettings) -> list[Claim]:
         measure = f"ViTBNFFN − ViT final accuracy at d = {depth}, lr {settings.figure_lr(figure):g} (pt)"
         direction = worded_direction(cell.lead, cell.wording)
         key, where = depth_key(settings, figure, depth), f"article 2, {cell.where}"
-        found.append(Claim(key, where, cell.says, DIFFERENCE, measure, direction))
+        margin = MARGINS["final accuracy"] if direction == 0 else None
+        found.append(Claim(key, where, cell.says, DIFFERENCE, measure, direction, margin=margin))
     low, high = settings.fig8_lr, settings.fig9_lr
     for depth, cell in FIG10_CELLS.items():
         measure = f"ViT's fall − ViTBNFFN's fall in final accuracy, lr {low:g} → {high:g}, d = {depth} (pt)"
+        direction = WORDING[cell.wording]
+        margin = MARGINS["fall"] if direction == 0 else None
         found.append(
-            Claim(fig10_key(depth), "article 2, Fig 10", cell.says, DIFFERENCE, measure, WORDING[cell.wording])
+            Claim(fig10_key(depth), "article 2, Fig 10", cell.says, DIFFERENCE, measure, direction, margin=margin)
         )
     for (model, figure), level in FIG10_NUMBERS.items():
         lr, depth = settings.figure_lr(figure), FIG10_NUMBERS_DEPTH
         says = f"{model} ≈ {level} % at epoch {EPOCHS} (d = {depth}, lr {RATES[figure]:g})"  # the article's rate
         measure = f"{model} final accuracy at d = {depth}, lr {lr:g} (%)"
         key = fig10_number_key(settings, model, figure)
-        found.append(Claim(key, "article 2, Fig 10 text", says, ABSOLUTE, measure, 0, level, EPOCHS))
+        margin = MARGINS["final accuracy"]
+        found.append(Claim(key, "article 2, Fig 10 text", says, ABSOLUTE, measure, 0, level, EPOCHS, margin))
     for figure, depths in BEYOND_CRITICAL.items():
         lr = settings.figure_lr(figure)
         for depth in depths:

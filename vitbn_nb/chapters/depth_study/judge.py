@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...judging import verdicts
 from ...judging.claims import absolute, judge_difference, protocol_scale, short_of
+from ...judging.plans import reading
 from ...judging.selection import final_accuracy, one_stream, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from . import article
@@ -76,7 +77,7 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         untestable = not at.empty and short_of(at, article.EPOCHS, key)
         scale = protocol_scale(at, article.EPOCHS)
         judged_ = judge_difference(claims[key], values, scale, spread=spread)
-        return untestable or verdicts.short_of_plan(judged_, planned, present=not at.empty)
+        return reading(untestable or verdicts.short_of_plan(judged_, planned, present=not at.empty), at)
 
     primary = []
     for figure, depths in article.BEYOND_CRITICAL.items():
@@ -121,5 +122,6 @@ def figures_8_to_10(table: pd.DataFrame, settings: DepthSettings) -> list[Verdic
         scale = protocol_scale(at, article.EPOCHS)
         judged_ = absolute(claims[key], final_accuracy(at), scale)  # no run at all: "not run"
         judged_ = dataclasses.replace(judged_, role=verdicts.SECONDARY)
-        found.append(untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty))
+        judged_ = untestable or verdicts.short_of_plan(judged_, settings.seeds_at(lr, depth), present=not at.empty)
+        found.append(reading(judged_, at))
     return primary + found

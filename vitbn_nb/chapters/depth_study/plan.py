@@ -1,12 +1,12 @@
 """Chapter 05's seed plan: the power analysis behind its settings' seeds, over the full-protocol runs finished when it
-was written (``PLAN_WRITTEN``). The primary contrast of each figure's rate gets the seeds that detect
+was written (``written()``). The primary contrast of each figure's rate gets the seeds that detect
 :data:`~vitbn_nb.judging.power.DEFAULT_EFFECT_PT`; every other claim keeps ``seeds``, its detectable effect stated."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ...judging import power, verdicts
+from ...judging import plans, power, verdicts
 from ...judging.selection import final_accuracy, select
 from ...store import runs
 from ...store.runs import RunConfig
@@ -14,8 +14,18 @@ from . import article
 from .judge import MODELS, cell_values, figure_family, planned_seeds
 from .settings import DepthSettings
 
-#: When the plan was written: the power analysis reads the runs finished before it.
-PLAN_WRITTEN = "2026-11-28T03:00"
+
+def written() -> str:
+    """When git says the plan was committed (``figures/plan_commits.json``): the power analysis reads the runs
+    finished before it."""
+    when = plans.committed(plans.named("05_depth_study/first"))
+    if when is None:
+        raise ValueError(
+            f"plan 05_depth_study/first has no stamp in figures/{plans.STAMPS}; fix: python -m vitbn_nb plans stamp"
+        )
+    return when
+
+
 #: The protocol's runs the analysis reads: article 2's whole protocol only (a few hundred steps spread otherwise).
 PROTOCOL = dict(dataset="mnist_aug", epochs=article.EPOCHS)
 
@@ -40,8 +50,8 @@ def _left(configs: list[RunConfig], planned: list[RunConfig]) -> list[RunConfig]
 
 def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim that decides article 2's depth study (:func:`power.table`), priced by the runs of
-    ``planned`` left to train, read off ``table`` (the runs finished before :data:`PLAN_WRITTEN`)."""
-    protocol = power.protocol_runs(table, PLAN_WRITTEN, **PROTOCOL)
+    ``planned`` left to train, read off ``table`` (the runs finished before :data:`written()`)."""
+    protocol = power.protocol_runs(table, written(), **PROTOCOL)
     vs = protocol[protocol["model"].isin(MODELS)] if not protocol.empty else protocol
     claims = {c.key: c for c in article.findings(settings)}
     rows = []
@@ -62,13 +72,15 @@ def seed_plan(settings: DepthSettings, planned: list[RunConfig], table: pd.DataF
         lr, family = settings.figure_lr(figure), families[figure]
         name = f"{figure.replace('fig', 'Fig ')}'s cells"
         key, seeds = article.depth_key(settings, figure, depth), settings.seeds_at(lr, depth)
-        plan = power.contrast_plan(key, claims[key].direction, verdicts.SECONDARY, family, name, seeds)
+        claim = claims[key]
+        plan = power.contrast_plan(key, claim.direction, verdicts.SECONDARY, family, name, seeds, claim.margin)
         rows.append(power.priced(plan, _left(_configs(planned, lr, (depth,), seeds), planned), table))
     for model, figure in article.FIG10_NUMBERS:
         lr, depth = settings.figure_lr(figure), article.FIG10_NUMBERS_DEPTH
         at = select(planned_seeds(vs, settings, lr, depth), model=model)
         key = article.fig10_number_key(settings, model, figure)
-        plan = power.equivalence_plan(key, verdicts.SECONDARY, [final_accuracy(at)], f"{model} at d = {depth}", 3)
+        finals, name = [final_accuracy(at)], f"{model} at d = {depth}"
+        plan = power.equivalence_plan(key, verdicts.SECONDARY, finals, name, 3, claims[key].margin)
         plan = power.PlannedClaim(**{**plan.row(), "planned": settings.seeds_at(lr, depth)})
         rows.append(power.priced(plan, _left([], planned), table))
     return power.table(rows)
@@ -85,7 +97,7 @@ def plan_caption(frame: pd.DataFrame) -> str:
     # the secondary rows' runs are the primary contrasts' own (the same configurations): counted once
     runs, hours = int(primary["runs_left"].sum()), primary["hours_left"].sum(min_count=1)
     return (
-        f"Seed plan of chapter 05, written {PLAN_WRITTEN} before its runs trained, from article 2's full-protocol "
+        f"Seed plan of chapter 05, committed {written()[:16]} (git), from article 2's full-protocol "
         f"runs then finished (pairs on one data stream only; {verdicts.POWER:.0%} power, two-sided "
         f"{verdicts.ALPHA:.0%}; equivalence margin ±{verdicts.MARGIN_PT:g} pt). Primary contrasts, which decide the "
         f"conclusion: {seeds}. {len(short)} secondary claims keep fewer seeds than they would need (up to {most}): "

@@ -32,6 +32,8 @@ class DepthResult(results.ChapterResult):
     settings: DepthSettings
     table: pd.DataFrame
     extra: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The confirmatory replication's runs (its fresh seeds): judged on their own, never pooled into ``table``.
+    confirm: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _extra_trained(settings: DepthSettings) -> bool:
@@ -74,8 +76,10 @@ def run(settings: DepthSettings, force: bool = False) -> DepthResult:
     table = runs.load_table(training.train_all(planned, force=force))
     if "model" not in table.columns:
         return DepthResult(settings, table)
+    fresh = confirmation.is_confirmation(table)
+    confirm, table = table[fresh].reset_index(drop=True), table[~fresh]
     article = table["model"].isin(MODELS)
-    return DepthResult(settings, table[article].reset_index(drop=True), table[~article].reset_index(drop=True))
+    return DepthResult(settings, table[article].reset_index(drop=True), table[~article].reset_index(drop=True), confirm)
 
 
 def overview(settings: DepthSettings) -> pd.DataFrame:
@@ -392,7 +396,7 @@ def _save_beside(output, name: str, result: DepthResult, used: pd.DataFrame, cap
 
 def seed_plan_table(result: DepthResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = runs.finished_before(seed_plan.PLAN_WRITTEN)
+    read = runs.finished_before(seed_plan.written())
     frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
     runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
     about = dict(reproduces="new/seed_plan", caption=seed_plan.plan_caption(frame), runs=runs_read)
@@ -401,5 +405,34 @@ def seed_plan_table(result: DepthResult):
 
 def claims_table(result):
     """Article 2's depth-study claims (Figures 8-10), judged by the book's one rule; saved as ``NN_claims``."""
-    found = judge.figures_8_to_10(result.table, result.settings)
-    return figures.save_claims(result, found, findings(result.settings))
+    settings = result.settings
+    found, claims = judge.figures_8_to_10(result.table, settings), findings(settings)
+    if settings.confirmation:
+        found, claims = found + confirmation.judge(result.confirm, settings), claims + confirmation.findings(settings)
+    read = pd.concat([result.table, result.confirm]) if len(result.confirm) else None
+    return figures.save_claims(result, found, claims, runs=read)
+
+
+def confirmation_plan_table(result: DepthResult):
+    """The confirmatory replication's committed plan (``confirmation.PLAN_FILE``): per claim, its fresh seeds, the
+    spread it was planned from and its upper bound, the effect or margin, the CPU hours, and whether it is afforded."""
+    plan = confirmation.plan()
+    columns = ("key", "test", "lr", "depths", "spread", "dof", "spread_bound", "effect", "margin", "seeds", "hours")
+    frame = pd.DataFrame(
+        [{name: claim.get(name) for name in columns} | claim_afforded(claim) for claim in plan["claims"]]
+    )
+    frame["depths"] = frame["depths"].map(lambda depths: ", ".join(map(str, depths)))
+    caption = (
+        f"Chapter 05's confirmatory replication, as committed ({confirmation.PLAN_FILE.name}) before any of its runs: "
+        f"fresh seeds from {plan['first_seed']}; each claim's seeds from the spread of the statistic its verdict "
+        f"computes, taken at its one-sided {plan['spread_bound']:.0%} upper confidence bound, for {plan['power']:.0%} "
+        f"power at two-sided {plan['alpha']:.0%}; the primary contrast detects the lower end of the exploratory "
+        f"contrast's 95 % interval; cells beyond the {plan['budget_hours']:g} CPU hours are stated, not trained"
+    )
+    return figures.save_table(
+        frame, "05_confirmation_plan", result, reproduces="new/confirmation_plan", caption=caption, runs=[]
+    )
+
+
+def claim_afforded(claim: dict) -> dict:
+    return {"afforded": "yes" if claim.get("afforded", True) and claim["seeds"] else "no (beyond the budget)"}

@@ -3,7 +3,7 @@ its facts); what other chapters read of it too lives in :mod:`vitbn_nb.judging.a
 
 from __future__ import annotations
 
-from ...judging.article1 import EXPERIMENT1
+from ...judging.article1 import EXPERIMENT1, MARGINS
 from ...judging.claims import ABSOLUTE, BN_MODELS, CURVE, RATIO, WORDING, Claim
 
 #: Article 1's protocol as it reports it (the settings' ``paper`` defaults, and the book's quotes of the article).
@@ -30,7 +30,8 @@ def findings() -> list[Claim]:
         for model, value, direction, words in bounds:
             says, measure = f"{model} {words} after {EPOCHS} epochs", f"{model} final test accuracy, lr {lr:g} (%)"
             key = f"article1/lr{lr:g}/accuracy/{model}"
-            found.append(Claim(key, where, says, ABSOLUTE, measure, direction, level=value, epochs=EPOCHS))
+            margin = MARGINS["final accuracy"] if direction == 0 else None
+            found.append(Claim(key, where, says, ABSOLUTE, measure, direction, value, EPOCHS, margin))
         for model in BN_MODELS:
             for kind, key in (("training", "r_t"), ("inference", "r_v")):
                 says = (
@@ -64,6 +65,7 @@ def findings() -> list[Claim]:
             "ViT − BatchNorm model mean test accuracy over the epochs, lr 0.005 (pt)",
             WORDING["very similar"],
             epochs=EPOCHS,
+            margin=MARGINS["convergence"],
         ),
         # stability over the whole run (ViT near epoch 15, the BatchNorm models to the end): judged at its length only
         Claim(

@@ -1,5 +1,5 @@
 """Chapter 03's seed plan: the power analysis behind its 3 seeds, over article 1's full-protocol runs finished when
-the plan was written (``PLAN_WRITTEN``), so the plan shown is the one committed before the runs it plans. The caption
+the plan was written (``written()``), so the plan shown is the one committed before the runs it plans. The caption
 says why every claim keeps the rule's minimum of 3 seeds (no spread yet at Figures 3-4; counts beyond the budget)."""
 
 from __future__ import annotations
@@ -8,14 +8,24 @@ import numpy as np
 import pandas as pd
 
 from ...data.sets import STREAM
-from ...judging import power, verdicts
+from ...judging import plans, power, verdicts
 from ...judging.selection import final_accuracy, select
 from ...store import runs
 from . import article
 from .settings import FixedLrSettings
 
-#: When the plan was written: the power analysis reads the runs finished before it.
-PLAN_WRITTEN = "2026-11-28T03:30"
+
+def written() -> str:
+    """When git says the plan was committed (``figures/plan_commits.json``): the power analysis reads the runs
+    finished before it."""
+    when = plans.committed(plans.named("03_fixed_lr/first"))
+    if when is None:
+        raise ValueError(
+            f"plan 03_fixed_lr/first has no stamp in figures/{plans.STAMPS}; fix: python -m vitbn_nb plans stamp"
+        )
+    return when
+
+
 #: The book's budget for article 1's plan, in hours of this CPU.
 BUDGET_HOURS = 40
 
@@ -29,7 +39,7 @@ def _left(protocol: list, lrs) -> list:
 def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim of Experiment 1 that decides its conclusion (:func:`power.table`), priced by the runs of
     ``planned`` (article 1's whole protocol) left to train, read off ``table`` (the runs finished before the plan)."""
-    protocol = power.protocol_runs(table, PLAN_WRITTEN, epochs=article.EPOCHS, dataset="mnist", pipeline="reference")
+    protocol = power.protocol_runs(table, written(), epochs=article.EPOCHS, dataset="mnist", pipeline="reference")
     claims = article.findings()
     seeds, rows = settings.seeds, []
     for lr in sorted(article.EXPERIMENT1):
@@ -50,10 +60,13 @@ def seed_plan(settings: FixedLrSettings, planned: list, table: pd.DataFrame) -> 
                 model = claim.key.split("/")[-1]
                 depth = 1 if model != "ViT" else 6  # article 1's figures: its runs as run
                 finals = final_accuracy(select(at, model=model, depth=depth)) if len(at) else pd.Series(dtype=float)
-                plan = power.equivalence_plan(claim.key, verdicts.SECONDARY, [finals], f"{model} d{depth}", seeds)
+                name = f"{model} d{depth}"
+                role, direction = verdicts.SECONDARY, claim.direction  # "≈ X" an equivalence, "above X" a side
+                plan = power.contrast_plan(claim.key, direction, role, [finals], name, seeds, claim.margin)
             else:  # converges (faster, or alike): ViT against each BatchNorm model
                 no_run = "no whole-protocol run yet"
-                plan = power.contrast_plan(claim.key, claim.direction, verdicts.SECONDARY, [], no_run, seeds)
+                role = verdicts.SECONDARY
+                plan = power.contrast_plan(claim.key, claim.direction, role, [], no_run, seeds, claim.margin)
             rows.append(power.priced(plan, left, table))
     return power.table(rows)
 
@@ -70,7 +83,7 @@ def plan_caption(frame: pd.DataFrame, table: pd.DataFrame, planned: list) -> str
         for row in counts.itertuples()
     )
     return (
-        f"Seed plan of chapter 03, written {PLAN_WRITTEN} before its runs trained: {frame['planned'].max()} seeds per "
+        f"Seed plan of chapter 03, committed {written()[:16]} (git): {frame['planned'].max()} seeds per "
         f"configuration. Rates with no whole-protocol run then have no spread to plan from and keep the rule's "
         f"minimum, their detectable effects stated once they train. Stability counts: {count_words}. A 30-epoch "
         f"depth-6 run costs one to two hours of this CPU, so more runs per model would pass the book's budget for "

@@ -317,7 +317,7 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
 
 def seed_plan_table(result: FixedLrResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = runs.finished_before(seed_plan.PLAN_WRITTEN)
+    read = runs.finished_before(seed_plan.written())
     protocol = lr_sweep.configs(article_protocol(result.settings), tuple(article.EXPERIMENT1), PAIRS, PIPELINE)
     frame = seed_plan.seed_plan(result.settings, protocol, read)
     caption = seed_plan.plan_caption(frame, read, protocol)
@@ -342,13 +342,13 @@ def claims_table(result):
 
 
 def collapse_counts(result: FixedLrResult) -> pd.DataFrame:
-    """Per model, depth and lr: the runs that collapsed (``verdicts.collapsed``), with the count's exact 95 % interval,
-    and those that fell as far and recovered by their end."""
+    """Per model, depth and lr: the runs that became unstable (``verdicts.collapsed``), with the count's exact 95 %
+    interval, and how many of them recovered."""
     rows = []
     for (model, depth, lr), runs_ in evidence(result).groupby(["model", "depth", "lr"]):
         curves = [run for _, run in runs_.groupby("run_id")]
         collapsed = sum(verdicts.collapsed(run) for run in curves)
-        fell = sum(verdicts.largest_fall(run) >= verdicts.COLLAPSE_PT for run in curves) - collapsed
+        fell = sum(verdicts.collapsed(run) and verdicts.fall(run).recovered for run in curves)
         low, high = verdicts.rate_interval(collapsed, len(curves))
         rows.append(
             dict(model=model, depth=int(depth), lr=lr, runs=len(curves), collapsed=collapsed, low=low, high=high)
@@ -361,20 +361,20 @@ def instability_note(result: FixedLrResult):
     """:func:`collapse_counts` in words."""
     counts = collapse_counts(result)
     rule = (
-        f"a run collapses when its accuracy ends at least {verdicts.COLLAPSE_PT:g} points below its best so far, or "
-        "its loss becomes non-finite"
+        f"a run becomes unstable when its accuracy falls at least {verdicts.COLLAPSE_PT:g} points below its best so "
+        "far at any epoch, whatever its ending, or its loss becomes non-finite"
     )
     parts = [
         f"**{row.model} d{row.depth} at lr {row.lr:g}**: {row.collapsed} of {row.runs} "
-        f"[{row.low:.0f}, {row.high:.0f} %]"
-        + (f", and {row.recovered} more fell as far and recovered" if row.recovered else "")
+        f"[{row.low:.0f}, {row.high:.0f} %]" + (f", {row.recovered} of them recovered" if row.recovered else "")
         for row in counts.itertuples()
         if row.collapsed or row.recovered
     ]
     if not parts:
-        return panels.markdown(f"No run collapsed ({rule}) or fell that far and recovered.")
+        return panels.markdown(f"No run became unstable ({rule}).")
     return panels.markdown(
-        f"Collapses counted ({rule}; each count with its exact 95 % interval): "
+        f"Unstable runs counted ({rule}; each count with its exact 95 % interval; the claims table lists every run's "
+        "largest fall): "
         + "; ".join(parts)
         + "; no other configuration has one. Article 1 reports a breakdown of ViT near epoch "
         f"{article.EXPERIMENT1[0.01].vit_unstable_epoch} while ViTBNFFN and ViTBN stay stable: models it describes "

@@ -79,6 +79,14 @@ def committed(plan: Plan) -> str | None:
     return stamp["committed"]
 
 
+def committed_at(name: str) -> str:
+    """:func:`committed` of the plan ``name``, or a ValueError saying how to stamp it."""
+    when = committed(named(name))
+    if when is None:
+        raise ValueError(f"plan {name} has no stamp in figures/{STAMPS}; fix: python -m vitbn_nb plans stamp")
+    return when
+
+
 def named(name: str) -> Plan:
     return next(plan for plan in PLANS if plan.name == name)
 

@@ -16,14 +16,8 @@ from .settings import DepthSettings
 
 
 def written() -> str:
-    """When git says the plan was committed (``figures/plan_commits.json``): the power analysis reads the runs
-    finished before it."""
-    when = plans.committed(plans.named("05_depth_study/first"))
-    if when is None:
-        raise ValueError(
-            f"plan 05_depth_study/first has no stamp in figures/{plans.STAMPS}; fix: python -m vitbn_nb plans stamp"
-        )
-    return when
+    """When git says the plan was committed: the power analysis reads the runs finished before it."""
+    return plans.committed_at("05_depth_study/first")
 
 
 #: The protocol's runs the analysis reads: article 2's whole protocol only (a few hundred steps spread otherwise).

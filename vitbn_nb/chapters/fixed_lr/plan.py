@@ -16,14 +16,8 @@ from .settings import FixedLrSettings
 
 
 def written() -> str:
-    """When git says the plan was committed (``figures/plan_commits.json``): the power analysis reads the runs
-    finished before it."""
-    when = plans.committed(plans.named("03_fixed_lr/first"))
-    if when is None:
-        raise ValueError(
-            f"plan 03_fixed_lr/first has no stamp in figures/{plans.STAMPS}; fix: python -m vitbn_nb plans stamp"
-        )
-    return when
+    """When git says the plan was committed: the power analysis reads the runs finished before it."""
+    return plans.committed_at("03_fixed_lr/first")
 
 
 #: The book's budget for article 1's plan, in hours of this CPU.

@@ -318,3 +318,34 @@ def test_the_dry_run_prints_each_stage_s_runs_and_hours_left_and_trains_nothing(
     printed = capsys.readouterr().out
     assert "05_depth_study" in printed and "03_fixed_lr" in printed and "estimated hours left" in printed
     assert not trained
+
+
+def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
+    monkeypatch, run_store, tmp_path, mnist_ready
+):
+    """Chapter 04 as a campaign stage: its searches first (resumable Ax studies), then each model's best settings
+    retrained; nothing is counted before a search suggests it, and `campaign commit` keeps the trials, the retrains
+    and the searches' state, which every render then keeps."""
+    monkeypatch.setattr(campaign, "PROFILE", "smoke")
+    stage = campaign.Stage("04_bayes_opt", quiet=True)
+    monkeypatch.setattr(campaign, "STAGES", (stage,))
+    device = torch.device("cpu")
+    assert stage.configs() == [] and len(stage.open_searches(device)) == 3
+    placeholders = stage.placeholders(device)
+    assert len(placeholders) == 3 * 3 + 3  # the trials left, then one retrain per model at smoke's one seed
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=lambda line: None)  # a timed stage: not on a machine that is not said to be quiet
+    campaign.train(quiet=True, log=lambda line: None)
+    assert stage.open_searches(device) == [] and len(stage.trials()) == 9
+    assert [c.epochs for c in stage.finals()] == [2, 2, 2]
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
+    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    copied = campaign.commit(log=lambda line: None)
+    assert len([c for c in copied if not c.startswith("hpo/")]) == 12
+    assert {c.split("/")[1] for c in copied if c.startswith("hpo/")} == {s.key("cpu") for s in stage.studies()}
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
+    committed.stage(staging, tmp_path / "empty-store", campaign.run_ids())
+    assert {p.name for p in (staging / "records" / "hpo").iterdir()} == {s.key("cpu") for s in stage.studies()}

@@ -155,3 +155,25 @@ def test_a_count_that_cannot_reach_the_level_is_not_planned_as_a_test():
     three = power.count_plan("c", verdicts.PRIMARY, 50.0, "x", 3)
     assert three.test.startswith("not decidable with 3 runs") and "needs 4" in three.test
     assert verdicts.smallest_count_p(3, 3) >= verdicts.ALPHA > verdicts.smallest_count_p(4, 4)
+
+
+def test_chapter_04s_committed_plan_is_what_chapter_03s_records_give():
+    """The protocol plan is data computed, not typed: derived again from chapter 03's committed 30-epoch records (all
+    finished before the plan), it is the committed file; each claim's ask follows from its spread's upper bound, the
+    seeds planned never fall below the rule's minimum, and searches and retrains fit the budget."""
+    from vitbn_nb.chapters.bayes_opt import plan as protocol
+    from vitbn_nb.store import runs
+    from vitbn_nb.store.run_folder import Run
+
+    folders = sorted((plans.ROOT / "figures" / "records").glob("*-lr0.00*5-bs100-s*/record.json"))
+    table = runs.load_table([Run(f.parent) for f in folders])
+    derived = json.loads(json.dumps(protocol.derive(table)))
+    assert derived == protocol.plan()
+    fixed = protocol.plan()
+    assert fixed["search_hours"] + fixed["retrain_hours"] <= fixed["budget_hours"]
+    for claim in fixed["claims"]:
+        assert claim["planned"] >= verdicts.MIN_SEEDS
+        if claim["test"] == verdicts.EQUIVALENCE_TEST:
+            reach = verdicts.equivalence_reach(claim["spread_bound"], claim["needed"])
+            assert reach <= claim["margin"] < verdicts.equivalence_reach(claim["spread_bound"], claim["needed"] - 1)
+    assert plans.plan_for("article1/optimised/accuracy/ViT").name == "04_bayes_opt/protocol"

@@ -207,9 +207,38 @@ def test_bad_settings_are_refused_by_name():
 
 
 def test_chapter_04s_plan_is_its_optimisations():
+    """The paper protocol: one search per model and configuration (ViT d6 serves both), twice where the committed
+    plan affords a second search seed; the cpu profile keeps article 1's as-run trio alone."""
     planned = bayes_opt.plan(chapters.settings("04_bayes_opt", "paper"))
-    assert list(planned) == [] and [s.model for s in planned.optimisations] == ["ViT", "ViTBNFFN", "ViTBN"]
-    assert "30 epochs x 3 random seed(s)" in planned.then
+    searches = [(s.model, s.depth, s.seed) for s in planned.optimisations]
+    trio = [("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBNFFN", 6), ("ViTBN", 6)]
+    assert list(planned) == [] and searches == [(m, d, seed) for seed in (0, 1) for m, d in trio]
+    assert all(s.trial_epochs == 3 and s.train_size is None for s in planned.optimisations)
+    assert "30 epochs x as run 3 / as written 4 random seed(s)" in planned.then
+    cpu = bayes_opt.plan(chapters.settings("04_bayes_opt", "cpu"))
+    assert [(s.model, s.depth, s.seed) for s in cpu.optimisations] == [(m, d, 0) for m, d in trio[:3]]
+
+
+def test_a_protocol_the_plan_did_not_fix_fails_loudly():
+    with pytest.raises(ValueError, match="differs from the plan's 20"):
+        bayes_opt.plan(chapters.settings("04_bayes_opt", "paper", trials=12))
+    with pytest.raises(ValueError, match="not a configuration .*did you mean 'as run'"):
+        chapters.settings("04_bayes_opt", "paper", configurations=("as rn",))
+
+
+def test_the_final_runs_take_the_plans_seeds_per_configuration():
+    """Each model's first search's best trial, retrained at its configuration's planned seeds; ViT d6, in both
+    configurations, at the larger count; a second search's better trial is never retrained."""
+    settings = chapters.settings("04_bayes_opt", "paper")
+    rows = [
+        {"model": m, "depth": d, "trial": 1, "lr": 1e-4, "batch_size": 50, "accuracy": 97.0, "search": 0}
+        for m, d in [("ViT", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("ViTBNFFN", 6), ("ViTBN", 6)]
+    ]
+    rows.append({**rows[0], "trial": 2, "lr": 5e-4, "accuracy": 99.0, "search": 1})
+    configs = bayes_opt.final_plan(pd.DataFrame(rows), settings)
+    counts = pd.Series([(c.model, c.model_kwargs["depth"]) for c in configs]).value_counts().to_dict()
+    assert counts == {("ViT", 6): 4, ("ViTBNFFN", 1): 3, ("ViTBN", 1): 3, ("ViTBNFFN", 6): 4, ("ViTBN", 6): 4}
+    assert {c.lr for c in configs} == {1e-4} and {c.epochs for c in configs} == {30}
 
 
 def _measured(source, seeds=1, rounds=5):

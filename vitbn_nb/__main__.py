@@ -347,7 +347,7 @@ def _campaign(args) -> int:
     from . import campaign
     from .limits import Deadline, DeadlineReached
     from .paths import runs_dir
-    from .system import hardware_label
+    from .system import hardware_label, pick_device
 
     if args.action == "commit":
         campaign.commit()
@@ -368,7 +368,9 @@ def _campaign(args) -> int:
         return 0
     if args.dry_run:
         print("calibrating the runs left (a few training steps of each model) ...")
-        estimator = campaign.estimator([c for stage in campaign.STAGES for c in stage.configs()])
+        device = pick_device(None)
+        work = [c for stage in campaign.STAGES for c in stage.configs() + stage.placeholders(device)]
+        estimator = campaign.estimator(work)
         print(f"the campaign ({campaign.PROFILE} profile), store {runs_dir()}, estimated on {hardware_label()}:")
         print(campaign.status(estimator).to_string(index=False))
         if why := estimator.busy():

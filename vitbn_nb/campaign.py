@@ -17,14 +17,14 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from . import atomic
+from . import atomic, chapters, hpo
 from .bench import calibration
 from .engines import training
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import runs
 from .store.bundle import clean_imports, refuse_half_imported
-from .store.records import RunStoreError, read_record
+from .store.records import LEDGER_FILE, STATE_FOLDER, RunStoreError, read_ledger, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import Run, is_locked, stored_id, stored_run
 from .system import epoch_contended, hardware_label, machine_load, pick_device
@@ -54,8 +54,68 @@ class Stage:
     cell: tuple[str, ...] = ("lr",)
 
     def configs(self) -> list[RunConfig]:
+        """The stage's runs: its chapter's planned runs at ``lrs``; for a chapter that optimises, every trial its
+        searches have suggested so far, then the final runs of each model whose first search is complete."""
         planned = planned_runs(self.chapter, PROFILE)
-        return [c for c in planned if self.lrs is None or any(math.isclose(c.lr, lr) for lr in self.lrs)]
+        chosen = [c for c in planned if self.lrs is None or any(math.isclose(c.lr, lr) for lr in self.lrs)]
+        return chosen + self.trials() + self.finals()
+
+    def studies(self) -> list:
+        """The searches (``hpo.Study``) of the chapter's ``paper`` plan (none for a chapter that does not optimise)."""
+        planned = chapters.study(self.chapter).plan(chapters.settings(self.chapter, PROFILE))
+        return list(getattr(planned, "optimisations", []))
+
+    def trials(self) -> list[RunConfig]:
+        """The trials the searches have suggested so far (their ledgers, here or committed)."""
+        found = []
+        for study in self.studies():
+            folder = study.folder(hpo.study_device_type(study, pick_device(None).type, self.trial_count()))
+            ledger = folder / LEDGER_FILE
+            entries = read_ledger(ledger).values() if ledger.exists() else []
+            found += [study.trial_config(e["lr"], e["batch_size"]) for e in entries if "lr" in e]
+        return found
+
+    def open_searches(self, device: torch.device) -> list:
+        """The searches not yet complete (those left to run or resume)."""
+        return [s for s in self.studies() if not search_complete(s, self.trial_count(), device.type)]
+
+    def trial_count(self) -> int:
+        return getattr(chapters.settings(self.chapter, PROFILE), "trials", 0)
+
+    def finals(self) -> list[RunConfig]:
+        """The final runs of the models whose first search is complete (their best trial known)."""
+        module = chapters.study(self.chapter)
+        if not self.studies() or not hasattr(module, "final_plan"):
+            return []
+        settings, device = chapters.settings(self.chapter, PROFILE), pick_device(None).type
+        complete = [s for s in self.studies() if search_complete(s, settings.trials, device)]
+        if not complete:
+            return []
+        trials = pd.concat([hpo.read_trials(s, settings.trials, device) for s in complete], ignore_index=True)
+        return module.final_plan(trials, settings)
+
+    def placeholders(self, device: torch.device) -> list[RunConfig]:
+        """Stand-ins that price what the open searches will train (their trials left, at the middle of the search
+        space, and the final runs of models whose first search is open, at batch 100): counted, never trained."""
+        trials, found, unknown = self.trial_count(), [], []
+        for study in self.open_searches(device):
+            space = hpo.bounds(study.model)
+            middle = (math.sqrt(space["lr"][0] * space["lr"][1]), sum(space["batch_size"]) // 2)
+            done = hpo.completed_trials(study.folder(hpo.study_device_type(study, device.type, trials)))
+            found += [study.trial_config(*middle)] * (trials - done)
+            if study.seed == 0:
+                unknown.append(
+                    {"model": study.model, "depth": study.depth, "trial": 1, "lr": middle[0]}
+                    | {"batch_size": 100, "accuracy": 0.0, "search": 0}
+                )
+        if unknown:
+            module, settings = chapters.study(self.chapter), chapters.settings(self.chapter, PROFILE)
+            found += module.final_plan(pd.DataFrame(unknown), settings)
+        return found
+
+
+def search_complete(study, trials: int, device_type: str) -> bool:
+    return hpo.completed_trials(study.folder(hpo.study_device_type(study, device_type, trials))) >= trials
 
 
 #: In order: the chapters that decide the articles' claims about accuracy and stability first.
@@ -74,6 +134,14 @@ STAGES = (
         lrs=(0.0005, 0.005),
         quiet=True,
         why="article 1's Figs 3-4 at its protocol (accuracies, convergence, Table 1); its epoch times are shown",
+    ),
+    Stage(
+        "04_bayes_opt",
+        quiet=True,
+        why=(
+            "article 1's Experiment 2 at its protocol (20-trial searches, 30-epoch retrains, as run and as written); "
+            "its epoch times are shown"
+        ),
     ),
 )
 
@@ -240,8 +308,11 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
             "to train again (split streams)": sum(c.run_id("cpu") in retrain for c in configs),
             "trained on": "; ".join(f"{name}: {n}" for name, n in _trained_on(stage, device, done).items()) or "—",
         }
+        if stage.studies():
+            open_searches = stage.open_searches(device)
+            row["searches complete"] = f"{len(stage.studies()) - len(open_searches)} of {len(stage.studies())}"
         if estimator is not None:
-            left = [estimator.seconds_left(c) for c in configs]
+            left = [estimator.seconds_left(c) for c in configs + stage.placeholders(device)]
             row["estimated hours left"] = round(sum(s for s in left if s is not None) / 3600, 1)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -307,14 +378,16 @@ def train(
         )
     for stage in STAGES:
         left = [c for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
-        if not left:
+        searching = stage.open_searches(device)
+        if not left and not searching:
             continue
+        what = f"{len(left)} run(s)" + (f" and {len(searching)} search(es)" if searching else "")
         if stage.quiet and workers > 1:
-            log(f"{stage.chapter}: {len(left)} run(s) left for a one-worker campaign (its epoch times are shown)")
+            log(f"{stage.chapter}: {what} left for a one-worker campaign (its epoch times are shown)")
             continue
         if stage.quiet and not quiet:
             log(
-                f"{stage.chapter}: {len(left)} run(s) left, not trained: their epoch times are shown, so they train "
+                f"{stage.chapter}: {what} left, not trained: their epoch times are shown, so they train "
                 "only on a quiet machine (run the campaign with --quiet and nothing else beside it)"
             )
             continue
@@ -325,6 +398,9 @@ def train(
                 f"{', '.join(elsewhere)}, not on this machine ({here}); the book compares a seed's two runs' times "
                 "only where one machine timed both, so a pair split between machines leaves those comparisons"
             )
+        if stage.studies():
+            trained += _search(stage, device, deadline, log)
+            left = [c for c in stage.finals() if _epochs_done(c, device, retrain) < c.epochs]
         pending, estimator = training.units(left), None
         while pending:
             if estimator is None or estimator.busy():
@@ -359,9 +435,35 @@ def train(
             trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
             log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
     retrain = retrained(device)
-    if unfinished := [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]:
-        raise Unfinished(f"{len(unfinished)} run(s) left; the same command continues")
+    unfinished = [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
+    searches = [study for stage in STAGES for study in stage.open_searches(device)]
+    if unfinished or searches:
+        also = f" and {len(searches)} search(es)" if searches else ""
+        raise Unfinished(f"{len(unfinished)} run(s){also} left; the same command continues")
     return trained
+
+
+def _search(stage: Stage, device: torch.device, deadline: Deadline | None, log: Callable[[str], None]) -> list[Run]:
+    """Run (or resume) every search of ``stage`` not yet complete, cheapest first, while a trial fits before the
+    deadline (a trial stops at an epoch boundary and resumes); returns the trials' runs."""
+    trials = stage.trial_count()
+    open_studies = stage.open_searches(device)
+    if not open_studies:
+        return []
+    probes = [s.trial_config(*(hpo.bounds(s.model)[name][1] for name in ("lr", "batch_size"))) for s in open_studies]
+    estimator = Estimator(probes, device)
+    done = []
+    for study, probe in sorted(zip(open_studies, probes), key=lambda pair: estimator.epoch_seconds(pair[1]) or 0.0):
+        # priced at the search space's largest batch: smaller batches take more steps, so a trial may run longer
+        trial_seconds = (estimator.epoch_seconds(probe) or 0.0) * study.trial_epochs
+        if deadline is not None and deadline.no_room_for(trial_seconds):
+            log(f"{stage.chapter}: search {study.key(device.type)} not started: a trial does not fit the deadline")
+            continue
+        left = trials - hpo.completed_trials(study.folder(hpo.study_device_type(study, device.type, trials)))
+        log(f"{stage.chapter}: searching {study.model} d{study.depth} (seed {study.seed}): {left} trial(s) left")
+        table = hpo.optimise(study, trials, deadline=deadline)
+        done += [Run(stored_path(run_id)) for run_id in table["run_id"]]
+    return done
 
 
 def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list[str]:
@@ -408,5 +510,17 @@ def commit(log: Callable[[str], None] = print) -> list[str]:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 atomic.write_text(destination, text)
                 copied.append(run_id)
-    log(f"campaign: {len(copied)} finished run record(s) copied into {target} (commit them)")
+    for stage in STAGES:  # the searches' state: what their trials and best settings are read from
+        for study in stage.studies():
+            source = runs_dir() / STATE_FOLDER / study.key(device.type)
+            if not (source / LEDGER_FILE).is_file() or source.is_symlink():
+                continue
+            for file in sorted(source.glob("*.json")):
+                destination = target / STATE_FOLDER / source.name / file.name
+                if file.is_symlink() or (destination.exists() and destination.read_bytes() == file.read_bytes()):
+                    continue
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                atomic.write_bytes(destination, file.read_bytes())
+                copied.append(f"{STATE_FOLDER}/{source.name}/{file.name}")
+    log(f"campaign: {len(copied)} finished run record(s) and search file(s) copied into {target} (commit them)")
     return copied

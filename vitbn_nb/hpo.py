@@ -254,6 +254,22 @@ def completed_trials(folder: Path) -> int:
     return sum("accuracy" in entry for entry in read_ledger(ledger).values()) if ledger.exists() else 0
 
 
+def read_trials(study: Study, trials: int, device_type: str) -> pd.DataFrame:
+    """A complete study's first ``trials`` trials read from its ledger alone (no Ax): what its best trial is, for the
+    campaign's final runs."""
+    folder = study.folder(study_device_type(study, device_type, trials))
+    ledger = read_ledger(folder / LEDGER_FILE)
+    done = sorted((int(i), e) for i, e in ledger.items() if "accuracy" in e)[:trials]
+    table = pd.DataFrame(
+        [
+            {"model": study.model, "depth": study.depth, "trial": e["trial"], "lr": e["lr"]}
+            | {"batch_size": e["batch_size"], "accuracy": e["accuracy"], "search": study.seed, "run_id": e["run_id"]}
+            for _, e in done
+        ]
+    )
+    return table
+
+
 def study_device_type(study: Study, here: str, trials: int) -> str:
     """The device type whose study this is: this device's, unless only another device completed ``trials``
     trials of it (a store trained on a GPU renders on a laptop; an unfinished study goes on where it runs)."""
@@ -286,6 +302,7 @@ def trial_table(study: Study, done: pd.DataFrame, ledger: dict, device_type: str
                 "suggest_seconds": entry.get("suggest_seconds", float("nan")),
                 "train_seconds": sum(e["train_seconds"] + e["test_seconds"] for e in run.record["epochs"]),
                 "trial_epochs": study.trial_epochs,
+                "search": study.seed,
                 "study": study.key(device_type),
             }
         )
@@ -340,11 +357,17 @@ MNIST = "mnist"
 
 
 def model_study(
-    model: str, settings: profiles.ChapterSettings, *, dataset: str = MNIST, depth: int | None = None
+    model: str,
+    settings: profiles.ChapterSettings,
+    *,
+    dataset: str = MNIST,
+    depth: int | None = None,
+    seed: int = 0,
 ) -> Study:
-    """The optimisation of ``model`` under a chapter's ``settings`` (its depth as article 1 ran it unless ``depth``)."""
+    """The optimisation of ``model`` under a chapter's ``settings`` (its depth as article 1 ran it unless ``depth``);
+    ``seed`` seeds Ax and its trials alike (a second search is the same study at another seed)."""
     sizes = {name: getattr(settings, name) for name in ("trial_epochs", "train_size", "test_size", "test_batch_size")}
-    return Study(model, {"depth": depth or AS_RUN_DEPTH[model]}, dataset, **sizes, seed=0)
+    return Study(model, {"depth": depth or AS_RUN_DEPTH[model]}, dataset, **sizes, seed=seed)
 
 
 def optimise_models(

@@ -50,7 +50,8 @@ class Plan:
 
 
 #: Every plan the book has committed, oldest first. The first two were code (their seeds in the chapters' settings,
-#: the rule's ±2 pt margin); the confirmation is a data file written by ``confirmation.write``.
+#: the rule's ±2 pt margin); the confirmation and chapter 04's protocol are data files, written by
+#: ``confirmation.write`` and ``bayes_opt.plan.write``.
 PLANS = (
     Plan("05_depth_study/first", "vitbn_nb/chapters/depth_study/plan.py",
          ("article2/primary/*", "article2/depth/*", "article2/fig10/*", "article2/converges/*"), 2.0, "c2b2ec9"),
@@ -60,6 +61,7 @@ PLANS = (
          2.0, "a929106"),
     Plan("05_depth_study/confirmation", "vitbn_nb/chapters/depth_study/confirmation_plan.json",
          ("article2/confirm/*",), 2.0),
+    Plan("04_bayes_opt/protocol", "vitbn_nb/chapters/bayes_opt/protocol_plan.json", ("article1/optimised/*",), 0.2),
 )  # fmt: skip
 
 

@@ -57,6 +57,7 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (from ``store``, else the records
     staged or committed before), the runs they started from, the optimisation state behind them, and every ended
     ``campaign`` run, weights left out. Returns the run ids no source holds (an output carried over)."""
+    campaign = set(campaign)
     manifest = staging / "manifest.json"
     outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
     sources = [store, staging / RECORDS_FOLDER]
@@ -67,7 +68,7 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     best_files = _best_files(sources, profiles)
     chosen = [entry for best in best_files.values() for entry in json.loads(best.read_text()).values()]
     chosen_studies = {e["study"] for e in chosen if isinstance(e, dict) and isinstance(e.get("study"), str)}
-    studies = _studies(sources, named, chosen_studies)
+    studies = _studies(sources, named | set(campaign), chosen_studies)  # a campaign's searches are kept too
     for study in studies.values():  # every trial of a study travels with it, so its ledger leads to each run
         named |= {e.get("run_id") for e in json.loads((study / "trials.json").read_text()).values()} - {None}
     # the campaign's ended runs are kept by every render, so that hours of training are never dropped

@@ -15,8 +15,9 @@ MODELS = hpo.MODELS
 
 
 def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
-    """Each model's best trial: one row per model."""
-    best = [hpo.best_trial(group) for _, group in trials.groupby("model", sort=False)]
+    """Each search's best trial: one row per model, depth and search seed."""
+    keys = [k for k in ("model", "depth", "search") if k in trials]
+    best = [hpo.best_trial(group) for _, group in trials.groupby(keys, sort=False)]
     return pd.DataFrame(best).reset_index(drop=True)
 
 

@@ -17,6 +17,7 @@ from ...store import records, runs
 from ...store.runs import RunConfig
 from .. import Plan, panels
 from . import article
+from . import plan as protocol
 from .judge import experiment2
 from .numbers import MODELS, best_settings, best_trials, comparison, model_label, speedups
 from .settings import BayesOptSettings
@@ -29,26 +30,30 @@ RETRAIN_PIPELINE = "reference"
 
 
 def overview(settings: BayesOptSettings) -> pd.DataFrame:
-    """What the profile optimises and trains: one row per model."""
+    """What the profile optimises and trains: one row per search (model and depth) of its configurations."""
     initial = min(settings.trials, hpo.INITIAL_TRIALS)
-    return pd.DataFrame(
-        [
+    rows = []
+    for model, depth in protocol.studies(settings.configurations):
+        which = [w for w in settings.configurations if (model, depth) in protocol.studies((w,))]
+        seeds = max(retrain_seeds(settings, w) for w in which)
+        rows.append(
             {
                 "model": model,
-                "depth": AS_RUN_DEPTH[model],
+                "depth": depth,
+                "configuration": " and ".join(which),
                 "lr range (log)": "[{:g}, {:g}]".format(*hpo.SEARCH_SPACE[model]["lr"]),
                 "batch range": "[{}, {}]".format(*hpo.SEARCH_SPACE[model]["batch_size"]),
+                "searches (seeds)": settings.searches,
                 "trials": settings.trials,
                 "initial (centre + Sobol)": initial,
                 "BoTorch": settings.trials - initial,
                 "epochs per trial": settings.trial_epochs,
-                "final training (epochs x seeds)": f"{settings.epochs} x {settings.seeds}",
+                "final training (epochs x seeds)": f"{settings.epochs} x {seeds}",
                 "train images": panels.images(settings.train_size, 60000),
                 "test images": panels.images(settings.test_size, 10000),
             }
-            for model in MODELS
-        ]
-    )
+        )
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)
@@ -65,21 +70,63 @@ class BayesOptResult(results.ChapterResult):
         return results.run_ids_of([*self.trials["run_id"], *self.table["run_id"]])
 
 
+def studies(settings: BayesOptSettings) -> list[hpo.Study]:
+    """Every search: each model of each configuration once (ViT d6 serves both), at each of ``searches`` seeds."""
+    return [
+        hpo.model_study(model, settings, depth=depth, seed=seed)
+        for seed in range(settings.searches)
+        for model, depth in protocol.studies(settings.configurations)
+    ]
+
+
+def _check_plan(settings: BayesOptSettings) -> None:
+    """A paper protocol the committed plan did not fix fails loudly, before anything trains."""
+    if not settings.seed_plan:
+        return
+    fixed = protocol.plan()
+    if not fixed["configurations"]:
+        raise ValueError(f"seed_plan=True but {protocol.PLAN_FILE.name} holds no plan; fix: commit the plan first")
+    missing = [w for w in settings.configurations if protocol.seeds(w) is None]
+    if missing:
+        raise ValueError(f"configurations {missing} have no seeds in {protocol.PLAN_FILE.name}; the plan fixes none")
+    if settings.searches > 1 and not fixed["second_search"]["afforded"]:
+        raise ValueError(f"searches={settings.searches} but {protocol.PLAN_FILE.name} affords one search per model")
+    for name in ("trials", "trial_epochs", "epochs"):
+        if getattr(settings, name) != fixed[name]:
+            raise ValueError(
+                f"{name}={getattr(settings, name)} differs from the plan's {fixed[name]} ({protocol.PLAN_FILE.name})"
+            )
+
+
 def plan(settings: BayesOptSettings) -> Plan:
-    """The optimisations (one per model); each model's final runs follow from its best trial."""
+    """The searches; each model's final runs follow from its first search's best trial."""
+    _check_plan(settings)
+    seeds = " / ".join(f"{which} {retrain_seeds(settings, which)}" for which in settings.configurations)
     return Plan(
         [],
-        optimisations=[hpo.model_study(model, settings) for model in MODELS],
+        optimisations=studies(settings),
         then=(
-            f"each model's best lr and batch size, {settings.epochs} epochs x {settings.seeds} random "
+            f"each model's best lr and batch size (its first search), {settings.epochs} epochs x {seeds} random "
             "seed(s), timed through article 1's pipeline"
         ),
     )
 
 
+def optimise(settings: BayesOptSettings, force: bool = False, deadline: Deadline | None = None) -> pd.DataFrame:
+    """Every search (run, resumed or read back), one row per trial; the as-run searches' best values are saved for
+    chapter 06 (:func:`hpo.optimise_models`)."""
+    tables = [hpo.optimise_models(settings, force=force, deadline=deadline)]
+    as_run = {(m, AS_RUN_DEPTH[m], 0) for m in MODELS}
+    for study in studies(settings):
+        if (study.model, study.depth, study.seed) not in as_run:
+            tables.append(hpo.optimise(study, settings.trials, force=force, deadline=deadline))
+    return pd.concat(tables, ignore_index=True)
+
+
 def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     """Optimise every model, then train each with its best lr and batch size (or read both back from the store)."""
-    trials = hpo.optimise_models(settings, force=force)
+    _check_plan(settings)
+    trials = optimise(settings, force=force)
     trained = training.train_all(final_plan(trials, settings), force=force)
     return BayesOptResult(settings, trials, runs.load_table(trained))
 
@@ -88,7 +135,13 @@ def after_optimisation(
     settings: BayesOptSettings, force: bool = False, deadline: Deadline | None = None
 ) -> list[RunConfig]:
     """The final runs: each model's best lr and batch size, from the optimisation (run now if it is not stored)."""
-    return final_plan(hpo.optimise_models(settings, force=force, deadline=deadline), settings)
+    return final_plan(optimise(settings, force=force, deadline=deadline), settings)
+
+
+def retrain_seeds(settings: BayesOptSettings, which: str) -> int:
+    """The retrains' seeds in configuration ``which``: the committed plan's (at least ``seeds``) under ``seed_plan``."""
+    planned = protocol.seeds(which) if settings.seed_plan else None
+    return max(settings.seeds, planned or 0)
 
 
 def trial_summary(result: BayesOptResult) -> pd.DataFrame:
@@ -103,9 +156,31 @@ def final_runs(result: BayesOptResult) -> pd.DataFrame:
 
 
 def final_plan(trials: pd.DataFrame, settings: BayesOptSettings) -> list[RunConfig]:
-    """Each model with its best lr and batch size, the full epoch count, every seed (seed 0 is the trials'), timed
+    """Each model of each configuration with its first search's best lr and batch size, the full epoch count, its
+    configuration's seeds (seed 0 is the trials'; a model in two configurations takes the larger count), timed
     through article 1's pipeline as the article timed them (the trials ran on the book's engine)."""
-    return hpo.best_runs(settings, best_trials(trials), dataset=hpo.MNIST, pipeline=RETRAIN_PIPELINE)
+    first = trials[trials["search"] == 0] if "search" in trials else trials
+    best = {(row["model"], int(row["depth"])): row for _, row in best_trials(first).iterrows()}
+    planned: dict[tuple[str, int], int] = {}
+    for which in settings.configurations:
+        for key in protocol.studies((which,)):
+            planned[key] = max(planned.get(key, 0), retrain_seeds(settings, which))
+    seeds = {key: planned.get(key, settings.seeds) for key in best}  # a search outside them: the profile's seeds
+    return [
+        RunConfig.from_settings(
+            settings,
+            model=model,
+            model_kwargs={"depth": depth},
+            lr=float(best[(model, depth)]["lr"]),
+            batch_size=int(best[(model, depth)]["batch_size"]),
+            seed=seed,
+            dataset=hpo.MNIST,
+            pipeline=RETRAIN_PIPELINE,
+        )
+        for seed in range(max(seeds.values(), default=0))
+        for (model, depth), count in seeds.items()
+        if seed < count
+    ]
 
 
 def best_settings_table(result: BayesOptResult):
@@ -174,3 +249,30 @@ def comparison_table(result: BayesOptResult):
 def claims_table(result):
     """Article 1's Experiment 2 claims (the optimised runs), judged by the book's one rule; saved as ``NN_claims``."""
     return figures.save_claims(result, experiment2(result.table), article.findings())
+
+
+def protocol_plan_table(result: BayesOptResult):
+    """The protocol's committed plan (``plan.PLAN_FILE``): per claim and configuration, the spread it was planned
+    from and its upper bound, the margin or effect, the seeds it asks and those planned, and the planned power."""
+    fixed = protocol.plan()
+    columns = ("key", "condition", "test", "spread", "dof", "spread_bound", "margin", "effect", "needed", "planned")
+    frame = pd.DataFrame(
+        [{name: c.get(name) for name in columns} | {"power": c.get("power_planned")} for c in fixed["claims"]]
+    )
+    seeds = "; ".join(
+        f"{w}: {p['seeds']} seeds (its claims ask up to {p['seeds_asked']})" for w, p in fixed["configurations"].items()
+    )
+    second = fixed["second_search"]
+    caption = (
+        f"Chapter 04's plan at article 1's protocol, as committed ({protocol.PLAN_FILE.name}) before any of its runs: "
+        f"{fixed['trials']} trials of {fixed['trial_epochs']} epochs per search ({fixed['trial_epochs_from']}), "
+        f"{len(fixed['searches'])} searches ({fixed['search_hours']:g} CPU h), retrains of {fixed['epochs']} epochs "
+        f"({fixed['retrain_hours']:g} CPU h): {seeds}. Each claim's seeds from chapter 03's 30-epoch spread of the "
+        f"statistic its verdict computes, at its one-sided {fixed['spread_bound']:.0%} upper bound, for "
+        f"{fixed['power']:.0%} power at {fixed['alpha']:.0%}; seeds raised claim by claim, fewest first, within "
+        f"{fixed['budget_hours']:g} CPU h ({fixed['priced']}). A second search seed per model "
+        f"({second['hours']:g} CPU h) {'is afforded' if second['afforded'] else 'is not afforded'}: it shows "
+        f"{second['shows']}"
+    )
+    about = dict(reproduces="new/protocol_plan", caption=caption, runs=[])
+    return figures.save_table(frame, "04_protocol_plan", result, **about)

@@ -1,5 +1,6 @@
-"""Chapter 04's claims (article 1's Experiment 2) judged by the one rule from the optimised runs, one configuration
-per model (as run: ViT d6, the BatchNorm models d1), each at its own optimised batch size."""
+"""Chapter 04's claims (article 1's Experiment 2) judged by the one rule from the optimised runs of one
+configuration (as run: ViT d6, the BatchNorm models d1; as written: all at d6), each model at its own optimised batch
+size, over the seeds the plan fixed for that configuration."""
 
 from __future__ import annotations
 
@@ -8,14 +9,20 @@ import pandas as pd
 from ...judging import claims as shared
 from ...judging import verdicts
 from ...judging.article1 import against_article
+from ...judging.plans import reading
 from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
 from . import article
 
 
-def experiment2(table: pd.DataFrame) -> list[Verdict]:
+def experiment2(table: pd.DataFrame, which: str = "as run") -> list[Verdict]:
+    """Every claim of Experiment 2 over ``table``, the retrains of configuration ``which`` (one depth per model)."""
     found = []
     hardware = shared.hardware_of(table)
+    depth_of = lambda model: (
+        int(select(table, model=model)["depth"].iloc[0]) if len(select(table, model=model)) else None
+    )
+    named = lambda model: f"{model} d{depth_of(model)}" if depth_of(model) else model
     for claim in article.findings():
         kind, model = claim.key.split("/")[2], claim.key.split("/")[-1]
         if kind == "accuracy":
@@ -26,28 +33,33 @@ def experiment2(table: pd.DataFrame) -> list[Verdict]:
                 f"{reached:,} of the {needed:,} steps {claim.epochs} epochs take at this run's optimised batch size; "
                 "the article's batch sizes are not in its text"
             )
-            found.append(
-                Verdict(claim.key, verdicts.UNTESTABLE, unit="%", scale=scale)
+            condition = f"{which}: {named(model)}"
+            judged = (
+                Verdict(claim.key, verdicts.UNTESTABLE, unit="%", scale=scale, condition=condition)
                 if reached < needed
-                else shared.absolute(claim, final_accuracy(runs))
+                else shared.absolute(claim, final_accuracy(runs), condition=condition)
             )
+            found.append(reading(judged, runs))
         elif kind in ("r_t", "r_v"):
             gains = shared.run_gains(table, dict(model=model), dict(model="ViT"), shared.TIMED[kind])
             scale = against_article(hardware, article.DEVICES)
-            found.append(shared.gain(claim, gains, scale, f"{model} against ViT, each at its optimised settings"))
+            condition = f"{which}: {named(model)} against {named('ViT')}, each at its optimised settings"
+            both = table[table["model"].isin([model, "ViT"])]
+            found.append(reading(shared.gain(claim, gains, scale, condition), both))
         elif kind == "converges":
             # how the article's 30-epoch curves went: judged only over runs that reached them
             vit = per_seed(select(table, model="ViT"), verdicts.mean_accuracy)
             for bn in shared.BN_MODELS:
                 values = paired(vit, per_seed(select(table, model=bn), verdicts.mean_accuracy))
                 pair = table[table["model"].isin(["ViT", bn])]
-                scale, condition = _optimised_scale(pair), f"ViT against {bn}"
+                scale, condition = _optimised_scale(pair), f"{which}: {named('ViT')} against {named(bn)}"
                 short = not pair.empty and any(
                     shared.reached_steps(runs) < shared.article_steps(article.EPOCHS, int(runs["batch_size"].iloc[0]))
                     for _, runs in pair.groupby("model")
                 )
                 untestable = Verdict(claim.key, verdicts.UNTESTABLE, scale=scale, condition=condition)
-                found.append(untestable if short else shared.judge_difference(claim, values, scale, condition))
+                judged = untestable if short else shared.judge_difference(claim, values, scale, condition)
+                found.append(reading(judged, pair))
     return found
 
 

@@ -7,11 +7,22 @@ import pandas as pd
 
 from ... import hpo
 from ...judging.claims import BN_MODELS, verdict_texts
+from ...models import CONFIGURATIONS
 from ...publishing import results
 from .article import EXPERIMENT2
 from .judge import experiment2
 
 MODELS = hpo.MODELS
+
+
+def in_configuration(table: pd.DataFrame, which: str, seeds: int | None = None) -> pd.DataFrame:
+    """The retrains of configuration ``which``: its models at its depths, seeds below ``seeds`` (None: all held)."""
+    if table.empty:
+        return table
+    keep = table["model"].map(CONFIGURATIONS[which]) == table["depth"]
+    if seeds is not None:
+        keep &= table["seed"] < seeds
+    return table[keep]
 
 
 def best_trials(trials: pd.DataFrame) -> pd.DataFrame:
@@ -26,40 +37,50 @@ def model_label(model: str, depth) -> str:
 
 
 def best_settings(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """Best lr, batch size and accuracy per model: the optimisation's best trial and the long training's result."""
-    final = results.accuracy_summary(table, by=("model",)).set_index("model")
-    epochs = int(table["epoch"].max())
+    """Best lr, batch size and accuracy per search (model, depth, search seed): the search's best trial, and for a
+    model's first search the long training's result."""
+    final = results.accuracy_summary(table, by=("model", "depth")).set_index(["model", "depth"])
+    epochs = int(table["epoch"].max()) if len(table) else 0
     rows = []
     for _, best in best_trials(trials).iterrows():
-        model = best["model"]
+        model, depth, search = best["model"], int(best["depth"]), int(best.get("search", 0))
+        key, retrained = (model, depth), search == 0 and (model, depth) in final.index
         rows.append(
             {
                 "model": model,
-                "depth": int(best["depth"]),
+                "depth": depth,
+                "search seed": search,
                 "lr range": "[{:g}, {:g}]".format(*hpo.SEARCH_SPACE[model]["lr"]),
                 "best lr": f"{best['lr']:.3g}",
                 "best batch size": int(best["batch_size"]),
-                "best trial": f"{int(best['trial'])} of {int((trials['model'] == model).sum())} ({best['generator']})",
+                "best trial": f"{int(best['trial'])} of {int(_of_search(trials, best).sum())} ({best['generator']})",
                 f"trial accuracy after {int(best['trial_epochs'])} ep. (%)": round(float(best["accuracy"]), 2),
-                f"accuracy after {epochs} ep. (%)": final.loc[model, "accuracy (%)"] if model in final.index else "n/a",
+                f"accuracy after {epochs} ep. (%)": final.loc[key, "accuracy (%)"] if retrained else "n/a",
                 "article 1 after 30 ep. (%)": f"{EXPERIMENT2.accuracy[model]:g}",
-                "seeds": int(final.loc[model, "seeds"]) if model in final.index else 0,
+                "seeds": int(final.loc[key, "seeds"]) if retrained else 0,
             }
         )
     return pd.DataFrame(rows)
 
 
-def speedups(table: pd.DataFrame) -> pd.DataFrame:
-    """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT, with the article's beside them."""
+def _of_search(trials: pd.DataFrame, best: pd.Series) -> pd.Series:
+    same = (trials["model"] == best["model"]) & (trials["depth"] == best["depth"])
+    return same & (trials["search"] == best["search"]) if "search" in trials else same
+
+
+def speedups(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT in configuration ``which`` (``table``:
+    its retrains), with the article's beside them."""
     ours = results.speed_ratios(table, baseline="ViT")
-    rule = verdict_texts(experiment2(table))
+    rule = verdict_texts(experiment2(table, which))
     rows = []
     for _, row in ours.iterrows():
         model = row["model"]
         reported_t, reported_v = EXPERIMENT2.r_t.get(model), EXPERIMENT2.r_v.get(model)
         rows.append(
             {
-                "model": model,
+                "configuration": which,
+                "model": f"{model} d{CONFIGURATIONS[which][model]}",
                 "r_t": row["r_t"],
                 "r_t (article)": f"{reported_t:g}",
                 "r_v": row["r_v"],
@@ -76,16 +97,17 @@ def speedups(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The article's statements about Experiment 2 beside this run's numbers."""
+def comparison(trials: pd.DataFrame, table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """The article's statements about Experiment 2 beside this run's numbers in configuration ``which`` (``table``:
+    its retrains)."""
     final = results.accuracy_summary(table, by=("model",)).set_index("model")
     speed = results.speed_ratios(table, baseline="ViT").set_index("model")
     epochs = int(table["epoch"].max())
-    judged = experiment2(table)
+    judged = experiment2(table, which)
     rule = verdict_texts(judged)
     rows = []
     add = lambda model, quantity, said, found, claim="": rows.append(
-        {"model": model, "quantity": quantity, "article 1": said, "this run": found}
+        {"configuration": which, "model": model, "quantity": quantity, "article 1": said, "this run": found}
         | {"verdict": rule.get(f"article1/optimised/{claim}", "") if claim else ""}
     )
     for model in (m for m in MODELS if m in final.index):
@@ -104,8 +126,12 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     quantity = "ViT − BatchNorm model mean test accuracy over the epochs (pt); first to reach 97 % (epoch)"
     found = f"{curves or 'n/a'}; first to reach 97 %: {reached}"
     add("all", quantity, "ViT converges in fewer epochs", found, "converges")
+    first = trials[trials["search"] == 0] if "search" in trials else trials
     for model in (m for m in MODELS if m in set(trials["model"])):
-        best = hpo.best_trial(trials[trials["model"] == model])
+        one = first[(first["model"] == model) & (first["depth"] == CONFIGURATIONS[which][model])]
+        if one.empty:
+            continue
+        best = hpo.best_trial(one)
         add(model, "best lr / batch size (Table 2)", "not in the text", f"{best['lr']:.3g} / {int(best['batch_size'])}")
     return pd.DataFrame(rows)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ... import hpo
+from ...models import AS_RUN_DEPTH
 from ...publishing import figures
 from ...publishing.results import epochs_text
 from .numbers import MODELS, model_label
@@ -18,10 +19,12 @@ _MARKERS = {"centre": "D", "Sobol": "o", "BoTorch": "*"}
 
 def fig7_figure(result: BayesOptResult):
     """Article 1's Figure 7 for every model: best-so-far accuracy per trial, and where the trials searched."""
-    trials, settings = result.trials, result.settings
+    settings = result.settings
+    # the retrained (first) search of each model and depth; a second search seed is the table beside it
+    trials = result.trials[result.trials["search"] == 0] if "search" in result.trials else result.trials
     figures.use_style()
-    present = [m for m in MODELS if m in set(trials["model"])]
-    fig = plt.figure(figsize=(4.4 * len(present), 8.2))
+    present = [(m, d) for m in MODELS for d in sorted(set(trials.loc[trials["model"] == m, "depth"]))]
+    fig = plt.figure(figsize=(4.4 * max(3, len(present)), 8.2))
     grid = fig.add_gridspec(2, len(present), height_ratios=[1.1, 1])
     top = fig.add_subplot(grid[0, :])
     initial = min(hpo.INITIAL_TRIALS, int(trials["trial"].max()))
@@ -29,13 +32,13 @@ def fig7_figure(result: BayesOptResult):
     small = dict(fontsize=8, color="0.35", va="bottom")
     top.text(0.6, 0.02, "initialisation\n(centre + Sobol)", transform=top.get_xaxis_transform(), **small)
     last = int(trials["trial"].max())
-    for model in present:
-        one = trials[trials["model"] == model].sort_values("trial")
-        colour = figures.color(model)
+    for model, depth in present:
+        one = trials[(trials["model"] == model) & (trials["depth"] == depth)].sort_values("trial")
+        colour, dashes = figures.color(model), "-" if depth == AS_RUN_DEPTH[model] else "--"
         # Carry the last best to the edge so the final trial's step is visible as a level, not a riser.
         steps = ([*one["trial"], last + 0.45], [*one["best_so_far"], one["best_so_far"].iloc[-1]])
         label = f"{model_label(model, one['depth'].iloc[0])}: best so far"
-        top.step(*steps, where="post", color=colour, linewidth=2.2, label=label)
+        top.step(*steps, where="post", color=colour, linestyle=dashes, linewidth=2.2, label=label)
         for generator, marker in _MARKERS.items():
             points, look = one[one["generator"] == generator], dict(s=70 if marker == "*" else 30, alpha=0.55)
             top.scatter(points["trial"], points["accuracy"], color=colour, marker=marker, edgecolor="none", **look)
@@ -61,9 +64,9 @@ def fig7_figure(result: BayesOptResult):
     vmin = max(float(trials["accuracy"].min()), vmax - 15.0)
     if vmax - vmin < 1.0:
         vmin = vmax - 1.0
-    for i, model in enumerate(present):
+    for i, (model, depth) in enumerate(present):
         ax = fig.add_subplot(grid[1, i])
-        one = trials[trials["model"] == model]
+        one = trials[(trials["model"] == model) & (trials["depth"] == depth)]
         for generator, marker in _MARKERS.items():
             points = one[one["generator"] == generator]
             look = dict(cmap="viridis", vmin=vmin, vmax=vmax, s=150 if marker == "*" else 55, edgecolor="0.2")
@@ -92,7 +95,8 @@ def fig7_figure(result: BayesOptResult):
     fig.suptitle(
         f"Article 1 Fig 7 · Bayesian optimisation (Ax + BoTorch), {settings.trials} trials per model, "
         f"MNIST ({epochs_text(settings.trial_epochs)} per trial)\nthe article showed ViTBNFFN only; here every "
-        "model (article 1 as run: ViT depth 6, BN models depth 1)"
+        f"model, {' and '.join(settings.configurations)} (as run: ViT depth 6, BN models depth 1"
+        + ("; dashed: BN models at depth 6, as written)" if len(present) > len(MODELS) else ")")
     )
     caption = (
         f"Best-so-far test accuracy vs trial for each model (top) and the (lr, batch size) of every trial, "
@@ -114,7 +118,10 @@ def ax_costs(result: BayesOptResult) -> pd.DataFrame:
             row(f"one {generator} suggestion (median)", seconds.median() if len(seconds) else np.nan, len(seconds))
         )
     trial = "one {} trial: training + testing, wall time as it ran (median)"
-    rows += [row(trial.format(m), g["train_seconds"].median(), len(g)) for m, g in trials.groupby("model", sort=False)]
+    rows += [
+        row(trial.format(f"{m} d{d}"), g["train_seconds"].median(), len(g))
+        for (m, d), g in trials.groupby(["model", "depth"], sort=False)
+    ]
     frame = pd.DataFrame(rows)
     frame["seconds"] = frame["seconds"].astype(float).round(3)
     return frame

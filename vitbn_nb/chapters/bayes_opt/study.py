@@ -3,12 +3,15 @@ with its best; Table 2, Figures 7-8 and Table 3 beside the article. The best val
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ... import hpo
 from ...engines import training
+from ...judging import verdicts
 from ...limits import Deadline
 from ...models import AS_RUN_DEPTH
 from ...publishing import figures, results
@@ -19,7 +22,7 @@ from .. import Plan, panels
 from . import article
 from . import plan as protocol
 from .judge import experiment2
-from .numbers import MODELS, best_settings, best_trials, comparison, model_label, speedups
+from .numbers import MODELS, best_settings, best_trials, comparison, in_configuration, model_label, speedups
 from .settings import BayesOptSettings
 
 #: What the outputs drawn from the trials read besides the trials' runs (the repository keeps a copy of it).
@@ -68,6 +71,12 @@ class BayesOptResult(results.ChapterResult):
     @property
     def run_ids(self) -> list[str]:
         return results.run_ids_of([*self.trials["run_id"], *self.table["run_id"]])
+
+    def configuration(self, which: str) -> pd.DataFrame:
+        """The retrains configuration ``which`` is judged and drawn from: its models at its depths, the seeds its plan
+        fixed (every seed held where the profile follows no plan)."""
+        seeds = retrain_seeds(self.settings, which) if self.settings.seed_plan else None
+        return in_configuration(self.table, which, seeds)
 
 
 def studies(settings: BayesOptSettings) -> list[hpo.Study]:
@@ -196,9 +205,25 @@ def best_settings_table(result: BayesOptResult):
     return figures.save_table(best_settings(trials, table), "article1_table2", result, **about)
 
 
-def fig8_figure(result: BayesOptResult):
-    """Article 1's Figure 8: the four panels of the optimised trio."""
-    table, settings = result.table, result.settings
+#: Each configuration's Figure 8: article 1's as run, the book's own as written.
+FIG8 = {
+    "as run": ("article1_fig8", "article1/fig8", "article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1"),
+    "as written": (
+        "article1_fig8_as_written",
+        "new/article1_fig8_as_written",
+        "article 1 as written: all three at depth 6 (a new comparison, not in the article's figures)",
+    ),
+}
+
+
+def fig8_figure(result: BayesOptResult, which: str = "as run"):
+    """Article 1's Figure 8 in configuration ``which``: the four panels of the optimised trio (None, with a line
+    saying so, where the profile does not train that configuration)."""
+    if which not in result.settings.configurations:
+        print(f"{which}: not trained under profile {result.settings.profile} (the paper protocol trains it)")
+        return None
+    table, settings = result.configuration(which), result.settings
+    name, reproduces, words = FIG8[which]
     figures.use_style()
 
     first = lambda group, column: group[column].iloc[0]
@@ -208,36 +233,41 @@ def fig8_figure(result: BayesOptResult):
     )
     title = (
         f"Article 1 Fig 8 · the optimised models on MNIST, {settings.epochs} epochs, Adam\n"
-        "each with its own best lr and batch size; article 1 as run: ViT depth 6 vs ViTBNFFN / ViTBN depth 1"
+        f"each with its own best lr and batch size; {words}"
     )
     fig = figures.four_panel(table, title=title, label=label)
     caption = (
-        "The optimised trio: train and test time per epoch, training loss and test accuracy; each model uses "
-        "its own best lr and batch size (so time per epoch also reflects the batch size); "
+        f"The optimised trio ({which}): train and test time per epoch, training loss and test accuracy; each model "
+        "uses its own best lr and batch size (so time per epoch also reflects the batch size); "
         f"{figures.spread_label(table)}; {results.times_left_out(table)}"
     )
-    return figures.save_figure(fig, "article1_fig8", result, reproduces="article1/fig8", caption=caption, runs=table)
+    return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=table)
 
 
 def ratios_table(result: BayesOptResult):
-    """Article 1's Table 3 (saved), with the article's ratios and the gains they imply."""
-    table = result.table
-    frame = speedups(table)
-    found = "; ".join(f"{r['model']}: r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows())
+    """Article 1's Table 3 (saved), with the article's ratios and the gains they imply, per configuration."""
+    parts = {which: result.configuration(which) for which in result.settings.configurations}
+    frame = pd.concat([speedups(table, which) for which, table in parts.items()], ignore_index=True)
+    found = "; ".join(
+        f"{r['model']} ({r['configuration']}): r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows()
+    )
+    read = pd.concat(parts.values())
     caption = (
         "Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r "
-        f"({figures.interval_label(table)}). This run: {found}. The article's g are derived from its quoted r (its "
+        f"({figures.interval_label(read)}). This run: {found}. The article's g are derived from its quoted r (its "
         "Table 3 is an image)"
     )
     return figures.save_table(
-        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=table
+        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=read
     )
 
 
 def comparison_table(result: BayesOptResult):
-    """The article's numbers beside this run's (saved)."""
-    trials, table, settings = result.trials, result.table, result.settings
-    frame = comparison(trials, table)
+    """The article's numbers beside this run's, per configuration (saved)."""
+    trials, settings = result.trials, result.settings
+    frame = pd.concat(
+        [comparison(trials, result.configuration(which), which) for which in settings.configurations], ignore_index=True
+    )
     caption = (
         f"Experiment 2: article 1's statements beside this run's numbers under profile {settings.profile}; "
         "each verdict is the book's one rule (the claims table)"
@@ -246,9 +276,29 @@ def comparison_table(result: BayesOptResult):
     return figures.save_table(frame, "article1_experiment2_vs_article", result, **about)
 
 
+def judged(result: BayesOptResult) -> list:
+    """Every claim in every configuration; under the plan, each at its planned seeds and beside its planned power."""
+    found = []
+    for which in result.settings.configurations:
+        verdicts_here = experiment2(result.configuration(which), which)
+        if result.settings.seed_plan:
+            planned = {(c["key"], c["condition"]): c for c in protocol.claims(which)}
+            seeds = retrain_seeds(result.settings, which)
+            verdicts_here = [
+                dataclasses.replace(
+                    verdicts.short_of_plan(v, seeds, present=v.outcome != verdicts.NOT_RUN),
+                    power_planned=planned.get((v.claim, v.condition), {}).get("power_planned") or math.nan,
+                )
+                for v in verdicts_here
+            ]
+        found += verdicts_here
+    return found
+
+
 def claims_table(result):
     """Article 1's Experiment 2 claims (the optimised runs), judged by the book's one rule; saved as ``NN_claims``."""
-    return figures.save_claims(result, experiment2(result.table), article.findings())
+    read = pd.concat([result.configuration(which) for which in result.settings.configurations])
+    return figures.save_claims(result, judged(result), article.findings(), runs=read)
 
 
 def protocol_plan_table(result: BayesOptResult):

@@ -335,7 +335,14 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     assert len(placeholders) == 3 * 3 + 3  # the trials left, then one retrain per model at smoke's one seed
     with pytest.raises(campaign.Unfinished):
         campaign.train(log=lambda line: None)  # a timed stage: not on a machine that is not said to be quiet
+    original = chapters.settings  # smoke's protocol standing in for paper's: a cpu book upgrades once it is all held
+    monkeypatch.setattr(
+        chapters, "settings", lambda c, p="auto", **kw: original(c, "smoke" if p == "paper" else p, **kw)
+    )
+    assert chapters.evidence_profile("04_bayes_opt", "cpu") == "cpu"
     campaign.train(quiet=True, log=lambda line: None)
+    assert chapters.evidence_profile("04_bayes_opt", "cpu") == "paper"
+    monkeypatch.setattr(chapters, "settings", original)
     assert stage.open_searches(device) == [] and len(stage.trials()) == 9
     assert [c.epochs for c in stage.finals()] == [2, 2, 2]
     figures = tmp_path / "figures"

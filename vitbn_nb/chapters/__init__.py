@@ -98,16 +98,36 @@ def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:
 
 def evidence_profile(chapter: str, profile: str) -> str:
     """The profile a chapter renders at in a ``cpu`` book: ``paper`` once every run of its ``paper`` plan's first
-    ``seeds`` seeds is held (a seed plan's further seeds are read where held; a chapter that optimises first is never
-    upgraded), else ``profile``."""
+    ``seeds`` seeds is held (a seed plan's further seeds are read where held; a chapter that optimises first, once
+    its searches are complete and their final runs held), else ``profile``."""
     if profile != "cpu" or chapter not in CHAPTERS:
         return profile
     paper = settings(chapter, "paper")
     planned = study(chapter).plan(paper)
-    if not planned or getattr(planned, "optimisations", None):
+    if getattr(planned, "optimisations", None):
+        return "paper" if _optimised_and_retrained(chapter, paper, planned.optimisations) else profile
+    if not planned:
         return profile
     first = [c for c in planned if c.seed < getattr(paper, "seeds", c.seed + 1)]
     return "paper" if not run_folder.missing_runs(first) else profile
+
+
+def _optimised_and_retrained(chapter: str, paper: ChapterSettings, studies: list) -> bool:
+    """Whether every search of a chapter's ``paper`` plan is complete and every final run it leads to is held (a
+    chapter whose final runs are not its ``final_plan``'s is never upgraded)."""
+    import pandas as pd
+
+    from .. import hpo
+    from ..system import pick_device
+
+    module, device = study(chapter), pick_device(None).type
+    if not hasattr(module, "final_plan"):
+        return False
+    complete = lambda s: hpo.completed_trials(s.folder(hpo.study_device_type(s, device, paper.trials))) >= paper.trials
+    if not all(complete(s) for s in studies):
+        return False
+    trials = pd.concat([hpo.read_trials(s, paper.trials, device) for s in studies], ignore_index=True)
+    return not run_folder.missing_runs(module.final_plan(trials, paper))
 
 
 def study(chapter: str) -> ModuleType:

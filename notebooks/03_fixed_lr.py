@@ -306,6 +306,10 @@ fixed_lr.pace_table(result, fig5_lr)
 # quiet machine the curves of one model should lie close together. Epochs timed beside other
 # work, or on another machine than the caption's, are left out; one thing that can still move a curve is the run's own numbers (subnormal
 # floats on a CPU, as above), which can depend on the learning rate.
+#
+# Once article 1's whole protocol is held at all three rates, this figure, its numbers and
+# Table 1 below read those 30-epoch runs (their footers say `profile: paper`), never a mix of
+# scales; otherwise the profile's own runs.
 
 # %%
 fixed_lr.time_per_lr_figure(result)

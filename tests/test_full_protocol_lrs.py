@@ -220,3 +220,24 @@ def test_run_keeps_the_paper_runs_apart_from_the_profiles(monkeypatch):
     assert (result.table["train_size"] == 5000).all() and (result.sweep["train_size"] == 5000).all()
     assert set(fixed_lr.evidence(result).query("lr == 0.01")["run_id"]) == paper_ids
     assert fixed_lr.run(chapters.settings(CHAPTER, "cpu")).protocol_runs is None
+
+
+def test_table_1_and_figure_6_read_the_paper_runs_only_once_every_lr_holds_them(figures_store):
+    """Across the lrs the outputs never mix scales: the profile's runs while one lr lacks the whole protocol, the
+    paper runs (and profile paper in the manifest) once all three hold it."""
+    lrs = chapters.settings(CHAPTER, "cpu").lrs
+    cpu = pd.concat([_runs(lr, 4, 5000, "cpu") for lr in lrs], ignore_index=True)
+    one = fixed_lr.FixedLrResult(
+        chapters.settings(CHAPTER, "cpu", full_protocol_lrs=(0.01,)), cpu, protocol_runs=_runs(0.01, 30, None, "paper")
+    )
+    table, profile = fixed_lr.across_lrs(one)
+    assert profile == "cpu" and set(table["run_id"]) == set(cpu["run_id"])
+    paper = pd.concat([_runs(lr, 30, None, "paper") for lr in lrs], ignore_index=True)
+    every = fixed_lr.FixedLrResult(chapters.settings(CHAPTER, "cpu", full_protocol_lrs=lrs), cpu, protocol_runs=paper)
+    table, profile = fixed_lr.across_lrs(every)
+    assert profile == "paper" and set(table["run_id"]) == set(paper["run_id"])
+    fixed_lr.ratios_table(every)
+    fixed_lr.time_per_lr_table(every)
+    outputs = read_manifest()["outputs"]
+    assert outputs["article1_table1"]["profile"] == outputs["article1_fig6_numbers"]["profile"] == "paper"
+    assert all(run_id.startswith("paper-") for run_id in outputs["article1_table1"]["run_ids"])

@@ -234,10 +234,20 @@ def pace_table(result: FixedLrResult, lr: float):
     return _save_at_lr(result, lr, lambda at, lr: subnormals.pace(at), "pace", caption)
 
 
+def across_lrs(result: FixedLrResult) -> tuple[pd.DataFrame, str]:
+    """The runs the outputs across lrs (Table 1, Figure 6) read, and their profile: article 1's whole protocol once
+    it is held at every lr of the chapter, else the profile's own runs (never a mix of scales)."""
+    lrs = _protocol_lrs(result.settings) if result.protocol_runs is not None else ()
+    if lrs and all(np.isclose(lr, lrs).any() for lr in result.settings.lrs):
+        return evidence(result), "paper"
+    return result.table, result.profile
+
+
 def time_per_lr_figure(result: FixedLrResult):
     """Article 1's Figure 6: per model, training time per epoch at each lr (model_i = i-th lr), as run."""
     figures.use_style()
-    table = configuration(result.table, "as run")
+    everything, profile = across_lrs(result)
+    table = configuration(everything, "as run")
     # an epoch timed beside other work or on another machine has no time here: the curve is the mean of those left
     timed = shown_times(table)
     lrs = sorted(table["lr"].unique())
@@ -260,19 +270,22 @@ def time_per_lr_figure(result: FixedLrResult):
         "Training time per epoch vs epoch for each model at the three learning rates (model_i = i-th lr); "
         f"{_footer_text('as run')}; {figures.spread_label(table)}; {results.times_left_out(table)}"
     )
-    return figures.save_figure(fig, "article1_fig6", result, reproduces="article1/fig6", caption=caption)
+    about = dict(reproduces="article1/fig6", caption=caption, runs=table, profile=profile)
+    return figures.save_figure(fig, "article1_fig6", result, **about)
 
 
 def time_per_lr_table(result: FixedLrResult):
     """Figure 6's numbers (as run): mean training time per epoch per model and lr, the verdict as caption."""
-    table = configuration(result.table, "as run")
+    everything, profile = across_lrs(result)
+    table = configuration(everything, "as run")
     about = dict(reproduces="article1/fig6", caption=numbers.time_per_lr_statement(table), precision=3)
+    about |= dict(runs=table, profile=profile)
     return figures.save_table(numbers.lr_variation(table), "article1_fig6_numbers", result, **about)
 
 
 def ratios_table(result: FixedLrResult):
     """Article 1's Table 1 for both configurations (r_t, r_v, g_t, g_v per BN model and lr) beside the article's."""
-    table = result.table
+    table, profile = across_lrs(result)
     busy = results.contention(table)
     left_out = (
         f" {busy} were timed beside other work: left out of the ratios." if not busy.startswith(("0/", "not")) else ""
@@ -282,9 +295,8 @@ def ratios_table(result: FixedLrResult):
         "as run = BN models d1 (what article 1's code computed), as written = d6; timed through article 1's pipeline; "
         "the article's g are derived from its quoted r"
     )
-    return figures.save_table(
-        numbers.speedups(table), "article1_table1", result, reproduces="article1/table1", caption=caption
-    )
+    about = dict(reproduces="article1/table1", caption=caption, runs=table, profile=profile)
+    return figures.save_table(numbers.speedups(table), "article1_table1", result, **about)
 
 
 def audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings):

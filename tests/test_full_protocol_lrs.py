@@ -241,3 +241,45 @@ def test_table_1_and_figure_6_read_the_paper_runs_only_once_every_lr_holds_them(
     outputs = read_manifest()["outputs"]
     assert outputs["article1_table1"]["profile"] == outputs["article1_fig6_numbers"]["profile"] == "paper"
     assert all(run_id.startswith("paper-") for run_id in outputs["article1_table1"]["run_ids"])
+
+
+def _fig6_runs(times, machine=lambda model, lr: "CPU: one"):
+    """As-run runs at article 1's three rates, 3 seeds, 30 epochs: ``times[model][lr]`` seconds per epoch."""
+    from test_studies_fixed_lr_depth import synthetic
+
+    depth = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
+    rows = [
+        (model, depth[model], lr, seed, epoch, seconds * (1 + seed / 100), 1.0, 97.0, 0.1)
+        for model, by_lr in times.items()
+        for lr, seconds in by_lr.items()
+        for seed in range(3)
+        for epoch in range(1, 31)
+    ]
+    table = synthetic(rows)
+    return table.assign(
+        train_size=None, epochs=30, machine=[machine(m, lr) for m, lr in zip(table["model"], table["lr"])]
+    )
+
+
+def test_figure_6_is_judged_seed_by_seed_on_one_machine():
+    """ViT's time moving most, ViTBN's within the article's margin, ViTBNFFN's only at lr 0.01; a seed's two rates
+    timed on two machines compare nothing, and the verdict says why."""
+    times = {
+        "ViT": {0.0005: 80.0, 0.005: 100.0, 0.01: 130.0},
+        "ViTBNFFN": {0.0005: 20.0, 0.005: 20.4, 0.01: 26.0},
+        "ViTBN": {0.0005: 20.0, 0.005: 19.8, 0.01: 20.3},
+    }
+    found = {(v.claim): v for v in judge.fig6(_fig6_runs(times))}
+    assert found["article1/fig6/vit_most/ViTBNFFN"].outcome == verdicts.AGREES
+    assert found["article1/fig6/vit_most/ViTBN"].outcome == verdicts.AGREES
+    assert found["article1/fig6/ViTBN/lr0.01"].outcome == verdicts.EQUIVALENT
+    assert found["article1/fig6/ViTBNFFN/lr0.005"].outcome == verdicts.EQUIVALENT
+    assert found["article1/fig6/ViTBNFFN/lr0.01"].outcome == verdicts.AGREES
+    assert found["article1/fig6/ViTBN/lr0.01"].margin == pytest.approx(11.45)
+    flat = {**times, "ViTBNFFN": {0.0005: 20.0, 0.005: 20.1, 0.01: 20.2}}
+    assert {v.claim: v for v in judge.fig6(_fig6_runs(flat))}[
+        "article1/fig6/ViTBNFFN/lr0.01"
+    ].outcome != verdicts.AGREES
+    split = judge.fig6(_fig6_runs(times, machine=lambda model, lr: "CPU: other" if lr == 0.01 else "CPU: one"))
+    apart = {v.claim: v for v in split}["article1/fig6/ViTBN/lr0.01"]
+    assert apart.outcome == verdicts.NOT_RUN and "no seed has these rates timed on one machine" in apart.note

@@ -40,9 +40,14 @@ class Margin:
     gap: float | None
     accuracy: float
     reason: str
+    #: The measure's unit: accuracy points ("pt", under the rule's ceilings), or a relative time ("%", whose margin
+    #: is the article's half gap alone: the ceilings are of accuracy).
+    unit: str = "pt"
 
     @property
     def ceiling(self) -> float:
+        if self.unit != "pt":
+            return math.inf
         return HIGH_MARGIN_PT if self.accuracy > HIGH_ACCURACY else MARGIN_PT
 
     @property
@@ -53,7 +58,7 @@ class Margin:
     def source(self) -> str:
         """The margin's reason in words: the gap halved, or the ceiling, and why."""
         if self.gap is not None and self.gap / 2 <= self.ceiling:
-            return f"half the {self.gap:g} pt gap {self.reason}"
+            return f"half the {self.gap:g} {self.unit} gap {self.reason}"
         if self.gap is None:
             return f"the ceiling ({self.ceiling:g} pt): the article reads no gap at this measure; {self.reason}"
         return f"the ceiling ({self.ceiling:g} pt), below half the {self.gap:g} pt gap {self.reason}"

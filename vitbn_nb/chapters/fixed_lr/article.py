@@ -78,6 +78,47 @@ def findings() -> list[Claim]:
             epochs=EPOCHS,
         ),
     ]
+    # Fig 6 (as run, its figure's models): each rate's time per epoch against lr 0.0005's, seed by seed on one machine
+    where6, base = "article 1, Fig 6", min(EXPERIMENT1)
+    relative = lambda model, lr: f"{model} training time per epoch at lr {lr:g} over lr {base:g}'s, minus one (%)"
+    found += [
+        Claim(
+            f"article1/fig6/vit_most/{model}",
+            where6,
+            "the variation of the training time with the learning rate is most significant for ViT",
+            CURVE,
+            f"ViT's largest |change| of training time per epoch across the rates minus {model}'s (pt of %)",
+            +1,
+        )
+        for model in BN_MODELS
+    ]
+    found += [
+        Claim(
+            f"article1/fig6/ViTBN/lr{lr:g}",
+            where6,
+            "the training time for ViTBN remains roughly the same as we vary the learning rate",
+            CURVE,
+            relative("ViTBN", lr),
+            0,
+            margin=MARGINS["time across lrs"],
+        )
+        for lr in sorted(EXPERIMENT1)[1:]
+    ]
+    largest = max(EXPERIMENT1)
+    found += [
+        Claim(
+            f"article1/fig6/ViTBNFFN/lr{lr:g}",
+            where6,
+            "for ViTBNFFN, the variation becomes significant only at a relatively large value (~0.01) of the learning "
+            "rate",
+            CURVE if lr != largest else RATIO,
+            relative("ViTBNFFN", lr),
+            0 if lr != largest else +1,
+            MARGINS["time across lrs"].points if lr == largest else None,
+            margin=MARGINS["time across lrs"] if lr != largest else None,
+        )
+        for lr in sorted(EXPERIMENT1)[1:]
+    ]
     # judged at equal depth over the learning-rate sweep, at article 1's largest rate and beyond
     found += [
         Claim(

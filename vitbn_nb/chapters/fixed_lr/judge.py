@@ -13,7 +13,7 @@ from ...judging import verdicts
 from ...judging.article1 import against_article
 from ...judging.claims import Claim
 from ...judging.plans import reading
-from ...judging.selection import final_accuracy, one_stream, paired, per_seed, select
+from ...judging.selection import final_accuracy, machines, one_stream, paired, per_seed, select, timed_pairs
 from ...judging.verdicts import Verdict
 from ...models import CONFIGURATIONS
 from . import article
@@ -132,3 +132,73 @@ def _pair(table: pd.DataFrame | None, lr: float, depth: int, model: str) -> pd.D
     pair = select(table, lr=float(lr), depth=depth)
     pair = pair[pair["model"].isin([model, "ViT"])]
     return pair if set(pair["model"]) == {model, "ViT"} else None
+
+
+def _relative_times(table: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Per seed (rows) and rate (columns): ``model``'s mean training seconds per epoch at that rate over its run's at
+    article 1's smallest rate, minus one (%), a seed's two runs timed on one machine (else no value)."""
+    runs = select(table, model=model)
+    base = min(article.EXPERIMENT1)
+    if runs.empty:
+        return pd.DataFrame()
+    pairs = timed_pairs(runs, ["train_seconds"], ["seed"], side="lr", baseline=base)
+    pairs = pairs.assign(change=100 * (pairs["train_seconds"] / pairs["train_seconds_base"] - 1))
+    return pairs.pivot_table(index="seed", columns="lr", values="change")
+
+
+def fig6(table: pd.DataFrame) -> list[Verdict]:
+    """Figure 6's claims over ``table`` (article 1 as run, its figure's models): how each model's time per epoch moves
+    with the rate, each rate's against lr 0.0005's seed by seed on one machine; ViT's largest move against each
+    BatchNorm model's, ViTBN's moves within the article's margin, ViTBNFFN's only at lr 0.01 beyond it."""
+    claims = {c.key: c for c in article.findings() if c.key.startswith("article1/fig6/")}
+    rows = {model: dict(model=model, depth=depth) for model, depth in CONFIGURATIONS["as run"].items()}
+    table = pd.concat([select(table, **row) for row in rows.values()]) if len(table) else table
+    changes = {model: _relative_times(table, model) for model in rows}
+    scale = shared.protocol_scale(table, EPOCHS)
+    named = lambda model: f"as run: {model} d{rows[model]['depth']}"
+    found = []
+    rates = sorted(article.EXPERIMENT1)[1:]
+    largest = lambda frame: frame.reindex(columns=rates).abs().dropna().max(axis=1)
+    for model in shared.BN_MODELS:
+        values = paired(largest(changes["ViT"]), largest(changes[model])) if len(changes[model]) else pd.Series()
+        claim = claims[f"article1/fig6/vit_most/{model}"]
+        condition = (
+            f"{named('ViT')} against {model} d{rows[model]['depth']}, each rate's time over lr "
+            f"{min(article.EXPERIMENT1):g}'s"
+        )
+        both = pd.concat([select(table, **rows["ViT"]), select(table, **rows[model])])
+        judged = _unpaired(shared.judge_difference(claim, values, scale, condition), both)
+        found.append(reading(judged, both))
+    for model in shared.BN_MODELS:
+        for lr in rates:
+            claim = claims[f"article1/fig6/{model}/lr{lr:g}"]
+            frame = changes[model]
+            values = list(frame[lr].dropna()) if lr in frame else []
+            condition = (
+                f"{named(model)}, lr {lr:g} against lr {min(article.EXPERIMENT1):g}, seed by seed on one machine"
+            )
+            if claim.direction == 0:
+                judged = verdicts.equivalence(
+                    claim.key, values, claim.margin, unit="%", scale=scale, condition=condition
+                )
+            else:
+                judged = verdicts.above(claim.key, values, claim.level, unit="%", scale=scale, condition=condition)
+            runs = select(table, **rows[model])
+            found.append(reading(_unpaired(judged, runs[runs["lr"].isin([min(article.EXPERIMENT1), lr])]), runs))
+    return found
+
+
+def _unpaired(judged: Verdict, runs: pd.DataFrame) -> Verdict:
+    """A Fig 6 verdict with no value although its runs trained: says that no seed had its rates timed on one
+    machine, and which machines timed which rate."""
+    if judged.outcome != verdicts.NOT_RUN or runs.empty:
+        return judged
+    timed = (
+        runs.assign(machine=machines(runs)).groupby("lr")["machine"].agg(lambda m: ", ".join(sorted(set(m.dropna()))))
+    )
+    where = "; ".join(f"lr {lr:g} on {names}" for lr, names in timed.items())
+    note = (
+        f"trained, but no seed has these rates timed on one machine ({where}): compared only where one machine "
+        "timed both"
+    )
+    return dataclasses.replace(judged, note=note)

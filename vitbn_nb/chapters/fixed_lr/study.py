@@ -20,7 +20,7 @@ from .. import panels
 from . import article, lr_sweep, numbers, subnormals
 from . import plan as seed_plan
 from .article import EPOCHS
-from .judge import experiment1, larger_lr
+from .judge import experiment1, fig6, larger_lr
 from .numbers import MODELS, PAIRS, article_reported, configuration, which_of
 from .settings import FixedLrSettings
 
@@ -345,6 +345,7 @@ def claims_table(result):
     found = experiment1(judged)
     if result.sweep is not None and not result.sweep.empty:
         found += larger_lr(result.sweep, result.protocol_runs)
+    found += fig6(across_lrs(result)[0])
     if result.protocol_runs is None:  # one profile's runs: its stamp says their scale
         return figures.save_claims(result, found, article.findings())
     # the sweep's runs at a rate whose whole-protocol runs are held are not read (larger_lr reads those instead)

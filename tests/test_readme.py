@@ -229,7 +229,14 @@ def test_a_gain_row_names_each_machine_once_when_seeds_were_timed_on_different_o
             "estimate": ["-1.0", "-2.0", "-3.0"],
             "says": ["training time per epoch sped up by at least 60 % (its r_t = 2.7)"] * 3,
             "scale": [f"CPU: A{tail}", f"CPU: B{tail}", f"CPU: A, CPU: B{tail}"],
+            "claim": ["article1/lr0.0005/r_t/ViTBN"] * 3,
+            "chapter": ["03_claims"] * 3,
         }
     )
-    (row,) = readme._gain_rows(gains)
-    assert row.endswith("| timed on CPU: A, CPU: B |") and "3 gains" in row and "-3.0 % to -1.0 %" in row
+    (row,) = readme._gain_rows(gains, {"03_claims": "paper"})
+    assert row.endswith("| profile paper; timed on CPU: A, CPU: B |") and "3 gains" in row and "-3.0 % to -1.0 %" in row
+    assert "(as written, fixed rates;" in row
+    # the optimised runs' gains are their own row, however their configuration is worded
+    optimised = gains.assign(claim="article1/optimised/r_t/ViTBN", chapter="04_claims")
+    rows = readme._gain_rows(pd.concat([gains, optimised]), {"03_claims": "paper", "04_claims": "cpu"})
+    assert len(rows) == 2 and "optimised settings" in rows[1] and "profile cpu" in rows[1]

@@ -260,25 +260,33 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         if row.role == verdicts.PRIMARY:
             condition = f" (primary contrast, lr {row.claim.rsplit('lr', 1)[-1].strip()})"
         lines.append(_row(f"{row.source}: {row.says}{condition}", row.shown, row.outcome, row.scale))
-    lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)])
+    profiles = {name: entry.get("profile", "") for name, entry in read_manifest(folder, missing_ok=True).items()}
+    lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)], profiles)
     return "\n".join(lines)
 
 
-def _gain_rows(gains: pd.DataFrame) -> list[str]:
-    """Article 1's timing gains in one row per configuration (as run, as written, optimised): how many of its gains
-    the rule judged, their range, and where they were timed."""
-    rows = []
-    gains = gains.assign(configuration=gains["condition"].str.split(":").str[0])
-    for configuration, group in gains.groupby("configuration", sort=False):
+def _gain_rows(gains: pd.DataFrame, profiles: dict | None = None) -> list[str]:
+    """Article 1's timing gains in one row per experiment and configuration (fixed rates or optimised; as run or as
+    written): how many of its gains the rule judged, their range, the profile of their runs and where they were
+    timed."""
+    rows, profiles = [], profiles or {}
+    optimised = gains["claim"].str.contains("/optimised/")
+    gains = gains.assign(
+        configuration=gains["condition"].str.split(":").str[0].where(gains["condition"].str.contains(":"), "as run"),
+        experiment=optimised.map({True: "optimised settings", False: "fixed rates"}),
+    )
+    for (_, configuration), group in gains.groupby(["experiment", "configuration"], sort=False):
+        experiment = group["experiment"].iloc[0]
+        profile = ", ".join(sorted({p for c in group["chapter"] if (p := profiles.get(c))})) or "?"
         outcomes = ", ".join(f"{n} {o}" for o, n in group["outcome"].value_counts().items())
         low, high = group["estimate"].astype(float).min(), group["estimate"].astype(float).max()
         timed = (scale.split(" here;")[0] for scale in group["scale"])
         machines = sorted({name for names in timed for name in names.split(MACHINES_JOINED_BY)})
         said = "; ".join(dict.fromkeys(says.split(" (its ")[0] for says in group["says"]))  # as each claim words it
         rows.append(
-            f"| article 1: {said} ({configuration}; "
+            f"| article 1: {said} ({configuration}, {experiment}; "
             f"{len(group)} gains over its figures and models) | {low:.1f} % to {high:.1f} % | {outcomes} "
-            f"| timed on {', '.join(machines)} |"
+            f"| profile {profile}; timed on {', '.join(machines)} |"
         )
     return rows
 

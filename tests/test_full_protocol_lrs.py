@@ -283,3 +283,59 @@ def test_figure_6_is_judged_seed_by_seed_on_one_machine():
     split = judge.fig6(_fig6_runs(times, machine=lambda model, lr: "CPU: other" if lr == 0.01 else "CPU: one"))
     apart = {v.claim: v for v in split}["article1/fig6/ViTBN/lr0.01"]
     assert apart.outcome == verdicts.NOT_RUN and "no seed has these rates timed on one machine" in apart.note
+
+
+def test_a_retimed_run_reads_as_its_replica_with_the_same_numbers(run_store, mnist_ready, monkeypatch):
+    """A replica is the same run under another id: trained again it gives the same curve (the run is deterministic),
+    and wherever it is held the chapter's table reads its rows (times from the retime plan's machine) in place of the
+    original's; a replica of 0 is the run itself, its id unchanged."""
+    import dataclasses
+
+    from vitbn_nb.chapters.fixed_lr import retime
+    from vitbn_nb.engines import training
+    from vitbn_nb.store import runs
+    from vitbn_nb.store.run_config import RunConfig
+
+    config = RunConfig("ViTBN", {"depth": 1}, epochs=1, lr=0.01, train_size=300, test_size=200, pipeline="reference")
+    again = dataclasses.replace(config, replica=1)
+    assert dataclasses.replace(config, replica=0).run_id("cpu") == config.run_id("cpu") != again.run_id("cpu")
+    assert "replica" not in config.to_dict() and again.to_dict()["replica"] == 1
+    monkeypatch.setattr(retime, "configs", lambda: [again])
+    original = runs.load_table([training.train(config, progress=False)])
+    assert retime.retimed(original).equals(original)  # no replica held yet: the table as it was
+    training.train(again, progress=False)
+    read = retime.retimed(original)
+    assert list(read["run_id"]) == [again.run_id("cpu")]
+    assert list(read["test_acc"]) == list(original["test_acc"]) and list(read["train_loss"]) == list(
+        original["train_loss"]
+    )
+    with pytest.raises(ValueError, match="replica"):
+        RunConfig("ViT", replica=-1)
+
+
+def test_the_retime_plan_is_what_the_committed_records_give_and_waits_for_its_machine(monkeypatch):
+    """The committed retime plan is derived again from chapter 03's records: every lr 0.01 run with an epoch timed
+    off the plan's machine, as a replica; the campaign trains them on that machine only."""
+    from pathlib import Path
+
+    from vitbn_nb import campaign
+    from vitbn_nb.chapters.fixed_lr import retime
+    from vitbn_nb.judging import plans
+    from vitbn_nb.store import runs
+    from vitbn_nb.store.run_folder import Run
+
+    records = Path(plans.ROOT) / "figures" / "records"
+    table = runs.load_table([Run(f.parent) for f in sorted(records.glob("*-lr0.0*-bs100-s*/record.json"))])
+    assert retime.derive(table, fixed_lr.plan(chapters.settings(CHAPTER, "paper"))) == retime.plan()
+    replicas = retime.configs()
+    assert replicas and all(c.replica == 1 and np.isclose(c.lr, 0.01) for c in replicas)
+    stage = next(s for s in campaign.STAGES if s.retime)
+    assert stage.configs() == replicas and stage.quiet
+    said = []
+    monkeypatch.setattr(campaign, "hardware_label", lambda device=None: "CPU: another machine")
+    monkeypatch.setattr(campaign, "STAGES", (stage,))
+    monkeypatch.setattr(campaign, "_epochs_done", lambda c, device, retrain=frozenset(): 0)
+    monkeypatch.setattr(campaign.training, "train_all", lambda *a, **k: pytest.fail("trained off the plan's machine"))
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(quiet=True, log=said.append)
+    assert any("the retime plan's machine" in line for line in said)

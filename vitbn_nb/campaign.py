@@ -19,6 +19,7 @@ import torch
 
 from . import atomic, chapters, hpo
 from .bench import calibration
+from .chapters.fixed_lr import retime
 from .engines import training
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
@@ -52,10 +53,15 @@ class Stage:
     #: What makes a comparison's cell besides the seed: a run on another data stream than its cell's other runs (a
     #: GPU's from before the one stream) is trained again on the one.
     cell: tuple[str, ...] = ("lr",)
+    #: The chapter's committed retime plan instead of its own runs: replicas trained on the plan's machine alone.
+    retime: bool = False
 
     def configs(self) -> list[RunConfig]:
         """The stage's runs: its chapter's planned runs at ``lrs``; for a chapter that optimises, every trial its
-        searches have suggested so far, then the final runs of each model whose first search is complete."""
+        searches have suggested so far, then the final runs of each model whose first search is complete; for a
+        retime stage, the replicas its plan names."""
+        if self.retime:
+            return retime.configs()
         planned = planned_runs(self.chapter, PROFILE)
         chosen = [c for c in planned if self.lrs is None or any(math.isclose(c.lr, lr) for lr in self.lrs)]
         return chosen + self.trials() + self.finals()
@@ -134,6 +140,13 @@ STAGES = (
         lrs=(0.0005, 0.005),
         quiet=True,
         why="article 1's Figs 3-4 at its protocol (accuracies, convergence, Table 1); its epoch times are shown",
+    ),
+    Stage(
+        "03_fixed_lr",
+        lrs=(0.01,),
+        quiet=True,
+        retime=True,
+        why="article 1's lr 0.01 runs timed elsewhere, retimed on the one machine of its plan (Figs 5-6, Table 1)",
     ),
     Stage(
         "04_bayes_opt",
@@ -299,7 +312,9 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
         configs = stage.configs()
         done = [_epochs_done(c, device, retrain) for c in configs]
         row = {
-            "stage": stage.chapter + ("" if stage.lrs is None else f" (lr {', '.join(f'{lr:g}' for lr in stage.lrs)})"),
+            "stage": stage.chapter
+            + ("" if stage.lrs is None else f" (lr {', '.join(f'{lr:g}' for lr in stage.lrs)})")
+            + (" retime" if stage.retime else ""),
             "what": stage.why,
             "runs": len(configs),
             "finished": sum(d == c.epochs for d, c in zip(done, configs)),
@@ -392,6 +407,11 @@ def train(
             )
             continue
         here = hardware_label(device)
+        if stage.retime and here != retime.plan()["machine"]:
+            log(
+                f"{stage.chapter}: {what} left for {retime.plan()['machine']}, the retime plan's machine (here: {here})"
+            )
+            continue
         if stage.quiet and (elsewhere := {m: n for m, n in _trained_on(stage, device).items() if m != here}):
             log(
                 f"{stage.chapter}: {sum(elsewhere.values())} of its runs were trained (and timed) on "

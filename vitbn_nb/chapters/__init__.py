@@ -115,10 +115,10 @@ def evidence_profile(chapter: str, profile: str) -> str:
 def _optimised_and_retrained(chapter: str, paper: ChapterSettings, studies: list) -> bool:
     """Whether every search of a chapter's ``paper`` plan is complete and every final run it leads to is held (a
     chapter whose final runs are not its ``final_plan``'s is never upgraded)."""
-    import pandas as pd
+    import pandas as pd  # heavy: the registry is imported by every command, this check by few
 
-    from .. import hpo
-    from ..system import pick_device
+    from .. import hpo  # heavy (torch), as the chapters' studies are: imported on demand like them
+    from ..system import pick_device  # torch, likewise
 
     module, device = study(chapter), pick_device(None).type
     if not hasattr(module, "final_plan"):

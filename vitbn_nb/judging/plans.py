@@ -62,6 +62,8 @@ PLANS = (
     Plan("05_depth_study/confirmation", "vitbn_nb/chapters/depth_study/confirmation_plan.json",
          ("article2/confirm/*",), 2.0),
     Plan("04_bayes_opt/protocol", "vitbn_nb/chapters/bayes_opt/protocol_plan.json", ("article1/optimised/*",), 0.2),
+    # fixes no claim's test: which lr 0.01 runs train again, and on which machine, before any of them trains
+    Plan("03_fixed_lr/retime", "vitbn_nb/chapters/fixed_lr/retime_plan.json", ()),
 )  # fmt: skip
 
 

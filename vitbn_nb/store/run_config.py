@@ -59,6 +59,9 @@ class RunConfig:
     #: ``"eager"`` trains the run alone; ``"stacked"`` trains it with the other stacked runs of its kind (same
     #: everything but seed and lr) as one model (``vitbn_nb.engines.stack``): equal up to fp32 rounding, so another id.
     engine: str = "eager"
+    #: A run trained again to be timed on another machine (``0``: the run itself): the same numbers (the run is
+    #: deterministic), another id, so that a comparison's runs can all be timed on one machine.
+    replica: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
@@ -77,6 +80,8 @@ class RunConfig:
             raise ValueError(f"engine='stacked' is not allowed for {self.label()}: {why}")
         if self.trainable == "attention" and self.model not in VIT_FAMILY:
             raise ValueError(f"trainable='attention' is not allowed with model={self.model!r}: it has no attention")
+        if not isinstance(self.replica, int) or isinstance(self.replica, bool) or self.replica < 0:
+            raise ValueError(f"replica={self.replica!r} is not allowed; it must be an integer >= 0")
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
             raise ValueError(f"init_from={self.init_from!r} is not allowed; give a run id or None")
         image_size, side = self.model_kwargs.get("image_size", 28), IMAGE_SIZE[self.dataset]
@@ -88,8 +93,8 @@ class RunConfig:
         if self.pipeline == "reference" and self.dataset not in ("mnist", "mnist_aug"):
             raise ValueError(f"pipeline='reference' is not allowed with dataset={self.dataset!r}; use 'engine'")
 
-    #: The fine-tuning and engine fields: in :meth:`to_dict` only when set, so every earlier run keeps its id.
-    OPTIONAL: ClassVar = ("init_from", "trainable", "engine")
+    #: The fine-tuning, engine and replica fields: in :meth:`to_dict` only when set, so every earlier run keeps its id.
+    OPTIONAL: ClassVar = ("init_from", "trainable", "engine", "replica")
     #: The fields a chapter's settings supply to every run it plans (when the settings have them).
     FROM_SETTINGS: ClassVar = ("epochs", "batch_size", "test_batch_size", "train_size", "test_size", "engine")
 
@@ -138,7 +143,8 @@ class RunConfig:
     def label(self) -> str:
         depth = self.model_kwargs.get("depth")
         tune = "" if self.init_from is None else f" fine-tune({self.trainable}) on {self.dataset}"
+        again = f" (replica {self.replica})" if self.replica else ""
         return (
             f"{self.model}{'' if depth is None else f' d{depth}'}{tune} lr={self.lr:g} bs={self.batch_size} "
-            f"seed={self.seed}"
+            f"seed={self.seed}{again}"
         )

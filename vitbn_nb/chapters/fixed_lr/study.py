@@ -17,7 +17,7 @@ from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
-from . import article, lr_sweep, numbers, subnormals
+from . import article, lr_sweep, numbers, retime, subnormals
 from . import plan as seed_plan
 from .article import EPOCHS
 from .judge import experiment1, fig6, larger_lr
@@ -80,7 +80,11 @@ def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     """Train (or fetch) every run; the sweep's lrs apart, the whole protocol's apart from the profile's."""
     trained = training.train_all(plan(settings), force=force)
     own = len(_own_plan(settings))
-    table, protocol_runs = runs.load_table(trained[:own]), runs.load_table(trained[own:])
+    # a run retimed on the retime plan's machine reads as its replica (the same numbers, times from one machine)
+    table, protocol_runs = (
+        retime.retimed(runs.load_table(trained[:own])),
+        retime.retimed(runs.load_table(trained[own:])),
+    )
     return FixedLrResult(
         settings,
         table[_at_any(table, settings.lrs)].reset_index(drop=True),

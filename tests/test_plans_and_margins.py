@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import shutil
 import subprocess
 
@@ -177,3 +178,23 @@ def test_chapter_04s_committed_plan_is_what_chapter_03s_records_give():
             reach = verdicts.equivalence_reach(claim["spread_bound"], claim["needed"])
             assert reach <= claim["margin"] < verdicts.equivalence_reach(claim["spread_bound"], claim["needed"] - 1)
     assert plans.plan_for("article1/optimised/accuracy/ViT").name == "04_bayes_opt/protocol"
+
+
+def test_every_planned_row_shows_the_power_its_plan_promised():
+    """A verdict of a seed plan's claim carries the power the plan promised (its planned seeds against its effect or
+    margin at the spread it planned from); one that already has a planned power keeps it; a count has none."""
+    from vitbn_nb.judging import power
+
+    frame = pd.DataFrame(
+        [
+            {"claim": "a", "test": verdicts.DIFFERENCE_TEST, "spread": 1.0, "effect": 2.0, "planned": 6},
+            {"claim": "b", "test": verdicts.EQUIVALENCE_TEST, "spread": 0.1, "effect": 0.2, "planned": 8},
+            {"claim": "c", "test": verdicts.COUNT_TEST, "spread": float("nan"), "effect": 33.3, "planned": 3},
+        ]
+    )
+    found = [verdicts.Verdict(key, verdicts.AGREES) for key in "abc"]
+    found.append(dataclasses.replace(verdicts.Verdict("a", verdicts.AGREES), power_planned=0.5))
+    given = power.with_planned_power(found, frame)
+    assert given[0].power_planned == pytest.approx(verdicts.realised_power(2.0, 1.0, 6))
+    assert given[1].power_planned == pytest.approx(verdicts.realised_equivalence_power(0.2, 0.1, 8))
+    assert math.isnan(given[2].power_planned) and given[3].power_planned == 0.5

@@ -149,3 +149,27 @@ def plan_seconds(configs, table: pd.DataFrame) -> float | None:
 
 def table(plans: Iterable[PlannedClaim]) -> pd.DataFrame:
     return pd.DataFrame([plan.row() for plan in plans])
+
+
+def planned_power(row: dict) -> float:
+    """The power a plan's row promised its claim: its planned seeds against its effect (or margin) at the spread it
+    planned from (nan for a count, or where it had no spread)."""
+    spread, seeds, effect = row.get("spread"), row.get("planned"), row.get("effect")
+    if spread is None or not math.isfinite(spread or math.nan) or not seeds or effect is None:
+        return float("nan")
+    if row.get("test") == verdicts.EQUIVALENCE_TEST:
+        return verdicts.realised_equivalence_power(float(effect), float(spread), int(seeds))
+    if row.get("test") == verdicts.DIFFERENCE_TEST:
+        return verdicts.realised_power(float(effect), float(spread), int(seeds))
+    return float("nan")
+
+
+def with_planned_power(found: list, frame: pd.DataFrame) -> list:
+    """``found`` with each verdict's planned power from its plan's row in ``frame`` (a seed plan), where it has none."""
+    promised = {row["claim"]: planned_power(row) for row in frame.to_dict("records")} if len(frame) else {}
+    return [
+        replace(v, power_planned=promised[v.claim])
+        if v.claim in promised and not math.isfinite(v.power_planned if v.power_planned is not None else math.nan)
+        else v
+        for v in found
+    ]

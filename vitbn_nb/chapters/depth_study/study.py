@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...engines import training
+from ...judging import power
 from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
 from ...limits import training_is_off
@@ -394,10 +395,21 @@ def _save_beside(output, name: str, result: DepthResult, used: pd.DataFrame, cap
     return save(output, name, result, reproduces="new/depth_extra_models", caption=caption, runs=used, reads=reads)
 
 
+#: Each settings' seed plan, computed once per process (it reads every record finished before the plan).
+_PLANS: dict[str, tuple] = {}
+
+
+def _seed_plan(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the runs the plan read, the plan's rows) under ``settings``."""
+    if repr(settings) not in _PLANS:
+        read = runs.finished_before(seed_plan.written())
+        _PLANS[repr(settings)] = read, seed_plan.seed_plan(settings, plan(settings), read)
+    return _PLANS[repr(settings)]
+
+
 def seed_plan_table(result: DepthResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = runs.finished_before(seed_plan.written())
-    frame = seed_plan.seed_plan(result.settings, plan(result.settings), read)
+    read, frame = _seed_plan(result.settings)
     runs_read = read[read["dataset"] == "mnist_aug"] if len(read) else None
     about = dict(reproduces="new/seed_plan", caption=seed_plan.plan_caption(frame), runs=runs_read)
     return figures.save_table(frame, "05_seed_plan", result, **about)
@@ -409,6 +421,7 @@ def claims_table(result):
     found, claims = judge.figures_8_to_10(result.table, settings), findings(settings)
     if settings.confirmation:
         found, claims = found + confirmation.judge(result.confirm, settings), claims + confirmation.findings(settings)
+    found = power.with_planned_power(found, _seed_plan(settings)[1])
     read = pd.concat([result.table, result.confirm]) if len(result.confirm) else None
     return figures.save_claims(result, found, claims, runs=read)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...engines import training
-from ...judging import audit, verdicts
+from ...judging import audit, power, verdicts
 from ...judging.claims import protocol_scale
 from ...judging.selection import require, shown_machine, shown_times
 from ...publishing import figures, results
@@ -331,11 +331,22 @@ def _audit_table(reference: audit.ReferenceAudit, settings: FixedLrSettings, fra
     return figures.save_table(frame, f"new_{name}", results.ChapterResult(settings), **about)
 
 
+#: Each settings' seed plan, computed once per process (it reads every record finished before the plan).
+_PLANS: dict[str, tuple] = {}
+
+
+def _seed_plan(settings: FixedLrSettings) -> tuple[pd.DataFrame, list, pd.DataFrame]:
+    """(the runs the plan read, article 1's protocol runs, the plan's rows) under ``settings``."""
+    if repr(settings) not in _PLANS:
+        read = runs.finished_before(seed_plan.written())
+        protocol = lr_sweep.configs(article_protocol(settings), tuple(article.EXPERIMENT1), PAIRS, PIPELINE)
+        _PLANS[repr(settings)] = read, protocol, seed_plan.seed_plan(settings, protocol, read)
+    return _PLANS[repr(settings)]
+
+
 def seed_plan_table(result: FixedLrResult):
     """The seed plan behind the chapter's settings (:mod:`.plan`): per claim, the seeds planned and why; saved."""
-    read = runs.finished_before(seed_plan.written())
-    protocol = lr_sweep.configs(article_protocol(result.settings), tuple(article.EXPERIMENT1), PAIRS, PIPELINE)
-    frame = seed_plan.seed_plan(result.settings, protocol, read)
+    read, protocol, frame = _seed_plan(result.settings)
     caption = seed_plan.plan_caption(frame, read, protocol)
     runs_read = read[read["pipeline"] == "reference"] if len(read) else None
     return figures.save_table(
@@ -350,6 +361,7 @@ def claims_table(result):
     if result.sweep is not None and not result.sweep.empty:
         found += larger_lr(result.sweep, result.protocol_runs)
     found += fig6(across_lrs(result)[0])
+    found = power.with_planned_power(found, _seed_plan(result.settings)[2])
     if result.protocol_runs is None:  # one profile's runs: its stamp says their scale
         return figures.save_claims(result, found, article.findings())
     # the sweep's runs at a rate whose whole-protocol runs are held are not read (larger_lr reads those instead)

@@ -339,3 +339,18 @@ def test_the_retime_plan_is_what_the_committed_records_give_and_waits_for_its_ma
     with pytest.raises(campaign.Unfinished):
         campaign.train(quiet=True, log=said.append)
     assert any("the retime plan's machine" in line for line in said)
+
+
+def test_table_1s_caption_counts_the_gains_the_claims_page_judges(figures_store):
+    """One count, two places: Table 1's caption counts exactly the gain rows (r_t, r_v) of the chapter's claims, judged
+    over the same runs."""
+    lrs = chapters.settings(CHAPTER, "cpu").lrs
+    cpu = pd.concat([_runs(lr, 4, 5000, "cpu") for lr in lrs], ignore_index=True)
+    paper = pd.concat([_runs(lr, 30, None, "paper") for lr in lrs], ignore_index=True)
+    result = fixed_lr.FixedLrResult(chapters.settings(CHAPTER, "cpu", full_protocol_lrs=lrs), cpu, protocol_runs=paper)
+    fixed_lr.ratios_table(result)
+    caption = read_manifest()["outputs"]["article1_table1"]["caption"]
+    counted = caption.split("'at least 60 %': ")[1].split(".")[0].split(", ")
+    said = {words.split(" ", 1)[1]: int(words.split(" ", 1)[0]) for words in counted}
+    gains = [v for v in judge.experiment1(fixed_lr.evidence(result)) if v.claim.split("/")[2] in ("r_t", "r_v")]
+    assert said == pd.Series([v.outcome for v in gains]).value_counts().to_dict()

@@ -11,7 +11,8 @@ from . import article
 @dataclass(frozen=True)
 class FixedLrSettings(RunSettings):
     """Chapter 03: article 1's Experiment 1, 30 epochs at each of three fixed learning rates; its seed plan
-    (``plan.seed_plan``, written before the runs it plans) keeps ``seeds`` = 3 and says what they detect."""
+    (``plan.seed_plan``, as committed; which runs trained after it git says) keeps ``seeds`` = 3 and says what they
+    detect."""
 
     chapter = "03_fixed_lr"  # its notebook's name (a class attribute, not a setting)
 

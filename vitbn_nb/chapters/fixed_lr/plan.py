@@ -1,7 +1,8 @@
 """Chapter 03's seed plan: the power analysis behind its 3 seeds, over article 1's full-protocol runs finished when
 the plan was committed (``written()``, from git), so the plan shown is the one committed; which verdicts read only
 runs trained after it, git says (``judging.plans``: some of its runs trained before it, and are exploratory). The
-caption says why every claim keeps the rule's minimum of 3 seeds (no spread yet at Figures 3-4; counts beyond the budget)."""
+caption says why every claim keeps the rule's minimum of 3 seeds (no spread yet at Figures 3-4; counts beyond the
+budget)."""
 
 from __future__ import annotations
 

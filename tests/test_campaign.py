@@ -356,3 +356,33 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
     committed.stage(staging, tmp_path / "empty-store", campaign.run_ids())
     assert {p.name for p in (staging / "records" / "hpo").iterdir()} == {s.key("cpu") for s in stage.studies()}
+
+
+def test_a_committed_record_is_replaced_only_by_name(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
+    """`campaign commit` never overwrites a committed record with a store run that differs from it (a resealed
+    record with other accuracies): it refuses, naming both files, and commits nothing, unless the run is named with
+    --replace; a measurement added to a finished run's record is committed as usual."""
+    from vitbn_nb.store.records import RunStoreError, write_record
+
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
+    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
+    run = training.train(cheapest, progress=False)
+    assert campaign.commit(log=lambda line: None) == [run.run_id]
+    committed_path = figures / "records" / run.run_id / "record.json"
+    before = committed_path.read_text()
+    stored = json.loads((run.folder / "record.json").read_text())
+    stored["measurements"] = {"a measurement": {"value": 1.0}}
+    write_record(run.folder / "record.json", stored)
+    assert campaign.commit(log=lambda line: None) == [run.run_id]  # a measurement added: committed
+    stored["epochs"][-1]["test_acc"] = 99.9  # invented, and resealed
+    write_record(run.folder / "record.json", stored)
+    measured = committed_path.read_text()
+    with pytest.raises(RunStoreError, match=f"{run.run_id}.*--replace {run.run_id}"):
+        campaign.commit(log=lambda line: None)
+    assert committed_path.read_text() == measured != before
+    said = []
+    assert campaign.commit(log=said.append, replace={run.run_id}) == [run.run_id]
+    assert json.loads(committed_path.read_text())["epochs"][-1]["test_acc"] == 99.9
+    assert any("--replace" in line for line in said)

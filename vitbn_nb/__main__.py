@@ -150,6 +150,13 @@ def main(argv=None) -> int:
         "campaign from fighting it for cores",
     )
     campaign.add_argument("--retake", action="store_true", help="measure: take every finished run's measurement anew")
+    campaign.add_argument(
+        "--replace",
+        action="append",
+        default=[],
+        metavar="RUNID",
+        help="commit: replace this run's committed record with the store's, which differs from it",
+    )
     check = commands.add_parser(
         "check-device", help="check that this device trains the book's engines right (minutes); keep the verdict"
     )
@@ -350,7 +357,7 @@ def _campaign(args) -> int:
     from .system import hardware_label, pick_device
 
     if args.action == "commit":
-        campaign.commit()
+        campaign.commit(replace=set(args.replace))
         return 0
     cores = os.cpu_count() or 1
     for name in ("threads", "workers"):  # more would fail inside torch, as a bug

@@ -513,11 +513,23 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
     return measured
 
 
-def commit(log: Callable[[str], None] = print) -> list[str]:
-    """Copy every finished campaign run's record (no weights) from the run store into ``figures/records/``."""
+def _beyond_measurements(committed: dict, stored: dict) -> bool:
+    """Whether ``stored`` differs from ``committed`` in more than measurements added to it (``campaign measure``
+    keeps a finished run's measurement in its record; nothing else of an ended run may change)."""
+    held, kept = committed.get("measurements", {}), stored.get("measurements", {})
+    if any(kept.get(name) != value for name, value in held.items()):
+        return True
+    strip = lambda record: {k: v for k, v in record.items() if k not in ("measurements", "record_sha256")}
+    return strip(committed) != strip(stored)
+
+
+def commit(log: Callable[[str], None] = print, replace: set[str] = frozenset()) -> list[str]:
+    """Copy every finished campaign run's record (no weights) from the run store into ``figures/records/``. A store
+    run whose record differs from its committed one beyond measurements added is refused, both named, unless its
+    id is in ``replace``; nothing is copied then."""
     target = book_figures_dir() / RECORDS_FOLDER
     refuse_half_imported(runs_dir(), "its records would be committed incomplete")
-    copied = []
+    copied, writes, refused = [], [], []
     device = pick_device(None)
     for stage in STAGES:
         for config in stage.configs():
@@ -526,10 +538,29 @@ def commit(log: Callable[[str], None] = print) -> list[str]:
             if stored_run(source) is None:  # ended runs only
                 continue
             text = (source / "record.json").read_text()
-            if not destination.exists() or destination.read_text() != text:
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                atomic.write_text(destination, text)
-                copied.append(run_id)
+            held = destination.read_text() if destination.exists() else None
+            if held == text:
+                continue
+            if held is not None and run_id not in replace and _beyond_measurements(json.loads(held), json.loads(text)):
+                refused.append(run_id)
+                continue
+            writes.append((destination, text))
+            copied.append(run_id)
+    if refused:
+        first = refused[0]
+        others = f" (and {len(refused) - 1} more: {', '.join(refused[1:])})" if len(refused) > 1 else ""
+        raise RunStoreError(
+            first,
+            f"{runs_dir() / first / 'record.json'} differs from its committed record {target / first / 'record.json'} "
+            f"beyond added measurements{others}; nothing was committed",
+            f"fix: find why, then `python -m vitbn_nb campaign commit --replace {first}` for each run to replace (and "
+            "say so in the commit message)",
+        )
+    for destination, text in writes:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(destination, text)
+    if replaced := sorted(set(copied) & set(replace)):
+        log(f"campaign: replaced the committed record(s) of {', '.join(replaced)} (--replace): say so in the commit")
     for stage in STAGES:  # the searches' state: what their trials and best settings are read from
         for study in stage.studies():
             source = runs_dir() / STATE_FOLDER / study.key(device.type)

@@ -74,6 +74,8 @@ def test_cheapest_runs_first_and_a_quiet_stage_waits_for_quiet(smoke_campaign, m
     with pytest.raises(campaign.Unfinished):
         campaign.train(quiet=True, log=logged.append)
     assert {c.lr for c in trained} >= {0.05} and any(c.pipeline == "reference" for c in trained)
+    # on a quiet machine the timed stage trains before the untimed one
+    assert trained[0].pipeline == "reference" and trained[-1].pipeline != "reference"
 
 
 def test_two_workers_take_different_units_and_leave_the_timed_stage_to_one(smoke_campaign, monkeypatch):

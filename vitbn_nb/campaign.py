@@ -376,9 +376,10 @@ def train(
     worker: int = 0,
     workers: int = 1,
 ) -> list[Run]:
-    """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first; with a deadline, only
-    what the estimate says finishes before it. ``workers`` > 1: this is worker ``worker`` of that many processes
-    sharing the store (untimed stages only), each taking the next unit no other holds. Raises :class:`Unfinished`."""
+    """Continue the campaign: each stage's unfinished runs, resumed first, then cheapest first (``quiet``: the timed
+    stages before the others); with a deadline, only what the estimate says finishes before it. ``workers`` > 1:
+    this is worker ``worker`` of that many processes sharing the store (untimed stages only), each taking the next
+    unit no other holds. Raises :class:`Unfinished`."""
     device = pick_device(None)
     clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
     if any(c.engine == "stacked" for stage in STAGES for c in stage.configs()):  # the eager engine needs no check
@@ -391,7 +392,8 @@ def train(
             f"campaign: {len(retrain)} run(s) held on another data stream than their pair's (a GPU's from before the "
             "one stream) train again on the one"
         )
-    for stage in STAGES:
+    # a quiet machine is the scarce one: there the timed stages come first, the untimed ones train beside other work
+    for stage in sorted(STAGES, key=lambda s: not s.quiet) if quiet else STAGES:
         left = [c for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
         searching = stage.open_searches(device)
         if not left and not searching:

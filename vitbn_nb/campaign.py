@@ -420,8 +420,8 @@ def train(
                 f"{', '.join(elsewhere)}, not on this machine ({here}); the book compares a seed's two runs' times "
                 "only where one machine timed both, so a pair split between machines leaves those comparisons"
             )
-        if stage.studies():
-            trained += _search(stage, device, deadline, log)
+        if stage.studies():  # the first searches, then their retrains, then any further search seed
+            trained += _search(stage, device, deadline, log, first=True)
             left = [c for c in stage.finals() if _epochs_done(c, device, retrain) < c.epochs]
         pending, estimator = training.units(left), None
         while pending:
@@ -456,6 +456,8 @@ def train(
             started = time.monotonic()
             trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
             log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
+        if stage.studies():
+            trained += _search(stage, device, deadline, log, first=False)
     retrain = retrained(device)
     unfinished = [c for stage in STAGES for c in stage.configs() if _epochs_done(c, device, retrain) < c.epochs]
     searches = [study for stage in STAGES for study in stage.open_searches(device)]
@@ -465,17 +467,21 @@ def train(
     return trained
 
 
-def _search(stage: Stage, device: torch.device, deadline: Deadline | None, log: Callable[[str], None]) -> list[Run]:
-    """Run (or resume) every search of ``stage`` not yet complete, cheapest first, while a trial fits before the
-    deadline (a trial stops at an epoch boundary and resumes); returns the trials' runs."""
+def _search(
+    stage: Stage, device: torch.device, deadline: Deadline | None, log: Callable[[str], None], *, first: bool
+) -> list[Run]:
+    """Run (or resume) the searches of ``stage`` not yet complete (``first``: the retrained first searches, else the
+    further search seeds), cheapest first, while a trial fits before the deadline (a trial stops at an epoch boundary
+    and resumes); returns the trials' runs."""
     trials = stage.trial_count()
-    open_studies = stage.open_searches(device)
+    open_studies = [s for s in stage.open_searches(device) if (s.seed == 0) == first]
     if not open_studies:
         return []
     probes = [s.trial_config(*(hpo.bounds(s.model)[name][1] for name in ("lr", "batch_size"))) for s in open_studies]
     estimator = Estimator(probes, device)
     done = []
-    for study, probe in sorted(zip(open_studies, probes), key=lambda pair: estimator.epoch_seconds(pair[1]) or 0.0):
+    cost = lambda pair: (pair[0].seed, estimator.epoch_seconds(pair[1]) or 0.0)
+    for study, probe in sorted(zip(open_studies, probes), key=cost):
         # priced at the search space's largest batch: smaller batches take more steps, so a trial may run longer
         trial_seconds = (estimator.epoch_seconds(probe) or 0.0) * study.trial_epochs
         if deadline is not None and deadline.no_room_for(trial_seconds):

@@ -235,10 +235,16 @@ def test_started_runs_resume_before_cheaper_ones(smoke_campaign, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
+def _book_figures(monkeypatch, tmp_path):
+    """A private figures folder that ``campaign commit`` writes into and renders read its committed records from."""
     figures = tmp_path / "figures"
     monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
     monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    return figures
+
+
+def test_a_finished_run_is_committed_and_kept_by_every_render(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
+    figures = _book_figures(monkeypatch, tmp_path)
     cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
     run = training.train(cheapest, progress=False)
     assert campaign.commit(log=lambda line: None) == [run.run_id]
@@ -347,9 +353,7 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     monkeypatch.setattr(chapters, "settings", original)
     assert stage.open_searches(device) == [] and len(stage.trials()) == 9
     assert [c.epochs for c in stage.finals()] == [2, 2, 2]
-    figures = tmp_path / "figures"
-    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
-    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    _book_figures(monkeypatch, tmp_path)
     copied = campaign.commit(log=lambda line: None)
     assert len([c for c in copied if not c.startswith("hpo/")]) == 12
     assert {c.split("/")[1] for c in copied if c.startswith("hpo/")} == {s.key("cpu") for s in stage.studies()}
@@ -366,9 +370,7 @@ def test_a_committed_record_is_replaced_only_by_name(smoke_campaign, monkeypatch
     --replace; a measurement added to a finished run's record is committed as usual."""
     from vitbn_nb.store.records import RunStoreError, write_record
 
-    figures = tmp_path / "figures"
-    monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(figures))
-    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", "")
+    figures = _book_figures(monkeypatch, tmp_path)
     cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
     run = training.train(cheapest, progress=False)
     assert campaign.commit(log=lambda line: None) == [run.run_id]

@@ -83,7 +83,7 @@ class Stage:
 
     def open_searches(self, device: torch.device) -> list:
         """The searches not yet complete (those left to run or resume)."""
-        return [s for s in self.studies() if not search_complete(s, self.trial_count(), device.type)]
+        return [s for s in self.studies() if not hpo.search_complete(s, self.trial_count(), device.type)]
 
     def trial_count(self) -> int:
         return getattr(chapters.settings(self.chapter, PROFILE), "trials", 0)
@@ -94,7 +94,7 @@ class Stage:
         if not self.studies() or not hasattr(module, "final_plan"):
             return []
         settings, device = chapters.settings(self.chapter, PROFILE), pick_device(None).type
-        complete = [s for s in self.studies() if search_complete(s, settings.trials, device)]
+        complete = [s for s in self.studies() if hpo.search_complete(s, settings.trials, device)]
         if not complete:
             return []
         trials = pd.concat([hpo.read_trials(s, settings.trials, device) for s in complete], ignore_index=True)
@@ -118,10 +118,6 @@ class Stage:
             module, settings = chapters.study(self.chapter), chapters.settings(self.chapter, PROFILE)
             found += module.final_plan(pd.DataFrame(unknown), settings)
         return found
-
-
-def search_complete(study, trials: int, device_type: str) -> bool:
-    return hpo.completed_trials(study.folder(hpo.study_device_type(study, device_type, trials))) >= trials
 
 
 #: In order: the chapters that decide the articles' claims about accuracy and stability first.

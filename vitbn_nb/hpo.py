@@ -254,6 +254,11 @@ def completed_trials(folder: Path) -> int:
     return sum("accuracy" in entry for entry in read_ledger(ledger).values()) if ledger.exists() else 0
 
 
+def search_complete(study: Study, trials: int, device_type: str) -> bool:
+    """Whether ``study`` has ``trials`` completed trials (here or committed, of whichever device type holds them)."""
+    return completed_trials(study.folder(study_device_type(study, device_type, trials))) >= trials
+
+
 def read_trials(study: Study, trials: int, device_type: str) -> pd.DataFrame:
     """A complete study's first ``trials`` trials read from its ledger alone (no Ax): what its best trial is, for the
     campaign's final runs."""

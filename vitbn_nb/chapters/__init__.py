@@ -123,8 +123,7 @@ def _optimised_and_retrained(chapter: str, paper: ChapterSettings, studies: list
     module, device = study(chapter), pick_device(None).type
     if not hasattr(module, "final_plan"):
         return False
-    complete = lambda s: hpo.completed_trials(s.folder(hpo.study_device_type(s, device, paper.trials))) >= paper.trials
-    if not all(complete(s) for s in studies):
+    if not all(hpo.search_complete(s, paper.trials, device) for s in studies):
         return False
     trials = pd.concat([hpo.read_trials(s, paper.trials, device) for s in studies], ignore_index=True)
     return not run_folder.missing_runs(module.final_plan(trials, paper))

@@ -47,11 +47,9 @@ def studies(configurations=tuple(CONFIGURATIONS)) -> list[tuple[str, int]]:
 
 
 def _protocol(table: pd.DataFrame) -> pd.DataFrame:
-    """Chapter 03's runs at article 1's whole protocol (every MNIST image, 30 epochs, its pipeline)."""
-    if table.empty:
-        return table
-    at = table[table["train_size"].isna() & (table["epochs"] == article.EPOCHS) & (table["dataset"] == "mnist")]
-    return at[at["lr"].apply(lambda lr: any(math.isclose(lr, r) for r in SPREAD_LRS))]
+    """Chapter 03's runs at article 1's whole protocol (every MNIST image, 30 epochs) at :data:`SPREAD_LRS`."""
+    at = power.protocol_runs(table, "9999", epochs=article.EPOCHS, dataset="mnist")
+    return at[at["lr"].apply(lambda lr: any(math.isclose(lr, r) for r in SPREAD_LRS))] if len(at) else at
 
 
 def _cells(table: pd.DataFrame, statistic) -> list[pd.Series]:

@@ -33,10 +33,10 @@ KEY = ("model", "depth", "lr", "seed", "dataset", "epochs", "batch_size", "train
 
 
 def _protocol(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return table
-    whole = table["train_size"].isna() & (table["epochs"] == article.EPOCHS) & (table["dataset"] == "mnist")
-    return table[whole & (table["pipeline"] == "reference") & (table["device"] == "cpu")]
+    """Chapter 03's runs at article 1's whole protocol, trained on a CPU through its pipeline."""
+    return power.protocol_runs(
+        table, "9999", epochs=article.EPOCHS, dataset="mnist", pipeline="reference", device="cpu"
+    )
 
 
 def derive(table: pd.DataFrame, planned: list[RunConfig]) -> dict:

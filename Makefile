@@ -10,7 +10,7 @@ TORCH := $(if $(filter x86_64,$(shell uname -m)),torch==2.14.1 torchvision==0.29
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
 
-.PHONY: book test test-fast lint data bench check-device lab app clean clean-runs readme lock campaign
+.PHONY: book book-settings test test-fast lint data bench check-device lab app clean clean-runs readme lock campaign
 # Extra arguments for lab, app and book: make app ARGS="--port 8000", make lab ARGS="--no-browser"
 ARGS ?=
 # Jupyter refuses to run as root unless told; containers often run as root.
@@ -23,6 +23,7 @@ USE_LOCK := $(and $(filter x86_64,$(shell uname -m)),$(wildcard $(LOCK)))
 EXTRAS := book,tracking,test
 
 $(VENV)/.installed: pyproject.toml $(wildcard requirements/lock-py*.txt)
+	@echo "installing the book's pinned environment into $(VENV) (torch, Jupyter and the rest: several GiB, some minutes; once) ..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	date +%s > $(VENV)/.install-start
 ifneq ($(USE_LOCK),)
@@ -53,9 +54,14 @@ data: $(VENV)/.installed
 # store lacks); TRAIN=never trains nothing and names a missing run.
 TRAIN ?=
 FROM ?=
-book: data
+# The settings of `make book`, refused at once (before the install and the data), each by name.
+book-settings:
+	@case "$(PROFILE)" in smoke|cpu|paper|auto) ;; *) echo "make book: PROFILE=$(PROFILE) is not allowed; use smoke, cpu, paper or auto" >&2; exit 2;; esac
 	@case "$(TRAIN)" in ""|never) ;; *) echo "make book: TRAIN=$(TRAIN) is not allowed; use TRAIN=never (render only) or leave it unset" >&2; exit 2;; esac
 	@case "$(FROM)" in ""|scratch) ;; *) echo "make book: FROM=$(FROM) is not allowed; use FROM=scratch (a reproduction) or leave it unset" >&2; exit 2;; esac
+	@for c in $(CHAPTERS); do c=$${c%.ipynb}; ls notebooks/*.ipynb | grep -Eq "/(0?$${c}_[^/]*|$${c})\.ipynb$$" || { echo "make book: CHAPTERS: no chapter '$$c' in notebooks/; give numbers (03) or names (03_fixed_lr)" >&2; exit 2; }; done
+
+book: book-settings data
 	$(PY) -m vitbn_nb book --profile $(PROFILE) $(if $(CHAPTERS),--chapters $(CHAPTERS)) $(if $(filter never,$(TRAIN)),--no-train) $(if $(filter scratch,$(FROM)),--from-scratch) $(ARGS)
 
 # A pytest-xdist worker per core, each test module on one worker (its module-scoped fixtures built once).

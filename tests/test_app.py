@@ -26,7 +26,7 @@ from vitbn_nb.app import __main__ as app_main
 from vitbn_nb.data import load_mnist
 from vitbn_nb.engines import training
 from vitbn_nb.models import build_model
-from vitbn_nb.store import records, runs
+from vitbn_nb.store import records, runs, servable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,20 +54,13 @@ def post(url: str, body: bytes, content_type: str = "image/png"):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, mnist_ready):
     """A tiny model trained in a private run store, served on a free port in a thread."""
-    from werkzeug.serving import make_server
-
     store = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VITBN_RUNS_DIR", str(store))
         run = training.train(TINY, progress=False)
         model = run.load_model("cpu")
-        http = make_server("127.0.0.1", 0, create_app(model, run), threaded=True)
-        thread = threading.Thread(target=http.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield SimpleNamespace(url=f"http://127.0.0.1:{http.server_port}", model=model, run=run, store=store)
-        finally:
-            http.shutdown()
+        with server.serving(create_app(model, run)) as http:
+            yield SimpleNamespace(url=f"http://127.0.0.1:{http.effective_port}", model=model, run=run, store=store)
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +142,7 @@ def test_model_choice_prefers_a_good_augmented_run_then_the_most_accurate(tmp_pa
 def test_empty_store_refuses_with_a_clear_message_or_trains_the_fallback(run_store, mnist_ready, monkeypatch):
     with pytest.raises(SystemExit, match="make book"):
         load_model(train_if_missing=False, log=lambda message: None)
-    monkeypatch.setattr(server, "FALLBACK", runs.RunConfig(**{**TINY.to_dict(), "epochs": 1, "train_size": 300}))
+    monkeypatch.setattr(servable, "FALLBACK", runs.RunConfig(**{**TINY.to_dict(), "epochs": 1, "train_size": 300}))
     lines = []
     model, run = load_model(log=lines.append)
     assert "training a small ViTBNFFN" in lines[0] and run.run_id in lines[-1]
@@ -292,16 +285,9 @@ def test_bad_requests_get_a_4xx_with_a_clear_message_and_the_server_keeps_servin
 @pytest.fixture(scope="module")
 def light():
     """The app around an untrained linear model, served on a free port: for what does not need a good answer."""
-    from werkzeug.serving import make_server
-
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
-    httpd = make_server("127.0.0.1", 0, create_app(model, None), threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield httpd.server_port
-    finally:
-        httpd.shutdown()
+    with server.serving(create_app(model, None)) as httpd:
+        yield httpd.effective_port
 
 
 def send(port: int, body: bytes, content_type: str = "image/png", *, chunked: bool = False):
@@ -578,13 +564,12 @@ def test_drawing_in_the_browser_shows_the_prediction(served, browser, tmp_path, 
 
 # -- the app sheds load ------------------------------------------------------------------------------------
 
-#: The app (an untrained model) served in this child process with werkzeug's threaded server and the app's request
-#: handler; each admitted upload is held after its decode (so that MAX_DECODES are in flight at once) until every
-#: other of the N concurrent uploads of the file sys.argv[1] (sys.argv[2] of them) has been answered. Prints the
-#: statuses, each 503's Retry-After and error, and the growth of the process's peak memory (KiB).
+#: The app (an untrained model) served in this child process as the app serves it (waitress); each admitted upload
+#: is held after its decode (so that MAX_DECODES are in flight at once) until every other of the N concurrent uploads
+#: of the file sys.argv[1] (sys.argv[2] of them) has been answered. Prints the statuses, each 503's Retry-After and
+#: error, and the growth of the process's peak memory (KiB).
 LOAD = r"""
 import collections, http.client, json, resource, sys, threading, torch
-from werkzeug.serving import make_server
 from vitbn_nb.app import server
 
 body, n = open(sys.argv[1], "rb").read(), int(sys.argv[2])
@@ -596,11 +581,11 @@ def held(data):
     return digit
 server.preprocess = held
 app = server.create_app(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10)), None)
-httpd = make_server("127.0.0.1", 0, app, threaded=True, request_handler=server.request_handler())
-threading.Thread(target=httpd.serve_forever, daemon=True).start()
+httpd = server.make_server(app, "127.0.0.1", 0)
+threading.Thread(target=httpd.run, daemon=True).start()
 results = []
 def upload():
-    connection = http.client.HTTPConnection("127.0.0.1", httpd.server_port, timeout=300)
+    connection = http.client.HTTPConnection("127.0.0.1", httpd.effective_port, timeout=300)
     connection.request("POST", "/api/predict", body=body, headers={"Content-Type": "image/png"})
     response = connection.getresponse()
     results.append((response.status, response.getheader("Retry-After"), json.loads(response.read())))
@@ -619,7 +604,6 @@ growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
 statuses = collections.Counter(status for status, _, _ in results)
 busy = [(after, answer["error"]) for status, after, answer in results if status == 503]
 print(json.dumps({"statuses": statuses, "busy": busy[:1], "growth_kib": growth}))
-httpd.shutdown()
 """
 #: What 100 concurrent uploads of a 2048x2048 RGBA PNG of 1.5 MB may add to the server's peak memory: MAX_DECODES
 #: decodes of about 100 MB each, and little per refused upload (measured: about 230 MB; 4.9 GB before shedding).
@@ -652,20 +636,14 @@ def test_many_concurrent_large_uploads_are_shed_with_503_in_bounded_memory(tmp_p
 
 @pytest.fixture
 def handled(monkeypatch):
-    """The app served with its own request handler (a read timeout of 1 s here), on a free port."""
-    from werkzeug.serving import make_server
-
+    """The app served as it serves itself, with short limits here: 1 s of silence, 3 s for a whole request, 20
+    connections; yields the server."""
     monkeypatch.setattr(server, "READ_SECONDS", 1)
+    monkeypatch.setattr(server, "REQUEST_SECONDS", 3)
+    monkeypatch.setattr(server, "CONNECTIONS", 20)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
-    httpd = make_server(
-        "127.0.0.1", 0, create_app(model, None), threaded=True, request_handler=server.request_handler()
-    )
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield httpd.server_port
-    finally:
-        httpd.shutdown()
+    with server.serving(create_app(model, None)) as httpd:
+        yield httpd
 
 
 def _raw(port: int, data: bytes) -> bytes:
@@ -678,23 +656,73 @@ def _raw(port: int, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("line", "status"),
-    [(b"GARBAGE\r\n\r\n", b"400"), (b"GET / HTTP/9.9\r\n\r\n", b"505"), (b"\x16\x03\x01 tls?\r\n\r\n", b"400")],
+    ("request_bytes", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", b"4"),
+        (b"\x16\x03\x01 tls?\r\n\r\n", b"4"),
+        (
+            b"POST /api/predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nnot hex\r\n0\r\n\r\n",
+            b"400",
+        ),
+        (b"POST /api/predict HTTP/1.1\r\nHost: x\r\nContent-Length: twelve\r\n\r\n", b"400"),
+    ],
+    ids=["request line", "tls", "chunk framing", "content length"],
 )
-def test_a_malformed_request_line_is_answered_in_json(handled, line, status):
-    head, _, body = _raw(handled, line).partition(b"\r\n\r\n")
-    assert head.split()[1] == status and b"application/json" in head
-    assert json.loads(body)["error"].startswith(status.decode())
+def test_malformed_requests_are_refused_in_json_and_bad_framing_is_a_400(handled, request_bytes, status):
+    head, _, body = _raw(handled.effective_port, request_bytes).partition(b"\r\n\r\n")
+    assert head.split()[1].startswith(status) and b"application/json" in head
+    assert json.loads(body)["error"][:3] == head.split()[1].decode()
 
 
-def test_a_client_that_sends_nothing_is_dropped_and_the_server_goes_on(handled):
-    with socket.create_connection(("127.0.0.1", handled), timeout=60) as idle:
+def test_a_client_that_sends_nothing_or_stops_mid_body_is_dropped_and_the_server_goes_on(handled):
+    with socket.create_connection(("127.0.0.1", handled.effective_port), timeout=60) as idle:
         assert idle.recv(1) == b""  # closed by the server after its read timeout, not after the test's 60 s
-    with socket.create_connection(("127.0.0.1", handled), timeout=60) as slow:
+    with socket.create_connection(("127.0.0.1", handled.effective_port), timeout=60) as slow:
         slow.sendall(b"POST /api/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly part")
-        head, _, body = b"".join(iter(lambda: slow.recv(65536), b"")).partition(b"\r\n\r\n")
-    assert head.split()[1] == b"408" and "request timeout" in json.loads(body)["error"]
-    assert send(handled, a_stroke())[0] == 200
+        assert slow.recv(1) == b""
+    assert send(handled.effective_port, a_stroke())[0] == 200
+
+
+def _trickle(port: int, closed: list) -> None:
+    """An upload that promises a megabyte and sends one byte every half second, until the server drops it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as slow:
+        slow.sendall(
+            b"POST /api/predict HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nContent-Length: 1000000\r\n\r\n"
+        )
+        try:
+            for _ in range(240):
+                slow.sendall(b"x")
+                time.sleep(0.5)
+        except OSError:  # reset or broken pipe: the server closed it
+            closed.append(True)
+
+
+def test_two_trickling_uploads_never_stop_a_third_and_are_dropped_at_their_deadline(handled):
+    closed: list = []
+    slow = [threading.Thread(target=_trickle, args=(handled.effective_port, closed)) for _ in range(2)]
+    for client in slow:
+        client.start()
+    time.sleep(1.0)  # both bodies under way
+    assert send(handled.effective_port, a_stroke())[0] == 200  # within the client's timeout: no decode slot was taken
+    for client in slow:
+        client.join(timeout=120)
+    assert closed == [True, True]  # each dropped at the request deadline, not after its 2 minutes of trickling
+
+
+def test_more_connections_than_the_cap_wait_and_the_server_holds_no_thread_for_them(handled):
+    threads = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", handled.effective_port), timeout=60) for _ in range(60)]
+    try:
+        deadline = time.monotonic() + 60
+        while not handled.in_connection_overflow:  # the cap is reached: the rest wait in the backlog
+            assert time.monotonic() < deadline, "the server never reached its connection cap"
+            time.sleep(0.05)
+        assert len(handled.active_channels) < server.CONNECTIONS < len(idle)
+        assert threading.active_count() == threads  # a fixed pool: no thread per connection
+        assert send(handled.effective_port, a_stroke())[0] == 200  # queued, then answered once idle ones are dropped
+    finally:
+        for connection in idle:
+            connection.close()
 
 
 def progressive_jpeg() -> bytes:

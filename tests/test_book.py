@@ -527,6 +527,36 @@ def test_a_chapter_kernel_talks_over_local_sockets_and_warns_of_nothing(tmp_path
     assert "without encryption" not in said.out + said.err
 
 
+def test_a_bad_parameter_fails_its_cell_with_the_one_sentence_as_its_only_output(tmp_path):
+    """papermill -p profile nope: the cell that reads the parameters shows the sentence naming the profile, and no
+    traceback through the book's code."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    chapter = write_chapter(
+        tmp_path / "03_bad.ipynb",
+        "A bad profile",
+        new_code_cell(
+            'from vitbn_nb import chapters\nsettings, force = chapters.parameters("03_fixed_lr", profile, force)'
+        ),
+    )
+    with pytest.raises(PapermillExecutionError):
+        pm.execute_notebook(
+            str(chapter),
+            str(tmp_path / "out.ipynb"),
+            parameters={"profile": "nope"},
+            progress_bar=False,
+            kernel_name=book.KERNEL_NAME,
+            language="python",
+            kernel_manager_class=book._LocalKernelManager,
+        )
+    cell = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1]
+    errors = [output for output in cell.outputs if output.output_type == "error"]
+    assert [output.output_type for output in cell.outputs] == ["error"], cell.outputs
+    (sentence,) = errors[0].traceback
+    assert "'nope'" in sentence and "profile" in sentence and "Traceback" not in sentence
+
+
 @needs_chapters
 def test_chapter_5_opened_as_it_is_shows_the_committed_paper_figures_and_trains_nothing(tmp_path, monkeypatch):
     """What a reader gets who opens chapter 5 and runs it with its default ``profile = "auto"``: the committed

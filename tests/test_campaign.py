@@ -390,3 +390,86 @@ def test_a_committed_record_is_replaced_only_by_name(smoke_campaign, monkeypatch
     assert campaign.commit(log=said.append, replace={run.run_id}) == [run.run_id]
     assert json.loads(committed_path.read_text())["epochs"][-1]["test_acc"] == 99.9
     assert any("--replace" in line for line in said)
+
+
+def test_a_run_from_elsewhere_is_committed_only_once_it_replays(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
+    """A record's checksum proves a file whole, not a run: a resealed record with invented accuracies imports, but
+    `runs verify` replays it (its first epoch from its seed, its weights tested) and refuses it, and `campaign commit`
+    commits no imported run before a replay passes; a genuine run from another store replays bit-exact here."""
+    from vitbn_nb.engines import replay
+    from vitbn_nb.publishing import readme
+    from vitbn_nb.store import bundle, provenance
+    from vitbn_nb.store.records import RunStoreError, write_record
+
+    figures = _book_figures(monkeypatch, tmp_path)
+    cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(elsewhere))
+    run = training.train(cheapest, progress=False)
+    genuine, forged = tmp_path / "genuine.tar.gz", tmp_path / "forged.tar.gz"
+    bundle.export(genuine, needed=None, store=elsewhere)
+    record = json.loads((run.folder / "record.json").read_text())
+    for epoch in record["epochs"]:
+        epoch["test_acc"] = 99.99
+    write_record(run.folder / "record.json", record)  # sealed anew, as anyone can
+    bundle.export(forged, needed=None, store=elsewhere)
+
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "here"))
+    bundle.import_bundle(forged)
+    assert provenance.waiting(tmp_path / "here") == [run.run_id]
+    with pytest.raises(RunStoreError, match=f"{run.run_id}.*not yet replayed.*runs verify {run.run_id}"):
+        campaign.commit(log=lambda line: None)
+    table = replay.verify(progress=False)
+    assert list(table["passed"]) == [False] and "test accuracy replays as" in table["why"].iloc[0]
+    with pytest.raises(RunStoreError, match="did not replay"):
+        campaign.commit(log=lambda line: None)
+    assert not (figures / "records").exists()
+
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "there"))
+    bundle.import_bundle(genuine)
+    table = replay.verify(progress=False)
+    assert list(table["passed"]) == [True] and list(table["compared"]) == ["bit-exact"]
+    assert campaign.commit(log=lambda line: None) == [run.run_id]
+    assert provenance.status(figures / "records" / run.run_id) == provenance.VERIFIED
+    assert "1 imported from another store and replayed on" in readme.trust_line(figures)
+
+
+@pytest.mark.parametrize("setting", ["", "ignore"])
+def test_a_bundle_run_that_differs_from_its_committed_record_never_changes_it(
+    smoke_campaign, monkeypatch, tmp_path, mnist_ready, setting
+):
+    """Under every VITBN_COMMITTED_RECORDS setting, `runs import` + `campaign commit` (even with --replace) leave a
+    committed record as it was when a bundle brings a resealed copy with other accuracies: refused at the import
+    where the committed records are read, and, where they are ignored, imported unverified and never committed."""
+    from vitbn_nb.engines import replay
+    from vitbn_nb.store import bundle
+    from vitbn_nb.store.records import RunStoreError, write_record
+
+    figures = _book_figures(monkeypatch, tmp_path)
+    cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "elsewhere"))
+    run = training.train(cheapest, progress=False)
+    assert campaign.commit(log=lambda line: None) == [run.run_id]
+    committed_path = figures / "records" / run.run_id / "record.json"
+    committed = committed_path.read_bytes()
+    record = json.loads((run.folder / "record.json").read_text())
+    record["epochs"][-1]["test_acc"] = 99.9
+    write_record(run.folder / "record.json", record)
+    forged = tmp_path / "forged.tar.gz"
+    bundle.export(forged, needed=None, store=tmp_path / "elsewhere")
+
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "here"))
+    monkeypatch.setenv("VITBN_COMMITTED_RECORDS", setting)
+    if setting == "ignore":
+        bundle.import_bundle(forged)  # nothing to conflict with: in, but unverified
+        for replace in (frozenset(), {run.run_id}):
+            with pytest.raises(RunStoreError, match="not yet replayed"):
+                campaign.commit(log=lambda line: None, replace=replace)
+        assert not replay.verify(progress=False)["passed"].any()
+        with pytest.raises(RunStoreError, match="did not replay"):
+            campaign.commit(log=lambda line: None, replace={run.run_id})
+    else:
+        with pytest.raises(bundle.BundleError, match="never replaced from elsewhere"):
+            bundle.import_bundle(forged)
+        assert campaign.commit(log=lambda line: None) == []
+    assert committed_path.read_bytes() == committed

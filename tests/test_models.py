@@ -210,3 +210,39 @@ def test_training_a_batchnorm_model_on_one_image_raises_a_clear_error(model):
     with pytest.raises(ValueError, match="at least 2 images per batch, got a batch of 1"):
         model.train()(x)
     assert model.eval()(x).shape == (1, 10)
+
+
+def test_a_new_model_is_one_class_and_one_card_and_chapter_2_tables_it():
+    from vitbn_nb.chapters.architectures import study
+    from vitbn_nb.models import cards
+    from vitbn_nb.publishing import figures
+    from vitbn_nb.store.run_config import RunConfig
+
+    class ViTRMS(ViT):
+        """ViT with every LayerNorm replaced by RMSNorm."""
+
+        def __init__(self, **kwargs):
+            super().__init__(norm=nn.RMSNorm, ffn_norm=nn.RMSNorm, **kwargs)
+
+    cards.register(cards.Card(ViTRMS, "vit", "RMSNorm in place of every LayerNorm", "#222222", 6))
+    try:
+        model = build_model("ViTRMS", depth=2)
+        assert any(isinstance(m, nn.RMSNorm) for m in model.modules()) and model(torch.rand(2, 1, 28, 28)).shape == (
+            2,
+            10,
+        )
+        table = study.norm_sites()
+        assert "RMSNorm" in " ".join(table["ViTRMS"]) and {"ViT", "ViTBN"} <= set(table.columns)
+        assert figures.color("ViTRMS") == "#222222" and "ViTRMS" in study.batch_dependence()["model"].tolist()
+        assert RunConfig(model="ViTRMS", epochs=1).model_kwargs["depth"] == 6  # trains like any other
+        with pytest.raises(ValueError, match="has a card already"):
+            cards.register(cards.Card(ViTRMS, "vit", "again", "#000000", 6))
+    finally:
+        cards.unregister("ViTRMS")
+    assert "ViTRMS" not in cards.MODELS and "ViTRMS" not in cards.VIT_FAMILY
+
+
+def test_the_cards_keep_article_1s_as_run_depths_as_the_build_defaults():
+    from vitbn_nb.models import AS_RUN_DEPTH, DEFAULT_DEPTH
+
+    assert {m: DEFAULT_DEPTH[m] for m in AS_RUN_DEPTH} == AS_RUN_DEPTH  # every run id keeps its meaning

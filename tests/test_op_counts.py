@@ -47,3 +47,15 @@ def test_a_flatten_is_a_view_so_a_linear_model_dispatches_one_operation():
 
     counted = op_counts.count(Flat(), 4)
     assert counted["inference_ops"] == 1  # addmm; flatten is a view
+
+
+def test_the_flops_grow_exactly_with_the_batch_so_the_table_counts_on_a_small_one():
+    from vitbn_nb.bench.measurements import inference_flops, training_flops
+
+    cpu = torch.device("cpu")
+    for name in ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT"):
+        model = build_model(name, depth=2)
+        assert training_flops(model, 10, cpu) == 5 * training_flops(model, 2, cpu), name
+        assert inference_flops(model, 10, cpu) == 5 * inference_flops(model, 2, cpu), name
+    (row,) = op_counts.table(["ViTBN"], [2], 10)
+    assert row["train_step_flops"] == training_flops(build_model("ViTBN", depth=2), 10, cpu)

@@ -1,6 +1,7 @@
 """Every chapter's settings: the paper protocol as defaults, the smaller profiles as differences, typed."""
 
 import dataclasses
+import html
 
 import pytest
 
@@ -56,3 +57,14 @@ def test_unknown_names_and_profiles_are_refused():
 def test_a_notebook_shows_the_settings_as_a_table():
     shown = chapters.settings("01_batchnorm_intro", "smoke")._repr_html_()
     assert "<table>" in shown and "IntroSettings" in shown and "lrs" in shown
+
+
+def test_a_cpu_chapter_showing_paper_runs_says_so_above_its_settings():
+    from vitbn_nb import chapters
+
+    plain = chapters.settings("03_fixed_lr", "cpu")
+    assert plain.scale_note() == "" and "paper protocol" not in plain._repr_html_()
+    mixed = chapters.settings("03_fixed_lr", "cpu", full_protocol_lrs=(0.0005, 0.005))
+    note = mixed.scale_note()
+    assert note.startswith("At lr 0.0005, 0.005 this chapter shows the paper protocol's runs (epochs 30")
+    assert "train_size None" in note and html.escape(note) in mixed._repr_html_()

@@ -1,6 +1,7 @@
 """README.md's findings and the book's claims and reference pages are written from figures/, and a test fails when
 they disagree."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -240,3 +241,38 @@ def test_a_gain_row_names_each_machine_once_when_seeds_were_timed_on_different_o
     optimised = gains.assign(claim="article1/optimised/r_t/ViTBN", chapter="04_claims")
     rows = readme._gain_rows(pd.concat([gains, optimised]), {"03_claims": "paper", "04_claims": "cpu"})
     assert len(rows) == 2 and "optimised settings" in rows[1] and "profile cpu" in rows[1]
+
+
+def test_no_page_repeats_a_paragraph_and_the_sources_are_linked():
+    import collections
+
+    for page in ("README.md", "book/reference.md", "book/claims.md"):
+        text = (ROOT / page).read_text()
+        paragraphs = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 80]
+        repeated = [p[:80] for p, n in collections.Counter(paragraphs).items() if n > 1]
+        assert not repeated, f"{page} repeats: {repeated}"
+    readme = (ROOT / "README.md").read_text()
+    for target in ("towardsdatascience.com", "github.com/anindyahepth/BatchNorm_in_Transformers_CV", "CITATION.cff"):
+        assert target in readme
+
+
+def test_the_findings_lead_with_two_sentences_whose_headlines_follow_the_verdicts():
+    claims = readme.claim_rows(ROOT / "figures")
+    first, second = readme.lead_sentences(claims)
+    assert "as article 1 ran them" in first and "all three models of six blocks" in first
+    assert second.startswith("**Article 2's conclusion") and "lr 0.003, depth 6, 7" in second
+    ratios = (claims["kind"] == "ratio") & claims["condition"].str.startswith("as written")
+    if (claims.loc[ratios, "outcome"] != "agrees").all() and len(claims[ratios]):
+        assert first.startswith("**Article 1's speed-up is its BatchNorm models computing one block of six.**")
+    agreeing = claims.assign(outcome=claims["outcome"].where(~ratios, "agrees"))
+    assert readme.lead_sentences(agreeing)[0].startswith("**Article 1's timing gains")  # no headline the data deny
+
+
+def test_the_front_page_names_every_scale_its_outputs_come_from(tmp_path):
+    from vitbn_nb.publishing.book_html import profiles_shown
+
+    outputs = {"a": {"profile": "cpu"}, "b": {"profile": "paper"}, "c": {"profile": "paper"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"outputs": outputs}))
+    assert profiles_shown(tmp_path, "cpu") == "`cpu`; its outputs: 1 at `cpu`, 2 at `paper`"
+    (tmp_path / "manifest.json").write_text(json.dumps({"outputs": {"a": {"profile": "cpu"}}}))
+    assert profiles_shown(tmp_path, "cpu") == "`cpu`"

@@ -20,7 +20,7 @@ from test_hostile_input import _bundle, _exported, _tree
 
 from vitbn_nb.__main__ import cli
 from vitbn_nb.engines import training
-from vitbn_nb.store import bundle, records
+from vitbn_nb.store import bundle, records, run_folder
 from vitbn_nb.store.records import sha256, write_record
 from vitbn_nb.store.runs import RunConfig
 
@@ -312,3 +312,92 @@ def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
     assert retrained.folder == folder and retrained.status == "finished"
     assert records.read_record(folder)["started"] != old or _tree(folder) != before
     assert not (store / ".retrain" / _run_id()).exists() and records.check_store().empty
+
+
+#: ``runs retrain RUN`` in a child process, held between the two renames of its swap (the stored run moved aside,
+#: the finished retrain not yet in its place): it writes the file sys.argv[2] names and waits to be killed.
+RETRAIN_MID_SWAP = r"""
+import pathlib, sys, time
+from vitbn_nb.__main__ import cli
+
+rename = pathlib.Path.rename
+
+def held(self, target):
+    moved = rename(self, target)
+    if str(target).endswith(".old"):
+        pathlib.Path(sys.argv[2]).write_text("held")
+        time.sleep(600)
+    return moved
+
+pathlib.Path.rename = held
+sys.exit(cli(["runs", "retrain", sys.argv[1]]))
+"""
+
+
+def test_a_kill_9_between_the_renames_of_a_retrains_swap_hides_no_run(store, tmp_path, capsys):
+    folder, flag = store / _run_id(), tmp_path / "held"
+    child = subprocess.Popen(
+        [sys.executable, "-c", RETRAIN_MID_SWAP, _run_id(), str(flag)],
+        cwd=ROOT,
+        env={**os.environ, "VITBN_PROGRESS": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while not flag.exists():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    retrained = records.read_record(store / ".retrain" / _run_id())
+    assert not folder.exists() and records.replaced_path(folder).is_dir()  # the instant a kill can hit
+
+    assert list(records.check_store()["run"]) == [_run_id()]  # named, never "intact"
+    with pytest.raises(records.RunStoreError, match="runs check"):
+        run_folder.stored_run(folder)
+    with pytest.raises(ValueError, match="would lack it"):
+        bundle.export(tmp_path / "b.tar.gz", needed=None, profile="smoke")
+
+    assert cli(["runs", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "recovered run" in out and "intact" in out
+    assert records.read_record(folder) == retrained  # the retrain that finished is the run now
+    assert not records.replaced_path(folder).exists() and not (store / ".retrain" / _run_id()).exists()
+    assert cli(["runs", "export", str(tmp_path / "b.tar.gz")]) == 0
+
+
+def test_a_stored_run_moved_aside_without_a_finished_retrain_comes_back(store):
+    folder = store / _run_id()
+    before = _tree(folder)
+    folder.rename(records.replaced_path(folder))  # as a kill leaves it, had the retrain not finished
+    run = training.train(RunConfig(**TINY), progress=False)  # the next command finds it, trains nothing
+    assert run.folder == folder and _tree(folder) == before and records.check_store().empty
+
+
+# -- configurations bounded where they are built; a record's text never steers a terminal ---------------------
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda r: r["config"].update(seed=2**80), r"seed=1208925819614629174706176 is not allowed"),
+        (lambda r: r["config"].update(train_size=10**15), r"train_size=1000000000000000 is not allowed.*60,000"),
+        (lambda r: r["hardware"].update(cpu="AMD \x1b[2J\x1b[31mEPYC"), "holds control characters"),
+    ],
+)
+def test_a_record_past_its_data_or_holding_control_characters_is_refused_by_name(store, tmp_path, change, expected):
+    files = _exported(store, tmp_path)
+    name = f"runs/{_run_id()}/record.json"
+    record = json.loads(files[name])
+    change(record)
+    file = _bundle(tmp_path / "bad.tar.gz", {**files, name: _sealed(record)})
+    with pytest.raises(bundle.BundleError, match=expected):
+        bundle.import_bundle(file, store=tmp_path / "other")
+    assert not (tmp_path / "other" / _run_id()).exists()
+
+
+def test_a_hardware_label_drops_control_characters():
+    from vitbn_nb.system import label
+
+    assert label({"cpu": "AMD \x1b[31mEPYC\x07", "cpu_cores": 2}) == "CPU: AMD [31mEPYC (2 cores)"

@@ -312,3 +312,85 @@ def test_the_stale_name_check_finds_a_name_that_moved():
         "vitbn_nb.studies.lr_sweep",
         "vitbn_nb.chapters.fixed_lr.claims.larger_lr",
     ]
+
+
+#: The book's operations: what it does with the science (the command line, the campaign, bundles, the GPU engine and
+#: the device check, replays, the render, the README and Colab cell, the digit app, the MLflow mirror).
+OPERATIONS = (
+    "vitbn_nb.__main__",
+    "vitbn_nb.campaign",
+    "vitbn_nb.train",
+    "vitbn_nb.app",
+    "vitbn_nb.store.bundle",
+    "vitbn_nb.store.tracking",
+    "vitbn_nb.engines.stack",
+    "vitbn_nb.engines.stacked_runs",
+    "vitbn_nb.engines.check_device",
+    "vitbn_nb.engines.replay",
+    "vitbn_nb.publishing.book",
+    "vitbn_nb.publishing.book_chapters",
+    "vitbn_nb.publishing.book_html",
+    "vitbn_nb.publishing.readme",
+    "vitbn_nb.publishing.colab",
+    "vitbn_nb.chapters.speed.command",
+)
+
+
+def _is_operation(module: str) -> bool:
+    return any(module == op or module.startswith(f"{op}.") for op in OPERATIONS)
+
+
+def notebook_closure(graph: dict[str, set[str]], notebooks=None) -> set[str]:
+    """Every module of the package the notebooks reach: their own imports, then everything those import (inside
+    functions too), with every package ``__init__`` on the way."""
+    paths = sorted((ROOT / "notebooks").glob("*.py")) if notebooks is None else notebooks
+    todo = []
+    for path in paths:
+        for node in _executed_imports(ast.parse(Path(path).read_text()), type_checking=True):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom):
+                names += [f"{node.module}.{a.name}" for a in node.names]
+            todo += [name for name in names if name in graph]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph]
+        todo += graph[module]
+    return seen
+
+
+def test_nothing_a_notebook_imports_imports_the_operations():
+    """What a notebook imports is the science (models, data, the engine, runs, judging, chapters and their figures):
+    the operations sit above it, reached from it only by name (the stacked engine, the MLflow mirror)."""
+    graph = import_graph(type_checking=True)
+    closure = notebook_closure(graph)
+    assert "vitbn_nb.engines.training" in closure and "vitbn_nb.chapters.depth_study.study" in closure
+    found = sorted(module for module in closure if _is_operation(module))
+    assert not found, "a notebook's imports reach the operations:\n  " + "\n  ".join(found)
+    lines = lambda modules: sum(len(_path(m).read_text().splitlines()) for m in modules)
+    print(f"the notebooks import {len(closure)} of {len(graph)} modules, {lines(closure):,} of {lines(graph):,} lines")
+
+
+def _path(module: str) -> Path:
+    path = ROOT.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def test_the_closure_finder_follows_imports_into_the_operations(tmp_path):
+    notebook = tmp_path / "nb.py"
+    notebook.write_text("from vitbn_nb.chapters.three_things import study\n")
+    graph = {
+        "vitbn_nb": set(),
+        "vitbn_nb.chapters": set(),
+        "vitbn_nb.chapters.three_things": set(),
+        "vitbn_nb.chapters.three_things.study": {"vitbn_nb.app.server"},
+        "vitbn_nb.app": set(),
+        "vitbn_nb.app.server": set(),
+    }
+    closure = notebook_closure(graph, [notebook])
+    assert {"vitbn_nb.app", "vitbn_nb.app.server", "vitbn_nb"} <= closure
+    assert [m for m in sorted(closure) if _is_operation(m)] == ["vitbn_nb.app", "vitbn_nb.app.server"]

@@ -348,3 +348,12 @@ def test_no_convergence_claim_short_of_the_articles_protocol_is_decided():
             assert reached and all(a >= b for a, b in reached), f"{path.name}: {row['claim']} decided at {row['scale']}"
             checked += 1
     assert checked > 0  # chapter 01 decides article 2's Fig 1 at its whole protocol
+
+
+def test_an_accuracys_interval_stops_at_100_and_a_differences_does_not():
+    from vitbn_nb.publishing import results
+
+    shown = results.accuracy([99.9, 99.8, 60.0])
+    assert shown.high == 100.0 and shown.low > 0 and str(shown).endswith(", 100.0]")
+    assert results.spread([99.9, 99.8, 60.0]).high > 100  # a plain spread knows no bounds
+    assert results.accuracy([97.0]).n == 1 and "1 seed" in str(results.accuracy([97.0]))

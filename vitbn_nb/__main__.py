@@ -21,6 +21,33 @@ def _shared_arguments(command) -> None:
     )
 
 
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """``bench``'s options (run by :func:`vitbn_nb.chapters.speed.command.run`)."""
+    parser.add_argument(
+        "--profile", default="auto", help="chapter 08's settings: smoke | cpu | paper | auto (paper on a GPU, else cpu)"
+    )
+    parser.add_argument("--quick", action="store_true", help="the smoke profile: every code path in seconds")
+    parser.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when present)")
+    parser.add_argument(
+        "--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)"
+    )
+    parser.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
+    parser.add_argument(
+        "--no-calibration", dest="calibration", action="store_false", help="skip train --dry-run's calibration"
+    )
+
+
+def _readme_arguments(parser: argparse.ArgumentParser) -> None:
+    """``readme``'s options (run by :func:`vitbn_nb.publishing.readme.run`)."""
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when README.md or the book's pages disagree with figures/"
+    )
+    parser.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
+    parser.add_argument(
+        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
+    )
+
+
 def rendering(chapter: str, profile: str) -> tuple[str, tuple[float, ...]]:
     """For ``book``: the profile ``chapter`` renders at in a ``profile`` book, and the lrs of its ``paper`` runs."""
     from . import chapters
@@ -52,10 +79,7 @@ def main(argv=None) -> int:
     """Run one command; a refusal it names (a bad setting, a damaged store, a failed chapter, an unusable device for
     ``check-device``) is one line on stderr and exit status 1."""
     from . import __version__
-    from .chapters.speed.command import add_arguments as bench_arguments
-    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE
-    from .publishing import readme
-    from .store.records import RunStoreError
+    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE  # light: --help and --version import nothing heavy
 
     parser = argparse.ArgumentParser(
         prog="python -m vitbn_nb",
@@ -63,7 +87,7 @@ def main(argv=None) -> int:
         "the fix (exit status 1); --debug anywhere on the line, or VITBN_DEBUG=1, shows the traceback instead.",
     )
     parser.add_argument("--version", action="version", version=f"vitbn_nb {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command")
     commands.add_parser("data", help="prepare MNIST (exact offline copy if need be) and the transfer set")
     book = commands.add_parser("book", help="execute every chapter with papermill and build the HTML book")
     _shared_arguments(book)
@@ -97,7 +121,7 @@ def main(argv=None) -> int:
         metavar="URI",
         help="mirror every run to this MLflow tracking URI (e.g. sqlite:///mlflow.db; default: $MLFLOW_TRACKING_URI)",
     )
-    bench_arguments(
+    _bench_arguments(
         commands.add_parser(
             "bench",
             help="time training and inference: the book's engine against article 1's "
@@ -174,6 +198,11 @@ def main(argv=None) -> int:
     store_commands.add_parser("import", help="add a bundle's runs to the run store, verified").add_argument("file")
     retrain = store_commands.add_parser("retrain", help="train one run anew from its recorded configuration")
     retrain.add_argument("run_id")
+    verify = store_commands.add_parser(
+        "verify",
+        help="replay imported runs (their first epoch from the seed, their weights tested): trusted if they do",
+    )
+    verify.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="default: every imported run not yet verified")
     commands.add_parser(
         "plans",
         help="stamp: read from git when each seed plan was committed (figures/plan_commits.json); check: compare",
@@ -181,12 +210,18 @@ def main(argv=None) -> int:
     commands.add_parser(
         "colab-cell", help="rewrite every chapter's Colab install cell from [tool.vitbn-book] in pyproject.toml"
     )
-    readme.add_arguments(
+    _readme_arguments(
         commands.add_parser(
             "readme", help="rewrite the README's findings and the book's claims and reference pages from figures/"
         )
     )
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named first: `--foo` alone is a misspelt option, not a missing command
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:
+        parser.error(f"choose a command: {', '.join(commands.choices)} (--help says what each does)")
+    from .store.records import RunStoreError
+
     if getattr(args, "measure", False):  # the kernels papermill starts inherit these
         os.environ[MEASURE_VARIABLE] = "1"
     if getattr(args, "from_scratch", False):
@@ -269,11 +304,21 @@ def _run(args) -> int:
     elif args.command == "runs":
         from . import train as training
         from .engines.training import retrain
-        from .store import bundle, records, runs
+        from .store import bundle, provenance, records, run_folder, runs
 
+        if args.runs_command in ("check", "export"):  # a retrain a kill interrupted is completed first, and said
+            for recovered in run_folder.recover_swaps():
+                print(f"recovered {recovered}")
         if args.runs_command == "check":
             damaged = records.check_store()
             notes = "".join(f"\nnote: {note}" for note in records.store_notes())
+            if waiting := provenance.waiting(runs.runs_dir()):
+                notes += (
+                    f"\nnote: {len(waiting)} run(s) imported from a bundle are not replayed yet "
+                    f"({', '.join(waiting[:3])}"
+                    f"{' ...' if len(waiting) > 3 else ''}): `python -m vitbn_nb runs verify` replays them; "
+                    "`campaign commit` commits none until then"
+                )
             if damaged.empty:
                 print(f"run store {runs.runs_dir()}: every record and weight file is intact{notes}")
                 return 0
@@ -299,6 +344,22 @@ def _run(args) -> int:
                 f"runs import: {done['added']} added, {done['updated']} updated, {done['unchanged']} "
                 f"already there, {done['state files']} optimisation file(s) into {runs.runs_dir()}"
             )
+        elif args.runs_command == "verify":
+            from .engines import replay
+
+            table = replay.verify(args.run_ids or None)
+            if table.empty:
+                print(f"runs verify: no run of {runs.runs_dir()} waits for a replay (every imported run is verified)")
+                return 0
+            for row in table.itertuples():
+                verdict = "verified" if row.passed else f"REFUSED: {row.why}"
+                print(f"- {row.run} (was {row.before}; {row.compared}): {verdict}")
+            refused = int((~table["passed"]).sum())
+            print(
+                f"runs verify: {len(table) - refused} verified, {refused} refused "
+                f"(kept in each run's {provenance.FILE})"
+            )
+            return 1 if refused else 0
         else:
             retrain(args.run_id)
     elif args.command == "colab-cell":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -34,10 +35,24 @@ def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
             Path(tmp).unlink(missing_ok=True)
         if not isinstance(error, (OSError, RuntimeError)):  # torch's zip writer reports a full disk as a RuntimeError
             raise
-        reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
+        number = getattr(error, "errno", None)
+        if isinstance(error, RuntimeError):  # torch's zip writer, in its own internals' words
+            number = errno.ENOSPC if _nearly_full(path.parent) else None
+            reason = "no space left on device" if number else "torch could not write it"
+        else:
+            reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
         failure = WriteError(f"{path} could not be written ({reason}); it is unchanged; {write_fix(path, error)}")
-        failure.errno = getattr(error, "errno", None)
+        failure.errno = number
         raise failure from error
+
+
+def _nearly_full(folder: Path) -> bool:
+    """Whether the disk under ``folder`` has (almost) no room left: why a write torch reports without an errno
+    failed."""
+    try:
+        return shutil.disk_usage(folder).free < 64 * 2**20
+    except OSError:
+        return False
 
 
 def write_fix(path: Path, error: BaseException) -> str:

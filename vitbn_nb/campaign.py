@@ -23,7 +23,7 @@ from .chapters.fixed_lr import retime
 from .engines import training
 from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
-from .store import runs
+from .store import provenance, runs
 from .store.bundle import clean_imports, refuse_half_imported
 from .store.records import LEDGER_FILE, STATE_FOLDER, RunStoreError, read_ledger, read_record
 from .store.run_config import RunConfig
@@ -533,23 +533,38 @@ def commit(log: Callable[[str], None] = print, replace: set[str] = frozenset()) 
     id is in ``replace``; nothing is copied then."""
     target = book_figures_dir() / RECORDS_FOLDER
     refuse_half_imported(runs_dir(), "its records would be committed incomplete")
-    copied, writes, refused = [], [], []
+    copied, writes, refused, untrusted = [], [], [], []
     device = pick_device(None)
     for stage in STAGES:
         for config in stage.configs():
             run_id = stored_id(config, device)
             source, destination = runs_dir() / run_id, target / run_id / "record.json"
-            if stored_run(source) is None:  # ended runs only
+            if (run := stored_run(source)) is None:  # ended runs only
                 continue
             text = (source / "record.json").read_text()
             held = destination.read_text() if destination.exists() else None
             if held == text:
                 continue
+            if (trust := provenance.status(source, run.record)) in (provenance.UNVERIFIED, provenance.REFUSED):
+                untrusted.append((run_id, trust))
+                continue
             if held is not None and run_id not in replace and _beyond_measurements(json.loads(held), json.loads(text)):
                 refused.append(run_id)
                 continue
             writes.append((destination, text))
+            if trust == provenance.VERIFIED:  # the replay's note goes with it: the claims page says where
+                writes.append((destination.parent / provenance.FILE, (source / provenance.FILE).read_text()))
             copied.append(run_id)
+    if untrusted:
+        (first, trust), others = untrusted[0], [run_id for run_id, _ in untrusted[1:]]
+        more = f" (and {len(others)} more: {', '.join(others)})" if others else ""
+        why = "was imported and not yet replayed" if trust == provenance.UNVERIFIED else "did not replay"
+        raise RunStoreError(
+            first,
+            f"{runs_dir() / first} {why}, so its record is not trusted{more}; nothing was committed",
+            f"fix: `python -m vitbn_nb runs verify {first}` (it replays the run's first epoch and tests its weights)"
+            + ("" if trust == provenance.UNVERIFIED else ", or train it here and commit that"),
+        )
     if refused:
         first = refused[0]
         others = f" (and {len(refused) - 1} more: {', '.join(refused[1:])})" if len(refused) > 1 else ""

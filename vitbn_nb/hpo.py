@@ -24,7 +24,6 @@ from .limits import Deadline
 from .models import AS_RUN_DEPTH
 from .models import model_kwargs as full_model_kwargs
 from .paths import is_committed, runs_dir, stored_path
-from .store import tracking
 from .store.records import LEDGER_FILE, STATE_FILE, read_ledger, read_state, state_fix, state_problem
 from .store.run_config import DEVICE_TYPES, RunConfig
 from .store.run_folder import Run
@@ -212,15 +211,8 @@ def optimise(
         # The run found may be another device type's or engine's variant of the one planned: keep the one read.
         entry.update(accuracy=accuracy, status=run.status, run_id=run.run_id)
         atomic.write_json(ledger_path, ledger)
-        if tracking.enabled(mlflow):
-            tags = {"hpo.study": study.key(device_type), "hpo.trial": index + 1, "hpo.generator": generator}
-            try:
-                tracking.mirror_run(run, tags=tags | {"hpo.accuracy": accuracy})
-            except Exception as error:
-                if mlflow:
-                    raise
-                message = f"trial {index + 1} of {tags['hpo.study']} could not be tagged in MLflow: {error}"
-                warnings.warn(message, stacklevel=2)
+        tags = {"hpo.study": study.key(device_type), "hpo.trial": index + 1, "hpo.generator": generator}
+        training.mirror(run, mlflow, tags=tags | {"hpo.accuracy": accuracy})  # tagged as a trial, where mirrored
         if progress:
             print(
                 f"{study.model} d{study.depth} trial {index + 1}/{trials} ({generator}): lr={parameters['lr']:.3g} "

@@ -85,6 +85,15 @@ def check_run_fields(obj, counts=("epochs", "batch_size", "test_batch_size")) ->
             raise ValueError(f"{name}={value!r} is not allowed; use None (the whole split) or an integer >= 2")
 
 
+class ParameterError(ValueError):
+    """A chapter's parameter (``profile``, ``force``, a setting) refused. In a notebook (Jupyter, papermill) its one
+    sentence is the cell's whole output, not a traceback through the book's code: IPython shows what
+    ``_render_traceback_`` returns."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
 @dataclass(frozen=True)
 class ChapterSettings:
     """What every chapter's settings share: the profile they come from, and type checks on every field. ``chapter``
@@ -107,7 +116,27 @@ class ChapterSettings:
 
         cells = ((html.escape(name), html.escape(repr(value))) for name, value in self.as_dict().items())
         rows = "".join(f"<tr><td>{name}</td><td>{value}</td></tr>" for name, value in cells)
-        return f"<table><caption>{type(self).__name__}</caption>{rows}</table>"
+        note = f"<p><b>{html.escape(note)}</b></p>" if (note := self.scale_note()) else ""
+        return f"{note}<table><caption>{type(self).__name__}</caption>{rows}</table>"
+
+    def scale_note(self) -> str:
+        """Where a smaller profile's chapter shows the ``paper`` protocol's runs too (``full_protocol_lrs``): at which
+        rates, and the protocol those outputs read, so that a settings table never stands alone above them."""
+        lrs = getattr(self, "full_protocol_lrs", None)
+        if not lrs or self.profile == "paper":
+            return ""
+        paper = type(self)()  # the defaults are the paper protocol
+        shown = ("epochs", "train_size", "test_size", "seeds")
+        differ = [
+            f"{name} {getattr(paper, name)!r}"
+            for name in shown
+            if getattr(paper, name, None) != getattr(self, name, None)
+        ]
+        rates = ", ".join(f"{lr:g}" for lr in lrs)
+        return (
+            f"At lr {rates} this chapter shows the paper protocol's runs ({', '.join(differ)}; None: the whole split): "
+            f"those rates' figures, tables and claims read them; the settings below ({self.profile}) are the rest's"
+        )
 
     def as_dict(self) -> dict:
         """Plain values (mappings as dicts), for showing and for JSON."""

@@ -9,6 +9,7 @@ import math
 import numbers
 import os
 import platform
+import re
 import warnings
 from collections.abc import Iterator, Mapping
 from importlib import metadata
@@ -127,8 +128,10 @@ def _nvidia_driver() -> str | None:
 
 
 def label(info: dict) -> str:
-    """A ``hardware()`` dict in one line: ``'NVIDIA H100 80GB HBM3'`` or ``'CPU: AMD EPYC (2 cores)'``."""
-    return info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
+    """A ``hardware()`` dict in one line: ``'NVIDIA H100 80GB HBM3'`` or ``'CPU: AMD EPYC (2 cores)'``; a record's text
+    reaches terminals and pages, so control characters (an ANSI escape) are dropped."""
+    text = info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", "", str(text))
 
 
 def hardware_label(device: torch.device | None = None) -> str:

@@ -4,12 +4,12 @@
 store (:func:`model_choice`; with none, a small ViTBNFFN is trained first), the drawing made like MNIST's digits.
 """
 
-from .server import (  # noqa: F401 -- the app's public names
+from ..store.servable import model_choice  # noqa: F401 -- the app's public names
+from .server import (  # noqa: F401
     BadImage,
     create_app,
     load_model,
     mnist_style,
-    model_choice,
     predict,
     preprocess,
 )

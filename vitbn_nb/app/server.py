@@ -1,17 +1,23 @@
 """The digit app's server: which model, MNIST-style preprocessing, and the Flask routes (``GET /``, ``GET
 /api/model``, ``POST /api/predict`` with the image as the body); a bad request gets a 4xx and ``{"error": ...}``.
 
-It sheds load rather than queue it: at most :data:`MAX_DECODES` uploads are decoded at once (another gets a 503),
-an idle connection is dropped after :data:`READ_SECONDS`, progressive JPEGs are refused, and a decode is stopped
-after :data:`DECODE_SECONDS`."""
+It is served by waitress, a production WSGI server that reads each request whole, without a thread of its own, before
+the app sees it: an upload takes a decode slot only once its body is in, so no slow client holds one. It sheds load
+rather than queue it: at most :data:`MAX_DECODES` uploads are decoded at once (another gets a 503), at most
+:data:`CONNECTIONS` connections are held (more wait in the listen backlog) and served by :data:`THREADS` threads, a
+connection that sends nothing for :data:`READ_SECONDS` is dropped and so is a request not whole
+:data:`REQUEST_SECONDS` after its first byte, progressive JPEGs are refused, and a decode is stopped after
+:data:`DECODE_SECONDS`."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +27,12 @@ from PIL import Image, UnidentifiedImageError
 from torch import nn
 
 from ..engines.training import train
-from ..models import VIT_FAMILY
 from ..paths import runs_dir
+from ..store import servable
 from ..store.bundle import refuse_half_imported
 from ..store.records import RunStoreError
-from ..store.run_config import RunConfig
 from ..store.run_folder import Run, is_run_name
+from ..store.servable import candidates, usable
 
 STATIC = Path(__file__).with_name("static")
 MAX_BODY_BYTES = 2 * 2**20
@@ -44,26 +50,16 @@ FORMAT_NAMES = "PNG, JPEG, GIF or BMP"
 MAX_DECODES = 2
 #: Seconds a connection may send nothing (its request line, headers or body) before it is dropped.
 READ_SECONDS = 10
+#: Seconds a request has from its first byte to arrive whole (its line, headers and body): a 2 MiB upload at 70 KiB/s
+#: or faster; a slower one is dropped (waitress bounds the silence between reads, not a request's whole arrival).
+REQUEST_SECONDS = 30
+#: Connections held at once (more wait in the listen backlog until one closes), and the threads that answer them.
+CONNECTIONS, THREADS = 100, 4
+TOO_LARGE = f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"
 #: Seconds a decode may take; it is stopped at its next read of the upload (Pillow reads in 64 KiB pieces).
 DECODE_SECONDS = 5.0
 #: A pixel is ink when brighter than this (on [0, 1], after making the ink the bright side).
 INK_THRESHOLD = 0.1
-#: An augmented-MNIST run is preferred when it reaches this accuracy on its (augmented) test set.
-GOOD_ENOUGH = 90.0
-
-#: Trained when the store holds no usable run: a small BatchNorm ViT on augmented MNIST (drawn digits
-#: are less tidy than MNIST's), about a minute on two CPU cores.
-FALLBACK = RunConfig(
-    model="ViTBNFFN",
-    model_kwargs={"depth": 2},
-    dataset="mnist_aug",
-    epochs=4,
-    lr=0.003,
-    batch_size=100,
-    train_size=20_000,
-    test_size=2_000,
-)
-
 #: What a request to /api/predict must hold, for the messages that refuse one.
 EXPECTED = (
     'send the image\'s bytes as the request body (curl --data-binary @digit.png -H "Content-Type: image/png"), '
@@ -79,61 +75,9 @@ class BadImage(ValueError):
         self.status = status
 
 
-# -- Which model ------------------------------------------------------------------------------------------------------
-def _usable(run: Run) -> bool:
-    config = run.record["config"]
-    kwargs = config["model_kwargs"]
-    return (
-        run.status == "finished"
-        and (run.folder / "model.pt").is_file()
-        and config["model"] in VIT_FAMILY
-        and (kwargs.get("image_size"), kwargs.get("channels"), kwargs.get("num_classes")) == (28, 1, 10)
-        and bool(run.record["epochs"])
-    )
-
-
-#: A run that saw fewer training images than this (images x epochs) is smoke-scale: the smoke profile's runs see
-#: 1,200 at most, the cpu profile's 20,000 or more. The app's own fallback never is.
-SMOKE_SCALE_IMAGES = 5_000
-
-
-def _rank(run: Run):
-    augmented = run.record["config"]["dataset"] == "mnist_aug" and run.final_accuracy >= GOOD_ENOUGH
-    return augmented, run.final_accuracy, run.record.get("train_images", 0)
-
-
-def candidates(store=None) -> tuple[list[Run], list[str]]:
-    """Servable runs, best first, and a note per run passed over (smoke-scale, or a record that is damaged)."""
-    folder = Path(store) if store is not None else runs_dir()
-    found, skipped = [], []
-    for record in sorted(folder.glob("*/record.json")):
-        try:
-            run = Run(record.parent)
-            if not _usable(run):
-                continue
-            run.config  # noqa: B018 -- serving logs it: a configuration this code refuses would stop the app there
-        except RunStoreError as error:
-            skipped.append(f"{record.parent.name}: damaged ({error})")
-            continue
-        except (OSError, ValueError, KeyError):  # a foreign folder is not a candidate
-            continue
-        images, epochs = run.record.get("train_images", 0), len(run.record["epochs"])
-        if images * epochs < SMOKE_SCALE_IMAGES and run.record["config"] != FALLBACK.to_dict():
-            skipped.append(f"{run.run_id}: smoke-scale ({images:,} images x {epochs} epochs)")
-            continue
-        found.append(run)
-    return sorted(found, key=_rank, reverse=True), skipped
-
-
-def model_choice(store=None) -> Run | None:
-    """The run the app serves, or None: the best finished full-scale 28x28 ViT-family run, augmented-MNIST runs
-    first when they reach :data:`GOOD_ENOUGH` % (they cope better with drawn digits), then accuracy."""
-    found, _ = candidates(store)
-    return found[0] if found else None
-
-
 def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=print) -> tuple[nn.Module, Run]:
-    """The model to serve (eval mode, on the CPU) and its run; trains :data:`FALLBACK` if nothing servable is stored.
+    """The model to serve (eval mode, on the CPU) and its run; trains ``servable.FALLBACK`` if nothing servable is
+    stored.
     A damaged run is passed over (named); one asked for stops the app with the reason. A store an import has not
     finished is never read as whole: the run it would serve may be missing."""
     store = runs_dir()  # a store that cannot be a folder is its own message
@@ -153,7 +97,7 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
         try:
             run = Run(runs_dir() / run_id)
             run.config  # noqa: B018 -- refused here, with the reason, rather than as a traceback when logged
-            if not _usable(run):
+            if not usable(run):
                 raise SystemExit(f"--run {run_id}: not a finished 28x28 ViT-family digit classifier")
             model, why = run.load_model("cpu"), "asked for with --run"
         except RunStoreError as error:
@@ -178,10 +122,11 @@ def load_model(run_id: str | None = None, *, train_if_missing: bool = True, log=
                 )
             log(
                 f"No servable ViT-family run in {runs_dir()}: training a small ViTBNFFN first "
-                f"(depth 2, {FALLBACK.epochs} epochs on {FALLBACK.train_size:,} augmented MNIST images, about a "
-                "minute on two CPU cores). `make book` trains the book's models, which the app then prefers."
+                f"(depth 2, {servable.FALLBACK.epochs} epochs on {servable.FALLBACK.train_size:,} augmented MNIST "
+                "images, about a minute on two CPU cores). `make book` trains the book's models, which the app then "
+                "prefers."
             )
-            run = train(FALLBACK)
+            run = train(servable.FALLBACK)
             model, why = run.load_model("cpu"), "the app's own fallback, trained now"
     config = run.config
     log(
@@ -341,7 +286,7 @@ def _shedding(wsgi_app, slots: threading.BoundedSemaphore):
 def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_if_missing: bool = True):
     """The Flask app around one loaded model (loaded here, once, when not given)."""
     from flask import Flask, jsonify, request
-    from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
+    from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
     if model is None:
         model, run = load_model(train_if_missing=train_if_missing)
@@ -392,44 +337,88 @@ def create_app(model: nn.Module | None = None, run: Run | None = None, *, train_
 
     @app.errorhandler(HTTPException)
     def http_error(error):
-        if isinstance(error, ClientDisconnected):  # nothing sent for READ_SECONDS (or the client gone) mid-body
-            return jsonify(error=f"request timeout: the body stopped before its end for {READ_SECONDS} s"), 408
         if error.code == 413:
-            return jsonify(error=f"body too large: send at most {MAX_BODY_BYTES // 2**20} MiB"), 413
+            return jsonify(error=TOO_LARGE), 413
         return jsonify(error=f"{error.code} {error.name}: {error.description}"), error.code
 
     app.register_error_handler(BadImage, lambda error: (jsonify(error=str(error)), error.status))
     return app
 
 
-def request_handler():
-    """werkzeug's request handler with a read timeout (:data:`READ_SECONDS`: an idle client does not hold its thread)
-    and JSON for the errors it answers itself (a malformed request line, an unsupported HTTP version)."""
-    from werkzeug.serving import WSGIRequestHandler
+def make_server(app, host: str = "127.0.0.1", port: int = 5000):
+    """``app`` behind waitress with the limits of this module (port 0: a free one, ``.effective_port`` names it). The
+    errors waitress answers itself (malformed framing, a body over the limit) are JSON, as the app's are."""
+    from waitress.channel import HTTPChannel
+    from waitress.server import create_server
+    from waitress.task import ErrorTask
 
-    class Handler(WSGIRequestHandler):
-        timeout = READ_SECONDS
-
-        def send_error(self, code, message=None, explain=None):
-            text = f"{code} {message or self.responses.get(code, ('error',))[0]}" + (f": {explain}" if explain else "")
+    class JsonError(ErrorTask):
+        def execute(self):
+            error = self.request.error
+            text = TOO_LARGE if error.code == 413 else f"{error.code} {error.reason}: {error.body}"
             body = (json.dumps({"error": text}) + "\n").encode()
-            # a line it could not parse (HTTP/0.9 to werkzeug): answered with a status line all the same
-            if self.request_version == "HTTP/0.9":
-                self.request_version = "HTTP/1.0"
-            self.send_response(code, message)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers += [("Content-Type", "application/json"), ("Connection", "close")]
+            self.close_on_finish, self.content_length = True, len(body)
+            self.write(body)
 
-    return Handler
+    class Channel(HTTPChannel):
+        """waitress's connection, noting when each request's first byte came (for :data:`REQUEST_SECONDS`)."""
+
+        error_task_class = JsonError
+        begun = 0.0
+
+        def received(self, data):
+            if self.request is None:
+                self.begun = time.monotonic()
+            return super().received(data)
+
+    httpd = create_server(
+        app,
+        host=host,
+        port=port,
+        threads=THREADS,
+        connection_limit=CONNECTIONS,
+        channel_timeout=READ_SECONDS,
+        cleanup_interval=1,
+        # a body up to 4x the limit is read whole (on disk past waitress's 512 KiB), so that its client, still
+        # sending, gets the app's 413 rather than a reset; a larger one is refused from its headers
+        max_request_body_size=4 * MAX_BODY_BYTES,
+        ident="vitbn-app",
+    )
+    httpd.channel_class = Channel
+    idle = httpd.maintenance
+
+    def maintenance(now):  # waitress drops idle connections; a request past its deadline goes too
+        idle(now)
+        for channel in list(httpd.active_channels.values()):
+            if getattr(channel, "request", None) is not None and time.monotonic() - channel.begun > REQUEST_SECONDS:
+                channel.will_close = True
+
+    httpd.maintenance = maintenance
+    return httpd
+
+
+@contextlib.contextmanager
+def serving(app, host: str = "127.0.0.1", port: int = 0) -> Iterator:
+    """``app`` served in a background thread (a notebook's, a test's) until the block ends; yields the server."""
+    from waitress import wasyncore
+
+    httpd = make_server(app, host, port)
+    thread = threading.Thread(target=httpd.run, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        # closed from the server's own loop (a thunk its trigger runs there): the loop ends with nothing left to watch
+        httpd.trigger.pull_trigger(lambda: wasyncore.close_all(httpd._map))
+        thread.join(timeout=30)
+        httpd.task_dispatcher.shutdown()
 
 
 def serve(host: str = "127.0.0.1", port: int = 5000, run_id: str | None = None, train_if_missing: bool = True):
     model, run = load_model(run_id, train_if_missing=train_if_missing)
     app = create_app(model, run)
-    print(f"Draw a digit at http://{host}:{port}/ (Ctrl+C stops the server)", flush=True)
-    app.run(host=host, port=port, threaded=True, request_handler=request_handler())
+    httpd = make_server(app, host, port)
+    print(f"Draw a digit at http://{host}:{httpd.effective_port}/ (Ctrl+C stops the server)", flush=True)
+    httpd.run()

@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from ..limits import TRAIN_VARIABLE
-from ..profiles import ChapterSettings, did_you_mean, flag, resolve
+from ..profiles import ChapterSettings, ParameterError, did_you_mean, flag, resolve
 from ..store import run_folder
 from .architectures import settings as architectures
 from .batchnorm_intro import settings as batchnorm_intro
@@ -71,17 +71,20 @@ def parameters(chapter: str, profile: str = "auto", force=False, **flags) -> tup
     """A notebook's parameters cell read once: ``(settings, force, *flags)``, each yes/no flag as a bool (papermill's
     ``-p force false`` arrives as the string 'false'). ``"auto"`` shows what the book shows, the largest profile whose
     runs are held (:func:`evidence_profile`), without training; a profile named trains what it lacks."""
-    asked, profile = profile, resolve(profile)
-    if asked == "auto" and (held := evidence_profile(chapter, profile)) != profile:
-        os.environ.setdefault(TRAIN_VARIABLE, "never")
-        print(
-            f"profile 'auto': {chapter} shows the {held} runs the book shows (held, so nothing trains); "
-            f"profile='{profile}' trains its own {profile} runs"
-        )
-        profile = held
-    held = full_protocol_lrs(chapter, profile)
-    chosen = settings(chapter, profile, **({"full_protocol_lrs": held} if held else {}))
-    return chosen, *(flag(name, value) for name, value in {"force": force, **flags}.items())
+    try:
+        asked, profile = profile, resolve(profile)
+        if asked == "auto" and (held := evidence_profile(chapter, profile)) != profile:
+            os.environ.setdefault(TRAIN_VARIABLE, "never")
+            print(
+                f"profile 'auto': {chapter} shows the {held} runs the book shows (held, so nothing trains); "
+                f"profile='{profile}' trains its own {profile} runs"
+            )
+            profile = held
+        held = full_protocol_lrs(chapter, profile)
+        chosen = settings(chapter, profile, **({"full_protocol_lrs": held} if held else {}))
+        return chosen, *(flag(name, value) for name, value in {"force": force, **flags}.items())
+    except ValueError as error:  # the sentence that names the parameter, as the cell's only output
+        raise ParameterError(str(error)) from None
 
 
 def full_protocol_lrs(chapter: str, profile: str) -> tuple[float, ...]:

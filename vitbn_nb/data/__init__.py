@@ -15,10 +15,19 @@ from .files import (
     prepare,
     write_idx,
 )
-from .sets import DATASETS, IMAGE_SIZE, Batches, ImageSet, ReferenceSet, image_sets, reference_sets
+from .sets import DATASETS, IMAGE_SIZE, SPLIT_SIZES, Batches, ImageSet, ReferenceSet, image_sets, reference_sets
 
 # what the package gives on, module by module
 __all__ = ["augment_batch", "reference_augmentation", "reference_dataset", "to_float"]
 __all__ += ["EMNIST_SOURCE", "FALLBACK_SOURCE", "MNIST_FILES", "DataError", "ensure_mnist", "load_emnist_digits"]
 __all__ += ["load_mnist", "prepare", "write_idx"]
-__all__ += ["DATASETS", "IMAGE_SIZE", "Batches", "ImageSet", "ReferenceSet", "image_sets", "reference_sets"]
+__all__ += [
+    "DATASETS",
+    "IMAGE_SIZE",
+    "SPLIT_SIZES",
+    "Batches",
+    "ImageSet",
+    "ReferenceSet",
+    "image_sets",
+    "reference_sets",
+]

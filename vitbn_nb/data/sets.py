@@ -18,6 +18,8 @@ from .files import load_mnist
 DATASETS = ("mnist", "mnist_aug", "mnist56")
 #: Image side of each dataset: ``mnist56`` is MNIST upscaled 2x (bilinear), for fine-tuning at a new resolution.
 IMAGE_SIZE = {"mnist": 28, "mnist_aug": 28, "mnist56": 56}
+#: The images in each dataset's training and test split (all three are MNIST's), the most a run can ask for.
+SPLIT_SIZES = {name: {"train_size": 60_000, "test_size": 10_000} for name in DATASETS}
 #: The augmented test set is drawn once with this random seed, so every model is tested on the same images.
 TEST_AUGMENTATION_SEED = 20241108
 SUBSET_SEED = 0

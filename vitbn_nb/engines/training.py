@@ -4,9 +4,9 @@ epoch boundary; runs of one stack key train together as one stacked model (the s
 
 from __future__ import annotations
 
-import functools
+import importlib
 import json
-import warnings
+import os
 from collections.abc import Iterable
 
 import torch
@@ -18,12 +18,17 @@ from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, model_problem, t
 from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, runs_dir, stored_path
-from ..store import tracking
 from ..store.records import RunStoreError, delete_fix, load_weights
 from ..store.run_config import RunConfig
-from ..store.run_folder import Run, RunFiles, is_run_name, run_locks, stored_id, stored_run
+from ..store.run_folder import Run, RunFiles, is_run_name, recover_swaps, run_locks, stored_id, stored_run
 from ..system import pick_device
 from . import engine, finetune
+
+#: The engines a run may name besides the eager one, each by the module that trains its runs: loaded by name only when
+#: a run names it, so that what a notebook imports never loads GPU code.
+ENGINES = {"stacked": "vitbn_nb.engines.stacked_runs"}
+#: The MLflow mirror (an operation above the engine), loaded by name only when a run is to be mirrored.
+TRACKER = "vitbn_nb.store.tracking"
 
 
 def train(config: RunConfig, **options) -> Run:
@@ -54,6 +59,8 @@ def train_all(
             f"force=True would delete and retrain run {configs[0].run_id(device.type)}, but training is off "
             f"({TRAIN_VARIABLE}=never)"
         )
+    if not off and configs:
+        recover_swaps()  # a retrain a kill stopped mid-swap: its run put in place before anything reads it
     done: dict[str, Run] = {}
     read = 0
     for unit in units(configs):
@@ -67,7 +74,7 @@ def train_all(
                 together = f" (with {len(unit) - 1} more, stacked)" if len(unit) > 1 else ""
                 print(f"[{configs.index(unit[0]) + 1}/{len(configs)}] {unit[0].label()}{together}", flush=True)
             held |= _train_unit(left, device, force, off, deadline, progress)
-        done |= {c.run_id("cpu"): _mirror(held[i], mlflow) for c, i in zip(unit, ids)}
+        done |= {c.run_id("cpu"): mirror(held[i], mlflow) for c, i in zip(unit, ids)}
     if progress and len(configs) > 1:
         print(f"{len(configs)} runs: {read} read from the store, {len(configs) - read} trained or resumed", flush=True)
     return [done[c.run_id("cpu")] for c in configs]
@@ -87,6 +94,7 @@ def retrain(run_id: str, *, device: str | torch.device | None = None, progress: 
     """Train one stored run anew from its recorded configuration, into the run store (even a damaged record's)."""
     if not is_run_name(run_id):
         raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
+    recover_swaps()
     folder = stored_path(str(run_id))
     if not folder.is_dir() or folder.is_symlink():
         raise ValueError(
@@ -121,20 +129,11 @@ def training_sets(config: RunConfig, device: torch.device) -> tuple[Batches, Bat
     return reference_sets(config.dataset, config.train_size, config.test_size, device)
 
 
-def _mirror(run: Run, mlflow: bool | None) -> Run:
-    """Copy a finished run to MLflow when asked; mlflow is imported only then."""
-    if not tracking.enabled(mlflow):
-        return run
-    if not mlflow and (why := tracking.unreachable(tracking.tracking_uri())):
-        tracking.warn_once(f"runs are stored but not mirrored to MLflow: {why}")
-        return run
-    try:
-        tracking.mirror_run(run)
-    except Exception as error:
-        if mlflow:
-            raise
-        # once per cause: a dead server would otherwise warn for every run of the book
-        warnings.warn(f"runs are stored but not mirrored to MLflow: {error}", stacklevel=3)
+def mirror(run: Run, mlflow: bool | None, tags: dict | None = None) -> Run:
+    """Copy a finished run to MLflow when asked (``mlflow``; ``None``: when ``MLFLOW_TRACKING_URI`` names a server),
+    by the mirror :data:`TRACKER` names, loaded only then."""
+    if mlflow or (mlflow is None and os.environ.get("MLFLOW_TRACKING_URI")):
+        importlib.import_module(TRACKER).mirror(run, explicit=bool(mlflow), tags=tags)
     return run
 
 
@@ -160,18 +159,19 @@ def _train_unit(left: dict[str, RunConfig], device, force, off, deadline, progre
                     "runs of the machine that trained them",
                 )
             else:
-                opened.append((config, files, *_model(config, device)))
+                opened.append((config, files, *seeded_model(config, device)))
         if opened:
             data = training_sets(opened[0][0], device)
             started = [(c, files, model, files.start(model, *map(len, data), how)) for c, files, model, how in opened]
-            if opened[0][0].engine == "stacked":
-                found |= {run.run_id: run for run in _train_stack(started, data, device, progress)}
+            if opened[0][0].engine == "stacked":  # GPU code: loaded only here, by name (the CPU path never loads it)
+                stacked = importlib.import_module(ENGINES["stacked"])
+                found |= {run.run_id: run for run in stacked.train_started(started, data, device, progress)}
             else:
                 found[started[0][1].run_id] = _train_alone(started[0], data, device, progress)
     return found
 
 
-def _model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
+def seeded_model(config: RunConfig, device: torch.device) -> tuple[nn.Module, finetune.Trainable]:
     """``config``'s model, seeded (started from ``init_from``'s weights when given), and which of its weights train."""
     torch.manual_seed(config.seed)
     model = build_model(config.model, **config.model_kwargs).to(device)
@@ -212,6 +212,19 @@ def _train_alone(started: tuple, data, device: torch.device, progress: bool) -> 
     engine.train_model(
         model,
         *data,
+        **engine_options(config, device),
+        start_epoch=len(files.record["epochs"]),
+        optimizer_state=optimizer_state,
+        on_epoch_end=files.epoch_done,
+        stop=files.stops,
+        progress=progress,
+    )
+    return files.finish(model)
+
+
+def engine_options(config: RunConfig, device: torch.device) -> dict:
+    """What :func:`engine.train_model` takes from a run's configuration (the eager engine's every run, and a replay)."""
+    return dict(
         epochs=config.epochs,
         lr=config.lr,
         batch_size=config.batch_size,
@@ -219,63 +232,7 @@ def _train_alone(started: tuple, data, device: torch.device, progress: bool) -> 
         seed=config.seed,
         num_classes=config.model_kwargs.get("num_classes", 10),
         device=device,
-        start_epoch=len(files.record["epochs"]),
-        optimizer_state=optimizer_state,
         per_sample_eval=config.pipeline == "reference",
         item_per_step=config.pipeline == "reference",
-        on_epoch_end=files.epoch_done,
-        stop=files.stops,
-        progress=progress,
         desc=config.label(),
     )
-    return files.finish(model)
-
-
-def _train_stack(started: list, data, device: torch.device, progress: bool) -> list[Run]:
-    """The stacked engine: the members at one epoch as one stack; a member that diverges finishes, the others go on."""
-    from . import check_device, stack  # stacked engine
-
-    config, (train_data, test_data) = started[0][0], data
-    groups: dict[int, list] = {}
-    for c, files, model, optimizer_state in started:
-        optimizer = stack.optimizer_for(model, c.lr, device)
-        if optimizer_state is not None:
-            optimizer.load_state_dict(optimizer_state)
-        groups.setdefault(len(files.record["epochs"]), []).append((c, files, model, optimizer))
-
-    tests = dict(batch_size=config.test_batch_size, num_classes=config.model_kwargs.get("num_classes", 10))
-    per_sample = config.pipeline == "reference"
-    evaluate = functools.partial(engine.evaluate, test_data=test_data, device=device, per_sample=per_sample, **tests)
-
-    finished: list[Run] = []
-    steps = engine.steps_per_epoch(len(train_data), config.batch_size)
-    for start_epoch, group in sorted(groups.items()):
-        desc = f"{len(group)} stacked: {config.label().rsplit(' lr=', 1)[0]}"
-        with engine.progress_bar(config.epochs * steps, start_epoch * steps, desc, progress) as bar:
-            while group:
-
-                def epoch_end(per_member: list[dict], group=group) -> bool:
-                    stopping = any(files.stops(m) for (_, files, _, _), m in zip(group, per_member))
-                    for (_, files, model, optimizer), metrics in zip(group, per_member):
-                        files.epoch_done(metrics, model, optimizer, stopping=stopping)
-                    return stopping
-
-                stack.train_models(
-                    [stack.Member(model, optimizer, c.seed) for c, _, model, optimizer in group],
-                    train_data,
-                    epochs=config.epochs,
-                    start_epoch=len(group[0][1].record["epochs"]),
-                    batch_size=config.batch_size,
-                    device=device,
-                    evaluate=evaluate,
-                    on_epoch_end=epoch_end,
-                    bar=bar,
-                    refused=check_device.refused_engines(device),
-                )
-                ended = lambda files: (e := files.record["epochs"]) and (e[-1]["diverged"] or len(e) >= config.epochs)
-                finished += [files.finish(model) for _, files, model, _ in group if ended(files)]
-                still = [member for member in group if not ended(member[1])]
-                if still and len(still) == len(group):  # nobody diverged, nobody finished: the deadline stopped it
-                    still[0][1].finish(still[0][2])  # raises DeadlineReached (every member is checkpointed)
-                group = still
-    return finished

@@ -9,21 +9,25 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from .cnn import CNN
-from .dnn import DNN_d3, DNNBN_d3
-
 # re-exported: ``X as X`` marks a name the package gives on (PEP 484)
+from .cards import CARDS as CARDS
+from .cards import DEFAULT_DEPTH as DEFAULT_DEPTH
+from .cards import MODELS as MODELS
+from .cards import VIT_FAMILY as VIT_FAMILY
+from .cards import Card as Card
+from .cards import register as register
+from .cnn import CNN as CNN
+from .dnn import DNN_d3 as DNN_d3
+from .dnn import DNNBN_d3 as DNNBN_d3
 from .fold import fold_batchnorm as fold_batchnorm
 from .norms import NORMS as NORMS
 from .norms import BatchNorm as BatchNorm
 from .norms import DyT as DyT
 from .norms import check_choice
-from .vit import ViT, ViTBN, ViTBNFFN, ViTDyT
-
-MODELS: dict[str, type[nn.Module]] = {
-    cls.__name__: cls for cls in (ViT, ViTBNFFN, ViTBN, DNN_d3, DNNBN_d3, CNN, ViTDyT)
-}
-VIT_FAMILY = ("ViT", "ViTBNFFN", "ViTBN", "ViTDyT")
+from .vit import ViT as ViT
+from .vit import ViTBN as ViTBN
+from .vit import ViTBNFFN as ViTBNFFN
+from .vit import ViTDyT as ViTDyT
 
 #: Shared by every ViT of the book (article 1, Code Block 5; article 2, "Experiment").
 REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, dim=64, heads=8, dim_head=64, mlp_dim=128)
@@ -32,8 +36,6 @@ REFERENCE_VIT |= dict(dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
 #: returned from their encoder after its first block: commits 5c9074d, 5fcc4ac, 99a16b1; fixed 27ca0f8 and 297070d; its
 #: README later says depth = 1, 97d7366). The build_model defaults, so every run id of the book keeps its meaning.
 AS_RUN_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
-#: The depth of a ViT-family model built without one: article 1's as run for its three, else the reference ViT's 6.
-DEFAULT_DEPTH = {**AS_RUN_DEPTH, "ViTDyT": 6}
 #: Article 1 "as written": L = 6 for all three models (its text and the README of 2024-08-06, f8eea92).
 AS_WRITTEN_DEPTH = {"ViT": 6, "ViTBNFFN": 6, "ViTBN": 6}
 CONFIGURATIONS = {"as run": AS_RUN_DEPTH, "as written": AS_WRITTEN_DEPTH}

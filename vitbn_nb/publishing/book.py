@@ -218,7 +218,13 @@ def build_book(
     complete = set(selected) == set(all_chapters)
     figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
-    runs.mkdir(parents=True, exist_ok=True)
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(
+            f"the run store {runs} cannot be made ({error.strerror or error}); fix: point --runs (or "
+            "VITBN_RUNS_DIR) at a folder that exists or can be made, and run the same command again"
+        ) from None
     with _environment(VITBN_RUNS_DIR=runs):
         scales = {path: rendering(path.stem, resolved) if rendering else (resolved, ()) for path in selected}
     rendered_at = {path: at for path, (at, _) in scales.items()}

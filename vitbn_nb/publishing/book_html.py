@@ -21,6 +21,18 @@ BOOK_TITLE = "BatchNorm in Vision Transformers — a reproduction"
 PAGES = ("claims.md", "reference.md", "outputs.md")
 
 
+def profiles_shown(figures_dir: Path, profile: str) -> str:
+    """The build's profile, and, where its chapters rendered some outputs at a larger one (the ``paper`` runs a
+    ``cpu`` book holds), how many outputs each profile gave: one page never names one scale for all."""
+    counts: dict[str, int] = {}
+    for entry in read_manifest(figures_dir, missing_ok=True).values():
+        if isinstance(shown := entry.get("profile"), str) and shown:
+            counts[shown] = counts.get(shown, 0) + 1
+    if set(counts) <= {profile}:
+        return f"`{profile}`"
+    return f"`{profile}`; its outputs: " + ", ".join(f"{n} at `{name}`" for name, n in sorted(counts.items()))
+
+
 def summary(result: BookBuild) -> str:
     width = max(len(c.name) for c in result.chapters)
     lines = [f"wall time per chapter (profile {result.profile}):"]
@@ -139,7 +151,7 @@ def build_html(result: BookBuild) -> Path:
     intro = string.Template((templates / "intro.template.md").read_text()).substitute(
         title=BOOK_TITLE,
         findings=findings_block(result.figures_dir, claims_page="claims.md"),
-        profile=result.profile,
+        profile=profiles_shown(result.figures_dir, result.profile),
         hardware=hardware_label(),
         date=dt.date.today().isoformat(),
         book_run=result.book_run,

@@ -24,21 +24,13 @@ from .. import atomic, paths
 from ..judging import plans, verdicts
 from ..judging.claims import table as claims_table
 from ..judging.selection import TIME_COLUMNS, shown_times
+from ..models import CARDS
 from ..paths import book_figures_dir, figures_dir
 from ..store import runs as store_runs
 from ..store.run_folder import trained_until
 from ..system import hardware, hardware_label, versions
 from .results import run_ids_of, spreads_as_numbers
 
-MODEL_COLORS = {
-    "ViT": "#4C72B0",
-    "ViTBNFFN": "#DD8452",
-    "ViTBN": "#55A868",
-    "DNN_d3": "#8172B3",
-    "DNNBN_d3": "#C44E52",
-    "CNN": "#937860",
-    "ViTDyT": "#DA8BC3",
-}
 #: Where the repository keeps a copy of each run's record, ``<run id>/record.json``, beside the outputs it drew.
 RECORDS = "figures/records"
 #: More run records than this fold under their line (opened with a click), which alone stays in view.
@@ -46,7 +38,7 @@ SHOWN_RECORDS = 6
 
 
 def use_style() -> None:
-    sns.set_theme(context="notebook", style="whitegrid", palette=list(MODEL_COLORS.values()))
+    sns.set_theme(context="notebook", style="whitegrid", palette=[card.color for card in CARDS.values()])
     plt.rcParams.update(
         {
             "figure.dpi": 110,
@@ -61,7 +53,8 @@ def use_style() -> None:
 
 
 def color(model: str):
-    return MODEL_COLORS.get(model)
+    """The model's colour in every figure (its card's), None for a name that is no model."""
+    return card.color if (card := CARDS.get(model)) is not None else None
 
 
 def darker(color_, amount: float):

@@ -4,6 +4,7 @@ result number in them is typed by hand) by every complete book run and by ``pyth
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
+from ..store import provenance
 from . import colab, results
 from .results import DECIDED
 
@@ -24,6 +26,7 @@ DOCUMENTS = {
     "book/claims.md": ("rule", "results"),
     "book/reference.md": ("performance", "setup"),
 }
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: Where the README's findings send a reader for every claim (the book's own page says ``claims.md``).
 CLAIMS_PAGE = "book/claims.md"
 
@@ -107,7 +110,8 @@ def claim_rows(folder: Path) -> pd.DataFrame:
 
 
 def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell's text: its pipes escaped, its lines joined, control characters (an ANSI escape) dropped."""
+    return _CONTROL.sub("", str(text).replace("|", "\\|").replace("\n", " "))
 
 
 def _row(*cells) -> str:
@@ -151,9 +155,50 @@ def _text(value) -> str:
 _MACHINE_WORDS = ("CPU:", "NVIDIA", "GPU")
 
 
+def trust_line(folder: Path) -> str:
+    """Which committed records (``figures/records/``) came from where, from their provenance notes: trained by the
+    run store that committed them, imported from another store and verified by a replay (where, how closely) or
+    not; a record committed before imports were noted says only what its hardware shows (a GPU's run came by
+    bundle)."""
+    records = folder / paths.RECORDS_FOLDER
+    found = sorted(p for p in records.glob("*/record.json") if p.is_file()) if records.is_dir() else []
+    if not found:
+        return ""
+    kinds: dict[str, int] = {}
+    gpu = 0
+    for record in found:
+        note = provenance.read(record.parent)
+        kind = provenance.describe(note)
+        if note is None and _trained_on_gpu(record):
+            gpu += 1
+            continue
+        kinds[kind] = kinds.get(kind, 0) + 1
+    here, never = kinds.pop(provenance.TRAINED_HERE, 0), kinds.pop(provenance.UNVERIFIED, 0)
+    parts = [f"{here} trained by the run store that committed them"]
+    parts += [f"{count} imported from another store and {_cell(kind)}" for kind, count in sorted(kinds.items())]
+    parts += [f"{never} imported from another store and **never replayed**"] if never else []
+    parts += [f"{gpu} trained on a GPU and imported by bundle before imports were noted (not replayed)"] if gpu else []
+    return (
+        f"Of the {len(found)} committed records (`figures/records/`): {'; '.join(parts)}. A record imported from a "
+        "bundle is trusted once `python -m vitbn_nb runs verify` replays it (its first epoch retrained from its seed, "
+        "its weights tested again); `campaign commit` commits no other."
+    )
+
+
+def _trained_on_gpu(record: Path) -> bool:
+    try:
+        data = json.loads(record.read_text())
+        segments = data.get("segments") or [{"hardware": data.get("hardware", {})}]
+        return any(_mapping(s.get("hardware")).get("device") == "cuda" for s in segments if isinstance(s, dict))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def results_block(folder: Path) -> str:
     """Every judged claim, one table per figure or passage of its article, the machines in footnotes."""
     lines = [_provenance(folder), ""]
+    if trust := trust_line(folder):
+        lines += [trust, ""]
     claims = claim_rows(folder)
     if claims.empty:
         lines.append("No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`.")
@@ -221,17 +266,79 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _fixed_rate_gains(gains: pd.DataFrame, configuration: str) -> pd.DataFrame:
+    return gains[gains["condition"].str.startswith(configuration) & ~gains["claim"].str.contains("/optimised/")]
+
+
+def _gain_span(chosen: pd.DataFrame) -> str:
+    """Timing gains: their range and how the rule judged them."""
+    low, high = chosen["estimate"].astype(float).min(), chosen["estimate"].astype(float).max()
+    outcomes = ", ".join(f"{n} {o}" for o, n in chosen["outcome"].value_counts().items())
+    return f"{low:+.0f} % to {high:+.0f} % ({len(chosen)} gains: {outcomes})"
+
+
+def lead_sentences(claims: pd.DataFrame) -> list[str]:
+    """The book's two findings in sentences, every number and every verdict read from the claims: where article 1's
+    speed-up comes from, and what article 2's conclusion rests on. A headline is said only where the verdicts bear
+    it out; otherwise the sentence gives the numbers alone."""
+    found = []
+    article1 = claims["source"].str.startswith("article 1")
+    ratios = claims[(claims["kind"] == "ratio") & claims["outcome"].isin(DECIDED) & article1]
+    as_run, as_written = _fixed_rate_gains(ratios, "as run"), _fixed_rate_gains(ratios, "as written")
+    if len(as_run) and len(as_written):
+        one_block = (as_run["outcome"] == "agrees").all() and not (as_written["outcome"] == "agrees").any()
+        head = (
+            "Article 1's speed-up is its BatchNorm models computing one block of six."
+            if one_block
+            else ("Article 1's timing gains, as it ran its models and as it wrote them.")
+        )
+        found.append(
+            f"**{head}** Timed as article 1 ran them (a six-block ViT against BatchNorm models whose reference code "
+            f"returned after block 1), the per-epoch gains at its fixed rates are {_gain_span(as_run)}; at the depth "
+            f"it wrote, all three models of six blocks, they are {_gain_span(as_written)}."
+        )
+    primary = claims[claims["role"] == verdicts.PRIMARY]
+    first, replication = (
+        primary[~primary["claim"].str.contains("/confirm/")],
+        primary[primary["claim"].str.contains("/confirm/")],
+    )
+    if len(first):
+        depths = lambda measure: m.group(1) if (m := re.search(r"d ∈ \{([^}]*)\}", str(measure))) else "?"
+        parts = "; ".join(
+            f"lr {r.claim.rsplit('lr', 1)[-1]}, depth {depths(r.measure)}: {r.shown}, {r.outcome}"
+            + (f" ({r.evidence})" if _text(r.evidence) else "")
+            for r in first.itertuples()
+        )
+        holds = (first["outcome"] == "agrees").all()
+        head = "Article 2's conclusion holds beyond the critical depth" if holds else "Article 2's conclusion"
+        again = ""
+        if len(replication):
+            done = replication[replication["outcome"].isin(DECIDED)]
+            again = " Its replication on fresh seeds, planned before they trained, " + (
+                "gives " + "; ".join(f"{r.shown}, {r.outcome}" for r in done.itertuples()) + "."
+                if len(done) == len(replication)
+                else "has not finished training."
+            )
+        found.append(
+            f"**{head}**: ViTBNFFN's test accuracy, averaged over the epochs, against ViT's at equal depth, at the "
+            f"depths its plan fixed beyond the critical one ({parts}).{again}"
+        )
+    return found
+
+
 def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
-    """The findings first: a few sentences per article counted from the chapters' verdicts, the lead figure with its
-    caption, and the headline claims (the primary contrasts and every decided claim)."""
+    """The findings first: the book's two findings in sentences, the lead figure with its caption, then the counts per
+    article and the headline claims (the primary contrasts and every decided claim), folded away."""
     claims = claim_rows(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
-    lines = []
+    lines, counts = [], []
+    for sentence in lead_sentences(claims):
+        lines += [sentence, ""]
     for article in ARTICLES:
         rows = claims[claims["source"].str.startswith(article)]
         if len(rows):
-            lines += [_article_sentence(article, rows), ""]
+            counts += [_article_sentence(article, rows), ""]
     if (lead := read_manifest(folder, missing_ok=True).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
         trained = ", ".join(_mapping(lead.get("trained_on"))) or lead.get("hardware", "")
         lines += [
@@ -249,8 +356,15 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     restated = pd.Series([pair in said for pair in zip(headline["source"], headline["shown"])], index=headline.index)
     headline = headline[is_primary | ~restated]
     lines += [
-        "Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, and the timing "
-        f"gains by configuration (every claim, one table per figure: [the claims page]({claims_page})).",
+        "<details><summary>Every verdict, counted per article</summary>",
+        "",
+        *counts,
+        "</details>",
+        "",
+        "<details><summary>Headline claims: the primary contrasts, every accuracy or stability claim the rule decided, "
+        "and the timing gains by configuration</summary>",
+        "",
+        f"Every claim, one table per figure: [the claims page]({claims_page}).",
         "",
         _row("claim", "effect [interval] (seeds)", "verdict", "scale"),
         _row(*["---"] * 4),
@@ -262,6 +376,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
         lines.append(_row(f"{row.source}: {row.says}{condition}", row.shown, row.outcome, row.scale))
     profiles = {name: entry.get("profile", "") for name, entry in read_manifest(folder, missing_ok=True).items()}
     lines += _gain_rows(claims[ratios & claims["outcome"].isin(DECIDED)], profiles)
+    lines += ["", "</details>"]
     return "\n".join(lines)
 
 
@@ -507,16 +622,6 @@ def update(folder=None, root=None, *, write: bool = True) -> list[Path]:
     for path, text in changed.items() if write else ():
         atomic.write_text(path, text)
     return list(changed)
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--check", action="store_true", help="exit 1 when README.md or the book's pages disagree with figures/"
-    )
-    parser.add_argument("--figures", default=None, metavar="DIR", help="the outputs to read (default: figures/)")
-    parser.add_argument(
-        "--measure-setup", action="store_true", help="first measure this environment's cost into figures/setup.json"
-    )
 
 
 def run(args) -> int:

@@ -52,7 +52,8 @@ class ChapterResult:
         path = figures_dir() / f"{self.chapter[:2]}_claims.csv"
         if not path.is_file():
             return Markdown("This run saved no judged claims, so there is nothing to take from it yet.")
-        return Markdown(takeaway_text(pd.read_csv(path, keep_default_na=False), self.profile))
+        claims = pd.read_csv(path, keep_default_na=False)
+        return Markdown(takeaway_text(claims, self.profile, getattr(self.settings, "full_protocol_lrs", None)))
 
 
 def where(claims: pd.DataFrame) -> str:
@@ -75,13 +76,14 @@ def outcome_groups(claims: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(title, rows) for title, rows in chosen if len(rows)]
 
 
-def takeaway_text(claims: pd.DataFrame, profile: str) -> str:
+def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
     """A chapter's takeaway in Markdown: what its verdicts decide (each decided claim with its effect), what stays
-    open and why, counted from its claims table."""
-    lines = [
-        f"**What these runs decide** (profile `{profile}`, {len(claims)} claims, judged by the book's one rule):",
-        "",
-    ]
+    open and why, counted from its claims table. ``paper_lrs``: the rates at which a smaller profile's chapter reads
+    the ``paper`` protocol's runs, said in the headline so that it never names one scale for all."""
+    scale = f"profile `{profile}`"
+    if paper_lrs and profile != "paper":
+        scale = f"the `paper` protocol's runs at lr {', '.join(f'{lr:g}' for lr in paper_lrs)}, `{profile}` elsewhere"
+    lines = [f"**What these runs decide** ({scale}, {len(claims)} claims, judged by the book's one rule):", ""]
     for title, rows in outcome_groups(claims):
         evidence = (
             rows["evidence"].value_counts() if title == "Decided" and "evidence" in rows else pd.Series(dtype=object)
@@ -141,10 +143,22 @@ class Spread:
         return str(self)
 
 
-def spread(values, digits: int = 1) -> Spread:
-    """The finite ``values``' mean with the rule's 95 % interval (:func:`~vitbn_nb.judging.verdicts.interval`)."""
+#: What an accuracy (%) can be: an interval shown for one stops at these ends.
+ACCURACY_BOUNDS = (0.0, 100.0)
+
+
+def spread(values, digits: int = 1, bounds: tuple[float, float] | None = None) -> Spread:
+    """The finite ``values``' mean with the rule's 95 % interval (:func:`~vitbn_nb.judging.verdicts.interval`);
+    ``bounds``: the interval stops at the ends the quantity can take (Student's t knows nothing of them)."""
     mean, low, high, n = verdicts.interval(pd.Series(values, dtype=float).dropna().to_numpy())
+    if bounds is not None and np.isfinite(low):
+        low, high = max(low, bounds[0]), min(high, bounds[1])
     return Spread(mean, low, high, n, digits)
+
+
+def accuracy(values, digits: int = 1) -> Spread:
+    """:func:`spread` of accuracies (%): the interval within 0 and 100."""
+    return spread(values, digits, ACCURACY_BOUNDS)
 
 
 def spreads_as_numbers(table: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +181,7 @@ def accuracy_summary(table: pd.DataFrame, by=("model",)) -> pd.DataFrame:
     grouped = last.groupby(list(by), sort=False)
     return pd.DataFrame(
         {
-            "accuracy (%)": grouped["test_acc"].apply(spread),
+            "accuracy (%)": grouped["test_acc"].apply(accuracy),
             "mean": grouped["test_acc"].mean(),
             "sd": grouped["test_acc"].std(ddof=1),
             "seeds": grouped["seed"].nunique(),

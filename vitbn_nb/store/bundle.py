@@ -28,12 +28,14 @@ from filelock import FileLock
 from .. import atomic
 from ..limits import model_size
 from ..paths import runs_dir, stored_path
+from . import provenance
 from .records import (
     ENDED,
     LOCKS,
     MARK_PREFIX,
     SCRATCH_PREFIX,
     STATE_FOLDER,
+    SWAP_FIX,
     WEIGHT_FILES,
     RunStoreError,
     archive_problem,
@@ -41,6 +43,7 @@ from .records import (
     half_imported,
     identity_problem,
     import_owner,
+    interrupted_swaps,
     is_owned,
     load_checkpoint,
     load_weights,
@@ -51,7 +54,7 @@ from .records import (
     write_record,
 )
 from .run_config import RunConfig
-from .run_folder import run_locks
+from .run_folder import run_locks, timestamp
 
 FORMAT = 2
 _RUN_FILE = re.compile(
@@ -134,6 +137,13 @@ def export(
     returns what it holds (runs, weight files, bytes)."""
     store = Path(store) if store is not None else runs_dir()
     refuse_half_imported(store, "a bundle written now would lack them")
+    if hidden := interrupted_swaps(store):
+        run_id, problem = next(iter(hidden.items()))
+        raise ValueError(f"run {run_id}: {problem}, so a bundle written now would lack it; {SWAP_FIX}")
+    if Path(file).is_dir():
+        raise ValueError(
+            f"{file} is a folder; the bundle is one file: give its name, e.g. {Path(file) / 'runs.tar.gz'}"
+        )
     if Path(file).resolve().is_relative_to(store.resolve()):
         raise ValueError(f"{file} lies inside the run store {store}; write the bundle somewhere else")
     weights = "all" if needed is None else "needed"
@@ -549,6 +559,8 @@ def _move_in(store: Path, scratch: Path, found: Bundle, plans: dict, state_plans
             continue
         if action == "replace":  # an unfinished run the bundle's took further: absent, never half, in between
             target.rename(aside / run_id)
+        # marked before it moves in: no instant where a run from elsewhere is held as trained here
+        provenance.note_imported(new, found.records[run_id], found.digest, timestamp())
         new.rename(target)
     if states:
         (store / STATE_FOLDER).mkdir(exist_ok=True)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..paths import RECORDS_FOLDER, committed_records_dir
+from .provenance import FILE as PROVENANCE_FILE
 from .records import ENDED, STATE_FOLDER
 
 
@@ -86,6 +87,8 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
             continue
         (fresh / run_id).mkdir()
         shutil.copyfile(record, fresh / run_id / "record.json")
+        if (note := record.parent / PROVENANCE_FILE).is_file() and not note.is_symlink():  # where it was replayed
+            shutil.copyfile(note, fresh / run_id / PROVENANCE_FILE)
     for name, study in studies.items():
         shutil.copytree(study, fresh / STATE_FOLDER / name, ignore=_not_state)
     for name, best in best_files.items():  # the store's own copy (the first source) wins

@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,46 @@ def import_owner(mark: Path) -> Path:
     return mark.parent / f"{SCRATCH_PREFIX}{mark.name.rsplit('-', 1)[-1]}"
 
 
+# -- a retrained run taking the stored run's place: two renames, a kill between them found again ----------------
+
+#: Where a run trained again (``--force``, ``runs retrain``) trains, beside the stored run it replaces when finished.
+RETRAIN_FOLDER = ".retrain"
+SWAP_FIX = "fix: run `python -m vitbn_nb runs check` (it puts the finished run in its place and says which)"
+
+
+def replaced_path(folder: Path) -> Path:
+    """Where the swap of a retrained run moves the run it replaces, for the instant before the new one moves in."""
+    return Path(folder).parent / f".{Path(folder).name}.old"
+
+
+def _is_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()  # a link planted under a swap's name is never followed
+
+
+def interrupted_swaps(store: Path) -> dict[str, str]:
+    """The runs whose swap a kill interrupted (found by name, nothing read but a retrain's own record), each with
+    what is hidden: a stored run moved aside, or a retrain that finished and never took its run's place."""
+    store, found = Path(store), {}
+    if not store.is_dir():
+        return found
+    for old in sorted(store.glob(".*.old")):
+        if _is_folder(old) and (run_id := old.name[1:-4]):
+            where = "its folder is missing and " if not (store / run_id).exists() else ""
+            found[run_id] = f"a retrain was killed while it replaced this run: {where}the stored copy is in {old}"
+    retrains = store / RETRAIN_FOLDER
+    for new in sorted(retrains.iterdir()) if _is_folder(retrains) else []:
+        if new.name not in found and _is_folder(new) and _finished_record(new):
+            found[new.name] = f"a retrain of this run finished in {new} but a kill stopped it before it took its place"
+    return found
+
+
+def _finished_record(folder: Path) -> bool:
+    try:
+        return read_record(folder)["status"] in ENDED
+    except RunStoreError:
+        return False
+
+
 def retrain_fix(run_id: str) -> str:
     return f"fix: python -m vitbn_nb runs retrain {run_id}"
 
@@ -295,6 +336,8 @@ def record_problem(record: Any, folder_name: str) -> str | None:
         return None  # this very content was found whole before (checking the schema costs more than the digest)
     if (problem := schema_problem(RECORD_SCHEMA, record)) is not None:
         return problem
+    if (where := _control_text(record, "the record")) is not None:
+        return f"{where} holds control characters (text a terminal or a page would act on, never a run's)"
     if record["record_sha256"] != digest:
         return "does not match its checksum (edited or damaged)"
     if record["run_id"] != folder_name:
@@ -320,6 +363,20 @@ def record_problem(record: Any, folder_name: str) -> str | None:
 
 
 _WHOLE: set[tuple[str, str]] = set()  # (content digest, folder) of the records found whole
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _control_text(value: Any, where: str) -> str | None:
+    """Where in ``value`` a string (or a key) holds a control character, e.g. an ANSI escape; None when none does."""
+    if isinstance(value, str):
+        return where if _CONTROL.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _CONTROL.search(key):
+            return f"a key in {where}"
+        if (found := _control_text(item, f"{where}[{key!r}]")) is not None:
+            return found
+    return None
 
 
 def read_record(folder: Path) -> dict:
@@ -495,6 +552,16 @@ def check_store(store: str | Path | None = None) -> pd.DataFrame:
                     rows.append((STATE_FOLDER, path, problem, state_fix(path)))
         elif entry.is_dir() and (entry / "record.json").exists():
             rows += [(entry.name, entry, problem, fix) for problem, fix in _problems(entry)]
+    rows += [(run_id, store / run_id, problem, SWAP_FIX) for run_id, problem in interrupted_swaps(store).items()]
+    locks = store / LOCKS
+    if locks.is_symlink() or (locks.exists() and not locks.is_dir()):
+        kind = "a link" if locks.is_symlink() else "a file"
+        problem = (
+            f"{locks} is {kind}; the store keeps its locks in a folder of its own, so training and imports refuse it"
+        )
+        rows.append(
+            (LOCKS, locks, problem, f"fix: delete {locks} (only the {kind} itself), then run the command again")
+        )
     for mark in half_imported(store):
         if not is_owned(import_owner(mark)):  # owned: an import under way, not damage
             problem = "an import that was interrupted: the store may lack some of that bundle's runs"

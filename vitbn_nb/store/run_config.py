@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from .. import profiles
-from ..data import DATASETS, IMAGE_SIZE
+from ..data import DATASETS, IMAGE_SIZE, SPLIT_SIZES
 from ..models import VIT_FAMILY, build_model, model_kwargs
 from ..models.norms import check_choice
 from ..models.vit import pair as vit_pair
@@ -71,6 +71,13 @@ class RunConfig:
         object.__setattr__(self, "pipeline", _READ_AS.get(self.pipeline, self.pipeline))
         check_choice("pipeline", self.pipeline, PIPELINES)
         profiles.check_run_fields(self)
+        for name, images in SPLIT_SIZES[self.dataset].items():
+            if (value := getattr(self, name)) is not None and value > images:
+                raise ValueError(
+                    f"{name}={value!r} is not allowed; dataset {self.dataset!r} has {images:,} images in that split"
+                )
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed={self.seed!r} is not allowed; it must be an integer in [0, 2**63)")
         if self.batch_size < 2:
             raise ValueError(f"batch_size={self.batch_size!r} is not allowed; training batches need >= 2 images")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 10):

@@ -29,19 +29,21 @@ from ..system import label as system_label
 from .records import (
     ENDED,
     LOCKS,
+    RETRAIN_FOLDER,
     STATE_FOLDER,
+    SWAP_FIX,
     RunStoreError,
+    interrupted_swaps,
     is_owned,
     load_checkpoint,
     load_weights,
     read_record,
+    replaced_path,
     sha256,
     write_record,
 )
 from .run_config import DEVICE_TYPES, RunConfig
 
-#: Where a run trained again (``--force``, ``runs retrain``) trains, beside the stored run it replaces when finished.
-RETRAIN_FOLDER = ".retrain"
 #: Seconds between checkpoints of an unfinished run (also written at a deadline stop); 0 writes one every epoch.
 CHECKPOINT_VARIABLE = "VITBN_CHECKPOINT_SECONDS"
 
@@ -186,6 +188,10 @@ def stored_run(folder: Path) -> Run | None:
     Reads only. A finished record is final even beside a checkpoint, and one imported without weights is whole."""
     _check_folder(folder)
     if not (folder / "record.json").exists():
+        if replaced_path(folder).is_dir():
+            raise RunStoreError(
+                folder.name, f"{folder} is missing: a retrain was killed while it replaced it", fix=SWAP_FIX
+            )
         return None
     run = Run(folder)
     if run.status not in ENDED:
@@ -322,14 +328,51 @@ class RunFiles:
         write_record(self.record_path, self.record)
         self.checkpoint_path.unlink(missing_ok=True)
         if self.replaces is not None:  # retrained beside the stored run: now it takes its place
-            old = self.folder.parent / f".{self.run_id}.old"
-            shutil.rmtree(old, ignore_errors=True)
-            if self.replaces.exists():
-                self.replaces.rename(old)
-            self.folder.rename(self.replaces)
-            shutil.rmtree(old, ignore_errors=True)
+            _swap(self.folder, self.replaces)
             self.folder, self.replaces = self.replaces, None
         return Run(self.folder)
+
+
+def _swap(new: Path, here: Path) -> None:
+    """Put the finished run ``new`` where ``here`` is. A folder cannot replace a folder in one rename: a kill between
+    the two leaves the stored run aside (:func:`~vitbn_nb.store.records.replaced_path`) and ``new`` finished, which
+    :func:`recover_swap` completes."""
+    old = replaced_path(here)
+    if here.exists():
+        if old.exists():
+            shutil.rmtree(old)  # of a swap that had moved this run in and was killed before deleting it
+        here.rename(old)
+    new.rename(here)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_swap(run_id: str, store: Path) -> str | None:
+    """Complete (or undo) the swap of a retrained run that a kill interrupted; call under the run's lock. A retrain
+    that finished takes its place; a stored run moved aside without one comes back. Returns what it did, else None."""
+    here = Path(store) / run_id
+    new, old = here.parent / RETRAIN_FOLDER / run_id, replaced_path(here)
+    with contextlib.suppress(RunStoreError):
+        if not new.is_symlink() and stored_run(new) is not None:
+            _swap(new, here)
+            return f"run {run_id}: a retrain had finished but not taken its place ({new}); it is now {here}"
+    if not old.is_dir() or old.is_symlink():
+        return None
+    if here.exists():  # the swap had moved the retrain in: what is left is the old copy it had yet to delete
+        shutil.rmtree(old)
+        return f"run {run_id}: deleted the replaced copy a finished retrain left in {old}"
+    old.rename(here)
+    return f"run {run_id}: a retrain killed before it finished had moved the stored run aside; it is back in {here}"
+
+
+def recover_swaps(store: Path | None = None) -> list[str]:
+    """:func:`recover_swap` for every run of ``store`` whose swap a kill interrupted, each under its lock."""
+    store = Path(store) if store is not None else runs_dir()
+    done = []
+    for run_id in interrupted_swaps(store):
+        with run_lock(run_id, progress=False, store=store):
+            if (what := recover_swap(run_id, store)) is not None:
+                done.append(what)
+    return done
 
 
 # -- measurements of finished runs kept in their records, and the machines that trained and timed them -------

@@ -153,3 +153,18 @@ def mirror_run(run, *, uri: str | None = None, experiment: str | None = None, ta
         raise
     mlflow_client.set_terminated(mlflow_run_id, status="FINISHED", end_time=_millis(record.get("finished")))
     return mlflow_run_id
+
+
+def mirror(run, *, explicit: bool, tags: dict | None = None) -> None:
+    """Mirror ``run`` as training does: ``explicit`` (``mlflow=True``) raises any failure; otherwise (the URI set in
+    the environment) a server that does not answer is said once, and a failure warns without stopping training."""
+    if not explicit and (why := unreachable(tracking_uri())):
+        warn_once(f"runs are stored but not mirrored to MLflow: {why}")
+        return
+    try:
+        mirror_run(run, tags=tags)
+    except Exception as error:
+        if explicit:
+            raise
+        # once per cause: a dead server would otherwise warn for every run of the book
+        warnings.warn(f"runs are stored but not mirrored to MLflow: {error}", stacklevel=4)

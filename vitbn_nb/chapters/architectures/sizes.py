@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ... import chapters
-from ...models import AS_RUN_DEPTH, MODELS, VIT_FAMILY, build_model, count_parameters, forward_flops
+from ...models import AS_RUN_DEPTH, CARDS, MODELS, VIT_FAMILY, build_model, count_parameters, forward_flops
 from ...publishing import figures
 
 if TYPE_CHECKING:
@@ -91,20 +91,18 @@ def model_size_figure(result: ModelsResult):
     figures.use_style()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     columns = (("parameters", 1e3, "parameters (thousands)"), ("MFLOPs per image", 1, "forward MFLOPs per image"))
-    # The families nearly coincide (a norm adds at most 2 x 128 (+ 1 for DyT) parameters per block), so
-    # they are drawn from wide and faint to narrow and solid to keep all three visible.
-    looks = {
-        "ViT": dict(marker="o", markersize=11, linewidth=7, alpha=0.35),
-        "ViTBNFFN": dict(marker="s", markersize=6, linewidth=2),
-        "ViTBN": dict(marker="D", markersize=5, linewidth=0),
-        "ViTDyT": dict(marker="^", markersize=7, linewidth=1, linestyle=(0, (3, 2))),
-    }
+    # The families nearly coincide (a norm adds at most 2 x 128 (+ 1 for DyT) parameters per block), so each card's
+    # look draws them from wide and faint to narrow and solid, to keep every line visible.
     for ax, (column, scale, label) in zip(axes, columns):
         for model in VIT_FAMILY:
             rows = sizes[(sizes["model"] == model) & sizes["depth"].notna()].sort_values("depth")
             name = f"{model} (depths {', '.join(map(str, sorted(rows['depth'].astype(int))))})"
             ax.plot(
-                rows["depth"].astype(int), rows[column] / scale, color=figures.color(model), label=name, **looks[model]
+                rows["depth"].astype(int),
+                rows[column] / scale,
+                color=figures.color(model),
+                label=name,
+                **CARDS[model].look,
             )
         circle = dict(s=320, facecolors="none", edgecolors="black", linewidths=1.3, zorder=3)
         for model, depth in AS_RUN_DEPTH.items():

@@ -13,20 +13,12 @@ from einops.layers.torch import Rearrange
 from torch import nn
 
 from ... import data
-from ...models import NORMS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
+from ...models import CARDS, NORMS, REFERENCE_VIT, VIT_FAMILY, BatchNorm, build_model, count_parameters
 from ...models.norms import check_choice
 from ...publishing import figures
 from ...publishing.results import ChapterResult
 from .settings import ModelsSettings
 from .sizes import model_sizes
-
-#: What normalises each ViT of the family, in words.
-NORMS_IN = {
-    "ViT": "LayerNorm only",
-    "ViTBNFFN": "BatchNorm in the FFN",
-    "ViTBN": "BatchNorm everywhere",
-    "ViTDyT": "DyT only (no statistic at all)",
-}
 
 
 def _describe(module: nn.Module) -> str:
@@ -154,7 +146,7 @@ def batch_dependence(seed: int = 0) -> pd.DataFrame:
     for name in VIT_FAMILY:
         torch.manual_seed(seed)
         model = build_model(name)
-        row = {"model": name, "norms": NORMS_IN[name]}
+        row = {"model": name, "norms": CARDS[name].norms}
         for mode in ("train", "eval"):
             probe = copy.deepcopy(model).train(mode == "train")  # a train-mode pass moves the running stats
             with torch.no_grad():

@@ -32,7 +32,9 @@ def verdicts(table: pd.DataFrame, settings: DepthSettings, lr: float, depths) ->
         cells = [c for (f, d), c in article.CELLS.items() if d == depth and abs(settings.figure_lr(f) - lr) < 1e-12]
         where, said = (cells[0].where, cells[0].shown) if cells else ("—", "not reported")
         judged = rule.get(f"article2/depth/lr{lr:g}/d{depth}")
-        accuracy = {m: results.spread(final_accuracy(table, lr=lr, depth=depth, model=m)) for m in ("ViT", "ViTBNFFN")}
+        accuracy = {
+            m: results.accuracy(final_accuracy(table, lr=lr, depth=depth, model=m)) for m in ("ViT", "ViTBNFFN")
+        }
         rows.append(
             {"lr": f"{lr:g}", "depth": depth, "ViT (%)": accuracy["ViT"], "ViTBNFFN (%)": accuracy["ViTBNFFN"]}
             | _judged(judged, "ViTBNFFN − ViT (pt)", deltas, f"{said} ({where})")
@@ -71,8 +73,8 @@ def lr_effect(table: pd.DataFrame, settings: DepthSettings, depths=None) -> pd.D
             at = select(table, depth=depth, model=model)
             a, b = final_accuracy(at, lr=low), final_accuracy(at, lr=high)
             drops[model] = (a - b).dropna()
-            row[f"{model} lr {low:g} (%)"] = results.spread(a)
-            row[f"{model} lr {high:g} (%)"] = results.spread(b)
+            row[f"{model} lr {low:g} (%)"] = results.accuracy(a)
+            row[f"{model} lr {high:g} (%)"] = results.accuracy(b)
             row[f"{model} drop (pt)"] = results.spread(drops[model])
         # Positive = ViTBNFFN loses less accuracy than ViT; paired by seed.
         relief = (drops["ViT"] - drops["ViTBNFFN"]).dropna()

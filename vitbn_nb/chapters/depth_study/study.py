@@ -14,6 +14,7 @@ from ...judging import power
 from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
 from ...limits import training_is_off
+from ...models import CARDS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
@@ -318,15 +319,6 @@ def _beside(result: DepthResult) -> tuple[pd.DataFrame, tuple[str, ...]]:
     return select(both, lr=settings.extra_lr, depth=settings.extra_depth)[lambda t: t["model"].isin(shown)], shown
 
 
-#: What each model normalises with, in words (the extra models' tables say it).
-NORMS_IN = {
-    "ViT": "LayerNorm",
-    "ViTBNFFN": "LayerNorm; BatchNorm in the FFN",
-    "ViTBN": "BatchNorm",
-    "ViTDyT": "DyT in place of every LayerNorm (no normalisation)",
-}
-
-
 def extra_models_table(result: DepthResult):
     """The extra models beside ViT and ViTBNFFN at their depth and lr: final accuracies and differences paired by
     seed, shown without a verdict (no article claims anything about them)."""
@@ -339,8 +331,8 @@ def extra_models_table(result: DepthResult):
         ran = len(accuracy) > 0
         row = {
             "model": model,
-            "norms": NORMS_IN.get(model, ""),
-            "final accuracy (%)": results.spread(accuracy) if ran else "not run",
+            "norms": card.norms if (card := CARDS.get(model)) else "",
+            "final accuracy (%)": results.accuracy(accuracy) if ran else "not run",
             "seeds": len(accuracy),
             "diverged": int((last.loc[last["model"] == model, "status"] == "diverged").sum()) if ran else 0,
         }

@@ -42,14 +42,14 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
                 "depth": "—" if depth is None or pd.isna(depth) else int(depth),
                 "parameters": int(one["parameters"].iloc[0]),
                 "lr / batch": f"{one['lr'].iloc[0]:.3g} / {int(one['batch_size'].iloc[0])}",
-                "augmented-MNIST test acc (%)": results.spread(one["mnist_aug_acc"]),
-                "transfer acc (%)": results.spread(one["transfer_acc"]),
+                "augmented-MNIST test acc (%)": results.accuracy(one["mnist_aug_acc"]),
+                "transfer acc (%)": results.accuracy(one["transfer_acc"]),
                 "time per pass (s, median)": results.spread(one["seconds"], 3),
                 "images/s": f"{one['images_per_second'].mean():,.0f}",
                 RULE_COLUMN: "itself" if model == "ViT" else verdicts.speed_text(judged),
                 "speed-up mean": judged.estimate,
                 "most predicted class on the transfer set (share)": _most(one),
-                "transfer acc, images binarised (%)": results.spread(one["binarised_acc"]),
+                "transfer acc, images binarised (%)": results.accuracy(one["binarised_acc"]),
                 "seeds": int(one["seed"].nunique()),
             }
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from functools import cache
 from pathlib import Path
 
@@ -33,7 +34,10 @@ KEY = ("model", "depth", "lr", "seed", "dataset", "epochs", "batch_size", "train
 
 
 def _protocol(table: pd.DataFrame) -> pd.DataFrame:
-    """Chapter 03's runs at article 1's whole protocol, trained on a CPU through its pipeline."""
+    """Chapter 03's runs at article 1's whole protocol, trained on a CPU through its pipeline (its replicas left out:
+    they are what this plan trains, not what it was derived from)."""
+    if "replica" in table:
+        table = table[table["replica"].fillna(0) == 0]
     return power.protocol_runs(
         table, "9999", epochs=article.EPOCHS, dataset="mnist", pipeline="reference", device="cpu"
     )
@@ -93,8 +97,18 @@ def retimed(table: pd.DataFrame) -> pd.DataFrame:
     if not held:
         return table
     replicas = runs.load_table(held)
-    keys = replicas[list(KEY)].drop_duplicates()
-    shared = table.reset_index().merge(keys, on=list(KEY), how="inner")["index"]
-    kept = table.drop(index=shared)
-    at_scale = replicas.merge(table[list(KEY)].drop_duplicates(), on=list(KEY), how="inner")
+    mine, theirs = _keys(table), _keys(replicas)
+    kept, at_scale = table[~mine.isin(set(theirs))], replicas[theirs.isin(set(mine))]
     return pd.concat([kept, at_scale], ignore_index=True)
+
+
+def _keys(table: pd.DataFrame) -> pd.Series:
+    """Each row's :data:`KEY` as one text, a whole split (None or NaN) read alike whatever the column's dtype (a
+    profile's subsets are integers, the paper protocol's whole split is None)."""
+
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "whole"
+        return repr(float(value)) if isinstance(value, numbers.Real) and not isinstance(value, bool) else str(value)
+
+    return table[list(KEY)].apply(lambda row: "|".join(text(v) for v in row), axis=1)

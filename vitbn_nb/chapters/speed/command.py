@@ -11,21 +11,6 @@ from ...system import pick_device
 from .settings import SpeedSettings
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile", default="auto", help="chapter 08's settings: smoke | cpu | paper | auto (paper on a GPU, else cpu)"
-    )
-    parser.add_argument("--quick", action="store_true", help="the smoke profile: every code path in seconds")
-    parser.add_argument("--device", default=None, help="cpu | cuda (default: CUDA when present)")
-    parser.add_argument(
-        "--out", default=None, metavar="DIR", help="folder for bench-<date>.json (default: build/bench)"
-    )
-    parser.add_argument("--no-figures-copy", dest="copy", action="store_false", help="do not write figures/bench.json")
-    parser.add_argument(
-        "--no-calibration", dest="calibration", action="store_false", help="skip train --dry-run's calibration"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from ...bench import calibration, measurements, report  # heavy: the command line's parser loads no bench
 

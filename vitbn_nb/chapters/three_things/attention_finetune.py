@@ -149,8 +149,8 @@ def finetune_table(result: FinetuneResult):
         lambda key, group: {
             "model": key[0],
             "fine-tuned": key[1],
-            "before fine-tuning (%)": results.spread(group["before"], 2),
-            "final accuracy (%)": results.spread(group["final_acc"], 2),
+            "before fine-tuning (%)": results.accuracy(group["before"], 2),
+            "final accuracy (%)": results.accuracy(group["final_acc"], 2),
             "trainable parameters": int(group["trainable"].iloc[0]),
             "of total (%)": 100 * group["trainable"].iloc[0] / group["total"].iloc[0],
             "tensor memory per step (MiB)": group["memory_accounted"].mean(),

@@ -104,7 +104,7 @@ def stem_table(result: shared.PartResult):
             "parameters": int(group["parameters"].iloc[0]),
             "stem parameters": int(group["stem_parameters"].iloc[0]),
             "MFLOPs per image": group["flops"].iloc[0] / 1e6,
-            "final accuracy (%)": results.spread(group["final_acc"], 2),
+            "final accuracy (%)": results.accuracy(group["final_acc"], 2),
             "train s/epoch (median epoch, mean over seeds)": group["train_seconds"].mean(),
             "max change of other patches' tokens": group["mixing"].max(),
         },

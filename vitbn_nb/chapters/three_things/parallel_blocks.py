@@ -112,7 +112,7 @@ def blocks_table(result: shared.PartResult):
             "model": key[1],
             "blocks (depth x branches)": group["blocks"].iloc[0],
             "parameters": int(group["parameters"].iloc[0]),
-            "final accuracy (%)": results.spread(group["final_acc"], 2),
+            "final accuracy (%)": results.accuracy(group["final_acc"], 2),
             "train s/epoch (median epoch, mean over seeds)": group["train_seconds"].mean(),
             "latency, batch 1 (ms/image): median [95 % interval of the rounds' mean]": _spread(group, "latency_1"),
             f"latency, batch {settings.latency_batch} (ms/image): median [interval]": _spread(group, "latency_n"),

@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 
+from ...store import servable
 from ...store.runs import RunConfig
 from . import attention_finetune, hmlp_stem, parallel_blocks
 from .common import sentences
@@ -44,9 +45,7 @@ def protocol(settings: ThreeThingsSettings):
 
 def app_model():
     """Which stored run ``python -m vitbn_nb.app`` would serve, and why."""
-    from ...app import model_choice  # heavy: the app's server, loaded only to show its choice
-
-    run = model_choice()
+    run = servable.model_choice()
     if run is None:
         return sentences(
             pd.DataFrame([{"run": "(none yet)", "note": "the app trains a small ViTBNFFN on first start"}])

@@ -286,12 +286,10 @@ sys.exit(cli(["runs", "retrain", sys.argv[1]]))
 """
 
 
-def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
-    folder = store / _run_id()
-    before = _tree(folder)
-    flag = tmp_path / "held"
+def _held(script: str, flag: Path) -> subprocess.Popen:
+    """``script`` run in a child process on the store's run, once it has written ``flag`` (held there, to be killed)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", RETRAIN, _run_id(), str(flag)],
+        [sys.executable, "-c", script, _run_id(), str(flag)],
         cwd=ROOT,
         env={**os.environ, "VITBN_PROGRESS": "0"},
         stdout=subprocess.PIPE,
@@ -302,6 +300,14 @@ def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
         assert child.poll() is None, child.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    return child
+
+
+def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
+    folder = store / _run_id()
+    before = _tree(folder)
+    flag = tmp_path / "held"
+    child = _held(RETRAIN, flag)
     assert (store / ".retrain" / _run_id() / "record.json").exists()  # trained beside it
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
@@ -336,18 +342,7 @@ sys.exit(cli(["runs", "retrain", sys.argv[1]]))
 
 def test_a_kill_9_between_the_renames_of_a_retrains_swap_hides_no_run(store, tmp_path, capsys):
     folder, flag = store / _run_id(), tmp_path / "held"
-    child = subprocess.Popen(
-        [sys.executable, "-c", RETRAIN_MID_SWAP, _run_id(), str(flag)],
-        cwd=ROOT,
-        env={**os.environ, "VITBN_PROGRESS": "0"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 300
-    while not flag.exists():
-        assert child.poll() is None, child.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    child = _held(RETRAIN_MID_SWAP, flag)
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
     retrained = records.read_record(store / ".retrain" / _run_id())

@@ -41,6 +41,15 @@ def runs_dir() -> Path:
 
 #: ``ignore``: leave the records committed beside ``figures/`` out of every lookup (a reproduction from scratch).
 COMMITTED_VARIABLE = "VITBN_COMMITTED_RECORDS"
+#: Where the MLflow server that mirrors the runs lives (MLflow's own variable); unset: no mirror unless asked.
+MLFLOW_URI_VARIABLE = "MLFLOW_TRACKING_URI"
+
+
+def mirror_asked(mlflow: bool | None = None) -> bool:
+    """Whether runs are mirrored to MLflow: ``mlflow`` when given, else whether :data:`MLFLOW_URI_VARIABLE` is set."""
+    return bool(mlflow) if mlflow is not None else bool(os.environ.get(MLFLOW_URI_VARIABLE))
+
+
 #: ``1``: chapter 08 measures anew on the rendering machine instead of showing the committed measurement
 #: (``figures/bench.json``); ``python -m vitbn_nb book --measure`` sets it for the kernels it starts.
 MEASURE_VARIABLE = "VITBN_MEASURE"

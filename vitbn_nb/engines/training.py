@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from collections.abc import Iterable
 
 import torch
@@ -17,7 +16,7 @@ from ..data import Batches, image_sets, reference_sets
 from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, model_problem, training_is_off
 from ..models import build_model
 from ..models.vit import pair as vit_pair
-from ..paths import is_committed, runs_dir, stored_path
+from ..paths import is_committed, mirror_asked, runs_dir, stored_path
 from ..store.records import RunStoreError, delete_fix, load_weights
 from ..store.run_config import RunConfig
 from ..store.run_folder import Run, RunFiles, is_run_name, recover_swaps, run_locks, stored_id, stored_run
@@ -132,7 +131,7 @@ def training_sets(config: RunConfig, device: torch.device) -> tuple[Batches, Bat
 def mirror(run: Run, mlflow: bool | None, tags: dict | None = None) -> Run:
     """Copy a finished run to MLflow when asked (``mlflow``; ``None``: when ``MLFLOW_TRACKING_URI`` names a server),
     by the mirror :data:`TRACKER` names, loaded only then."""
-    if mlflow or (mlflow is None and os.environ.get("MLFLOW_TRACKING_URI")):
+    if mirror_asked(mlflow):
         importlib.import_module(TRACKER).mirror(run, explicit=bool(mlflow), tags=tags)
     return run
 

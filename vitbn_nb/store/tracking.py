@@ -14,24 +14,18 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
-from ..paths import runs_dir
+from ..paths import MLFLOW_URI_VARIABLE, runs_dir
 from ..system import label
 
-URI_VARIABLE = "MLFLOW_TRACKING_URI"
 EXPERIMENT_VARIABLE = "MLFLOW_EXPERIMENT_NAME"
 DEFAULT_EXPERIMENT = "vitbn-book"
 #: Epoch entries that are not scalar metrics (or are logged as something else).
 _NOT_METRICS = {"epoch", "class_acc"}
 
 
-def enabled(mlflow: bool | None = None) -> bool:
-    """Whether to mirror: ``mlflow`` when given, else whether ``MLFLOW_TRACKING_URI`` is set."""
-    return bool(mlflow) if mlflow is not None else bool(os.environ.get(URI_VARIABLE))
-
-
 def tracking_uri(uri: str | None = None) -> str:
     """The URI to use: ``uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite file in the run store."""
-    return uri or os.environ.get(URI_VARIABLE) or f"sqlite:///{runs_dir() / 'mlflow.db'}"
+    return uri or os.environ.get(MLFLOW_URI_VARIABLE) or f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -64,7 +58,8 @@ def client(uri: str | None = None):
     """An ``MlflowClient`` for ``uri`` (see the module docstring for what works offline)."""
     uri = tracking_uri(uri)
     if (why := unreachable(uri)) is not None:
-        raise ConnectionError(f"{URI_VARIABLE}={uri}: {why}; fix: start the server, or unset {URI_VARIABLE}")
+        name = MLFLOW_URI_VARIABLE
+        raise ConnectionError(f"{name}={uri}: {why}; fix: start the server, or unset {name}")
     if urlparse(uri).scheme in ("", "file"):
         # Naming a file store is the opt-in MLflow 3 asks for; without it the client raises.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")

@@ -37,6 +37,17 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+epochs = None
+lrs = None
+batch_size = None
+engine = None
 
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol on the full MNIST training set
@@ -48,7 +59,7 @@ force = False
 from vitbn_nb import chapters
 from vitbn_nb.chapters.batchnorm_intro import study as batchnorm_intro
 
-settings, force = chapters.parameters("01_batchnorm_intro", profile, force)
+settings, force = chapters.from_notebook("01_batchnorm_intro", globals())
 settings
 
 # %% [markdown]

@@ -32,6 +32,9 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
 
 # %% [markdown]
 # The profile changes nothing in this chapter (it trains nothing); it is recorded on the
@@ -42,7 +45,7 @@ from vitbn_nb import chapters
 from vitbn_nb.models import build_model
 from vitbn_nb.chapters.architectures import study as architectures, sizes as model_sizes
 
-settings, force = chapters.parameters("02_models", profile, force)
+settings, force = chapters.from_notebook("02_models", globals())
 settings
 
 # %% [markdown]

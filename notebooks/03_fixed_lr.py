@@ -68,6 +68,18 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+epochs = None
+lrs = None
+sweep_lrs = None
+batch_size = None
+full_protocol_lrs = None
 
 # %% [markdown]
 # The profile sets the scale: `paper` is the article's protocol (the full MNIST training set,
@@ -81,7 +93,7 @@ from vitbn_nb import chapters
 from vitbn_nb.judging import audit
 from vitbn_nb.chapters.fixed_lr import study as fixed_lr, lr_sweep, time_to_accuracy
 
-settings, force = chapters.parameters("03_fixed_lr", profile, force)
+settings, force = chapters.from_notebook("03_fixed_lr", globals())
 fig3_lr, fig4_lr, fig5_lr = settings.lrs  # article 1's rates, one per figure (3, 4, 5)
 settings
 

@@ -45,6 +45,19 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+trials = None
+trial_epochs = None
+epochs = None
+configurations = None
+seed_plan = None
+searches = None
 
 # %% [markdown]
 # The profile sets the scale. `paper` is the article's protocol: 20 trials per model on the
@@ -60,7 +73,7 @@ force = False
 from vitbn_nb import chapters
 from vitbn_nb.chapters.bayes_opt import study as bayes_opt, search as bayes_opt_search
 
-settings, force = chapters.parameters("04_bayes_opt", profile, force)
+settings, force = chapters.from_notebook("04_bayes_opt", globals())
 settings
 
 # %% [markdown]

@@ -42,6 +42,27 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+fig8_primary_seeds = None
+fig9_primary_seeds = None
+confirmation = None
+epochs = None
+batch_size = None
+fig8_lr = None
+fig8_depths = None
+fig9_lr = None
+fig9_depths = None
+fig10_depths = None
+extra_models = None
+extra_depth = None
+extra_lr = None
+engine = None
 
 # %% [markdown]
 # The profile sets the scale: `paper` is article 2's protocol (the full training set, 10
@@ -53,7 +74,7 @@ force = False
 from vitbn_nb import chapters
 from vitbn_nb.chapters.depth_study import study as depth, numbers as depth_numbers
 
-settings, force = chapters.parameters("05_depth_study", profile, force)
+settings, force = chapters.from_notebook("05_depth_study", globals())
 settings
 
 # %% [markdown]

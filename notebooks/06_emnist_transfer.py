@@ -57,6 +57,21 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+trials = None
+trial_epochs = None
+epochs = None
+reoptimise = None
+depth = None
+inference_repeats = None
+cnn_lr = None
+cnn_batch_size = None
 
 # %% [markdown]
 # The profile sets the scale. `paper` re-optimises the depth-6 trio on augmented MNIST, as
@@ -75,7 +90,7 @@ force = False
 from vitbn_nb import chapters
 from vitbn_nb.chapters.emnist_transfer import study as transfer
 
-settings, force = chapters.parameters("06_emnist_transfer", profile, force)
+settings, force = chapters.from_notebook("06_emnist_transfer", globals())
 settings
 
 # %%

@@ -48,6 +48,25 @@
 # %% tags=["parameters"]
 profile = "auto"
 force = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+seeds = None
+models = None
+depths = None
+branches = None
+epochs = None
+lr = None
+batch_size = None
+ft_epochs = None
+ft_lr = None
+ft_train_size = None
+ft_test_size = None
+latency_batch = None
+latency_repeats = None
 
 # %% [markdown]
 # The profile sets the scale: `paper` trains on all of MNIST with three seeds and compares
@@ -61,7 +80,7 @@ from vitbn_nb.publishing import figures
 from vitbn_nb.chapters.three_things import attention_finetune, hmlp_stem, parallel_blocks, study as three_things
 
 figures.use_style()
-settings, force = chapters.parameters("07_three_things", profile, force)
+settings, force = chapters.from_notebook("07_three_things", globals())
 settings
 
 # %% [markdown]

@@ -52,6 +52,26 @@
 profile = "auto"
 force = False
 measure = False
+# Any of the chapter's settings (the table below shows them), as `papermill -p epochs 3` sets them; None
+# keeps the profile's value, and another value trains runs of its own and never writes figures/.
+train = None
+test_batch_size = None
+train_size = None
+test_size = None
+models = None
+depths = None
+batch_size = None
+steps = None
+warmup = None
+repeats = None
+eval_batches = None
+eval_warmup = None
+matmul_size = None
+matmul_repeats = None
+norm_seconds = None
+count_depths = None
+lr = None
+seed = None
 
 # %% [markdown]
 # **This is the one chapter whose numbers are timings of fresh models**, not runs' records: they
@@ -67,7 +87,7 @@ measure = False
 from vitbn_nb import chapters
 from vitbn_nb.chapters.speed import study as speed, accounting as speed_accounting, kernels as speed_kernels
 
-settings, force, measure = chapters.parameters("08_where_the_speed_comes_from", profile, force, measure=measure)
+settings, force, measure = chapters.from_notebook("08_where_the_speed_comes_from", globals(), "measure")
 settings
 
 # %% [markdown]

@@ -41,7 +41,7 @@ run)
     out=${OUT:?set OUT to the folder the bundle is written to}
     [ -f gpu/mnist.tar.gz ] || { echo "gpu/mnist.tar.gz is missing: run 'bash scripts/gpu-session.sh pack' here and carry gpu/" >&2; exit 2; }
     mkdir -p data && tar -xzf gpu/mnist.tar.gz -C data
-    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" VITBN_RUNS_DIR="$PWD/gpu/runs" VITBN_PROGRESS=0
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" VITBN_RUNS_DIR="$PWD/gpu/runs" TQDM_DISABLE=1
     if ! python3 -c "import jsonschema" 2>/dev/null; then
         [ -d gpu/wheels ] || { echo "python3 lacks jsonschema and gpu/wheels is missing: run 'bash scripts/gpu-session.sh pack' here and carry gpu/" >&2; exit 2; }
         # --no-deps: these four alone; attrs and typing-extensions stay the image's own

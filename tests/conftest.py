@@ -4,7 +4,7 @@ import tempfile
 
 import pytest
 
-os.environ.setdefault("VITBN_PROGRESS", "0")
+os.environ.setdefault("TQDM_DISABLE", "1")  # tqdm's own: no progress bars in the tests' output
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Tests kill and resume runs at epoch boundaries: a checkpoint every epoch (the book default is every 60 s).
 os.environ.setdefault("VITBN_CHECKPOINT_SECONDS", "0")

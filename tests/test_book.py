@@ -43,7 +43,7 @@ REPRODUCES = re.compile(r"^(article[12]/(fig|table)\d+\w*|new/\S+)$")
 def write_chapter(path: Path, title: str, *cells, parameters: bool = True) -> Path:
     head = [new_markdown_cell(f"# {title}\n\nA throwaway chapter of the test-suite.")]
     if parameters:
-        head.append(new_code_cell('profile = "auto"\nforce = False', metadata={"tags": ["parameters"]}))
+        head.append(new_code_cell('profile = "auto"\nforce = False\ntrain = True', metadata={"tags": ["parameters"]}))
     nbformat.write(new_notebook(cells=head + list(cells)), path)
     return path
 
@@ -95,7 +95,7 @@ def small_book(small_chapters, tmp_path_factory):
             {"outputs": {"stale_output": {"kind": "figure", "files": ["stale_output.png"], "chapter": "09_gone"}}}
         )
     )
-    before = os.environ.get("VITBN_BOOK_RUN")
+    before = os.environ.get("VITBN_FIGURES_DIR")
     result = build_book(
         "smoke",
         notebooks_dir=small_chapters,
@@ -103,7 +103,7 @@ def small_book(small_chapters, tmp_path_factory):
         figures_dir=base / "figures",
         runs_dir=base / "runs",
     )
-    assert os.environ.get("VITBN_BOOK_RUN") == before  # the kernels' variables were restored
+    assert os.environ.get("VITBN_FIGURES_DIR") == before  # the kernels' variables were restored
     return result
 
 
@@ -117,7 +117,7 @@ def test_small_book_executes_every_chapter(small_book, small_chapters):
     for chapter in small_book.chapters:
         assert chapter.executed == small_book.output_dir / "executed" / "smoke" / f"{chapter.name}.ipynb"
         executed = nbformat.read(chapter.executed, as_version=4)
-        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False}
+        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False, "train": True}
         assert not executed.metadata.papermill.get("exception")
     text = nbformat.read(small_book.chapters[1].executed, as_version=4)
     assert "printed-to-stdout" in json.dumps(text.cells[-1].outputs)
@@ -367,7 +367,8 @@ def test_full_book_executes_every_chapter(full_book):
     assert [c.name for c in full_book.chapters] == [p.stem for p in REAL_CHAPTERS]
     for chapter in full_book.chapters:
         executed = nbformat.read(chapter.executed, as_version=4)
-        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False}
+        flags = {"measure": False} if chapter.name.startswith("08") else {}  # a flag only the chapter declaring it gets
+        assert executed.metadata.papermill.parameters == {"profile": "smoke", "force": False, "train": True, **flags}
         assert not executed.metadata.papermill.get("exception"), chapter.name
 
 
@@ -520,7 +521,7 @@ def test_full_book_in_browser(browser, full_book):
 def test_a_chapter_kernel_talks_over_local_sockets_and_warns_of_nothing(tmp_path, capfd):
     """The runner's kernels use IPC sockets, so ipykernel has no unencrypted TCP port to warn about."""
     chapter = write_chapter(tmp_path / "01_one.ipynb", "One cell", new_code_cell("print(6 * 7)"))
-    book._execute(chapter, tmp_path / "out.ipynb", "smoke", False, "1/1", "One cell")
+    book._execute(chapter, tmp_path / "out.ipynb", {"profile": "smoke", "force": False}, "1/1", "One cell")
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert executed.cells[-1].outputs[0]["text"].strip() == "42"
     said = capfd.readouterr()
@@ -563,8 +564,7 @@ def test_chapter_5_opened_as_it_is_shows_the_committed_paper_figures_and_trains_
     ``paper`` runs read from ``figures/records/`` into an empty run store, nothing trained."""
     import papermill as pm
 
-    for name in ("VITBN_TRAIN", "VITBN_COMMITTED_RECORDS"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("VITBN_COMMITTED_RECORDS", raising=False)
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "figures"))
     notebook = ROOT / "notebooks" / "05_depth_study.ipynb"
@@ -578,3 +578,59 @@ def test_chapter_5_opened_as_it_is_shows_the_committed_paper_figures_and_trains_
     outputs = json.loads((tmp_path / "figures" / "manifest.json").read_text())["outputs"]
     assert outputs["article2_fig8"]["profile"] == "paper"
     assert not any((tmp_path / "runs").glob("*/record.json"))  # nothing trained into the store
+
+
+@needs_chapters
+def test_a_chapter_setting_given_to_papermill_trains_with_it_and_writes_nothing_under_figures(tmp_path, monkeypatch):
+    """``papermill notebooks/05_depth_study.ipynb out.ipynb -p profile smoke -p epochs 1``: the runs are 1-epoch runs
+    of their own, the outputs go where the chapter saves when run by hand, and the book's figures/ is untouched."""
+    import papermill as pm
+
+    from vitbn_nb.store import runs as store_runs
+
+    published = ROOT / "figures"
+    before = {p: p.stat().st_mtime_ns for p in published.rglob("*") if p.is_file()}
+    monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "by-hand"))
+    notebook = ROOT / "notebooks" / "05_depth_study.ipynb"
+    pm.execute_notebook(
+        str(notebook),
+        str(tmp_path / "out.ipynb"),
+        parameters={"profile": "smoke", "epochs": 1},
+        cwd=str(notebook.parent),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    trained = [store_runs.Run(folder) for folder in (tmp_path / "runs").glob("*") if (folder / "record.json").is_file()]
+    assert trained and {run.config.epochs for run in trained} == {1}  # the smoke profile alone trains 2
+    said = "".join(
+        o.get("text", "")
+        for c in nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+        for o in c.get("outputs", [])
+    )
+    assert "settings given by hand (epochs-1)" in said
+    assert (tmp_path / "by-hand" / "manifest.json").is_file()
+    assert {p: p.stat().st_mtime_ns for p in published.rglob("*") if p.is_file()} == before
+
+
+def test_settings_given_by_hand_publish_to_a_folder_of_their_own(tmp_path):
+    from vitbn_nb import paths
+
+    variant = book.variant_name({"epochs": "3", "train": False})
+    assert variant == "epochs-3" and book.variant_name({"train": False}) == ""  # train says how, not what
+    target, why = book.publish_target("cpu", complete=True, output=tmp_path, variant=variant)
+    assert target == (tmp_path / "figures-cpu-epochs-3").resolve() and "never replace figures/" in why
+    with pytest.raises(book_chapters.BookError, match="figures/ holds the book's results"):
+        book.publish_target(
+            "cpu", complete=True, output=tmp_path, figures_dir=paths.book_figures_dir(), variant=variant
+        )
+
+
+def test_a_setting_no_chapter_has_or_a_value_its_field_refuses_is_one_line_before_any_kernel(capsys):
+    assert main(["book", "--profile", "smoke", "--chapters", "05", "--no-html", "--set", "epoch=3"]) == 1
+    err = capsys.readouterr().err
+    assert "--set epoch" in err and "did you mean 'epochs'" in err and "Traceback" not in err
+    assert main(["train", "--profile", "smoke", "--chapters", "01", "--set", "epochs=0"]) == 1
+    assert "epochs=0 is not allowed" in capsys.readouterr().err
+    assert main(["train", "--profile", "smoke", "--set", "epochs"]) == 1
+    assert "NAME=VALUE" in capsys.readouterr().err

@@ -39,8 +39,10 @@ def test_a_bundle_imported_into_an_empty_store_gives_the_same_runs(trained_store
         theirs, mine = runs.Run(trained_store / config.run_id("cpu")), runs.Run(other / config.run_id("cpu"))
         assert mine.record == theirs.record
         mine.load_model("cpu")  # the weights came along, verified
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert training.train_all(CONFIGS, progress=False)[0].record == runs.Run(other / CONFIGS[0].run_id("cpu")).record
+    assert (
+        training.train_all(CONFIGS, progress=False, train=False)[0].record
+        == runs.Run(other / CONFIGS[0].run_id("cpu")).record
+    )
     assert main(["runs", "import", str(file)]) == 0  # a second import finds everything there
 
 
@@ -71,10 +73,10 @@ def test_measured_runs_travel_as_records_and_render_where_their_weights_are_not(
         assert not [name for name in tar.getnames() if name.endswith(".pt")]
     monkeypatch.setenv("VITBN_RUNS_DIR", str(tmp_path / "rendering-store"))
     assert main(["runs", "import", str(file)]) == 0
-    monkeypatch.setenv("VITBN_TRAIN", "never")
     monkeypatch.setattr(runs.Run, "load_model", lambda *_: pytest.fail("a weight file was loaded to render"))
+    rendering = chapters.settings("07_three_things", "smoke", train=False)
     for part, mine in zip(parts, here):
-        pd.testing.assert_frame_equal(part.run(settings).per_run, mine)
+        pd.testing.assert_frame_equal(part.run(rendering).per_run, mine)
 
 
 def test_a_differing_finished_run_is_not_overwritten(trained_store, tmp_path, monkeypatch):

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 
@@ -279,19 +278,19 @@ def test_a_chapter_renders_at_paper_once_every_paper_run_of_its_first_seeds_is_h
 
 
 def test_a_chapter_opened_with_profile_auto_shows_the_held_paper_runs_and_trains_nothing(monkeypatch, capsys):
-    from vitbn_nb.limits import TRAIN_VARIABLE
     from vitbn_nb.store import run_folder
 
-    monkeypatch.setenv(TRAIN_VARIABLE, "")  # recorded, so the test's end removes what parameters sets below
-    monkeypatch.delenv(TRAIN_VARIABLE)
     monkeypatch.setattr(run_folder, "missing_runs", lambda configs: [])
     settings, force = chapters.parameters("05_depth_study", "auto")
     assert settings.profile == "paper" and force is False
-    assert os.environ[TRAIN_VARIABLE] == "never"  # what is held is read; a missing run is named, never trained
+    assert settings.train is False  # what is held is read; a missing run is named, never trained
     assert "nothing trains" in capsys.readouterr().out
-    del os.environ[TRAIN_VARIABLE]
-    assert chapters.parameters("05_depth_study", "cpu")[0].profile == "cpu"  # a profile named is that profile
-    assert TRAIN_VARIABLE not in os.environ
+    named = chapters.parameters("05_depth_study", "cpu")[0]
+    assert named.profile == "cpu" and named.train is True  # a profile named is that profile, and trains what it lacks
+    # a protocol setting given by hand: the held runs are the protocol's, so 'auto' is this machine's own profile
+    varied = chapters.parameters("05_depth_study", "auto", given={"epochs": "3"})[0]
+    assert varied.profile == "cpu" and varied.epochs == 3 and varied.train is True
+    assert chapters.variant(varied) == "epochs-3"
 
 
 def test_the_campaign_plans_every_stage_without_the_notebook_display():
@@ -473,3 +472,21 @@ def test_a_bundle_run_that_differs_from_its_committed_record_never_changes_it(
             bundle.import_bundle(forged)
         assert campaign.commit(log=lambda line: None) == []
     assert committed_path.read_bytes() == committed
+
+
+def test_a_chapters_plan_is_computed_once_per_rendering_and_handed_on(monkeypatch):
+    """Choosing the scale plans the paper protocol; the chapter's run takes that plan (once) and plans no more."""
+    from vitbn_nb.chapters.depth_study import study as depth
+    from vitbn_nb.store import run_folder
+
+    monkeypatch.setattr(chapters, "_KEPT_PLANS", {})
+    counted = []
+    original = depth.plan
+    monkeypatch.setattr(depth, "plan", lambda chosen: counted.append(chosen.profile) or original(chosen))
+    monkeypatch.setattr(run_folder, "missing_runs", lambda configs: [])
+    settings, _ = chapters.parameters("05_depth_study", "auto")
+    assert counted == ["paper"]
+    handed = chapters.planned(settings, lambda chosen: pytest.fail("planned again"))
+    assert handed and counted == ["paper"]
+    again = chapters.planned(settings, depth.plan)  # taken once: a later run plans anew
+    assert again == handed and counted == ["paper", "paper"]

@@ -74,10 +74,6 @@ def test_train_checks_the_device_first_and_once_where_a_gpu_or_a_stack_trains(ru
     assert checked == ["quick"]  # the smoke profile's quick check, once: then the stored verdict is read
     train_command.train("cpu", ["1"], log=lambda line: None)
     assert checked == ["quick", "full"]  # a real profile wants the full check
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    check_device.verdict_path(CPU).unlink()
-    train_command.train("cpu", ["1"], log=lambda line: None)
-    assert checked == ["quick", "full"]  # rendering only trains nothing, so checks nothing
 
 
 def test_a_failed_cuda_only_check_refuses_the_graph_alone_and_a_gpu_without_verdict_is_checked_first(

@@ -117,7 +117,7 @@ def _start(tmp_path: Path, store: Path, *args: str, **env: str) -> subprocess.Po
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, *args],  # -c: this checkout's package comes first on the path
         cwd=ROOT,
-        env={**os.environ, "VITBN_RUNS_DIR": str(store), "VITBN_PROGRESS": "0", **env},
+        env={**os.environ, "VITBN_RUNS_DIR": str(store), "TQDM_DISABLE": "1", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

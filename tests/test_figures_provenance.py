@@ -53,6 +53,12 @@ def test_a_figure_names_the_function_a_chapter_calls_and_each_record_it_read(fig
         )
     assert "lr0.005" not in line
     assert saved.source._repr_html_().startswith('<details class="vitbn-source"')  # eight records fold
+    # the rows it was drawn from lie beside it, linked from its line
+    assert entry["data"] == "article2_fig8_data.csv" and "article2_fig8_data.csv" in entry["files"]
+    rows = pd.read_csv(figures_store / "article2_fig8_data.csv")
+    assert sorted(rows["run_id"].unique()) == used and len(rows) == 2 * len(used)  # one row per run and epoch
+    assert line.endswith("Its data: `figures/article2_fig8_data.csv`.")
+    assert "figures/article2_fig8_data.csv" in saved.source._repr_html_().split("</summary>")[0]
 
 
 def test_a_table_gets_the_line_under_its_stamped_caption(figures_store):
@@ -115,7 +121,7 @@ def test_a_result_of_unknown_settings_is_refused_by_name():
 
 
 def test_the_book_leaves_out_papermills_injected_cell_and_keeps_the_chapters_own(tmp_path):
-    own = new_code_cell('profile = "auto"\nforce = False', metadata={"tags": ["parameters"]})
+    own = new_code_cell('profile = "auto"\nforce = False\ntrain = True', metadata={"tags": ["parameters"]})
     injected = new_code_cell('profile = "smoke"\nforce = False', metadata={"tags": ["injected-parameters"]})
     executed = tmp_path / "executed.ipynb"
     nbformat.write(new_notebook(cells=[own, injected, new_code_cell("1 + 1")]), executed)

@@ -170,7 +170,7 @@ def test_the_book_counts_an_lr_rendered_from_paper_runs_as_the_larger_profile(tm
 
     folder = tmp_path / "chapters"
     folder.mkdir()
-    parameters = new_code_cell("profile = 'auto'\nforce = False", metadata={"tags": ["parameters"]})
+    parameters = new_code_cell("profile = 'auto'\nforce = False\ntrain = True", metadata={"tags": ["parameters"]})
     nbformat.write(new_notebook(cells=[new_markdown_cell("# Fixed lr"), parameters]), folder / "03_fixed_lr.ipynb")
     figures = tmp_path / "figures"
     figures.mkdir()
@@ -212,7 +212,7 @@ def test_run_keeps_the_paper_runs_apart_from_the_profiles(monkeypatch):
             columns=["run_id", "model", "depth", "lr", "train_size"],
         )
 
-    monkeypatch.setattr(fixed_lr.training, "train_all", lambda configs, force=False: list(configs))
+    monkeypatch.setattr(fixed_lr.training, "train_all", lambda configs, force=False, train=True: list(configs))
     monkeypatch.setattr(fixed_lr.runs, "load_table", table)
     result = fixed_lr.run(chapters.settings(CHAPTER, "cpu", full_protocol_lrs=(0.01,)))
     paper_ids = {c.run_id("cpu") for c in _at(fixed_lr.plan(chapters.settings(CHAPTER, "paper")), 0.01)}

@@ -314,8 +314,7 @@ def test_rendering_finished_runs_writes_nothing_to_the_store(store, monkeypatch)
 
     shutil.rmtree(store / ".locks")
     before = _tree(store)
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    training.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False)
+    training.train_all([RunConfig(**TINY, seed=s) for s in range(3)], progress=False, train=False)
     assert sorted(p.name for p in store.iterdir()) == sorted(_ids())  # no lock folder, nothing new
     assert _tree(store) == before
 
@@ -346,7 +345,7 @@ def test_an_unwritable_store_renders_and_training_in_it_is_one_message(store, tm
     )
     done = subprocess.run(
         [*_read_only(store), sys.executable, "-c", code, str(store)],
-        env={**os.environ, "VITBN_RUNS_DIR": str(store), "VITBN_PROGRESS": "0"},
+        env={**os.environ, "VITBN_RUNS_DIR": str(store), "TQDM_DISABLE": "1"},
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -362,7 +361,7 @@ def test_a_read_only_store_is_one_line_for_import_and_the_app(store, tmp_path):
     bundle.export(file, needed=None, profile="smoke", store=store)
     empty = tmp_path / "empty"
     empty.mkdir()
-    env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "VITBN_PROGRESS": "0"}
+    env = {**os.environ, "VITBN_RUNS_DIR": str(empty), "TQDM_DISABLE": "1"}
     for command in (["-m", "vitbn_nb", "runs", "import", str(file)], ["-m", "vitbn_nb.app"]):
         done = subprocess.run(
             [*_read_only(empty), sys.executable, *command],
@@ -405,9 +404,8 @@ def test_command_failures_are_one_message_not_a_traceback(store, tmp_path, monke
     assert cli(["train", "--profile", "smoke", "--chapters", "01"]) == 1
     err = capsys.readouterr().err
     assert "device='gpu' is not a device" in err and "Traceback" not in err
-    monkeypatch.setenv("VITBN_DEBUG", "1")
     with pytest.raises(Exception, match="is not a device"):
-        cli(["train", "--profile", "smoke", "--chapters", "01"])
+        cli(["train", "--profile", "smoke", "--chapters", "01", "--debug"])
 
 
 @pytest.mark.parametrize("deadline", ["-5", "0", "nan", "inf"])
@@ -440,8 +438,7 @@ def test_a_checkpoint_left_beside_a_finished_record_is_finished_everywhere(store
     (folder / "checkpoint.pt").write_bytes((folder / "model.pt").read_bytes())  # a kill after the final save
     assert main(["runs", "check"]) == 0
     assert "still hold a checkpoint.pt" in capsys.readouterr().out
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert training.train(RunConfig(**TINY, seed=0), progress=False).status == "finished"
+    assert training.train(RunConfig(**TINY, seed=0), progress=False, train=False).status == "finished"
 
 
 def test_a_model_file_that_does_not_fit_its_model_is_damaged_not_intact(store, tmp_path, capsys):
@@ -467,9 +464,8 @@ def test_a_damaged_committed_record_is_restored_from_git_never_deleted(run_store
     (folder / "record.json").write_text('{"run_id": "cut sh')  # a truncated committed record
     monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(tmp_path / "figures"))
     monkeypatch.delenv("VITBN_COMMITTED_RECORDS")
-    monkeypatch.setenv("VITBN_TRAIN", "never")
     with pytest.raises(RunStoreError) as refused:
-        training.train(RunConfig(**TINY), progress=False)
+        training.train(RunConfig(**TINY), progress=False, train=False)
     text = str(refused.value)
     assert f"{folder / 'record.json'} cannot be read" in text and "delete" not in text
     assert f"fix: restore it from git (git checkout -- {folder / 'record.json'})" in text

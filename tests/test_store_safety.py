@@ -63,7 +63,7 @@ print("STARTED", run.record["started"], run.record["run_id"], flush=True)
 
 def test_two_processes_on_one_store_train_each_run_once(run_store, mnist_ready):
     config = {**TINY, "epochs": 3, "train_size": 3000, "model_kwargs": {"depth": 2}}
-    env = {**os.environ, "VITBN_RUNS_DIR": str(run_store), "VITBN_PROGRESS": "0"}
+    env = {**os.environ, "VITBN_RUNS_DIR": str(run_store), "TQDM_DISABLE": "1"}
     start = str(time.time() + 20)  # after both have imported torch
     processes = [
         subprocess.Popen(
@@ -361,17 +361,13 @@ def test_the_app_passes_over_smoke_scale_runs(run_store, mnist_ready):
 
 def test_with_training_off_a_missing_run_is_named_and_a_stored_one_is_read(run_store, mnist_ready, monkeypatch):
     config = runs.RunConfig(model="DNN_d3", epochs=1, train_size=20, test_size=20)
-    monkeypatch.setenv("VITBN_TRAIN", "never")
     with pytest.raises(records.RunStoreError, match=config.run_id("cpu") + ".*training is off"):
-        training.train(config, progress=False)
+        training.train(config, progress=False, train=False)
     assert not (run_store / config.run_id("cpu") / "record.json").exists()
-    monkeypatch.delenv("VITBN_TRAIN")
     trained = training.train(config, progress=False)
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    assert training.train(config, progress=False).record == trained.record  # read back, nothing trained
+    assert training.train(config, progress=False, train=False).record == trained.record  # read back, nothing trained
     with pytest.raises(ValueError, match="force=True would delete"):
-        training.train(config, force=True, progress=False)
+        training.train(config, force=True, progress=False, train=False)
     assert runs.Run(trained.folder).record == trained.record  # and nothing was deleted
-    monkeypatch.setenv("VITBN_TRAIN", "sometimes")
-    with pytest.raises(ValueError, match="VITBN_TRAIN='sometimes'"):
-        training.train(config, progress=False)
+    with pytest.raises(ValueError, match="train='sometimes'"):
+        training.train(config, progress=False, train="sometimes")

@@ -291,7 +291,7 @@ def _held(script: str, flag: Path) -> subprocess.Popen:
     child = subprocess.Popen(
         [sys.executable, "-c", script, _run_id(), str(flag)],
         cwd=ROOT,
-        env={**os.environ, "VITBN_PROGRESS": "0"},
+        env={**os.environ, "TQDM_DISABLE": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -394,3 +394,40 @@ def test_the_closure_finder_follows_imports_into_the_operations(tmp_path):
     closure = notebook_closure(graph, [notebook])
     assert {"vitbn_nb.app", "vitbn_nb.app.server", "vitbn_nb"} <= closure
     assert [m for m in sorted(closure) if _is_operation(m)] == ["vitbn_nb.app", "vitbn_nb.app.server"]
+
+
+#: The environment variables the package reads: each says where something lives (or that the committed records are
+#: left out, or how often the store keeps an unfinished run); none carries a setting or a decision into training.
+WHERE_THINGS_LIVE = {
+    "VITBN_RUNS_DIR",
+    "VITBN_DATA_DIR",
+    "VITBN_FIGURES_DIR",
+    "VITBN_BOOK_FIGURES_DIR",
+    "VITBN_COMMITTED_RECORDS",
+    "VITBN_DEVICE",
+    "VITBN_CHECKPOINT_SECONDS",
+}
+
+
+def vitbn_variables(paths) -> dict[str, list[str]]:
+    """Every ``VITBN_*`` name in the string literals of ``paths``, with the files that hold it."""
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for name in re.findall(r"\bVITBN_[A-Z][A-Z_]*[A-Z]\b", node.value):
+                    found.setdefault(name, []).append(Path(path).name)
+    return found
+
+
+def test_environment_variables_say_only_where_things_live():
+    found = vitbn_variables(sorted((ROOT / "vitbn_nb").rglob("*.py")))
+    assert "VITBN_RUNS_DIR" in found
+    others = {name: files for name, files in found.items() if name not in WHERE_THINGS_LIVE}
+    assert not others, f"the package reads variables that carry settings or decisions: {others}"
+
+
+def test_the_variable_check_finds_a_decision_carried_by_the_environment(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('import os\n\ndef f():\n    return os.environ.get("VITBN_TRAIN") == "never"\n')
+    assert set(vitbn_variables([module])) == {"VITBN_TRAIN"}

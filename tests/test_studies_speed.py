@@ -306,7 +306,6 @@ def test_the_chapter_renders_the_committed_measurement_without_measuring(measure
     _committed_file(measured, committed)  # taken before ViTDyT was added
     monkeypatch.setenv("VITBN_BOOK_FIGURES_DIR", str(committed))
     monkeypatch.setenv("VITBN_FIGURES_DIR", str(tmp_path / "staging"))
-    monkeypatch.delenv("VITBN_MEASURE", raising=False)
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("rendering from the committed measurement must not measure")
@@ -336,11 +335,9 @@ def test_measuring_anew_is_asked_for_and_kept_beside_the_outputs(measured, tmp_p
     monkeypatch.setattr(speed.bench, "measure", lambda settings, device, log=None: measured.bench)
     monkeypatch.setattr(speed.op_counts, "table", lambda *args: [])
     settings = chapters.settings(speed.SpeedSettings.chapter, "cpu")
-    monkeypatch.setenv("VITBN_MEASURE", "1")  # python -m vitbn_nb book --measure
-    result = speed.run(settings)
+    result = speed.run(settings, measure=True)  # python -m vitbn_nb book --measure: papermill's -p measure True
     assert result.source == "measured" and "measured now" in speed.hardware_note(result).data
     assert json.loads((tmp_path / "staging" / "bench.json").read_text())["date"] == measured.bench.meta["date"]
-    monkeypatch.delenv("VITBN_MEASURE")
     assert speed.run(settings, measure="true").source == "measured"  # papermill's string
     assert speed.run(settings, measure="false").source == "committed"
     # no usable committed measurement: measured, and the chapter says why

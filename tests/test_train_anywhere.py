@@ -73,8 +73,7 @@ def _as_if_trained_on_a_gpu(run: runs.Run, config: runs.RunConfig) -> str:
 def test_runs_trained_on_another_device_type_are_rendered_not_retrained(run_store, mnist_ready, monkeypatch):
     config = runs.RunConfig(**TINY)
     gpu_id = _as_if_trained_on_a_gpu(training.train(config, progress=False), config)
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    found = training.train(config, device="cpu", progress=False)
+    found = training.train(config, device="cpu", progress=False, train=False)
     assert found.run_id == gpu_id and found.record["hardware"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert runs.stored_id(config, torch.device("cpu")) == gpu_id
     assert runs.trained_on([gpu_id]) == {"NVIDIA H100 80GB HBM3": 1}
@@ -85,8 +84,7 @@ def test_a_gpus_stacked_runs_render_where_the_plan_trains_them_one_by_one(run_st
     stacked = dataclasses.replace(config, engine="stacked")
     gpu_id = _as_if_trained_on_a_gpu(training.train(config, progress=False), stacked)
     assert runs.Run(run_store / gpu_id).config.engine == "stacked"
-    monkeypatch.setenv("VITBN_TRAIN", "never")
-    found = training.train(config, device="cpu", progress=False)
+    found = training.train(config, device="cpu", progress=False, train=False)
     assert found.run_id == gpu_id and runs.stored_id(config, torch.device("cpu")) == gpu_id
     assert run_folder.missing_runs([config], torch.device("cpu")) == []
 

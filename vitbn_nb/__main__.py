@@ -6,13 +6,20 @@ import argparse
 import os
 import sys
 
-DEBUG_VARIABLE = "VITBN_DEBUG"
-
 
 def _shared_arguments(command) -> None:
-    """``book`` and ``train``: the profile, the chapters, ``--force`` and ``--from-scratch``."""
+    """``book`` and ``train``: the profile, the chapters, settings by name, ``--force`` and ``--from-scratch``."""
     command.add_argument("--profile", default="auto", help="smoke | cpu | paper | auto (paper on a GPU, else cpu)")
     command.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters (numbers or names)")
+    command.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a chapter setting (repeatable; each chapter that has it takes it), as papermill's -p NAME VALUE, "
+        "e.g. --set epochs=3 --set fig8_depths=[4,6]; a book whose settings differ from the protocol writes its "
+        "outputs to a folder of its own under build/, never figures/",
+    )
     command.add_argument("--force", action="store_true", help="retrain every run instead of reusing finished ones")
     command.add_argument(
         "--from-scratch",
@@ -56,6 +63,22 @@ def rendering(chapter: str, profile: str) -> tuple[str, tuple[float, ...]]:
     return at, chapters.full_protocol_lrs(chapter, at)
 
 
+def _given(args) -> dict:
+    """``--set NAME=VALUE`` as settings by name (a name given twice: the last wins, as papermill's ``-p``)."""
+    from .profiles import parse_assignment  # light enough, but torch: --help and --version import nothing heavy
+
+    return dict(parse_assignment(text) for text in args.set)
+
+
+def check_given(selected: list[str], given: dict) -> None:
+    """For ``book``: refuse, before any kernel starts, a setting no selected chapter has or a value it refuses."""
+    # the registry and the train command load torch: --help and --version import nothing heavy
+    from . import chapters
+    from .train import check_given as check
+
+    check(chapters.names(selected), given)
+
+
 def check_device_first(rendered_at: dict[str, str], profile: str, runs, force: bool) -> None:
     """Before ``book``'s kernels train: a GPU or a stacked run trains only after the device's check, stored once."""
     from . import chapters
@@ -79,12 +102,12 @@ def main(argv=None) -> int:
     """Run one command; a refusal it names (a bad setting, a damaged store, a failed chapter, an unusable device for
     ``check-device``) is one line on stderr and exit status 1."""
     from . import __version__
-    from .paths import COMMITTED_VARIABLE, MEASURE_VARIABLE  # light: --help and --version import nothing heavy
+    from .paths import COMMITTED_VARIABLE  # light: --help and --version import nothing heavy
 
     parser = argparse.ArgumentParser(
         prog="python -m vitbn_nb",
         description="The reproduction book's commands. A failure prints one message naming the file or setting and "
-        "the fix (exit status 1); --debug anywhere on the line, or VITBN_DEBUG=1, shows the traceback instead.",
+        "the fix (exit status 1); --debug anywhere on the line shows the traceback instead.",
     )
     parser.add_argument("--version", action="version", version=f"vitbn_nb {__version__}")
     commands = parser.add_subparsers(dest="command")
@@ -222,9 +245,7 @@ def main(argv=None) -> int:
         parser.error(f"choose a command: {', '.join(commands.choices)} (--help says what each does)")
     from .store.records import RunStoreError
 
-    if getattr(args, "measure", False):  # the kernels papermill starts inherit these
-        os.environ[MEASURE_VARIABLE] = "1"
-    if getattr(args, "from_scratch", False):
+    if getattr(args, "from_scratch", False):  # where the committed records live: nowhere (the kernels inherit it)
         os.environ[COMMITTED_VARIABLE] = "ignore"
     refused: tuple[type[Exception], ...] = (ValueError, RunStoreError)
     if args.command == "book":
@@ -253,13 +274,16 @@ def _run(args) -> int:
 
         folders = {f"{name}_dir": getattr(args, name) for name in ("notebooks", "output", "figures", "runs")}
         flags = {name: getattr(args, name) for name in ("chapters", "html", "force", "mlflow", "replace_larger")}
-        hooks = {"rendering": rendering, "before_training": check_device_first}
-        build_book(args.profile, **folders, **flags, train=args.train, **hooks)
+        hooks = {"rendering": rendering, "before_training": check_device_first, "check_given": check_given}
+        given = _given(args)
+        build_book(args.profile, **folders, **flags, train=args.train, measure=args.measure, given=given, **hooks)
     elif args.command == "bench":
         from .chapters.speed.command import run as bench_run
 
         return bench_run(args)
     elif args.command == "train" and args.dry_run:
+        if args.set:
+            raise ValueError("--dry-run prices the profile's protocol; give --set without it")
         return _train_dry_run(args)
     elif args.command == "train":
         from . import train as training
@@ -268,7 +292,7 @@ def _run(args) -> int:
 
         deadline = None if args.deadline is None else Deadline.after(args.deadline)
         try:
-            done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline)
+            done = training.train(args.profile, args.chapters, force=args.force, deadline=deadline, given=_given(args))
         except DeadlineReached as stopped:
             if not deadline.epochs_trained:  # running it again would stop at the same place
                 raise ValueError(
@@ -476,14 +500,14 @@ def describe(error: BaseException) -> str:
         return text
     return (
         f"{type(error).__name__}: {error}; this is a bug in the book: please report it with the traceback "
-        f"({DEBUG_VARIABLE}=1 shows it)"
+        "(--debug shows it)"
     )
 
 
 def cli(argv=None) -> int:
     """``main`` with Ctrl-C turned into one line that says how to go on, and every error into one message."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv or os.environ.get(DEBUG_VARIABLE, "").strip() not in ("", "0")
+    debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     try:
         return main(argv)

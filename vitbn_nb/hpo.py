@@ -166,9 +166,11 @@ def optimise(
     progress: bool = True,
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
+    train: bool = True,
 ) -> pd.DataFrame:
     """Run (or resume, or read back) the optimisation of ``study`` until ``trials`` trials are complete; one row per
-    trial. ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable)."""
+    trial. ``force=True`` discards the stored study; ``deadline`` stops a trial at an epoch boundary (resumable);
+    ``train=False``: a trial whose run is not stored is an error naming the run, never trained."""
     force = profiles.flag("force", force)
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials={trials!r} is not allowed; it must be an integer >= 1")
@@ -204,7 +206,9 @@ def optimise(
             generator=generator,
         )
         atomic.write_json(ledger_path, ledger)
-        run = training.train(config, force=force, device=device, progress=False, mlflow=mlflow, deadline=deadline)
+        run = training.train(
+            config, force=force, device=device, progress=False, mlflow=mlflow, deadline=deadline, train=train
+        )
         accuracy = _trial_accuracy(run)
         client.complete_trial(index, raw_data={OBJECTIVE: accuracy})
         _save_state(client, state_path)
@@ -376,9 +380,10 @@ def optimise_models(
     models=MODELS,
     deadline: Deadline | None = None,
 ) -> pd.DataFrame:
-    """Optimise every model (resuming or reading back stored studies); save the best settings; one row per trial."""
+    """Optimise every model (resuming or reading back stored studies; ``settings.train`` says whether a trial may
+    train); save the best settings; one row per trial."""
     studies = [model_study(model, settings, dataset=dataset, depth=depth) for model in models]
-    tables = [optimise(study, settings.trials, force=force, deadline=deadline) for study in studies]
+    tables = [optimise(s, settings.trials, force=force, deadline=deadline, train=settings.train) for s in studies]
     trials = pd.concat(tables, ignore_index=True)
     save_best(trials, dataset=dataset, profile=settings.profile)
     return trials

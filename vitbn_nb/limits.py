@@ -1,10 +1,9 @@
-"""What may stop or forbid training (a session's deadline, ``TRAIN=never``), and what a configuration from elsewhere
+"""What may stop training (a session's deadline), and what a configuration from elsewhere
 may build: :func:`model_problem` refuses one past the model families' bounds before any model is built."""
 
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,19 +46,6 @@ class DeadlineReached(RuntimeError):
         self.run_id = run_id
         where = f" after epoch {done} of {epochs}" if done is not None else " before it started"
         super().__init__(f"stopped at the deadline: run {run_id}{where}; run the same command again to resume")
-
-
-#: ``never``: render from the run store only; a run it lacks is an error naming the run, not a training.
-TRAIN_VARIABLE = "VITBN_TRAIN"
-
-
-def training_is_off() -> bool:
-    value = os.environ.get(TRAIN_VARIABLE, "").strip().lower()
-    if value not in ("", "never", "auto"):
-        raise ValueError(
-            f"{TRAIN_VARIABLE}={value!r} is not allowed; use 'never' (render from the store) or leave it unset"
-        )
-    return value == "never"
 
 
 # -- what a run's configuration may build --------------------------------------------------------------------

@@ -50,9 +50,6 @@ def mirror_asked(mlflow: bool | None = None) -> bool:
     return bool(mlflow) if mlflow is not None else bool(os.environ.get(MLFLOW_URI_VARIABLE))
 
 
-#: ``1``: chapter 08 measures anew on the rendering machine instead of showing the committed measurement
-#: (``figures/bench.json``); ``python -m vitbn_nb book --measure`` sets it for the kernels it starts.
-MEASURE_VARIABLE = "VITBN_MEASURE"
 #: The committed records' folder inside ``figures/``: a run store without weight files.
 RECORDS_FOLDER = "records"
 

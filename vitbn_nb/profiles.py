@@ -4,6 +4,7 @@ runs) are differences from it. A ``train_size`` / ``test_size`` of ``None`` mean
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import types
@@ -59,6 +60,33 @@ def _check_value(name: str, value, kind):
     raise ValueError(f"{name}={value!r} is not allowed; it must be {_describe(kind)}")
 
 
+def _given_value(name: str, value, kind):
+    """``value`` checked as :func:`_check_value` does; a string that is not allowed as it is (``-p epochs 3`` from the
+    command line, ``--set fig8_depths=[4,5]``) is read as a Python literal first, so that one syntax serves papermill,
+    the command line and code."""
+    try:
+        return _check_value(name, value, kind)
+    except ValueError:
+        if not isinstance(value, str):
+            raise
+        text = value.strip()
+        text = {"true": "True", "false": "False", "none": "None"}.get(text.lower(), text)  # papermill's 'false'
+        try:
+            literal = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise ValueError(f"{name}={value!r} is not allowed; it must be {_describe(kind)}") from None
+        return _check_value(name, literal, kind)
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """``"epochs=3"`` as ``("epochs", "3")``: a setting given on the command line (``--set NAME=VALUE``); the value is
+    read where the settings are built (:func:`_given_value`)."""
+    name, equals, value = str(text).partition("=")
+    if not equals or not name.strip().isidentifier():
+        raise ValueError(f"--set {text!r} is not allowed; give NAME=VALUE, e.g. --set epochs=3")
+    return name.strip(), value.strip()
+
+
 def _describe(kind) -> str:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
@@ -101,11 +129,15 @@ class ChapterSettings:
 
     chapter = ""
     profile: str = "paper"
+    #: False: read every run from the run store (or the committed records), never train one; a run it lacks is an
+    #: error naming the run. A decision of this rendering, not of the protocol: it travels with the settings.
+    train: bool = True
 
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
         for item in dataclasses.fields(self):
-            object.__setattr__(self, item.name, _check_value(item.name, getattr(self, item.name), hints[item.name]))
+            value = _given_value(item.name, getattr(self, item.name), hints[item.name])
+            object.__setattr__(self, item.name, value)
         if getattr(self, "engine", None) == AUTO_ENGINE:
             object.__setattr__(self, "engine", "stacked" if torch.cuda.is_available() else "eager")
         check_run_fields(self, ("seeds", "epochs", "batch_size", "test_batch_size", "trials", "trial_epochs"))
@@ -158,11 +190,11 @@ def resolve(profile: str) -> str:
     return profile
 
 
-def did_you_mean(given, known) -> str:
+def did_you_mean(given, known, cutoff: float = 0.5) -> str:
     """``" (did you mean 'paper'?)"`` for a near miss among ``known`` names, else ''."""
     import difflib
 
-    close = difflib.get_close_matches(str(given), [str(k) for k in known], n=1, cutoff=0.5)
+    close = difflib.get_close_matches(str(given), [str(k) for k in known], n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -13,7 +13,7 @@ from .bench.calibration import calibrated, estimate_seconds, points_for
 from .data import IMAGE_SIZE
 from .engines import engine, training
 from .hpo import completed_trials, study_device_type
-from .limits import Deadline, DeadlineReached, training_is_off
+from .limits import Deadline, DeadlineReached
 from .store import bundle
 from .store.run_config import RunConfig
 from .store.run_folder import Run, missing_runs, stored_id
@@ -27,9 +27,28 @@ MEASURED_BY = {
 }
 
 
-def planned_runs(chapter: str, profile: str) -> list[RunConfig]:
-    """The runs ``chapter`` plans under ``profile`` (an optimising chapter's final runs are not known before it)."""
-    return list(chapters.study(chapter).plan(chapters.settings(chapter, profile)))
+def planned_runs(chapter: str, profile: str, given: dict | None = None) -> list[RunConfig]:
+    """The runs ``chapter`` plans under ``profile`` and the settings ``given`` by name that it takes (an optimising
+    chapter's final runs are not known before it)."""
+    return list(chapters.study(chapter).plan(chapters.settings(chapter, profile, **taken(chapter, given))))
+
+
+def taken(chapter: str, given: dict | None) -> dict:
+    """The settings of ``given`` (``--set NAME=VALUE``, every chapter's) that ``chapter`` takes."""
+    return {k: v for k, v in (given or {}).items() if k in chapters.setting_names(chapter)}
+
+
+def check_given(selected: list[str], given: dict | None) -> None:
+    """Refuse a setting given by name that no selected chapter takes, naming the nearest one (before anything runs)."""
+    names = sorted({n for chapter in selected for n in chapters.setting_names(chapter)})
+    for name in given or {}:
+        if name not in names:
+            raise ValueError(
+                f"--set {name}: no chapter selected ({', '.join(selected)}) has a setting {name!r}"
+                f"{profiles.did_you_mean(name, names)}"
+            )
+    for chapter in selected:  # every value checked where the settings are built
+        chapters.settings(chapter, "paper", **taken(chapter, given))
 
 
 def needed_weights(profile: str, store=None) -> set[str]:
@@ -140,22 +159,25 @@ def train(
     force: bool = False,
     deadline: Deadline | None = None,
     log: Callable[[str], None] = print,
+    given: dict | None = None,
 ) -> list[Run]:
-    """Train every run of the selected chapters under ``profile``; with a ``deadline``, stop at the last epoch boundary
-    before it (:class:`vitbn_nb.limits.DeadlineReached`)."""
+    """Train every run of the selected chapters under ``profile`` and the settings ``given`` by name (each chapter
+    takes those it has); with a ``deadline``, stop at the last epoch boundary before it
+    (:class:`vitbn_nb.limits.DeadlineReached`)."""
     profile = profiles.resolve(profile)
     selected = chapters.names(selected)  # a misspelt chapter is refused before anything runs
+    check_given(selected, given)
     bundle.clean_imports()  # the temporary folders of imports a kill interrupted: deleted, never read
-    planned_all = [c for chapter in selected for c in planned_runs(chapter, profile)]
-    if deadline is not None and deadline.epoch_estimate is None and not deadline.passed() and not training_is_off():
+    planned_all = [c for chapter in selected for c in planned_runs(chapter, profile, given)]
+    if deadline is not None and deadline.epoch_estimate is None and not deadline.passed():
         deadline.epoch_estimate = epoch_estimate(planned_all, log)
-    if needs_device_check(planned_all) and not training_is_off() and not (deadline is not None and deadline.passed()):
+    if needs_device_check(planned_all) and not (deadline is not None and deadline.passed()):
         from .engines import check_device  # stacked engine
 
         check_device.ensure(quick=profile == "smoke", log=log)
     trained = []
     for chapter in selected:
-        module, settings = chapters.study(chapter), chapters.settings(chapter, profile)
+        module, settings = chapters.study(chapter), chapters.settings(chapter, profile, **taken(chapter, given))
         planned = module.plan(settings)
         log(f"{chapter}: {len(planned)} run(s)" + (f", then {planned.then}" if getattr(planned, "then", "") else ""))
         trained += training.train_all(planned, force=force, deadline=deadline)

@@ -5,7 +5,6 @@ compile for a step within ±3 % of eager, while a ``cpu`` chapter runs ~500-1,00
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
@@ -29,9 +28,9 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 def progress_bar(total: int, initial: int, desc: str | None, enabled: bool):
-    """A tqdm bar of training steps (``VITBN_PROGRESS=0`` hides every one)."""
-    disabled = not enabled or os.environ.get("VITBN_PROGRESS", "1") == "0"
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", mininterval=2.0, disable=disabled, leave=True)
+    """A tqdm bar of training steps; tqdm's own ``TQDM_DISABLE=1`` hides every one (a log file's view)."""
+    hidden = {} if enabled else {"disable": True}  # given only to hide: tqdm reads TQDM_* for what is not given
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", mininterval=2.0, leave=True, **hidden)
 
 
 def steps_per_epoch(images: int, batch_size: int) -> int:

@@ -13,7 +13,7 @@ from torch import nn
 
 from .. import profiles
 from ..data import Batches, image_sets, reference_sets
-from ..limits import TRAIN_VARIABLE, Deadline, DeadlineReached, model_problem, training_is_off
+from ..limits import Deadline, DeadlineReached, model_problem
 from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, mirror_asked, runs_dir, stored_path
@@ -44,19 +44,21 @@ def train_all(
     mlflow: bool | None = None,
     deadline: Deadline | None = None,
     one_stream: bool = False,
+    train: bool = True,
 ) -> list[Run]:
     """Train ``configs`` in order (those finished read from the store, a stack key's together). ``force``: train anew
     (a bool or 'true' / 'false'). ``deadline``: no run starts after it, and a run stops at the last epoch boundary
     before it (:class:`DeadlineReached`). ``mlflow``: mirror the runs (``None``: when ``MLFLOW_TRACKING_URI`` is set).
-    ``one_stream``: a finished run that drew another data stream than the one does not count."""
+    ``one_stream``: a finished run that drew another data stream than the one does not count. ``train=False``: read
+    every run from the store, train none (a run it lacks is an error naming it); a chapter passes its settings'."""
     configs = list(configs)
     device = pick_device(device)
-    off = training_is_off()  # checked first: a misspelt setting must not pass silently
+    off = not profiles.flag("train", train)
     force = profiles.flag("force", force)
     if off and force and configs:
         raise ValueError(
             f"force=True would delete and retrain run {configs[0].run_id(device.type)}, but training is off "
-            f"({TRAIN_VARIABLE}=never)"
+            "(train=False)"
         )
     if not off and configs:
         recover_swaps()  # a retrain a kill stopped mid-swap: its run put in place before anything reads it
@@ -153,7 +155,7 @@ def _train_unit(left: dict[str, RunConfig], device, force, off, deadline, progre
             elif off:
                 raise RunStoreError(
                     run_id,
-                    f"it is not finished in the run store {runs_dir()} and training is off ({TRAIN_VARIABLE}=never)",
+                    f"it is not finished in the run store {runs_dir()} and training is off (train=False)",
                     fix="fix: train it (python -m vitbn_nb train, or the chapter without TRAIN=never), or import the "
                     "runs of the machine that trained them",
                 )

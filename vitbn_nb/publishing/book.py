@@ -4,7 +4,6 @@ cpu or paper run, never a smaller profile's than it holds unless ``replace_large
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
@@ -21,7 +20,6 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from .. import campaign, paths, profiles
-from ..limits import training_is_off
 from ..profiles import PROFILE_SIZE
 from ..store import bundle, committed
 from . import readme
@@ -35,6 +33,7 @@ from .book_chapters import (
     _format_seconds,
     _log,
     check_parameters,
+    declared_parameters,
     discover_chapters,
 )
 from .book_html import build_html, summary
@@ -99,8 +98,9 @@ class _LocalKernelManager(AsyncKernelManager):
         return "ipc"
 
 
-def _execute(source: Path, executed: Path, profile: str, force: bool, position: str, title: str) -> float:
-    """Run one chapter with papermill; its wall seconds, or a :class:`BookError` naming the failed cell."""
+def _execute(source: Path, executed: Path, parameters: dict, position: str, title: str) -> float:
+    """Run one chapter with papermill under ``parameters`` (its profile, force, train, and the settings given by name
+    that it declares); its wall seconds, or a :class:`BookError` naming the failed cell."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -110,7 +110,7 @@ def _execute(source: Path, executed: Path, profile: str, force: bool, position: 
         pm.execute_notebook(
             str(source),
             str(executed),
-            parameters={"profile": profile, "force": bool(force)},
+            parameters=parameters,
             kernel_name=KERNEL_NAME,
             language="python",
             cwd=str(source.parent),
@@ -146,8 +146,32 @@ def _execute(source: Path, executed: Path, profile: str, force: bool, position: 
     return seconds
 
 
-def publish_target(profile: str, *, complete: bool, output: Path, figures_dir=None) -> tuple[Path, str]:
-    """Where a run's figures go, and why: ``figures/`` for a complete cpu/paper run, else a folder under build/."""
+#: The settings given by name that say how a book renders, not what its protocol is (as ``chapters.NOT_PROTOCOL``).
+NOT_PROTOCOL = ("train",)
+
+
+def variant_name(given: dict) -> str:
+    """The protocol settings ``given`` by name as a folder name (``epochs-3_seeds-1``), '' when there are none."""
+    changed = sorted((k, v) for k, v in given.items() if k not in NOT_PROTOCOL)
+    words = re.sub(r"[^\w.-]+", "", "_".join(f"{k}-{v}".replace(",", "-") for k, v in changed))
+    if len(words) > 60:
+        words = f"{changed[0][0]}-and-{len(changed) - 1}-more-{uuid.uuid5(uuid.NAMESPACE_URL, words).hex[:8]}"
+    return words
+
+
+def publish_target(
+    profile: str, *, complete: bool, output: Path, figures_dir=None, variant: str = ""
+) -> tuple[Path, str]:
+    """Where a run's figures go, and why: ``figures/`` for a complete cpu/paper run of the protocol, else a folder
+    under build/ (a ``variant``, settings given by hand, has its own and may never write ``figures/``)."""
+    if variant:
+        target = Path(figures_dir).resolve() if figures_dir is not None else (output / f"figures-{profile}-{variant}")
+        if target.resolve() == paths.book_figures_dir().resolve():
+            raise BookError(
+                f"settings given by hand ({variant}) differ from the {profile} protocol, and figures/ holds the "
+                "book's results; give --figures another folder (or none: build/figures-<profile>-<settings>)"
+            )
+        return target.resolve(), f"settings given by hand ({variant}) never replace figures/"
     if figures_dir is not None:
         return Path(figures_dir).resolve(), "the folder asked for"
     if complete and profile in ("cpu", "paper"):
@@ -200,23 +224,35 @@ def build_book(
     mlflow: str | None = None,
     replace_larger: bool = False,
     train: bool = True,
+    measure: bool = False,
+    given: dict | None = None,
     rendering=None,
     before_training=None,
+    check_given=None,
 ) -> BookBuild:
     """Execute the chapters (numbers or names; default all) under ``profile``, publish their figures where
-    :func:`publish_target` says, and build the HTML book; ``train=False`` renders from the run store alone. A failed
-    chapter raises :class:`BookError` naming its cell and leaves the published figures as they were.
+    :func:`publish_target` says, and build the HTML book; ``train=False`` renders from the run store alone;
+    ``measure``: chapter 08 measures anew; ``given``: settings by name (``--set``), each passed to the chapters whose
+    parameters declare it. A failed chapter raises :class:`BookError` naming its cell and leaves the published figures
+    as they were.
 
     From the chapters' registry (:func:`vitbn_nb.__main__.rendering`, :func:`vitbn_nb.__main__.check_device_first`):
     ``rendering(chapter, profile)`` gives the profile a chapter renders at and the lrs of its ``paper`` runs;
-    ``before_training(rendered_at, profile, runs, force)`` runs before any kernel where training is on."""
+    ``before_training(rendered_at, profile, runs, force)`` runs before any kernel where training is on;
+    ``check_given(chapters, given)`` refuses a setting no chapter has, or a value its field refuses."""
     resolved = profiles.resolve(profile)
-    force = profiles.flag("force", force)
+    force, train, measure = (profiles.flag(n, v) for n, v in (("force", force), ("train", train), ("measure", measure)))
+    given = dict(given or {})
+    if "train" in given:  # --set train=false says what --no-train says
+        train = profiles.flag("train", given.pop("train")) and train
     all_chapters = discover_chapters(notebooks_dir)
     selected = discover_chapters(notebooks_dir, chapters) if chapters is not None else all_chapters
     output = (Path(output_dir) if output_dir is not None else paths.project_root() / "build").resolve()
     complete = set(selected) == set(all_chapters)
-    figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir)
+    if given and check_given:
+        check_given([p.stem for p in selected], given)
+    variant = variant_name(given)
+    figures, why = publish_target(resolved, complete=complete, output=output, figures_dir=figures_dir, variant=variant)
     runs = Path(runs_dir).resolve() if runs_dir is not None else paths.runs_dir().resolve()
     try:
         runs.mkdir(parents=True, exist_ok=True)
@@ -225,8 +261,8 @@ def build_book(
             f"the run store {runs} cannot be made ({error.strerror or error}); fix: point --runs (or "
             "VITBN_RUNS_DIR) at a folder that exists or can be made, and run the same command again"
         ) from None
-    with _environment(VITBN_RUNS_DIR=runs):
-        scales = {path: rendering(path.stem, resolved) if rendering else (resolved, ()) for path in selected}
+    with _environment(VITBN_RUNS_DIR=runs):  # a variant's runs are its own: it renders at the profile asked
+        scales = {p: rendering(p.stem, resolved) if rendering and not variant else (resolved, ()) for p in selected}
     rendered_at = {path: at for path, (at, _) in scales.items()}
     paper_lrs = {path: lrs for path, (_, lrs) in scales.items()}
     held = _held_profiles(figures)
@@ -246,11 +282,18 @@ def build_book(
     executed_dir.mkdir(parents=True, exist_ok=True)
 
     titles = {path: _check_chapter(path) for path in selected}
-    parameters = {"profile": resolved, "force": force}
+    parameters = {}
     for path in selected:
-        check_parameters(path, parameters)
+        # a chapter rendered at a larger profile than asked reads what is held: it never trains that profile's runs
+        trains = train and rendered_at[path] == resolved
+        declared = declared_parameters(path)  # every chapter declares these three; a flag or setting where declared
+        optional = {"measure": measure, **given}
+        parameters[path] = {"profile": rendered_at[path], "force": force, "train": trains} | {
+            k: v for k, v in optional.items() if k in declared
+        }
+        check_parameters(path, parameters[path])
     _check_kernel()
-    if train and before_training and not training_is_off():
+    if train and before_training:
         with _environment(VITBN_RUNS_DIR=runs):
             before_training({path.stem: at for path, at in rendered_at.items()}, resolved, runs, force)
     book_run = f"{dt.datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
@@ -280,20 +323,17 @@ def build_book(
     runs_done: list[ChapterRun] = []
     start = time.perf_counter()
     with _environment(
-        VITBN_BOOK_RUN=book_run,
         VITBN_FIGURES_DIR=staging,
         VITBN_RUNS_DIR=runs,
         PYTHONPATH=python_path,
         MPLBACKEND=None,  # None: the kernel's inline backend
         MLFLOW_TRACKING_URI=mlflow or os.environ.get("MLFLOW_TRACKING_URI"),
-        VITBN_TRAIN="never" if not train else os.environ.get("VITBN_TRAIN"),
     ):
         for i, source in enumerate(selected, 1):
             executed = executed_dir / source.name
-            position = f"{i}/{len(selected)}"
-            upgraded = rendered_at[source] != resolved  # read what is held: never train a larger profile's runs
-            with _environment(VITBN_TRAIN="never") if upgraded else contextlib.nullcontext():
-                seconds = _execute(source, private / source.name, rendered_at[source], force, position, titles[source])
+            seconds = _execute(
+                source, private / source.name, parameters[source], f"{i}/{len(selected)}", titles[source]
+            )
             os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
     shutil.rmtree(private, ignore_errors=True)
@@ -308,6 +348,7 @@ def build_book(
             f"were left as they were, and this run's figures are in {staging}. Pass --replace-larger "
             "(replace_larger=True) to replace them anyway, or --figures DIR to write elsewhere."
         )
+    _stamp_book_run(staging, book_run)
     _publish(staging, figures, book_run)
     shutil.rmtree(staging, ignore_errors=True)
     timings["publish"] = time.perf_counter() - publish_start
@@ -333,6 +374,19 @@ def build_book(
         _log(f"HTML book built in {_format_seconds(timings['html'])}")
         _log(str(result.index_html))
     return result
+
+
+def _stamp_book_run(staging: Path, book_run: str) -> None:
+    """Name this book run in the staged manifest's entries its kernels wrote anew (``book_run`` None); an output that
+    changed nothing kept its published entry, and its book run with it."""
+    manifest_file = staging / "manifest.json"
+    if not manifest_file.is_file():
+        return
+    manifest = json.loads(manifest_file.read_text())
+    for entry in manifest.get("outputs", {}).values():
+        if isinstance(entry, dict) and entry.get("book_run") is None:
+            entry["book_run"] = book_run
+    manifest_file.write_text(json.dumps(manifest, indent=1, allow_nan=True, default=str) + "\n")
 
 
 def _remove_abandoned(*folders) -> None:

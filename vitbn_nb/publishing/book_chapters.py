@@ -16,7 +16,7 @@ from .. import paths
 CHAPTER_PATTERN = "[0-9][0-9]_*.ipynb"
 KERNEL_NAME = "python3"
 #: The only parameters the runner injects; a chapter's parameters cell must declare them.
-PARAMETERS = {"profile": str, "force": bool}
+PARAMETERS = {"profile": str, "force": bool, "train": bool, "measure": bool}
 
 
 class BookError(RuntimeError):
@@ -103,14 +103,20 @@ def _check_kernel() -> None:
         warnings.warn(f"the {KERNEL_NAME!r} kernel runs {argv0}, not this interpreter ({sys.executable})", stacklevel=3)
 
 
-def check_parameters(source: Path, parameters: dict) -> None:
-    """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
+def declared_parameters(source: Path) -> set[str]:
+    """The names a chapter's parameters cell assigns: what papermill may set in it."""
     cell = _parameters_cell(nbformat.read(source, as_version=4))
     declared = set()
     if cell is not None:
         for node in ast.parse(cell.source).body:
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             declared.update(t.id for t in targets if isinstance(t, ast.Name))
+    return declared
+
+
+def check_parameters(source: Path, parameters: dict) -> None:
+    """Refuse a parameter the chapter does not declare, or one of the wrong type, naming both."""
+    declared = declared_parameters(source)
     if unknown := sorted(set(parameters) - declared):
         raise BookError(
             f"chapter {source.stem} has no parameter {', '.join(map(repr, unknown))}; its parameters "

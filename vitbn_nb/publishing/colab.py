@@ -17,7 +17,7 @@ DRIVE_FOLDER = "MyDrive/vitbn-book"
 #: Libraries the install may upgrade under a running kernel; a changed one needs a restart of the runtime.
 WATCHED = ("numpy", "pandas", "matplotlib", "torch", "scipy")
 MARKER = "# On Colab: install the book's package"
-#: A chapter's name as its code quotes it (``chapters.parameters("05_depth_study", ...)``).
+#: A chapter's name as its code quotes it (``chapters.from_notebook("05_depth_study", ...)``).
 CHAPTER_NAME = re.compile(r'"([0-9]{2}_[a-z0-9_]+)"')
 
 
@@ -132,7 +132,7 @@ def planned_configs(chapter: str, profile: str) -> list | None:
 
 
 def open_chapter() -> str | None:
-    """The chapter open in Colab: the one its code names (``chapters.parameters("05_depth_study", ...)``)."""
+    """The chapter open in Colab: the one its code names (``chapters.from_notebook("05_depth_study", ...)``)."""
     try:
         from google.colab import _message  # Colab's channel to the page it serves
 

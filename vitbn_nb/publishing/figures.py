@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,8 +30,9 @@ from ..store.run_folder import trained_until
 from ..system import hardware, hardware_label, versions
 from .results import run_ids_of, spreads_as_numbers
 
-#: Where the repository keeps a copy of each run's record, ``<run id>/record.json``, beside the outputs it drew.
-RECORDS = "figures/records"
+#: Where the repository keeps the published outputs, and a copy of each run's record, ``<run id>/record.json``.
+FIGURES = "figures"
+RECORDS = f"{FIGURES}/records"
 #: More run records than this fold under their line (opened with a click), which alone stays in view.
 SHOWN_RECORDS = 6
 
@@ -135,7 +135,7 @@ def _record(
         "run_ids": sorted(set(run_ids)),
         "drawn_by": drawer(),
         **({"reads": reads} if reads else {}),
-        "book_run": os.environ.get("VITBN_BOOK_RUN"),
+        "book_run": None,  # named by the book runner at publishing (:func:`vitbn_nb.publishing.book._stamp_book_run`)
         **(extra or {}),
     }
     entry = _unchanged(name, files, entry)
@@ -181,10 +181,20 @@ class SourceLine:
     run_ids: tuple[str, ...]
     reads: str = ""
     address: str = ""
+    #: The CSV of the rows a figure was drawn from (beside it in ``figures/``), or ''.
+    data: str = ""
 
     @classmethod
     def of(cls, entry: dict) -> SourceLine:
-        return cls(entry["drawn_by"], tuple(entry["run_ids"]), entry.get("reads", ""), records_address())
+        return cls(
+            entry["drawn_by"], tuple(entry["run_ids"]), entry.get("reads", ""), records_address(), entry.get("data", "")
+        )
+
+    def _data(self, link, code) -> str:
+        if not self.data:
+            return ""
+        path = f"{FIGURES}/{self.data}"
+        return f" Its data: {link(f'{self.address}/{path}', self.data) if self.address else code(path)}."
 
     def _head(self, code) -> str:
         count = len(self.run_ids)
@@ -199,10 +209,11 @@ class SourceLine:
         return ", ".join(code(record_path(i)) for i in self.run_ids)
 
     def __str__(self) -> str:
-        head = self._head(lambda text: f"`{text}`")
+        link, code = (lambda url, label: f"[{label}]({url})"), (lambda text: f"`{text}`")
+        head, data = self._head(code), self._data(link, code)
         if not self.run_ids:
-            return head + "."
-        return f"{head}: {self._records(lambda url, label: f'[{label}]({url})', lambda text: f'`{text}`')}."
+            return head + "." + data
+        return f"{head}: {self._records(link, code)}.{data}"
 
     __repr__ = __str__
 
@@ -210,12 +221,14 @@ class SourceLine:
         style = 'style="font-size: 85%; color: #555; margin: 0.2em 0 1em"'
         code = lambda text: f"<code>{html.escape(text)}</code>"
         head = replace(self, reads=html.escape(self.reads))._head(code)
+        link = lambda url, label: f'<a href="{html.escape(url)}">{html.escape(label)}</a>'
+        data = self._data(link, code)
         if not self.run_ids:
-            return f'<p class="vitbn-source" {style}>{head}.</p>'
-        records = self._records(lambda url, label: f'<a href="{html.escape(url)}">{html.escape(label)}</a>', code)
+            return f'<p class="vitbn-source" {style}>{head}.{data}</p>'
+        records = self._records(link, code)
         if len(self.run_ids) <= SHOWN_RECORDS:
-            return f'<p class="vitbn-source" {style}>{head}: {records}.</p>'
-        return f'<details class="vitbn-source" {style}><summary>{head}</summary>{records}.</details>'
+            return f'<p class="vitbn-source" {style}>{head}: {records}.{data}</p>'
+        return f'<details class="vitbn-source" {style}><summary>{head}.{data}</summary>{records}.</details>'
 
 
 @dataclass(frozen=True)
@@ -254,7 +267,8 @@ def _footer(fig, text: str) -> None:
 
 
 def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> Saved:
-    """Stamp, save as PNG and SVG, list in the manifest, close; the PNG with its source line, for display. ``runs``:
+    """Stamp, save as PNG and SVG (and the rows it was drawn from as ``<name>_data.csv``), list in the manifest, close;
+    the PNG with its source line, which links the data, for display. ``runs``:
     the runs used where not all of ``result``'s; ``profile``: theirs where not ``result``'s; ``about``: ``reproduces``,
     ``caption``, ``reads`` (what else it was computed from, in words) and ``extra`` (more manifest fields)."""
     from IPython.display import Image
@@ -268,6 +282,11 @@ def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> 
         metadata = {"Date": None} if path.suffix == ".svg" else {"Software": None}
         atomic.write_with(path, lambda f, kind=path.suffix[1:], m=metadata: fig.savefig(f, format=kind, metadata=m))
     plt.close(fig)
+    rows = _figure_rows(result, runs, run_ids)
+    if rows is not None:  # the rows it was drawn from, beside it: a reader replots or checks without the book's code
+        files.append(figures_dir() / f"{name}{DATA_SUFFIX}")
+        atomic.write_text(files[-1], spreads_as_numbers(rows).to_csv(index=False, float_format="%.6g"))
+        about["extra"] = {"data": files[-1].name, **(about.get("extra") or {})}
     source = _record(name, files, "figure", result, run_ids, profile=profile, **about)
     return Saved(Image(filename=str(files[0])), source)
 
@@ -282,6 +301,22 @@ TABLE_STYLES = [
         "props": "caption-side: top; text-align: left; white-space: normal; padding-bottom: 0.4em;",
     },
 ]
+
+
+#: A figure's data file: ``<figure>_data.csv`` beside its PNG and SVG.
+DATA_SUFFIX = "_data.csv"
+
+
+def _figure_rows(result, runs, run_ids) -> pd.DataFrame | None:
+    """The rows a figure was drawn from: ``runs`` when it is a table, else its runs' rows of the result's ``table``
+    (one per run and epoch); None where neither holds any (a figure of measurements, not of runs)."""
+    if isinstance(runs, pd.DataFrame) and len(runs):
+        return runs.reset_index(drop=True)
+    table = getattr(result, "table", None)
+    if not isinstance(table, pd.DataFrame) or "run_id" not in table.columns or not run_ids:
+        return None
+    rows = table[table["run_id"].isin(set(run_ids))]
+    return rows.reset_index(drop=True) if len(rows) else None
 
 
 def save_table(

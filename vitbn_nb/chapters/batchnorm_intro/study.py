@@ -15,7 +15,7 @@ from ...judging.selection import require
 from ...judging.verdicts import UNTESTABLE
 from ...publishing import figures, results
 from ...store import runs
-from .. import panels
+from .. import panels, planned
 from . import article
 from .judge import figures_1_to_3
 from .settings import IntroSettings
@@ -69,7 +69,9 @@ def protocol(settings: IntroSettings) -> pd.DataFrame:
 
 def run(settings: IntroSettings, force: bool = False) -> IntroResult:
     """Train (or read back from the run store) every run of the chapter."""
-    return IntroResult(settings, runs.load_table(training.train_all(plan(settings), force=force)))
+    return IntroResult(
+        settings, runs.load_table(training.train_all(planned(settings, plan), force=force, train=settings.train))
+    )
 
 
 def _reproduces(lr: float) -> str:

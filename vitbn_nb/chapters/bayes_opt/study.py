@@ -128,7 +128,7 @@ def optimise(settings: BayesOptSettings, force: bool = False, deadline: Deadline
     as_run = {(m, AS_RUN_DEPTH[m], 0) for m in MODELS}
     for study in studies(settings):
         if (study.model, study.depth, study.seed) not in as_run:
-            tables.append(hpo.optimise(study, settings.trials, force=force, deadline=deadline))
+            tables.append(hpo.optimise(study, settings.trials, force=force, deadline=deadline, train=settings.train))
     return pd.concat(tables, ignore_index=True)
 
 
@@ -136,7 +136,7 @@ def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
     """Optimise every model, then train each with its best lr and batch size (or read both back from the store)."""
     _check_plan(settings)
     trials = optimise(settings, force=force)
-    trained = training.train_all(final_plan(trials, settings), force=force)
+    trained = training.train_all(final_plan(trials, settings), force=force, train=settings.train)
     return BayesOptResult(settings, trials, runs.load_table(trained))
 
 

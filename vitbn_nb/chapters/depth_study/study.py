@@ -13,12 +13,12 @@ from ...engines import training
 from ...judging import power
 from ...judging.selection import final_accuracy, select
 from ...judging.verdicts import UNTESTABLE
-from ...limits import training_is_off
 from ...models import CARDS
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
 from .. import panels
+from .. import planned as plan_handed_on
 from . import confirmation, judge
 from . import plan as seed_plan
 from .article import findings
@@ -72,10 +72,10 @@ def plan(settings: DepthSettings) -> list[RunConfig]:
 def run(settings: DepthSettings, force: bool = False) -> DepthResult:
     """Train (or fetch) every run. With training off, the seeds the seed plan adds beyond ``seeds`` are read where
     held (the campaign trains them); a claim gives no verdict before all its planned seeds are."""
-    planned = plan(settings)
-    if training_is_off():
+    planned = plan_handed_on(settings, plan)
+    if not settings.train:
         planned = [c for c in planned if c.seed < settings.seeds or runs.held_stream(c) is not None]
-    table = runs.load_table(training.train_all(planned, force=force))
+    table = runs.load_table(training.train_all(planned, force=force, train=settings.train))
     if "model" not in table.columns:
         return DepthResult(settings, table)
     fresh = confirmation.is_confirmation(table)

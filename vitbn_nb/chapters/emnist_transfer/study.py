@@ -86,7 +86,9 @@ def plan(settings: TransferSettings) -> Plan:
 def run(settings: TransferSettings, force: bool = False, device=None) -> TransferResult:
     """Choose the hyperparameters, train every model (or read them back), then time each on the transfer set."""
     hyper = _hyperparameters(settings, force=force)
-    table = runs.load_table(training.train_all(hpo.best_runs(settings, hyper, dataset=DATASET), force=force))
+    table = runs.load_table(
+        training.train_all(hpo.best_runs(settings, hyper, dataset=DATASET), force=force, train=settings.train)
+    )
     return TransferResult(settings, hyper, table, _measure(table, settings, device))
 
 

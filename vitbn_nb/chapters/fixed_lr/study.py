@@ -16,7 +16,7 @@ from ...judging.selection import require, shown_machine, shown_times
 from ...publishing import figures, results
 from ...store import runs
 from ...store.runs import RunConfig
-from .. import panels
+from .. import panels, planned
 from . import article, lr_sweep, numbers, retime, subnormals
 from . import plan as seed_plan
 from .article import EPOCHS
@@ -78,7 +78,7 @@ def _own_plan(settings: FixedLrSettings) -> list[RunConfig]:
 
 def run(settings: FixedLrSettings, force: bool = False) -> FixedLrResult:
     """Train (or fetch) every run; the sweep's lrs apart, the whole protocol's apart from the profile's."""
-    trained = training.train_all(plan(settings), force=force)
+    trained = training.train_all(planned(settings, plan), force=force, train=settings.train)
     own = len(_own_plan(settings))
     # a run retimed on the retime plan's machine reads as its replica (the same numbers, times from one machine)
     table, protocol_runs = (

@@ -8,7 +8,6 @@ import functools
 import itertools
 import json
 import math
-import os
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -104,8 +103,7 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
     (not smoke's) is kept as ``bench.json`` beside the outputs. ``force`` changes nothing: nothing is stored."""
     _check_depths(settings)
     why = ""
-    # ``measure``: a bool, or papermill's 'true' / 'false'; ``VITBN_MEASURE=1`` asks too
-    requested = profiles.flag("measure", measure) or os.environ.get(paths.MEASURE_VARIABLE, "").strip() == "1"
+    requested = profiles.flag("measure", measure)  # a bool, or papermill's 'true' / 'false' (``book --measure``)
     if settings.profile != "smoke" and not requested:
         found, taken, why = committed_measurement()
         if found is not None:

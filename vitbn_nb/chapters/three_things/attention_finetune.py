@@ -78,9 +78,9 @@ def step_memory(run_: runs.Run, settings: ThreeThingsSettings, device) -> dict:
 def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> FinetuneResult:
     """Train (a)'s sources if need be (never retrained here), fine-tune each both ways, and measure."""
     device = pick_device(device)
-    sources = {r.run_id: r for r in training.train_all(shared.sequential_configs(settings))}
+    sources = {r.run_id: r for r in training.train_all(shared.sequential_configs(settings), train=settings.train)}
     pairs = _pairs(settings, device)
-    table, trained = shared.train_labelled(pairs, force=force)
+    table, trained = shared.train_labelled(pairs, force=force, train=settings.train)
     compute = shared.median_epoch(table, lambda epochs: epochs["train_seconds"] - epochs["data_seconds"])
     name = f"test accuracy at 56 px before fine-tuning: {settings.ft_test_size or 'all'} test images"
     untuned = lambda source: runs.measured(source, name, lambda: accuracy_before(source, settings, device), None)

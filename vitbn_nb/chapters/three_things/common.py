@@ -60,14 +60,14 @@ def _save(output, name: str, result, caption: str):
     return save(output, f"07_{name}", result, reproduces=f"new/{name}", caption=caption)
 
 
-def train_labelled(pairs, *, force: bool = False, own=None) -> tuple[pd.DataFrame, list]:
+def train_labelled(pairs, *, force: bool = False, own=None, train: bool = True) -> tuple[pd.DataFrame, list]:
     """Train (or reuse) the configs of ``(labels, config)`` pairs: a per-epoch table with the labels; ``force`` retrains
-    only those in ``own`` (all when None): a part never retrains the runs it borrows."""
+    only those in ``own`` (all when None): a part never retrains the runs it borrows; ``train=False`` trains none."""
     configs = [c for _, c in pairs]
     owned = configs if own is None else [c for c in configs if c in own]
     if force and owned:
-        training.train_all(owned, force=True)
-    trained = training.train_all(configs, progress=not force)
+        training.train_all(owned, force=True, train=train)
+    trained = training.train_all(configs, progress=not force, train=train)
     table = runs.load_table(trained)
     labels = pd.DataFrame([{"run_id": run.run_id, **label} for (label, _), run in zip(pairs, trained)])
     return table.merge(labels, on="run_id"), trained

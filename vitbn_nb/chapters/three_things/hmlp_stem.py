@@ -51,7 +51,7 @@ def run(settings: ThreeThingsSettings, force: bool = False) -> shared.PartResult
     """Train (or reuse) the hMLP runs (``force`` retrains only them, not (a)'s linear ones) and measure each stem."""
     pairs = _pairs(settings)
     own = [c for label, c in pairs if label["variant"] == "hmlp"]
-    table, trained = shared.train_labelled(pairs, force=force, own=own)
+    table, trained = shared.train_labelled(pairs, force=force, own=own, train=settings.train)
     seconds = shared.median_epoch(table)
 
     def measure(label, run_):

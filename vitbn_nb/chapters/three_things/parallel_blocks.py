@@ -41,7 +41,7 @@ def run(settings: ThreeThingsSettings, force: bool = False, device=None) -> shar
     """Train (or reuse) every run of (a), then time each model's inference on the training device."""
     device = pick_device(device)
     pairs = shared.parallel_pairs(settings)
-    table, trained = shared.train_labelled(pairs, force=force)
+    table, trained = shared.train_labelled(pairs, force=force, train=settings.train)
     seconds = shared.median_epoch(table)
     images, _ = data.load_mnist(train=False)
     batches = {

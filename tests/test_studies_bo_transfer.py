@@ -126,6 +126,40 @@ def test_time_passes_counts_passes_and_accuracy(mnist_ready):
     assert timing["accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="repeats"):
         time({"CNN": model}, images, labels, batch_size=50, repeats=0)
+    # timed over the set repeated to 250 images (a pass's time does not depend on the pixels); accuracy on the set
+    repeated = time({"CNN": model}, images, labels, batch_size=50, repeats=2, timed_images=250, device="cpu")["CNN"]
+    assert repeated["images"] == 250 and repeated["distinct_images"] == 120
+    assert repeated["accuracy"] == pytest.approx(expected)
+    assert repeated["images_per_second"] == pytest.approx(250 / repeated["seconds"])
+
+
+def test_the_timed_set_repeats_the_set_then_cuts_it():
+    images, labels = torch.arange(3, dtype=torch.uint8).view(3, 1, 1, 1), torch.tensor([0, 1, 2])
+    timed_images, timed_labels = transfer_numbers.timed_set(images, labels, 7)
+    assert timed_labels.tolist() == [0, 1, 2, 0, 1, 2, 0] and timed_images.flatten().tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert transfer_numbers.timed_set(images, labels, None)[1] is labels
+    with pytest.raises(ValueError, match="transfer_images"):
+        transfer_numbers.timed_set(images, labels, 0)
+
+
+def test_the_batchnorm_models_are_also_planned_as_run_with_their_depth_6_values():
+    """As run: the one block the series' transfer checkpoints computed, each with its depth-6 lr and batch size."""
+    settings = chapters.settings("06_emnist_transfer", "cpu")
+    best = {m: dict(lr=lr, batch_size=bs, depth=6, trials=8, run_id=f"t-{m}") for m, lr, bs in
+            (("ViT", 1e-3, 64), ("ViTBNFFN", 2e-3, 128), ("ViTBN", 3e-3, 256))}  # fmt: skip
+    hyper = transfer._hyperparameter_table(best, settings, origin="optimised here at depth {depth}, {trials} trials")
+    assert list(zip(hyper["model"], hyper["depth"])) == [
+        ("ViT", 6), ("ViTBNFFN", 6), ("ViTBN", 6), ("ViTBNFFN", 1), ("ViTBN", 1), ("CNN", "—")
+    ]  # fmt: skip
+    assert list(hyper["lr"])[3:5] == [2e-3, 3e-3] and list(hyper["batch_size"])[3:5] == [128, 256]
+    assert (
+        hyper.loc[3, "found by"].startswith("as run: its depth-6 values") and hyper.loc[3, "best trial"] == "t-ViTBNFFN"
+    )
+    configs = hpo.best_runs(settings, hyper, dataset=transfer.DATASET)
+    assert [(c.model, c.model_kwargs.get("depth")) for c in configs][3:5] == [("ViTBNFFN", 1), ("ViTBN", 1)]
+    alone = chapters.settings("06_emnist_transfer", "cpu", as_run=False)
+    assert len(transfer._hyperparameter_table(best, alone, origin="{depth} {trials}")) == 4
+    assert [row["depth"] for row in transfer.overview(settings).to_dict("records")] == [6, 6, 6, 1, 1, "—"]
 
 
 def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store, mnist_ready, monkeypatch):
@@ -162,7 +196,9 @@ def test_chapter_06_table_and_figure_on_tiny_real_runs(run_store, figures_store,
     assert set(runs_table["dataset"]) == {"mnist_aug"} and runs_table.groupby("model")["epoch"].max().eq(1).all()
 
     assert list(measured["model"]) == ["ViT", "ViTBNFFN", "ViTBN", "CNN"]
-    assert (measured["passes"] == 2).all() and (measured["images"] == 300).all()
+    # timed over the 300 images repeated to smoke's 600 a pass
+    assert (measured["passes"] == 2).all() and (measured["images"] == 600).all()
+    assert (measured["distinct_images"] == 300).all()
     assert measured["parameters"].iloc[3] == models.count_parameters(models.build_model("CNN"))
 
     summary = transfer_numbers.summary(measured).set_index("model")
@@ -273,6 +309,37 @@ def test_the_transfer_claim_names_its_depth_its_set_and_its_seeds():
     assert "8x8 digits" in row["condition"] and "1 seed" in row["condition"]
     emnist = judge.transfer(_measured(data.EMNIST_SOURCE, seeds=3), "CPU: a test machine")
     assert "on EMNIST digits; 3 seeds trained" in emnist[0].condition and "scikit-learn" not in emnist[0].condition
+
+
+def test_the_transfer_claim_is_judged_as_written_and_as_run_from_the_same_rounds():
+    from vitbn_nb.chapters.emnist_transfer import judge
+
+    as_run = pd.DataFrame(
+        [
+            dict(
+                model=m,
+                seed=0,
+                depth=1,
+                transfer_set=data.FALLBACK_SOURCE,
+                round_seconds=[0.2 + 0.01 * r for r in range(5)],
+            )
+            for m in ("ViTBNFFN", "ViTBN")
+        ]
+    )
+    measured = pd.concat([_measured(data.FALLBACK_SOURCE), as_run], ignore_index=True)
+    assert judge.entries(measured) == [("ViT", 6), ("ViTBNFFN", 6), ("ViTBN", 6), ("ViTBNFFN", 1), ("ViTBN", 1)]
+    found = judge.transfer_by_run(measured, "CPU: a test machine")
+    assert [(key, v.claim) for key, v in found] == [
+        (("ViTBNFFN", 6), "article1/transfer/ViTBNFFN"),
+        (("ViTBNFFN", 1), "article1/transfer/ViTBNFFN"),
+        (("ViTBN", 6), "article1/transfer/ViTBN"),
+        (("ViTBN", 1), "article1/transfer/ViTBN"),
+    ]
+    written, run = found[0][1], found[1][1]
+    assert written.condition.startswith("as written: ViTBNFFN d6 against ViT d6, equal depth")
+    assert run.condition.startswith("as run: ViTBNFFN d1 against ViT d6, the one block")
+    # ViT's round r against the one-block model's round r: about 80 % faster, against 25 % at equal depth
+    assert 75 < run.estimate < 85 and 20 < written.estimate < 30
 
 
 def _optimised(epochs, train_size, batches):

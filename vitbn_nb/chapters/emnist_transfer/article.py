@@ -18,7 +18,7 @@ def findings() -> list[Claim]:
             "article 1, on the series' transfer article",
             SAID["bn_faster"],
             RATIO,
-            f"{model} inference gain over ViT on the transfer set, at equal depth 6 (%)",
+            f"{model} inference gain g = 1 − T({model}) / T(ViT d6) on the transfer set (%)",
             +1,
             level=0.0,
         )

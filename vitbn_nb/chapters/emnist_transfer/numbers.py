@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from ... import data, timing
 from ...engines import engine
@@ -16,7 +17,7 @@ from ...publishing import results
 from ...store import runs
 from ...system import pick_device
 from .article import SAID
-from .judge import round_pairs, transfer
+from .judge import entries, label, round_pairs, rows_of, transfer, transfer_by_run
 
 MODELS = ("ViT", "ViTBNFFN", "ViTBN")
 REFERENCE = "CNN"
@@ -27,19 +28,19 @@ RULE_COLUMN = "speed-up vs ViT (T_ViT / T), by the rule"
 
 
 def summary(measured: pd.DataFrame) -> pd.DataFrame:
-    """One row per model: accuracies (mean [95 % interval] over seeds), time per pass, images/s, speed-up vs ViT."""
+    """One row per model and depth: accuracies (mean [95 % interval] over seeds), time per pass, images/s, speed-up
+    vs ViT."""
     rows = []
-    for model in ALL_MODELS:
-        one = measured[measured["model"] == model]
-        if one.empty:
-            continue
-        pairs = round_pairs(measured, model)
-        judged = verdicts.speed_ratio(f"{model} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs])
-        depth = one["depth"].iloc[0]
+    for model, depth in entries(measured):
+        one = rows_of(measured, model, depth)
+        pairs = round_pairs(measured, model, depth)
+        judged = verdicts.speed_ratio(
+            f"{label(model, depth)} against ViT", [1 / a for a, _ in pairs], [1 / b for _, b in pairs]
+        )
         rows.append(
             {
                 "model": model,
-                "depth": "—" if depth is None or pd.isna(depth) else int(depth),
+                "depth": "—" if depth is None else depth,
                 "parameters": int(one["parameters"].iloc[0]),
                 "lr / batch": f"{one['lr'].iloc[0]:.3g} / {int(one['batch_size'].iloc[0])}",
                 "augmented-MNIST test acc (%)": results.accuracy(one["mnist_aug_acc"]),
@@ -56,15 +57,28 @@ def summary(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def set_text(measured: pd.DataFrame) -> str:
+    """The transfer set and what a timed pass ran over: '<source> (1,797 images; each timed pass over 40,000, the
+    set repeated)'."""
+    source, images = measured["transfer_set"].iloc[0], int(measured["images"].iloc[0])
+    distinct = int(measured["distinct_images"].iloc[0]) if "distinct_images" in measured else images
+    if distinct == images:
+        return f"{source} ({images:,} images)"
+    return (
+        f"{source} ({distinct:,} images; each timed pass runs over {images:,}, the set repeated: a pass's time does "
+        "not depend on the pixels)"
+    )
+
+
 def findings(measured: pd.DataFrame) -> str:
     """What this run found, computed: the BN models' and the CNN's inference speed against ViT (by the rule, from
     the interleaved rounds), the accuracies, and which class each model sees most on the transfer set."""
-    frame = summary(measured).set_index("model")
+    frame = summary(measured)
     source = measured["transfer_set"].iloc[0]
-    parts = [f"{m} against ViT: {frame.loc[m, RULE_COLUMN]}" for m in ("ViTBNFFN", "ViTBN") if m in frame.index]
-    if REFERENCE in frame.index:
-        parts.append(f"the CNN, the order-of-magnitude reference, against ViT: {frame.loc[REFERENCE, RULE_COLUMN]}")
-    accuracy = ", ".join(f"{m} {frame.loc[m, 'transfer acc (%)']} %" for m in ALL_MODELS if m in frame.index)
+    named = lambda row: label(row["model"], None if row["depth"] == "—" else row["depth"])
+    who = lambda row: "the CNN, the order-of-magnitude reference," if row["model"] == REFERENCE else named(row)
+    parts = [f"{who(row)} against ViT: {row[RULE_COLUMN]}" for _, row in frame.iterrows() if row["model"] != "ViT"]
+    accuracy = ", ".join(f"{named(row)} {row['transfer acc (%)']} %" for _, row in frame.iterrows())
     seeds = int(measured.groupby("model")["seed"].nunique().min())
     if seeds < verdicts.MIN_SEEDS:
         accuracy += f" ({seeds} seed{'s' * (seeds != 1)}: its differences are {verdicts.NOT_JUDGED})"
@@ -102,55 +116,83 @@ def rule_verdicts(measured: pd.DataFrame) -> list:
 
 def comparison(measured: pd.DataFrame) -> pd.DataFrame:
     """The article's claims beside this run's numbers, with the book's rule's verdict."""
-    frame = summary(measured).set_index("model")
-    source = measured["transfer_set"].iloc[0]
-    judged = {v.condition.split(" ")[0]: v for v in rule_verdicts(measured)}
+    frame = summary(measured)
     rows = []
     add = lambda claim, model, found, verdict: rows.append(
         {"claim (article 1, on the transfer article)": claim, "model": model, "this run": found, "verdict": verdict}
     )
-    for model in (m for m in ("ViTBNFFN", "ViTBN") if m in frame.index):
-        found = f"T_ViT / T: {frame.loc[model, RULE_COLUMN]}; inference gain {judged[model].shown}"
-        add(SAID["bn_faster"], model, found, judged[model].text)
-    if REFERENCE in frame.index:
-        found = f"T_ViT / T_CNN: {frame.loc[REFERENCE, RULE_COLUMN]}"
-        add(SAID["cnn"], REFERENCE, found, "not a claim: a reference, for which article 1 gives no number")
+    verdict_of = dict(transfer_by_run(measured, timed_on(measured)))
+    for _, row in frame.iterrows():
+        depth = None if row["depth"] == "—" else row["depth"]
+        if (row["model"], depth) in verdict_of:
+            verdict = verdict_of[(row["model"], depth)]
+            found = f"T_ViT / T: {row[RULE_COLUMN]}; inference gain {verdict.shown}"
+            add(SAID["bn_faster"], label(row["model"], depth), found, verdict.text)
+        elif row["model"] == REFERENCE:
+            found = f"T_ViT / T_CNN: {row[RULE_COLUMN]}"
+            add(SAID["cnn"], REFERENCE, found, "not a claim: a reference, for which article 1 gives no number")
+    source = measured["transfer_set"].iloc[0]
     add(
         "evaluated on EMNIST digits (article 1 gives no count; torchvision's test split holds 40,000)",
         "all",
-        f"{source} ({int(measured['images'].iloc[0]):,} images)",
+        set_text(measured),
         "not a claim: "
         + ("the same set" if source == data.EMNIST_SOURCE else "a different digit set (EMNIST unreachable)"),
     )
     return pd.DataFrame(rows)
 
 
-def time_passes_interleaved(models: dict, images, labels, *, batch_size: int, repeats: int, device=None) -> dict:
-    """Accuracy (%) of each model (an untimed pass, through ``engine.evaluate``) and the wall time of its full passes
-    over ``images``, one pass of every model per round, ``repeats`` rounds (:func:`vitbn_nb.timing.interleave`):
-    a busy spell slows them alike and their times pair up round by round."""
+def timed_set(images: torch.Tensor, labels: torch.Tensor, count: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The set repeated, then cut, to ``count`` images (None: the set as it is): what a timed pass runs over."""
+    if count is None or count == len(labels):
+        return images, labels
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"transfer_images={count!r} is not allowed; it must be an integer >= 1")
+    times = -(-count // len(labels))
+    return images.repeat(times, 1, 1, 1)[:count], labels.repeat(times)[:count]
+
+
+def time_passes_interleaved(
+    models: dict, images, labels, *, batch_size: int, repeats: int, timed_images: int | None = None, device=None
+) -> dict:
+    """Accuracy (%) of each model on the set (an untimed pass, through ``engine.evaluate``) and the wall time of its
+    full passes over ``timed_images`` images (the set repeated, :func:`timed_set`), one pass of every model per round
+    after one untimed warm-up pass each, ``repeats`` rounds (:func:`vitbn_nb.timing.interleave`): a busy spell slows
+    them alike and their times pair up round by round."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats={repeats!r} is not allowed; it must be an integer >= 1")
     device = pick_device(device)
-    images_set = data.ImageSet(images.to(device), labels.to(device))
-    passes = {
-        key: partial(engine.evaluate, model.to(device), images_set, batch_size=batch_size, device=device)
-        for key, model in models.items()
-    }
-    first = {key: one_pass() for key, one_pass in passes.items()}
-    runners = {key: lambda n, f=f: {"seconds": timing.block(f, calls=n, device=device)} for key, f in passes.items()}
-    rounds = timing.interleave(runners, warmup=0, repeats=repeats, length=1)
+    on_device = lambda x, y: data.ImageSet(x.to(device), y.to(device))
+    evaluate = lambda model, images_set: partial(
+        engine.evaluate, model.to(device), images_set, batch_size=batch_size, device=device
+    )
+    the_set, timed = on_device(images, labels), on_device(*timed_set(images, labels, timed_images))
+    first = {key: evaluate(model, the_set)() for key, model in models.items()}
+    passes = {key: evaluate(model, timed) for key, model in models.items()}
+    bar = tqdm(total=(repeats + 1) * len(passes), desc="timed passes (warm-up, then rounds)", unit="pass", leave=False)
+
+    def runner(one_pass):
+        def timed(n):
+            seconds = timing.block(one_pass, calls=n, device=device)
+            bar.update(n)  # after the clock is read: the bar costs the passes nothing
+            return {"seconds": seconds}
+
+        return timed
+
+    with bar:
+        rounds = timing.interleave({key: runner(f) for key, f in passes.items()}, warmup=1, repeats=repeats, length=1)
     out = {}
-    for key, timed in rounds.items():
-        seconds = [r["seconds"] for r in timed]
+    for key, timed_rounds in rounds.items():
+        seconds = [r["seconds"] for r in timed_rounds]
         median = float(np.median(seconds))
         out[key] = {
             "accuracy": first[key]["test_acc"],
             "class_acc": first[key]["class_acc"],
             "seconds": median,
             "all_seconds": seconds,
-            "images": len(labels),
-            "images_per_second": len(labels) / median,
+            "images": len(timed.labels),
+            "distinct_images": len(labels),
+            "images_per_second": len(timed.labels) / median,
         }
     return out
 

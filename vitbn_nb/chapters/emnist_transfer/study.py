@@ -13,7 +13,7 @@ import pandas as pd
 from ... import chapters, data, hpo
 from ...engines import training
 from ...limits import Deadline
-from ...models import build_model, count_parameters
+from ...models import AS_RUN_DEPTH, build_model, count_parameters
 from ...paths import stored_path
 from ...publishing import figures, results
 from ...publishing.results import epochs_text
@@ -22,6 +22,7 @@ from ...store.runs import RunConfig
 from ...system import pick_device
 from .. import Plan, panels
 from . import article
+from .judge import entries, rows_of
 from .numbers import (
     ALL_MODELS,
     MODELS,
@@ -30,6 +31,7 @@ from .numbers import (
     findings,
     predictions,
     rule_verdicts,
+    set_text,
     summary,
     time_passes_interleaved,
 )
@@ -76,8 +78,9 @@ def plan(settings: TransferSettings) -> Plan:
         hpo.best_runs(settings, cnn, dataset=DATASET),
         optimisations=studies if settings.reoptimise else [],
         then=(
-            f"ViT, ViTBNFFN and ViTBN at depth {settings.depth} with their best lr and batch size, "
-            f"{settings.epochs} epochs x {settings.seeds} random seed(s)"
+            f"ViT, ViTBNFFN and ViTBN at depth {settings.depth} with their best lr and batch size"
+            + "".join(f", {m} at depth {d}" for m, d in as_run_models(settings))
+            + f", {settings.epochs} epochs x {settings.seeds} random seed(s)"
             + ("" if settings.reoptimise else " (hyperparameters from chapter 04)")
         ),
     )
@@ -124,8 +127,19 @@ def _hyperparameter_table(best: dict, settings: TransferSettings, origin: str) -
         chosen = best[model]
         found = origin.format(depth=chosen["depth"], trials=chosen["trials"])
         rows.append((model, settings.depth, chosen["lr"], chosen["batch_size"], found, chosen.get("run_id", "—")))
+    for model, depth in as_run_models(settings):
+        _, _, lr, batch_size, found, trial = rows[MODELS.index(model)]
+        found = f"as run: its depth-{settings.depth} values, {found}"
+        rows.append((model, depth, lr, batch_size, found, trial))
     rows.append((REFERENCE, "—", settings.cnn_lr, settings.cnn_batch_size, "fixed, not optimised", "—"))
     return pd.DataFrame(rows, columns=["model", "depth", "lr", "batch_size", "found by", "best trial"])
+
+
+def as_run_models(settings: TransferSettings) -> list[tuple[str, int]]:
+    """(model, depth) of each BatchNorm model at the depth the series' transfer checkpoints computed (chapter 03's
+    audit: one block), where ``as_run`` asks for it and it is not the chapter's depth already."""
+    wanted = settings.as_run
+    return [(m, AS_RUN_DEPTH[m]) for m in MODELS if wanted and m != "ViT" and AS_RUN_DEPTH[m] != settings.depth]
 
 
 def stored_runs(settings: TransferSettings) -> list[RunConfig]:
@@ -153,23 +167,23 @@ def measurements(result: TransferResult) -> pd.DataFrame:
 
 
 def overview(settings: TransferSettings) -> pd.DataFrame:
-    """What the profile trains and measures: one row per model."""
+    """What the profile trains and measures: one row per model and depth."""
+    entries = [(m, settings.depth) for m in MODELS] + as_run_models(settings) + [(REFERENCE, None)]
     return pd.DataFrame(
         [
             {
                 "model": model,
-                "depth": settings.depth if model != REFERENCE else "—",
-                "parameters": count_parameters(
-                    build_model(model, **({} if model == REFERENCE else {"depth": settings.depth}))
-                ),
+                "depth": depth or "—",
+                "parameters": count_parameters(build_model(model, **({"depth": depth} if depth else {}))),
                 "training data": "augmented MNIST",
                 "epochs": settings.epochs,
                 "seeds": settings.seeds,
                 "train images": panels.images(settings.train_size, 60000),
                 "test images": panels.images(settings.test_size, 10000),
-                "timed passes": settings.inference_repeats,
+                "timed rounds": settings.inference_repeats,
+                "images per timed pass": f"{settings.transfer_images:,}",
             }
-            for model in ALL_MODELS
+            for model, depth in entries
         ]
     )
 
@@ -180,15 +194,17 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
     images, labels, source = transfer_set()
     last = results.final_epochs(table)
     stored = {run_id: runs.Run(stored_path(run_id)) for run_id in last["run_id"]}
+    count = settings.transfer_images
+    repeated = "" if count == len(labels) else f" repeated to {count:,} a pass"
     name = (
-        f"transfer passes: {source}, {len(labels)} images, batch {settings.test_batch_size}, "
+        f"transfer passes: {source}, {len(labels)} images{repeated}, batch {settings.test_batch_size}, "
         f"{settings.inference_repeats} rounds interleaved with the chapter's other runs"
     )
     timed = {}
     if any(name not in run.record.get("measurements", {}) for run in stored.values()):
         models = {run_id: run.load_model(device) for run_id, run in stored.items()}
         passes = dict(batch_size=settings.test_batch_size, repeats=settings.inference_repeats, device=device)
-        timed = time_passes_interleaved(models, images, labels, **passes)
+        timed = time_passes_interleaved(models, images, labels, timed_images=count, **passes)
     predicting = f"transfer predictions per class: {source}, {len(labels)} images; and accuracy with the images "
     predicting += "binarised at half intensity"
     rows = []
@@ -208,6 +224,7 @@ def _measure(table: pd.DataFrame, settings: TransferSettings, device=None) -> pd
                 "round_seconds": list(timing["all_seconds"]),
                 "images_per_second": timing["images_per_second"],
                 "images": timing["images"],
+                "distinct_images": timing.get("distinct_images", timing["images"]),
                 "passes": len(timing["all_seconds"]),
                 "transfer_set": source,
                 "largest_predicted_class": int(np.argmax(predicted["counts"])),
@@ -224,9 +241,9 @@ def transfer_table(result: TransferResult):
     source = measured["transfer_set"].iloc[0]
     frame = summary(measured).drop(columns="speed-up mean")
     caption = (
-        f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Models trained on augmented "
-        f"MNIST for {epochs_text(settings.epochs)}; time = median of {settings.inference_repeats} full passes "
-        f"(batch {settings.test_batch_size}, eval mode, device synchronised), {figures.interval_label(measured)}. "
+        f"Transfer set: {set_text(measured)}. Models trained on augmented MNIST for {epochs_text(settings.epochs)}; "
+        f"time = median of {settings.inference_repeats} full passes in interleaved rounds (batch "
+        f"{settings.test_batch_size}, eval mode, device synchronised), {figures.interval_label(measured)}. "
         + findings(measured)
     )
     return _save(frame, "emnist_transfer_table", result, caption, source, precision=3)
@@ -237,56 +254,67 @@ def transfer_figure(result: TransferResult):
     measured, settings = result.measured, result.settings
     figures.use_style()
     source = measured["transfer_set"].iloc[0]
-    present = [m for m in ALL_MODELS if m in set(measured["model"])]
-    colours = [figures.color(m) for m in present]
+    present = entries(measured)
+    rows = [rows_of(measured, model, depth) for model, depth in present]
+    colours = [figures.color(model) for model, _ in present]
+    # the BatchNorm models as run (one block) drawn lighter than the same models at the chapter's depth
+    shade = [0.55 if depth not in (None, settings.depth) else 1.0 for _, depth in present]
+    ticks = [_tick(model, depth) for model, depth in present]
     x = np.arange(len(present))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13.5, 4.8))
 
     width = 0.38
     for offset, column, label, style in (
         (-width / 2, "mnist_aug_acc", "augmented-MNIST test set (trained on)", dict(alpha=0.35, hatch="//")),
         (width / 2, "transfer_acc", "transfer set (never seen)", dict(alpha=0.95)),
     ):
-        means = [measured.loc[measured["model"] == m, column].mean() for m in present]
+        means = [one[column].mean() for one in rows]
         bars = left.bar(x + offset, means, width, color=colours, edgecolor="0.25", label=label, **style)
+        for bar, lighter in zip(bars, shade):
+            bar.set_alpha(style["alpha"] * lighter)
         left.bar_label(bars, fmt="%.1f", fontsize=8, padding=2)
-        for i, m in enumerate(present):
-            values = measured.loc[measured["model"] == m, column]
-            if len(values) > 1:
-                left.scatter(np.full(len(values), x[i] + offset), values, color="0.15", s=10, zorder=3)
-    left.set_xticks(x, [_tick(m, measured) for m in present])
+        for i, one in enumerate(rows):
+            if len(one) > 1:
+                left.scatter(np.full(len(one), x[i] + offset), one[column], color="0.15", s=10, zorder=3)
+    left.set_xticks(x, ticks)
     left.set(ylabel="accuracy (%)", ylim=(0, 122), title="accuracy")
     left.set_yticks(range(0, 101, 20))
     left.legend(loc="upper center", ncol=2, fontsize=8)  # above 100 %, clear of every bar
 
-    seconds = [measured.loc[measured["model"] == m, "seconds"].mean() for m in present]
+    seconds = [one["seconds"].mean() for one in rows]
     bars = right.bar(x, seconds, 0.6, color=colours, edgecolor="0.25")
+    for bar, lighter in zip(bars, shade):
+        bar.set_alpha(lighter)
     log = max(seconds) / min(seconds) >= 10
     if log:
         figures.plain_log_axis(right)
-    vit = seconds[present.index("ViT")] if "ViT" in present else None
-    rates = [measured.loc[measured["model"] == m, "images_per_second"].mean() for m in present]
+    vit = next((t for (model, _), t in zip(present, seconds) if model == "ViT"), None)
+    rates = [one["images_per_second"].mean() for one in rows]
+    shown = lambda t: f"{t * 1000:.0f} ms" if t < 1 else f"{t:.1f} s"
     labels = [
-        f"{t * 1000:.0f} ms\n{rate:,.0f} img/s" + (f"\n×{vit / t:.1f} vs ViT" if vit and m != "ViT" else "")
-        for m, t, rate in zip(present, seconds, rates)
+        f"{shown(t)}\n{rate:,.0f} img/s" + (f"\n×{vit / t:.1f} vs ViT" if vit and model != "ViT" else "")
+        for (model, _), t, rate in zip(present, seconds, rates)
     ]
     right.bar_label(bars, labels=labels, fontsize=8, padding=2)
-    right.set_xticks(x, [_tick(m, measured) for m in present])
+    right.set_xticks(x, ticks)
     top = max(seconds) * (4 if log else 1.35)
     right.set_ylim(top=top, **({} if log else {"bottom": 0}))
+    images = int(measured["images"].iloc[0])
     right.set(
-        ylabel=f"seconds per full pass{' (log scale)' if log else ''}",
-        title=f"inference time per pass (median of {settings.inference_repeats})",
+        ylabel=f"seconds per pass over {images:,} images{' (log scale)' if log else ''}",
+        title=f"inference time per pass (median of {settings.inference_repeats} interleaved rounds)",
     )
 
     fig.suptitle(
         f"EMNIST transfer · trained on augmented MNIST ({epochs_text(settings.epochs)}), tested on: {source}\n"
-        f"ViT, ViTBNFFN, ViTBN at depth {settings.depth}; the CNN as the order-of-magnitude reference"
+        f"ViT, ViTBNFFN, ViTBN at depth {settings.depth}"
+        + ("; ViTBNFFN and ViTBN also as run (1 block, lighter)" if len(present) > len(ALL_MODELS) else "")
+        + "; the CNN as the order-of-magnitude reference"
     )
     caption = (
-        f"Transfer set: {source} ({int(measured['images'].iloc[0]):,} images). Left: accuracy on the "
-        "augmented-MNIST test set and on the transfer set; right: time of one full pass over the transfer "
-        f"set (batch {settings.test_batch_size}, eval mode, device synchronised). " + findings(measured)
+        f"Transfer set: {set_text(measured)}. Left: accuracy on the augmented-MNIST test set and on the transfer set; "
+        f"right: time of one full pass (batch {settings.test_batch_size}, eval mode, device synchronised). "
+        + findings(measured)
     )
     return _save(fig, "emnist_transfer_figure", result, caption, source)
 
@@ -298,9 +326,8 @@ def _save(output, name: str, result, caption: str, source: str, **about):
     return save(output, name, result, **about, extra={"transfer_set": source})
 
 
-def _tick(model: str, measured: pd.DataFrame) -> str:
-    depth = measured.loc[measured["model"] == model, "depth"].iloc[0]
-    return model if depth is None or pd.isna(depth) else f"{model}\n(depth {int(depth)})"
+def _tick(model: str, depth: int | None) -> str:
+    return model if depth is None else f"{model}\n(depth {depth})"
 
 
 def samples_figure(settings: TransferSettings, n: int = 10):

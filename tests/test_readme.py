@@ -241,6 +241,13 @@ def test_a_gain_row_names_each_machine_once_when_seeds_were_timed_on_different_o
     optimised = gains.assign(claim="article1/optimised/r_t/ViTBN", chapter="04_claims")
     rows = readme._gain_rows(pd.concat([gains, optimised]), {"03_claims": "paper", "04_claims": "cpu"})
     assert len(rows) == 2 and "optimised settings" in rows[1] and "profile cpu" in rows[1]
+    # the transfer set's inference gains too, their machine named without the scale's note
+    transfer = gains.assign(
+        claim="article1/transfer/ViTBN", chapter="06_claims", scale="CPU: A; the article gives no hardware or number"
+    )
+    rows = readme._gain_rows(pd.concat([gains, transfer]), {"03_claims": "paper", "06_claims": "cpu"})
+    assert len(rows) == 2 and "transfer set's inference passes" in rows[1] and rows[1].endswith("timed on CPU: A |")
+    assert "fixed rates" in rows[0] and "3 gains" in rows[0]
 
 
 def test_no_page_repeats_a_paragraph_and_the_sources_are_linked():

@@ -266,8 +266,29 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _experiment(claim: str) -> str:
+    """Which of article 1's experiments a timing gain belongs to, from its claim's key."""
+    if "/optimised/" in claim:
+        return "optimised settings"
+    return "transfer set's inference passes" if "/transfer/" in claim else "fixed rates"
+
+
 def _fixed_rate_gains(gains: pd.DataFrame, configuration: str) -> pd.DataFrame:
-    return gains[gains["condition"].str.startswith(configuration) & ~gains["claim"].str.contains("/optimised/")]
+    fixed = gains["claim"].map(_experiment) == "fixed rates"
+    return gains[gains["condition"].str.startswith(configuration) & fixed]
+
+
+def _transfer_clause(ratios: pd.DataFrame) -> str:
+    """The transfer set's inference gains in both configurations, where both were judged (else nothing)."""
+    transfer = ratios[ratios["claim"].map(_experiment) == "transfer set's inference passes"]
+    as_run, as_written = (transfer[transfer["condition"].str.startswith(c)] for c in ("as run", "as written"))
+    if not (len(as_run) and len(as_written)):
+        return ""
+    same = (as_run["outcome"] == "agrees").all() and not (as_written["outcome"] == "agrees").any()
+    return (
+        f" Over the transfer set's inference passes (chapter 06){' the same holds' if same else ''}: "
+        f"{_gain_span(as_run)} as run, {_gain_span(as_written)} as written."
+    )
 
 
 def _gain_span(chosen: pd.DataFrame) -> str:
@@ -295,7 +316,7 @@ def lead_sentences(claims: pd.DataFrame) -> list[str]:
         found.append(
             f"**{head}** Timed as article 1 ran them (a six-block ViT against BatchNorm models whose reference code "
             f"returned after block 1), the per-epoch gains at its fixed rates are {_gain_span(as_run)}; at the depth "
-            f"it wrote, all three models of six blocks, they are {_gain_span(as_written)}."
+            f"it wrote, all three models of six blocks, they are {_gain_span(as_written)}." + _transfer_clause(ratios)
         )
     primary = claims[claims["role"] == verdicts.PRIMARY]
     first, replication = (
@@ -385,17 +406,16 @@ def _gain_rows(gains: pd.DataFrame, profiles: dict | None = None) -> list[str]:
     written): how many of its gains the rule judged, their range, the profile of their runs and where they were
     timed."""
     rows, profiles = [], profiles or {}
-    optimised = gains["claim"].str.contains("/optimised/")
     gains = gains.assign(
         configuration=gains["condition"].str.split(":").str[0].where(gains["condition"].str.contains(":"), "as run"),
-        experiment=optimised.map({True: "optimised settings", False: "fixed rates"}),
+        experiment=gains["claim"].map(_experiment),
     )
     for (_, configuration), group in gains.groupby(["experiment", "configuration"], sort=False):
         experiment = group["experiment"].iloc[0]
         profile = ", ".join(sorted({p for c in group["chapter"] if (p := profiles.get(c))})) or "?"
         outcomes = ", ".join(f"{n} {o}" for o, n in group["outcome"].value_counts().items())
         low, high = group["estimate"].astype(float).min(), group["estimate"].astype(float).max()
-        timed = (scale.split(" here;")[0] for scale in group["scale"])
+        timed = (scale.split(" here;")[0].split(";")[0] for scale in group["scale"])
         machines = sorted({name for names in timed for name in names.split(MACHINES_JOINED_BY)})
         said = "; ".join(dict.fromkeys(says.split(" (its ")[0] for says in group["says"]))  # as each claim words it
         rows.append(

@@ -95,7 +95,7 @@ check-device: $(VENV)/.installed
 	$(PY) -m vitbn_nb check-device $(ARGS)
 
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/ $(ARGS)
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.log_level=WARN --LabApp.log_level=WARN notebooks/ $(ARGS)
 
 app: $(VENV)/.installed
 	$(PY) -m vitbn_nb.app $(if $(PORT),--port $(PORT)) $(ARGS)

@@ -451,18 +451,37 @@ const dollars = Array.from(article.querySelectorAll('p, li'))
     .map(e => e.innerText.slice(0, 60));
 return raw.concat(dollars);
 """
+# tables wider than the text column they sit in (a reader would scroll sideways or lose the verdict column)
+WIDE_TABLES = """
+const column = document.querySelector('article');
+const room = column.getBoundingClientRect().width;
+return Array.from(column.querySelectorAll('table'))
+    .map(t => [t.getBoundingClientRect().width, (t.caption ? t.caption.innerText : t.innerText).slice(0, 60)])
+    .filter(([width, _]) => width > room + 1)
+    .map(([width, text]) => `${Math.round(width)} px > ${Math.round(room)} px: ${text}`);
+"""
+# tables that show pandas' numbered index (0, 1, 2, ...) as their first column: a number that means nothing
+NUMBERED_INDEX = """
+return Array.from(document.querySelector('article').querySelectorAll('table'))
+    .filter(t => {
+        const heads = Array.from(t.querySelectorAll('tbody tr')).map(r => r.querySelector('th'));
+        return heads.length > 1 && heads.every((h, i) => h && h.innerText.trim() === String(i));
+    })
+    .map(t => (t.caption ? t.caption.innerText : t.innerText).slice(0, 60));
+"""
 BROKEN_IMAGES = """
 return Array.from(document.images).filter(img => !(img.naturalWidth > 0)).map(img => img.getAttribute('src'));
 """
 
 
 def check_book_in_browser(driver, result) -> dict:
-    """Open the landing page and every chapter; each must show its title, load every image and typeset
-    its maths with the book's own copy of MathJax (no network)."""
+    """Open the landing page and every chapter; each must show its title, fit every table in its text column at
+    1400 px, load every image and typeset its maths with the book's own copy of MathJax (no network)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     images, maths = {}, {}
+    driver.set_window_size(1400, 1024)  # a laptop's browser: every table must fit the text column at this width
     with serve(result.index_html.parent) as base:
         driver.get(f"{base}/index.html")  # a redirect to the landing page
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/intro.html"))
@@ -485,6 +504,10 @@ def check_book_in_browser(driver, result) -> dict:
                     n for n in [c.name for c in result.chapters] + [p for p, _ in pages] if f"{n}.html" not in links
                 ]
                 assert not missing, f"the landing page does not link {missing}"
+            wide = driver.execute_script(WIDE_TABLES)
+            assert not wide, f"{page}.html has tables wider than its text column at 1400 px: {wide}"
+            numbered = driver.execute_script(NUMBERED_INDEX)
+            assert not numbered, f"{page}.html has tables that show pandas' numbered index: {numbered}"
             broken = driver.execute_script(BROKEN_IMAGES)
             assert not broken, f"{page}.html has images that did not load: {broken}"
             images[page] = driver.execute_script("return document.images.length")
@@ -634,3 +657,22 @@ def test_a_setting_no_chapter_has_or_a_value_its_field_refuses_is_one_line_befor
     assert "epochs=0 is not allowed" in capsys.readouterr().err
     assert main(["train", "--profile", "smoke", "--set", "epochs"]) == 1
     assert "NAME=VALUE" in capsys.readouterr().err
+
+
+def test_the_table_check_finds_a_table_wider_than_its_column(browser):
+    """The checks of every page see a table that overflows its text column (and pass one that fits) and a table that
+    shows pandas' numbered index."""
+    import urllib.parse
+
+    cell = "<td>" + "a_long_unbreakable_word_" * 8 + "</td>"
+    page = (
+        f"<article style='width: 500px'><table><caption>wide</caption><tr>{cell * 3}</tr></table>"
+        "<table><caption>narrow</caption><tr><td>1</td></tr></table></article>"
+    )
+    browser.get("data:text/html," + urllib.parse.quote(page))
+    wide = browser.execute_script(WIDE_TABLES)
+    assert len(wide) == 1 and wide[0].endswith("wide"), wide
+    rows = "".join(f"<tr><th>{i}</th><td>x</td></tr>" for i in range(3))
+    page = f"<article><table><caption>indexed</caption><tbody>{rows}</tbody></table></article>"
+    browser.get("data:text/html," + urllib.parse.quote(page))
+    assert browser.execute_script(NUMBERED_INDEX) == ["indexed"]

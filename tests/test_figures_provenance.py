@@ -132,3 +132,16 @@ def test_the_book_leaves_out_papermills_injected_cell_and_keeps_the_chapters_own
         ["injected-parameters", "remove-cell"],
         [],
     ]
+
+
+def test_a_table_a_cell_returns_shows_no_numbered_index_but_keeps_a_named_one():
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    figures.plain_tables()
+    html_of = shell.display_formatter.formatters["text/html"]
+    html_of.enabled = True
+    numbered = html_of(pd.DataFrame({"x": [1, 2]}))
+    named = html_of(pd.DataFrame({"x": [1]}, index=pd.Index(["a run"], name="run")))
+    assert "<th" not in numbered.split("<tbody>")[1]  # rows start with their data
+    assert "a run" in named.split("<tbody>")[1].split("</th>")[0]  # the index that says something stays

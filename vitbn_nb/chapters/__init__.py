@@ -137,6 +137,9 @@ def from_notebook(chapter: str, namespace: dict, *flags: str) -> tuple:
     every setting of the chapter its parameters cell declares (``None``: the profile's value), as papermill's ``-p``
     sets them. A plain value under a name close to a setting's is refused with its likely meaning (a misspelt
     ``-p epoch 3`` would otherwise train the profile's epochs)."""
+    from ..publishing import figures
+
+    figures.plain_tables()  # the tables its cells show, as its saved ones
     names = setting_names(chapter)
     known = {"profile", "force", *flags, *names}
     for name, value in namespace.items():

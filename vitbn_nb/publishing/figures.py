@@ -66,16 +66,18 @@ def today() -> str:
     return dt.date.today().isoformat()
 
 
-def stamp(profile: str, run_ids=()) -> str:
+def stamp(profile: str, run_ids=(), made=None) -> str:
     """Every output's footer: the profile, the machines that trained and timed its runs and the day the last finished,
-    read from the runs' records so that it is the same wherever it is rendered (no runs: this machine and today)."""
+    read from the runs' records so that it is the same wherever it is rendered. An output of no runs names the machine
+    and day that made it: ``made`` (its published entry's ``hardware`` and ``date`` where it is that output again),
+    else this machine and today."""
     run_ids = list(run_ids)  # a list, a set or a pandas column
     parts = [f"profile: {profile}"]
     for verb, machines in (("trained", store_runs.trained_on(run_ids)), ("timed", store_runs.timed_on(run_ids))):
         if machines:
             parts.append(f"{verb} on " + ", ".join(f"{n} ({c} run{'s' * (c != 1)})" for n, c in machines.items()))
     if len(parts) == 1:
-        return " | ".join([*parts, hardware_label(), today()])
+        return " | ".join([*parts, *(made or (hardware_label(), today()))])
     return " | ".join([*parts, f"runs up to {trained_until(run_ids) or today()}"])
 
 
@@ -100,37 +102,53 @@ def read_manifest() -> dict:
 RENDER_FIELDS = ("hardware", "device", "date", "torch", "drawn_by", "book_run")
 
 
-def _unchanged(name: str, files: list[Path], entry: dict) -> dict:
-    """``entry``, or the published one of ``name`` where the output is the same (its files byte for byte, its entry
-    but for :data:`RENDER_FIELDS`)."""
+def _published_entry(name: str) -> dict | None:
+    """The published manifest's entry of ``name``; None where there is none, or where outputs are written in place
+    (nothing to compare with)."""
     published = book_figures_dir()
     if published.resolve() == figures_dir().resolve():
-        return entry  # written in place: nothing to compare with
+        return None
     try:
         old = json.loads((published / "manifest.json").read_text())["outputs"].get(name)
     except (OSError, ValueError, KeyError, AttributeError):
-        return entry
-    if not isinstance(old, dict) or any(old.get(k) != entry.get(k) for k in {*entry, *old} - {*RENDER_FIELDS}):
+        return None
+    return old if isinstance(old, dict) else None
+
+
+def _made(entry: dict | None):
+    """The machine and day an entry of no runs names in its footer (for :func:`stamp`); None where it lacks them."""
+    if not entry or entry.get("run_ids") or not entry.get("hardware") or not entry.get("date"):
+        return None
+    return entry["hardware"], entry["date"]
+
+
+def _unchanged(name: str, files: list[Path], entry: dict) -> dict:
+    """``entry``, or the published one of ``name`` where the output is the same (its files byte for byte, its entry
+    but for :data:`RENDER_FIELDS`)."""
+    old, published = _published_entry(name), book_figures_dir()
+    if old is None or any(old.get(k) != entry.get(k) for k in {*entry, *old} - {*RENDER_FIELDS}):
         return entry
     same = all((published / f.name).is_file() and (published / f.name).read_bytes() == f.read_bytes() for f in files)
     return old if same else entry
 
 
-def _record(
-    name, files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None
-) -> SourceLine:
-    """List an output in the manifest (``profile``: its runs' own, where not the result's); its source line."""
-    entry = {
+def _entry(
+    files, kind, result, run_ids, *, reproduces: str, caption: str, reads="", extra=None, profile=None, made=None
+) -> dict:
+    """An output's manifest entry (``profile``: its runs' own, where not the result's; ``made``: the machine and day of
+    an output of no runs, where not this machine and today)."""
+    hardware_, date = made or (hardware_label(), today())
+    return {
         "kind": kind,
         "files": [f.name for f in files],
         "chapter": result.chapter,
         "reproduces": reproduces,
         "caption": caption,
         "profile": profile or result.profile,
-        "hardware": hardware_label(),
+        "hardware": hardware_,
         "device": hardware()["device"],
         "trained_on": store_runs.trained_on(list(run_ids)),
-        "date": today(),
+        "date": date,
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
         "drawn_by": drawer(),
@@ -138,12 +156,16 @@ def _record(
         "book_run": None,  # named by the book runner at publishing (:func:`vitbn_nb.publishing.book._stamp_book_run`)
         **(extra or {}),
     }
+
+
+def _record(name: str, files: list[Path], entry: dict) -> dict:
+    """List an output in the manifest: ``entry``, or its published one where the output is the same; that entry."""
     entry = _unchanged(name, files, entry)
     with _manifest_lock():
         manifest = read_manifest()
         manifest["outputs"] = dict(sorted({**manifest["outputs"], name: entry}.items()))
         atomic.write_json(figures_dir() / "manifest.json", manifest)
-    return SourceLine.of(entry)
+    return entry
 
 
 def drawer() -> str:
@@ -244,8 +266,9 @@ class Saved:
         display(self.output, self.source)
 
 
-def _footer(fig, text: str) -> None:
-    """``text`` under everything the figure draws, right-aligned, broken between its `` | `` parts to fit its width."""
+def _footer(fig, text: str):
+    """``text`` under everything the figure draws, right-aligned, broken between its `` | `` parts to fit its width;
+    the text it placed."""
     fig.canvas.draw()  # the layout settles, then stays: the footer goes below what it placed
     for legend in fig.legends:
         # A figure legend sits on the figure's edge, which saving with bbox "tight" moves down past the footer;
@@ -264,31 +287,48 @@ def _footer(fig, text: str) -> None:
         else:
             lines.append(part)
     footer.set_text("\n".join(lines))
+    return footer
 
 
-def save_figure(fig, name: str, result, *, runs=None, profile=None, **about) -> Saved:
+def save_figure(fig, name: str, result, *, runs=None, profile=None, data=None, made=None, **about) -> Saved:
     """Stamp, save as PNG and SVG (and the rows it was drawn from as ``<name>_data.csv``), list in the manifest, close;
     the PNG with its source line, which links the data, for display. ``runs``:
-    the runs used where not all of ``result``'s; ``profile``: theirs where not ``result``'s; ``about``: ``reproduces``,
-    ``caption``, ``reads`` (what else it was computed from, in words) and ``extra`` (more manifest fields)."""
+    the runs used where not all of ``result``'s; ``profile``: theirs where not ``result``'s; ``data``: the rows it was
+    drawn from where they are not its runs'; ``made``: the machine and day that measured what it shows (a figure of no
+    runs); ``about``: ``reproduces``, ``caption``, ``reads`` (what else it was computed from, in words) and ``extra``
+    (more manifest fields)."""
     from IPython.display import Image
 
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
     profile = profile or result.profile
-    _footer(fig, stamp(profile, run_ids))
     files = [figures_dir() / f"{name}.png", figures_dir() / f"{name}.svg"]
-    for path in files:
-        # no creation date in the file: a render that changes no number changes no byte (the footer names the date)
-        metadata = {"Date": None} if path.suffix == ".svg" else {"Software": None}
-        atomic.write_with(path, lambda f, kind=path.suffix[1:], m=metadata: fig.savefig(f, format=kind, metadata=m))
-    plt.close(fig)
-    rows = _figure_rows(result, runs, run_ids)
+    rows = data if data is not None else _figure_rows(result, runs, run_ids)
     if rows is not None:  # the rows it was drawn from, beside it: a reader replots or checks without the book's code
         files.append(figures_dir() / f"{name}{DATA_SUFFIX}")
         atomic.write_text(files[-1], spreads_as_numbers(rows).to_csv(index=False, float_format="%.6g"))
         about["extra"] = {"data": files[-1].name, **(about.get("extra") or {})}
-    source = _record(name, files, "figure", result, run_ids, profile=profile, **about)
-    return Saved(Image(filename=str(files[0])), source)
+    # A figure of no runs that names no measurement is first drawn with the machine and day its published entry
+    # names: where that gives the published files again, it is the output published, and keeps its entry (a later
+    # render changes no file); where not, it is drawn anew, naming this machine and today.
+    published = None if run_ids or made is not None else _made(_published_entry(name))
+    footer = _footer(fig, stamp(profile, run_ids, made or published))
+    _save_files(fig, files[:2])
+    entry = _entry(files, "figure", result, run_ids, profile=profile, made=made or published, **about)
+    if published is not None and _unchanged(name, files, entry) is entry:
+        footer.remove()
+        _footer(fig, stamp(profile, run_ids))
+        _save_files(fig, files[:2])
+        entry = _entry(files, "figure", result, run_ids, profile=profile, **about)
+    plt.close(fig)
+    return Saved(Image(filename=str(files[0])), SourceLine.of(_record(name, files, entry)))
+
+
+def _save_files(fig, files: list[Path]) -> None:
+    """``fig`` as each of ``files`` (PNG, SVG), with no creation date in them: a render that changes no number changes
+    no byte (the footer names the date)."""
+    for path in files:
+        metadata = {"Date": None} if path.suffix == ".svg" else {"Software": None}
+        atomic.write_with(path, lambda f, kind=path.suffix[1:], m=metadata: fig.savefig(f, format=kind, metadata=m))
 
 
 #: Every saved table's HTML: padded cells so that neighbouring columns never run together, and a caption that wraps to
@@ -301,6 +341,26 @@ TABLE_STYLES = [
         "props": "caption-side: top; text-align: left; white-space: normal; padding-bottom: 0.4em;",
     },
 ]
+
+
+def plain_tables() -> None:
+    """Show every DataFrame a chapter's cell returns as its saved tables are shown: without an unnamed integer index
+    (row numbers, filtered or not; a named index stays), cells padded. Registered with the running IPython's HTML
+    formatter; nothing outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def html_of(frame: pd.DataFrame) -> str:
+        if frame.index.name is not None or not pd.api.types.is_integer_dtype(frame.index):
+            return frame._repr_html_()  # an index that says something: pandas' own view
+        return frame.style.hide(axis="index").set_table_styles(TABLE_STYLES).to_html()
+
+    shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, html_of)
 
 
 #: A figure's data file: ``<figure>_data.csv`` beside its PNG and SVG.
@@ -320,17 +380,28 @@ def _figure_rows(result, runs, run_ids) -> pd.DataFrame | None:
 
 
 def save_table(
-    table: pd.DataFrame, name: str, result, *, runs=None, profile=None, precision: int = 2, **about
+    table: pd.DataFrame,
+    name: str,
+    result,
+    *,
+    runs=None,
+    profile=None,
+    precision: int = 2,
+    made=None,
+    shown: pd.DataFrame | None = None,
+    **about,
 ) -> Saved:
-    """Save as CSV, list in the manifest (arguments as :func:`save_figure`); the table styled with the stamp in its
-    caption, and its source line."""
+    """Save as CSV, list in the manifest (arguments as :func:`save_figure`); the table (``shown``: what the page shows
+    of it, where not all of it) styled with the stamp in its caption, and its source line."""
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
     profile = profile or result.profile
     path = figures_dir() / f"{name}.csv"
     atomic.write_text(path, spreads_as_numbers(table).to_csv(index=False, float_format="%.6g"))
-    source = _record(name, [path], "table", result, run_ids, profile=profile, **about)
-    styled = table.style.format(precision=precision).hide(axis="index").set_table_styles(TABLE_STYLES)
-    return Saved(styled.set_caption(f"{about['caption']} ({stamp(profile, run_ids)})"), source)
+    entry = _record(name, [path], _entry([path], "table", result, run_ids, profile=profile, made=made, **about))
+    styled = (table if shown is None else shown).style.format(precision=precision)
+    styled = styled.hide(axis="index").set_table_styles(TABLE_STYLES)
+    caption = f"{about['caption']} ({stamp(profile, run_ids, None if run_ids else _made(entry))})"
+    return Saved(styled.set_caption(caption), SourceLine.of(entry))
 
 
 def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None) -> Saved:
@@ -347,7 +418,20 @@ def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None
     )
     about = {"extra": {"scale": scale}} if scale else {}
     name = f"{result.chapter[:2]}_claims"
-    return save_table(kept, name, result, runs=runs, reproduces="new/claims", caption=caption, **about)
+    shown = kept[list(SHOWN_CLAIMS)].rename(columns=SHOWN_CLAIMS)
+    return save_table(kept, name, result, runs=runs, shown=shown, reproduces="new/claims", caption=caption, **about)
+
+
+#: What a chapter's page shows of its judged claims (the CSV keeps every column): the verdict a short word, the claim
+#: in the article's words, so that the table fits the text column.
+SHOWN_CLAIMS = {
+    "source": "source",
+    "says": "claim",
+    "measure": "measured",
+    "shown": "effect [interval] (seeds)",
+    "outcome": "verdict",
+    "evidence": "evidence",
+}
 
 
 def mean_band(ax, table: pd.DataFrame, *, x: str, y: str, label: str, color=None, linestyle="-", marker=None):

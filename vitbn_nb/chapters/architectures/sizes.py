@@ -124,9 +124,8 @@ def model_size_figure(result: ModelsResult):
         "Parameters and forward FLOPs per image vs encoder depth (ViT family); the DNNs and the CNN as horizontal "
         "lines; circled: article 1's trio as run (its BatchNorm models computed one block)."
     )
-    return figures.save_figure(
-        fig, "02_model_sizes", result, reproduces="new/model_sizes", caption=caption, reads=DEFINITIONS
-    )
+    about = dict(reproduces="new/model_sizes", caption=caption, reads=DEFINITIONS)
+    return figures.save_figure(fig, "02_model_sizes", result, data=sizes, **about)
 
 
 def size_summary(result: ModelsResult) -> Notes:

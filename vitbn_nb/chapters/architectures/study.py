@@ -202,7 +202,7 @@ def running_stats_figure(result: ModelsResult):
         "training-set mean, per step; no model is trained."
     )
     about = dict(reproduces="new/running_stats", caption=caption, reads="MNIST training batches")
-    return figures.save_figure(fig, "02_running_stats", result, **about)
+    return figures.save_figure(fig, "02_running_stats", result, data=trace, **about)
 
 
 @dataclass(frozen=True)

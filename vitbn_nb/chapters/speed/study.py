@@ -60,8 +60,26 @@ def _save(output, name: str, result: SpeedResult, caption: str, **about):
     measurement and its machine unless ``about`` says otherwise."""
     reads = COMMITTED_TIMED if result.source == "committed" else TIMED
     about = dict(reads=reads, extra={"hardware_line": result.bench.hardware_label}) | about
+    made = (result.bench.hardware_label, result.bench.meta["date"][:10])  # the measurement's machine and day
     save = figures.save_table if isinstance(output, pd.DataFrame) else figures.save_figure
-    return save(output, f"new_{name}", result, reproduces=f"new/{name}", caption=caption, **about)
+    return save(output, f"new_{name}", result, reproduces=f"new/{name}", caption=caption, made=made, **about)
+
+
+def _timed(result: SpeedResult, per_round: bool) -> pd.DataFrame:
+    """The measurement's training and inference rows of the chapter's models, as a figure's data: one row per timed
+    configuration (``per_round``: per configuration and interleaved round, its images/s that round)."""
+    frames = [
+        frame[frame["model"].isin(result.models)].assign(kind=kind)
+        for kind, frame in (("training", result.bench.training), ("inference", result.bench.inference))
+    ]
+    rows = pd.concat(frames, ignore_index=True)
+    if not per_round:
+        return rows.drop(columns=["images_per_s_repeats"])
+    keys = ["kind", "model", "depth", "pipeline", "folded", "norms_removed", "as_run"]
+    rounds = rows[[*keys, "images_per_s_repeats"]].explode("images_per_s_repeats")
+    rounds["round"] = rounds.groupby(level=0).cumcount() + 1
+    rounds = rounds.rename(columns={"images_per_s_repeats": "images_per_s"}).reset_index(drop=True)
+    return rounds.astype({"images_per_s": float})
 
 
 def plan(settings: SpeedSettings) -> list:
@@ -300,6 +318,7 @@ def equal_depth_figure(result: SpeedResult):
         + ("; ViTDyT (DyT in place of LayerNorm) is not a model of the articles" if "ViTDyT" in result.models else "")
         + (f"; not in this measurement: {', '.join(result.not_measured)}" if result.not_measured else "")
         + ".",
+        data=_timed(result, per_round=True),
     )
 
 
@@ -367,6 +386,7 @@ def pipeline_split_figure(result: SpeedResult):
         "collating, copying to the device) and the model's work (training: forward, backward, Adam; "
         "inference: forward pass, then per-class accuracy bookkeeping), for article 1's per-sample "
         "pipeline and the book's engine.",
+        data=_timed(result, per_round=False),
     )
 
 
@@ -425,4 +445,5 @@ def folding_figure(result: SpeedResult):
         "into its neighbouring Linear layer (same outputs to float precision), against ViT of the same "
         "depth; the hatched bar removes ViT's LayerNorms outright (wrong outputs) to show what LayerNorm, "
         "which cannot fold, costs.",
+        data=_timed(result, per_round=True),
     )

@@ -137,7 +137,7 @@ def from_notebook(chapter: str, namespace: dict, *flags: str) -> tuple:
     every setting of the chapter its parameters cell declares (``None``: the profile's value), as papermill's ``-p``
     sets them. A plain value under a name close to a setting's is refused with its likely meaning (a misspelt
     ``-p epoch 3`` would otherwise train the profile's epochs)."""
-    from ..publishing import figures
+    from ..publishing import figures  # matplotlib and seaborn: a notebook's, not the chapter registry's
 
     figures.plain_tables()  # the tables its cells show, as its saved ones
     names = setting_names(chapter)

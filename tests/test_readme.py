@@ -22,10 +22,15 @@ def test_readme_and_the_book_pages_agree_with_the_committed_figures():
 
 
 def test_the_readme_leads_with_each_articles_findings_on_its_first_screen():
-    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:60])
-    for article in readme.ARTICLES:
-        assert f"**{article.capitalize()}**" in first_screen
-    assert "**Decided**" in first_screen and "Not testable" in first_screen and readme.CLAIMS_PAGE in first_screen
+    """Its first 60 lines: the generated finding sentences and the forest plot of every judged claim, in under 600
+    words; the counts per article sit below them."""
+    text = (ROOT / "README.md").read_text()
+    first_screen = "\n".join(text.splitlines()[:60])
+    for sentence in readme.lead_sentences(readme.claim_rows(FIGURES)):
+        assert sentence in first_screen
+    assert f"figures/{readme.LEAD_FIGURE}.png" in first_screen and readme.CLAIMS_PAGE in first_screen
+    assert len(first_screen.split()) < 600, f"the README's first screen holds {len(first_screen.split())} words"
+    assert "**Decided**" not in first_screen and "**Decided**" in text  # the counts: below the first screen
 
 
 def _claims_csv(folder, rows):
@@ -283,3 +288,25 @@ def test_the_front_page_names_every_scale_its_outputs_come_from(tmp_path):
     assert profiles_shown(tmp_path, "cpu") == "`cpu`; its outputs: 1 at `cpu`, 2 at `paper`"
     (tmp_path / "manifest.json").write_text(json.dumps({"outputs": {"a": {"profile": "cpu"}}}))
     assert profiles_shown(tmp_path, "cpu") == "`cpu`"
+
+
+def test_the_forest_plot_shows_every_claim_with_an_interval_and_leaves_the_others_out(tmp_path, monkeypatch):
+    from vitbn_nb.publishing import forest
+
+    copy = tmp_path / "figures"
+    copy.mkdir()
+    _claims_csv(
+        copy,
+        [
+            ("article2/depth/lr0.003/d6", [2.0, 3.0, 2.5], ""),
+            ("article2/depth/lr0.003/d7", [1.0], ""),  # one seed: shown, not judged, no interval
+            ("article2/fig10/d3", [-1.0, 1.0, 0.2], "both at depth 3"),
+        ],
+    )
+    claims = forest.judged(copy)
+    assert sorted(claims["claim"]) == ["article2/depth/lr0.003/d6", "article2/fig10/d3"]
+    monkeypatch.setenv("VITBN_FIGURES_DIR", str(copy))
+    forest.save(copy)
+    entry = json.loads((copy / "manifest.json").read_text())["outputs"][forest.NAME]
+    assert (copy / f"{forest.NAME}.png").is_file() and entry["data"] == f"{forest.NAME}_data.csv"
+    assert len(pd.read_csv(copy / entry["data"])) == 2

@@ -331,6 +331,7 @@ OPERATIONS = (
     "vitbn_nb.publishing.book_chapters",
     "vitbn_nb.publishing.book_html",
     "vitbn_nb.publishing.readme",
+    "vitbn_nb.publishing.forest",
     "vitbn_nb.publishing.colab",
     "vitbn_nb.chapters.speed.command",
 )

@@ -22,7 +22,7 @@ from traitlets import default
 from .. import campaign, paths, profiles
 from ..profiles import PROFILE_SIZE
 from ..store import bundle, committed
-from . import readme
+from . import forest, readme
 from .book_chapters import (
     KERNEL_NAME,
     BookBuild,
@@ -336,6 +336,8 @@ def build_book(
             )
             os.replace(private / source.name, executed)
             runs_done.append(ChapterRun(source.stem, source, executed, seconds, titles[source]))
+        if forest.save(staging, figures) is not None:
+            _log(f"  drawn from every chapter's judged claims: {forest.NAME}")
     shutil.rmtree(private, ignore_errors=True)
     timings = {"execute": time.perf_counter() - start}
 

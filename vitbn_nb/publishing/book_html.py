@@ -14,7 +14,7 @@ import nbformat
 
 from .. import paths
 from .book_chapters import BookBuild, BookError, ChapterRun, _format_seconds, _log
-from .readme import LEAD_FIGURE, findings_block, read_manifest
+from .readme import LEAD_FIGURE, findings_block, read_manifest, verdicts_block
 
 BOOK_TITLE = "BatchNorm in Vision Transformers — a reproduction"
 #: The book's pages beside its chapters: two from ``book/`` (their blocks written by ``readme``), one per build.
@@ -150,7 +150,8 @@ def build_html(result: BookBuild) -> Path:
         shutil.copy2(lead, source / "figures" / lead.name)
     intro = string.Template((templates / "intro.template.md").read_text()).substitute(
         title=BOOK_TITLE,
-        findings=findings_block(result.figures_dir, claims_page="claims.md"),
+        findings=findings_block(result.figures_dir, claims_page="claims.md", verdicts_at=""),
+        verdicts=verdicts_block(result.figures_dir, claims_page="claims.md"),
         profile=profiles_shown(result.figures_dir, result.profile),
         hardware=hardware_label(),
         date=dt.date.today().isoformat(),

@@ -17,12 +17,13 @@ from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from ..store import provenance
-from . import colab, results
+from ..store.run_folder import trained_until
+from . import colab, forest, results
 from .results import DECIDED
 
 #: The generated blocks of each document (a path under the project root), in the order they appear.
 DOCUMENTS = {
-    "README.md": ("findings",),
+    "README.md": ("findings", "verdicts"),
     "book/claims.md": ("rule", "results"),
     "book/reference.md": ("performance", "setup"),
 }
@@ -235,8 +236,8 @@ ARTICLES = {
     "article 1": '"Speeding up the Vision Transformer with BatchNorm"',
     "article 2": '"Vision Transformer with BatchNorm: optimizing the depth"',
 }
-#: The figure that leads the findings, and why.
-LEAD_FIGURE = "article2_fig8"
+#: The figure that leads the findings: every judged claim at a glance.
+LEAD_FIGURE = forest.NAME
 
 
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
@@ -347,28 +348,39 @@ def lead_sentences(claims: pd.DataFrame) -> list[str]:
     return found
 
 
-def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
-    """The findings first: the book's two findings in sentences, the lead figure with its caption, then the counts per
-    article and the headline claims (the primary contrasts and every decided claim), folded away."""
+def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: str = "#every-verdict-counted") -> str:
+    """The findings first: the book's findings in sentences, then every judged claim in one picture (the forest plot)
+    with its caption; the counts and the headline claims are the verdicts block's (:func:`verdicts_block`), at
+    ``verdicts_at`` (a link; '' where the page shows them under the findings' heading)."""
     claims = claim_rows(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
-    lines, counts = [], []
+    lines = []
     for sentence in lead_sentences(claims):
         lines += [sentence, ""]
+    if (lead := read_manifest(folder, missing_ok=True).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
+        lines += [
+            f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
+            "",
+            f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, runs up to "
+            f"{trained_until(lead.get('run_ids', [])) or lead.get('date')}.*"
+            + (f" Every verdict counted, and the headline claims: [below]({verdicts_at});" if verdicts_at else "")
+            + f" Every claim: [the claims page]({claims_page}).",
+        ]
+    return "\n".join(lines).rstrip()
+
+
+def verdicts_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
+    """The counts per article and the headline claims (the primary contrasts and every decided claim), folded away."""
+    claims = claim_rows(folder)
+    if claims.empty:
+        return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
+    counts = []
     for article in ARTICLES:
         rows = claims[claims["source"].str.startswith(article)]
         if len(rows):
             counts += [_article_sentence(article, rows), ""]
-    if (lead := read_manifest(folder, missing_ok=True).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
-        trained = ", ".join(_mapping(lead.get("trained_on"))) or lead.get("hardware", "")
-        lines += [
-            f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
-            "",
-            f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, trained on {trained}, rendered "
-            f"{lead.get('date')}.*",
-            "",
-        ]
+    lines = []
     ratios = claims["kind"] == "ratio"
     headline = claims[((claims["role"] == verdicts.PRIMARY) | claims["outcome"].isin(DECIDED)) & ~ratios]
     # a conclusion read from one panel has that panel as its primary contrast: one row says it, not two alike
@@ -607,6 +619,7 @@ def setup_block(folder: Path) -> str:
 #: What writes each block, from the figures folder.
 BLOCKS = {
     "findings": findings_block,
+    "verdicts": verdicts_block,
     "rule": lambda folder: verdicts.rule_markdown(),
     "results": results_block,
     "performance": performance_block,

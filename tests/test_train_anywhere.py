@@ -125,7 +125,7 @@ def test_the_footer_sits_below_a_legend_under_the_axes_and_within_the_figure_wid
 
     figures.use_style()
     long = "profile: smoke | trained on a machine with a long name (3 runs) | rendered on another one | 2026-11-23"
-    monkeypatch.setattr(figures, "stamp", lambda profile, run_ids=(): long)
+    monkeypatch.setattr(figures, "stamp", lambda profile, run_ids=(), made=None: long)
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([1, 2], label="a line")
     legend = fig.legend(loc="outside lower center")

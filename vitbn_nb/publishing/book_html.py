@@ -14,7 +14,7 @@ import nbformat
 
 from .. import paths
 from .book_chapters import BookBuild, BookError, ChapterRun, _format_seconds, _log
-from .readme import LEAD_FIGURE, findings_block, read_manifest, verdicts_block
+from .readme import findings_block, lead_figure, read_manifest, verdicts_block
 
 BOOK_TITLE = "BatchNorm in Vision Transformers — a reproduction"
 #: The book's pages beside its chapters: two from ``book/`` (their blocks written by ``readme``), one per build.
@@ -144,7 +144,7 @@ def build_html(result: BookBuild) -> Path:
         + "\n"
     )
 
-    lead = result.figures_dir / f"{LEAD_FIGURE}.png"
+    lead = result.figures_dir / f"{lead_figure(result.figures_dir)}.png"
     if lead.is_file():  # the front page shows the lead figure from its own folder
         (source / "figures").mkdir(exist_ok=True)
         shutil.copy2(lead, source / "figures" / lead.name)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ..profiles import PROFILE_SIZE
 from . import figures
 
 #: The output's name in ``figures/`` (and the README's lead figure).
@@ -109,7 +110,8 @@ def save(folder: Path, published: Path | None = None):
     manifest = figures.read_manifest()["outputs"]
     read = [manifest.get(f"{c}_claims", {}) for c in sorted(set(claims["chapter"]))]
     run_ids = sorted({run for entry in read for run in entry.get("run_ids", [])})
-    profile = ", ".join(sorted({entry["profile"] for entry in read if entry.get("profile")}))
+    # the smallest scale its claims were judged at: the forest is no larger than its smallest chapter
+    profile = min((e["profile"] for e in read if e.get("profile") in PROFILE_SIZE), key=PROFILE_SIZE.get, default="")
     caption = (
         f"Every claim judged with an effect and an interval ({len(claims)}): the dot its effect, the line its interval "
         "(at its test's level), the colour its verdict, filled where confirmatory, hollow where exploratory"

@@ -236,8 +236,15 @@ ARTICLES = {
     "article 1": '"Speeding up the Vision Transformer with BatchNorm"',
     "article 2": '"Vision Transformer with BatchNorm: optimizing the depth"',
 }
-#: The figure that leads the findings: every judged claim at a glance.
+#: The figure that leads the findings: every judged claim at a glance (its fallback where no claim has an interval yet,
+#: as under ``smoke``: article 2's Fig 8).
 LEAD_FIGURE = forest.NAME
+LEAD_FALLBACK = "article2_fig8"
+
+
+def lead_figure(folder: Path) -> str:
+    """The name of the output that leads the findings in ``folder``: the forest plot where it is drawn."""
+    return LEAD_FIGURE if (Path(folder) / f"{LEAD_FIGURE}.png").is_file() else LEAD_FALLBACK
 
 
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
@@ -358,9 +365,10 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
     lines = []
     for sentence in lead_sentences(claims):
         lines += [sentence, ""]
-    if (lead := read_manifest(folder, missing_ok=True).get(LEAD_FIGURE)) and (folder / f"{LEAD_FIGURE}.png").is_file():
+    name = lead_figure(folder)
+    if (lead := read_manifest(folder, missing_ok=True).get(name)) and (folder / f"{name}.png").is_file():
         lines += [
-            f"![{lead.get('reproduces', LEAD_FIGURE)}](figures/{LEAD_FIGURE}.png)",
+            f"![{lead.get('reproduces', name)}](figures/{name}.png)",
             "",
             f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, runs up to "
             f"{trained_until(lead.get('run_ids', [])) or lead.get('date')}.*"

@@ -1,6 +1,7 @@
 """Operations per training step and inference pass (chapter 08): machine-independent counts, checked on small
 models and on the structure they must have (every block adds the same operations; a view is not counted)."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -59,3 +60,24 @@ def test_the_flops_grow_exactly_with_the_batch_so_the_table_counts_on_a_small_on
         assert inference_flops(model, 10, cpu) == 5 * inference_flops(model, 2, cpu), name
     (row,) = op_counts.table(["ViTBN"], [2], 10)
     assert row["train_step_flops"] == training_flops(build_model("ViTBN", depth=2), 10, cpu)
+
+
+def test_a_kept_table_is_read_back_only_while_the_code_and_the_settings_it_counted_are_the_same(tmp_path, monkeypatch):
+    staging, published = tmp_path / "staging", tmp_path / "figures"
+    counted = op_counts.kept_table(["ViT"], [1], 4, [staging, published])
+    assert counted == op_counts.table(["ViT"], [1], 4)
+    assert (staging / op_counts.COUNTS_FILE).exists() and not published.exists()
+
+    def no_counting(*_args):
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(op_counts, "table", no_counting)
+    assert op_counts.kept_table(["ViT"], [1], 4, [tmp_path / "elsewhere", staging]) == counted  # a later folder
+    with pytest.raises(AssertionError, match="counted again"):
+        op_counts.kept_table(["ViT"], [1, 2], 4, [staging])  # another depth
+    monkeypatch.setattr(op_counts, "code_digest", lambda: "changed")
+    with pytest.raises(AssertionError, match="counted again"):
+        op_counts.kept_table(["ViT"], [1], 4, [staging])  # the models' code changed
+    (staging / op_counts.COUNTS_FILE).write_text("{not json")
+    with pytest.raises(AssertionError, match="counted again"):
+        op_counts.kept_table(["ViT"], [1], 4, [staging])

@@ -121,6 +121,22 @@ def test_the_interval_is_students_t_at_95_percent():
     assert math.isclose(high - mean, 4.302652729749464 / math.sqrt(3), rel_tol=1e-9)
 
 
+def test_an_accuracy_interval_stays_within_what_an_accuracy_can_take():
+    # two seeds near 97.4 %, one that collapsed (as chapter 03's ViTBN d6 at lr 0.01 did)
+    collapsed = [97.5, 97.3, 38.9]
+    _, low, high, _ = verdicts.interval(collapsed)
+    assert low < 0 and high > 100  # Student's t alone runs past both ends
+    _, low_b, high_b, _ = verdicts.interval(collapsed, bounds=verdicts.ACCURACY_BOUNDS)
+    assert (low_b, high_b) == (0.0, 100.0)
+    judged = verdicts.above("ViTBN above 97 %", collapsed, 97.0, bounds=verdicts.ACCURACY_BOUNDS, unit="%")
+    assert (judged.low, judged.high) == (0.0, 100.0) and judged.outcome == verdicts.NOISE
+    near_zero = verdicts.equivalence("chance", [0.5, 9.0, 1.0], verdicts.Margin(4.0, 3.0, "t"), center=2.0,
+                                     bounds=verdicts.ACCURACY_BOUNDS)
+    assert near_zero.low == 0.0 and near_zero.outcome == verdicts.UNDECIDED
+    # a gain or a difference has no such ends: nothing is cut
+    assert verdicts.difference("d", [-60.0, 50.0, 120.0], +1).high > 100
+
+
 def test_an_untestable_scale_says_how_much_was_reached():
     judged = verdicts.untestable("c", 1_000, 18_000)
     assert judged.outcome == verdicts.UNTESTABLE

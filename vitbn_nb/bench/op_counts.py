@@ -5,12 +5,16 @@ FLOPs. Counted on the CPU under a dispatch mode, with Adam's ``foreach`` impleme
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
+import json
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import atomic
 from ..models import build_model, fold_batchnorm
 from ..models.fold import count_batchnorms
 from .measurements import inference_flops, training_flops
@@ -87,4 +91,38 @@ def table(models, depths, batch_size: int) -> list[dict]:
         flops = {"train_step_flops": round(training_flops(model, COUNT_BATCH, cpu) * scale)}
         flops["inference_flops"] = round(inference_flops(model, COUNT_BATCH, cpu) * scale)
         rows.append({"model": name, "depth": depth, **count(model, COUNT_BATCH), **flops})
+    return rows
+
+
+#: Where a render keeps :func:`table` (beside the outputs), so that reading the committed measurement counts nothing.
+COUNTS_FILE = "op_counts.json"
+
+
+def code_digest() -> str:
+    """What the counts depend on: the models' source, the counting's, and torch's version."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    here = Path(__file__).resolve()
+    for file in sorted([*(here.parent.parent / "models").glob("*.py"), here, here.parent / "measurements.py"]):
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def kept_table(models, depths, batch_size: int, folders) -> list[dict]:
+    """:func:`table`, read from the first of ``folders`` whose :data:`COUNTS_FILE` counted these models and depths at
+    this batch size with this code (:func:`code_digest`); otherwise counted (a minute or more on a CPU) and kept in
+    ``folders[0]``."""
+    wanted = {"digest": code_digest(), "batch_size": int(batch_size), "models": list(models), "depths": list(depths)}
+    for folder in folders:
+        try:
+            kept = json.loads((Path(folder) / COUNTS_FILE).read_text())
+            if all(kept.get(key) == value for key, value in wanted.items()) and isinstance(kept.get("rows"), list):
+                return kept["rows"]
+        except (OSError, ValueError, AttributeError):
+            continue  # absent, or not this file's layout: count again
+    rows = table(models, depths, batch_size)
+    text = json.dumps({**wanted, "rows": rows}, indent=1) + "\n"
+    target = Path(folders[0]) / COUNTS_FILE
+    if not target.exists() or target.read_text() != text:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(target, text)
     return rows

@@ -108,7 +108,7 @@ def short_of(table: pd.DataFrame, epochs: int, key: str, **untestable) -> Verdic
 
 def absolute(claim: Claim, finals: pd.Series, scale: str = "", condition: str = "") -> Verdict:
     """An absolute accuracy: "≈ X" (direction 0) as an equivalence around X, "> X" (+1) as a value above X."""
-    shown = dict(unit="%", scale=scale, condition=condition)
+    shown = dict(unit="%", scale=scale, condition=condition, bounds=verdicts.ACCURACY_BOUNDS)
     if claim.direction == 0:
         return verdicts.equivalence(claim.key, list(finals), claim.margin, center=claim.level, **shown)
     return verdicts.above(claim.key, list(finals), claim.level, **shown)

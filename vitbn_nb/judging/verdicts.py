@@ -64,6 +64,11 @@ class Margin:
         return f"the ceiling ({self.ceiling:g} pt), below half the {self.gap:g} pt gap {self.reason}"
 
 
+#: What an accuracy (%) can be. An interval of one model's accuracy stops at these ends: Student's t knows nothing of
+#: them, and since the true mean lies inside, cutting the interval there keeps its coverage and moves no verdict whose
+#: threshold or margin lies inside them (a logit or bootstrap interval would change what is estimated, or need more
+#: seeds than the rule plans).
+ACCURACY_BOUNDS = (0.0, 100.0)
 #: The effect a plan detects where the article gives no number of its own.
 DEFAULT_EFFECT_PT = 2.0
 #: Instability, defined once: a run becomes unstable when its test accuracy falls at least this many points below its
@@ -109,7 +114,9 @@ def rule_markdown() -> str:
         "`figures/plan_commits.json`), **exploratory** otherwise; every row says which, and why. Every row shows the "
         "power its seeds had, from the spread they realised, beside the power its plan promised.\n\n"
         f"- **A difference** (one model beats another) is judged from the **paired per-seed differences** and their "
-        f"**{LEVEL:.0%} interval** (Student's t). A seed's two runs pair only when they drew one data stream "
+        f"**{LEVEL:.0%} interval** (Student's t; an interval of one model's accuracy stops at "
+        f"{ACCURACY_BOUNDS[0]:g} and {ACCURACY_BOUNDS[1]:g} %, the ends it can take: the true mean lies inside them, so "
+        "cutting there keeps the coverage, and no threshold or margin lies outside them). A seed's two runs pair only when they drew one data stream "
         f"(`{STREAM}`: the training order, the augmentation and the augmented test set drawn on the CPU from the "
         "seed and moved to the device, the same on every device); runs trained on a GPU before that stream have "
         f"their own and pair with no CPU run. **{AGREES}** when the interval excludes zero on the article's side, "
@@ -267,8 +274,11 @@ def is_rule_text(text: str) -> bool:
     return bool(re.match(rf"^((one|\d+) (seed|epoch|round)s?: {NOT_JUDGED}|{outcomes})( \(|;|:|,|$| \d)", str(text)))
 
 
-def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float, int]:
-    """(mean, low, high, n) of the finite ``values``: the mean with its Student-t interval (nan bounds when n < 2)."""
+def interval(
+    values: Sequence[float], level: float = LEVEL, bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the finite ``values``: the mean with its Student-t interval (nan bounds when n < 2),
+    cut to ``bounds``, the ends the quantity can take (:data:`ACCURACY_BOUNDS`), where given."""
     from scipy import stats  # heavy
 
     finite = _finite(values)
@@ -279,7 +289,10 @@ def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, floa
     if n < 2:
         return mean, float("nan"), float("nan"), n
     half = float(stats.t.ppf(0.5 + level / 2, n - 1) * finite.std(ddof=1) / math.sqrt(n))
-    return mean, mean - half, mean + half, n
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return mean, low, high, n
 
 
 def _finite(values: Sequence[float]) -> np.ndarray:
@@ -362,16 +375,20 @@ def difference(
     spread: float | None = None,
     margin: Margin | None = None,
     effect: float | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> Verdict:
     """Judge per-seed paired differences (``direction`` > 0: the article's side; 0, "comparable": :func:`equivalence`).
-    ``spread``: the claim family's pooled standard deviation behind the detectable difference (default: the values')."""
+    ``spread``: the claim family's pooled standard deviation behind the detectable difference (default: the values');
+    ``bounds``: the ends the values can take (:func:`interval`)."""
     if direction not in (-1, 0, 1):
         raise ValueError(f"direction={direction!r} is not allowed; it is +1, -1 or 0 (comparable)")
     if direction == 0:
         if margin is None:
             raise ValueError(f"{claim}: a 'no difference' claim needs its article's margin (verdicts.Margin)")
-        return equivalence(claim, values, margin, unit=unit, scale=scale, each=each, condition=condition)
-    mean, low, high, n = interval(values)
+        return equivalence(
+            claim, values, margin, unit=unit, scale=scale, each=each, condition=condition, bounds=bounds
+        )
+    mean, low, high, n = interval(values, bounds=bounds)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, direction=direction)
     if n == 0:
         return Verdict(claim, NOT_RUN, **common)
@@ -400,12 +417,13 @@ def equivalence(
     scale: str = "",
     each: str = "seed",
     condition: str = "",
+    bounds: tuple[float, float] | None = None,
 ) -> Verdict:
     """Judge "the value is ``center`` ± the article's ``margin``" (an article's "comparable", ``center`` 0, or its
     "≈ 78 %") by two one-sided t-tests at :data:`ALPHA` (its 90 % interval inside the margin, wholly outside, or
     neither); the verdict at each of :data:`SENSITIVITY_PT` beside it."""
     level = 1 - 2 * ALPHA
-    mean, low, high, n = interval(values, level)
+    mean, low, high, n = interval(values, level, bounds)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, level=level, test=EQUIVALENCE_TEST)
     common |= dict(margin=margin.points, margin_from=margin.source)
     if n == 0:
@@ -445,9 +463,13 @@ def realised_equivalence_power(margin: float, spread: float, seeds: int) -> floa
     return max(0.0, 2 * one_side - 1)
 
 
-def above(claim: str, values: Sequence[float], level: float, **shown) -> Verdict:
-    """Judge "the value exceeds ``level``" (a gain above 60 %) from per-seed values, shown as measured."""
-    judged = difference(claim, [v - level for v in values], +1, **shown)
+def above(
+    claim: str, values: Sequence[float], level: float, bounds: tuple[float, float] | None = None, **shown
+) -> Verdict:
+    """Judge "the value exceeds ``level``" (a gain above 60 %) from per-seed values, shown as measured; ``bounds``:
+    the ends the values can take (:func:`interval`)."""
+    moved = None if bounds is None else (bounds[0] - level, bounds[1] - level)
+    judged = difference(claim, [v - level for v in values], +1, bounds=moved, **shown)
     finite = _finite(values)
     note = f"{int((finite > level).sum())} of {len(finite)} {judged.each}s above {level:g}" if len(finite) else ""
     return dataclasses.replace(

@@ -143,22 +143,16 @@ class Spread:
         return str(self)
 
 
-#: What an accuracy (%) can be: an interval shown for one stops at these ends.
-ACCURACY_BOUNDS = (0.0, 100.0)
-
-
 def spread(values, digits: int = 1, bounds: tuple[float, float] | None = None) -> Spread:
     """The finite ``values``' mean with the rule's 95 % interval (:func:`~vitbn_nb.judging.verdicts.interval`);
     ``bounds``: the interval stops at the ends the quantity can take (Student's t knows nothing of them)."""
-    mean, low, high, n = verdicts.interval(pd.Series(values, dtype=float).dropna().to_numpy())
-    if bounds is not None and np.isfinite(low):
-        low, high = max(low, bounds[0]), min(high, bounds[1])
+    mean, low, high, n = verdicts.interval(pd.Series(values, dtype=float).dropna().to_numpy(), bounds=bounds)
     return Spread(mean, low, high, n, digits)
 
 
 def accuracy(values, digits: int = 1) -> Spread:
     """:func:`spread` of accuracies (%): the interval within 0 and 100."""
-    return spread(values, digits, ACCURACY_BOUNDS)
+    return spread(values, digits, verdicts.ACCURACY_BOUNDS)
 
 
 def spreads_as_numbers(table: pd.DataFrame) -> pd.DataFrame:

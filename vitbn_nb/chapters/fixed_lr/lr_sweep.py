@@ -113,7 +113,7 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     for model in [m for m in MODELS if m in set(runs["model"])]:
         for lr in sorted(runs.loc[runs["model"] == model, "lr"].unique()):
             one = runs[(runs["model"] == model) & np.isclose(runs["lr"], lr)]
-            mean, low, high, n = verdicts.interval(one["final accuracy (%)"])
+            mean, low, high, n = verdicts.interval(one["final accuracy (%)"], bounds=verdicts.ACCURACY_BOUNDS)
             broke = one.dropna(subset=["broke down at step"])
             best = against_best(runs, model, lr)
             ahead = list((_finals(runs, model, lr) - _finals(runs, "ViT", lr)).dropna())

@@ -125,15 +125,20 @@ def run(settings: SpeedSettings, force: bool = False, device=None, measure=False
     if settings.profile != "smoke" and not requested:
         found, taken, why = committed_measurement()
         if found is not None:
-            counted = op_counts.table(taken.models, taken.count_depths, taken.batch_size)
+            counted = _counted(taken)
             lacking = tuple(m for m in settings.models if m not in taken.models)
             return SpeedResult(taken, found, pd.DataFrame(counted), source="committed", not_measured=lacking)
     # Tens of minutes on a CPU: each stage says what it times as it starts, so a reader watching knows it works.
     measured = bench.measure(settings, device, log=lambda stage: print(f"measuring: {stage}", flush=True))
     if settings.profile != "smoke":  # a smoke run's timings mean nothing: they never stand as the book's
         atomic.write_text(paths.figures_dir() / BENCH_FILE, bench.to_json(measured))
-    counted = op_counts.table(settings.models, settings.count_depths, settings.batch_size)
+    counted = _counted(settings)
     return SpeedResult(settings, measured, pd.DataFrame(counted), why_measured=why)
+
+
+def _counted(settings: SpeedSettings) -> list[dict]:
+    folders = [paths.figures_dir(), paths.book_figures_dir()]
+    return op_counts.kept_table(settings.models, settings.count_depths, settings.batch_size, folders)
 
 
 def overview(result: SpeedResult) -> pd.DataFrame:

@@ -130,8 +130,9 @@ def test_an_accuracy_interval_stays_within_what_an_accuracy_can_take():
     assert (low_b, high_b) == (0.0, 100.0)
     judged = verdicts.above("ViTBN above 97 %", collapsed, 97.0, bounds=verdicts.ACCURACY_BOUNDS, unit="%")
     assert (judged.low, judged.high) == (0.0, 100.0) and judged.outcome == verdicts.NOISE
-    near_zero = verdicts.equivalence("chance", [0.5, 9.0, 1.0], verdicts.Margin(4.0, 3.0, "t"), center=2.0,
-                                     bounds=verdicts.ACCURACY_BOUNDS)
+    near_zero = verdicts.equivalence(
+        "chance", [0.5, 9.0, 1.0], verdicts.Margin(4.0, 3.0, "t"), center=2.0, bounds=verdicts.ACCURACY_BOUNDS
+    )
     assert near_zero.low == 0.0 and near_zero.outcome == verdicts.UNDECIDED
     # a gain or a difference has no such ends: nothing is cut
     assert verdicts.difference("d", [-60.0, 50.0, 120.0], +1).high > 100

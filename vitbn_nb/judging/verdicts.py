@@ -114,9 +114,10 @@ def rule_markdown() -> str:
         "`figures/plan_commits.json`), **exploratory** otherwise; every row says which, and why. Every row shows the "
         "power its seeds had, from the spread they realised, beside the power its plan promised.\n\n"
         f"- **A difference** (one model beats another) is judged from the **paired per-seed differences** and their "
-        f"**{LEVEL:.0%} interval** (Student's t; an interval of one model's accuracy stops at "
-        f"{ACCURACY_BOUNDS[0]:g} and {ACCURACY_BOUNDS[1]:g} %, the ends it can take: the true mean lies inside them, so "
-        "cutting there keeps the coverage, and no threshold or margin lies outside them). A seed's two runs pair only when they drew one data stream "
+        f"**{LEVEL:.0%} interval** (Student's t; an interval of one model's accuracy stops at {ACCURACY_BOUNDS[0]:g} "
+        f"and {ACCURACY_BOUNDS[1]:g} %, the ends it can take: the true mean lies inside them, so cutting there keeps "
+        "the coverage, and no threshold or margin lies outside them). A seed's two runs pair only when they drew one "
+        "data stream "
         f"(`{STREAM}`: the training order, the augmentation and the augmented test set drawn on the CPU from the "
         "seed and moved to the device, the same on every device); runs trained on a GPU before that stream have "
         f"their own and pair with no CPU run. **{AGREES}** when the interval excludes zero on the article's side, "
@@ -385,9 +386,7 @@ def difference(
     if direction == 0:
         if margin is None:
             raise ValueError(f"{claim}: a 'no difference' claim needs its article's margin (verdicts.Margin)")
-        return equivalence(
-            claim, values, margin, unit=unit, scale=scale, each=each, condition=condition, bounds=bounds
-        )
+        return equivalence(claim, values, margin, unit=unit, scale=scale, each=each, condition=condition, bounds=bounds)
     mean, low, high, n = interval(values, bounds=bounds)
     common = dict(unit=unit, scale=scale, each=each, condition=condition, direction=direction)
     if n == 0:

@@ -145,3 +145,16 @@ def test_a_table_a_cell_returns_shows_no_numbered_index_but_keeps_a_named_one():
     named = html_of(pd.DataFrame({"x": [1]}, index=pd.Index(["a run"], name="run")))
     assert "<th" not in numbered.split("<tbody>")[1]  # rows start with their data
     assert "a run" in named.split("<tbody>")[1].split("</th>")[0]  # the index that says something stays
+
+
+def test_every_published_figure_has_the_data_it_was_drawn_from_beside_it():
+    import json
+
+    from vitbn_nb import paths
+
+    folder = paths.book_figures_dir()
+    entries = json.loads((folder / "manifest.json").read_text())["outputs"]
+    drawn = {name: e for name, e in entries.items() if e.get("kind") == "figure"}
+    assert drawn, f"{folder / 'manifest.json'} lists no figure"
+    lacking = sorted(name for name, e in drawn.items() if not e.get("data") or not (folder / e["data"]).is_file())
+    assert lacking == [], f"figures with no data CSV beside them in {folder}: {lacking}"

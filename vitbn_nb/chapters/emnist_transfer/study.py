@@ -339,11 +339,15 @@ def samples_figure(settings: TransferSettings, n: int = 10):
     test = data.image_sets(DATASET, settings.train_size, settings.test_size, str(pick_device()))[1]
     train_x, train_y = test.images.cpu(), test.labels.cpu()
     fig, axes = plt.subplots(2, n, figsize=(1.1 * n, 2.9))
+    shown = []  # the figure's data: each image drawn, its set, digit and place in the set, and its 28 x 28 pixels
     for digit in range(n):
-        for row, (x, y) in enumerate(((train_x, train_y), (images, labels))):
+        for row, (x, y, name) in enumerate(((train_x, train_y, "augmented MNIST test"), (images, labels, "transfer"))):
             index = int((y == digit).nonzero()[0, 0]) if (y == digit).any() else 0
-            axes[row, digit].imshow(x[index, 0].cpu(), cmap="gray_r", vmin=0, vmax=255)
+            pixels = x[index, 0].cpu()
+            axes[row, digit].imshow(pixels, cmap="gray_r", vmin=0, vmax=255)
             axes[row, digit].set(xticks=[], yticks=[])
+            flat = pixels.flatten().tolist()
+            shown.append({"set": name, "digit": digit, "index": index, **{f"p{i}": v for i, v in enumerate(flat)}})
     axes[0, 0].set_ylabel("aug. MNIST", fontsize=9)
     axes[1, 0].set_ylabel("transfer", fontsize=9)
     fig.suptitle(
@@ -353,7 +357,8 @@ def samples_figure(settings: TransferSettings, n: int = 10):
     )
     caption = f"Digits the models trained on and the transfer set ({source})"
     reads = f"the augmented MNIST test set and the transfer set ({source})"
-    return _save(fig, "new_transfer_samples", results.ChapterResult(settings), caption, source, reads=reads)
+    result = results.ChapterResult(settings)
+    return _save(fig, "new_transfer_samples", result, caption, source, reads=reads, data=pd.DataFrame(shown))
 
 
 def comparison_table(result: TransferResult):

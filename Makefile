@@ -23,16 +23,16 @@ USE_LOCK := $(and $(filter x86_64,$(shell uname -m)),$(wildcard $(LOCK)))
 EXTRAS := book,tracking,test
 
 $(VENV)/.installed: pyproject.toml $(wildcard requirements/lock-py*.txt)
-	@echo "installing the book's pinned environment into $(VENV) (torch, Jupyter and the rest: several GiB, some minutes; once) ..."
+	@echo "installing the book's pinned environment into $(VENV) (torch, Jupyter and the rest: several GiB, some minutes; once; pip names each package as it goes) ..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	date +%s > $(VENV)/.install-start
 ifneq ($(USE_LOCK),)
-	$(PY) -m pip install -q --require-hashes -r $(LOCK) $(PIP_QUIET)
+	$(PY) -m pip install --require-hashes -r $(LOCK) $(PIP_QUIET)
 	$(PY) -m pip install -q --no-deps -e . $(PIP_QUIET)
 else
 	@echo "No lock for this machine ($(shell uname -m), Python $(PYVER)): installing unpinned (torch as on x86_64)."
-	$(PY) -m pip install -q $(TORCH) $(PIP_QUIET)
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]" $(PIP_QUIET)
+	$(PY) -m pip install $(TORCH) $(PIP_QUIET)
+	$(PY) -m pip install -e ".[$(EXTRAS)]" $(PIP_QUIET)
 endif
 	echo $$(( $$(date +%s) - $$(cat $(VENV)/.install-start) )) > $(VENV)/.install-seconds
 	touch $@

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from ..profiles import PROFILE_SIZE
-from . import figures
+from . import figures, results
 
 #: The output's name in ``figures/`` (and the README's lead figure).
 NAME = "new_findings_forest"
@@ -41,12 +41,10 @@ class BookClaims:
 def judged(folder: Path, others: Path | None = None) -> pd.DataFrame:
     """Every claim of ``folder``'s ``NN_claims.csv`` (a chapter missing there read from ``others``) whose verdict
     rests on an effect and an interval."""
-    files = {path.name: path for path in sorted(Path(others).glob("[0-9][0-9]_claims.csv"))} if others else {}
-    files |= {path.name: path for path in sorted(Path(folder).glob("[0-9][0-9]_claims.csv"))}
-    frames = [pd.read_csv(files[name], keep_default_na=False).assign(chapter=name[:2]) for name in sorted(files)]
-    if not frames:
-        return pd.DataFrame()
-    claims = pd.concat(frames, ignore_index=True)
+    claims = results.saved_claims(folder, others)
+    if claims.empty:
+        return claims
+    claims["chapter"] = claims["chapter"].str[:2]
     numbers = claims[["estimate", "low", "high"]].apply(pd.to_numeric, errors="coerce")
     keep = numbers.notna().all(axis=1) & claims["outcome"].isin(list(OUTCOME_COLORS))
     claims[["estimate", "low", "high"]] = numbers

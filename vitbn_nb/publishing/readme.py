@@ -103,13 +103,6 @@ def _provenance(folder: Path) -> str:
     )
 
 
-def claim_rows(folder: Path) -> pd.DataFrame:
-    """Every judged claim the chapters saved (``NN_claims.csv``, named in ``chapter``), in chapter order."""
-    files = sorted(folder.glob("*_claims.csv"))
-    frames = [pd.read_csv(path, keep_default_na=False).assign(chapter=path.stem) for path in files]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _cell(text) -> str:
     """A table cell's text: its pipes escaped, its lines joined, control characters (an ANSI escape) dropped."""
     return _CONTROL.sub("", str(text).replace("|", "\\|").replace("\n", " "))
@@ -200,7 +193,7 @@ def results_block(folder: Path) -> str:
     lines = [_provenance(folder), ""]
     if trust := trust_line(folder):
         lines += [trust, ""]
-    claims = claim_rows(folder)
+    claims = results.saved_claims(folder)
     if claims.empty:
         lines.append("No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`.")
         return "\n".join(lines)
@@ -359,7 +352,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
     """The findings first: the book's findings in sentences, then every judged claim in one picture (the forest plot)
     with its caption; the counts and the headline claims are the verdicts block's (:func:`verdicts_block`), at
     ``verdicts_at`` (a link; '' where the page shows them under the findings' heading)."""
-    claims = claim_rows(folder)
+    claims = results.saved_claims(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
     lines = []
@@ -380,7 +373,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
 
 def verdicts_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     """The counts per article and the headline claims (the primary contrasts and every decided claim), folded away."""
-    claims = claim_rows(folder)
+    claims = results.saved_claims(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
     counts = []

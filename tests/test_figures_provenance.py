@@ -158,3 +158,15 @@ def test_every_published_figure_has_the_data_it_was_drawn_from_beside_it():
     assert drawn, f"{folder / 'manifest.json'} lists no figure"
     lacking = sorted(name for name, e in drawn.items() if not e.get("data") or not (folder / e["data"]).is_file())
     assert lacking == [], f"figures with no data CSV beside them in {folder}: {lacking}"
+
+
+def test_a_table_that_reads_the_paper_runs_at_some_rates_says_so_in_its_stamp_and_keeps_its_profile(figures_store):
+    assert results.profiles_read("cpu", (0.0005, 0.005)) == "paper at lr 0.0005, 0.005; cpu elsewhere"
+    assert results.profiles_read("cpu", None) == "cpu" and results.profiles_read("paper", (0.01,)) == "paper"
+    result = types.SimpleNamespace(chapter="03_fixed_lr", profile="cpu", run_ids=[])
+    held = results.profiles_read("cpu", (0.01,))
+    saved = figures.save_table(
+        pd.DataFrame({"x": [1]}), "mixed", result, profiles_read=held, reproduces="new/mixed", caption="c"
+    )
+    assert "(profile: paper at lr 0.01; cpu elsewhere |" in saved.output.caption
+    assert read_manifest()["outputs"]["mixed"]["profile"] == "cpu"  # what the front page counts by

@@ -389,10 +389,13 @@ def save_table(
     precision: int = 2,
     made=None,
     shown: pd.DataFrame | None = None,
+    profiles_read: str | None = None,
     **about,
 ) -> Saved:
     """Save as CSV, list in the manifest (arguments as :func:`save_figure`); the table (``shown``: what the page shows
-    of it, where not all of it) styled with the stamp in its caption, and its source line."""
+    of it, where not all of it) styled with the stamp in its caption, and its source line. ``profiles_read``: the
+    scales its runs come from in the stamp's words, where they are more than ``profile``
+    (:func:`~vitbn_nb.publishing.results.profiles_read`)."""
     run_ids = result.run_ids if runs is None else run_ids_of(runs)
     profile = profile or result.profile
     path = figures_dir() / f"{name}.csv"
@@ -400,11 +403,11 @@ def save_table(
     entry = _record(name, [path], _entry([path], "table", result, run_ids, profile=profile, made=made, **about))
     styled = (table if shown is None else shown).style.format(precision=precision)
     styled = styled.hide(axis="index").set_table_styles(TABLE_STYLES)
-    caption = f"{about['caption']} ({stamp(profile, run_ids, None if run_ids else _made(entry))})"
+    caption = f"{about['caption']} ({stamp(profiles_read or profile, run_ids, None if run_ids else _made(entry))})"
     return Saved(styled.set_caption(caption), SourceLine.of(entry))
 
 
-def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None) -> Saved:
+def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None, profiles_read=None) -> Saved:
     """Save a chapter's judged claims (``found``: verdicts of ``claims``) as ``NN_claims``, numbers not text;
     ``scale``: the scale of the runs they were judged over where it is not one profile's (in the caption and the
     manifest); ``runs``: those runs where not all of the result's."""
@@ -419,7 +422,17 @@ def save_claims(result, found: list, claims: list, *, scale: str = "", runs=None
     about = {"extra": {"scale": scale}} if scale else {}
     name = f"{result.chapter[:2]}_claims"
     shown = kept[list(SHOWN_CLAIMS)].rename(columns=SHOWN_CLAIMS)
-    return save_table(kept, name, result, runs=runs, shown=shown, reproduces="new/claims", caption=caption, **about)
+    return save_table(
+        kept,
+        name,
+        result,
+        runs=runs,
+        shown=shown,
+        profiles_read=profiles_read,
+        reproduces="new/claims",
+        caption=caption,
+        **about,
+    )
 
 
 #: What a chapter's page shows of its judged claims (the CSV keeps every column): the verdict a short word, the claim

@@ -77,6 +77,14 @@ def outcome_groups(claims: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(title, rows) for title, rows in chosen if len(rows)]
 
 
+def profiles_read(profile: str, paper_lrs) -> str:
+    """The scales an output reads where a smaller profile's chapter takes the ``paper`` protocol's runs at some rates:
+    "paper at lr 0.0005, 0.005; cpu elsewhere" (the profile alone where there are none)."""
+    if not paper_lrs or profile == "paper":
+        return profile
+    return f"paper at lr {', '.join(f'{lr:g}' for lr in paper_lrs)}; {profile} elsewhere"
+
+
 def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
     """A chapter's takeaway in Markdown: what its verdicts decide (each decided claim with its effect), what stays
     open and why, counted from its claims table. ``paper_lrs``: the rates at which a smaller profile's chapter reads

@@ -367,7 +367,10 @@ def claims_table(result):
     # the sweep's runs at a rate whose whole-protocol runs are held are not read (larger_lr reads those instead)
     sweep = result.sweep[~_at_any(result.sweep, _protocol_lrs(result.settings))] if result.sweep is not None else None
     read = [*results.run_ids_of(judged), *results.run_ids_of(sweep)]
-    return figures.save_claims(result, found, article.findings(), scale=evidence_scale(result), runs=read)
+    held = results.profiles_read(result.profile, result.settings.full_protocol_lrs)
+    return figures.save_claims(
+        result, found, article.findings(), scale=evidence_scale(result), runs=read, profiles_read=held
+    )
 
 
 def collapse_counts(result: FixedLrResult) -> pd.DataFrame:

@@ -310,3 +310,20 @@ def test_the_forest_plot_shows_every_claim_with_an_interval_and_leaves_the_other
     entry = json.loads((copy / "manifest.json").read_text())["outputs"][forest.NAME]
     assert (copy / f"{forest.NAME}.png").is_file() and entry["data"] == f"{forest.NAME}_data.csv"
     assert len(pd.read_csv(copy / entry["data"])) == 2
+
+
+def test_the_findings_caption_dates_the_data_from_the_manifest_not_the_store(tmp_path, monkeypatch):
+    """The day the lead figure's runs end is the manifest's, so the README reads the same wherever it is rewritten:
+    with the committed records readable or not, and on any later day."""
+    folder = tmp_path / "figures"
+    shutil.copytree(FIGURES, folder, ignore=shutil.ignore_patterns("records"))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    lead = manifest["outputs"][readme.lead_figure(folder)]
+    lead.update(runs_up_to="2001-02-03", date="2009-08-07")
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    captions = []
+    for records in ("use", "ignore"):
+        monkeypatch.setenv("VITBN_COMMITTED_RECORDS", records)
+        captions.append(readme.findings_block(folder))
+    assert captions[0] == captions[1]
+    assert "runs up to 2001-02-03" in captions[0] and "2009-08-07" not in captions[0]

@@ -149,6 +149,8 @@ def _entry(
         "device": hardware()["device"],
         "trained_on": store_runs.trained_on(list(run_ids)),
         "date": date,
+        # the day the data ends, kept here so that a page written from the manifest alone (the README) names it
+        **({"runs_up_to": until} if (until := trained_until(run_ids)) else {}),
         "torch": versions().get("torch"),
         "run_ids": sorted(set(run_ids)),
         "drawn_by": drawer(),

@@ -17,7 +17,6 @@ from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
 from ..paths import book_figures_dir, project_root
 from ..store import provenance
-from ..store.run_folder import trained_until
 from . import colab, forest, results
 from .results import DECIDED
 
@@ -364,7 +363,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
             f"![{lead.get('reproduces', name)}](figures/{name}.png)",
             "",
             f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, runs up to "
-            f"{trained_until(lead.get('run_ids', [])) or lead.get('date')}.*"
+            f"{lead.get('runs_up_to') or lead.get('date')}.*"
             + (f" Every verdict counted, and the headline claims: [below]({verdicts_at});" if verdicts_at else "")
             + f" Every claim: [the claims page]({claims_page}).",
         ]

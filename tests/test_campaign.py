@@ -391,6 +391,28 @@ def test_a_committed_record_is_replaced_only_by_name(smoke_campaign, monkeypatch
     assert any("--replace" in line for line in said)
 
 
+def test_a_committed_record_of_a_run_that_never_ended_gives_way_to_the_finished_run(
+    smoke_campaign, monkeypatch, tmp_path, mnist_ready
+):
+    """A record committed while its run still trained (status running, no epochs: a search trial's, kept by an
+    earlier commit) is no evidence: once the run finishes, `campaign commit` copies it without --replace."""
+    from vitbn_nb.store.records import RunStoreError
+
+    figures = _book_figures(monkeypatch, tmp_path)
+    cheapest = min(smoke_campaign[0].configs(), key=lambda c: c.model_kwargs["depth"])
+    run = training.train(cheapest, progress=False)
+    unfinished = json.loads((run.folder / "record.json").read_text()) | {"status": "running", "epochs": []}
+    committed_path = figures / "records" / run.run_id / "record.json"
+    committed_path.parent.mkdir(parents=True)
+    committed_path.write_text(json.dumps(unfinished))
+    assert campaign.commit(log=lambda line: None) == [run.run_id]
+    assert json.loads(committed_path.read_text())["status"] == "finished"
+    ended = json.loads(committed_path.read_text()) | {"status": "diverged"}
+    committed_path.write_text(json.dumps(ended))  # an ended record, changed: refused as before
+    with pytest.raises(RunStoreError, match="--replace"):
+        campaign.commit(log=lambda line: None)
+
+
 def test_a_run_from_elsewhere_is_committed_only_once_it_replays(smoke_campaign, monkeypatch, tmp_path, mnist_ready):
     """A record's checksum proves a file whole, not a run: a resealed record with invented accuracies imports, but
     `runs verify` replays it (its first epoch from its seed, its weights tested) and refuses it, and `campaign commit`

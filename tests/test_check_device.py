@@ -9,7 +9,7 @@ import torch
 from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import main
 from vitbn_nb.engines import check_device, stack, training
-from vitbn_nb.store import records, runs
+from vitbn_nb.store import damage, runs
 
 CPU = torch.device("cpu")
 
@@ -31,7 +31,7 @@ def test_the_check_runs_on_this_cpu_prints_one_table_and_keeps_its_verdict(run_s
     assert verdict["passed"] and verdict["refused"] == {} and verdict["settings"] == "quick"
     assert verdict["key"] == check_device.device_key(CPU) and verdict["key"]["torch"] == torch.__version__
     assert path == check_device.verdict_path(CPU) and check_device.stored(CPU) == verdict
-    assert records.check_store().empty  # the verdict is no run: `runs check` passes over it
+    assert damage.check_store().empty  # the verdict is no run: `runs check` passes over it
 
 
 def test_a_wrong_engine_fails_its_check_and_is_not_used(run_store, mnist_ready, monkeypatch, capsys):

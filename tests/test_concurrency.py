@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vitbn_nb.engines import training
-from vitbn_nb.store import bundle, records, runs
+from vitbn_nb.store import bundle, damage, records, runs
 from vitbn_nb.store.records import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,7 +156,7 @@ def _runs(store: Path) -> dict[str, str]:
             continue
         assert not entry.name.startswith("."), f"left behind: {entry}"
         found[entry.name] = records.read_record(entry)["status"]
-    assert records.check_store(store).empty
+    assert damage.check_store(store).empty
     return found
 
 
@@ -195,7 +195,7 @@ def _second(kind: str, bundles: Path, tmp_path: Path) -> tuple[list[str], dict]:
 def test_an_import_and_a_second_command_at_once_keep_every_run_once(store, bundles, tmp_path, held_at, second):
     assert _runs(store) == {HELD.run_id("cpu"): "finished"}
     first, flag = _held_import(tmp_path, store, bundles, held_at)
-    assert records.check_store(store).empty  # a live import is not damage
+    assert damage.check_store(store).empty  # a live import is not damage
     args, env = _second(second, bundles, tmp_path)
     recovered = tmp_path / "recovered"
     other = _start(tmp_path, store, *args, RECOVERED=str(recovered), **env)
@@ -236,13 +236,13 @@ def test_a_kill_9_of_an_import_leaves_whole_runs_and_export_refuses_until_the_sa
     for name in held:  # each run whole (or absent)
         records.read_record(store / name)
     interrupted = held_at == "moving"  # "moved": every run in, the mark already gone
-    assert len(records.half_imported(store)) == interrupted
+    assert len(damage.half_imported(store)) == interrupted
     export = _start(tmp_path, store, "runs", "export", str(tmp_path / "out.tar.gz"), "--weights", "all")
     code, _out, err = _finish(export)
     assert code == (1 if interrupted else 0), err
     if interrupted:  # refused in one line, never exported as if whole
         assert len(err.strip().splitlines()) == 1 and "has not finished" in err and "runs import" in err
-        assert list(records.check_store(store)["problem"]) == [
+        assert list(damage.check_store(store)["problem"]) == [
             "an import that was interrupted: the store may lack some of that bundle's runs"
         ]
     recovered = tmp_path / "recovered"
@@ -252,10 +252,10 @@ def test_a_kill_9_of_an_import_leaves_whole_runs_and_export_refuses_until_the_sa
     assert code == 0, err
     assert json.loads(recovered.read_text()) == 1  # the killed one's temporary folder, deleted unread
     assert not list(store.glob(".import-*")) and not list((store / ".locks").glob(".import-*"))
-    assert len(records.half_imported(store)) == interrupted  # another bundle completes nothing
+    assert len(damage.half_imported(store)) == interrupted  # another bundle completes nothing
     code, _out, err = _finish(_start(tmp_path, store, "runs", "import", str(bundles / "all.tar.gz")))
     assert code == 0, err
-    assert not records.half_imported(store)
+    assert not damage.half_imported(store)
     assert _runs(store) == dict.fromkeys(sorted(_ids(HELD, *IMPORTED)), "finished")
     code, out, err = _finish(
         _start(tmp_path, store, "runs", "export", str(tmp_path / "out.tar.gz"), "--weights", "all")

@@ -16,7 +16,7 @@ from vitbn_nb import atomic, chapters
 from vitbn_nb import train as train_command
 from vitbn_nb.__main__ import cli, main
 from vitbn_nb.engines import training
-from vitbn_nb.store import bundle, records, run_folder, runs
+from vitbn_nb.store import bundle, damage, records, run_folder, runs
 from vitbn_nb.store.records import RunStoreError, sha256, write_record
 from vitbn_nb.store.runs import RunConfig
 
@@ -553,14 +553,14 @@ def test_an_import_stopped_half_way_leaves_whole_runs_and_the_same_import_comple
     monkeypatch.undo()
     monkeypatch.setenv("VITBN_RUNS_DIR", str(other))
     assert len(list(other.glob("*/model.pt"))) == 1  # one run given its weights, the others still records alone
-    problems = records.check_store()["problem"]
+    problems = damage.check_store()["problem"]
     assert len(problems) and problems.str.contains("an import that was interrupted").all()
     assert not list(other.glob(".import-*"))  # its temporary folder went with it
     assert cli(["runs", "export", str(tmp_path / "out.tar.gz")]) == 1  # never exported as if whole
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "holds an import that has not finished" in err and "fix:" in err
     assert bundle.import_bundle(everything)["updated"] == 2  # the same import completes it
-    assert records.check_store().empty and not records.half_imported(other)
+    assert damage.check_store().empty and not damage.half_imported(other)
     assert len(list(other.glob("*/model.pt"))) == 3
     assert bundle.export(tmp_path / "out.tar.gz", needed=None, profile="smoke")["weights"] == 3
 
@@ -681,7 +681,7 @@ def test_an_unreachable_mlflow_server_warns_once_and_does_not_hold_up_training(s
 def test_a_quick_or_smaller_bench_never_replaces_the_books_bench_json(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from vitbn_nb.bench import report
+    from vitbn_nb.bench import printout
 
     figures = tmp_path / "figures"
     figures.mkdir()
@@ -689,9 +689,9 @@ def test_a_quick_or_smaller_bench_never_replaces_the_books_bench_json(tmp_path, 
     (figures / "bench.json").write_text('{"profile": "cpu", "kept": true}')
     for profile in ("smoke", "cpu"):
         result = SimpleNamespace(meta={"profile": profile}, to_dict=lambda p=profile: {"profile": p})
-        written = report.write(result, tmp_path / "out")
+        written = printout.write(result, tmp_path / "out")
         assert (figures / "bench.json" in written) == (profile == "cpu")
     assert json.loads((figures / "bench.json").read_text()) == {"profile": "cpu"}
     (figures / "bench.json").write_text('{"profile": "paper"}')
     result = SimpleNamespace(meta={"profile": "cpu"}, to_dict=lambda: {"profile": "cpu"})
-    assert figures / "bench.json" not in report.write(result, tmp_path / "out")
+    assert figures / "bench.json" not in printout.write(result, tmp_path / "out")

@@ -17,7 +17,7 @@ from vitbn_nb.engines import training
 from vitbn_nb.judging import claims as shared_claims
 from vitbn_nb.judging import selection
 from vitbn_nb.publishing import results
-from vitbn_nb.store import records, run_folder, runs
+from vitbn_nb.store import damage, records, run_folder, runs
 from vitbn_nb.store.runs import RunConfig, RunStoreError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,7 +279,7 @@ def store_with_damage(run_store, mnist_ready):
 
 
 def test_runs_check_lists_every_damaged_run_with_its_file_and_fix(store_with_damage, capsys):
-    damaged = records.check_store()
+    damaged = damage.check_store()
     assert set(damaged["run"]) == set(store_with_damage.values())
     by_run = damaged.set_index("run")
     assert "record.json" in by_run.loc[store_with_damage["record"], "problem"]
@@ -312,7 +312,7 @@ def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
     assert main(["runs", "retrain", store_with_damage["checkpoint"]]) == 0
     with pytest.raises(RunStoreError, match="configuration is unknown"):
         training.retrain(store_with_damage["record"])
-    assert set(records.check_store()["run"]) == {store_with_damage["record"]}
+    assert set(damage.check_store()["run"]) == {store_with_damage["record"]}
     with pytest.raises(ValueError, match="not a run in the run store"):
         training.retrain("no-such-run")
 

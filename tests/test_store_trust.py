@@ -20,7 +20,7 @@ from test_hostile_input import _bundle, _exported, _tree
 
 from vitbn_nb.__main__ import cli
 from vitbn_nb.engines import training
-from vitbn_nb.store import bundle, records, run_folder
+from vitbn_nb.store import bundle, damage, records, run_folder
 from vitbn_nb.store.records import sha256, write_record
 from vitbn_nb.store.runs import RunConfig
 
@@ -177,7 +177,7 @@ def test_a_bomb_planted_in_a_store_is_refused_by_check_and_retrain_without_build
     store, tmp_path, capsys, monkeypatch
 ):
     from vitbn_nb import models
-    from vitbn_nb.store import run_config, run_folder
+    from vitbn_nb.store import damage, run_config, run_folder
 
     real = models.build_model
 
@@ -186,7 +186,7 @@ def test_a_bomb_planted_in_a_store_is_refused_by_check_and_retrain_without_build
             pytest.fail(f"a {name} of depth {kwargs['depth']} was built")
         return real(name, **kwargs)
 
-    for module in (models, records, run_config, run_folder, training):
+    for module in (models, damage, run_config, run_folder, training):
         monkeypatch.setattr(module, "build_model", build_model)
     files = _exported(store, tmp_path)
     record = json.loads(files[f"runs/{_run_id()}/record.json"])
@@ -317,7 +317,7 @@ def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
     retrained = training.retrain(_run_id(), progress=False)
     assert retrained.folder == folder and retrained.status == "finished"
     assert records.read_record(folder)["started"] != old or _tree(folder) != before
-    assert not (store / ".retrain" / _run_id()).exists() and records.check_store().empty
+    assert not (store / ".retrain" / _run_id()).exists() and damage.check_store().empty
 
 
 #: ``runs retrain RUN`` in a child process, held between the two renames of its swap (the stored run moved aside,
@@ -348,7 +348,7 @@ def test_a_kill_9_between_the_renames_of_a_retrains_swap_hides_no_run(store, tmp
     retrained = records.read_record(store / ".retrain" / _run_id())
     assert not folder.exists() and records.replaced_path(folder).is_dir()  # the instant a kill can hit
 
-    assert list(records.check_store()["run"]) == [_run_id()]  # named, never "intact"
+    assert list(damage.check_store()["run"]) == [_run_id()]  # named, never "intact"
     with pytest.raises(records.RunStoreError, match="runs check"):
         run_folder.stored_run(folder)
     with pytest.raises(ValueError, match="would lack it"):
@@ -367,7 +367,7 @@ def test_a_stored_run_moved_aside_without_a_finished_retrain_comes_back(store):
     before = _tree(folder)
     folder.rename(records.replaced_path(folder))  # as a kill leaves it, had the retrain not finished
     run = training.train(RunConfig(**TINY), progress=False)  # the next command finds it, trains nothing
-    assert run.folder == folder and _tree(folder) == before and records.check_store().empty
+    assert run.folder == folder and _tree(folder) == before and damage.check_store().empty
 
 
 # -- configurations bounded where they are built; a record's text never steers a terminal ---------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vitbn_nb.judging import selection, verdicts
+from vitbn_nb.judging import rule_text, selection, verdicts
 
 #: The rule's 2 pt ceiling (accuracies below 95 %), for tests of the rule itself.
 TWO_PT = verdicts.Margin(None, 90.0, "a test's")
@@ -287,7 +287,7 @@ def test_a_ratio_of_two_speed_ratios_is_worded_above_or_below_1():
 
 
 def test_the_rule_s_text_names_the_speed_words_it_issues():
-    text = verdicts.rule_markdown()
+    text = rule_text.rule_markdown()
     for words in (verdicts.SPEEDUP, verdicts.SLOWER_WORDS, verdicts.NOISE, verdicts.NOT_JUDGED):
         assert words in text
 

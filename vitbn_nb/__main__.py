@@ -328,14 +328,14 @@ def _run(args) -> int:
     elif args.command == "runs":
         from . import train as training
         from .engines.training import retrain
-        from .store import bundle, provenance, records, run_folder, runs
+        from .store import bundle, damage, provenance, records, run_folder, runs
 
         if args.runs_command in ("check", "export"):  # a retrain a kill interrupted is completed first, and said
             for recovered in run_folder.recover_swaps():
                 print(f"recovered {recovered}")
         if args.runs_command == "check":
-            damaged = records.check_store()
-            notes = "".join(f"\nnote: {note}" for note in records.store_notes())
+            damaged = damage.check_store()
+            notes = "".join(f"\nnote: {note}" for note in damage.store_notes())
             if waiting := provenance.waiting(runs.runs_dir()):
                 notes += (
                     f"\nnote: {len(waiting)} run(s) imported from a bundle are not replayed yet "

@@ -25,7 +25,7 @@ from .limits import Deadline
 from .paths import RECORDS_FOLDER, book_figures_dir, runs_dir, stored_path
 from .store import provenance, runs
 from .store.bundle import clean_imports, refuse_half_imported
-from .store.records import LEDGER_FILE, STATE_FOLDER, RunStoreError, read_ledger, read_record
+from .store.records import ENDED, LEDGER_FILE, STATE_FOLDER, RunStoreError, read_ledger, read_record
 from .store.run_config import RunConfig
 from .store.run_folder import Run, is_locked, stored_id, stored_run
 from .system import epoch_contended, hardware_label, machine_load, pick_device
@@ -519,7 +519,11 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
 
 def _beyond_measurements(committed: dict, stored: dict) -> bool:
     """Whether ``stored`` differs from ``committed`` in more than measurements added to it (``campaign measure``
-    keeps a finished run's measurement in its record; nothing else of an ended run may change)."""
+    keeps a finished run's measurement in its record; nothing else of an ended run may change). A committed record
+    of a run that had not ended is no evidence (the chapters read ended runs alone): its run, finished, takes its
+    place."""
+    if committed.get("status") not in ENDED:
+        return False
     held, kept = committed.get("measurements", {}), stored.get("measurements", {})
     if any(kept.get(name) != value for name, value in held.items()):
         return True

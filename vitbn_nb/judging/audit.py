@@ -5,7 +5,6 @@ their encoder's early return (``REFERENCE_FACTS.md``). Offline, ``recorded_refer
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import json
 import re
@@ -267,29 +266,3 @@ def reference_audit(live: bool | None = None, folder=None) -> ReferenceAudit:
     blocks["num_batches_tracked"] = blocks["num_batches_tracked"].astype("Int64")
     source = f"recorded ({record['recorded']}, {record['how']}); no internet here to check it live"
     return ReferenceAudit(blocks, pd.DataFrame(record["scores"]), source, live=False)
-
-
-def record(folder, target=RECORDED) -> Path:
-    """Write the recorded audit from the checkpoints in ``folder`` (``python -m vitbn_nb.judging.audit FOLDER``)."""
-    result = audit_folder(folder)
-    payload = {
-        "recorded": dt.date.today().isoformat(),
-        "how": "vitbn_nb.judging.audit.block_usage and mnist_accuracy (the book's own classes) on the checkpoints "
-        f"of github.com/{REFERENCE_REPOSITORY} at the commits named per checkpoint",
-        "checkpoints": {
-            name: {
-                **REFERENCE_CHECKPOINTS[name],
-                "blocks": json.loads(group.drop(columns=["checkpoint", "commit", "model"]).to_json(orient="records")),
-            }
-            for name, group in result.blocks.groupby("checkpoint", sort=False)
-        },
-        "scores": json.loads(result.scores.to_json(orient="records")),
-    }
-    Path(target).write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
-    return Path(target)
-
-
-if __name__ == "__main__":
-    import sys
-
-    print(record(sys.argv[1]))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, paths
-from ..judging import plans, verdicts
+from ..judging import plans, rule_text, verdicts
 from ..judging.article1 import DEVICES, DEVICES_SHORT, RATIOS
 from ..judging.claims import MACHINES_JOINED_BY
 from ..models import AS_RUN_DEPTH
@@ -620,7 +620,7 @@ def setup_block(folder: Path) -> str:
 BLOCKS = {
     "findings": findings_block,
     "verdicts": verdicts_block,
-    "rule": lambda folder: verdicts.rule_markdown(),
+    "rule": lambda folder: rule_text.rule_markdown(),
     "results": results_block,
     "performance": performance_block,
     "setup": setup_block,

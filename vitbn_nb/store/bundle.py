@@ -29,20 +29,15 @@ from .. import atomic
 from ..limits import model_size
 from ..paths import runs_dir, stored_path
 from . import provenance
+from .damage import MARK_PREFIX, SCRATCH_PREFIX, fit_problem, half_imported, identity_problem, import_owner
 from .records import (
     ENDED,
     LOCKS,
-    MARK_PREFIX,
-    SCRATCH_PREFIX,
     STATE_FOLDER,
     SWAP_FIX,
     WEIGHT_FILES,
     RunStoreError,
     archive_problem,
-    fit_problem,
-    half_imported,
-    identity_problem,
-    import_owner,
     interrupted_swaps,
     is_owned,
     load_checkpoint,

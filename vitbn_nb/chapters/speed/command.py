@@ -12,7 +12,7 @@ from .settings import SpeedSettings
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...bench import calibration, measurements, report  # heavy: the command line's parser loads no bench
+    from ...bench import calibration, measurements, printout  # heavy: the command line's parser loads no bench
 
     try:
         device = pick_device(args.device)  # a GPU asked for but unusable is a DeviceError that says why
@@ -22,12 +22,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     result = measurements.measure(settings, device)
     print()
-    print(report.format_report(result))
-    for path in report.write(result, args.out, copy_to_figures=args.copy):
+    print(printout.format_report(result))
+    for path in printout.write(result, args.out, copy_to_figures=args.copy):
         print(f"wrote {path}")
     if args.calibration:
         print()
         text = calibration.describe(calibration.calibrate(device))
         print(text)
-        print(f"wrote {report.write_text(text, args.out)}")
+        print(f"wrote {printout.write_text(text, args.out)}")
     return 0

@@ -596,5 +596,7 @@ def commit(log: Callable[[str], None] = print, replace: set[str] = frozenset()) 
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 atomic.write_bytes(destination, file.read_bytes())
                 copied.append(f"{STATE_FOLDER}/{source.name}/{file.name}")
-    log(f"campaign: {len(copied)} finished run record(s) and search file(s) copied into {target} (commit them)")
+    # the claims page counts the committed records: a records commit without it leaves the README's check red
+    after = "; then `python -m vitbn_nb readme`, and commit its pages with them" if copied else ""
+    log(f"campaign: {len(copied)} finished run record(s) and search file(s) copied into {target} (commit them{after})")
     return copied

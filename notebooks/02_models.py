@@ -182,7 +182,7 @@ architectures.running_stats_figure(result)
 #
 # The later chapters compare models of different depths: article 1 *as run* pits a depth-6 ViT
 # against BatchNorm models that computed one block (chapters 3 and 4: the reference code of its
-# time returned from the encoder after the first block), and article 1 *as written* has all
+# time returned from the encoder after the first block, commits 5c9074d, 5fcc4ac and 99a16b1), and article 1 *as written* has all
 # three at depth 6 (chapter 3); the EMNIST transfer uses all three at depth 6 (chapter 6); the depth study
 # trains ViT and ViTBNFFN at depths 1–7, and ViTDyT beside them at depth 6 (chapter 5); and the book's
 # equal-depth control adds ViTBN, ViTDyT (and ViT) at depths 1 and 6. The table counts parameters with `count_parameters` and

@@ -54,9 +54,10 @@
 # - **as written**: all three at depth 6. ViT's runs are the same; the BatchNorm models at
 #   depth 6 are new runs.
 #
-# What this means for the rest of the book: article 1's **Experiment 2** (chapter 4) and the
-# series' **transfer checkpoints** (`ViTBNFFN_opt_30` at a84dfed, `FinOptAug1_*` at the repository's HEAD;
-# the audit below) were trained before the fix, so they too compare a 6-block
+# What this means for the rest of the book: article 1's **Experiment 2** (chapter 4, whose
+# optimised MNIST checkpoint `ViTBNFFN_opt_30` at a84dfed the audit below reads) and the
+# series' **transfer checkpoints** (the augmented-MNIST `FinOptAug1_*` at the repository's HEAD,
+# also audited below) were trained before the fix, so they too compare a 6-block
 # ViT with 1-block BatchNorm models; chapter 4 reproduces that configuration and says so, while
 # chapter 6 runs all three models at depth 6. **Article 2's depth study** (chapter 5) came after the fix: its ViTBNFFN of depth $d$ ran
 # $d$ blocks, and its comparisons are at equal depth. Chapter 8 separates how much of article
@@ -326,8 +327,9 @@ fixed_lr.pace_table(result, fig5_lr)
 # The claims table judges Figure 6's three statements seed by seed: each rate's time per epoch
 # over the same seed's at lr 0.0005, on one machine (a seed whose rates were timed on two
 # machines compares nothing). "Roughly the same" is an equivalence within half the smallest
-# change of a time ratio that article 1 reads as varying significantly (ViTBN's $r_t$ from 3.5
-# to 4.3, Table 1); these claims were encoded after their runs, so their verdicts are exploratory.
+# change of a time ratio that article 1 reads as varying significantly (ViTBN's $r_t$, 3.5 at
+# lr 0.005 in its Figure 4 text and 4.3 at lr 0.01 in its Figure 5 text, which calls the second
+# "significantly higher"); these claims were encoded after their runs, so their verdicts are exploratory.
 
 # %%
 fixed_lr.time_per_lr_figure(result)
@@ -343,8 +345,8 @@ fixed_lr.time_per_lr_table(result)
 # ## Table 1: the gains in training and inference time, in both configurations
 #
 # **Article 1 reports (Table 1)** the gains $g_t$ and $g_v$ per model and learning rate. The
-# table is an image in the article; its text quotes the ratios above, from which the gains
-# follow as $g = 1 - 1/r$. Its summary of results: a training gain of at least about 60 % at every
+# table is an image in the article, and so is its formula for the gains; its text quotes the
+# ratios above, and $g = 1 - 1/r$ turns them into the gains its text quotes. Its summary of results: a training gain of at least about 60 % at every
 # learning rate, varying with the learning rate and the model, and an inference gain of about
 # 60 % that hardly varies.
 #

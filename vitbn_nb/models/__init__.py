@@ -34,7 +34,8 @@ REFERENCE_VIT = dict(image_size=28, patch_size=7, num_classes=10, channels=1, di
 REFERENCE_VIT |= dict(dropout=0.0, emb_dropout=0.0, pool="cls", pos_emb="learn")
 #: Article 1 "as run": a depth-6 ViT against BatchNorm models that computed one block (the reference code of that time
 #: returned from their encoder after its first block: commits 5c9074d, 5fcc4ac, 99a16b1; fixed for ViTBN in 27ca0f8,
-#: for ViTBNFFN in 297070d; its README later says depth = 1, 97d7366). The build_model defaults, so every run id of the book keeps its meaning.
+#: for ViTBNFFN in 297070d; its README later says depth = 1, 97d7366). The build_model defaults, so every run id of the
+#: book keeps its meaning.
 AS_RUN_DEPTH = {"ViT": 6, "ViTBNFFN": 1, "ViTBN": 1}
 #: Article 1 "as written": L = 6 for all three models (its text and the README of 2024-08-06, f8eea92).
 AS_WRITTEN_DEPTH = {"ViT": 6, "ViTBNFFN": 6, "ViTBN": 6}

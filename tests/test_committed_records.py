@@ -14,6 +14,7 @@ from vitbn_nb.engines import training
 from vitbn_nb.profiles import PROFILE_SIZE
 from vitbn_nb.store import committed, runs
 from vitbn_nb.store.run_config import RunConfig
+from vitbn_nb.train import retrain
 
 TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, train_size=200, test_size=100)
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,12 +46,12 @@ def test_retrain_trains_a_committed_run_into_the_store_and_leaves_its_record(com
     # the fix a chapter names when it needs the weights a committed record leaves out
     committed_record = paths.committed_records_dir() / committed_store.run_id / "record.json"
     before = committed_record.read_bytes()
-    run = training.retrain(committed_store.run_id, progress=False)
+    run = retrain(committed_store.run_id, progress=False)
     assert run.folder == tmp_path / "fresh" / committed_store.run_id and (run.folder / "model.pt").is_file()
     assert committed_record.read_bytes() == before
     assert training.train(RunConfig(**TINY), progress=False).folder == run.folder  # the store's own copy wins now
     with pytest.raises(ValueError, match="nor among the committed records"):
-        training.retrain("ViT-d6-lr0.001-bs100-s0-0000000000", progress=False)
+        retrain("ViT-d6-lr0.001-bs100-s0-0000000000", progress=False)
 
 
 @pytest.mark.slow

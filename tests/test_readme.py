@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb.__main__ import main
-from vitbn_nb.publishing import readme, results
+from vitbn_nb.publishing import forest, readme
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "figures"
@@ -26,7 +26,7 @@ def test_the_readme_leads_with_each_articles_findings_on_its_first_screen():
     words; the counts per article sit below them."""
     text = (ROOT / "README.md").read_text()
     first_screen = "\n".join(text.splitlines()[:60])
-    for sentence in readme.lead_sentences(results.saved_claims(FIGURES)):
+    for sentence in readme.lead_sentences(forest.saved_claims(FIGURES)):
         assert sentence in first_screen
     assert f"figures/{readme.LEAD_FIGURE}.png" in first_screen and readme.CLAIMS_PAGE in first_screen
     assert len(first_screen.split()) < 600, f"the README's first screen holds {len(first_screen.split())} words"
@@ -269,7 +269,7 @@ def test_no_page_repeats_a_paragraph_and_the_sources_are_linked():
 
 
 def test_the_findings_lead_with_two_sentences_whose_headlines_follow_the_verdicts():
-    claims = results.saved_claims(ROOT / "figures")
+    claims = forest.saved_claims(ROOT / "figures")
     first, second = readme.lead_sentences(claims)
     assert "as article 1 ran them" in first and "all three models of six blocks" in first
     assert second.startswith("**Article 2's conclusion") and "lr 0.003, depth 6, 7" in second
@@ -291,7 +291,6 @@ def test_the_front_page_names_every_scale_its_outputs_come_from(tmp_path):
 
 
 def test_the_forest_plot_shows_every_claim_with_an_interval_and_leaves_the_others_out(tmp_path, monkeypatch):
-    from vitbn_nb.publishing import forest
 
     copy = tmp_path / "figures"
     copy.mkdir()

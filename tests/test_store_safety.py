@@ -19,6 +19,7 @@ from vitbn_nb.judging import selection
 from vitbn_nb.publishing import results
 from vitbn_nb.store import damage, records, run_folder, runs
 from vitbn_nb.store.runs import RunConfig, RunStoreError
+from vitbn_nb.train import retrain
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(model="ViTBNFFN", model_kwargs={"depth": 1}, epochs=1, lr=1e-3, train_size=200, test_size=100)
@@ -311,10 +312,10 @@ def test_retrain_repairs_a_run_and_check_then_passes(store_with_damage, capsys):
     assert main(["runs", "retrain", store_with_damage["model"]]) == 0
     assert main(["runs", "retrain", store_with_damage["checkpoint"]]) == 0
     with pytest.raises(RunStoreError, match="configuration is unknown"):
-        training.retrain(store_with_damage["record"])
+        retrain(store_with_damage["record"])
     assert set(damage.check_store()["run"]) == {store_with_damage["record"]}
     with pytest.raises(ValueError, match="not a run in the run store"):
-        training.retrain("no-such-run")
+        retrain("no-such-run")
 
 
 def test_an_edited_record_fails_its_checksum(run_store, mnist_ready):

@@ -23,6 +23,7 @@ from vitbn_nb.engines import training
 from vitbn_nb.store import bundle, damage, records, run_folder
 from vitbn_nb.store.records import sha256, write_record
 from vitbn_nb.store.runs import RunConfig
+from vitbn_nb.train import retrain
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(model="DNN_d3", epochs=2, train_size=40, test_size=20)
@@ -314,7 +315,7 @@ def test_a_kill_9_during_a_retraining_keeps_the_finished_run(store, tmp_path):
     assert _tree(folder) == before  # the finished run, as it was
     assert training.train(RunConfig(**TINY), progress=False).record == records.read_record(folder)  # and reused
     old = records.read_record(folder)["started"]
-    retrained = training.retrain(_run_id(), progress=False)
+    retrained = retrain(_run_id(), progress=False)
     assert retrained.folder == folder and retrained.status == "finished"
     assert records.read_record(folder)["started"] != old or _tree(folder) != before
     assert not (store / ".retrain" / _run_id()).exists() and damage.check_store().empty

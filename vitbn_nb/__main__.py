@@ -327,7 +327,6 @@ def _run(args) -> int:
             return 1
     elif args.command == "runs":
         from . import train as training
-        from .engines.training import retrain
         from .store import bundle, damage, provenance, records, run_folder, runs
 
         if args.runs_command in ("check", "export"):  # a retrain a kill interrupted is completed first, and said
@@ -385,7 +384,7 @@ def _run(args) -> int:
             )
             return 1 if refused else 0
         else:
-            retrain(args.run_id)
+            training.retrain(args.run_id)
     elif args.command == "colab-cell":
         from .publishing.colab import main as colab_main
 

@@ -3,6 +3,7 @@ from rendering, without papermill; finished runs come from the run store, so it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pandas as pd
@@ -13,10 +14,12 @@ from .bench.calibration import calibrated, estimate_seconds, points_for
 from .data import IMAGE_SIZE
 from .engines import engine, training
 from .hpo import completed_trials, study_device_type
-from .limits import Deadline, DeadlineReached
+from .limits import Deadline, DeadlineReached, model_problem
+from .paths import runs_dir, stored_path
 from .store import bundle
+from .store.records import RunStoreError, delete_fix
 from .store.run_config import RunConfig
-from .store.run_folder import Run, missing_runs, stored_id
+from .store.run_folder import Run, is_run_name, missing_runs, recover_swaps, stored_id
 from .system import pick_device
 
 #: Chapters whose parts measure trained runs after training, on the machine that trained: kept in the runs' records,
@@ -191,3 +194,35 @@ def train(
             log(f"{chapter}: measuring its trained runs on this machine ({part})")
             chapters.part(chapter, part).run(settings)
     return trained
+
+
+def retrain(run_id: str, *, device=None, progress: bool = True) -> Run:
+    """Train one stored run anew from its recorded configuration, into the run store (even a damaged record's)."""
+    if not is_run_name(run_id):
+        raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
+    recover_swaps()
+    folder = stored_path(str(run_id))
+    if not folder.is_dir() or folder.is_symlink():
+        raise ValueError(
+            f"run_id={run_id!r} is not a run in the run store {runs_dir()} nor among the committed records; "
+            "`runs check` lists them"
+        )
+    try:  # no checksum check here: a record that fails it but still parses still says what to retrain
+        record = json.loads((folder / "record.json").read_text())
+        if (problem := model_problem(record["config"])) is not None:  # never built, not even on the meta device
+            raise ValueError(problem)
+        config = RunConfig(**record["config"])
+    except Exception as error:
+        raise RunStoreError(
+            run_id,
+            f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
+            fix=delete_fix(folder),
+        ) from None
+    device = pick_device(device)
+    if config.run_id(device.type) != run_id:
+        raise ValueError(
+            f"run {run_id} was trained on another device type; on {device.type} it would be "
+            f"{config.run_id(device.type)}: retrain it where it ran"
+        )
+    # trained beside the stored run, which it replaces once finished: a kill or a failure keeps the stored run
+    return training.train(config, force=True, device=device, progress=progress)

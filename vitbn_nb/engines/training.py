@@ -5,7 +5,6 @@ epoch boundary; runs of one stack key train together as one stacked model (the s
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Iterable
 
 import torch
@@ -13,13 +12,13 @@ from torch import nn
 
 from .. import profiles
 from ..data import Batches, image_sets, reference_sets
-from ..limits import Deadline, DeadlineReached, model_problem
+from ..limits import Deadline, DeadlineReached
 from ..models import build_model
 from ..models.vit import pair as vit_pair
 from ..paths import is_committed, mirror_asked, runs_dir, stored_path
-from ..store.records import RunStoreError, delete_fix, load_weights
+from ..store.records import RunStoreError, load_weights
 from ..store.run_config import RunConfig
-from ..store.run_folder import Run, RunFiles, is_run_name, recover_swaps, run_locks, stored_id, stored_run
+from ..store.run_folder import Run, RunFiles, recover_swaps, run_locks, stored_id, stored_run
 from ..system import pick_device
 from . import engine, finetune
 
@@ -89,38 +88,6 @@ def units(configs: Iterable[RunConfig]) -> list[list[RunConfig]]:
         if config not in unit:
             unit.append(config)
     return list(found.values())
-
-
-def retrain(run_id: str, *, device: str | torch.device | None = None, progress: bool = True) -> Run:
-    """Train one stored run anew from its recorded configuration, into the run store (even a damaged record's)."""
-    if not is_run_name(run_id):
-        raise ValueError(f"run_id={run_id!r} is not a run in the run store {runs_dir()}; `runs check` lists them")
-    recover_swaps()
-    folder = stored_path(str(run_id))
-    if not folder.is_dir() or folder.is_symlink():
-        raise ValueError(
-            f"run_id={run_id!r} is not a run in the run store {runs_dir()} nor among the committed records; "
-            "`runs check` lists them"
-        )
-    try:  # no checksum check here: a record that fails it but still parses still says what to retrain
-        record = json.loads((folder / "record.json").read_text())
-        if (problem := model_problem(record["config"])) is not None:  # never built, not even on the meta device
-            raise ValueError(problem)
-        config = RunConfig(**record["config"])
-    except Exception as error:
-        raise RunStoreError(
-            run_id,
-            f"{folder / 'record.json'} is unreadable ({error}), so its configuration is unknown",
-            fix=delete_fix(folder),
-        ) from None
-    device = pick_device(device)
-    if config.run_id(device.type) != run_id:
-        raise ValueError(
-            f"run {run_id} was trained on another device type; on {device.type} it would be "
-            f"{config.run_id(device.type)}: retrain it where it ran"
-        )
-    # trained beside the stored run, which it replaces once finished: a kill or a failure keeps the stored run
-    return train(config, force=True, device=device, progress=progress)
 
 
 def training_sets(config: RunConfig, device: torch.device) -> tuple[Batches, Batches]:

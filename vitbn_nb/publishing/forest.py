@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from ..profiles import PROFILE_SIZE
-from . import figures, results
+from . import figures
 
 #: The output's name in ``figures/`` (and the README's lead figure).
 NAME = "new_findings_forest"
@@ -38,10 +38,19 @@ class BookClaims:
     chapter: str = "book"
 
 
+def saved_claims(folder, fallback=None) -> pd.DataFrame:
+    """Every chapter's saved claims (``NN_claims.csv``; its stem, ``03_claims``, in ``chapter``), in chapter order;
+    a chapter that ``folder`` lacks is read from ``fallback`` where given."""
+    files = {path.name: path for path in sorted(Path(fallback).glob("[0-9][0-9]_claims.csv"))} if fallback else {}
+    files |= {path.name: path for path in sorted(Path(folder).glob("[0-9][0-9]_claims.csv"))}
+    frames = [pd.read_csv(files[name], keep_default_na=False).assign(chapter=name[:-4]) for name in sorted(files)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def judged(folder: Path, others: Path | None = None) -> pd.DataFrame:
     """Every claim of ``folder``'s ``NN_claims.csv`` (a chapter missing there read from ``others``) whose verdict
     rests on an effect and an interval."""
-    claims = results.saved_claims(folder, others)
+    claims = saved_claims(folder, others)
     if claims.empty:
         return claims
     claims["chapter"] = claims["chapter"].str[:2]

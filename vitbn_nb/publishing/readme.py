@@ -192,7 +192,7 @@ def results_block(folder: Path) -> str:
     lines = [_provenance(folder), ""]
     if trust := trust_line(folder):
         lines += [trust, ""]
-    claims = results.saved_claims(folder)
+    claims = forest.saved_claims(folder)
     if claims.empty:
         lines.append("No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`.")
         return "\n".join(lines)
@@ -351,7 +351,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
     """The findings first: the book's findings in sentences, then every judged claim in one picture (the forest plot)
     with its caption; the counts and the headline claims are the verdicts block's (:func:`verdicts_block`), at
     ``verdicts_at`` (a link; '' where the page shows them under the findings' heading)."""
-    claims = results.saved_claims(folder)
+    claims = forest.saved_claims(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
     lines = []
@@ -372,7 +372,7 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
 
 def verdicts_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:
     """The counts per article and the headline claims (the primary contrasts and every decided claim), folded away."""
-    claims = results.saved_claims(folder)
+    claims = forest.saved_claims(folder)
     if claims.empty:
         return "No chapter has saved its judged claims (`figures/NN_claims.csv`) yet: run `make book`."
     counts = []

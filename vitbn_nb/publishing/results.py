@@ -4,7 +4,6 @@ article 1's speed ratios."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -112,15 +111,6 @@ def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
                 " of zero, an effect too small for these seeds."
             )
     return "\n".join(lines)
-
-
-def saved_claims(folder, fallback=None) -> pd.DataFrame:
-    """Every chapter's saved claims (``NN_claims.csv``; its stem, ``03_claims``, in ``chapter``), in chapter order;
-    a chapter that ``folder`` lacks is read from ``fallback`` where given."""
-    files = {path.name: path for path in sorted(Path(fallback).glob("[0-9][0-9]_claims.csv"))} if fallback else {}
-    files |= {path.name: path for path in sorted(Path(folder).glob("[0-9][0-9]_claims.csv"))}
-    frames = [pd.read_csv(files[name], keep_default_na=False).assign(chapter=name[:-4]) for name in sorted(files)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def run_ids_of(runs) -> list[str]:

@@ -291,7 +291,6 @@ def test_the_front_page_names_every_scale_its_outputs_come_from(tmp_path):
 
 
 def test_the_forest_plot_shows_every_claim_with_an_interval_and_leaves_the_others_out(tmp_path, monkeypatch):
-
     copy = tmp_path / "figures"
     copy.mkdir()
     _claims_csv(

@@ -72,7 +72,8 @@ test: $(VENV)/.installed
 		|| $(APT_GET) install -y -q chromium chromium-driver >/dev/null 2>&1 \
 		|| { $(APT_GET) update -q >/dev/null 2>&1 && $(APT_GET) install -y -q chromium chromium-driver >/dev/null 2>&1; } \
 		|| echo "Chromium could not be installed (apt-get needs root); the browser tests will be skipped."
-	$(PY) -m pytest $(PARALLEL)
+	@# the slowest tests are named at the end, so that a CI log shows where its minutes went
+	$(PY) -m pytest $(PARALLEL) --durations=20
 
 # The unit tests only (no chapter executed, no browser, no training beyond a few steps): a couple of minutes.
 test-fast: $(VENV)/.installed

@@ -259,6 +259,55 @@ def test_each_epoch_is_named_by_the_machine_that_trained_it():
     assert runs.epoch_machines(lost) == [None, None, "CPU: B (2 cores)"]
 
 
+def test_a_seed_pairs_its_times_only_where_one_host_timed_both_runs():
+    # machines of one CPU name differ in speed, so the recorded host is part of the machine a pair of times needs;
+    # records without one pair as they always did
+    def record(model: str, host: str | None, seconds: float) -> dict:
+        hardware = {"device": "cpu", "cpu": "AMD EPYC", "cpu_cores": 2} | ({"host": host} if host else {})
+        epoch = dict(epoch=1, train_loss=0.1, test_acc=97.0, diverged=False, train_seconds=seconds, test_seconds=5.0)
+        config = {"model": model, "model_kwargs": {"depth": 6}, "epochs": 1, "seed": 0, "lr": 0.001}
+        return {"run_id": f"{model}-{host}", "status": "finished", "stream": "cpu-generators", "hardware": hardware,
+                "config": config, "epochs": [epoch]}  # fmt: skip
+
+    def gains(*records) -> list[float]:
+        table = runs.load_table(list(records))
+        return shared_claims.run_gains(table, {"model": "ViTBN"}, {"model": "ViT"}, "train_seconds").tolist()
+
+    fast, slow = "0123456789ab", "ba9876543210"
+    assert gains(record("ViT", fast, 100.0), record("ViTBN", slow, 150.0)) == []  # one name, two hosts: no pair
+    assert gains(record("ViT", slow, 150.0), record("ViTBN", slow, 150.0)) == [0.0]
+    assert gains(record("ViT", None, 100.0), record("ViTBN", None, 150.0)) == [-50.0]  # hosts unrecorded, as before
+    assert gains(record("ViT", None, 100.0), record("ViTBN", slow, 150.0)) == []
+    table = runs.load_table([record("ViT", slow, 150.0), record("ViT", "not a host\x1b[2J", 150.0)])
+    assert table["machine"].tolist() == ["CPU: AMD EPYC (2 cores), host ba9876543210", "CPU: AMD EPYC (2 cores)"]
+    assert runs.epoch_machines(record("ViT", slow, 1.0)) == ["CPU: AMD EPYC (2 cores)"]  # the name alone prices runs
+
+
+def test_this_machine_records_its_host_and_keeps_a_calibration_per_host(run_store, monkeypatch):
+    from vitbn_nb import system
+    from vitbn_nb.bench import calibration
+
+    if system.host() is None:
+        pytest.skip("this kernel names no boot")
+    assert system.hardware("cpu")["host"] == system.host() and len(system.host()) == 12
+    timed = []
+    monkeypatch.setattr(calibration, "machine_load", lambda: {"busy_processes": 0})
+    flat = lambda device, **kwargs: timed.append(1) or pd.DataFrame(FLAT_CALIBRATION)
+    monkeypatch.setattr(calibration, "calibrate", flat)
+    ask = lambda: calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
+    ask(), ask()
+    assert len(timed) == 1
+    monkeypatch.setattr(calibration, "host", lambda: "another host")
+    assert not ask().attrs["kept"] and len(timed) == 2  # another host of the same CPU name is priced anew
+
+
+FLAT_CALIBRATION = [
+    dict(depth=1, image=28, pipeline="engine", engine="eager", seconds_per_image=1e-3, device="cpu", model="ViT")
+    | {"pass": kind}
+    for kind in ("train", "test")
+]
+
+
 # -- a store that explains itself ----------------------------------------------------------------
 
 

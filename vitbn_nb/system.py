@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import numbers
 import os
@@ -99,6 +100,15 @@ def cpu_name() -> str:
     return next(names, None) or platform.processor() or platform.machine()
 
 
+@functools.cache
+def host() -> str | None:
+    """This running machine (its boot, hashed to 12 hex digits), None where the kernel does not say. Machines sold
+    under one CPU name differ in speed (hosts that all call themselves ``AMD EPYC`` have trained one configuration at
+    clearly different speeds), so a comparison of times needs one host, not only one name (:func:`host_label`)."""
+    boot = _read("/proc/sys/kernel/random/boot_id").strip()
+    return hashlib.sha256(boot.encode()).hexdigest()[:12] if boot else None
+
+
 def hardware(device: torch.device | None = None) -> dict:
     device = pick_device(device)
     info = {
@@ -107,6 +117,8 @@ def hardware(device: torch.device | None = None) -> dict:
         "cpu_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
     }
+    if (this_host := host()) is not None:
+        info["host"] = this_host
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info.update(
@@ -132,6 +144,17 @@ def label(info: dict) -> str:
     reaches terminals and pages, so control characters (an ANSI escape) are dropped."""
     text = info["gpu"] if "gpu" in info else f"CPU: {info['cpu']} ({info['cpu_cores']} cores)"
     return re.sub(r"[\x00-\x1f\x7f-\x9f]", "", str(text))
+
+
+#: A recorded host as :func:`host` writes it; any other text (a record from elsewhere) names no host.
+_HOST = re.compile(r"[0-9a-f]{12}")
+
+
+def host_label(info: dict) -> str:
+    """:func:`label` and, where the record names one, the host: what a comparison of times pairs on. A record from
+    before hosts were recorded has the label alone, so its epochs pair only with others of unrecorded host."""
+    named = str(info.get("host") or "")
+    return f"{label(info)}, host {named}" if _HOST.fullmatch(named) else label(info)
 
 
 def hardware_label(device: torch.device | None = None) -> str:

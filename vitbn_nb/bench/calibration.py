@@ -21,7 +21,7 @@ from ..engines import engine
 from ..models import VIT_FAMILY, build_model
 from ..paths import runs_dir
 from ..store.run_config import RunConfig
-from ..system import hardware_label, machine_load, pick_device
+from ..system import hardware_label, host, machine_load, pick_device
 from .pipelines import _build, time_training_many
 
 #: (depth, image side, pipeline) measured; the ViT stands for its family (its norms cost alike to a few %).
@@ -102,10 +102,12 @@ def calibrated(
     beside: int = 0,
 ) -> pd.DataFrame:
     """:func:`calibrate`, or the same calibration kept from the last :data:`KEEP_DAYS` days on this machine (its
-    hardware, torch and device, the same points). Only a calibration that ran with no more than ``beside`` other busy
-    processes (a campaign's own workers) is kept. ``attrs``: ``taken`` (when), ``kept`` (reused), ``busy``."""
+    hardware and host, torch and device, the same points). Only a calibration that ran with no more than ``beside``
+    other busy processes (a campaign's own workers) is kept. ``attrs``: ``taken`` (when), ``kept`` (reused),
+    ``busy``."""
     device = pick_device(device)
-    identity = [hardware_label(), torch.__version__, device.type, points, with_engines, others]
+    # one host's, not one CPU name's: machines of one name differ in speed
+    identity = [hardware_label(), host(), torch.__version__, device.type, points, with_engines, others]
     key = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:16]
     path = runs_dir() / ".calibration" / f"{key}.json"
     now = dt.datetime.now(dt.UTC)

@@ -12,8 +12,8 @@ import torch
 
 from ..data.sets import STREAM
 from ..paths import committed_records_dir, runs_dir, stored_path
+from ..system import host_label, pick_device
 from ..system import label as system_label
-from ..system import pick_device
 from .records import _EPOCH, RunStoreError
 from .run_config import _READ_AS, RunConfig
 from .run_folder import Run, is_run_name, record_stream, stored_id, stored_run
@@ -26,7 +26,8 @@ from .run_folder import trained_on as trained_on
 
 def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
     """One row per run and epoch, config flattened into columns (``class_acc_0`` ... per class), with the machine
-    that trained (and so timed) each epoch (``machine``: a run resumed elsewhere has two)."""
+    that trained (and so timed) each epoch (``machine``, its host too where recorded: a run resumed elsewhere has
+    two)."""
     if runs is None:
         runs = [Run(p.parent) for p in sorted(runs_dir().glob("*/record.json"))]
     rows = []
@@ -45,7 +46,7 @@ def load_table(runs: Iterable[Run | dict] | None = None) -> pd.DataFrame:
             "depth": kwargs.get("depth"),
             **config,
         }
-        machines = epoch_machines(record)
+        machines = epoch_machines(record, hosts=True)
         for epoch, machine in zip(record["epochs"], machines):
             row = {**base, "machine": machine, **{k: v for k, v in epoch.items() if k != "class_acc"}}
             row.update({f"class_acc_{i}": acc for i, acc in enumerate(epoch.get("class_acc", []))})
@@ -87,16 +88,18 @@ def held_stream(config: RunConfig, device: str | torch.device | None = None) -> 
     return None if done is None else record_stream(done.record)
 
 
-def epoch_machines(record: dict) -> list[str]:
-    """The machine (:func:`vitbn_nb.system.label`) that trained each of ``record``'s epochs: the segment that was
-    running when it ended (a segment starts at ``from_epoch``, the epochs already done when it resumed); None for an
-    epoch before every recorded segment (a checkpoint resumed without its record): its machine is unknown."""
+def epoch_machines(record: dict, *, hosts: bool = False) -> list[str]:
+    """The machine (:func:`vitbn_nb.system.label`; ``hosts``: :func:`~vitbn_nb.system.host_label`) that trained each
+    of ``record``'s epochs: the segment that was running when it ended (a segment starts at ``from_epoch``, the epochs
+    already done when it resumed); None for an epoch before every recorded segment (a checkpoint resumed without its
+    record): its machine is unknown."""
     segments = record.get("segments") or [{"hardware": record["hardware"]}]
     segments = sorted(segments, key=lambda segment: segment.get("from_epoch", 0))
     machines = []
     for i in range(len(record["epochs"])):
         running = [s for s in segments if s.get("from_epoch", 0) <= i]
-        machines.append(system_label(running[-1]["hardware"]) if running else None)
+        name = host_label if hosts else system_label
+        machines.append(name(running[-1]["hardware"]) if running else None)
     return machines
 
 

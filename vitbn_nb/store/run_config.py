@@ -13,7 +13,7 @@ import torch
 
 from .. import profiles
 from ..data import DATASETS, IMAGE_SIZE, SPLIT_SIZES
-from ..models import VIT_FAMILY, build_model, model_kwargs
+from ..models import MODELS, VIT_FAMILY, build_model, model_kwargs
 from ..models.norms import check_choice
 from ..models.vit import pair as vit_pair
 
@@ -35,6 +35,21 @@ def stacking_refusal(config: RunConfig) -> str | None:
     if config.init_from is not None or config.trainable != "all":
         return "fine-tuning runs start from other runs' weights and train one at a time"
     return None
+
+
+#: The model configurations this process has built once (by class and arguments): a chapter's plan makes thousands of
+#: runs of a few models, and building one, even on the meta device, costs more than all the other checks of a run.
+_BUILT: set[tuple] = set()
+
+
+def _check_model(name: str, kwargs: dict) -> None:
+    """Refuse a bad model configuration when its run is made, not hours into a sweep: the model built on the meta
+    device (no memory, no random numbers drawn), once per class and arguments."""
+    key = (MODELS[name], repr(sorted(kwargs.items())))
+    if key not in _BUILT:
+        with torch.device("meta"):
+            build_model(name, **kwargs)
+        _BUILT.add(key)
 
 
 @dataclass(frozen=True)
@@ -65,8 +80,7 @@ class RunConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "model_kwargs", model_kwargs(self.model, **self.model_kwargs))
-        with torch.device("meta"):  # refuse a bad model configuration now, not hours into a sweep
-            build_model(self.model, **self.model_kwargs)
+        _check_model(self.model, self.model_kwargs)
         check_choice("dataset", self.dataset, DATASETS)
         object.__setattr__(self, "pipeline", _READ_AS.get(self.pipeline, self.pipeline))
         check_choice("pipeline", self.pipeline, PIPELINES)

@@ -279,7 +279,7 @@ def test_a_seed_pairs_its_times_only_where_one_host_timed_both_runs():
     assert gains(record("ViT", None, 100.0), record("ViTBN", None, 150.0)) == [-50.0]  # hosts unrecorded, as before
     assert gains(record("ViT", None, 100.0), record("ViTBN", slow, 150.0)) == []
     table = runs.load_table([record("ViT", slow, 150.0), record("ViT", "not a host\x1b[2J", 150.0)])
-    assert table["machine"].tolist() == ["CPU: AMD EPYC (2 cores), host ba9876543210", "CPU: AMD EPYC (2 cores)"]
+    assert table["machine"].tolist() == ["CPU: AMD EPYC (2 cores) on host ba9876543210", "CPU: AMD EPYC (2 cores)"]
     assert runs.epoch_machines(record("ViT", slow, 1.0)) == ["CPU: AMD EPYC (2 cores)"]  # the name alone prices runs
 
 

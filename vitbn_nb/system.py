@@ -154,7 +154,7 @@ def host_label(info: dict) -> str:
     """:func:`label` and, where the record names one, the host: what a comparison of times pairs on. A record from
     before hosts were recorded has the label alone, so its epochs pair only with others of unrecorded host."""
     named = str(info.get("host") or "")
-    return f"{label(info)}, host {named}" if _HOST.fullmatch(named) else label(info)
+    return f"{label(info)} on host {named}" if _HOST.fullmatch(named) else label(info)
 
 
 def hardware_label(device: torch.device | None = None) -> str:

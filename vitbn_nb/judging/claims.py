@@ -139,7 +139,8 @@ def _gain_pairs(table: pd.DataFrame, model: dict, baseline: dict, column: str) -
     return timed_pairs(sides, [column], ["seed"], side="side", baseline="base").set_index("seed").sort_index()
 
 
-#: How a scale joins the machines that timed its runs (the README splits a scale on it).
+#: How a scale joins the machines that timed its runs (the README splits a scale on it, so no machine's name holds
+#: it: :func:`vitbn_nb.system.host_label` says "on host").
 MACHINES_JOINED_BY = ", "
 
 

@@ -283,31 +283,6 @@ def test_a_seed_pairs_its_times_only_where_one_host_timed_both_runs():
     assert runs.epoch_machines(record("ViT", slow, 1.0)) == ["CPU: AMD EPYC (2 cores)"]  # the name alone prices runs
 
 
-def test_this_machine_records_its_host_and_keeps_a_calibration_per_host(run_store, monkeypatch):
-    from vitbn_nb import system
-    from vitbn_nb.bench import calibration
-
-    if system.host() is None:
-        pytest.skip("this kernel names no boot")
-    assert system.hardware("cpu")["host"] == system.host() and len(system.host()) == 12
-    timed = []
-    monkeypatch.setattr(calibration, "machine_load", lambda: {"busy_processes": 0})
-    flat = lambda device, **kwargs: timed.append(1) or pd.DataFrame(FLAT_CALIBRATION)
-    monkeypatch.setattr(calibration, "calibrate", flat)
-    ask = lambda: calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
-    ask(), ask()
-    assert len(timed) == 1
-    monkeypatch.setattr(calibration, "host", lambda: "another host")
-    assert not ask().attrs["kept"] and len(timed) == 2  # another host of the same CPU name is priced anew
-
-
-FLAT_CALIBRATION = [
-    dict(depth=1, image=28, pipeline="engine", engine="eager", seconds_per_image=1e-3, device="cpu", model="ViT")
-    | {"pass": kind}
-    for kind in ("train", "test")
-]
-
-
 # -- a store that explains itself ----------------------------------------------------------------
 
 

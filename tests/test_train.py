@@ -62,6 +62,25 @@ FLAT = [dict(depth=1, image=28, pipeline="engine", engine="eager", seconds_per_i
 FLAT = [{**FLAT[0], "pass": "train"}, {**FLAT[0], "pass": "test"}]
 
 
+def test_this_machine_records_its_host_and_keeps_a_calibration_per_host(run_store, monkeypatch):
+    from vitbn_nb import system
+    from vitbn_nb.bench import calibration
+
+    if system.host() is None:
+        pytest.skip("this kernel names no boot")
+    assert system.hardware("cpu")["host"] == system.host() and len(system.host()) == 12
+    timed = []
+    monkeypatch.setattr(calibration, "machine_load", lambda: {"busy_processes": 0})
+    monkeypatch.setattr(
+        calibration, "calibrate", lambda device, **kwargs: timed.append(1) or calibration.pd.DataFrame(FLAT)
+    )
+    ask = lambda: calibration.calibrated("cpu", points=calibration.POINTS[:1], with_engines=False, others=())
+    ask(), ask()
+    assert len(timed) == 1
+    monkeypatch.setattr(calibration, "host", lambda: "another host")
+    assert not ask().attrs["kept"] and len(timed) == 2  # another host of the same CPU name is priced anew
+
+
 def test_training_a_chapter_stores_its_plan_and_a_second_call_trains_nothing(run_store, mnist_ready, capsys):
     assert main(["train", "--profile", "smoke", "--chapters", "1"]) == 0
     stored = {folder.name: runs.Run(folder).record for folder in run_store.iterdir() if not folder.name.startswith(".")}

@@ -95,10 +95,10 @@ def epoch_machines(record: dict, *, hosts: bool = False) -> list[str]:
     record): its machine is unknown."""
     segments = record.get("segments") or [{"hardware": record["hardware"]}]
     segments = sorted(segments, key=lambda segment: segment.get("from_epoch", 0))
+    name = host_label if hosts else system_label
     machines = []
     for i in range(len(record["epochs"])):
         running = [s for s in segments if s.get("from_epoch", 0) <= i]
-        name = host_label if hosts else system_label
         machines.append(name(running[-1]["hardware"]) if running else None)
     return machines
 

@@ -334,10 +334,11 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     retrained; nothing is counted before a search suggests it, and `campaign commit` keeps the trials, the retrains
     and the searches' state, which every render then keeps."""
     monkeypatch.setattr(campaign, "PROFILE", "smoke")
-    stage = campaign.Stage("04_bayes_opt", quiet=True)
+    stage = campaign.Stage("04_bayes_opt", quiet=True, rounds="vitbn_nb.chapters.bayes_opt.rounds")
     monkeypatch.setattr(campaign, "STAGES", (stage,))
     device = torch.device("cpu")
     assert stage.configs() == [] and len(stage.open_searches(device)) == 3
+    assert campaign.measure(log=lambda line: None) == []  # no search done: no model to time
     placeholders = stage.placeholders(device)
     assert len(placeholders) == 3 * 3 + 3  # the trials left, then one retrain per model at smoke's one seed
     with pytest.raises(campaign.Unfinished):
@@ -352,15 +353,22 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     monkeypatch.setattr(chapters, "settings", original)
     assert stage.open_searches(device) == [] and len(stage.trials()) == 9
     assert [c.epochs for c in stage.finals()] == [2, 2, 2]
+    # Table 3's timing rounds, once every search is done; kept beside the searches' state, and committed with it
+    assert campaign.measure(log=lambda line: None) == ["04_bayes_opt timing rounds"]
+    timing = "timing-smoke.json"
     _book_figures(monkeypatch, tmp_path)
     copied = campaign.commit(log=lambda line: None)
     assert len([c for c in copied if not c.startswith("hpo/")]) == 12
-    assert {c.split("/")[1] for c in copied if c.startswith("hpo/")} == {s.key("cpu") for s in stage.studies()}
+    assert {c.split("/")[1] for c in copied if c.startswith("hpo/")} == {s.key("cpu") for s in stage.studies()} | {
+        timing
+    }
     staging = tmp_path / "staging"
     staging.mkdir()
-    (staging / "manifest.json").write_text(json.dumps({"outputs": {}}))
+    (staging / "manifest.json").write_text(json.dumps({"outputs": {"article1_table3": {"profile": "smoke"}}}))
     committed.stage(staging, tmp_path / "empty-store", campaign.run_ids())
-    assert {p.name for p in (staging / "records" / "hpo").iterdir()} == {s.key("cpu") for s in stage.studies()}
+    kept = staging / "records" / "hpo"
+    assert {p.name for p in kept.iterdir() if p.is_dir()} == {s.key("cpu") for s in stage.studies()}
+    assert (kept / timing).read_bytes() == (run_store / "hpo" / timing).read_bytes()
 
 
 def test_a_committed_record_is_replaced_only_by_name(smoke_campaign, monkeypatch, tmp_path, mnist_ready):

@@ -55,6 +55,9 @@ class Stage:
     cell: tuple[str, ...] = ("lr",)
     #: The chapter's committed retime plan instead of its own runs: replicas trained on the plan's machine alone.
     retime: bool = False
+    #: The chapter's timing rounds (a module like :mod:`vitbn_nb.chapters.bayes_opt.rounds`): its models timed in
+    #: interleaved rounds on one host by ``campaign measure`` (a quiet machine), once its final runs are known.
+    rounds: str | None = None
 
     def configs(self) -> list[RunConfig]:
         """The stage's runs: its chapter's planned runs at ``lrs``; for a chapter that optimises, every trial its
@@ -149,8 +152,9 @@ STAGES = (
         quiet=True,
         why=(
             "article 1's Experiment 2 at its protocol (20-trial searches, 30-epoch retrains, as run and as written); "
-            "its epoch times are shown"
+            "its epoch times are shown, its gains timed in interleaved rounds"
         ),
+        rounds="vitbn_nb.chapters.bayes_opt.rounds",
     ),
 )
 
@@ -322,6 +326,10 @@ def status(estimator: Estimator | None = None) -> pd.DataFrame:
         if stage.studies():
             open_searches = stage.open_searches(device)
             row["searches complete"] = f"{len(stage.studies()) - len(open_searches)} of {len(stage.studies())}"
+        if stage.rounds is not None:
+            settings = chapters.settings(stage.chapter, PROFILE)
+            priced = None if estimator is None else estimator.epoch_seconds
+            row["timing rounds"] = importlib.import_module(stage.rounds).state(settings, stage.finals(), priced)
         if estimator is not None:
             left = [estimator.seconds_left(c) for c in configs + stage.placeholders(device)]
             row["estimated hours left"] = round(sum(s for s in left if s is not None) / 3600, 1)
@@ -495,6 +503,10 @@ def measure(*, retake: bool = False, log: Callable[[str], None] = print) -> list
     beside other work (``retake``: all anew); returns the runs measured."""
     device, measured, weightless = torch.device("cpu"), [], 0
     for stage in STAGES:
+        if stage.rounds is not None:
+            settings = chapters.settings(stage.chapter, PROFILE)
+            if importlib.import_module(stage.rounds).campaign_take(settings, stage.finals(), retake=retake, log=log):
+                measured.append(f"{stage.chapter} timing rounds")
         if stage.measurement is None:
             continue
         module = importlib.import_module(stage.measurement)
@@ -596,6 +608,14 @@ def commit(log: Callable[[str], None] = print, replace: set[str] = frozenset()) 
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 atomic.write_bytes(destination, file.read_bytes())
                 copied.append(f"{STATE_FOLDER}/{source.name}/{file.name}")
+    for stage in STAGES:  # the timing rounds, kept beside the searches they time
+        if stage.rounds is not None and (source := importlib.import_module(stage.rounds).path(PROFILE)).is_file():
+            destination = target / STATE_FOLDER / source.name
+            same = destination.exists() and destination.read_bytes() == source.read_bytes()
+            if not source.is_symlink() and not same:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                atomic.write_bytes(destination, source.read_bytes())
+                copied.append(f"{STATE_FOLDER}/{source.name}")
     # the claims page counts the committed records: a records commit without it leaves the README's check red
     after = "; then `python -m vitbn_nb readme`, and commit its pages with them" if copied else ""
     log(f"campaign: {len(copied)} finished run record(s) and search file(s) copied into {target} (commit them{after})")

@@ -50,8 +50,8 @@ class Plan:
 
 
 #: Every plan the book has committed, oldest first. The first two were code (their seeds in the chapters' settings,
-#: the rule's ±2 pt margin); the confirmation and chapter 04's protocol are data files, written by
-#: ``depth_study.confirmation_plan.write`` and ``bayes_opt.protocol_plan.write``.
+#: the rule's ±2 pt margin); the confirmation and chapter 04's protocol and timing are data files, written by
+#: ``depth_study.confirmation_plan.write``, ``bayes_opt.protocol_plan.write`` and ``bayes_opt.rounds.write_plan``.
 PLANS = (
     Plan("05_depth_study/first", "vitbn_nb/chapters/depth_study/plan.py",
          ("article2/primary/*", "article2/depth/*", "article2/fig10/*", "article2/converges/*"), 2.0, "c2b2ec9"),
@@ -64,6 +64,9 @@ PLANS = (
     Plan("04_bayes_opt/protocol", "vitbn_nb/chapters/bayes_opt/protocol_plan.json", ("article1/optimised/*",), 0.2),
     # fixes no claim's test: which lr 0.01 runs train again, and on which machine, before any of them trains
     Plan("03_fixed_lr/retime", "vitbn_nb/chapters/fixed_lr/retime_plan.json", ()),
+    # Table 3's gains from interleaved rounds on one host, in place of the protocol plan's seed pairs of retrains
+    Plan("04_bayes_opt/timing", "vitbn_nb/chapters/bayes_opt/timing_plan.json",
+         ("article1/optimised/r_t/*", "article1/optimised/r_v/*")),
 )  # fmt: skip
 
 

@@ -44,11 +44,12 @@ def _studies(sources: list[Path], run_ids: set[str], names: set[str] = frozenset
     return found
 
 
-def _best_files(sources: list[Path], profiles: set) -> dict[str, Path]:
-    """The chosen-values files (``best-<dataset>-<profile>.json``) of ``profiles``, the first source's copy of each."""
+def _best_files(sources: list[Path], profiles: set, pattern: str = "best-*.json") -> dict[str, Path]:
+    """The chosen-values files (``best-<dataset>-<profile>.json``) of ``profiles``, the first source's copy of each
+    (``pattern``: another state file named for its profile, as chapter 04's timing rounds ``timing-<profile>.json``)."""
     found: dict[str, Path] = {}
     for source in sources:
-        for best in sorted((source / STATE_FOLDER).glob("best-*.json")):
+        for best in sorted((source / STATE_FOLDER).glob(pattern)):
             if best.stem.rsplit("-", 1)[-1] in profiles and best.name not in found and not best.is_symlink():
                 found[best.name] = best
     return found
@@ -56,8 +57,9 @@ def _best_files(sources: list[Path], profiles: set) -> dict[str, Path]:
 
 def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     """Write ``staging/records/``: the record of every run the staged manifest names (from ``store``, else the records
-    staged or committed before), the runs they started from, the optimisation state behind them, and every ended
-    ``campaign`` run, weights left out. Returns the run ids no source holds (an output carried over)."""
+    staged or committed before), the runs they started from, the optimisation state behind them (with the timing
+    rounds of its profiles), and every ended ``campaign`` run, weights left out. Returns the run ids no source holds
+    (an output carried over)."""
     campaign = set(campaign)
     manifest = staging / "manifest.json"
     outputs = json.loads(manifest.read_text()).get("outputs", {}) if manifest.is_file() else {}
@@ -67,6 +69,7 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
     named = {run_id for entry in outputs.values() for run_id in entry.get("run_ids", [])}
     profiles = {entry.get("profile") for entry in outputs.values()}
     best_files = _best_files(sources, profiles)
+    timings = _best_files(sources, profiles, "timing-*.json")
     chosen = [entry for best in best_files.values() for entry in json.loads(best.read_text()).values()]
     chosen_studies = {e["study"] for e in chosen if isinstance(e, dict) and isinstance(e.get("study"), str)}
     studies = _studies(sources, named | set(campaign), chosen_studies)  # a campaign's searches are kept too
@@ -91,7 +94,7 @@ def stage(staging: Path, store: Path, campaign: Iterable[str]) -> list[str]:
             shutil.copyfile(note, fresh / run_id / PROVENANCE_FILE)
     for name, study in studies.items():
         shutil.copytree(study, fresh / STATE_FOLDER / name, ignore=_not_state)
-    for name, best in best_files.items():  # the store's own copy (the first source) wins
+    for name, best in {**best_files, **timings}.items():  # the store's own copy (the first source) wins
         (fresh / STATE_FOLDER).mkdir(exist_ok=True)
         shutil.copyfile(best, fresh / STATE_FOLDER / name)
     shutil.rmtree(staging / RECORDS_FOLDER, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Chapter 04's claims (article 1's Experiment 2) judged by the one rule from the optimised runs of one
 configuration (as run: ViT d6, the BatchNorm models d1; as written: all at d6), each model at its own optimised batch
-size, over the seeds the plan fixed for that configuration."""
+size: the accuracies and convergence over the seeds the plan fixed for that configuration, the timing gains over the
+interleaved rounds of :mod:`.rounds`."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from ...judging.article1 import against_article
 from ...judging.plans import reading
 from ...judging.selection import final_accuracy, paired, per_seed, select
 from ...judging.verdicts import Verdict
-from . import article
+from ...models import CONFIGURATIONS
+from . import article, rounds
 
 
-def experiment2(table: pd.DataFrame, which: str = "as run") -> list[Verdict]:
-    """Every claim of Experiment 2 over ``table``, the retrains of configuration ``which`` (one depth per model)."""
+def experiment2(table: pd.DataFrame, which: str = "as run", timed: pd.DataFrame | None = None) -> list[Verdict]:
+    """Every claim of Experiment 2 over ``table``, the retrains of configuration ``which`` (one depth per model), and
+    ``timed``, the timing rounds (:func:`.rounds.frame`; None or empty: not measured)."""
     found = []
-    hardware = shared.hardware_of(table)
     depth_of = lambda model: (
         int(select(table, model=model)["depth"].iloc[0]) if len(select(table, model=model)) else None
     )
@@ -41,11 +43,7 @@ def experiment2(table: pd.DataFrame, which: str = "as run") -> list[Verdict]:
             )
             found.append(reading(judged, runs))
         elif kind in ("r_t", "r_v"):
-            gains = shared.run_gains(table, dict(model=model), dict(model="ViT"), shared.TIMED[kind])
-            scale = against_article(hardware, article.DEVICES)
-            condition = f"{which}: {named(model)} against {named('ViT')}, each at its optimised settings"
-            both = table[table["model"].isin([model, "ViT"])]
-            found.append(reading(shared.gain(claim, gains, scale, condition), both))
+            found.append(_timing(claim, kind, model, which, timed))
         elif kind == "converges":
             # how the article's 30-epoch curves went: judged only over runs that reached them
             vit = per_seed(select(table, model="ViT"), verdicts.mean_accuracy)
@@ -61,6 +59,21 @@ def experiment2(table: pd.DataFrame, which: str = "as run") -> list[Verdict]:
                 judged = untestable if short else shared.judge_difference(claim, values, scale, condition)
                 found.append(reading(judged, pair))
     return found
+
+
+def _timing(claim, kind: str, model: str, which: str, timed: pd.DataFrame | None) -> Verdict:
+    """A gain claim judged over the timing rounds' per-round gains (not run where no rounds are measured)."""
+    depths = CONFIGURATIONS[which]
+    mine, vit = (model, depths[model]), ("ViT", depths["ViT"])
+    condition = f"{which}: {model} d{mine[1]} against ViT d{vit[1]}, each at its optimised settings"
+    timed = rounds.frame(None) if timed is None else timed
+    pair = timed[timed["model"].isin([model, "ViT"])]
+    if rounds.rows_of(timed, *mine).empty or rounds.rows_of(timed, *vit).empty:
+        note = rounds.described(timed.iloc[:0])
+        return Verdict(claim.key, verdicts.NOT_RUN, unit="%", each="round", condition=condition, note=note)
+    scale = against_article(pair["machine"].iloc[0], article.DEVICES)
+    condition += f"; {rounds.described(pair)}"
+    return reading(shared.gain(claim, rounds.round_gains(timed, mine, vit, kind), scale, condition, each="round"), pair)
 
 
 def _optimised_scale(table: pd.DataFrame) -> str:

@@ -1,5 +1,6 @@
 """Chapter 04's numbers: the best trials, Table 2's and Table 3's rows and article 1's numbers beside this run's;
-computed from the trials (one row per trial) and the final runs (one row per run and epoch)."""
+computed from the trials (one row per trial), the final runs (one row per run and epoch) and the timing rounds (one
+row per model and round)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ... import hpo
 from ...judging.claims import BN_MODELS, verdict_texts
 from ...models import CONFIGURATIONS
 from ...publishing import results
+from . import rounds
 from .article import EXPERIMENT2
 from .judge import experiment2
 
@@ -68,42 +70,44 @@ def _of_search(trials: pd.DataFrame, best: pd.Series) -> pd.Series:
     return same & (trials["search"] == best["search"]) if "search" in trials else same
 
 
-def speedups(table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
-    """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT in configuration ``which`` (``table``:
-    its retrains), with the article's beside them."""
-    ours = results.speed_ratios(table, baseline="ViT")
-    rule = verdict_texts(experiment2(table, which))
+def speedups(table: pd.DataFrame, timed: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+    """r_t, r_v, g_t, g_v of the optimised BN models against the optimised ViT in configuration ``which``, over the
+    timing rounds ``timed`` (:func:`.rounds.frame`), with the article's beside them; ``table``: the configuration's
+    retrains, whose verdicts come along."""
+    rule = verdict_texts(experiment2(table, which, timed))
+    depths = CONFIGURATIONS[which]
     rows = []
-    for _, row in ours.iterrows():
-        model = row["model"]
+    for model in BN_MODELS:
+        found = rounds.ratios(timed, (model, depths[model]), ("ViT", depths["ViT"]))
         reported_t, reported_v = EXPERIMENT2.r_t.get(model), EXPERIMENT2.r_v.get(model)
         rows.append(
             {
                 "configuration": which,
-                "model": f"{model} d{CONFIGURATIONS[which][model]}",
-                "r_t": row["r_t"],
+                "model": f"{model} d{depths[model]}",
+                "r_t": found["r_t"],
                 "r_t (article)": f"{reported_t:g}",
-                "r_v": row["r_v"],
+                "r_v": found["r_v"],
                 "r_v (article)": f"{reported_v:g}",
-                "g_t (%)": row["g_t"],
+                "g_t (%)": found["g_t"],
                 "g_t (article, %)": f"{results.gain(reported_t):.0f} (= 1 − 1/{reported_t:g})",
-                "g_v (%)": row["g_v"],
+                "g_v (%)": found["g_v"],
                 "g_v (article, %)": f"{results.gain(reported_v):.0f} (= 1 − 1/{reported_v:g})",
                 "r_t verdict": rule.get(f"article1/optimised/r_t/{model}", ""),
                 "r_v verdict": rule.get(f"article1/optimised/r_v/{model}", ""),
-                "seeds": row["seeds"],
+                "rounds": found["rounds"],
             }
         )
     return pd.DataFrame(rows)
 
 
-def comparison(trials: pd.DataFrame, table: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
+def comparison(trials: pd.DataFrame, table: pd.DataFrame, timed: pd.DataFrame, which: str = "as run") -> pd.DataFrame:
     """The article's statements about Experiment 2 beside this run's numbers in configuration ``which`` (``table``:
-    its retrains)."""
+    its retrains; ``timed``: the timing rounds)."""
     final = results.accuracy_summary(table, by=("model",)).set_index("model")
-    speed = results.speed_ratios(table, baseline="ViT").set_index("model")
+    depths = CONFIGURATIONS[which]
+    speed = {model: rounds.ratios(timed, (model, depths[model]), ("ViT", depths["ViT"])) for model in BN_MODELS}
     epochs = int(table["epoch"].max())
-    judged = experiment2(table, which)
+    judged = experiment2(table, which, timed)
     rule = verdict_texts(judged)
     rows = []
     add = lambda model, quantity, said, found, claim="": rows.append(
@@ -114,8 +118,8 @@ def comparison(trials: pd.DataFrame, table: pd.DataFrame, which: str = "as run")
         said, found = f"{EXPERIMENT2.accuracy[model]:g}", final.loc[model, "accuracy (%)"]
         add(model, f"final accuracy (%) (article: 30 epochs; here {epochs})", said, found, f"accuracy/{model}")
     for key in ("r_t", "r_v"):
-        for model in (m for m in BN_MODELS if m in speed.index):
-            add(model, key, f"{EXPERIMENT2.ratios(key)[model]:g}", speed.loc[model, key], f"{key}/{model}")
+        for model in BN_MODELS:
+            add(model, key, f"{EXPERIMENT2.ratios(key)[model]:g}", speed[model][key], f"{key}/{model}")
     curves = "; ".join(
         f"{v.condition or 'ViT against the BatchNorm models'}: {v.shown}"
         for v in judged

@@ -19,7 +19,7 @@ from ...publishing.results import epochs_text
 from ...store import records, runs
 from ...store.runs import RunConfig
 from .. import Plan, panels
-from . import article
+from . import article, rounds
 from . import plan as protocol
 from .judge import experiment2
 from .numbers import MODELS, best_settings, best_trials, comparison, in_configuration, model_label, speedups
@@ -52,6 +52,7 @@ def overview(settings: BayesOptSettings) -> pd.DataFrame:
                 "BoTorch": settings.trials - initial,
                 "epochs per trial": settings.trial_epochs,
                 "final training (epochs x seeds)": f"{settings.epochs} x {seeds}",
+                "timing rounds x images": f"{settings.timing_rounds} x {settings.timing_images:,}",
                 "train images": panels.images(settings.train_size, 60000),
                 "test images": panels.images(settings.test_size, 10000),
             }
@@ -67,6 +68,8 @@ class BayesOptResult(results.ChapterResult):
     settings: BayesOptSettings
     trials: pd.DataFrame
     table: pd.DataFrame
+    #: Table 3's timing rounds (:func:`.rounds.frame`: one row per model and round; empty where none is measured).
+    timed: pd.DataFrame = dataclasses.field(default_factory=lambda: rounds.frame(None))
 
     @property
     def run_ids(self) -> list[str]:
@@ -105,6 +108,13 @@ def _check_plan(settings: BayesOptSettings) -> None:
             raise ValueError(
                 f"{name}={getattr(settings, name)} differs from the plan's {fixed[name]} ({protocol.PLAN_FILE.name})"
             )
+    timing = rounds.plan()
+    for name, planned in (("timing_rounds", "rounds"), ("timing_images", "images")):
+        if timing is not None and getattr(settings, name) != timing[planned]:
+            raise ValueError(
+                f"{name}={getattr(settings, name)} differs from the timing plan's {timing[planned]} "
+                f"({rounds.PLAN_FILE.name})"
+            )
 
 
 def plan(settings: BayesOptSettings) -> Plan:
@@ -116,7 +126,8 @@ def plan(settings: BayesOptSettings) -> Plan:
         optimisations=studies(settings),
         then=(
             f"each model's best lr and batch size (its first search), {settings.epochs} epochs x {seeds} random "
-            "seed(s), timed through article 1's pipeline"
+            f"seed(s) through article 1's pipeline; then Table 3's {settings.timing_rounds} interleaved timing rounds "
+            f"of {settings.timing_images:,} training images and a test pass per model"
         ),
     )
 
@@ -133,11 +144,23 @@ def optimise(settings: BayesOptSettings, force: bool = False, deadline: Deadline
 
 
 def run(settings: BayesOptSettings, force: bool = False) -> BayesOptResult:
-    """Optimise every model, then train each with its best lr and batch size (or read both back from the store)."""
+    """Optimise every model, then train each with its best lr and batch size, then time them in interleaved rounds
+    (or read all of it back from the store)."""
     _check_plan(settings)
     trials = optimise(settings, force=force)
-    trained = training.train_all(final_plan(trials, settings), force=force, train=settings.train)
-    return BayesOptResult(settings, trials, runs.load_table(trained))
+    final = final_plan(trials, settings)
+    trained = training.train_all(final, force=force, train=settings.train)
+    return BayesOptResult(settings, trials, runs.load_table(trained), timing_rounds(settings, final, force=force))
+
+
+def timing_rounds(settings: BayesOptSettings, final: list[RunConfig], force: bool = False) -> pd.DataFrame:
+    """Table 3's rounds of the final runs' models (:mod:`.rounds`): read back, else timed here where the chapter may
+    train (``force``: timed anew); empty where they are neither kept nor may be timed."""
+    timed = rounds.timed_configs(final)
+    kept = None if force or not timed else rounds.load(settings, timed)
+    if kept is None and timed and settings.train:
+        kept = rounds.take(settings, timed)
+    return rounds.frame(kept)
 
 
 def after_optimisation(
@@ -247,18 +270,22 @@ def fig8_figure(result: BayesOptResult, which: str = "as run"):
 def ratios_table(result: BayesOptResult):
     """Article 1's Table 3 (saved), with the article's ratios and the gains they imply, per configuration."""
     parts = {which: result.configuration(which) for which in result.settings.configurations}
-    frame = pd.concat([speedups(table, which) for which, table in parts.items()], ignore_index=True)
+    frame = pd.concat([speedups(table, result.timed, which) for which, table in parts.items()], ignore_index=True)
     found = "; ".join(
         f"{r['model']} ({r['configuration']}): r_t {r['r_t']}, r_v {r['r_v']}" for _, r in frame.iterrows()
     )
-    read = pd.concat(parts.values())
+    settings, timed = result.settings, result.timed
     caption = (
-        "Optimised models, r = T_ViT / T_model of the mean time per epoch, g = 1 − 1/r "
-        f"({figures.interval_label(read)}). This run: {found}. The article's g are derived from its quoted r (its "
+        "Optimised models, r = T_ViT / T_model of the time per epoch, g = 1 − 1/r, each the mean over the rounds "
+        f"with its 95 % interval: {rounds.described(timed)}; in each round every model trained "
+        f"{settings.timing_images:,} images at its own optimised lr and batch size from seed 0's initial weights (the "
+        "time of a whole epoch at that pace), then passed the test set once. The retrains' own epoch times, from "
+        f"hosts that may differ, are Fig 8's. This run: {found}. The article's g are derived from its quoted r (its "
         "Table 3 is an image)"
     )
+    made = None if timed.empty else (timed["machine"].iloc[0], timed["started"].iloc[0][:10])
     return figures.save_table(
-        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=read
+        frame, "article1_table3", result, reproduces="article1/table3", caption=caption, runs=[], made=made
     )
 
 
@@ -266,7 +293,8 @@ def comparison_table(result: BayesOptResult):
     """The article's numbers beside this run's, per configuration (saved)."""
     trials, settings = result.trials, result.settings
     frame = pd.concat(
-        [comparison(trials, result.configuration(which), which) for which in settings.configurations], ignore_index=True
+        [comparison(trials, result.configuration(which), result.timed, which) for which in settings.configurations],
+        ignore_index=True,
     )
     caption = (
         f"Experiment 2: article 1's statements beside this run's numbers under profile {settings.profile}; "
@@ -280,7 +308,7 @@ def judged(result: BayesOptResult) -> list:
     """Every claim in every configuration; under the plan, each at its planned seeds and beside its planned power."""
     found = []
     for which in result.settings.configurations:
-        verdicts_here = experiment2(result.configuration(which), which)
+        verdicts_here = experiment2(result.configuration(which), which, result.timed)
         if result.settings.seed_plan:
             planned = {(c["key"], c["condition"]): c for c in protocol.claims(which)}
             seeds = retrain_seeds(result.settings, which)

@@ -390,6 +390,7 @@ def test_a_notebook_reads_committed_plans_and_never_derives_one():
         "vitbn_nb.chapters.bayes_opt.protocol_plan",
         "vitbn_nb.chapters.depth_study.confirmation_plan",
         "vitbn_nb.chapters.fixed_lr.retime_plan",
+        "vitbn_nb.chapters.bayes_opt.timing_plan",
     }
     assert not notebook_closure(graph) & writers
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import chapters
-from vitbn_nb.chapters.bayes_opt import judge, rounds
+from vitbn_nb.chapters.bayes_opt import judge, rounds, timing_plan
 from vitbn_nb.chapters.bayes_opt import study as bayes_opt
 from vitbn_nb.judging import verdicts
 from vitbn_nb.store.run_config import RunConfig
@@ -116,7 +116,7 @@ def test_the_campaign_times_the_rounds_only_once_every_search_is_done_and_retake
 
 
 def test_the_committed_timing_plan_is_the_paper_protocols_and_a_protocol_it_did_not_fix_fails_loudly():
-    assert rounds.plan() == json.loads(json.dumps(rounds.derive_plan(PAPER)))
+    assert rounds.plan() == json.loads(json.dumps(timing_plan.derive(PAPER)))
     with pytest.raises(ValueError, match=r"timing_rounds=10 differs from the timing plan's 20 \(timing_plan.json\)"):
         bayes_opt.plan(chapters.settings("04_bayes_opt", "paper", timing_rounds=10))
     with pytest.raises(ValueError, match="timing_images=0 is not allowed"):

@@ -51,7 +51,7 @@ class Plan:
 
 #: Every plan the book has committed, oldest first. The first two were code (their seeds in the chapters' settings,
 #: the rule's ±2 pt margin); the confirmation and chapter 04's protocol and timing are data files, written by
-#: ``depth_study.confirmation_plan.write``, ``bayes_opt.protocol_plan.write`` and ``bayes_opt.rounds.write_plan``.
+#: ``depth_study.confirmation_plan.write``, ``bayes_opt.protocol_plan.write`` and ``bayes_opt.timing_plan.write``.
 PLANS = (
     Plan("05_depth_study/first", "vitbn_nb/chapters/depth_study/plan.py",
          ("article2/primary/*", "article2/depth/*", "article2/fig10/*", "article2/converges/*"), 2.0, "c2b2ec9"),

@@ -23,7 +23,6 @@ from ... import atomic, timing
 from ...engines import engine
 from ...engines.training import engine_options, seeded_model, training_sets
 from ...judging.claims import TIMED
-from ...judging.verdicts import detectable_difference
 from ...models import CONFIGURATIONS
 from ...paths import runs_dir, stored_path
 from ...publishing import results
@@ -31,7 +30,6 @@ from ...store.records import STATE_FOLDER
 from ...store.run_config import RunConfig
 from ...store.run_folder import run_lock, timestamp
 from ...system import OtherWork, contended, hardware, host_label, pick_device, versions
-from . import article
 
 SCHEMA = 1
 BASELINE = "ViT"
@@ -311,43 +309,8 @@ def described(timed: pd.DataFrame) -> str:
 
 # -- the plan the rounds were fixed by, committed before any of them was timed ----------------------------------------
 
-#: The plan, as committed (data: what :func:`derive_plan` wrote from the ``paper`` settings, not typed).
+#: The plan, as committed (data: what :func:`.timing_plan.derive` wrote from the ``paper`` settings, not typed).
 PLAN_FILE = Path(__file__).with_name("timing_plan.json")
-
-
-def derive_plan(settings) -> dict:
-    """The timing plan of ``settings`` (the ``paper`` protocol's): the rounds, what each does, the test and the claims
-    it fixes, with what 20 rounds can detect."""
-    claims = [c for c in article.findings() if c.key.split("/")[2] in TIMED]
-    return {
-        "plan": "04_bayes_opt/timing",
-        "what": (
-            "article 1's Table 3 claims (each BatchNorm model's training and inference gain against ViT, each at its "
-            "optimised settings, in every configuration) judged from "
-            + WHAT.format(rounds=settings.timing_rounds, images=settings.timing_images)
-        ),
-        "why": (
-            "hosts that give one CPU name have trained one configuration at clearly different speeds (found after "
-            "the protocol plan, 04_bayes_opt/protocol, which read a seed's two retrains' epochs), and a seed's two "
-            "30-epoch retrains do not fit one host's session; the retrains' epoch times are shown (Fig 8), not judged"
-        ),
-        "rounds": settings.timing_rounds,
-        "images": settings.timing_images,
-        "configurations": list(settings.configurations),
-        "test": "one-sided t over the rounds' gains, each 100 x (1 - T_model / T_ViT) of one round, above its level",
-        "detectable_sd": round(detectable_difference(1.0, settings.timing_rounds), 3),
-        "detectable_sd_is": (
-            "the smallest mean distance from the level, in standard deviations of a round's gain, that the rounds "
-            "detect with 80 % power (two-sided t at 5 %); a round's spread is unknown before the rounds are timed"
-        ),
-        "claims": [{"key": c.key, "level": c.level} for c in claims],
-    }
-
-
-def write_plan(settings) -> Path:
-    """Write :func:`derive_plan` to :data:`PLAN_FILE` (then commit it, and stamp it, before any round is timed)."""
-    atomic.write_text(PLAN_FILE, json.dumps(derive_plan(settings), indent=1, ensure_ascii=False) + "\n")
-    return PLAN_FILE
 
 
 def plan() -> dict | None:

@@ -262,7 +262,8 @@ def fig8_figure(result: BayesOptResult, which: str = "as run"):
     caption = (
         f"The optimised trio ({which}): train and test time per epoch, training loss and test accuracy; each model "
         "uses its own best lr and batch size (so time per epoch also reflects the batch size); "
-        f"{figures.spread_label(table)}; {results.times_left_out(table)}"
+        f"{figures.spread_label(table)}; {results.times_left_out(table)}; the gains are judged from Table 3's "
+        "interleaved rounds on one host, not from these epochs, which hosts of one CPU name may have timed"
     )
     return figures.save_figure(fig, name, result, reproduces=reproduces, caption=caption, runs=table)
 
@@ -352,5 +353,10 @@ def protocol_plan_table(result: BayesOptResult):
         f"({second['hours']:g} CPU h) {'is afforded' if second['afforded'] else 'is not afforded'}: it shows "
         f"{second['shows']}"
     )
+    if (timing := rounds.plan()) is not None:
+        caption += (
+            f". Its timing rows (r_t, r_v) are superseded by a later plan, {timing['plan']} "
+            f"({rounds.PLAN_FILE.name}), committed before any of its rounds: {timing['what']}; because {timing['why']}"
+        )
     about = dict(reproduces="new/protocol_plan", caption=caption, runs=[])
     return figures.save_table(frame, "04_protocol_plan", result, **about)

@@ -8,7 +8,7 @@ import pytest
 from vitbn_nb import chapters
 from vitbn_nb.chapters.bayes_opt import judge, rounds, timing_plan
 from vitbn_nb.chapters.bayes_opt import study as bayes_opt
-from vitbn_nb.judging import verdicts
+from vitbn_nb.judging import plans, verdicts
 from vitbn_nb.store.run_config import RunConfig
 
 PAPER = chapters.settings("04_bayes_opt", "paper")
@@ -76,6 +76,13 @@ def test_each_rounds_gain_pairs_a_model_with_vits_turn_in_the_same_round(run_sto
     assert [(v.outcome, v.each, v.seeds) for v in found] == [(verdicts.AGREES, "round", n)] * 4
     assert all("on host 0123456789ab" in v.scale and "20 interleaved rounds" in v.condition for v in found)
     assert all(v.first_started == "2026-12-08T01:00:00+00:00" for v in found)  # what the plan's label compares
+    # taken after the committed timing plan at its protocol: confirmatory; a smaller profile's rounds never are
+    assert {plans.label(v).evidence for v in found} == {plans.CONFIRMATORY}
+    cpu = chapters.settings("04_bayes_opt", "cpu")
+    smaller = rounds.frame(_measured(cpu, _configs(cpu), {"ViT": vit, "ViTBNFFN": bn, "ViTBN": bn}))
+    labelled = [plans.label(v) for v in judge.experiment2(no_retrains, "as run", smaller) if "/r_" in v.claim]
+    assert {v.evidence for v in labelled} == {plans.EXPLORATORY}
+    assert "20 rounds of 1,000 images, where the plan fixed 20 of 6,000" in labelled[0].note
 
 
 def test_a_measurement_of_other_settings_is_not_read_and_a_damaged_one_is_refused_by_name(run_store):

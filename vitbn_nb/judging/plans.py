@@ -124,6 +124,8 @@ def why_exploratory(verdict: Verdict, plan: Plan | None, when: str | None) -> st
         return "exploratory: no committed plan fixed this claim"
     if when is None:
         return f"exploratory: plan {plan.name} has no stamp matching its file (python -m vitbn_nb plans stamp)"
+    if verdict.off_plan:
+        return f"exploratory: {verdict.off_plan}, not plan {plan.name}'s protocol"
     if verdict.test == EQUIVALENCE_TEST and plan.margin_pt != verdict.margin:
         return f"exploratory: its margin (±{verdict.margin:g} pt) was set after plan {plan.name}"
     if not verdict.first_started:

@@ -156,6 +156,9 @@ class Verdict:
     plan_committed: str = ""
     #: When the earliest of the runs it reads started (ISO; what decides confirmatory).
     first_started: str = ""
+    #: Why what it reads lies outside the protocol its plan fixed (a smaller profile's rounds), which makes it
+    #: exploratory whenever it ran; "" where it is the plan's. Labelling reads it; a saved row carries its note instead.
+    off_plan: str = ""
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -207,7 +210,8 @@ class Verdict:
         return f"{words}; {self.note}" if self.note else words
 
     def row(self) -> dict:
-        return {**asdict(self), "shown": self.shown, "verdict": self.text}
+        fields = {k: v for k, v in asdict(self).items() if k != "off_plan"}
+        return {**fields, "shown": self.shown, "verdict": self.text}
 
 
 def is_rule_text(text: str) -> bool:

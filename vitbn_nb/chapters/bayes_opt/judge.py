@@ -5,6 +5,8 @@ interleaved rounds of :mod:`.rounds`."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from ...judging import claims as shared
@@ -73,7 +75,8 @@ def _timing(claim, kind: str, model: str, which: str, timed: pd.DataFrame | None
         return Verdict(claim.key, verdicts.NOT_RUN, unit="%", each="round", condition=condition, note=note)
     scale = against_article(pair["machine"].iloc[0], article.DEVICES)
     condition += f"; {rounds.described(pair)}"
-    return reading(shared.gain(claim, rounds.round_gains(timed, mine, vit, kind), scale, condition, each="round"), pair)
+    judged = shared.gain(claim, rounds.round_gains(timed, mine, vit, kind), scale, condition, each="round")
+    return dataclasses.replace(reading(judged, pair), off_plan=rounds.off_plan(pair))
 
 
 def _optimised_scale(table: pd.DataFrame) -> str:

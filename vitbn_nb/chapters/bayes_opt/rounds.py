@@ -67,10 +67,13 @@ def _problem(measured) -> str | None:
     """What is wrong with a kept measurement's shape (None: nothing); it is data from a file, never trusted."""
     if not isinstance(measured, dict) or measured.get("schema") != SCHEMA:
         return f"it is not a schema-{SCHEMA} timing measurement"
+    for field in ("rounds", "images"):
+        if not isinstance(measured.get(field), int) or measured[field] < 1:
+            return f"its {field} is not a positive integer"
     models = measured.get("models")
     if not isinstance(models, list) or not models:
         return "it names no model"
-    rounds = measured.get("rounds")
+    rounds = measured["rounds"]
     for entry in models:
         if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
             return "a model entry is not an object with a model name"
@@ -249,7 +252,7 @@ def state(settings, final: list[RunConfig], epoch_seconds=None) -> str:
 def frame(measured: dict | None) -> pd.DataFrame:
     """One row per model, depth and round: the seconds of an epoch of the whole training set at that round's pace
     (``train_seconds``) and of its test pass (``test_seconds``), with the host and start of the measurement."""
-    columns = ["model", "depth", "round", "train_seconds", "test_seconds", "machine", "started", "busy"]
+    columns = ["model", "depth", "round", "train_seconds", "test_seconds", "machine", "started", "busy", "images"]
     if measured is None:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -266,6 +269,7 @@ def frame(measured: dict | None) -> pd.DataFrame:
                     "machine": host_label(measured["hardware"]),
                     "started": measured["started"],
                     "busy": busy(measured),
+                    "images": measured["images"],  # asked of every turn (whole batches make each model's own)
                 }
             )
     return pd.DataFrame(rows, columns=columns)
@@ -293,6 +297,17 @@ def ratios(timed: pd.DataFrame, model: tuple[str, int], vit: tuple[str, int]) ->
         found[gain] = results.spread(gains, 0) if len(gains) else "n/a"
         found["rounds"] = max(found["rounds"], len(gains))
     return found
+
+
+def off_plan(timed: pd.DataFrame) -> str:
+    """How the rounds differ from the committed plan's ("" where they are its protocol, or no plan is committed)."""
+    fixed = plan()
+    if fixed is None or timed.empty:
+        return ""
+    held = (int(timed["round"].max()), int(timed["images"].iloc[0]))
+    if held == (fixed["rounds"], fixed["images"]):
+        return ""
+    return f"{held[0]} rounds of {held[1]:,} images, where the plan fixed {fixed['rounds']} of {fixed['images']:,}"
 
 
 def described(timed: pd.DataFrame) -> str:

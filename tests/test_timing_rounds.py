@@ -99,6 +99,14 @@ def test_a_measurement_of_other_settings_is_not_read_and_a_damaged_one_is_refuse
     path.write_text(json.dumps(broken))
     with pytest.raises(ValueError, match=r"timing-paper\.json: ViT: train_seconds does not hold one value per round"):
         rounds.load(PAPER, rounds.timed_configs(configs))
+    hostile = _measured(PAPER, configs, seconds)
+    hostile["started"] = "2026-12-08\x1b[31m; rm -rf"  # reaches captions: refused, not shown
+    path.write_text(json.dumps(hostile))
+    with pytest.raises(ValueError, match=r"timing-paper\.json: it does not say which machine took it, or when"):
+        rounds.load(PAPER, rounds.timed_configs(configs))
+    path.write_text(" " * (rounds.MAX_BYTES + 1))
+    with pytest.raises(ValueError, match="bytes is no timing measurement"):
+        rounds.load(PAPER, rounds.timed_configs(configs))
     path.write_text("{not json")
     with pytest.raises(ValueError, match="timing-paper.json: the timing measurement cannot be read"):
         rounds.load(PAPER, rounds.timed_configs(configs))

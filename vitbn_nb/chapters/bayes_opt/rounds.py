@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,8 @@ from ...store.run_folder import run_lock, timestamp
 from ...system import OtherWork, contended, hardware, host_label, pick_device, versions
 
 SCHEMA = 1
-BASELINE = "ViT"
+#: A kept measurement of five models' twenty rounds takes a few kB; a file far larger is not one, and is not read.
+MAX_BYTES = 1 << 20
 #: What each round does, in the words of every caption and condition.
 WHAT = (
     "{rounds} interleaved rounds on one host; in each, every model trains {images:,} more images at its own batch "
@@ -86,8 +88,16 @@ def _problem(measured) -> str | None:
                 return f"{entry['model']}: {field} does not hold one value per round ({rounds})"
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
                 return f"{entry['model']}: {field} holds a value that is not a positive number"
-    if not isinstance(measured.get("hardware"), dict) or not isinstance(measured.get("started"), str):
-        return "it does not say which machine took it, or when"
+    machine, started = measured.get("hardware"), measured.get("started")
+    named = (
+        isinstance(machine, dict) and isinstance(machine.get("cpu"), str) and isinstance(machine.get("cpu_cores"), int)
+    )
+    if (
+        not named
+        or not isinstance(started, str)
+        or not re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d)?", started)
+    ):
+        return "it does not say which machine took it, or when (an ISO time)"
     return None
 
 
@@ -97,6 +107,8 @@ def load(settings, configs: list[RunConfig]) -> dict | None:
     held = stored_path(path(settings.profile).relative_to(runs_dir()))
     if not held.is_file():
         return None
+    if held.stat().st_size > MAX_BYTES:
+        raise ValueError(f"{held}: {held.stat().st_size:,} bytes is no timing measurement (at most {MAX_BYTES:,})")
     try:
         measured = json.loads(held.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as error:

@@ -58,6 +58,8 @@ epochs = None
 configurations = None
 seed_plan = None
 searches = None
+timing_rounds = None
+timing_images = None
 
 # %% [markdown]
 # The profile sets the scale. `paper` is the article's protocol: 20 trials per model on the

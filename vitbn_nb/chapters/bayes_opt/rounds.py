@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ... import atomic, timing
+from ...bench import pipelines
 from ...engines import engine
 from ...engines.training import engine_options, seeded_model, training_sets
 from ...judging.claims import TIMED
@@ -135,11 +136,7 @@ def _runner(config: RunConfig, data, images: int, device: torch.device):
     train, test = data
     steps = max(1, round(images / config.batch_size))
 
-    def batches():
-        while True:
-            yield from train.batches(config.batch_size, generator=generator, shuffle=True, min_batch=2)
-
-    stream = batches()
+    stream = pipelines.endless(train, config.batch_size, generator)
 
     def run(turns: int) -> dict:
         trained = tested = 0.0

@@ -334,7 +334,7 @@ def test_an_optimising_stage_searches_then_retrains_and_commits_its_state(
     retrained; nothing is counted before a search suggests it, and `campaign commit` keeps the trials, the retrains
     and the searches' state, which every render then keeps."""
     monkeypatch.setattr(campaign, "PROFILE", "smoke")
-    stage = campaign.Stage("04_bayes_opt", quiet=True, rounds="vitbn_nb.chapters.bayes_opt.rounds")
+    stage = campaign.Stage("04_bayes_opt", quiet=True, rounds="vitbn_nb.chapters.bayes_opt.timing_stage")
     monkeypatch.setattr(campaign, "STAGES", (stage,))
     device = torch.device("cpu")
     assert stage.configs() == [] and len(stage.open_searches(device)) == 3

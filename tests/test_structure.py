@@ -334,6 +334,8 @@ OPERATIONS = (
     "vitbn_nb.publishing.forest",
     "vitbn_nb.publishing.colab",
     "vitbn_nb.chapters.speed.command",
+    "vitbn_nb.chapters.fixed_lr.subnormal_step",
+    "vitbn_nb.chapters.bayes_opt.timing_stage",
 )
 
 

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from vitbn_nb import campaign
-from vitbn_nb.chapters.fixed_lr import subnormals
+from vitbn_nb.chapters.fixed_lr import subnormal_step, subnormals
 from vitbn_nb.engines import training
 from vitbn_nb.store import runs
 
 
 def test_subnormals_are_counted_where_an_operation_computes_them():
     small = torch.full((4,), 1e-20)  # its square, 1e-40, lies below float32's smallest normal number
-    with subnormals.SubnormalCount() as seen:
+    with subnormal_step.SubnormalCount() as seen:
         square = small * small
         square.view(2, 2)  # shares the square's values: not counted again
         (small + 1).sum()
@@ -70,14 +70,14 @@ def test_a_runs_pace_compares_its_epochs_on_the_machine_that_timed_most_of_it(mo
 @pytest.mark.slow
 def test_a_finished_runs_step_is_measured_once_and_kept_in_its_record(monkeypatch, run_store, mnist_ready):
     monkeypatch.setattr(campaign, "PROFILE", "smoke")
-    stage = campaign.Stage("03_fixed_lr", lrs=(0.0005,), quiet=True, measurement=subnormals.__name__)
+    stage = campaign.Stage("03_fixed_lr", lrs=(0.0005,), quiet=True, measurement=subnormal_step.__name__)
     monkeypatch.setattr(campaign, "STAGES", (stage,))
-    monkeypatch.setattr(subnormals, "ROUNDS", 2)
-    monkeypatch.setattr(subnormals, "BATCHES", 2)
+    monkeypatch.setattr(subnormal_step, "ROUNDS", 2)
+    monkeypatch.setattr(subnormal_step, "BATCHES", 2)
     stable = next(c for c in stage.configs() if c.model == "ViTBNFFN" and c.model_kwargs["depth"] == 1)
     run = training.train(stable, progress=False)
     assert run.status == "finished"
-    monkeypatch.setattr(subnormals, "taken_busy", lambda value: False)  # whatever else runs beside the suite
+    monkeypatch.setattr(subnormal_step, "taken_busy", lambda value: False)  # whatever else runs beside the suite
     logged = []
     assert campaign.measure(log=logged.append) == [run.run_id]
     assert logged[-1].startswith("campaign: 1 run(s) measured")
@@ -89,7 +89,7 @@ def test_a_finished_runs_step_is_measured_once_and_kept_in_its_record(monkeypatc
     assert value["batches"] == 2 and value["threads"] == 1
     assert campaign.measure(log=logged.append) == []  # kept: not measured again
     assert logged[-1].startswith("campaign: 0 run(s) measured")
-    monkeypatch.setattr(subnormals, "taken_busy", lambda value: True)  # as if taken beside other work
+    monkeypatch.setattr(subnormal_step, "taken_busy", lambda value: True)  # as if taken beside other work
     assert campaign.measure(log=logged.append) == [run.run_id]  # taken anew
     small = torch.tensor(1e-20)
     assert (small * small).item() != 0  # subnormals kept again afterwards: PyTorch's default, every run's arithmetic

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from vitbn_nb import chapters
-from vitbn_nb.chapters.bayes_opt import judge, rounds, timing_plan
+from vitbn_nb.chapters.bayes_opt import judge, rounds, timing_plan, timing_stage
 from vitbn_nb.chapters.bayes_opt import study as bayes_opt
 from vitbn_nb.judging import plans, verdicts
 from vitbn_nb.store.run_config import RunConfig
@@ -114,20 +114,21 @@ def test_a_measurement_of_other_settings_is_not_read_and_a_damaged_one_is_refuse
 
 def test_the_campaign_times_the_rounds_only_once_every_search_is_done_and_retakes_a_busy_one(run_store, monkeypatch):
     taken = []
-    monkeypatch.setattr(rounds, "take", lambda settings, configs: taken.append(len(configs)))
+    monkeypatch.setattr(timing_stage, "take", lambda settings, configs: taken.append(len(configs)))
     as_run = [c for c in _configs(PAPER) if c.model == "ViT" or c.model_kwargs["depth"] == 1]
     log = []
-    assert not rounds.campaign_take(PAPER, as_run, log=log.append)  # the as-written searches are not done
+    assert not timing_stage.campaign_take(PAPER, as_run, log=log.append)  # the as-written searches are not done
     assert taken == [] and "wait for the searches of ViTBN d6, ViTBNFFN d6" in log[0]
     every = _configs(PAPER, ("as run", "as written"))
-    assert rounds.campaign_take(PAPER, every, log=log.append) and taken == [5]
+    assert timing_stage.campaign_take(PAPER, every, log=log.append) and taken == [5]
     n = PAPER.timing_rounds
     seconds = {m: ([1.0] * n, [1.0] * n) for m in ("ViT", "ViTBNFFN", "ViTBN")}
     _keep(run_store, _measured(PAPER, every, seconds))
-    assert not rounds.campaign_take(PAPER, every, log=log.append)  # kept, taken quietly
+    assert not timing_stage.campaign_take(PAPER, every, log=log.append)  # kept, taken quietly
     _keep(run_store, _measured(PAPER, every, seconds, other_cpu_seconds=50.0))  # half a core beside it
-    assert rounds.campaign_take(PAPER, every, log=log.append) and taken == [5, 5]
-    assert rounds.state(PAPER, every).startswith("taken on CPU: Test CPU (2 cores) on host 0123456789ab, 2026-12-08")
+    assert timing_stage.campaign_take(PAPER, every, log=log.append) and taken == [5, 5]
+    state = timing_stage.state(PAPER, every)
+    assert state.startswith("taken on CPU: Test CPU (2 cores) on host 0123456789ab, 2026-12-08")
 
 
 def test_the_committed_timing_plan_is_the_paper_protocols_and_a_protocol_it_did_not_fix_fails_loudly():

@@ -55,8 +55,9 @@ class Stage:
     cell: tuple[str, ...] = ("lr",)
     #: The chapter's committed retime plan instead of its own runs: replicas trained on the plan's machine alone.
     retime: bool = False
-    #: The chapter's timing rounds (a module like :mod:`vitbn_nb.chapters.bayes_opt.rounds`): its models timed in
-    #: interleaved rounds on one host by ``campaign measure`` (a quiet machine), once its final runs are known.
+    #: The chapter's timing rounds as the campaign takes them (a module like
+    #: :mod:`vitbn_nb.chapters.bayes_opt.timing_stage`): its models timed in interleaved rounds on one host by
+    #: ``campaign measure`` (a quiet machine), once its final runs are known.
     rounds: str | None = None
 
     def configs(self) -> list[RunConfig]:
@@ -132,7 +133,7 @@ STAGES = (
         lrs=(0.01,),
         quiet=True,
         why="article 1's Experiment 1 at lr 0.01 (Fig 5: stability); its epoch times are shown",
-        measurement="vitbn_nb.chapters.fixed_lr.subnormals",
+        measurement="vitbn_nb.chapters.fixed_lr.subnormal_step",
     ),
     Stage(
         "03_fixed_lr",
@@ -154,7 +155,7 @@ STAGES = (
             "article 1's Experiment 2 at its protocol (20-trial searches, 30-epoch retrains, as run and as written); "
             "its epoch times are shown, its gains timed in interleaved rounds"
         ),
-        rounds="vitbn_nb.chapters.bayes_opt.rounds",
+        rounds="vitbn_nb.chapters.bayes_opt.timing_stage",
     ),
 )
 

@@ -12,15 +12,17 @@ from .rounds import busy, load, path, take, timed_configs
 __all__ = ["campaign_take", "path", "state"]
 
 
-def _wanted(settings) -> set[tuple[str, int]]:
-    return {(m, d) for which in settings.configurations for m, d in CONFIGURATIONS[which].items()}
+def _missing(settings, timed: list[RunConfig]) -> set[tuple[str, int]]:
+    """The models and depths of the configurations whose final runs (so whose searches) are not yet known."""
+    wanted = {(m, d) for which in settings.configurations for m, d in CONFIGURATIONS[which].items()}
+    return wanted - {(c.model, c.model_kwargs.get("depth")) for c in timed}
 
 
 def campaign_take(settings, final: list[RunConfig], *, retake: bool = False, log=print) -> bool:
     """What ``campaign measure`` does: time the rounds once every model of the configurations has its final runs
     (``final``) and no quiet measurement of them is kept (``retake``: anew); True where it timed them."""
     timed = timed_configs(final)
-    missing = _wanted(settings) - {(c.model, c.model_kwargs.get("depth")) for c in timed}
+    missing = _missing(settings, timed)
     if missing:
         waiting = ", ".join(f"{m} d{d}" for m, d in sorted(missing))
         log(f"{settings.chapter}: timing rounds wait for the searches of {waiting}")
@@ -37,7 +39,7 @@ def state(settings, final: list[RunConfig], epoch_seconds=None) -> str:
     """The rounds' state in words for ``campaign --dry-run``: kept (where, when), or what they wait for and cost
     (``epoch_seconds(config)``: an epoch's estimated seconds, training and test pass)."""
     timed = timed_configs(final)
-    missing = _wanted(settings) - {(c.model, c.model_kwargs.get("depth")) for c in timed}
+    missing = _missing(settings, timed)
     if missing:
         return f"wait for {len(missing)} search(es)"
     kept = load(settings, timed)

@@ -170,3 +170,21 @@ def test_a_table_that_reads_the_paper_runs_at_some_rates_says_so_in_its_stamp_an
     )
     assert "(profile: paper at lr 0.01; cpu elsewhere |" in saved.output.caption
     assert read_manifest()["outputs"]["mixed"]["profile"] == "cpu"  # what the front page counts by
+
+
+def test_a_time_curve_resting_on_fewer_seeds_than_its_accuracy_says_so_in_the_legend():
+    """Fig 8 as written once showed ViTBN d6's epoch times from 1 of its 4 seeds (the others timed on other hosts):
+    the legend, which sits on the time panel, says how many seeds each time curve rests on where that is fewer."""
+    rows = [
+        dict(run_id=f"{model}-s{seed}", model=model, depth=6, seed=seed, epoch=epoch, machine=machine)
+        for model, machines in (("ViT", ("A", "A")), ("ViTBN", ("A", "B")))
+        for seed, machine in enumerate(machines)
+        for epoch in (1, 2)
+    ]
+    table = pd.DataFrame(rows).assign(
+        status="finished", test_acc=97.0, train_loss=0.1, diverged=False, train_seconds=100.0, test_seconds=7.0
+    )
+    fig = figures.four_panel(table, title="t")
+    legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["ViT", "ViTBN (times: 1 of 2 seeds)"]
+    figures.plt.close(fig)

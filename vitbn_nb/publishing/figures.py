@@ -507,7 +507,8 @@ def four_panel(
     for ax, (metric, (panel, axis)) in zip(axes.flat, PANELS.items()):
         for _, group in table.groupby(hue, sort=False):
             model = group["model"].iloc[0]
-            mean_band(ax, group, x="epoch", y=metric, label=label(model, group), color=color(model), marker="o")
+            named = label(model, group) + _seeds_timed(group)
+            mean_band(ax, group, x="epoch", y=metric, label=named, color=color(model), marker="o")
         ax.set(xlabel="epoch", ylabel=axis, title=panel)
         integer_epochs(ax)
         if metric in ("train_seconds", "test_seconds"):
@@ -517,6 +518,14 @@ def four_panel(
     axes[0, 0].legend()
     fig.suptitle(title)
     return fig
+
+
+def _seeds_timed(group: pd.DataFrame) -> str:
+    """' (times: 1 of 4 seeds)' where fewer of a curve's seeds have shown seconds than have accuracies, else '': the
+    legend sits on the time panel, so a time curve resting on fewer seeds says so at a glance."""
+    timed = group.loc[group["train_seconds"].notna(), "seed"].nunique()
+    seeds = group["seed"].nunique()
+    return f" (times: {timed} of {seeds} seeds)" if timed < seeds else ""
 
 
 #: What tells one curve (or bar) from another in a run table: its seeds are counted apart from another's.

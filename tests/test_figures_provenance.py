@@ -174,7 +174,8 @@ def test_a_table_that_reads_the_paper_runs_at_some_rates_says_so_in_its_stamp_an
 
 def test_a_time_curve_resting_on_fewer_seeds_than_its_accuracy_says_so_in_the_legend():
     """Fig 8 as written once showed ViTBN d6's epoch times from 1 of its 4 seeds (the others timed on other hosts):
-    the legend, which sits on the time panel, says how many seeds each time curve rests on where that is fewer."""
+    the legend, which names the time panels' curves too, says how many seeds each time curve rests on where that is
+    fewer."""
     rows = [
         dict(run_id=f"{model}-s{seed}", model=model, depth=6, seed=seed, epoch=epoch, machine=machine)
         for model, machines in (("ViT", ("A", "A")), ("ViTBN", ("A", "B")))
@@ -185,6 +186,32 @@ def test_a_time_curve_resting_on_fewer_seeds_than_its_accuracy_says_so_in_the_le
         status="finished", test_acc=97.0, train_loss=0.1, diverged=False, train_seconds=100.0, test_seconds=7.0
     )
     fig = figures.four_panel(table, title="t")
-    legend = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
-    assert legend == ["ViT", "ViTBN (times: 1 of 2 seeds)"]
+    (legend,) = fig.legends
+    assert [text.get_text() for text in legend.get_texts()] == ["ViT", "ViTBN (times: 1 of 2 seeds)"]
     figures.plt.close(fig)
+
+
+def test_four_panels_share_one_legend_below_them_that_fits_the_figure():
+    """Fig 8 as written once drew its legend on the training-time panel, where its long labels spilled over the
+    testing-time panel: the one legend sits under the panels, its curves one under another where side by side would
+    not fit the figure's width."""
+    models = ("ViT", "ViTBNFFN", "ViTBN")
+    rows = [
+        dict(run_id=f"{m}-s{s}", model=m, depth=6, seed=s, epoch=e, machine="A")
+        for m in models
+        for s in (0, 1)
+        for e in (1, 2)
+    ]
+    table = pd.DataFrame(rows).assign(
+        status="finished", test_acc=97.0, train_loss=0.1, diverged=False, train_seconds=100.0, test_seconds=7.0
+    )
+    for words, columns in (("", 3), (", a label long enough to crowd the figure" * 2, 1)):
+        fig = figures.four_panel(table, title="t", label=lambda model, group, words=words: model + words)
+        assert not any(ax.get_legend() for ax in fig.axes)
+        (legend,) = fig.legends
+        fig.canvas.draw()
+        box = legend.get_window_extent()
+        rows = {round(text.get_window_extent().y0) for text in legend.get_texts()}
+        assert len(rows) == 3 // columns and box.width <= fig.bbox.width
+        assert box.y1 <= min(ax.get_window_extent().y0 for ax in fig.axes)  # under every panel
+        figures.plt.close(fig)

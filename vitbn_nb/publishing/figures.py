@@ -515,14 +515,25 @@ def four_panel(
             ax.set_ylim(bottom=0)  # from zero, so the ratio between the curves reads off the picture
         if metric == "train_loss":
             plain_log_axis(ax)
-    axes[0, 0].legend()
+    one_legend_below(fig, *axes[0, 0].get_legend_handles_labels())
     fig.suptitle(title)
     return fig
 
 
+def one_legend_below(fig, handles, labels):
+    """One legend for every panel, under the figure: its curves side by side, or one under another where side by
+    side would be wider than the figure (long labels: a panel's own legend would spill over its neighbour)."""
+    legend = fig.legend(handles, labels, loc="outside lower center", ncol=len(handles))
+    fig.canvas.draw()
+    if len(handles) > 1 and legend.get_window_extent().width > fig.bbox.width:
+        legend.remove()
+        fig.legend(handles, labels, loc="outside lower center", ncol=1)
+
+
 def _seeds_timed(group: pd.DataFrame) -> str:
     """' (times: 1 of 4 seeds)' where fewer of a curve's seeds have shown seconds than have accuracies, else '': the
-    legend sits on the time panel, so a time curve resting on fewer seeds says so at a glance."""
+    legend names every panel's curves, time panels included, so a time curve resting on fewer seeds says so at a
+    glance."""
     timed = group.loc[group["train_seconds"].notna(), "seed"].nunique()
     seeds = group["seed"].nunique()
     return f" (times: {timed} of {seeds} seeds)" if timed < seeds else ""

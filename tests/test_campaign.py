@@ -520,3 +520,29 @@ def test_a_chapters_plan_is_computed_once_per_rendering_and_handed_on(monkeypatc
     assert handed and counted == ["paper"]
     again = chapters.planned(settings, depth.plan)  # taken once: a later run plans anew
     assert again == handed and counted == ["paper", "paper"]
+
+
+def test_a_worker_passes_over_a_unit_another_worker_finished_meanwhile(smoke_campaign, monkeypatch):
+    """Two workers once logged 'training ... (estimated 0 s)' for a run the other had just finished: a worker's list
+    of units, taken when it started, drops whatever the store holds finished before it picks the next one."""
+    trained = fake_training(monkeypatch)
+    done: set[str] = set()
+    monkeypatch.setattr(campaign, "_epochs_done", lambda c, *a, **k: c.epochs if c.run_id("cpu") in done else 0)
+    others: list = []
+
+    def train_all(unit, deadline=None, one_stream=False):
+        trained.extend(unit)
+        done.update(c.run_id("cpu") for c in unit)
+        if not others:  # meanwhile the other worker finishes the next-cheapest unit of chapter 05
+            rest = [c for c in smoke_campaign[0].configs() if c.run_id("cpu") not in done]
+            others.extend(sorted(rest, key=lambda c: c.model_kwargs.get("depth", 1))[:1])
+            done.update(c.run_id("cpu") for c in others)
+        return []
+
+    monkeypatch.setattr(campaign.training, "train_all", train_all)
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=logged.append)
+    ids = [c.run_id("cpu") for c in trained]
+    assert others and others[0].run_id("cpu") not in ids and len(ids) == len(set(ids))  # nothing trained twice
+    assert not any(f"training {others[0].label()}" in line for line in logged)

@@ -429,7 +429,8 @@ def train(
             trained += _search(stage, device, deadline, log, first=True)
             left = [c for c in stage.finals() if _epochs_done(c, device, retrain) < c.epochs]
         pending, estimator = training.units(left), None
-        while pending:
+        while pending := [u for u in pending if any(_epochs_done(c, device, retrain) < c.epochs for c in u)]:
+            # (a unit another worker finished meanwhile leaves the list: training it again would do nothing)
             if estimator is None or estimator.busy():
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
                 # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)

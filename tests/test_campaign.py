@@ -20,7 +20,7 @@ class Priced:
 
     device = torch.device("cpu")
 
-    def __init__(self, configs, device=None, known=(), retrain=frozenset()):
+    def __init__(self, configs, device=None, known=(), retrain=frozenset(), beside=0):
         pass
 
     def busy(self):
@@ -129,7 +129,7 @@ def test_a_calibration_taken_under_load_is_taken_anew_once_the_machine_is_quiet(
     class LoadedThenQuiet(Priced):
         """The first calibration ran beside other work and prices every run 3x; later ones find the machine quiet."""
 
-        def __init__(self, configs, device=None, known=(), retrain=frozenset()):
+        def __init__(self, configs, device=None, known=(), retrain=frozenset(), beside=0):
             self.loaded = not calibrations
             calibrations.append(len(configs))
 
@@ -162,6 +162,21 @@ def test_the_price_correction_leaves_out_epochs_timed_beside_other_work(tmp_path
     estimator = campaign.Estimator([config], torch.device("cpu"), calibrate=False)
     assert estimator._measured(config) == 100.0  # the run's own pace, whatever the load: what its next epoch takes
     assert estimator._measured(config, quiet=True) == 10.0  # the correction's: the epochs the book times only
+
+
+def test_a_campaign_of_two_workers_prices_by_epochs_trained_beside_its_other_worker(tmp_path, monkeypatch):
+    """Two one-thread workers on two cores time every epoch beside each other: those epochs price such a campaign's
+    units (a worker's calibration under-priced them 1.5x when none counted), while an epoch beside more than the other
+    worker, or any epoch beside another process in a one-worker campaign, prices nothing."""
+    config = chapters.study("05_depth_study").plan(chapters.settings("05_depth_study", "smoke"))[0]
+    (tmp_path / "record.json").write_text("{}")
+    epoch = lambda other: {"train_seconds": 150.0, "test_seconds": 10.0, "other_cpu_seconds": other * 150.0}
+    epochs = [epoch(1.02), epoch(1.05), epoch(1.6) | {"train_seconds": 240.0, "other_cpu_seconds": 384.0}]
+    monkeypatch.setattr(campaign, "stored_path", lambda run_id: tmp_path)
+    monkeypatch.setattr(campaign, "read_record", lambda folder: {"epochs": epochs, "hardware": HERE})
+    assert campaign.Estimator([config], torch.device("cpu"), calibrate=False)._measured(config, quiet=True) is None
+    workers = campaign.Estimator([config], torch.device("cpu"), calibrate=False, beside=1)
+    assert workers._measured(config, quiet=True) == 160.0  # the third epoch, beside other work too, left out
 
 
 #: This machine, and another CPU (the campaign's sessions land on machines of different speeds).

@@ -216,7 +216,8 @@ class Estimator:
     """Seconds of a run's remaining epochs: its own epochs' median, else its other seeds' median quiet epoch, else the
     calibration's price times what this store's quiet epochs really took over that price, each from the epochs this
     machine trained. ``known``: runs beside ``configs`` (a stage's finished ones) that may serve as those seeds and in
-    the correction."""
+    the correction. ``beside``: the campaign's other workers, expected beside every epoch it prices (an epoch beside
+    them alone is as quiet as such a campaign trains, and its calibration is kept)."""
 
     def __init__(
         self,
@@ -225,8 +226,10 @@ class Estimator:
         calibrate: bool = True,
         known: Sequence[RunConfig] = (),
         retrain: frozenset[str] = frozenset(),
+        beside: int = 0,
     ):
         self.device, self.retrain = device, retrain  # the runs trained again on the one stream: all their epochs
+        self.beside = beside
         # another CPU's epochs price nothing here: the campaign's sessions land on machines of different speeds
         self.machine = hardware_label(device)
         self.load_before = machine_load()
@@ -255,9 +258,6 @@ class Estimator:
         ]
         self.correction = _median(ratios) or 1.0
 
-    #: Processes expected beside the calibration (a campaign's other workers), not counted as other work.
-    beside = 0
-
     def busy(self) -> str:
         """A line when the calibration ran beside other work (it then prices that load), else ''."""
         busy = max(self.load_before["busy_processes"] or 0, self.load_after["busy_processes"] or 0)
@@ -281,10 +281,10 @@ class Estimator:
         return None if self.calibration is None else calibration.estimate_seconds(config, self.calibration, epochs=1)
 
     def _measured(self, config: RunConfig, quiet: bool = False) -> float | None:
-        """The median epoch (train and test) this machine trained of this run (``quiet``: of those the book times), else
-        None."""
+        """The median epoch (train and test) this machine trained of this run (``quiet``: of those trained beside no
+        other work than the campaign's own workers), else None."""
         epochs = _recorded_epochs(stored_path(config.run_id(self.device.type)), self.machine)
-        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e))]
+        epochs = [e for e in epochs if "train_seconds" in e and not (quiet and epoch_contended(e, self.beside))]
         return _median([e["train_seconds"] + e["test_seconds"] for e in epochs])
 
     def _other_seeds(self, config: RunConfig) -> float | None:
@@ -435,9 +435,12 @@ def train(
                 # a calibration taken beside other work prices that work's load: taken anew before each unit, so
                 # a machine that has since gone quiet is priced quiet (and the deadline admits what truly fits)
                 estimator = Estimator(
-                    [c for unit in pending for c in unit], device, known=stage.configs(), retrain=retrain
+                    [c for unit in pending for c in unit],
+                    device,
+                    known=stage.configs(),
+                    retrain=retrain,
+                    beside=workers - 1,  # the other workers are expected beside it, not a busy machine
                 )
-                estimator.beside = workers - 1  # the other workers are expected beside it, not a busy machine
                 if why := estimator.busy():
                     log(f"{stage.chapter}: {why}")
             ordered = _order(pending, estimator, retrain)

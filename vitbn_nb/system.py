@@ -212,13 +212,14 @@ class OtherWork:
 OTHER_WORK_SHARE, OTHER_WORK_FLOOR = 0.1, 0.05
 
 
-def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None) -> bool:
+def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None, expected: int = 0) -> bool:
     """True when a span (an epoch) was timed beside other work: by the other processes' CPU seconds over it where
     recorded (:class:`OtherWork`), else by a 1-minute load above the cores by more than half a core (a run alone on
-    every core keeps it near them; one other busy process adds a whole one)."""
+    every core keeps it near them; one other busy process adds a whole one). ``expected``: busy processes (a
+    campaign's other workers, a core each) that do not count as other work."""
     if _known(other_cpu_seconds) and _known(seconds) and seconds > 0:
-        return other_cpu_seconds > max(OTHER_WORK_SHARE * seconds, OTHER_WORK_FLOOR)
-    return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + 0.5
+        return other_cpu_seconds > max((expected + OTHER_WORK_SHARE) * seconds, OTHER_WORK_FLOOR)
+    return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + expected + 0.5
 
 
 def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
@@ -228,11 +229,14 @@ def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
     return contended(*(measured.get(field) for field in fields))
 
 
-def epoch_contended(epoch: Mapping) -> bool:
+def epoch_contended(epoch: Mapping, expected: int = 0) -> bool:
     """Whether a record's epoch was timed beside other work, in its training or (where recorded) its test pass: an
-    epoch is one measurement, so work beside either part leaves all of its times out."""
-    test = contended(None, None, epoch.get("test_other_cpu_seconds"), epoch.get("test_seconds"))
-    return contended_in(epoch) or test
+    epoch is one measurement, so work beside either part leaves all of its times out (``expected``: as
+    :func:`contended`)."""
+    fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "train_seconds")
+    train = contended(*(epoch.get(field) for field in fields), expected=expected)
+    test = contended(None, None, epoch.get("test_other_cpu_seconds"), epoch.get("test_seconds"), expected=expected)
+    return train or test
 
 
 def _known(value) -> bool:

@@ -325,3 +325,35 @@ def test_the_findings_caption_dates_the_data_from_the_manifest_not_the_store(tmp
         captions.append(readme.findings_block(folder))
     assert captions[0] == captions[1]
     assert "runs up to 2001-02-03" in captions[0] and "2009-08-07" not in captions[0]
+
+
+def test_article_2s_headline_rests_on_its_confirmatory_verdicts_and_waits_for_the_replication():
+    """The lr 0.003 contrast is exploratory (half its runs trained before its plan): the conclusion's headline says it
+    holds only once the replication on fresh seeds decides and agrees, and names what it rests on; the README's
+    findings and chapter 05's takeaway say the same paragraph."""
+    from vitbn_nb.judging import verdicts
+    from vitbn_nb.publishing import results
+
+    claims = pd.read_csv(ROOT / "figures" / "05_claims.csv", keep_default_na=False)
+    redo = claims["claim"] == "article2/confirm/primary/lr0.003"
+    waiting = claims.assign(outcome=claims["outcome"].where(~redo, verdicts.NOT_JUDGED))
+    said = results.article2_conclusion(waiting)
+    assert said.startswith("**Article 2's conclusion**:") and "agrees (confirmatory)" in said
+    assert "At lr 0.003 it stays exploratory until its replication on fresh seeds decides (" in said
+    assert said in readme.lead_sentences(waiting) and said in results.takeaway_text(waiting, "paper")
+    decided = lambda outcome: claims.assign(
+        outcome=claims["outcome"].where(~redo, outcome),
+        shown=claims["shown"].where(~redo, "+3.0 pt [+1.0, +5.0] (15 seeds)"),
+        seeds=claims["seeds"].where(~redo, 15),
+    )
+    agreeing = results.article2_conclusion(decided(verdicts.AGREES))
+    assert agreeing.startswith("**Article 2's conclusion holds beyond the critical depth**")
+    rests = "At lr 0.003 it rests on its replication on fresh seeds: +3.0 pt [+1.0, +5.0] (15 seeds)"
+    assert f"{rests}, agrees (confirmatory)." in agreeing
+    noise = results.article2_conclusion(decided(verdicts.NOISE))
+    assert noise.startswith("**Article 2's conclusion**:") and f"{rests}, within noise (confirmatory)." in noise
+    # once the replication decides, the README's first screen still fits its budget with the longer paragraph
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:60])
+    now = results.article2_conclusion(claims)
+    assert now in first_screen and len(first_screen.replace(now, agreeing).split()) < 600
+    assert results.article2_conclusion(claims[~claims["claim"].str.contains("primary")]) is None

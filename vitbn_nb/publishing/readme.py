@@ -295,7 +295,8 @@ def _gain_span(chosen: pd.DataFrame) -> str:
     """Timing gains: their range and how the rule judged them."""
     low, high = chosen["estimate"].astype(float).min(), chosen["estimate"].astype(float).max()
     outcomes = ", ".join(f"{n} {o}" for o, n in chosen["outcome"].value_counts().items())
-    return f"{low:+.0f} % to {high:+.0f} % ({len(chosen)} gains: {outcomes})"
+    span = f"{low:+.0f} %" if f"{low:+.0f}" == f"{high:+.0f}" else f"{low:+.0f} % to {high:+.0f} %"
+    return f"{span} ({len(chosen)} gains: {outcomes})"
 
 
 def lead_sentences(claims: pd.DataFrame) -> list[str]:
@@ -318,32 +319,8 @@ def lead_sentences(claims: pd.DataFrame) -> list[str]:
             f"returned after block 1), the per-epoch gains at its fixed rates are {_gain_span(as_run)}; at the depth "
             f"it wrote, all three models of six blocks, they are {_gain_span(as_written)}." + _transfer_clause(ratios)
         )
-    primary = claims[claims["role"] == verdicts.PRIMARY]
-    first, replication = (
-        primary[~primary["claim"].str.contains("/confirm/")],
-        primary[primary["claim"].str.contains("/confirm/")],
-    )
-    if len(first):
-        depths = lambda measure: m.group(1) if (m := re.search(r"d ∈ \{([^}]*)\}", str(measure))) else "?"
-        parts = "; ".join(
-            f"lr {r.claim.rsplit('lr', 1)[-1]}, depth {depths(r.measure)}: {r.shown}, {r.outcome}"
-            + (f" ({r.evidence})" if _text(r.evidence) else "")
-            for r in first.itertuples()
-        )
-        holds = (first["outcome"] == "agrees").all()
-        head = "Article 2's conclusion holds beyond the critical depth" if holds else "Article 2's conclusion"
-        again = ""
-        if len(replication):
-            done = replication[replication["outcome"].isin(DECIDED)]
-            again = " Its replication on fresh seeds, planned before they trained, " + (
-                "gives " + "; ".join(f"{r.shown}, {r.outcome}" for r in done.itertuples()) + "."
-                if len(done) == len(replication)
-                else "has not finished training."
-            )
-        found.append(
-            f"**{head}**: ViTBNFFN's test accuracy, averaged over the epochs, against ViT's at equal depth, at the "
-            f"depths its plan fixed beyond the critical one ({parts}).{again}"
-        )
+    if said := results.article2_conclusion(claims):
+        found.append(said)
     return found
 
 

@@ -3,6 +3,7 @@ article 1's speed ratios."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,10 +89,12 @@ def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
     """A chapter's takeaway in Markdown: what its verdicts decide (each decided claim with its effect), what stays
     open and why, counted from its claims table. ``paper_lrs``: the rates at which a smaller profile's chapter reads
     the ``paper`` protocol's runs, said in the headline so that it never names one scale for all."""
+    conclusion = article2_conclusion(claims)
     scale = f"profile `{profile}`"
     if paper_lrs and profile != "paper":
         scale = f"the `paper` protocol's runs at lr {', '.join(f'{lr:g}' for lr in paper_lrs)}, `{profile}` elsewhere"
-    lines = [f"**What these runs decide** ({scale}, {len(claims)} claims, judged by the book's one rule):", ""]
+    lines = [conclusion, ""] if conclusion else []
+    lines += [f"**What these runs decide** ({scale}, {len(claims)} claims, judged by the book's one rule):", ""]
     for title, rows in outcome_groups(claims):
         evidence = (
             rows["evidence"].value_counts() if title == "Decided" and "evidence" in rows else pd.Series(dtype=object)
@@ -111,6 +114,62 @@ def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
                 " of zero, an effect too small for these seeds."
             )
     return "\n".join(lines)
+
+
+_CONFIRMATORY = "confirmatory"
+#: A replication's verdicts once every planned seed is held: an open one ("within noise") is its answer too.
+_JUDGED = (*DECIDED, *OPEN)
+
+
+def _claim_lr(row) -> str:
+    return str(row.claim).rsplit("lr", 1)[-1]
+
+
+def _claim_depths(row) -> str:
+    found = re.search(r"d ∈ \{([^}]*)\}", str(row.measure))
+    return found.group(1) if found else "?"
+
+
+def _shown_and_judged(row) -> str:
+    label = f" ({row.evidence})" if str(getattr(row, "evidence", "") or "") else ""
+    return f"{row.shown}, {row.outcome}{label}"
+
+
+def article2_conclusion(claims: pd.DataFrame) -> str | None:
+    """What article 2's conclusion rests on, one paragraph (Markdown) read from the judged claims, or None where they
+    hold no primary contrast of article 2: its primary contrast at each learning rate, and, where that first contrast
+    is exploratory, the confirmatory replication on fresh seeds that stands in for it. The headline says the
+    conclusion holds only where every rate has a confirmatory verdict and each agrees. The README's findings and
+    chapter 05's takeaway both say it from here."""
+    primary = claims[(claims["role"] == verdicts.PRIMARY) & claims["claim"].str.startswith("article2/")]
+    replicated = primary["claim"].str.contains("/confirm/")
+    first, replication = primary[~replicated], primary[replicated]
+    if first.empty:
+        return None
+    again = {_claim_lr(r): r for r in replication.itertuples()}
+    resting, said = [], ""  # each rate's confirmatory verdict (None while its replication trains); what they add
+    for row in first.itertuples():
+        lr, redo = _claim_lr(row), again.get(_claim_lr(row))
+        if str(row.evidence) == _CONFIRMATORY or redo is None:
+            resting.append(row if str(row.evidence) == _CONFIRMATORY else None)
+        elif redo.outcome in _JUDGED:
+            resting.append(redo)
+            said += f" At lr {lr} it rests on its replication on fresh seeds: {_shown_and_judged(redo)}."
+        else:
+            resting.append(None)
+            held = re.search(r"(\d+) of the (\d+) planned seeds", str(redo.note))
+            said += f" At lr {lr} it stays exploratory until its replication on fresh seeds "
+            said += f"decides ({held.group(1)} of {held.group(2)} seeds held)." if held else "decides."
+    holds = all(row is not None and row.outcome == verdicts.AGREES for row in resting)
+    head = "Article 2's conclusion holds beyond the critical depth" if holds else "Article 2's conclusion"
+    parts = "; ".join(
+        f"lr {_claim_lr(r)}, depth {_claim_depths(r)}: {_shown_and_judged(r)}" for r in first.itertuples()
+    )
+    text = (
+        f"**{head}**: ViTBNFFN's test accuracy, averaged over the epochs, against ViT's at equal depth, at its planned "
+        f"depths beyond the critical one ({parts}).{said}"
+    )
+    return text
 
 
 def run_ids_of(runs) -> list[str]:

@@ -222,21 +222,19 @@ def contended(load_1min, cpu_cores, other_cpu_seconds=None, seconds=None, expect
     return _known(load_1min) and _known(cpu_cores) and load_1min > cpu_cores + expected + 0.5
 
 
-def contended_in(measured: Mapping, seconds: str = "train_seconds") -> bool:
+def contended_in(measured: Mapping, seconds: str = "train_seconds", expected: int = 0) -> bool:
     """:func:`contended` of a record's epoch, or of a stored measurement, read by its field names (``seconds``: the
     field holding the span's wall seconds)."""
     fields = ("load_1min", "cpu_cores", "other_cpu_seconds", seconds)
-    return contended(*(measured.get(field) for field in fields))
+    return contended(*(measured.get(field) for field in fields), expected=expected)
 
 
 def epoch_contended(epoch: Mapping, expected: int = 0) -> bool:
     """Whether a record's epoch was timed beside other work, in its training or (where recorded) its test pass: an
     epoch is one measurement, so work beside either part leaves all of its times out (``expected``: as
     :func:`contended`)."""
-    fields = ("load_1min", "cpu_cores", "other_cpu_seconds", "train_seconds")
-    train = contended(*(epoch.get(field) for field in fields), expected=expected)
     test = contended(None, None, epoch.get("test_other_cpu_seconds"), epoch.get("test_seconds"), expected=expected)
-    return train or test
+    return contended_in(epoch, expected=expected) or test
 
 
 def _known(value) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..judging import verdicts
+from ..judging import plans, verdicts
 from ..judging.selection import final_epochs, machines, shown_machine, timed_busy, timed_pairs
 from ..paths import figures_dir
 from ..profiles import ChapterSettings
@@ -116,7 +116,6 @@ def takeaway_text(claims: pd.DataFrame, profile: str, paper_lrs=None) -> str:
     return "\n".join(lines)
 
 
-_CONFIRMATORY = "confirmatory"
 #: A replication's verdicts once every planned seed is held: an open one ("within noise") is its answer too.
 _JUDGED = (*DECIDED, *OPEN)
 
@@ -150,8 +149,10 @@ def article2_conclusion(claims: pd.DataFrame) -> str | None:
     resting, said = [], ""  # each rate's confirmatory verdict (None while its replication trains); what they add
     for row in first.itertuples():
         lr, redo = _claim_lr(row), again.get(_claim_lr(row))
-        if str(row.evidence) == _CONFIRMATORY or redo is None:
-            resting.append(row if str(row.evidence) == _CONFIRMATORY else None)
+        if str(row.evidence) == plans.CONFIRMATORY:
+            resting.append(row)
+        elif redo is None:
+            resting.append(None)
         elif redo.outcome in _JUDGED:
             resting.append(redo)
             said += f" At lr {lr} it rests on its replication on fresh seeds: {_shown_and_judged(redo)}."

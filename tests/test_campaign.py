@@ -94,6 +94,26 @@ def test_two_workers_take_different_units_and_leave_the_timed_stage_to_one(smoke
     assert trained[0] != first_alone  # a unit another worker holds is passed over while a free one is left
 
 
+def test_a_worker_with_nothing_free_says_it_waits_and_never_that_it_trains(smoke_campaign, monkeypatch):
+    """A worker that found every unit held once logged 'training ... (estimated 4.0 min)' while it only waited on the
+    other worker's lock: the line says it waits, and for which runs."""
+    trained = fake_training(monkeypatch)
+    monkeypatch.setattr(campaign, "_free", lambda unit, device, retrain: False)  # the other worker holds them all
+    logged = []
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=logged.append, worker=1, workers=2)
+    first = trained[0].label()
+    assert any(line.endswith(f"waiting for {first}, which another worker is training") for line in logged)
+    assert not any("training " + first in line and "estimated" in line for line in logged)
+    monkeypatch.setattr(campaign, "_free", lambda unit, device, retrain: True)
+    logged.clear()
+    trained.clear()
+    with pytest.raises(campaign.Unfinished):
+        campaign.train(log=logged.append, worker=1, workers=2)
+    assert any(f"training {trained[0].label()} (estimated" in line for line in logged)
+    assert not any("waiting for" in line for line in logged)
+
+
 def test_a_timed_stage_says_when_its_runs_so_far_were_timed_on_another_machine(smoke_campaign, monkeypatch):
     fake_training(monkeypatch)
     machines = {hardware_label(): 3, "CPU: elsewhere (2 cores)": 2}

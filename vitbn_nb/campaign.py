@@ -453,18 +453,24 @@ def train(
                     f"that exceeds the {_duration(max(0.0, deadline.at - deadline.clock()))} left before the deadline"
                 )
                 break
+            held = False
             if workers > 1:  # start at this worker's place in the order, then the first unit no other worker holds
                 turned = fits[worker % len(fits) :] + fits[: worker % len(fits)]
-                fits = [u for u in turned if _free(u, device, retrain)] or turned
+                free = [u for u in turned if _free(u, device, retrain)]
+                # nothing free: wait on another worker's unit under its lock, so that what it finishes reads back here
+                fits, held = free or turned, not free
             unit = fits[0]
             pending.remove(unit)
+            labels = ", ".join(c.label() for c in unit)
             log(
-                f"{stage.chapter}: training {', '.join(c.label() for c in unit)} "
-                f"(estimated {_duration(seconds[id(unit)])})"
+                f"{stage.chapter}: nothing free to train; waiting for {labels}, which another worker is training"
+                if held
+                else f"{stage.chapter}: training {labels} (estimated {_duration(seconds[id(unit)])})"
             )
             started = time.monotonic()
             trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
-            log(f"{stage.chapter}: finished in {_duration(time.monotonic() - started)}")
+            done = "another worker finished it" if held else "finished"
+            log(f"{stage.chapter}: {done} in {_duration(time.monotonic() - started)}")
         if stage.studies():
             trained += _search(stage, device, deadline, log, first=False)
     retrain = retrained(device)

@@ -19,7 +19,7 @@
 # # 5. ViT and ViTBNFFN at the same depth
 #
 # Chapter 3 compared a depth-6 ViT with the one-block BatchNorm models article 1's reference code
-# ran (an early return, commits 5c9074d to 297070d), and, as article 1 wrote it, all three at
+# ran (an early return, from commit 5c9074d until its fixes 27ca0f8 and 297070d), and, as article 1 wrote it, all three at
 # depth 6. Article 2 ("Vision Transformer with
 # BatchNorm: optimizing the depth", a later article by the same author) isolates the norm
 # instead: it gives **ViT and ViTBNFFN the same configuration, depth included**, and varies the
@@ -124,10 +124,10 @@ result = depth.run(settings, force=force)
 # Figures 8 and 9, that beyond a critical depth ViTBNFFN **converges** significantly faster;
 # that is the chapter's one **primary contrast** per learning rate (each seed's mean test
 # accuracy over the epochs, ViTBNFFN − ViT, averaged over the depths its text places beyond
-# the critical depth), fixed in the plan of 2026-11-28. Several of the runs it reads trained
-# before that plan was committed, so its verdict is **exploratory**; a **confirmatory replication**
-# on fresh seeds (below) tests it again, planned from the spreads these runs measured and committed
-# before any of its runs. Each panel's cell is secondary, decided
+# the critical depth), fixed in the chapter's first plan. Where any run it reads trained before
+# that plan was committed, its verdict is **exploratory** (the claims table says which and when); a
+# **confirmatory replication** on fresh seeds (below) tests an exploratory one again, planned from the
+# spreads these runs measured and committed before any of its runs. Each panel's cell is secondary, decided
 # after Holm's correction over its figure's cells. Article 2's findings are about its whole
 # protocol (10 epochs of augmented MNIST's training set at batch 100), so the rule judges them
 # only over runs that reached it; shorter runs get "not testable at this scale", with the steps
@@ -154,13 +154,14 @@ depth.seed_plan_table(result)
 # %% [markdown]
 # ## The confirmatory replication
 #
-# Half of what the lr 0.003 primary contrast reads trained before its plan, so that verdict is
-# exploratory. The replication tests it again on fresh seeds, never trained for this chapter
-# before, planned from the spread its primary statistic realised (at an upper confidence bound,
-# since six seeds give that spread five degrees of freedom) to detect the smallest effect the
-# first result leaves standing. The "comparable" cells are planned as equivalences at article 2's
-# margin, each from its own cell's spread; those the budget cannot afford say what they would take.
-# Its verdicts are reported apart from the exploratory ones, in the claims table below:
+# Where a primary contrast is exploratory, the replication tests it again on fresh seeds, never
+# trained for this chapter before, planned from the spread its primary statistic realised (at an
+# upper confidence bound, since a few seeds measure a spread loosely) to detect the smallest effect
+# the first result leaves standing. The "comparable" cells are planned as equivalences at the
+# rule's margin (article 2 gives no number of its own), each from its own cell's spread; those the
+# budget cannot afford say what they would take. Its verdicts are never pooled with the first
+# ones: they are rows of their own (`article2/confirm/...`) in the claims table below, its primary
+# contrast beside the first ones:
 
 # %%
 depth.confirmation_plan_table(result)
@@ -240,7 +241,7 @@ depth.depth_summary_table(result)
 # Neither article trains a ViT without normalisation; this section is the book's addition and
 # carries no verdict. ViTDyT replaces every LayerNorm of ViT by DyT (Zhu et al., "Transformers
 # without Normalization", CVPR 2025: $w \odot \tanh(\alpha x) + b$, chapter 2), which computes no
-# statistic at all. Its runs use the protocol and seeds of the article's two models at the depth
+# statistic at all. Its runs use the protocol and the chapter's `seeds` of the article's two models at the depth
 # and learning rate the settings name (`extra_models`, `extra_depth`, and `extra_lr`, Figure 8's
 # rate unless set: ViTDyT at depth 6 and lr 0.003, one of Figure 8's panels), so the runs of ViT
 # and ViTBNFFN there are the same runs the figures above show. The table gives each model's final accuracy and ViTDyT's

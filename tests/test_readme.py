@@ -357,3 +357,22 @@ def test_article_2s_headline_rests_on_its_confirmatory_verdicts_and_waits_for_th
     now = results.article2_conclusion(claims)
     assert now in first_screen and len(first_screen.replace(now, agreeing).split()) < 600
     assert results.article2_conclusion(claims[~claims["claim"].str.contains("primary")]) is None
+
+
+def test_the_forest_caption_names_each_chapters_profile_not_only_the_smallest():
+    """A referee read "Profile `cpu`" under the forest of claims, while article 2's claims were judged at `paper`: a
+    figure over chapters of several profiles names each, a figure of one profile keeps its one word."""
+    several = {"profile": "cpu", "profiles": {"paper": ["01", "05"], "cpu": ["03"]}}
+    assert readme._profiles(several) == "Profiles `paper` (01, 05), `cpu` (03)"
+    assert readme._profiles({"profile": "paper", "profiles": {"paper": ["01", "05"]}}) == "Profile `paper`"
+    assert readme._profiles({"profile": "smoke"}) == "Profile `smoke`"
+
+
+def test_chapter_05_lists_every_primary_contrast_first_the_replications_beside_the_first_ones():
+    """A referee found the replication's primary contrast last, after every secondary cell, where the chapter's text
+    promises the primary contrasts first."""
+    claims = pd.read_csv(FIGURES / "05_claims.csv", keep_default_na=False)
+    roles = claims["role"].tolist()
+    primaries = roles.count("primary")
+    assert primaries >= 3 and roles[:primaries] == ["primary"] * primaries
+    assert "article2/confirm/primary/lr0.003" in claims["claim"].head(primaries).tolist()

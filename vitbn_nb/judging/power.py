@@ -74,7 +74,7 @@ def difference_plan(
 def equivalence_plan(
     claim: str, role: str, family: Iterable[Iterable[float]], family_name: str, planned: int, margin: verdicts.Margin
 ) -> PlannedClaim:
-    """An equivalence claim's plan: the seeds whose two one-sided tests show a zero difference within the article's
+    """An equivalence claim's plan: the seeds whose two one-sided tests show a zero difference within the claim's
     ``margin``."""
     cells = [list(values) for values in family]
     spread, source = verdicts.pooled_spread(cells), f"{sum(len(c) for c in cells)} seeds of {family_name}"
@@ -82,7 +82,8 @@ def equivalence_plan(
     needed = verdicts.seeds_for_equivalence(points, spread) if math.isfinite(spread) else None
     reach = verdicts.equivalence_reach(spread, planned) if math.isfinite(spread) else points
     margin, test = points, verdicts.EQUIVALENCE_TEST
-    effect_from = f"the article's margin (±{margin:g} pt)"
+    # the margin an article resolves, capped by the rule's ceiling: where the cap binds, not the article's number
+    effect_from = f"the claim's margin (±{margin:g} pt)"
     return PlannedClaim(claim, role, test, spread, source, margin, effect_from, needed, planned, reach)
 
 

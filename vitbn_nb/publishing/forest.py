@@ -119,8 +119,12 @@ def save(folder: Path, published: Path | None = None):
     run_ids = sorted({run for entry in read for run in entry.get("run_ids", [])})
     # the smallest scale its claims were judged at: the forest is no larger than its smallest chapter
     profile = min((e["profile"] for e in read if e.get("profile") in PROFILE_SIZE), key=PROFILE_SIZE.get, default="")
+    # each chapter's own profile beside the smallest: its claims were judged at that scale, not at the smallest
+    profiles = {}
+    for chapter in sorted(set(claims["chapter"])):
+        profiles.setdefault(manifest.get(f"{chapter}_claims", {}).get("profile", "?"), []).append(chapter[:2])
     caption = (
-        f"Every claim judged with an effect and an interval ({len(claims)}): the dot its effect, the line its interval "
+        f"The {len(claims)} claims judged with an interval: the dot its effect, the line its interval "
         "(at its test's level), the colour its verdict, filled where confirmatory, hollow where exploratory"
     )
     shown = [
@@ -143,5 +147,6 @@ def save(folder: Path, published: Path | None = None):
         reproduces="new/findings",
         caption=caption,
         reads="the chapters' judged claims (figures/NN_claims.csv)",
+        extra={"profiles": profiles},
         data=claims[[c for c in shown if c in claims]],
     )

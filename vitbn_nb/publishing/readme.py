@@ -339,12 +339,21 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
         lines += [
             f"![{lead.get('reproduces', name)}](figures/{name}.png)",
             "",
-            f"*{lead.get('caption', '')}. Profile `{lead.get('profile')}`, runs up to "
+            f"*{lead.get('caption', '')}. {_profiles(lead)}, runs up to "
             f"{lead.get('runs_up_to') or lead.get('date')}.*"
             + (f" Every verdict counted, and the headline claims: [below]({verdicts_at});" if verdicts_at else "")
             + f" Every claim: [the claims page]({claims_page}).",
         ]
     return "\n".join(lines).rstrip()
+
+
+def _profiles(entry: dict) -> str:
+    """'Profile `paper`', or, for a figure over chapters of several profiles, 'Profiles `paper` (01, 05), `cpu` (03)'
+    (each chapter's claims were judged at its own, not at the smallest)."""
+    chapters = entry.get("profiles") or {}
+    if len(chapters) < 2:
+        return f"Profile `{entry.get('profile')}`"
+    return "Profiles " + ", ".join(f"`{name}` ({', '.join(numbers)})" for name, numbers in chapters.items())
 
 
 def verdicts_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:

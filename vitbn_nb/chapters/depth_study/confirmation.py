@@ -117,9 +117,13 @@ def judge(table: pd.DataFrame, settings) -> list[Verdict]:
         if claim is None:
             continue
         if not (c.get("afforded", True) and c["seeds"]):
-            hours = "an unknown number of" if c.get("hours") is None else f"{c['hours']:.1f}"
+            hours = (
+                "CPU hours unknown: no run of its depths held CPU epoch times to price it"
+                if c.get("hours") is None
+                else f"{c['hours']:.1f} CPU hours"
+            )
             note = (
-                f"not afforded: its own spread asks {c['seeds'] or 'more than 200'} fresh seeds ({hours} CPU hours) "
+                f"not afforded: its own spread asks {c['seeds'] or 'more than 200'} fresh seeds ({hours}) "
                 f"beyond the plan's {plan()['budget_hours']:g} h"
             )
             cells.append(Verdict(c["key"], verdicts.NOT_RUN, role=verdicts.SECONDARY, note=note, test=c["test"]))

@@ -96,7 +96,8 @@ def plan_caption(frame: pd.DataFrame) -> str:
         f"{verdicts.ALPHA:.0%}; equivalence margin ±{verdicts.MARGIN_PT:g} pt). Primary contrasts, which decide the "
         f"conclusion: {seeds}. {len(short)} secondary claims keep fewer seeds than they would need (up to {most}): "
         "they do not decide the conclusion, each states what its seeds can detect, and the widest spreads would "
-        f"take more seeds than any budget for article 2 (about 25 CPU hours) allows. Left to train: {runs} runs, about "
+        "take more seeds than a CPU budget for article 2 allows (the confirmatory replication's plan prices each). "
+        f"Left to train: {runs} runs, about "
         f"{'an unknown number of' if pd.isna(hours) else f'{hours:.1f}'} hours of a CPU like the ones that trained "
         "the committed runs"
     )

@@ -179,8 +179,8 @@ result = fixed_lr.run(settings, force=force)
 #
 # **Absolute times are not comparable with the article's, ratios are.** Article 1 says it ran
 # Experiment 1 on an NVIDIA L4 GPU in Google Colab; its reference scripts, as committed, never
-# move a model or a batch to a GPU (no commit of the reference repository contains `cuda`,
-# `.to(` or `device`), so run as committed they train and time on the CPU, and which of the two
+# move a model or a batch to a GPU (no Python file in any commit of the reference repository
+# contains `cuda`, `.to(` or `device`), so run as committed they train and time on the CPU, and which of the two
 # timed the article's epochs the repository cannot tell. Ours come from the machine in each
 # figure's footer: a seed's two runs are compared only where one machine timed both, and a time
 # shown in seconds is one machine's (a caption says when epochs timed elsewhere are left out,
@@ -434,7 +434,8 @@ fixed_lr.claims_table(result)
 #
 # How many seeds each claim reads was fixed by a power analysis over the full-protocol runs held
 # when the plan was committed (the time git gives), and written in the chapter's settings
-# (`seeds`); the lr 0.01 runs trained before it, so their verdicts are exploratory. The table
+# (`seeds`); a verdict that reads any run trained before it (the first lr 0.01 runs) is exploratory,
+# and the claims table says which. The table
 # gives, per claim, its test, the spread (or the collapse rate) it plans from, the effect to
 # detect, the seeds that would detect it, the seeds planned, what those detect, and the runs and
 # hours left to train at article 1's protocol:

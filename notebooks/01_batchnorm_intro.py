@@ -111,8 +111,8 @@ settings
 # names no normalisation step, and the reference code's function of the same name
 # (`get_datasets_mnist` in `mlflow_modules/train_augs_mnist.py` at commit 3b59bbf, with exactly
 # these transforms) ends with `ToTensor` and applies none. As in article 2, **the test images are
-# augmented too** (its Code Block 1 augments the validation set; applied as a dataset
-# transform, that augmentation is redrawn on every pass); this book's run store draws it
+# augmented too** (its Code Block 1 augments the validation set; in the reference code at 3b59bbf
+# that augmentation is the validation set's dataset transform, so it is redrawn on every pass); this book's run store draws it
 # **once, with a fixed seed** (drawn on the CPU whatever the device), so every model and every
 # epoch is tested on exactly the same images, and the curves do not wobble with the redrawn test
 # set. Training batches are
@@ -177,8 +177,9 @@ batchnorm_intro.summary_table(result)
 # %% [markdown]
 # ## The claims, judged by the book's rule
 #
-# Every one of article 2's claims about its DNNs (Figures 1–3) that this chapter can test, with the measured value, its 95 % interval
-# and the verdict of the book's one decision rule (the book's claims page, "How this book judges a
+# Article 2's claims about its DNNs (Figures 1–3), each judged on test accuracy (Figure 1's "lower training loss"
+# is drawn in Figure 1 above, not judged: the rule's effects and margins are in accuracy points), with the measured
+# value, its 95 % interval and the verdict of the book's one decision rule (the book's claims page, "How this book judges a
 # claim"): paired per-seed differences, no verdict with fewer than three seeds, and "not testable at
 # this scale" for a number the article reached at a protocol these runs did not.
 

@@ -134,8 +134,8 @@ build_model("ViTBNFFN")
 #   feature **over the batch and the tokens**: $\mu_i = \frac{1}{bn} \sum_{a, \alpha} z^{a\alpha}_i$,
 #   so there are $d$ means, each of $b \cdot n$ numbers. (The book computes it on a `(b·n, d)`
 #   view: the same statistics without a transposed copy. Which form is fastest depends on the
-#   machine and the mode: chapter 8's `new_batchnorm_forms` table times each form on the
-#   machine that renders it.)
+#   machine and the mode: chapter 8's `new_batchnorm_forms` table times each form, with the
+#   machine that measured it.)
 #
 # On a small batch with $b = 4$ images, $n = 5$ tokens and $d = 6$ features, whose features have
 # very different offsets and scales (as real activations do), the outputs are zero-mean with

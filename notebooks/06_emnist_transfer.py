@@ -22,8 +22,8 @@
 # distribution. Article 1 says the series trains ViT, ViTBNFFN and ViTBN on MNIST with "certain
 # image augmentations" (this book uses article 2's, chapter 1) with optimised learning rates and
 # batch sizes, for the same number of
-# epochs, and then tests them on **EMNIST digits**, handwriting collected differently from
-# MNIST's. It compares two things there: how accurate the models are, and how long a pass over
+# epochs, and then tests them on **EMNIST digits**, a dataset of handwritten digits other than
+# MNIST. It compares two things there: how accurate the models are, and how long a pass over
 # the new set takes. Article 1 summarises the result: *the models with BatchNorm register a
 # significant gain in the inference times*, and a CNN trained on the same data is included as an
 # order-of-magnitude estimate. The articles give no numbers for this
@@ -36,8 +36,8 @@
 # comparison at the depth article 1 states for its models (as written), so whatever the
 # BatchNorm models gain at inference there, they gain it from the norm, not from being
 # shallower. The reference repository's transfer checkpoints (`FinOptAug1_*_30.pth` at its HEAD,
-# trained on augmented MNIST) hold six encoder blocks, but they were trained before the early return of the
-# encoder was fixed: the audit in chapter 3 shows blocks 2-6 of their BatchNorm models never
+# trained on augmented MNIST) hold six encoder blocks, but they were committed on 2024-08-08 (8ae6225, 6770a6c),
+# before the early return of the encoder was fixed (27ca0f8, 297070d): the audit in chapter 3 shows blocks 2-6 of their BatchNorm models never
 # trained, so the series' transfer experiment, like article 1's, compared a 6-block ViT with
 # BatchNorm models that computed one block. The chapter therefore also trains ViTBNFFN and ViTBN
 # with **one block** (as run), with the learning rate and batch size tuned for their depth-6
@@ -148,10 +148,10 @@ transfer.measurements(result)
 # %% [markdown]
 # **The article's claim:** the BatchNorm models are significantly faster at inference than
 # ViT; a CNN trained on the same data serves as an order-of-magnitude reference for the
-# inference times (article 1 says no more about it). No accuracy or time is quoted. EMNIST cannot be
-# downloaded here: offline the transfer set is a stand-in (scikit-learn's 8×8 digits upsampled to
-# 28×28), so its accuracies say how these models read those digits and cannot test anything the
-# series says of accuracy on EMNIST. The table gives this run's numbers: accuracy on the augmented-MNIST test set (the
+# inference times (article 1 says no more about it). No accuracy or time is quoted. Where EMNIST
+# cannot be downloaded, the transfer set is the stand-in (the cell above says which this run used),
+# and its accuracies say how these models read those digits and cannot test anything the series
+# says of accuracy on EMNIST. The table gives this run's numbers: accuracy on the augmented-MNIST test set (the
 # training distribution) and on the transfer set, the median time of one pass, images per
 # second, the speed-up $T_\text{ViT} / T_\text{model}$ and the parameter count. Every run's passes
 # were timed in the same interleaved rounds, so each speed-up is judged by the book's rule

@@ -95,7 +95,8 @@ three_things.protocol(settings)
 # ## (a) Parallel blocks
 #
 # A pre-norm block computes $x \leftarrow x + \mathrm{MHSA}(x)$, then
-# $x \leftarrow x + \mathrm{FFN}(x)$ (each branch normalises its own input first). The parallel
+# $x \leftarrow x + \mathrm{FFN}(x)$ (in ViT each branch normalises its own input first; the BatchNorm
+# models' feed-forward branch normalises after its first linear layer instead). The parallel
 # block of Touvron et al. (their Equation 2, which the summary refers to; this is the book's
 # reading of it) runs $b$ branches of each on the **same** input and sums them:
 #
@@ -118,7 +119,7 @@ parallel = parallel_blocks.run(settings, force=force)
 parallel_blocks.blocks_figure(parallel)
 
 # %% [markdown]
-# Per model and structure: parameters, final accuracy (mean ± standard deviation over seeds where
+# Per model and structure: parameters, final accuracy (mean with its 95 % interval over seeds where
 # there are several), training time per epoch, and inference latency per image at batch 1 and at a
 # large batch (the median of several timed passes, measured on the machine that trained the run
 # and stored in its record; the footer names the records). Our `Parallel` module runs its branches one after the other in Python: the same
@@ -138,7 +139,7 @@ parallel_blocks.comparison(parallel)
 # analogue here: models trained on MNIST at 28 × 28 are fine-tuned on **MNIST upscaled to
 # 56 × 56** (bilinear, every image twice as large). We upscale rather than place the digit at a
 # random spot of a larger canvas because that keeps the task the same and changes only the
-# resolution, which is exactly Touvron et al.'s setting. The patch stays 7 × 7, so the image now
+# resolution, as Touvron et al.'s fine-tuning from 224 × 224 to 384 × 384 does. The patch stays 7 × 7, so the image now
 # has 8 × 8 = 64 patches instead of 4 × 4 = 16; each patch sees a quarter of what it saw before,
 # and the 16 learned position embeddings are **interpolated bicubically on their 2-D grid** to
 # 64 (the class token's embedding is kept), as DeiT does (`finetune.interpolate_pos_embedding`).

@@ -297,7 +297,7 @@ speed_accounting.effects_statement(result)
 # a view runs at least one kernel on a GPU, and for models this small a fast GPU may spend
 # longer launching a kernel than running it; where it does, time follows the operation count
 # rather than the FLOPs.
-# That is an expectation, untested here: no GPU has timed this book yet, and the `paper` profile
+# That is an expectation, untested here: no GPU has timed this chapter's measurements yet, and the `paper` profile
 # measures it with the same code. The counts below are taken on the CPU under a dispatch mode
 # (nothing is timed), with Adam's multi-tensor update as a GPU runs it; a GPU's dispatcher may
 # pick other kernels for attention or BatchNorm, so for a GPU they are an estimate.

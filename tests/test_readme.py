@@ -338,7 +338,8 @@ def test_article_2s_headline_rests_on_its_confirmatory_verdicts_and_waits_for_th
     redo = claims["claim"] == "article2/confirm/primary/lr0.003"
     waiting = claims.assign(outcome=claims["outcome"].where(~redo, verdicts.NOT_JUDGED))
     said = results.article2_conclusion(waiting)
-    assert said.startswith("**Article 2's conclusion**:") and "agrees (confirmatory)" in said
+    claim = "beyond a critical depth ViTBNFFN converges faster than ViT"
+    assert said.startswith(f"**Article 2's conclusion** ({claim}), read as") and "agrees (confirmatory)" in said
     assert "At lr 0.003 it stays exploratory until its replication on fresh seeds decides (" in said
     assert said in readme.lead_sentences(waiting) and said in results.takeaway_text(waiting, "paper")
     decided = lambda outcome: claims.assign(
@@ -347,11 +348,13 @@ def test_article_2s_headline_rests_on_its_confirmatory_verdicts_and_waits_for_th
         seeds=claims["seeds"].where(~redo, 15),
     )
     agreeing = results.article2_conclusion(decided(verdicts.AGREES))
-    assert agreeing.startswith("**Article 2's conclusion holds beyond the critical depth**")
+    assert agreeing.startswith(f"**Article 2's conclusion holds**: {claim}, read as")
     rests = "At lr 0.003 it rests on its replication on fresh seeds: +3.0 pt [+1.0, +5.0] (15 seeds)"
     assert f"{rests}, agrees (confirmatory)." in agreeing
     noise = results.article2_conclusion(decided(verdicts.NOISE))
-    assert noise.startswith("**Article 2's conclusion**:") and f"{rests}, within noise (confirmatory)." in noise
+    assert (
+        noise.startswith(f"**Article 2's conclusion** ({claim})") and f"{rests}, within noise (confirmatory)." in noise
+    )
     # once the replication decides, the README's first screen still fits its budget with the longer paragraph
     first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:60])
     now = results.article2_conclusion(claims)
@@ -376,3 +379,15 @@ def test_chapter_05_lists_every_primary_contrast_first_the_replications_beside_t
     primaries = roles.count("primary")
     assert primaries >= 3 and roles[:primaries] == ["primary"] * primaries
     assert "article2/confirm/primary/lr0.003" in claims["claim"].head(primaries).tolist()
+
+
+def test_a_replication_waiting_for_its_seeds_reads_as_waiting_with_no_label():
+    """A reader met "+5.2 pt (2 seeds), shown, not judged, confirmatory": a label beside no verdict. A primary contrast
+    that waits for its planned seeds says how many are trained, and carries no label until it is judged."""
+    from vitbn_nb.judging import verdicts
+
+    row = lambda outcome, note: pd.Series(dict(outcome=outcome, note=note, evidence="confirmatory"))
+    waiting = row(verdicts.NOT_JUDGED, "2 seeds: ...; 2 of the 15 planned seeds held on one data stream")
+    assert readme._waiting(waiting) == "not judged until its planned seeds are trained (2 of 15)"
+    assert readme._waiting(row(verdicts.AGREES, "")) == ""
+    assert readme._waiting(row(verdicts.NOT_JUDGED, "2 seeds")) == ""  # fewer than 3 seeds, no plan behind it

@@ -239,6 +239,15 @@ def lead_figure(folder: Path) -> str:
     return LEAD_FIGURE if (Path(folder) / f"{LEAD_FIGURE}.png").is_file() else LEAD_FALLBACK
 
 
+def _waiting(row) -> str:
+    """'not judged until its planned seeds are trained (2 of 15)' for a verdict that waits for its plan's seeds (no
+    label: confirmatory or not, it has no verdict yet), else ''."""
+    held = re.search(r"(\d+) of the (\d+) planned seeds", _text(getattr(row, "note", "")))
+    if row.outcome != verdicts.NOT_JUDGED or not held:
+        return ""
+    return f"not judged until its planned seeds are trained ({held.group(1)} of {held.group(2)})"
+
+
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     """What the book found of one article, counted from its claims' verdicts: what is decided and where, what is
     open, what waits for its planned seeds, what is not testable at the scale held."""
@@ -249,7 +258,7 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
     if len(primary):
         parts = "; ".join(
             f"lr {r.claim.rsplit('lr', 1)[-1]}{' (its replication on fresh seeds)' * ('/confirm/' in r.claim)}: "
-            f"{r.shown}, {r.outcome}{f', {r.evidence}' if _text(r.evidence) else ''}"
+            f"{r.shown}, {_waiting(r) or r.outcome + (f', {r.evidence}' if _text(r.evidence) else '')}"
             for r in primary.itertuples()
         )
         lines.append(

@@ -160,17 +160,14 @@ def article2_conclusion(claims: pd.DataFrame) -> str | None:
             resting.append(None)
             held = re.search(r"(\d+) of the (\d+) planned seeds", str(redo.note))
             said += f" At lr {lr} it stays exploratory until its replication on fresh seeds "
-            said += f"decides ({held.group(1)} of {held.group(2)} seeds held)." if held else "decides."
+            said += f"decides ({held.group(1)} of its {held.group(2)} planned seeds trained)." if held else "decides."
     holds = all(row is not None and row.outcome == verdicts.AGREES for row in resting)
-    head = "Article 2's conclusion holds beyond the critical depth" if holds else "Article 2's conclusion"
+    claim = "beyond a critical depth ViTBNFFN converges faster than ViT"
+    head = f"**Article 2's conclusion holds**: {claim}" if holds else f"**Article 2's conclusion** ({claim})"
     parts = "; ".join(
         f"lr {_claim_lr(r)}, depth {_claim_depths(r)}: {_shown_and_judged(r)}" for r in first.itertuples()
     )
-    text = (
-        f"**{head}**: ViTBNFFN's test accuracy, averaged over the epochs, against ViT's at equal depth, at its planned "
-        f"depths beyond the critical one ({parts}).{said}"
-    )
-    return text
+    return f"{head}, read as the gap in test accuracy averaged over the epochs at equal depth: {parts}.{said}"
 
 
 def run_ids_of(runs) -> list[str]:

@@ -158,7 +158,7 @@ depth.seed_plan_table(result)
 # trained for this chapter before, planned from the spread its primary statistic realised (at an
 # upper confidence bound, since a few seeds measure a spread loosely) to detect the smallest effect
 # the first result leaves standing. The "comparable" cells are planned as equivalences at the
-# rule's margin (article 2 gives no number of its own), each from its own cell's spread; those the
+# margin article 2 resolves, capped by the rule's ceiling, each from its own cell's spread; those the
 # budget cannot afford say what they would take. Its verdicts are never pooled with the first
 # ones: they are rows of their own (`article2/confirm/...`) in the claims table below, its primary
 # contrast beside the first ones:

@@ -366,19 +366,30 @@ def test_the_forest_caption_names_each_chapters_profile_not_only_the_smallest():
     """A referee read "Profile `cpu`" under the forest of claims, while article 2's claims were judged at `paper`: a
     figure over chapters of several profiles names each, a figure of one profile keeps its one word."""
     several = {"profile": "cpu", "profiles": {"paper": ["01", "05"], "cpu": ["03"]}}
-    assert readme._profiles(several) == "Profiles `paper` (01, 05), `cpu` (03)"
+    assert readme._profiles(several) == "Rendered at `paper` (01, 05), `cpu` (03)"
     assert readme._profiles({"profile": "paper", "profiles": {"paper": ["01", "05"]}}) == "Profile `paper`"
     assert readme._profiles({"profile": "smoke"}) == "Profile `smoke`"
 
 
 def test_chapter_05_lists_every_primary_contrast_first_the_replications_beside_the_first_ones():
     """A referee found the replication's primary contrast last, after every secondary cell, where the chapter's text
-    promises the primary contrasts first."""
-    claims = pd.read_csv(FIGURES / "05_claims.csv", keep_default_na=False)
+    promises the primary contrasts first: the claims table puts every primary contrast first, each group in order."""
+    from vitbn_nb.judging import verdicts
+
+    found = [
+        verdicts.Verdict("first/lr0.003", verdicts.AGREES, role=verdicts.PRIMARY),
+        verdicts.Verdict("cell/d2", verdicts.NOISE, role=verdicts.SECONDARY),
+        verdicts.Verdict("cell/d3", verdicts.NOISE, role=verdicts.SECONDARY),
+        verdicts.Verdict("confirm/lr0.003", verdicts.NOT_JUDGED, role=verdicts.PRIMARY),
+        verdicts.Verdict("confirm/d2", verdicts.EQUIVALENT, role=verdicts.SECONDARY),
+    ]
+    ordered = [v.claim for v in verdicts.primary_first(found)]
+    assert ordered == ["first/lr0.003", "confirm/lr0.003", "cell/d2", "cell/d3", "confirm/d2"]
+    claims = pd.read_csv(FIGURES / "05_claims.csv", keep_default_na=False)  # and the chapter's saved table does so
     roles = claims["role"].tolist()
-    primaries = roles.count("primary")
-    assert primaries >= 3 and roles[:primaries] == ["primary"] * primaries
-    assert "article2/confirm/primary/lr0.003" in claims["claim"].head(primaries).tolist()
+    assert roles == sorted(roles, key=lambda role: role != "primary") and "article2/confirm/primary/lr0.003" in set(
+        claims["claim"].head(roles.count("primary"))
+    )
 
 
 def test_a_replication_waiting_for_its_seeds_reads_as_waiting_with_no_label():
@@ -388,6 +399,6 @@ def test_a_replication_waiting_for_its_seeds_reads_as_waiting_with_no_label():
 
     row = lambda outcome, note: pd.Series(dict(outcome=outcome, note=note, evidence="confirmatory"))
     waiting = row(verdicts.NOT_JUDGED, "2 seeds: ...; 2 of the 15 planned seeds held on one data stream")
-    assert readme._waiting(waiting) == "not judged until its planned seeds are trained (2 of 15)"
+    assert readme._waiting(waiting) == "not judged until its planned seeds are complete (2 of 15)"
     assert readme._waiting(row(verdicts.AGREES, "")) == ""
     assert readme._waiting(row(verdicts.NOT_JUDGED, "2 seeds")) == ""  # fewer than 3 seeds, no plan behind it

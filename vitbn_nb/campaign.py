@@ -469,7 +469,8 @@ def train(
             )
             started = time.monotonic()
             trained += training.train_all(unit, deadline=deadline, one_stream=unit[0].run_id("cpu") in retrain)
-            done = "another worker finished it" if held else "finished"
+            # the other worker may have stopped short (its deadline, a kill): then this one resumed what it left
+            done = "its lock came free (read back, or resumed here)" if held else "finished"
             log(f"{stage.chapter}: {done} in {_duration(time.monotonic() - started)}")
         if stage.studies():
             trained += _search(stage, device, deadline, log, first=False)

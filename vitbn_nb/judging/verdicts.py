@@ -613,6 +613,18 @@ def short_of_plan(judged: Verdict, planned: int, present: bool = True) -> Verdic
     )
 
 
+def primary_first(found: list[Verdict]) -> list[Verdict]:
+    """``found`` with its primary contrasts first, each group in its given order: a replication's primary contrast
+    then stands beside the first ones it tests again, not after every secondary cell."""
+    return sorted(found, key=lambda verdict: verdict.role != PRIMARY)
+
+
+def seeds_held(note: str) -> tuple[int, int] | None:
+    """The seeds held and planned that :func:`short_of_plan` wrote into a verdict's note, or None."""
+    found = re.search(r"(\d+) of the (\d+) planned seeds held", str(note or ""))
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def untestable(claim: str, reached_steps: int, article_steps: int, *, unit: str = "pt", condition: str = "") -> Verdict:
     """A claim about an absolute number at the article's protocol, where the runs did not reach it."""
     return Verdict(claim, UNTESTABLE, unit=unit, scale=scale_note(reached_steps, article_steps), condition=condition)

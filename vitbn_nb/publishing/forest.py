@@ -119,10 +119,12 @@ def save(folder: Path, published: Path | None = None):
     run_ids = sorted({run for entry in read for run in entry.get("run_ids", [])})
     # the smallest scale its claims were judged at: the forest is no larger than its smallest chapter
     profile = min((e["profile"] for e in read if e.get("profile") in PROFILE_SIZE), key=PROFILE_SIZE.get, default="")
-    # each chapter's own profile beside the smallest: its claims were judged at that scale, not at the smallest
+    # the profile each chapter rendered at, beside the smallest: a reader of the caption sees which chapters it names
+    # (a chapter's rows say the scale of the runs each read, which a smaller profile may take from `paper`)
     profiles = {}
-    for chapter in sorted(set(claims["chapter"])):
-        profiles.setdefault(manifest.get(f"{chapter}_claims", {}).get("profile", "?"), []).append(chapter[:2])
+    for chapter, entry in zip(sorted(set(claims["chapter"])), read):
+        if entry.get("profile"):
+            profiles.setdefault(entry["profile"], []).append(chapter)
     caption = (
         f"The {len(claims)} claims judged with an interval: the dot its effect, the line its interval "
         "(at its test's level), the colour its verdict, filled where confirmatory, hollow where exploratory"

@@ -240,12 +240,12 @@ def lead_figure(folder: Path) -> str:
 
 
 def _waiting(row) -> str:
-    """'not judged until its planned seeds are trained (2 of 15)' for a verdict that waits for its plan's seeds (no
+    """'not judged until its planned seeds are complete (2 of 15)' for a verdict that waits for its plan's seeds (no
     label: confirmatory or not, it has no verdict yet), else ''."""
-    held = re.search(r"(\d+) of the (\d+) planned seeds", _text(getattr(row, "note", "")))
+    held = verdicts.seeds_held(_text(getattr(row, "note", "")))
     if row.outcome != verdicts.NOT_JUDGED or not held:
         return ""
-    return f"not judged until its planned seeds are trained ({held.group(1)} of {held.group(2)})"
+    return f"not judged until its planned seeds are complete ({held[0]} of {held[1]})"
 
 
 def _article_sentence(article: str, rows: pd.DataFrame) -> str:
@@ -350,19 +350,19 @@ def findings_block(folder: Path, claims_page: str = CLAIMS_PAGE, verdicts_at: st
             "",
             f"*{lead.get('caption', '')}. {_profiles(lead)}, runs up to "
             f"{lead.get('runs_up_to') or lead.get('date')}.*"
-            + (f" Every verdict counted, and the headline claims: [below]({verdicts_at});" if verdicts_at else "")
+            + (f" Counts and headline claims: [below]({verdicts_at});" if verdicts_at else "")
             + f" Every claim: [the claims page]({claims_page}).",
         ]
     return "\n".join(lines).rstrip()
 
 
 def _profiles(entry: dict) -> str:
-    """'Profile `paper`', or, for a figure over chapters of several profiles, 'Profiles `paper` (01, 05), `cpu` (03)'
-    (each chapter's claims were judged at its own, not at the smallest)."""
+    """'Profile `paper`', or, for a figure over chapters of several profiles, 'Rendered at `paper` (01, 05), `cpu`
+    (03)': each chapter's, not only the smallest."""
     chapters = entry.get("profiles") or {}
     if len(chapters) < 2:
         return f"Profile `{entry.get('profile')}`"
-    return "Profiles " + ", ".join(f"`{name}` ({', '.join(numbers)})" for name, numbers in chapters.items())
+    return "Rendered at " + ", ".join(f"`{name}` ({', '.join(numbers)})" for name, numbers in chapters.items())
 
 
 def verdicts_block(folder: Path, claims_page: str = CLAIMS_PAGE) -> str:

@@ -158,9 +158,9 @@ def article2_conclusion(claims: pd.DataFrame) -> str | None:
             said += f" At lr {lr} it rests on its replication on fresh seeds: {_shown_and_judged(redo)}."
         else:
             resting.append(None)
-            held = re.search(r"(\d+) of the (\d+) planned seeds", str(redo.note))
+            held = verdicts.seeds_held(redo.note)
             said += f" At lr {lr} it stays exploratory until its replication on fresh seeds "
-            said += f"decides ({held.group(1)} of its {held.group(2)} planned seeds trained)." if held else "decides."
+            said += f"decides ({held[0]} of its {held[1]} planned seeds complete)." if held else "decides."
     holds = all(row is not None and row.outcome == verdicts.AGREES for row in resting)
     claim = "beyond a critical depth ViTBNFFN converges faster than ViT"
     head = f"**Article 2's conclusion holds**: {claim}" if holds else f"**Article 2's conclusion** ({claim})"

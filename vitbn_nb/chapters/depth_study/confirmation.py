@@ -124,7 +124,8 @@ def judge(table: pd.DataFrame, settings) -> list[Verdict]:
             )
             note = (
                 f"not afforded: its own spread asks {c['seeds'] or 'more than 200'} fresh seeds ({hours}) "
-                f"beyond the plan's {plan()['budget_hours']:g} h"
+                f"beyond what the plan's {plan()['budget_hours']:g} CPU hours left after its primary contrast and "
+                "cheaper cells"
             )
             cells.append(Verdict(c["key"], verdicts.NOT_RUN, role=verdicts.SECONDARY, note=note, test=c["test"]))
             continue

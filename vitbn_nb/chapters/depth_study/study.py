@@ -12,7 +12,7 @@ import pandas as pd
 from ...engines import training
 from ...judging import power
 from ...judging.selection import final_accuracy, select
-from ...judging.verdicts import PRIMARY, UNTESTABLE
+from ...judging.verdicts import UNTESTABLE, primary_first
 from ...models import CARDS
 from ...publishing import figures, results
 from ...store import runs
@@ -414,8 +414,7 @@ def claims_table(result):
     if settings.confirmation:
         found, claims = found + confirmation.judge(result.confirm, settings), claims + confirmation.findings(settings)
     found = power.with_planned_power(found, _seed_plan(settings)[1])
-    # the primary contrasts first, the replication's beside the first ones it tests again
-    found = sorted(found, key=lambda verdict: verdict.role != PRIMARY)
+    found = primary_first(found)
     read = pd.concat([result.table, result.confirm]) if len(result.confirm) else None
     return figures.save_claims(result, found, claims, runs=read)
 

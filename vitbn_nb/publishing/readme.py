@@ -262,7 +262,7 @@ def _article_sentence(article: str, rows: pd.DataFrame) -> str:
             for r in primary.itertuples()
         )
         lines.append(
-            "- **Its conclusion** (beyond a critical depth ViTBNFFN converges faster), one primary contrast per "
+            f"- **Its conclusion** ({results.ARTICLE2_CONCLUSION}), one primary contrast per "
             f"learning rate fixed in its plan, at its whole protocol: {parts}."
         )
     for title, chosen in results.outcome_groups(rows):

@@ -134,6 +134,10 @@ def _shown_and_judged(row) -> str:
     return f"{row.shown}, {row.outcome}{label}"
 
 
+#: Article 2's conclusion in the book's words, wherever a page names what its primary contrasts test.
+ARTICLE2_CONCLUSION = "beyond a critical depth ViTBNFFN converges faster than ViT"
+
+
 def article2_conclusion(claims: pd.DataFrame) -> str | None:
     """What article 2's conclusion rests on, one paragraph (Markdown) read from the judged claims, or None where they
     hold no primary contrast of article 2: its primary contrast at each learning rate, and, where that first contrast
@@ -162,7 +166,7 @@ def article2_conclusion(claims: pd.DataFrame) -> str | None:
             said += f" At lr {lr} it stays exploratory until its replication on fresh seeds "
             said += f"decides ({held[0]} of its {held[1]} planned seeds complete)." if held else "decides."
     holds = all(row is not None and row.outcome == verdicts.AGREES for row in resting)
-    claim = "beyond a critical depth ViTBNFFN converges faster than ViT"
+    claim = ARTICLE2_CONCLUSION
     head = f"**Article 2's conclusion holds**: {claim}" if holds else f"**Article 2's conclusion** ({claim})"
     parts = "; ".join(
         f"lr {_claim_lr(r)}, depth {_claim_depths(r)}: {_shown_and_judged(r)}" for r in first.itertuples()
